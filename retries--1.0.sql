@@ -1,0 +1,404 @@
+/*
+ * retries--1.0.sql
+ *	  Install script of the retries extension: the data model (types,
+ *	  tables), the SQL API (C functions) and the monitoring views.
+ *
+ * Ordinary roles get no privileges on the tables: every change goes through
+ * the C functions, which check the caller's rights and then write as the
+ * extension's owner.  The views are security barriers that show each role
+ * only its own calls (all calls to superusers and members of retries_admin).
+ */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION retries" to load this file. \quit
+
+/*
+ * The role whose members see and manage every role's calls.  Roles are
+ * cluster-wide, so a second database's CREATE EXTENSION finds it already.
+ */
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'retries_admin') THEN
+		CREATE ROLE retries_admin NOLOGIN;
+	END IF;
+END
+$$;
+
+-----------------------------------------------------------------------
+-- Types
+-----------------------------------------------------------------------
+
+CREATE TYPE retries.call_state AS ENUM
+	('scheduled', 'running', 'succeeded', 'failed', 'cancelled');
+COMMENT ON TYPE retries.call_state IS
+	'state of a scheduled call: scheduled, running, succeeded, failed or cancelled';
+
+CREATE TYPE retries.attempt_outcome AS ENUM
+	('succeeded', 'retry', 'failed', 'timeout', 'interrupted');
+COMMENT ON TYPE retries.attempt_outcome IS
+	'outcome of one attempt: succeeded, retry, failed, timeout or interrupted';
+
+-----------------------------------------------------------------------
+-- Tables
+-----------------------------------------------------------------------
+
+/*
+ * policy_data: one row per annotation.  Rows are never changed once written,
+ * except that re-annotating or unannotating a function clears is_current;
+ * each call refers to the row it was scheduled under and keeps that policy
+ * for its whole life.  Functions are stored by OID (fn) and, for people and
+ * for dump/restore diagnostics, by qualified signature (fn_signature).
+ */
+CREATE TABLE retries.policy_data (
+	id				integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	fn				oid NOT NULL,
+	fn_signature	text NOT NULL,
+	is_current		boolean NOT NULL DEFAULT true,
+	max_attempts	integer CHECK (max_attempts >= 1),
+	min_delay		interval NOT NULL,
+	max_delay		interval,
+	multiplier		float8 NOT NULL CHECK (multiplier >= 1),
+	jitter			text NOT NULL CHECK (jitter IN ('none', 'full', 'equal')),
+	retry_on		text[] NOT NULL,
+	timeout			interval,
+	on_exhausted	oid,
+	delay_fn		oid,
+	annotated_by	regrole NOT NULL,
+	annotated_at	timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE UNIQUE INDEX policy_data_current ON retries.policy_data (fn) WHERE is_current;
+COMMENT ON TABLE retries.policy_data IS
+	'retry policies, one row per annotation; read it through retries.policies';
+
+/*
+ * call_data: one row per scheduled call, kept after it finishes until
+ * retries.retention has passed.  args holds the arguments in canonical form
+ * (already converted once to the parameter types).  max_attempts is the
+ * attempt number after which the call fails: the policy's budget, moved
+ * forward when a finished call is retried by hand.
+ */
+CREATE TABLE retries.call_data (
+	id				bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	policy_id		integer NOT NULL,
+	args			jsonb NOT NULL,
+	state			retries.call_state NOT NULL DEFAULT 'scheduled',
+	attempts		integer NOT NULL DEFAULT 0,
+	max_attempts	integer,
+	next_attempt	timestamptz NOT NULL,
+	created_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	scheduled_by	regrole NOT NULL,
+	key				text,
+	cancel_requested boolean NOT NULL DEFAULT false,
+	last_sqlstate	text,
+	last_message	text
+);
+-- what the workers look for: due calls, earliest first
+CREATE INDEX call_data_due ON retries.call_data (next_attempt)
+	WHERE state = 'scheduled';
+-- dedupe keys: unique per role among unfinished calls; hashed, so keys of
+-- any length fit in the index
+CREATE UNIQUE INDEX call_data_key ON retries.call_data
+	(scheduled_by, pg_catalog.md5(key))
+	WHERE key IS NOT NULL AND state IN ('scheduled', 'running');
+-- what each role sees in the views
+CREATE INDEX call_data_scheduled_by ON retries.call_data (scheduled_by);
+COMMENT ON TABLE retries.call_data IS
+	'scheduled calls; read it through retries.calls';
+
+/*
+ * attempt_data: one row per attempt of a call, numbered from 1 and never
+ * renumbered (a call retried by hand goes on counting).
+ */
+CREATE TABLE retries.attempt_data (
+	call_id			bigint NOT NULL,
+	attempt			integer NOT NULL,
+	started_at		timestamptz NOT NULL,
+	finished_at		timestamptz,
+	outcome			retries.attempt_outcome,
+	sqlstate		text,
+	message			text,
+	detail			text,
+	hint			text,
+	context			text,
+	next_delay		interval,
+	PRIMARY KEY (call_id, attempt)
+);
+COMMENT ON TABLE retries.attempt_data IS
+	'attempts of calls; read it through retries.attempts';
+
+-- policies and calls survive pg_dump (attempt history is not dumped)
+SELECT pg_catalog.pg_extension_config_dump('retries.policy_data', '');
+SELECT pg_catalog.pg_extension_config_dump('retries.call_data', '');
+
+REVOKE ALL ON retries.policy_data, retries.call_data, retries.attempt_data FROM PUBLIC;
+
+-----------------------------------------------------------------------
+-- Annotating functions
+-----------------------------------------------------------------------
+
+CREATE FUNCTION retries.annotate(fn regprocedure,
+								 policy text DEFAULT NULL,
+								 max_attempts integer DEFAULT NULL,
+								 min_delay interval DEFAULT NULL,
+								 max_delay interval DEFAULT NULL,
+								 multiplier float8 DEFAULT 2.0,
+								 jitter text DEFAULT 'none',
+								 retry_on text[] DEFAULT '{RT}',
+								 timeout interval DEFAULT NULL,
+								 on_exhausted regprocedure DEFAULT NULL,
+								 delay_fn regprocedure DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_annotate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
+									 float8, text, text[], interval, regprocedure, regprocedure) IS
+	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled';
+
+CREATE FUNCTION retries.unannotate(fn regprocedure)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_unannotate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.unannotate(regprocedure) IS
+	'remove a function''s retry policy; calls already scheduled keep theirs';
+
+-----------------------------------------------------------------------
+-- Scheduling calls
+-----------------------------------------------------------------------
+
+CREATE FUNCTION retries.call(fn regprocedure,
+							 args jsonb DEFAULT '[]',
+							 run_at timestamptz DEFAULT pg_catalog.now(),
+							 key text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_call'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text) IS
+	'schedule a call of an annotated function at run_at, as the current role; returns the call id';
+
+-----------------------------------------------------------------------
+-- Inside a called function
+-----------------------------------------------------------------------
+
+CREATE FUNCTION retries.retry(message text DEFAULT 'retry requested',
+							  after interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_retry'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.retry(text, interval) IS
+	'raise SQLSTATE RT000 so the current call is retried, not sooner than after';
+
+CREATE FUNCTION retries.current_call()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_current_call'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.current_call() IS
+	'id of the call being run by this worker, or NULL outside a worker';
+
+CREATE FUNCTION retries.current_attempt()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'retries_current_attempt'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.current_attempt() IS
+	'number of the attempt being run (1 for the first), or NULL outside a worker';
+
+-----------------------------------------------------------------------
+-- Managing calls
+-----------------------------------------------------------------------
+
+CREATE FUNCTION retries.cancel(id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_cancel'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.cancel(bigint) IS
+	'cancel a call: true if it will not run again, false if it had already finished';
+
+CREATE FUNCTION retries.retry_now(id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_retry_now'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.retry_now(bigint) IS
+	'run a scheduled call now, or schedule a failed or cancelled call again now with a fresh attempt budget';
+
+CREATE FUNCTION retries.reschedule(id bigint, run_at timestamptz)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_reschedule'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.reschedule(bigint, timestamptz) IS
+	'move a scheduled call to run_at, or schedule a failed or cancelled call again at run_at with a fresh attempt budget';
+
+-----------------------------------------------------------------------
+-- Internal functions
+-----------------------------------------------------------------------
+
+CREATE FUNCTION retries.format_policy(max_attempts integer, min_delay interval,
+									  max_delay interval)
+RETURNS text
+AS 'MODULE_PATHNAME', 'retries_format_policy'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION retries.format_policy(integer, interval, interval) IS
+	'write a policy''s attempts and delays as ''[count] min [max]''';
+
+CREATE FUNCTION retries.check_preloaded()
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_check_preloaded'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION retries.check_preloaded() IS
+	'warn if the retries library is not in shared_preload_libraries (calls would not run)';
+
+/*
+ * Dropping a function clears its annotation, so that a function created
+ * later with a reused OID does not inherit it.  The guard covers DROP
+ * EXTENSION, during which the table is already gone.
+ */
+CREATE FUNCTION retries.forget_dropped_functions()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF pg_catalog.to_regclass('retries.policy_data') IS NULL THEN
+		RETURN;
+	END IF;
+	UPDATE retries.policy_data p
+	   SET is_current = false
+	  FROM pg_catalog.pg_event_trigger_dropped_objects() d
+	 WHERE p.is_current
+	   AND d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND d.objid = p.fn;
+END
+$$;
+COMMENT ON FUNCTION retries.forget_dropped_functions() IS
+	'event trigger: clear the annotations of dropped functions';
+REVOKE ALL ON FUNCTION retries.forget_dropped_functions() FROM PUBLIC;
+
+CREATE EVENT TRIGGER retries_forget_dropped_functions ON sql_drop
+	EXECUTE FUNCTION retries.forget_dropped_functions();
+
+-----------------------------------------------------------------------
+-- Views
+-----------------------------------------------------------------------
+
+/*
+ * Every view filters on retries.visible_role(): true for the current role's
+ * own calls, and for every call if the current role is a superuser or has
+ * the privileges of retries_admin.  The views are security barriers, so a
+ * user's own functions in a WHERE clause never see hidden rows.
+ */
+CREATE FUNCTION retries.visible_role(r regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_visible_role'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION retries.visible_role(regrole) IS
+	'may the current role see calls scheduled by this role?';
+
+CREATE VIEW retries.calls WITH (security_barrier) AS
+SELECT c.id,
+	   p.fn::regprocedure AS fn,
+	   c.args,
+	   c.state,
+	   c.attempts,
+	   c.max_attempts,
+	   c.next_attempt,
+	   c.created_at,
+	   c.updated_at,
+	   c.scheduled_by,
+	   c.key,
+	   c.last_sqlstate,
+	   c.last_message
+  FROM retries.call_data c
+  JOIN retries.policy_data p ON p.id = c.policy_id
+ WHERE retries.visible_role(c.scheduled_by);
+COMMENT ON VIEW retries.calls IS
+	'scheduled calls: one row per call, with its state and latest error';
+
+CREATE VIEW retries.attempts WITH (security_barrier) AS
+SELECT a.call_id,
+	   a.attempt,
+	   a.started_at,
+	   a.finished_at,
+	   a.outcome,
+	   a.sqlstate,
+	   a.message,
+	   a.detail,
+	   a.hint,
+	   a.context,
+	   a.next_delay
+  FROM retries.attempt_data a
+  JOIN retries.call_data c ON c.id = a.call_id
+ WHERE retries.visible_role(c.scheduled_by);
+COMMENT ON VIEW retries.attempts IS
+	'attempts of calls: one row per attempt, with its outcome and error';
+
+CREATE VIEW retries.policies AS
+SELECT p.fn::regprocedure AS fn,
+	   pr.proowner::regrole AS owner,
+	   p.max_attempts,
+	   p.min_delay,
+	   p.max_delay,
+	   p.multiplier,
+	   p.jitter,
+	   p.retry_on,
+	   p.timeout,
+	   p.on_exhausted::regprocedure AS on_exhausted,
+	   p.delay_fn::regprocedure AS delay_fn,
+	   retries.format_policy(p.max_attempts, p.min_delay, p.max_delay) AS policy
+  FROM retries.policy_data p
+  JOIN pg_catalog.pg_proc pr ON pr.oid = p.fn
+ WHERE p.is_current;
+COMMENT ON VIEW retries.policies IS
+	'retry policies of annotated functions';
+
+CREATE VIEW retries.stats WITH (security_barrier) AS
+WITH visible AS (
+	SELECT c.*, p.fn
+	  FROM retries.call_data c
+	  JOIN retries.policy_data p ON p.id = c.policy_id
+	 WHERE retries.visible_role(c.scheduled_by)
+), by_call AS (
+	SELECT v.fn,
+		   count(*) FILTER (WHERE v.state = 'scheduled') AS scheduled,
+		   count(*) FILTER (WHERE v.state = 'running') AS running,
+		   count(*) FILTER (WHERE v.state = 'succeeded') AS succeeded,
+		   count(*) FILTER (WHERE v.state = 'failed') AS failed,
+		   count(*) FILTER (WHERE v.state = 'cancelled') AS cancelled,
+		   min(v.next_attempt) FILTER (WHERE v.state = 'scheduled'
+									  AND v.next_attempt <= pg_catalog.now()) AS oldest_due
+	  FROM visible v
+	 GROUP BY v.fn
+), by_attempt AS (
+	SELECT v.fn,
+		   count(*) AS attempts,
+		   count(*) FILTER (WHERE a.attempt > 1) AS retries,
+		   avg(a.finished_at - a.started_at) AS mean_time,
+		   percentile_cont(0.95) WITHIN GROUP
+			   (ORDER BY a.finished_at - a.started_at) AS p95_time
+	  FROM visible v
+	  JOIN retries.attempt_data a ON a.call_id = v.id
+	 WHERE a.finished_at IS NOT NULL
+	 GROUP BY v.fn
+)
+SELECT c.fn::regprocedure AS fn,
+	   c.scheduled,
+	   c.running,
+	   c.succeeded,
+	   c.failed,
+	   c.cancelled,
+	   coalesce(a.attempts, 0) AS attempts,
+	   coalesce(a.retries, 0) AS retries,
+	   CASE WHEN c.succeeded + c.failed > 0
+			THEN round(c.succeeded::numeric / (c.succeeded + c.failed), 4)
+	   END AS success_ratio,
+	   a.mean_time AS mean_attempt_time,
+	   a.p95_time AS p95_attempt_time,
+	   pg_catalog.now() - c.oldest_due AS oldest_due_lag
+  FROM by_call c
+  LEFT JOIN by_attempt a ON a.fn = c.fn;
+COMMENT ON VIEW retries.stats IS
+	'per function: calls by state, attempts, retries, success ratio, attempt times and the lag of the oldest due call';
+
+GRANT USAGE ON SCHEMA retries TO PUBLIC;
+GRANT SELECT ON retries.calls, retries.attempts, retries.policies, retries.stats TO PUBLIC;
+
+-- say so now if calls cannot run in this cluster
+SELECT retries.check_preloaded();

@@ -1,0 +1,222 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  The extension's tables, roles and visibility rules.
+ *
+ * Ordinary roles have no privileges on retries.*_data.  The SQL functions
+ * check what the calling role may do, then read and write the tables as the
+ * extension's owner (the owner of schema retries), the way PostgreSQL's own
+ * referential-integrity triggers act as a table's owner.  Every query they
+ * run names its objects and operators with their schema, so the caller's
+ * search_path cannot redirect them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "common/int.h"
+#include "catalog/pg_namespace.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
+
+#include "policy.h"
+#include "retries.h"
+
+PG_FUNCTION_INFO_V1(retries_visible_role);
+
+/*
+ * retries_schema_oid -- OID of schema retries, or an error if the extension
+ * is not installed in this database
+ */
+Oid
+retries_schema_oid(void)
+{
+	Oid			nspoid = get_namespace_oid("retries", true);
+
+	if (!OidIsValid(nspoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"retries\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION retries.")));
+	return nspoid;
+}
+
+/*
+ * retries_become_owner -- act as the owner of the extension's objects
+ *
+ * Saves the current identity in *save; retries_restore_user() puts it back.
+ * On error, transaction abort restores it, so no PG_TRY is needed.
+ */
+void
+retries_become_owner(RetriesUserSwitch *save)
+{
+	HeapTuple	tup;
+	Oid			owner;
+	Oid			nspoid = retries_schema_oid();
+
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for namespace %u", nspoid);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+
+	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	SetUserIdAndSecContext(owner,
+						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+/*
+ * retries_restore_user -- undo retries_become_owner()
+ */
+void
+retries_restore_user(const RetriesUserSwitch *save)
+{
+	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+}
+
+/*
+ * retries_sees_all_calls -- may this role see and manage every role's calls?
+ *
+ * Superusers may, and so may roles with the privileges of retries_admin.
+ */
+bool
+retries_sees_all_calls(Oid roleid)
+{
+	Oid			admin;
+
+	if (superuser_arg(roleid))
+		return true;
+	admin = get_role_oid("retries_admin", true);
+	return OidIsValid(admin) && has_privs_of_role(roleid, admin);
+}
+
+/*
+ * retries_may_see_call -- may 'roleid' see a call that 'scheduled_by'
+ * scheduled?  Only its own, unless it sees all.
+ */
+bool
+retries_may_see_call(Oid roleid, Oid scheduled_by)
+{
+	return roleid == scheduled_by || retries_sees_all_calls(roleid);
+}
+
+/*
+ * VisibleRoleCache -- what retries_visible_role() remembers between rows
+ */
+typedef struct VisibleRoleCache
+{
+	Oid			userid;
+	bool		sees_all;
+} VisibleRoleCache;
+
+/*
+ * retries_visible_role -- SQL function retries.visible_role(regrole)
+ *
+ * The filter of every view.  The answer for "sees everything" is worked out
+ * once per query (per call site) and kept in fn_extra, since a view over a
+ * million calls calls this a million times.
+ */
+Datum
+retries_visible_role(PG_FUNCTION_ARGS)
+{
+	Oid			scheduled_by = PG_GETARG_OID(0);
+	Oid			userid = GetUserId();
+	VisibleRoleCache *cache = (VisibleRoleCache *) fcinfo->flinfo->fn_extra;
+
+	if (cache == NULL || cache->userid != userid)
+	{
+		if (cache == NULL)
+		{
+			cache = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
+									   sizeof(VisibleRoleCache));
+			fcinfo->flinfo->fn_extra = cache;
+		}
+		cache->userid = userid;
+		cache->sees_all = retries_sees_all_calls(userid);
+	}
+	PG_RETURN_BOOL(cache->sees_all || scheduled_by == userid);
+}
+
+/*
+ * retries_check_not_null -- raise an error naming the argument if it is NULL
+ *
+ * The SQL functions are not STRICT, so that leaving out a required value is
+ * an error rather than a silent NULL result.
+ */
+void
+retries_check_not_null(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * retries_interval_to_usecs -- an interval as microseconds
+ *
+ * Months count as 30 days and days as 24 hours, as in PostgreSQL's own
+ * interval comparisons.  Returns false if the result is negative or longer
+ * than POLICY_MAX_DURATION, the longest delay a policy may use.
+ */
+bool
+retries_interval_to_usecs(const Interval *span, int64 *usecs)
+{
+	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
+	int64		result;
+
+	/* |days| < 2^37, so this product cannot overflow */
+	if (days > POLICY_MAX_DURATION / USECS_PER_DAY + 1 ||
+		days < -(POLICY_MAX_DURATION / USECS_PER_DAY + 1))
+		return false;
+	result = days * USECS_PER_DAY;
+	if (pg_add_s64_overflow(result, span->time, &result))
+		return false;
+	if (result < 0 || result > POLICY_MAX_DURATION)
+		return false;
+	*usecs = result;
+	return true;
+}
+
+/*
+ * retries_usecs_to_interval -- microseconds as an interval of pure time
+ *
+ * Delays are stored as time only (no days or months), so they compare and
+ * add exactly.
+ */
+Interval *
+retries_usecs_to_interval(int64 usecs)
+{
+	Interval   *span = palloc0(sizeof(Interval));
+
+	span->time = usecs;
+	return span;
+}
+
+/*
+ * retries_prepare_kept -- prepare a query once per backend and keep the plan
+ *
+ * The plan is re-planned by the plan cache if our tables are dropped and
+ * created again, so a static pointer is safe.  Call it inside SPI_connect().
+ */
+SPIPlanPtr
+retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
+					 Oid *argtypes)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(query, nargs, argtypes);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare query \"%s\": %s", query,
+				 SPI_result_code_string(SPI_result));
+		*plan = p;
+	}
+	return *plan;
+}

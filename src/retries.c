@@ -1,0 +1,166 @@
+/*-------------------------------------------------------------------------
+ *
+ * retries.c
+ *	  Module initialization: the retries.* settings, and whether the
+ *	  library was preloaded (without that, calls can be scheduled but never
+ *	  run, and CREATE EXTENSION says so).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+
+#include "policy.h"
+#include "retries.h"
+
+PG_MODULE_MAGIC;
+
+int			retries_max_workers = 2;
+int			retries_batch_size = 100;
+bool		retries_enabled = true;
+char	   *retries_retention = NULL;
+char	   *retries_default_policy = NULL;
+
+bool		retries_preloaded = false;
+
+void		_PG_init(void);
+
+PG_FUNCTION_INFO_V1(retries_check_preloaded);
+
+/*
+ * check_default_policy -- GUC check hook for retries.default_policy
+ *
+ * The value must parse as a policy string, so that annotate() never meets a
+ * broken default.
+ */
+static bool
+check_default_policy(char **newval, void **extra, GucSource source)
+{
+	PolicySpec	spec;
+	PolicyError err;
+
+	if (*newval == NULL || policy_parse(*newval, &spec, &err))
+		return true;
+	GUC_check_errdetail("%s", err.message);
+	if (err.hint[0] != '\0')
+		GUC_check_errhint("%s", err.hint);
+	return false;
+}
+
+/*
+ * check_retention -- GUC check hook for retries.retention
+ *
+ * The value is an interval ('7 days', '12h', '90 min'); it must not be
+ * negative.  Parsed with the datetime routines that report errors by return
+ * code, as check hooks may run in the postmaster and must not throw.
+ */
+static bool
+check_retention(char **newval, void **extra, GucSource source)
+{
+	char		workbuf[256];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	struct pg_itm_in itm_in;
+	Interval	span;
+	int64		usecs;
+
+	if (*newval == NULL)
+		return true;
+	if (ParseDateTime(*newval, workbuf, sizeof(workbuf), field, ftype,
+					  MAXDATEFIELDS, &nf) != 0 ||
+		DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE,
+					   &dtype, &itm_in) != 0 ||
+		dtype != DTK_DELTA ||
+		itmin2interval(&itm_in, &span) != 0)
+	{
+		GUC_check_errdetail("\"%s\" is not an interval.", *newval);
+		GUC_check_errhint("Use an interval such as '7 days' or '12 hours'.");
+		return false;
+	}
+	if (!retries_interval_to_usecs(&span, &usecs))
+	{
+		GUC_check_errdetail("Retention must be between 0 and 3650 days.");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * _PG_init -- define the retries.* settings
+ *
+ * The workers themselves are registered here only when the library is
+ * preloaded; a library loaded on demand (by CREATE EXTENSION or a call of
+ * one of its functions) serves the SQL API alone.
+ */
+void
+_PG_init(void)
+{
+	retries_preloaded = process_shared_preload_libraries_in_progress;
+
+	DefineCustomIntVariable("retries.max_workers",
+							"Number of worker processes per database.",
+							NULL,
+							&retries_max_workers,
+							2, 1, 64,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.batch_size",
+							"Most calls one worker runs in one transaction.",
+							NULL,
+							&retries_batch_size,
+							100, 1, 10000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("retries.enabled",
+							 "Runs scheduled calls; off pauses all execution.",
+							 "Scheduling still works while execution is paused.",
+							 &retries_enabled,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("retries.retention",
+							   "How long finished calls and their attempts are kept.",
+							   NULL,
+							   &retries_retention,
+							   "7 days",
+							   PGC_SIGHUP, 0,
+							   check_retention, NULL, NULL);
+
+	DefineCustomStringVariable("retries.default_policy",
+							   "Retry policy used when retries.annotate() is given none.",
+							   "The form is '[count] min [max]', as in '5 1s 1h'.",
+							   &retries_default_policy,
+							   "5 1s 1h",
+							   PGC_USERSET, 0,
+							   check_default_policy, NULL, NULL);
+
+	MarkGUCPrefixReserved("retries");
+}
+
+/*
+ * retries_check_preloaded -- SQL function retries.check_preloaded()
+ *
+ * Called by the install script: warns that calls will not run when the
+ * library was not loaded through shared_preload_libraries.
+ */
+Datum
+retries_check_preloaded(PG_FUNCTION_ARGS)
+{
+	if (!retries_preloaded)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("retries is not loaded through shared_preload_libraries"),
+				 errdetail("Calls can be scheduled, but none will run until the server is started with the library preloaded."),
+				 errhint("Add 'retries' to shared_preload_libraries in postgresql.conf and restart the server.")));
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * retries.h
+ *	  Declarations shared by the retries extension's C files.
+ *
+ * src/retries.c		module initialization and settings
+ * src/policy.c			policy grammar and delay arithmetic (pure C)
+ * src/catalog.c		the extension's tables, roles and visibility
+ * src/call_args.c		converting call arguments to parameter types
+ * src/annotate.c		retries.annotate(), retries.unannotate()
+ * src/schedule.c		retries.call()
+ * src/manage.c			retries.cancel(), retry_now(), reschedule()
+ * src/call_context.c	retries.retry(), current_call(), current_attempt()
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_H
+#define RETRIES_H
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+/* The SQLSTATE that retries.retry() raises; its class RT is always retried */
+#define ERRCODE_RETRIES_RETRY	MAKE_SQLSTATE('R','T','0','0','0')
+
+/* Settings (retries.c) */
+extern int	retries_max_workers;
+extern int	retries_batch_size;
+extern bool retries_enabled;
+extern char *retries_retention;
+extern char *retries_default_policy;
+
+/* Was the library loaded by shared_preload_libraries? (retries.c) */
+extern bool retries_preloaded;
+
+/* Saved identity while acting as the extension's owner (catalog.c) */
+typedef struct RetriesUserSwitch
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} RetriesUserSwitch;
+
+/* catalog.c */
+extern Oid	retries_schema_oid(void);
+extern void retries_become_owner(RetriesUserSwitch *save);
+extern void retries_restore_user(const RetriesUserSwitch *save);
+extern bool retries_sees_all_calls(Oid roleid);
+extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
+extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
+								   const char *argname);
+extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
+extern Interval *retries_usecs_to_interval(int64 usecs);
+extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
+									   int nargs, Oid *argtypes);
+
+/* call_args.c */
+extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
+
+/* call_context.c: set by a worker around each attempt */
+extern int64 retries_current_call_id;
+extern int32 retries_current_attempt_number;
+extern int64 retries_retry_after_usecs;
+
+#endif							/* RETRIES_H */
