@@ -22,6 +22,7 @@ OBJS = \
 DATA = retries--1.0.sql
 
 REGRESS = \
+	setup \
 	policy_grammar \
 	annotate \
 	call_args \

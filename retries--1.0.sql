@@ -24,6 +24,9 @@ BEGIN
 END
 $$;
 
+COMMENT ON SCHEMA retries IS
+	'retries: reliable function calls with retry policies, run by background workers';
+
 -----------------------------------------------------------------------
 -- Types
 -----------------------------------------------------------------------
@@ -69,6 +72,7 @@ CREATE TABLE retries.policy_data (
 CREATE UNIQUE INDEX policy_data_current ON retries.policy_data (fn) WHERE is_current;
 COMMENT ON TABLE retries.policy_data IS
 	'retry policies, one row per annotation; read it through retries.policies';
+COMMENT ON SEQUENCE retries.policy_data_id_seq IS 'ids of policy versions';
 
 /*
  * call_data: one row per scheduled call, kept after it finishes until
@@ -105,6 +109,7 @@ CREATE UNIQUE INDEX call_data_key ON retries.call_data
 CREATE INDEX call_data_scheduled_by ON retries.call_data (scheduled_by);
 COMMENT ON TABLE retries.call_data IS
 	'scheduled calls; read it through retries.calls';
+COMMENT ON SEQUENCE retries.call_data_id_seq IS 'ids of calls (not gapless)';
 
 /*
  * attempt_data: one row per attempt of a call, numbered from 1 and never
@@ -274,6 +279,8 @@ REVOKE ALL ON FUNCTION retries.forget_dropped_functions() FROM PUBLIC;
 
 CREATE EVENT TRIGGER retries_forget_dropped_functions ON sql_drop
 	EXECUTE FUNCTION retries.forget_dropped_functions();
+COMMENT ON EVENT TRIGGER retries_forget_dropped_functions IS
+	'clear the annotations of dropped functions';
 
 -----------------------------------------------------------------------
 -- Views

@@ -236,7 +236,7 @@ build_retry_on(ArrayType *array)
 
 	if (ARR_NDIM(array) > 1)
 		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("retry_on must be a one-dimensional array")));
 	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
 					  &elems, &nulls, &n);

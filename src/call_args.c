@@ -384,9 +384,7 @@ canonicalize_positional(const FuncParams *params, Jsonb *args)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s of %s is missing and has no default",
-						describe_arg(params, n), params->signature),
-				 errhint("%s takes at least %d arguments.", params->signature,
-						 params->nargs - params->ndefaults)));
+						describe_arg(params, n), params->signature)));
 
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < n; i++)

@@ -1,0 +1,65 @@
+--
+-- call_keys: dedupe keys make scheduling idempotent, per role
+--
+CALL test.reset();
+CREATE FUNCTION send_mail(address text) RETURNS void LANGUAGE sql AS '';
+SELECT retries.annotate('send_mail(text)', '3 1s');
+CREATE ROLE keys_alice;
+CREATE ROLE keys_bob;
+GRANT USAGE ON SCHEMA public TO keys_alice, keys_bob;
+
+-- the same role twice: the second call returns the first one's id
+SET ROLE keys_alice;
+SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') AS first,
+	   retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') AS second;
+-- even with other arguments: the key names the call
+SELECT retries.call('send_mail(text)', '["other@example.com"]', key => 'welcome:1') AS third;
+-- another key is another call
+SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:2') AS other_key;
+-- no key, no dedupe
+SELECT retries.call('send_mail(text)', '["a@example.com"]') AS no_key_1,
+	   retries.call('send_mail(text)', '["a@example.com"]') AS no_key_2;
+RESET ROLE;
+
+-- two roles with the same key: two calls, neither sees the other's
+SET ROLE keys_bob;
+SELECT retries.call('send_mail(text)', '["b@example.com"]', key => 'welcome:1') AS bobs;
+SELECT id, key, args FROM retries.calls ORDER BY id;
+RESET ROLE;
+SET ROLE keys_alice;
+SELECT id, key, args FROM retries.calls ORDER BY id;
+RESET ROLE;
+
+-- once the call with the key has finished, the key may be used again
+-- (the worker's part is simulated here)
+UPDATE retries.call_data SET state = 'succeeded' WHERE id = 1;
+SET ROLE keys_alice;
+SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') AS new_call;
+-- retrying the finished call by hand would give the key two unfinished
+-- calls: refused
+RESET ROLE;
+UPDATE retries.call_data SET state = 'failed' WHERE id = 1;
+SET ROLE keys_alice;
+CALL test.try($$SELECT retries.retry_now(1)$$);
+RESET ROLE;
+
+-- keys of any length are fine (the index holds a hash)
+SET ROLE keys_alice;
+SELECT retries.call('send_mail(text)', '["x"]', key => repeat('k', 10000)) =
+	   retries.call('send_mail(text)', '["y"]', key => repeat('k', 10000)) AS same_call;
+RESET ROLE;
+
+-- in one transaction, a key scheduled earlier is found
+BEGIN;
+SET ROLE keys_bob;
+SELECT retries.call('send_mail(text)', '["t"]', key => 'tx') =
+	   retries.call('send_mail(text)', '["t"]', key => 'tx') AS same_call;
+RESET ROLE;
+COMMIT;
+
+SELECT scheduled_by, count(*) AS calls, count(key) AS with_key
+  FROM retries.calls GROUP BY 1 ORDER BY 1;
+
+DROP FUNCTION send_mail(text);
+DROP OWNED BY keys_alice, keys_bob;
+DROP ROLE keys_alice, keys_bob;

@@ -1,0 +1,91 @@
+--
+-- roles: each role sees and manages only its own calls; retries_admin and
+-- superusers see and manage all
+--
+CALL test.reset();
+CREATE FUNCTION task(n int) RETURNS void LANGUAGE sql AS '';
+SELECT retries.annotate('task(int)', '3 1s');
+CREATE ROLE roles_alice;
+CREATE ROLE roles_bob;
+CREATE ROLE roles_admin IN ROLE retries_admin;
+GRANT USAGE ON SCHEMA public TO roles_alice, roles_bob, roles_admin;
+
+SET ROLE roles_alice;
+SELECT retries.call('task(int)', '[1]') AS alice_1, retries.call('task(int)', '[2]') AS alice_2;
+RESET ROLE;
+SET ROLE roles_bob;
+SELECT retries.call('task(int)', '[3]') AS bob_1;
+RESET ROLE;
+-- an attempt of each role's first call (as a worker would record it)
+INSERT INTO retries.attempt_data (call_id, attempt, started_at, finished_at, outcome, sqlstate, message)
+VALUES (1, 1, now(), now(), 'retry', 'RT000', 'alice''s secret'),
+	   (3, 1, now(), now(), 'retry', 'RT000', 'bob''s secret');
+
+-- each role sees its own calls, attempts and stats only
+SET ROLE roles_alice;
+SELECT id, scheduled_by FROM retries.calls ORDER BY id;
+SELECT call_id, message FROM retries.attempts;
+SELECT fn, scheduled FROM retries.stats;
+RESET ROLE;
+SET ROLE roles_bob;
+SELECT id, scheduled_by FROM retries.calls ORDER BY id;
+SELECT call_id, message FROM retries.attempts;
+SELECT fn, scheduled FROM retries.stats;
+
+-- and cannot manage the other's: the error is the one for an id that does
+-- not exist, so it reveals nothing
+CALL test.try($$SELECT retries.cancel(1)$$);
+CALL test.try($$SELECT retries.retry_now(1)$$);
+CALL test.try($$SELECT retries.reschedule(1, now())$$);
+CALL test.try($$SELECT retries.cancel(12345)$$);
+
+-- a function of one's own in a WHERE clause cannot peek at hidden rows:
+-- the views are security barriers
+CREATE FUNCTION pg_temp.peek(m text) RETURNS boolean LANGUAGE plpgsql
+	COST 0.0000001 AS $$ BEGIN RAISE NOTICE 'peeked at: %', m; RETURN true; END $$;
+SELECT call_id FROM retries.attempts WHERE pg_temp.peek(message);
+SELECT id FROM retries.calls WHERE pg_temp.peek(args::text);
+DROP FUNCTION pg_temp.peek(text);
+
+-- nor read or write the tables
+CALL test.try($$SELECT * FROM retries.attempt_data$$);
+CALL test.try($$UPDATE retries.call_data SET scheduled_by = 'roles_bob' WHERE id = 1$$);
+RESET ROLE;
+
+-- a member of retries_admin sees and manages every role's calls
+SET ROLE roles_admin;
+SELECT id, scheduled_by FROM retries.calls ORDER BY id;
+SELECT call_id, message FROM retries.attempts ORDER BY call_id;
+SELECT fn, scheduled FROM retries.stats;
+SELECT retries.cancel(1), retries.cancel(3);
+RESET ROLE;
+
+-- and so does a superuser
+SELECT id, scheduled_by, state FROM retries.calls ORDER BY id;
+
+-- the role that scheduled a call is current_user, also inside a SECURITY
+-- DEFINER function: the call will run as that function's owner
+CREATE FUNCTION schedule_as_owner() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+	SET search_path = pg_catalog AS $$ SELECT retries.call('public.task(int)', '[9]') $$;
+ALTER FUNCTION schedule_as_owner() OWNER TO roles_bob;
+GRANT EXECUTE ON FUNCTION schedule_as_owner() TO roles_alice;
+SET ROLE roles_alice;
+SELECT schedule_as_owner() AS id \gset
+SELECT count(*) AS alice_sees_it FROM retries.calls WHERE id = :id;
+RESET ROLE;
+SELECT scheduled_by FROM retries.calls WHERE id = :id;
+
+-- objects named like the extension's in a schema earlier in the
+-- search_path change nothing
+CREATE SCHEMA evil;
+CREATE TABLE evil.call_data (id bigint);
+CREATE FUNCTION evil.md5(text) RETURNS text LANGUAGE sql AS $$ SELECT 'same' $$;
+SET search_path = evil, public, pg_catalog;
+SELECT retries.call('public.task(int)', '[10]', key => 'a') <>
+	   retries.call('public.task(int)', '[11]', key => 'b') AS distinct_keys;
+RESET search_path;
+DROP SCHEMA evil CASCADE;
+
+DROP FUNCTION task(int), schedule_as_owner();
+DROP OWNED BY roles_alice, roles_bob, roles_admin;
+DROP ROLE roles_alice, roles_bob, roles_admin;
