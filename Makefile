@@ -36,7 +36,7 @@ REGRESS_OPTS = \
 	--temp-config=$(srcdir)/test/retries.conf \
 	--load-extension=retries
 
-ISOLATION =
+ISOLATION = call_keys_race
 ISOLATION_OPTS = \
 	--temp-instance=$(CURDIR)/tmp_check_iso \
 	--temp-config=$(srcdir)/test/retries.conf

@@ -1,0 +1,149 @@
+# shellcheck shell=bash
+#
+# Shared shell functions for scripts/test and scripts/demo.  Source it (it is
+# not meant to be run), after `set -euo pipefail`.
+#
+# Server-side steps (initdb, pg_ctl, pg_regress temporary instances, TAP
+# clusters) cannot run as root.  When the scripts run as root they run those
+# steps as the unprivileged user `postgres` (created by the postgresql-15
+# package); as a normal user they run them as that user and use sudo only for
+# apt-get and `make install`.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+
+PG_MAJOR=15
+PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+# Debian's /usr/bin/pg_config is a wrapper; name PostgreSQL 15's own.
+PG_CONFIG=$PG_BINDIR/pg_config
+
+APT_PACKAGES=(
+	"postgresql-$PG_MAJOR"
+	"postgresql-server-dev-$PG_MAJOR"
+	libipc-run-perl
+	make
+	gcc
+)
+
+# Same messages, sort order and encoding on every machine: the expected
+# outputs of the tests must not depend on the caller's locale.
+export LC_ALL=C.UTF-8 LANG=C.UTF-8
+unset LANGUAGE
+# Connection settings of the caller must not leak into the private clusters.
+unset PGHOST PGHOSTADDR PGPORT PGUSER PGDATABASE PGSERVICE PGSERVICEFILE \
+	PGOPTIONS PGPASSWORD PGPASSFILE PGDATA PGSSLMODE PGTARGETSESSIONATTRS
+
+RUN_USER=		# who runs the server-side steps; set by choose_run_user
+WORKDIR=		# private temporary directory; set by make_workdir
+
+log() { printf '==> %s\n' "$*" >&2; }
+warn() { printf 'warning: %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# as_root CMD...: run CMD with root privileges (sudo unless already root).
+as_root() {
+	if is_root; then
+		"$@"
+	else
+		command -v sudo >/dev/null 2>&1 ||
+			die "sudo is not installed; run as root or install sudo to run: $*"
+		sudo "$@"
+	fi
+}
+
+# install_packages: install whichever of APT_PACKAGES is missing.
+install_packages() {
+	local missing=() pkg status
+	for pkg in "${APT_PACKAGES[@]}"; do
+		status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+		[ "$status" = "install ok installed" ] || missing+=("$pkg")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "packages: all installed (${APT_PACKAGES[*]})"
+		return 0
+	fi
+	log "packages: installing ${missing[*]}"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+		--no-install-recommends "${missing[@]}"
+	[ -x "$PG_CONFIG" ] || die "$PG_CONFIG is missing after the install"
+}
+
+# choose_run_user: who runs initdb, pg_ctl, pg_regress and TAP clusters.
+choose_run_user() {
+	if is_root; then
+		RUN_USER=postgres
+		id -u "$RUN_USER" >/dev/null 2>&1 ||
+			die "user $RUN_USER does not exist (it comes with postgresql-$PG_MAJOR)"
+	else
+		RUN_USER=$(id -un)
+	fi
+	log "server-side steps run as: $RUN_USER"
+}
+
+# run_as CMD...: run CMD as RUN_USER, from WORKDIR (or /) so that the
+# current directory is always one that user may enter.
+run_as() {
+	local dir=${WORKDIR:-/}
+	if is_root; then
+		(cd "$dir" && runuser -u "$RUN_USER" -- "$@")
+	else
+		(cd "$dir" && "$@")
+	fi
+}
+
+# make_workdir PREFIX: create WORKDIR, an empty directory owned by RUN_USER
+# whose parents RUN_USER can traverse.  The caller removes it (see
+# remove_workdir) from its EXIT trap.
+make_workdir() {
+	local prefix=$1 base=${TMPDIR:-/tmp}
+	# A TMPDIR that RUN_USER can't reach (say, under /root) won't do.
+	if ! [ -d "$base" ] || ! run_as test -x "$base"; then
+		base=/tmp
+	fi
+	WORKDIR=$(mktemp -d "$base/$prefix.XXXXXXXX")
+	if is_root; then
+		chown "$RUN_USER:" "$WORKDIR"
+	fi
+	run_as test -w "$WORKDIR" ||
+		die "$RUN_USER cannot write to $WORKDIR (check the permissions of its parents)"
+	log "temporary directory: $WORKDIR"
+}
+
+# give_workdir: hand everything under WORKDIR to RUN_USER (after copying
+# files into it as root).
+give_workdir() {
+	if is_root; then
+		chown -R "$RUN_USER:" "$WORKDIR"
+	fi
+}
+
+# remove_workdir: remove WORKDIR unless KEEP_TMP=1.  For EXIT traps.
+remove_workdir() {
+	[ -n "$WORKDIR" ] && [ -d "$WORKDIR" ] || return 0
+	if [ "${KEEP_TMP:-0}" = 1 ]; then
+		log "KEEP_TMP=1: keeping $WORKDIR"
+	else
+		rm -rf -- "$WORKDIR"
+	fi
+}
+
+# build_and_install LOGFILE: clean build of the extension in the repository
+# (compiler warnings are errors), then `make install`.  The build is always
+# from clean so that warnings of files built earlier are not missed.
+build_and_install() {
+	local buildlog=$1
+	log "build: make clean && make (PG_CONFIG=$PG_CONFIG)"
+	make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" clean >/dev/null
+	if ! make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" 2>&1 | tee "$buildlog"; then
+		die "build failed"
+	fi
+	if grep -q 'warning:' "$buildlog"; then
+		printf '\n--- compiler warnings ---\n' >&2
+		grep -B2 -A3 'warning:' "$buildlog" >&2 || true
+		die "the build has compiler warnings; they count as failures"
+	fi
+	log "install: make install"
+	as_root make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" install
+}
