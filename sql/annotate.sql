@@ -65,6 +65,7 @@ CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', retry_on => '{
 CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', retry_on => '{01}')$$);
 CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', retry_on => '{RT429,-RT429}')$$);
 CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', retry_on => '{{40001},{08000}}')$$);
+CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', retry_on => array_fill('40001'::text, ARRAY[1001]))$$);
 CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', timeout => '0')$$);
 CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', timeout => '-5 minutes')$$);
 CALL test.try($$SELECT retries.annotate('charge(bigint,numeric)', timeout => '30 days')$$);

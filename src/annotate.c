@@ -53,6 +53,9 @@ enum
 	ANN_DELAY_FN
 };
 
+/* Most entries a retry_on list may have (normalizing it is quadratic) */
+#define MAX_RETRY_ON	1000
+
 /* A policy after all checks, ready to be stored */
 typedef struct Policy
 {
@@ -240,6 +243,12 @@ build_retry_on(ArrayType *array)
 				 errmsg("retry_on must be a one-dimensional array")));
 	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
 					  &elems, &nulls, &n);
+	if (n > MAX_RETRY_ON)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retry_on has %d elements, more than the %d allowed",
+						n, MAX_RETRY_ON),
+				 errhint("List classes such as \"08\" instead of their SQLSTATEs.")));
 
 	entries = palloc(sizeof(char *) * Max(n, 1));
 	for (int i = 0; i < n; i++)

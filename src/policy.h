@@ -65,10 +65,12 @@ typedef struct PolicyError
 typedef struct PolicySpec
 {
 	bool		has_count;		/* was a count given? */
-	int32_t		count;			/* retries, 1 .. POLICY_MAX_ATTEMPTS - 1 */
+	int32_t		count;			/* retries, 1 .. POLICY_MAX_ATTEMPTS - 1;
+								 * 0 when has_count is false */
 	int64_t		min_delay;		/* 1 .. POLICY_MAX_DURATION */
 	bool		has_max;		/* was a max given (exponential backoff)? */
-	int64_t		max_delay;		/* min_delay .. POLICY_MAX_DURATION */
+	int64_t		max_delay;		/* min_delay .. POLICY_MAX_DURATION; -1 when
+								 * has_max is false */
 } PolicySpec;
 
 /*
@@ -88,13 +90,15 @@ extern bool policy_parse_duration(const char *str, size_t len, int64_t *result,
 extern bool policy_parse(const char *str, PolicySpec *result, PolicyError *err);
 
 /*
- * Write the shortest duration text that policy_parse_duration reads back as
- * the same value ("0s", "500ms", "1h30m", "2s0.25ms").  Returns the length.
+ * Write the canonical text of a duration, which policy_parse_duration reads
+ * back as the same value: whole units, largest first, zero units left out,
+ * microseconds as a fraction of ms ("0s", "500ms", "1h30m", "2s0.25ms").
+ * Like snprintf, returns the full length and truncates to fit buflen.
  */
 extern size_t policy_format_duration(int64_t usecs, char *buf, size_t buflen);
 
 /*
- * Write a policy as '[count] min [max]'.  max_attempts <= 0 means unlimited
+ * Write a policy as '[count] min [max]' (snprintf-like, as above).  max_attempts <= 0 means unlimited
  * (no count); max_delay < 0 means a fixed delay (no max).  The count written
  * is max_attempts - 1, which is 0 for a policy that never retries.
  */
