@@ -17,7 +17,12 @@ OBJS = \
 	src/annotate.o \
 	src/schedule.o \
 	src/manage.o \
-	src/call_context.o
+	src/call_context.o \
+	src/shmem.o \
+	src/hooks.o \
+	src/launcher.o \
+	src/worker.o \
+	src/execute.o
 
 DATA = retries--1.0.sql
 
@@ -29,7 +34,8 @@ REGRESS = \
 	call_keys \
 	manage \
 	roles \
-	views
+	views \
+	engine
 
 REGRESS_OPTS = \
 	--temp-instance=$(CURDIR)/tmp_check_regress \

@@ -93,10 +93,14 @@ CREATE TABLE retries.call_data (
 	updated_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	scheduled_by	regrole NOT NULL,
 	key				text,
-	cancel_requested boolean NOT NULL DEFAULT false,
 	last_sqlstate	text,
 	last_message	text
 );
+/*
+ * A call being run keeps state 'scheduled' in this table until its attempt
+ * commits (its row is locked meanwhile); the views show it as 'running'
+ * while a worker reports it in shared memory.
+ */
 -- what the workers look for: due calls, earliest first
 CREATE INDEX call_data_due ON retries.call_data (next_attempt)
 	WHERE state = 'scheduled';
@@ -105,6 +109,9 @@ CREATE INDEX call_data_due ON retries.call_data (next_attempt)
 CREATE UNIQUE INDEX call_data_key ON retries.call_data
 	(scheduled_by, pg_catalog.md5(key))
 	WHERE key IS NOT NULL AND state IN ('scheduled', 'running');
+-- what the workers prune once retries.retention has passed
+CREATE INDEX call_data_finished ON retries.call_data (updated_at)
+	WHERE state IN ('succeeded', 'failed', 'cancelled');
 -- what each role sees in the views
 CREATE INDEX call_data_scheduled_by ON retries.call_data (scheduled_by);
 COMMENT ON TABLE retries.call_data IS
@@ -127,6 +134,7 @@ CREATE TABLE retries.attempt_data (
 	hint			text,
 	context			text,
 	next_delay		interval,
+	on_exhausted_error text,
 	PRIMARY KEY (call_id, attempt)
 );
 COMMENT ON TABLE retries.attempt_data IS
@@ -244,12 +252,29 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION retries.format_policy(integer, interval, interval) IS
 	'write a policy''s attempts and delays as ''[count] min [max]''';
 
-CREATE FUNCTION retries.check_preloaded()
+CREATE FUNCTION retries.start_workers()
 RETURNS void
-AS 'MODULE_PATHNAME', 'retries_check_preloaded'
+AS 'MODULE_PATHNAME', 'retries_start_workers'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION retries.check_preloaded() IS
-	'warn if the retries library is not in shared_preload_libraries (calls would not run)';
+COMMENT ON FUNCTION retries.start_workers() IS
+	'start this database''s workers when the transaction commits; warn if the library is not preloaded';
+
+CREATE FUNCTION retries.running_calls()
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'retries_running_calls'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.running_calls() IS
+	'ids of the calls the workers of this database are running now';
+
+CREATE FUNCTION retries.worker_status(OUT pid integer, OUT database oid,
+									  OUT state text, OUT current_call bigint,
+									  OUT since timestamptz, OUT calls_run bigint,
+									  OUT errors bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'retries_worker_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.worker_status() IS
+	'one row per worker process (the data behind retries.workers)';
 
 /*
  * Dropping a function clears its annotation, so that a function created
@@ -303,7 +328,9 @@ CREATE VIEW retries.calls WITH (security_barrier) AS
 SELECT c.id,
 	   p.fn::regprocedure AS fn,
 	   c.args,
-	   c.state,
+	   CASE WHEN c.state = 'scheduled'
+				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+			THEN 'running'::retries.call_state ELSE c.state END AS state,
 	   c.attempts,
 	   c.max_attempts,
 	   c.next_attempt,
@@ -330,7 +357,8 @@ SELECT a.call_id,
 	   a.detail,
 	   a.hint,
 	   a.context,
-	   a.next_delay
+	   a.next_delay,
+	   a.on_exhausted_error
   FROM retries.attempt_data a
   JOIN retries.call_data c ON c.id = a.call_id
  WHERE retries.visible_role(c.scheduled_by);
@@ -358,7 +386,10 @@ COMMENT ON VIEW retries.policies IS
 
 CREATE VIEW retries.stats WITH (security_barrier) AS
 WITH visible AS (
-	SELECT c.*, p.fn
+	SELECT c.id, c.next_attempt, p.fn,
+		   CASE WHEN c.state = 'scheduled'
+				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+				THEN 'running'::retries.call_state ELSE c.state END AS state
 	  FROM retries.call_data c
 	  JOIN retries.policy_data p ON p.id = c.policy_id
 	 WHERE retries.visible_role(c.scheduled_by)
@@ -404,8 +435,22 @@ SELECT c.fn::regprocedure AS fn,
 COMMENT ON VIEW retries.stats IS
 	'per function: calls by state, attempts, retries, success ratio, attempt times and the lag of the oldest due call';
 
+CREATE VIEW retries.workers AS
+SELECT w.pid,
+	   d.datname AS database,
+	   w.state,
+	   w.current_call,
+	   w.since,
+	   w.calls_run,
+	   w.errors
+  FROM retries.worker_status() w
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = w.database;
+COMMENT ON VIEW retries.workers IS
+	'worker processes of the cluster: state, current call (if the role may see it), calls run and errors';
+
 GRANT USAGE ON SCHEMA retries TO PUBLIC;
-GRANT SELECT ON retries.calls, retries.attempts, retries.policies, retries.stats TO PUBLIC;
+GRANT SELECT ON retries.calls, retries.attempts, retries.policies, retries.stats,
+	retries.workers TO PUBLIC;
 
 -- say so now if calls cannot run in this cluster
-SELECT retries.check_preloaded();
+SELECT retries.start_workers();

@@ -42,6 +42,45 @@ LANGUAGE sql AS $$
 		   (SELECT count(*) FROM retries.attempt_data);
 $$;
 
+-- wait_for(condition): wait until a query is true, polling every 10 ms,
+-- and fail after a deadline (never a bare sleep)
+CREATE PROCEDURE test.wait_for(condition text, deadline interval DEFAULT '60s')
+LANGUAGE plpgsql AS $$
+DECLARE
+	give_up timestamptz := clock_timestamp() + deadline;
+	ok boolean;
+BEGIN
+	LOOP
+		EXECUTE 'SELECT (' || condition || ')' INTO ok;
+		EXIT WHEN ok;
+		IF clock_timestamp() > give_up THEN
+			RAISE EXCEPTION 'timed out after % waiting for: %', deadline, condition;
+		END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+END
+$$;
+
+-- workers_see(enabled): after ALTER SYSTEM SET retries.enabled and a
+-- reload, wait until every worker of this database has seen the setting
+CREATE PROCEDURE test.workers_see(enabled boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+	CALL test.wait_for(format(
+		$q$(SELECT count(*) FROM retries.workers
+			 WHERE database = current_database() AND (state = 'paused') = NOT %L) = %s$q$,
+		enabled, current_setting('retries.max_workers')));
+END
+$$;
+
+-- the tests of the SQL surface run with execution paused, so that no
+-- worker changes a call under them; engine.sql turns it on
+CALL test.wait_for($$(SELECT count(*) FROM retries.workers
+					   WHERE database = current_database()) = 2$$);
+ALTER SYSTEM SET retries.enabled = off;
+SELECT pg_reload_conf();
+CALL test.workers_see(false);
+
 -- the extension is there, in its own schema, with its settings
 SELECT extname, extversion, extnamespace::regnamespace, extrelocatable
   FROM pg_extension WHERE extname = 'retries';

@@ -32,6 +32,8 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/guc.h"
@@ -491,5 +493,100 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 	if (nestlevel >= 0)
 		AtEOXact_GUC(true, nestlevel);
 
+	return result;
+}
+
+/*
+ * stored_value_const -- a Const of parameter i's type from one stored
+ * (canonical) JSON value, converted again by the type's input function
+ */
+static Const *
+stored_value_const(const FuncParams *params, int i, JsonbValue *v)
+{
+	Oid			typid = params->types[i];
+	char	   *text = input_text(v, typid);
+	Oid			infunc;
+	Oid			ioparam;
+	int16		typlen;
+	bool		typbyval;
+	Datum		value;
+
+	getTypeInputInfo(typid, &infunc, &ioparam);
+	value = OidInputFunctionCall(infunc, text, ioparam, -1);
+	get_typlenbyval(typid, &typlen, &typbyval);
+	return makeConst(typid, -1, get_typcollation(typid), typlen, value,
+					 text == NULL, typbyval);
+}
+
+/*
+ * call_args_build -- the argument expressions of one attempt
+ *
+ * Each stored value becomes a Const, converted again from its canonical
+ * text (so an enum label renamed or a domain constraint tightened since
+ * scheduling shows up here, as an error); each parameter left out gets the
+ * function's default expression, evaluated when the call runs.  Errors
+ * propagate: the caller records them as "arguments no longer convertible".
+ */
+List *
+call_args_build(Oid fnoid, Jsonb *args)
+{
+	FuncParams	params;
+	Node	  **exprs;
+	List	   *defaults = NIL;
+	List	   *result = NIL;
+	HeapTuple	tup;
+	bool		isnull;
+	Datum		d;
+
+	load_params(fnoid, &params);
+	exprs = palloc0(sizeof(Node *) * Max(params.nargs, 1));
+
+	if (JB_ROOT_IS_ARRAY(args))
+	{
+		int			n = Min((int) JB_ROOT_COUNT(args), params.nargs);
+
+		for (int i = 0; i < n; i++)
+			exprs[i] = (Node *) stored_value_const(&params, i,
+												   getIthJsonbValueFromContainer(&args->root, i));
+	}
+	else
+	{
+		for (int i = 0; i < params.nargs; i++)
+		{
+			const char *name = params.names[i];
+			JsonbValue *v;
+
+			if (name[0] == '\0')
+				continue;
+			v = getKeyJsonValueFromContainer(&args->root, name, strlen(name), NULL);
+			if (v != NULL)
+				exprs[i] = (Node *) stored_value_const(&params, i, v);
+		}
+	}
+
+	/* the defaults belong to the last ndefaults parameters */
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargdefaults, &isnull);
+	if (!isnull)
+		defaults = castNode(List, stringToNode(TextDatumGetCString(d)));
+	ReleaseSysCache(tup);
+
+	for (int i = 0; i < params.nargs; i++)
+	{
+		int			first_default = params.nargs - list_length(defaults);
+
+		if (exprs[i] == NULL)
+		{
+			if (i < first_default)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("%s of %s is missing and has no default",
+								describe_arg(&params, i), params.signature)));
+			exprs[i] = copyObject(list_nth(defaults, i - first_default));
+		}
+		result = lappend(result, exprs[i]);
+	}
 	return result;
 }

@@ -11,12 +11,17 @@
  *
  *   state       cancel            retry_now / reschedule
  *   scheduled   -> cancelled      next attempt moved
- *   running     no further        refused
- *               attempt
+ *   running     waits for the     refused
+ *               attempt, then
+ *               as for its result
  *   succeeded   false             refused
  *   failed      false             scheduled again, fresh attempt budget
  *   cancelled   false             scheduled again, fresh attempt budget
  *
+ * A running call's row is locked by the worker's batch transaction until
+ * the attempt's outcome commits, so cancel() simply waits for that lock: if
+ * the attempt failed and the call was rescheduled, it is then cancelled and
+ * gets no further attempt; if it succeeded, there is nothing to cancel.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -29,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "retries.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(retries_cancel);
 PG_FUNCTION_INFO_V1(retries_retry_now);
@@ -46,15 +52,17 @@ typedef struct LockedCall
 } LockedCall;
 
 /*
- * lock_call -- lock a call's row and read it, or raise "not found" if it
- * does not exist or 'caller' may not see it
+ * lock_call -- read a call's row (locking it if 'lock'), or raise "not
+ * found" if it does not exist or 'caller' may not see it
  *
  * Runs as the extension's owner, inside SPI_connect().
  */
 static void
-lock_call(int64 id, Oid caller, LockedCall *call)
+lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr read_plan = NULL;
+	SPIPlanPtr	plan;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(id)};
 	HeapTuple	row;
@@ -63,14 +71,18 @@ lock_call(int64 id, Oid caller, LockedCall *call)
 	Oid			scheduled_by;
 	Datum		d;
 
-	retries_prepare_kept(&plan,
-						 "SELECT c.state::pg_catalog.text, c.scheduled_by::pg_catalog.oid,"
-						 " c.attempts, c.key IS NOT NULL, p.max_attempts"
-						 " FROM retries.call_data c"
-						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
-						 " WHERE c.id OPERATOR(pg_catalog.=) $1"
-						 " FOR UPDATE OF c",
-						 1, argtypes);
+#define LOCK_CALL_QUERY \
+	"SELECT c.state::pg_catalog.text, c.scheduled_by::pg_catalog.oid," \
+	" c.attempts, c.key IS NOT NULL, p.max_attempts" \
+	" FROM retries.call_data c" \
+	" JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id" \
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	if (lock)
+		plan = retries_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR UPDATE OF c",
+									1, argtypes);
+	else
+		plan = retries_prepare_kept(&read_plan, LOCK_CALL_QUERY, 1, argtypes);
+#undef LOCK_CALL_QUERY
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up call " INT64_FORMAT, id);
 
@@ -114,9 +126,8 @@ update_call(SPIPlanPtr *plan, const char *query, int64 id, Datum run_at)
 /*
  * retries_cancel -- SQL function retries.cancel(id)
  *
- * A scheduled call becomes cancelled at once.  A running call is marked so
- * that the worker gives it no further attempt: if the attempt in flight
- * succeeds the call succeeds, otherwise it ends cancelled.  Returns false,
+ * A scheduled call becomes cancelled.  For a running call this waits until
+ * its attempt is recorded (see the head of this file).  Returns false,
  * changing nothing, for a call that had already finished, so that cancelling
  * many calls in one statement does not stop at the first finished one.
  */
@@ -124,7 +135,6 @@ Datum
 retries_cancel(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr cancel_plan = NULL;
-	static SPIPlanPtr request_plan = NULL;
 	RetriesUserSwitch save;
 	LockedCall	call;
 	bool		result = true;
@@ -133,18 +143,12 @@ retries_cancel(PG_FUNCTION_ARGS)
 
 	retries_become_owner(&save);
 	SPI_connect();
-	lock_call(PG_GETARG_INT64(0), save.saved_userid, &call);
+	lock_call(PG_GETARG_INT64(0), save.saved_userid, true, &call);
 
 	if (strcmp(call.state, "scheduled") == 0)
 		update_call(&cancel_plan,
 					"UPDATE retries.call_data"
 					" SET state = 'cancelled', updated_at = pg_catalog.now()"
-					" WHERE id OPERATOR(pg_catalog.=) $1",
-					call.id, (Datum) 0);
-	else if (strcmp(call.state, "running") == 0)
-		update_call(&request_plan,
-					"UPDATE retries.call_data"
-					" SET cancel_requested = true, updated_at = pg_catalog.now()"
 					" WHERE id OPERATOR(pg_catalog.=) $1",
 					call.id, (Datum) 0);
 	else
@@ -204,8 +208,14 @@ rearm_call(int64 id, Datum run_at)
 
 	retries_become_owner(&save);
 	SPI_connect();
-	lock_call(id, save.saved_userid, &call);
-
+	/* refuse a running call without waiting for the worker's row lock */
+	lock_call(id, save.saved_userid, false, &call);
+	if (retries_call_is_running(call.id) || strcmp(call.state, "running") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("call " INT64_FORMAT " is running", call.id),
+				 errhint("Wait until its attempt finishes, or cancel it.")));
+	lock_call(id, save.saved_userid, true, &call);
 	if (strcmp(call.state, "scheduled") == 0)
 		update_call(&move_plan,
 					"UPDATE retries.call_data"
@@ -221,17 +231,12 @@ rearm_call(int64 id, Datum run_at)
 					"UPDATE retries.call_data c"
 					" SET state = 'scheduled', next_attempt = $2,"
 					" max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
-					" cancel_requested = false, updated_at = pg_catalog.now()"
+					" updated_at = pg_catalog.now()"
 					" FROM retries.policy_data p"
 					" WHERE c.id OPERATOR(pg_catalog.=) $1"
 					" AND p.id OPERATOR(pg_catalog.=) c.policy_id",
 					call.id, run_at);
 	}
-	else if (strcmp(call.state, "running") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("call " INT64_FORMAT " is running", call.id),
-				 errhint("Wait until its attempt finishes, or cancel it.")));
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -240,6 +245,7 @@ rearm_call(int64 id, Datum run_at)
 
 	SPI_finish();
 	retries_restore_user(&save);
+	retries_wake_at_commit();
 	return true;
 }
 

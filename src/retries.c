@@ -15,8 +15,10 @@
 #include "utils/datetime.h"
 #include "utils/guc.h"
 
+#include "miscadmin.h"
 #include "policy.h"
 #include "retries.h"
+#include "shmem.h"
 
 PG_MODULE_MAGIC;
 
@@ -30,7 +32,7 @@ bool		retries_preloaded = false;
 
 void		_PG_init(void);
 
-PG_FUNCTION_INFO_V1(retries_check_preloaded);
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
 /*
  * check_default_policy -- GUC check hook for retries.default_policy
@@ -93,11 +95,23 @@ check_retention(char **newval, void **extra, GucSource source)
 }
 
 /*
- * _PG_init -- define the retries.* settings
+ * shmem_request -- ask for shared memory (PostgreSQL 15's shmem_request_hook)
+ */
+static void
+shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	retries_shmem_request();
+}
+
+/*
+ * _PG_init -- define the retries.* settings; when preloaded, also set up
+ * shared memory, the hooks and the launcher
  *
- * The workers themselves are registered here only when the library is
- * preloaded; a library loaded on demand (by CREATE EXTENSION or a call of
- * one of its functions) serves the SQL API alone.
+ * A library loaded on demand (by CREATE EXTENSION or a call of one of its
+ * functions) serves the SQL API alone: without preloading there are no
+ * workers.
  */
 void
 _PG_init(void)
@@ -145,22 +159,12 @@ _PG_init(void)
 							   check_default_policy, NULL, NULL);
 
 	MarkGUCPrefixReserved("retries");
-}
 
-/*
- * retries_check_preloaded -- SQL function retries.check_preloaded()
- *
- * Called by the install script: warns that calls will not run when the
- * library was not loaded through shared_preload_libraries.
- */
-Datum
-retries_check_preloaded(PG_FUNCTION_ARGS)
-{
 	if (!retries_preloaded)
-		ereport(WARNING,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("retries is not loaded through shared_preload_libraries"),
-				 errdetail("Calls can be scheduled, but none will run until the server is started with the library preloaded."),
-				 errhint("Add 'retries' to shared_preload_libraries in postgresql.conf and restart the server.")));
-	PG_RETURN_VOID();
+		return;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = shmem_request;
+	retries_shmem_startup();
+	retries_install_hooks();
+	retries_register_launcher();
 }

@@ -11,6 +11,11 @@
  * src/schedule.c		retries.call()
  * src/manage.c			retries.cancel(), retry_now(), reschedule()
  * src/call_context.c	retries.retry(), current_call(), current_attempt()
+ * src/shmem.c			state shared by launcher, workers and backends
+ * src/launcher.c		the launcher, which starts per-database workers
+ * src/worker.c			the worker loop: batches, sleeping, crash recovery
+ * src/execute.c		running one attempt and recording its outcome
+ * src/hooks.c			commit wake-ups, DROP DATABASE/EXTENSION handling
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +62,14 @@ extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 
 /* call_args.c */
 extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
+extern List *call_args_build(Oid fnoid, Jsonb *args);
+
+/* hooks.c */
+extern void retries_install_hooks(void);
+extern void retries_wake_at_commit(void);
+
+/* launcher.c */
+extern void retries_register_launcher(void);
 
 /* call_context.c: set by a worker around each attempt */
 extern int64 retries_current_call_id;

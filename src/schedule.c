@@ -179,6 +179,7 @@ retries_call(PG_FUNCTION_ARGS)
 	nulls[5] = PG_ARGISNULL(3) ? 'n' : ' ';
 
 	id = insert_call(values, nulls);
+	retries_wake_at_commit();
 
 	SPI_finish();
 	retries_restore_user(&save);

@@ -1,0 +1,625 @@
+/*-------------------------------------------------------------------------
+ *
+ * execute.c
+ *	  Running one attempt of a call, classifying its outcome and recording
+ *	  it: the call's new state and one row of retries.attempt_data.
+ *
+ * A worker runs each attempt inside its batch transaction, in a
+ * subtransaction of its own, as the role that scheduled the call.  Success
+ * releases the subtransaction, so the function's effects and the record of
+ * its success commit together.  An error rolls back the function's effects
+ * only; the outcome is then recorded in the batch transaction:
+ *
+ *	- the SQLSTATE is matched against the policy's retry_on (a timeout is
+ *	  57014), and a retryable error within the attempt budget reschedules
+ *	  the call after the policy's delay (or retries.retry()'s 'after', or
+ *	  what delay_fn returns);
+ *	- anything else fails the call for good and calls on_exhausted.
+ *
+ * Before the function runs, the things that make a call impossible are
+ * checked: the role and function still exist, the role may log in and
+ * execute the function, and the arguments still convert.  Each fails the
+ * call for good, whatever retry_on says.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "execute.h"
+#include "policy.h"
+#include "retries.h"
+
+/* A policy as the worker uses it; rows of policy_data never change */
+typedef struct CachedPolicy
+{
+	int32		id;				/* hash key */
+	Oid			fn;
+	char	   *fn_signature;
+	int64		min_delay;
+	int64		max_delay;		/* -1: fixed delay */
+	double		multiplier;
+	PolicyJitter jitter;
+	int			nretry_on;
+	char		(*retry_on)[POLICY_SQLSTATE_ENTRY_LEN];
+	int64		timeout;		/* -1: none */
+	Oid			on_exhausted;
+	Oid			delay_fn;
+} CachedPolicy;
+
+/* The outcome of an attempt, as it is recorded */
+typedef struct Outcome
+{
+	const char *outcome;		/* succeeded, retry, failed, timeout, interrupted */
+	const char *state;			/* the call's new state */
+	int64		delay;			/* before the next attempt; -1 if none */
+	char		sqlstate[6];
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+	char	   *context;
+} Outcome;
+
+static HTAB *policy_cache = NULL;
+static TimeoutId attempt_timeout_id;
+static volatile sig_atomic_t attempt_timed_out = false;
+
+/*
+ * attempt_timeout_handler -- the policy's timeout has passed: cancel the
+ * running function as a statement timeout would
+ */
+static void
+attempt_timeout_handler(void)
+{
+	attempt_timed_out = true;
+	QueryCancelPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * execute_init -- set up what attempts need (once per worker)
+ */
+void
+execute_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(CachedPolicy);
+	ctl.hcxt = TopMemoryContext;
+	policy_cache = hash_create("retries policies", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
+}
+
+/*
+ * get_policy -- a policy by id, read once and kept (policy rows are never
+ * changed, only superseded).  Runs inside SPI.
+ */
+static CachedPolicy *
+get_policy(int32 policy_id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(policy_id)};
+	CachedPolicy *p;
+	bool		found;
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+	MemoryContext oldcxt;
+
+	p = hash_search(policy_cache, &policy_id, HASH_FIND, NULL);
+	if (p != NULL)
+		return p;
+
+	retries_prepare_kept(&plan,
+						 "SELECT fn, fn_signature, min_delay, max_delay, multiplier, jitter,"
+						 " retry_on, timeout, on_exhausted, delay_fn"
+						 " FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: policy %d not found", policy_id);
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	p = hash_search(policy_cache, &policy_id, HASH_ENTER, &found);
+	p->fn = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+	p->fn_signature = SPI_getvalue(row, desc, 2);
+	(void) retries_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 3, &isnull)),
+									 &p->min_delay);
+	d = SPI_getbinval(row, desc, 4, &isnull);
+	p->max_delay = -1;
+	if (!isnull)
+		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->max_delay);
+	p->multiplier = DatumGetFloat8(SPI_getbinval(row, desc, 5, &isnull));
+	(void) policy_parse_jitter(SPI_getvalue(row, desc, 6), &p->jitter);
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(row, desc, 7, &isnull)),
+						  TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		p->retry_on = palloc0(sizeof(*p->retry_on) * Max(n, 1));
+		p->nretry_on = n;
+		for (int i = 0; i < n; i++)
+			strlcpy(p->retry_on[i], TextDatumGetCString(elems[i]),
+					POLICY_SQLSTATE_ENTRY_LEN);
+	}
+	d = SPI_getbinval(row, desc, 8, &isnull);
+	p->timeout = -1;
+	if (!isnull)
+		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->timeout);
+	d = SPI_getbinval(row, desc, 9, &isnull);
+	p->on_exhausted = isnull ? InvalidOid : DatumGetObjectId(d);
+	d = SPI_getbinval(row, desc, 10, &isnull);
+	p->delay_fn = isnull ? InvalidOid : DatumGetObjectId(d);
+	MemoryContextSwitchTo(oldcxt);
+	return p;
+}
+
+/*
+ * evaluate_call -- call a function with these argument expressions and
+ * throw away its result
+ *
+ * The call is built as a FuncExpr and run through the executor, so that
+ * defaults, strictness and the function's own expectations of fn_expr are
+ * as in a SQL call.
+ */
+static Datum
+evaluate_call(Oid fnoid, List *args, bool *isnull)
+{
+	EState	   *estate = CreateExecutorState();
+	FuncExpr   *fexpr;
+	ExprState  *exprstate;
+	Datum		result;
+
+	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args,
+						 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	exprstate = ExecPrepareExpr((Expr *) fexpr, estate);
+	result = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate),
+									   isnull);
+	FreeExecutorState(estate);
+	return result;
+}
+
+/*
+ * run_as_owner -- run a function (the call, or one of its hooks) in a
+ * subtransaction as 'role'; on error, return its ErrorData (in the caller's
+ * memory context) and roll the subtransaction back
+ *
+ * 'converting' tells the caller whether the error happened while building
+ * the arguments rather than in the function.
+ */
+static ErrorData *
+run_as_owner(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
+			 int64 timeout, bool *converting, Datum *result, bool *isnull)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+	List	   *volatile args = given_args;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	if (converting)
+		*converting = false;
+	attempt_timed_out = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+
+	PG_TRY();
+	{
+		SetUserIdAndSecContext(role, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		if (stored_args != NULL)
+		{
+			*converting = true;
+			args = call_args_build(fnoid, stored_args);
+			*converting = false;
+		}
+		if (timeout > 0)
+			enable_timeout_after(attempt_timeout_id,
+								 (int) Min(timeout / 1000, INT_MAX));
+		PushActiveSnapshot(GetTransactionSnapshot());
+		*result = evaluate_call(fnoid, args, isnull);
+		PopActiveSnapshot();
+		if (timeout > 0)
+			disable_timeout(attempt_timeout_id, false);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		if (timeout > 0)
+			disable_timeout(attempt_timeout_id, false);
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_END_TRY();
+
+	return edata;
+}
+
+/*
+ * set_outcome_error -- copy an error's fields into an outcome
+ */
+static void
+set_outcome_error(Outcome *out, int sqlerrcode, const char *message,
+				  const char *detail, const char *hint, const char *context)
+{
+	strlcpy(out->sqlstate, unpack_sql_state(sqlerrcode), sizeof(out->sqlstate));
+	out->message = message ? pstrdup(message) : NULL;
+	out->detail = detail ? pstrdup(detail) : NULL;
+	out->hint = hint ? pstrdup(hint) : NULL;
+	out->context = context ? pstrdup(context) : NULL;
+}
+
+/*
+ * precheck -- why this call cannot run at all, or NULL if it can
+ *
+ * Fills 'out' with a failure naming the reason.
+ */
+static bool
+precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
+{
+	HeapTuple	tup;
+	bool		canlogin;
+	char	   *rolname;
+
+	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(call->role));
+	if (!HeapTupleIsValid(tup))
+	{
+		set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
+						  psprintf("role %u that scheduled the call no longer exists",
+								   call->role), NULL, NULL, NULL);
+		return false;
+	}
+	canlogin = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
+	rolname = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+	ReleaseSysCache(tup);
+	if (!canlogin)
+	{
+		set_outcome_error(out, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
+						  psprintf("role \"%s\" that scheduled the call is not permitted to log in",
+								   rolname),
+						  NULL, "Calls run as the role that scheduled them; give it LOGIN, or schedule as a role that has it.",
+						  NULL);
+		return false;
+	}
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(policy->fn)))
+	{
+		set_outcome_error(out, ERRCODE_UNDEFINED_FUNCTION,
+						  psprintf("function %s no longer exists", policy->fn_signature),
+						  NULL, NULL, NULL);
+		return false;
+	}
+	if (pg_proc_aclcheck(policy->fn, call->role, ACL_EXECUTE) != ACLCHECK_OK)
+	{
+		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
+						  psprintf("role \"%s\" no longer has EXECUTE on function %s",
+								   rolname, policy->fn_signature),
+						  NULL, NULL, NULL);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * next_delay -- the delay before the next attempt after a retryable error,
+ * or false (with 'out' set to a failure) when delay_fn says to stop or fails
+ */
+static bool
+next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+		   Outcome *out)
+{
+	if (retries_retry_after_usecs >= 0 && strcmp(out->sqlstate, "RT000") == 0)
+	{
+		out->delay = retries_retry_after_usecs;
+		return true;
+	}
+
+	if (OidIsValid(policy->delay_fn))
+	{
+		List	   *args;
+		Datum		result;
+		bool		isnull;
+		ErrorData  *edata;
+
+		args = list_make3(makeConst(INT4OID, -1, InvalidOid, 4,
+									Int32GetDatum(attempt), false, true),
+						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
+									CStringGetTextDatum(out->sqlstate), false, false),
+						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
+									CStringGetTextDatum(out->message ? out->message : ""),
+									out->message == NULL, false));
+		edata = run_as_owner(call->role, policy->delay_fn, NULL, args, -1,
+							 NULL, &result, &isnull);
+		if (edata != NULL)
+		{
+			out->detail = psprintf("The attempt failed with %s: %s",
+								   out->sqlstate, out->message ? out->message : "");
+			set_outcome_error(out, edata->sqlerrcode,
+							  psprintf("delay_fn %s failed: %s",
+									   format_procedure(policy->delay_fn), edata->message),
+							  out->detail, edata->hint, edata->context);
+			return false;
+		}
+		if (isnull)
+		{
+			out->hint = pstrdup("delay_fn returned NULL, which stops the retries.");
+			return false;
+		}
+		if (!retries_interval_to_usecs(DatumGetIntervalP(result), &out->delay))
+			out->delay = 0;
+		return true;
+	}
+
+	out->delay = policy_jitter(policy_delay(policy->min_delay, policy->max_delay,
+											policy->multiplier, attempt),
+							   policy->jitter,
+							   pg_prng_uint64(&pg_global_prng_state));
+	return true;
+}
+
+/*
+ * record_outcome -- write an attempt's outcome: the call's new state and
+ * its attempt row.  Runs inside SPI, in the batch transaction.
+ */
+static void
+record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
+			   const Outcome *out)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[11] = {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[11];
+	char		nulls[11];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = Int64GetDatum(call->id);
+	values[1] = Int32GetDatum(attempt);
+	values[2] = TimestampTzGetDatum(started_at);
+	values[3] = CStringGetTextDatum(out->outcome);
+	values[4] = CStringGetTextDatum(out->state);
+	values[5] = Int64GetDatum(out->delay);
+	nulls[5] = out->delay >= 0 ? ' ' : 'n';
+	values[6] = CStringGetTextDatum(out->sqlstate);
+	nulls[6] = out->sqlstate[0] ? ' ' : 'n';
+#define TEXT_OR_NULL(i, s) \
+	do { values[i] = (s) ? CStringGetTextDatum(s) : (Datum) 0; nulls[i] = (s) ? ' ' : 'n'; } while (0)
+	TEXT_OR_NULL(7, out->message);
+	TEXT_OR_NULL(8, out->detail);
+	TEXT_OR_NULL(9, out->hint);
+	TEXT_OR_NULL(10, out->context);
+#undef TEXT_OR_NULL
+
+	retries_prepare_kept(&plan,
+						 "WITH c AS ("
+						 " UPDATE retries.call_data SET"
+						 "  state = $5::retries.call_state, attempts = $2,"
+						 "  next_attempt = CASE WHEN $6 IS NULL THEN next_attempt"
+						 "   ELSE pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
+						 "    pg_catalog.make_interval(secs => $6 OPERATOR(pg_catalog./) 1000000.0) END,"
+						 "  last_sqlstate = coalesce($7, last_sqlstate),"
+						 "  last_message = coalesce($8, last_message),"
+						 "  updated_at = pg_catalog.clock_timestamp()"
+						 " WHERE id OPERATOR(pg_catalog.=) $1)"
+						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+						 "  finished_at, outcome, sqlstate, message, detail, hint, context,"
+						 "  next_delay)"
+						 " VALUES ($1, $2, $3, pg_catalog.clock_timestamp(),"
+						 "  $4::retries.attempt_outcome, $7, $8, $9, $10, $11,"
+						 "  pg_catalog.make_interval(secs => $6 OPERATOR(pg_catalog./) 1000000.0))",
+						 11, argtypes);
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not record attempt %d of call " INT64_FORMAT,
+			 attempt, call->id);
+}
+
+/*
+ * run_on_exhausted -- call the policy's on_exhausted hook for a call that
+ * failed for good, as the call's owner; its error is added to the attempt's
+ * row and never changes the call's state
+ */
+static void
+run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 attempt)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
+	Datum		values[3];
+	List	   *args;
+	Datum		result;
+	bool		isnull;
+	ErrorData  *edata;
+
+	if (!OidIsValid(policy->on_exhausted) ||
+		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
+		return;
+
+	CommandCounterIncrement();
+	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
+								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
+	edata = run_as_owner(call->role, policy->on_exhausted, NULL, args, -1,
+						 NULL, &result, &isnull);
+	if (edata == NULL)
+		return;
+
+	values[0] = Int64GetDatum(call->id);
+	values[1] = Int32GetDatum(attempt);
+	values[2] = CStringGetTextDatum(psprintf("%s: %s", unpack_sql_state(edata->sqlerrcode),
+											 edata->message));
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.attempt_data SET on_exhausted_error = $3"
+						 " WHERE call_id OPERATOR(pg_catalog.=) $1"
+						 " AND attempt OPERATOR(pg_catalog.=) $2",
+						 3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
+			 call->id);
+}
+
+/*
+ * finish_failure -- a failed attempt: retry if the error is retryable and
+ * the budget allows, else fail for good
+ */
+static void
+finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+			   bool retryable, Outcome *out)
+{
+	bool		exhausted = call->max_attempts > 0 && attempt >= call->max_attempts;
+
+	if (retryable && !exhausted && next_delay(call, policy, attempt, out))
+	{
+		out->state = "scheduled";
+		if (strcmp(out->outcome, "failed") == 0)
+			out->outcome = "retry";
+		return;
+	}
+	out->state = "failed";
+	out->delay = -1;
+	if (retryable && exhausted && out->hint == NULL)
+		out->hint = psprintf("All %d attempts are used.", call->max_attempts);
+}
+
+/*
+ * execute_attempt -- run the next attempt of a claimed call and record it
+ *
+ * Called by a worker inside its batch transaction and SPI connection.
+ * Returns true if the attempt succeeded.
+ */
+bool
+execute_attempt(RetriesCall *call)
+{
+	CachedPolicy *policy = get_policy(call->policy_id);
+	int32		attempt = call->attempts + 1;
+	TimestampTz started_at = GetCurrentTimestamp();
+	Outcome		out;
+	bool		converting = false;
+	Datum		result;
+	bool		isnull;
+	ErrorData  *edata;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+
+	if (!precheck(call, policy, &out))
+	{
+		out.outcome = "failed";
+		out.state = "failed";
+		record_outcome(call, attempt, started_at, &out);
+		run_on_exhausted(call, policy, attempt);
+		return false;
+	}
+
+	retries_current_call_id = call->id;
+	retries_current_attempt_number = attempt;
+	retries_retry_after_usecs = -1;
+	edata = run_as_owner(call->role, policy->fn, call->args, NIL, policy->timeout,
+						 &converting, &result, &isnull);
+	retries_current_call_id = 0;
+	retries_current_attempt_number = 0;
+
+	if (edata == NULL)
+	{
+		out.outcome = "succeeded";
+		out.state = "succeeded";
+		record_outcome(call, attempt, started_at, &out);
+		return true;
+	}
+
+	set_outcome_error(&out, edata->sqlerrcode, edata->message, edata->detail,
+					  edata->hint, edata->context);
+	if (converting)
+	{
+		out.outcome = "failed";
+		out.message = psprintf("arguments can no longer be converted: %s", edata->message);
+		finish_failure(call, policy, attempt, false, &out);
+	}
+	else if (attempt_timed_out)
+	{
+		char		buf[POLICY_FORMAT_LEN];
+
+		policy_format_duration(policy->timeout, buf, sizeof(buf));
+		out.outcome = "timeout";
+		out.message = psprintf("attempt timed out after %s", buf);
+		finish_failure(call, policy, attempt,
+					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+											   policy->nretry_on, "57014"),
+					   &out);
+	}
+	else
+	{
+		out.outcome = "failed";
+		finish_failure(call, policy, attempt,
+					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+											   policy->nretry_on, out.sqlstate),
+					   &out);
+	}
+
+	record_outcome(call, attempt, started_at, &out);
+	if (strcmp(out.state, "failed") == 0)
+		run_on_exhausted(call, policy, attempt);
+	return false;
+}
+
+/*
+ * execute_interrupted -- record that an attempt was cut short by a crash or
+ * a killed worker: it counts, and the call is retried after its delay or
+ * fails if that was its last attempt
+ */
+void
+execute_interrupted(RetriesCall *call, int32 attempt)
+{
+	CachedPolicy *policy = get_policy(call->policy_id);
+	Outcome		out;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+	out.outcome = "interrupted";
+	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+					  "the worker running this attempt was interrupted",
+					  "The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.",
+					  NULL, NULL);
+	/* an interruption is retried whatever retry_on says */
+	finish_failure(call, policy, attempt, true, &out);
+	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+	if (strcmp(out.state, "failed") == 0)
+		run_on_exhausted(call, policy, attempt);
+}

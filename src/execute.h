@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * execute.h
+ *	  Running one attempt of a call (execute.c), for the worker loop.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_EXECUTE_H
+#define RETRIES_EXECUTE_H
+
+#include "utils/jsonb.h"
+
+/* A call claimed by a worker */
+typedef struct RetriesCall
+{
+	int64		id;
+	int32		policy_id;
+	Jsonb	   *args;			/* canonical, as stored */
+	int32		attempts;		/* made before this one */
+	int32		max_attempts;	/* 0 when unlimited */
+	Oid			role;			/* scheduled_by */
+} RetriesCall;
+
+extern void execute_init(void);
+extern bool execute_attempt(RetriesCall *call);
+extern void execute_interrupted(RetriesCall *call, int32 attempt);
+
+#endif							/* RETRIES_EXECUTE_H */

@@ -1,0 +1,305 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *	  Shared state of the launcher and workers, and what backends do with
+ *	  it: wake workers, stop them, and show them in retries.workers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "retries.h"
+#include "shmem.h"
+
+RetriesShared *retries_shared = NULL;
+
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+PG_FUNCTION_INFO_V1(retries_worker_status);
+PG_FUNCTION_INFO_V1(retries_running_calls);
+
+/*
+ * retries_shmem_request -- ask for our shared memory and lock (from
+ * shmem_request_hook, in the postmaster)
+ */
+void
+retries_shmem_request(void)
+{
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RetriesShared)));
+	RequestNamedLWLockTranche("retries", 1);
+}
+
+/*
+ * shmem_startup -- create or attach to the shared state
+ */
+static void
+shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	retries_shared = ShmemInitStruct("retries", sizeof(RetriesShared), &found);
+	if (!found)
+	{
+		memset(retries_shared, 0, sizeof(RetriesShared));
+		retries_shared->lock = &(GetNamedLWLockTranche("retries"))->lock;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * retries_shmem_startup -- install the shmem startup hook (from _PG_init)
+ */
+void
+retries_shmem_startup(void)
+{
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = shmem_startup;
+}
+
+/*
+ * retries_find_database -- the entry of a database, optionally created;
+ * NULL if absent (or no room).  Caller holds the lock exclusively to create.
+ */
+RetriesDatabase *
+retries_find_database(Oid dboid, bool create)
+{
+	RetriesDatabase *free_entry = NULL;
+
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesDatabase *db = &retries_shared->dbs[i];
+
+		if (db->dboid == dboid)
+			return db;
+		if (free_entry == NULL && !OidIsValid(db->dboid))
+			free_entry = db;
+	}
+	if (!create || free_entry == NULL)
+		return NULL;
+	memset(free_entry, 0, sizeof(RetriesDatabase));
+	free_entry->dboid = dboid;
+	free_entry->state = DB_UNKNOWN;
+	return free_entry;
+}
+
+/*
+ * retries_wake_launcher -- make the launcher look at the databases now
+ */
+void
+retries_wake_launcher(void)
+{
+	if (retries_shared == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * retries_wake_workers -- wake every worker of a database, so that a call
+ * just committed is picked up at once
+ */
+void
+retries_wake_workers(Oid dboid)
+{
+	if (retries_shared == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (w->in_use && w->dboid == dboid && w->latch != NULL)
+			SetLatch(w->latch);
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * retries_stop_workers -- stop a database's workers and keep the launcher
+ * from starting new ones for pause_secs
+ *
+ * Used before DROP DATABASE, which fails if other sessions stay connected,
+ * and when the extension is dropped.  Waits up to 10 s for the workers to
+ * exit.
+ */
+void
+retries_stop_workers(Oid dboid, int pause_secs)
+{
+	RetriesDatabase *db;
+
+	if (retries_shared == NULL)
+		return;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(dboid, true);
+	if (db != NULL)
+		db->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   pause_secs * 1000);
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (w->in_use && w->dboid == dboid && w->pid != 0)
+			kill(w->pid, SIGTERM);
+	}
+	LWLockRelease(retries_shared->lock);
+
+	for (int tries = 0; tries < 1000; tries++)
+	{
+		bool		any = false;
+
+		LWLockAcquire(retries_shared->lock, LW_SHARED);
+		for (int i = 0; i < RETRIES_MAX_SLOTS && !any; i++)
+		{
+			RetriesWorker *w = &retries_shared->workers[i];
+
+			any = w->in_use && w->dboid == dboid && w->pid != 0;
+		}
+		LWLockRelease(retries_shared->lock);
+		if (!any)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10000L);
+	}
+}
+
+/*
+ * retries_call_is_running -- is some worker running this call right now?
+ */
+bool
+retries_call_is_running(int64 call_id)
+{
+	bool		running = false;
+
+	if (retries_shared == NULL)
+		return false;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_SLOTS && !running; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		running = w->in_use && w->dboid == MyDatabaseId &&
+			w->current_call == call_id;
+	}
+	LWLockRelease(retries_shared->lock);
+	return running;
+}
+
+/*
+ * worker_state_name -- a worker state as shown in retries.workers
+ */
+static const char *
+worker_state_name(RetriesWorkerState state)
+{
+	switch (state)
+	{
+		case WORKER_STARTING:
+			return "starting";
+		case WORKER_IDLE:
+			return "idle";
+		case WORKER_RUNNING:
+			return "running";
+		case WORKER_PAUSED:
+			return "paused";
+	}
+	return "unknown";
+}
+
+/*
+ * retries_worker_status -- SQL function behind retries.workers
+ *
+ * One row per worker process of the cluster.  The current call is shown
+ * only to roles that may see it.  Without the library preloaded there are
+ * no workers, and a single row says why.
+ */
+Datum
+retries_worker_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			userid = GetUserId();
+	RetriesWorker copy[RETRIES_MAX_SLOTS];
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	if (!retries_preloaded || retries_shared == NULL)
+	{
+		Datum		values[7] = {0};
+		bool		nulls[7] = {true, true, false, true, true, true, true};
+
+		values[2] = CStringGetTextDatum("not running: retries is not in shared_preload_libraries");
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		return (Datum) 0;
+	}
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	memcpy(copy, retries_shared->workers, sizeof(copy));
+	LWLockRelease(retries_shared->lock);
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &copy[i];
+		Datum		values[7];
+		bool		nulls[7] = {false};
+
+		if (!w->in_use || w->pid == 0)
+			continue;
+		values[0] = Int32GetDatum(w->pid);
+		values[1] = ObjectIdGetDatum(w->dboid);
+		values[2] = CStringGetTextDatum(worker_state_name(w->state));
+		values[3] = Int64GetDatum(w->current_call);
+		nulls[3] = w->current_call == 0 ||
+			!retries_may_see_call(userid, w->current_role);
+		values[4] = TimestampTzGetDatum(w->since);
+		nulls[4] = w->since == 0;
+		values[5] = Int64GetDatum(w->calls_run);
+		values[6] = Int64GetDatum(w->errors);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * retries_running_calls -- SQL function retries.running_calls(): ids of the
+ * calls the workers of this database are running now
+ *
+ * A running call's row says 'scheduled' until its attempt commits; the
+ * views show 'running' for the ids returned here.
+ */
+Datum
+retries_running_calls(PG_FUNCTION_ARGS)
+{
+	Datum		ids[RETRIES_MAX_SLOTS];
+	int			n = 0;
+
+	if (retries_shared != NULL)
+	{
+		LWLockAcquire(retries_shared->lock, LW_SHARED);
+		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+		{
+			RetriesWorker *w = &retries_shared->workers[i];
+
+			if (w->in_use && w->dboid == MyDatabaseId && w->current_call != 0)
+				ids[n++] = Int64GetDatum(w->current_call);
+		}
+		LWLockRelease(retries_shared->lock);
+	}
+	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}

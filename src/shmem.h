@@ -1,0 +1,85 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *	  State shared by the launcher, the workers and ordinary backends.
+ *
+ * One LWLock protects everything here.  The launcher owns the database
+ * table and assigns worker slots; a worker fills in its own slot (pid,
+ * latch, what it is running); backends read the slots to wake workers, to
+ * list them in retries.workers and to know which calls are running.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_SHMEM_H
+#define RETRIES_SHMEM_H
+
+#include "datatype/timestamp.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+/* Most databases and worker slots tracked at once */
+#define RETRIES_MAX_DATABASES	128
+#define RETRIES_MAX_SLOTS		256
+
+/* What the launcher knows of a database */
+typedef enum RetriesDbState
+{
+	DB_UNKNOWN,					/* not probed yet: start one worker to look */
+	DB_PROBING,					/* a worker is looking for the extension */
+	DB_ACTIVE,					/* the extension is there: keep workers */
+	DB_NO_EXTENSION				/* not there: wait for CREATE EXTENSION */
+} RetriesDbState;
+
+typedef struct RetriesDatabase
+{
+	Oid			dboid;			/* InvalidOid when the entry is free */
+	RetriesDbState state;
+	bool		recovered;		/* interrupted attempts charged since start */
+	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
+	TimestampTz next_start;		/* do not start workers before this */
+} RetriesDatabase;
+
+/* What a worker is doing, for retries.workers */
+typedef enum RetriesWorkerState
+{
+	WORKER_STARTING,
+	WORKER_IDLE,
+	WORKER_RUNNING,
+	WORKER_PAUSED				/* retries.enabled = off */
+} RetriesWorkerState;
+
+typedef struct RetriesWorker
+{
+	bool		in_use;			/* slot assigned by the launcher */
+	Oid			dboid;
+	int			slot_no;		/* 0 .. retries.max_workers - 1 within dboid */
+	pid_t		pid;			/* 0 until the worker has started */
+	Latch	   *latch;
+	RetriesWorkerState state;
+	int64		current_call;	/* 0 when none */
+	Oid			current_role;	/* who scheduled current_call */
+	TimestampTz since;			/* when state or current_call last changed */
+	int64		calls_run;
+	int64		errors;
+} RetriesWorker;
+
+typedef struct RetriesShared
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	Latch	   *launcher_latch;
+	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
+	RetriesWorker workers[RETRIES_MAX_SLOTS];
+} RetriesShared;
+
+extern RetriesShared *retries_shared;
+
+extern void retries_shmem_request(void);
+extern void retries_shmem_startup(void);
+extern RetriesDatabase *retries_find_database(Oid dboid, bool create);
+extern void retries_wake_launcher(void);
+extern void retries_wake_workers(Oid dboid);
+extern void retries_stop_workers(Oid dboid, int pause_secs);
+extern bool retries_call_is_running(int64 call_id);
+
+#endif							/* RETRIES_SHMEM_H */

@@ -1,0 +1,617 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The per-database worker: claims due calls, runs them in batches, and
+ *	  sleeps until the next one is due or a new one is committed.
+ *
+ * A batch is one transaction: the worker claims up to retries.batch_size
+ * due calls with FOR UPDATE SKIP LOCKED (so no two workers ever run the
+ * same call), runs each in a subtransaction of its own and records its
+ * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
+ * does not hold the others' commits for long.  Calls claimed but not
+ * reached are simply released at commit.
+ *
+ * The crash rule.  A crash rolls the whole batch back, which loses nothing
+ * and runs nothing twice, but the call that crashed the worker must be
+ * charged an attempt, or a call that kills its worker every time would
+ * crash it forever.  Writing that down in the database would cost a commit
+ * per call, so instead each worker keeps a tiny file of its own,
+ * pg_retries/<database>.<slot>, holding the call and attempt in flight: it
+ * is written before each attempt starts and cleared when the attempt's
+ * outcome is recorded.  A process kill leaves the file behind (the page
+ * cache outlives the process), and the next worker to start in that slot
+ * records the attempt as 'interrupted', which counts toward max_attempts.
+ * Only that call is charged; its batch-mates run again uncharged.  After a
+ * postmaster restart the first worker of a database handles the files of
+ * all its slots before any worker claims a call, so a poison call cannot be
+ * picked up again before it is charged.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "common/file_perm.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "execute.h"
+#include "retries.h"
+#include "shmem.h"
+
+/* A batch stops taking new calls after this long */
+#define BATCH_TIME_MS			50
+/* Longest sleep, so that pruning and checks still happen when idle */
+#define MAX_SLEEP_MS			10000
+/* Wait this long when due calls exist but others have them locked */
+#define BUSY_SLEEP_MS			100
+/* Pruning: how often, and how many calls per transaction */
+#define PRUNE_INTERVAL_MS		10000
+#define PRUNE_BATCH				1000
+
+#define INFLIGHT_DIR			"pg_retries"
+
+/* What the in-flight file holds */
+typedef struct InFlight
+{
+	int64		call_id;		/* 0: nothing in flight */
+	int32		attempt;
+	int32		unused;
+} InFlight;
+
+static RetriesWorker *my_slot = NULL;
+static int	my_slot_index = -1;
+static int	inflight_fd = -1;
+
+PGDLLEXPORT void retries_worker_main(Datum main_arg);
+
+/*
+ * inflight_path -- the in-flight file of a slot of a database
+ */
+static void
+inflight_path(char *path, size_t len, Oid dboid, int slot_no)
+{
+	snprintf(path, len, "%s/%u.%d", INFLIGHT_DIR, dboid, slot_no);
+}
+
+/*
+ * inflight_write -- note the call and attempt now in flight (0 for none)
+ *
+ * No fsync: the file has to survive the death of this process, not of the
+ * machine.
+ */
+static void
+inflight_write(int64 call_id, int32 attempt)
+{
+	InFlight	rec = {call_id, attempt, 0};
+
+	if (pwrite(inflight_fd, &rec, sizeof(rec), 0) != sizeof(rec))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not write in-flight file: %m")));
+}
+
+/*
+ * inflight_open -- open (creating if need be) this worker's in-flight file
+ */
+static void
+inflight_open(void)
+{
+	char		path[MAXPGPATH];
+
+	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not create directory \"%s\": %m", INFLIGHT_DIR)));
+	inflight_path(path, sizeof(path), MyDatabaseId, my_slot->slot_no);
+	inflight_fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
+	if (inflight_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not open \"%s\": %m", path)));
+}
+
+/*
+ * charge_interrupted -- record the attempt a dead worker left in flight,
+ * if its batch did not commit (the call still has fewer attempts)
+ */
+static void
+charge_interrupted(const InFlight *rec)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(rec->call_id)};
+	RetriesCall call;
+	bool		isnull;
+	HeapTuple	row;
+	TupleDesc	desc;
+	Datum		d;
+
+	retries_prepare_kept(&plan,
+						 "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
+						 " FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) $1 AND state = 'scheduled'"
+						 " FOR UPDATE",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		return;
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	call.id = rec->call_id;
+	call.policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
+	call.attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	d = SPI_getbinval(row, desc, 3, &isnull);
+	call.max_attempts = isnull ? 0 : DatumGetInt32(d);
+	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+	call.args = NULL;
+
+	if (call.attempts >= rec->attempt)
+		return;					/* its batch committed after all */
+
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
+					rec->attempt, rec->call_id)));
+	execute_interrupted(&call, rec->attempt);
+}
+
+/*
+ * recover_slot -- charge what the in-flight file of one slot holds, then
+ * clear it.  Runs inside a transaction and SPI connection.
+ */
+static void
+recover_slot(int slot_no)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	InFlight	rec;
+	InFlight	empty = {0, 0, 0};
+
+	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0)
+		return;
+	if (pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0)
+	{
+		charge_interrupted(&rec);
+		if (pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("retries: could not clear \"%s\": %m", path)));
+	}
+	close(fd);
+}
+
+/*
+ * recover -- charge interrupted attempts: those of every slot of this
+ * database if it is the first worker since the server started, else only
+ * its own slot's
+ *
+ * The charges commit before the worker claims anything, and the other
+ * workers of a just-started database wait for them (the recovered flag).
+ */
+static void
+recover(void)
+{
+	RetriesDatabase *db;
+	bool		all;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, true);
+	all = db != NULL && !db->recovered;
+	LWLockRelease(retries_shared->lock);
+
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (all)
+	{
+		for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+			recover_slot(n);
+	}
+	else
+		recover_slot(my_slot->slot_no);
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+
+	if (all)
+	{
+		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+		db->recovered = true;
+		LWLockRelease(retries_shared->lock);
+	}
+}
+
+/*
+ * wait_for_recovery -- wait until the database's interrupted attempts are
+ * charged (by this worker or another)
+ */
+static void
+wait_for_recovery(void)
+{
+	for (;;)
+	{
+		RetriesDatabase *db;
+		bool		done;
+
+		LWLockAcquire(retries_shared->lock, LW_SHARED);
+		db = retries_find_database(MyDatabaseId, false);
+		done = db == NULL || db->recovered;
+		LWLockRelease(retries_shared->lock);
+		if (done)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * set_state -- publish what this worker is doing
+ */
+static void
+set_state(RetriesWorkerState state, int64 call_id, Oid role)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (my_slot->pid == MyProcPid)
+	{
+		if (my_slot->state != state || my_slot->current_call != call_id)
+			my_slot->since = GetCurrentTimestamp();
+		my_slot->state = state;
+		my_slot->current_call = call_id;
+		my_slot->current_role = role;
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * count_call -- add to the counters shown in retries.workers
+ */
+static void
+count_call(bool succeeded)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (my_slot->pid == MyProcPid)
+	{
+		my_slot->calls_run++;
+		if (!succeeded)
+			my_slot->errors++;
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * worker_exit -- clear this worker's slot on the way out
+ */
+static void
+worker_exit(int code, Datum arg)
+{
+	if (my_slot == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (my_slot->pid == MyProcPid)
+	{
+		my_slot->pid = 0;
+		my_slot->latch = NULL;
+		my_slot->current_call = 0;
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * extension_present -- is the extension (still) installed here?  Called
+ * inside a transaction.
+ */
+static bool
+extension_present(void)
+{
+	return OidIsValid(get_extension_oid("retries", true)) &&
+		OidIsValid(get_namespace_oid("retries", true));
+}
+
+/*
+ * claim_batch -- claim up to 'limit' due calls, earliest first, and copy
+ * them into the transaction's memory
+ */
+static int
+claim_batch(RetriesCall *calls, int limit)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(limit)};
+	MemoryContext oldcxt;
+	int			n;
+
+	retries_prepare_kept(&plan,
+						 "SELECT id, policy_id, args, attempts, max_attempts,"
+						 " scheduled_by::pg_catalog.oid"
+						 " FROM retries.call_data"
+						 " WHERE state = 'scheduled'"
+						 " AND next_attempt OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()"
+						 " ORDER BY next_attempt"
+						 " LIMIT $1"
+						 " FOR UPDATE SKIP LOCKED",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not claim calls");
+
+	n = (int) SPI_processed;
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		calls[i].id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+		calls[i].policy_id = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+		calls[i].args = DatumGetJsonbPCopy(SPI_getbinval(row, desc, 3, &isnull));
+		calls[i].attempts = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
+		d = SPI_getbinval(row, desc, 5, &isnull);
+		calls[i].max_attempts = isnull ? 0 : DatumGetInt32(d);
+		calls[i].role = DatumGetObjectId(SPI_getbinval(row, desc, 6, &isnull));
+	}
+	MemoryContextSwitchTo(oldcxt);
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+/*
+ * next_due -- when the earliest scheduled call is due, or 0 if none is
+ */
+static TimestampTz
+next_due(void)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		isnull;
+	Datum		d;
+
+	retries_prepare_kept(&plan,
+						 "SELECT min(next_attempt) FROM retries.call_data"
+						 " WHERE state = 'scheduled'",
+						 0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next due call");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+/*
+ * prune -- delete finished calls (and their attempts) older than
+ * retries.retention, a small batch per transaction so that pruning never
+ * holds up the calls
+ */
+static void
+prune(void)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+	TimestampTz start = GetCurrentTimestamp();
+
+	values[0] = CStringGetTextDatum(retries_retention);
+	values[1] = Int32GetDatum(PRUNE_BATCH);
+	for (;;)
+	{
+		uint64		deleted;
+
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		retries_prepare_kept(&plan,
+							 "WITH doomed AS ("
+							 " SELECT id FROM retries.call_data"
+							 " WHERE state IN ('succeeded', 'failed', 'cancelled')"
+							 " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+							 "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)"
+							 " LIMIT $2 FOR UPDATE SKIP LOCKED),"
+							 " gone AS (DELETE FROM retries.attempt_data"
+							 "  WHERE call_id IN (SELECT id FROM doomed))"
+							 " DELETE FROM retries.call_data"
+							 " WHERE id IN (SELECT id FROM doomed)",
+							 2, argtypes);
+		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "retries: could not prune finished calls");
+		deleted = SPI_processed;
+		PopActiveSnapshot();
+		SPI_finish();
+		CommitTransactionCommand();
+
+		if (deleted < PRUNE_BATCH ||
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), BATCH_TIME_MS))
+			break;
+	}
+}
+
+/*
+ * run_batch -- one batch transaction; returns the number of calls claimed
+ * and sets *due to when the next call is due if no more are due now (0 if
+ * none is scheduled at all)
+ *
+ * Returns -1 if the extension is no longer installed.
+ */
+static int
+run_batch(TimestampTz *due)
+{
+	RetriesCall *calls;
+	int			n;
+	TimestampTz start = GetCurrentTimestamp();
+	int			limit = retries_batch_size;
+
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	if (!extension_present())
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		CommitTransactionCommand();
+		return -1;
+	}
+
+	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
+	n = claim_batch(calls, limit);
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		ok;
+
+		if (i > 0 && (ShutdownRequestPending ||
+					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+												 BATCH_TIME_MS)))
+			break;
+
+		inflight_write(calls[i].id, calls[i].attempts + 1);
+		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
+		pgstat_report_activity(STATE_RUNNING,
+							   psprintf("retries: call " INT64_FORMAT " attempt %d",
+										calls[i].id, calls[i].attempts + 1));
+		ok = execute_attempt(&calls[i]);
+		count_call(ok);
+		inflight_write(0, 0);
+	}
+
+	*due = 0;
+	if (n < limit)
+		*due = next_due();
+
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+	set_state(WORKER_IDLE, 0, InvalidOid);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return n;
+}
+
+/*
+ * retries_worker_main -- entry point of a per-database worker
+ */
+void
+retries_worker_main(Datum main_arg)
+{
+	RetriesDatabase *db;
+	TimestampTz last_prune = 0;
+	bool		present;
+
+	my_slot_index = DatumGetInt32(main_arg);
+	my_slot = &retries_shared->workers[my_slot_index];
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnectionByOid(my_slot->dboid, InvalidOid, 0);
+	pgstat_report_appname("retries worker");
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	my_slot->pid = MyProcPid;
+	my_slot->latch = &MyProc->procLatch;
+	my_slot->since = GetCurrentTimestamp();
+	LWLockRelease(retries_shared->lock);
+	before_shmem_exit(worker_exit, (Datum) 0);
+
+	/* is the extension here?  Tell the launcher either way. */
+	StartTransactionCommand();
+	present = extension_present();
+	CommitTransactionCommand();
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, true);
+	if (db != NULL)
+		db->state = present ? DB_ACTIVE : DB_NO_EXTENSION;
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	if (!present)
+		proc_exit(0);
+
+	execute_init();
+	inflight_open();
+	recover();
+	wait_for_recovery();
+
+	for (;;)
+	{
+		TimestampTz due = 0;
+		long		sleep_ms = MAX_SLEEP_MS;
+		int			n = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (my_slot->slot_no >= retries_max_workers)
+			break;
+
+		if (my_slot->slot_no == 0 &&
+			TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(),
+									   PRUNE_INTERVAL_MS))
+		{
+			prune();
+			last_prune = GetCurrentTimestamp();
+		}
+
+		if (!retries_enabled)
+			set_state(WORKER_PAUSED, 0, InvalidOid);
+		else
+		{
+			n = run_batch(&due);
+			if (n < 0)
+				break;			/* the extension was dropped */
+			if (n > 0 && due == 0)
+				continue;		/* a full batch: more may be due */
+			if (due != 0)
+			{
+				long		secs;
+				int			usecs;
+
+				TimestampDifference(GetCurrentTimestamp(), due, &secs, &usecs);
+				sleep_ms = Min(sleep_ms, secs * 1000 + (usecs + 999) / 1000);
+				if (sleep_ms <= 0)
+				{
+					if (n > 0)
+						continue;	/* some ran and more are due now */
+					sleep_ms = BUSY_SLEEP_MS;	/* due, but others have them */
+				}
+			}
+		}
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+
+	/* dropped extension, or fewer workers wanted: let the launcher know */
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, false);
+	if (db != NULL && my_slot->slot_no < retries_max_workers)
+		db->state = DB_NO_EXTENSION;
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	proc_exit(0);
+}
