@@ -10,7 +10,7 @@ SELECT retries.annotate('fetch_page(text)', '4 1s 1m', jitter => 'equal',
 -- the columns of each view
 SELECT table_name, string_agg(column_name, ', ' ORDER BY ordinal_position)
   FROM information_schema.columns
- WHERE table_schema = 'retries' AND table_name IN ('calls', 'attempts', 'policies', 'stats')
+ WHERE table_schema = 'retries' AND table_name IN ('calls', 'attempts', 'policies', 'stats', 'workers')
  GROUP BY table_name ORDER BY table_name;
 
 SELECT * FROM retries.policies;
