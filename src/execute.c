@@ -41,6 +41,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -84,6 +85,8 @@ typedef struct Outcome
 } Outcome;
 
 static HTAB *policy_cache = NULL;
+static Oid	policy_data_relid = InvalidOid;
+static bool policy_cache_stale = true;	/* look up policy_data first */
 static TimeoutId attempt_timeout_id;
 static volatile sig_atomic_t attempt_timed_out = false;
 
@@ -101,10 +104,25 @@ attempt_timeout_handler(void)
 }
 
 /*
- * execute_init -- set up what attempts need (once per worker)
+ * policy_cache_invalidate -- relcache callback: policy_data was truncated,
+ * dropped or replaced, so cached ids may now mean other policies
+ *
+ * Only a flag is set here; get_policy() drops the cache at its next call,
+ * so that no entry in use disappears under its user.
  */
-void
-execute_init(void)
+static void
+policy_cache_invalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == policy_data_relid ||
+		!OidIsValid(policy_data_relid))
+		policy_cache_stale = true;
+}
+
+/*
+ * create_policy_cache -- an empty policy cache
+ */
+static void
+create_policy_cache(void)
 {
 	HASHCTL		ctl;
 
@@ -113,12 +131,24 @@ execute_init(void)
 	ctl.hcxt = TopMemoryContext;
 	policy_cache = hash_create("retries policies", 64, &ctl,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * execute_init -- set up what attempts need (once per worker)
+ */
+void
+execute_init(void)
+{
+	create_policy_cache();
+	CacheRegisterRelcacheCallback(policy_cache_invalidate, (Datum) 0);
 	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
 }
 
 /*
  * get_policy -- a policy by id, read once and kept (policy rows are never
- * changed, only superseded).  Runs inside SPI.
+ * changed, only superseded; a TRUNCATE, which may reuse ids, empties the
+ * cache).  Runs inside SPI.  The entry returned stays valid until the next
+ * call.
  */
 static CachedPolicy *
 get_policy(int32 policy_id)
@@ -134,6 +164,13 @@ get_policy(int32 policy_id)
 	Datum		d;
 	MemoryContext oldcxt;
 
+	if (policy_cache_stale)
+	{
+		hash_destroy(policy_cache);
+		create_policy_cache();
+		policy_data_relid = get_relname_relid("policy_data", retries_schema_oid());
+		policy_cache_stale = false;
+	}
 	p = hash_search(policy_cache, &policy_id, HASH_FIND, NULL);
 	if (p != NULL)
 		return p;
