@@ -42,6 +42,10 @@
 #define LAUNCHER_NAPTIME_MS		5000
 /* How long to wait before starting workers again in a database */
 #define RESTART_DELAY_MS		1000
+/* How often to look again at a database that had no extension */
+#define REPROBE_MS				(5 * 60 * 1000)
+/* How often at most to log that no background worker could be had */
+#define COMPLAINT_INTERVAL_MS	(60 * 1000)
 
 /* Handles of the workers this launcher started, by slot */
 static BackgroundWorkerHandle *handles[RETRIES_MAX_SLOTS];
@@ -102,19 +106,32 @@ start_worker(Oid dboid, int slot_no)
 			 slot_no, dboid);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "retries worker");
 
-	if (!RegisterDynamicBackgroundWorker(&worker, &handles[slot]))
-	{
-		ereport(LOG,
-				(errmsg("retries: could not start a worker for database %u", dboid),
-				 errhint("Raise max_worker_processes to at least 1 + retries.max_workers times the number of databases with the extension.")));
-		return false;
-	}
-
+	/*
+	 * Fill the slot in before the worker exists: the postmaster may start it
+	 * before RegisterDynamicBackgroundWorker returns here, and it reads its
+	 * database from the slot.
+	 */
 	memset(&retries_shared->workers[slot], 0, sizeof(RetriesWorker));
 	retries_shared->workers[slot].in_use = true;
 	retries_shared->workers[slot].dboid = dboid;
 	retries_shared->workers[slot].slot_no = slot_no;
 	retries_shared->workers[slot].state = WORKER_STARTING;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handles[slot]))
+	{
+		static TimestampTz last_complaint = 0;
+
+		retries_shared->workers[slot].in_use = false;
+		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
+									   COMPLAINT_INTERVAL_MS))
+		{
+			ereport(LOG,
+					(errmsg("retries: could not start a worker for database %u", dboid),
+					 errhint("Raise max_worker_processes to at least 1 + retries.max_workers times the number of databases with the extension.")));
+			last_complaint = GetCurrentTimestamp();
+		}
+		return false;
+	}
 	return true;
 }
 
@@ -200,8 +217,16 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				if (!have[n] && !start_worker(db->dboid, n))
 					break;
 			break;
-		case DB_PROBING:
 		case DB_NO_EXTENSION:
+
+			/*
+			 * CREATE EXTENSION wakes us; looking again now and then also
+			 * covers a CREATE that committed as the last worker was leaving.
+			 */
+			if (now >= db->next_start + (int64) REPROBE_MS * 1000)
+				db->state = DB_UNKNOWN;
+			break;
+		case DB_PROBING:
 			break;
 	}
 }

@@ -24,7 +24,16 @@
  * Only that call is charged; its batch-mates run again uncharged.  After a
  * postmaster restart the first worker of a database handles the files of
  * all its slots before any worker claims a call, so a poison call cannot be
- * picked up again before it is charged.
+ * picked up again before it is charged.  The file also names the extension
+ * (its OID), so that a file left behind before DROP EXTENSION and CREATE
+ * EXTENSION charges nothing to the new extension's calls, whose ids start
+ * again from 1.
+ *
+ * DROP EXTENSION.  Each transaction of the worker first locks the
+ * extension (as an object), as DROP EXTENSION does before it drops
+ * anything: a drop waits for the worker's transaction to end, and a worker
+ * that comes second waits for the drop, then sees the extension gone and
+ * exits, instead of tripping over the dropped tables.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +44,7 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "common/file_perm.h"
@@ -46,6 +56,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -74,12 +85,17 @@ typedef struct InFlight
 {
 	int64		call_id;		/* 0: nothing in flight */
 	int32		attempt;
-	int32		unused;
+	Oid			extension;		/* the extension the call belongs to */
 } InFlight;
 
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
 static int	inflight_fd = -1;
+
+/* The extension this worker serves (its OID), as found when it started */
+static Oid	my_extension = InvalidOid;
+/* Set when the worker stops because the extension was dropped and created again */
+static bool extension_replaced = false;
 
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
@@ -101,7 +117,7 @@ inflight_path(char *path, size_t len, Oid dboid, int slot_no)
 static void
 inflight_write(int64 call_id, int32 attempt)
 {
-	InFlight	rec = {call_id, attempt, 0};
+	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid};
 
 	if (pwrite(inflight_fd, &rec, sizeof(rec), 0) != sizeof(rec))
 		ereport(ERROR,
@@ -127,6 +143,30 @@ inflight_open(void)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not open \"%s\": %m", path)));
+}
+
+/*
+ * lock_extension -- the OID of the extension as installed here now, locked
+ * until the end of the transaction so that DROP EXTENSION waits for it;
+ * InvalidOid if it is not installed.  Called inside a transaction.
+ */
+static Oid
+lock_extension(void)
+{
+	for (;;)
+	{
+		Oid			extoid = get_extension_oid("retries", true);
+
+		if (!OidIsValid(extoid))
+			return InvalidOid;
+		/* takes in the invalidations of a DROP that committed meanwhile */
+		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+		if (get_extension_oid("retries", true) == extoid)
+			return OidIsValid(get_namespace_oid("retries", true)) ?
+				extoid : InvalidOid;
+		/* dropped (and maybe created again) while this waited */
+		UnlockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+	}
 }
 
 /*
@@ -191,7 +231,9 @@ recover_slot(int slot_no)
 		return;
 	if (pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0)
 	{
-		charge_interrupted(&rec);
+		/* a record of an extension since dropped is only cleared */
+		if (rec.extension == my_extension)
+			charge_interrupted(&rec);
 		if (pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
 			ereport(ERROR,
 					(errcode_for_file_access(),
@@ -222,13 +264,17 @@ recover(void)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (all)
+	/* nothing to do if it was dropped just now: run_batch() will see it */
+	if (lock_extension() == my_extension)
 	{
-		for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
-			recover_slot(n);
+		if (all)
+		{
+			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+				recover_slot(n);
+		}
+		else
+			recover_slot(my_slot->slot_no);
 	}
-	else
-		recover_slot(my_slot->slot_no);
 	PopActiveSnapshot();
 	SPI_finish();
 	CommitTransactionCommand();
@@ -316,17 +362,6 @@ worker_exit(int code, Datum arg)
 		my_slot->current_call = 0;
 	}
 	LWLockRelease(retries_shared->lock);
-}
-
-/*
- * extension_present -- is the extension (still) installed here?  Called
- * inside a transaction.
- */
-static bool
-extension_present(void)
-{
-	return OidIsValid(get_extension_oid("retries", true)) &&
-		OidIsValid(get_namespace_oid("retries", true));
 }
 
 /*
@@ -419,6 +454,14 @@ prune(void)
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() != my_extension)
+		{
+			/* dropped: run_batch() will see it */
+			PopActiveSnapshot();
+			SPI_finish();
+			CommitTransactionCommand();
+			break;
+		}
 		retries_prepare_kept(&plan,
 							 "WITH doomed AS ("
 							 " SELECT id FROM retries.call_data"
@@ -449,7 +492,8 @@ prune(void)
  * and sets *due to when the next call is due if no more are due now (0 if
  * none is scheduled at all)
  *
- * Returns -1 if the extension is no longer installed.
+ * Returns -1 if the extension is no longer installed, or not the one the
+ * worker started with (extension_replaced tells which).
  */
 static int
 run_batch(TimestampTz *due)
@@ -458,16 +502,19 @@ run_batch(TimestampTz *due)
 	int			n;
 	TimestampTz start = GetCurrentTimestamp();
 	int			limit = retries_batch_size;
+	Oid			extoid;
 
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 
-	if (!extension_present())
+	extoid = lock_extension();
+	if (extoid != my_extension)
 	{
 		PopActiveSnapshot();
 		SPI_finish();
 		CommitTransactionCommand();
+		extension_replaced = OidIsValid(extoid);
 		return -1;
 	}
 
@@ -514,6 +561,7 @@ retries_worker_main(Datum main_arg)
 	RetriesDatabase *db;
 	TimestampTz last_prune = 0;
 	bool		present;
+	Oid			dboid;
 
 	my_slot_index = DatumGetInt32(main_arg);
 	my_slot = &retries_shared->workers[my_slot_index];
@@ -522,7 +570,12 @@ retries_worker_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	BackgroundWorkerInitializeConnectionByOid(my_slot->dboid, InvalidOid, 0);
+	/* the launcher filled the slot in under the lock before starting us */
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	dboid = my_slot->dboid;
+	LWLockRelease(retries_shared->lock);
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("retries worker");
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
@@ -534,7 +587,8 @@ retries_worker_main(Datum main_arg)
 
 	/* is the extension here?  Tell the launcher either way. */
 	StartTransactionCommand();
-	present = extension_present();
+	my_extension = lock_extension();
+	present = OidIsValid(my_extension);
 	CommitTransactionCommand();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = retries_find_database(MyDatabaseId, true);
@@ -605,10 +659,15 @@ retries_worker_main(Datum main_arg)
 		ResetLatch(MyLatch);
 	}
 
-	/* dropped extension, or fewer workers wanted: let the launcher know */
+	/*
+	 * Dropped extension, or fewer workers wanted: let the launcher know.  An
+	 * extension dropped and created again leaves the state to the CREATE,
+	 * which has the launcher start workers for the new one.
+	 */
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = retries_find_database(MyDatabaseId, false);
-	if (db != NULL && my_slot->slot_no < retries_max_workers)
+	if (db != NULL && my_slot->slot_no < retries_max_workers &&
+		!extension_replaced)
 		db->state = DB_NO_EXTENSION;
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);

@@ -1,0 +1,149 @@
+# Helpers shared by the TAP tests of retries.
+#
+# PGXS runs prove from the top of the source tree with -I there, not in t/,
+# so the tests load this module with:
+#
+#     use FindBin;
+#     use lib $FindBin::RealBin;
+#     use RetriesTest;
+#
+# Everything that waits does so in a loop with a deadline, never with a
+# bare sleep: a condition that does not come true within the deadline fails
+# the test with the last output seen.
+
+package RetriesTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+
+our @EXPORT = qw(
+  retries_node
+  query_value
+  wait_until
+  stays_true
+  worker_pids
+  schedule_range
+);
+
+# How long a wait may take before the test fails (seconds).  Generous: a
+# passing run waits far less, and a failing one should not hang forever.
+our $DEADLINE = 60;
+
+# retries_node(NAME, [init options]): a new node with the library preloaded
+# and crash restarts on (PostgreSQL::Test::Cluster turns them off).  Not
+# started.
+sub retries_node
+{
+	my ($name, %init) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+
+	$node->init(%init);
+	$node->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'retries'
+restart_after_crash = on
+max_worker_processes = 16
+});
+	return $node;
+}
+
+# query_value(NODE, DB, SQL): run SQL once; its output, or undef (with the
+# error as second value in list context) if it failed or could not connect.
+sub query_value
+{
+	my ($node, $db, $sql) = @_;
+	my ($stdout, $stderr, $timed_out);
+	my $ret = $node->psql(
+		$db, $sql,
+		stdout => \$stdout,
+		stderr => \$stderr,
+		timeout => 30,
+		timed_out => \$timed_out);
+
+	return (undef, 'timed out') if $timed_out;
+	return (undef, $stderr) if !defined $ret || $ret != 0;
+	return ($stdout, $stderr);
+}
+
+# wait_until(NODE, DB, SQL, EXPECTED, NAME, [DEADLINE]): run SQL every 50 ms
+# until its output is EXPECTED (connection failures, e.g. during a crash
+# restart, are retried); one test named NAME, which fails at the deadline.
+# Returns whether it passed.
+sub wait_until
+{
+	my ($node, $db, $sql, $expected, $name, $deadline) = @_;
+	my $until = time() + ($deadline // $DEADLINE);
+	my ($out, $err);
+
+	for (;;)
+	{
+		($out, $err) = query_value($node, $db, $sql);
+		return pass($name) if defined $out && $out eq $expected;
+		last if time() > $until;
+		usleep(50_000);
+	}
+	fail($name);
+	diag(
+		"waited " . ($deadline // $DEADLINE) . " s for: $sql\n"
+		  . "expected: $expected\n"
+		  . "last output: " . ($out // '(none)') . "\n"
+		  . "last error: " . ($err // '') . "\n");
+	return 0;
+}
+
+# stays_true(NODE, DB, SQL, SECONDS, NAME): SQL must give 't' each time it
+# is run for SECONDS (every 100 ms); for things that must NOT happen, such
+# as workers on a standby.
+sub stays_true
+{
+	my ($node, $db, $sql, $seconds, $name) = @_;
+	my $until = time() + $seconds;
+	my $checks = 0;
+
+	while (time() < $until)
+	{
+		my ($out, $err) = query_value($node, $db, $sql);
+
+		if (!defined $out || $out ne 't')
+		{
+			fail($name);
+			diag("after $checks checks, $sql gave: "
+				  . ($out // '(error)') . " " . ($err // ''));
+			return 0;
+		}
+		$checks++;
+		usleep(100_000);
+	}
+	return pass("$name ($checks checks over $seconds s)");
+}
+
+# worker_pids(NODE, DB): pids of the retries workers connected to DB, in
+# order, as a comma-separated string ('' if none).
+sub worker_pids
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '')"
+		  . " FROM pg_stat_activity"
+		  . " WHERE backend_type = 'retries worker' AND datname = '$db'");
+}
+
+# schedule_range(NODE, DB, FN, FROM, TO): schedule FN(i) for i in FROM..TO
+# in one statement; returns the first and last call ids.
+sub schedule_range
+{
+	my ($node, $db, $fn, $from, $to) = @_;
+	my $out = $node->safe_psql($db,
+		"SELECT min(id) || ',' || max(id) FROM ("
+		  . " SELECT retries.call('$fn', jsonb_build_array(i)) AS id"
+		  . " FROM generate_series($from, $to) i) s");
+	return split /,/, $out;
+}
+
+1;
