@@ -372,21 +372,27 @@ static int
 claim_batch(RetriesCall *calls, int limit)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(limit)};
+	Oid			argtypes[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(limit),
+	TimestampTzGetDatum(GetCurrentTimestamp())};
 	MemoryContext oldcxt;
 	int			n;
 
+	/*
+	 * The time is a parameter, not clock_timestamp() in the query: a volatile
+	 * function cannot bound the index scan, and a million future calls would
+	 * be read on every wake-up.
+	 */
 	retries_prepare_kept(&plan,
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
 						 " scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
 						 " WHERE state = 'scheduled'"
-						 " AND next_attempt OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()"
+						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
 						 " ORDER BY next_attempt"
 						 " LIMIT $1"
 						 " FOR UPDATE SKIP LOCKED",
-						 1, argtypes);
+						 2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim calls");
 
@@ -422,12 +428,16 @@ next_due(void)
 	bool		isnull;
 	Datum		d;
 
+	/* the first entry of the due index, whatever the statistics say */
 	retries_prepare_kept(&plan,
-						 "SELECT min(next_attempt) FROM retries.call_data"
-						 " WHERE state = 'scheduled'",
+						 "SELECT next_attempt FROM retries.call_data"
+						 " WHERE state = 'scheduled'"
+						 " ORDER BY next_attempt LIMIT 1",
 						 0, NULL);
 	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call");
+	if (SPI_processed == 0)
+		return 0;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetTimestampTz(d);
 }
