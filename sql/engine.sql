@@ -284,6 +284,30 @@ SELECT backend_type, application_name, count(*)
 SELECT count(*) AS workers, sum(calls_run) > 0 AS ran_calls
   FROM retries.workers WHERE database = current_database();
 
+-- now() inside a call is the time of the worker's transaction, not of the
+-- worker's start
+CREATE TABLE stamps (call_id bigint, at timestamptz);
+CREATE FUNCTION stamp() RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO stamps VALUES (retries.current_call(), now()) $$;
+SELECT retries.annotate('stamp()');
+SELECT retries.call('stamp()') AS id \gset
+CALL test.wait_finished(:id);
+SELECT s.at >= c.created_at AS now_is_current
+  FROM stamps s JOIN retries.calls c ON c.id = s.call_id;
+DROP TABLE stamps;
+DROP FUNCTION stamp();
+
+-- pruning: finished calls and their attempts go once retries.retention
+-- has passed since they finished; scheduled calls stay
+SELECT retries.call('ok(text)', '["keep me"]', run_at => now() + interval '1 hour') AS kept \gset
+SELECT count(*) > 0 AS finished_before FROM retries.calls WHERE state <> 'scheduled';
+ALTER SYSTEM SET retries.retention = '0';
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT count(*) = 0 FROM retries.call_data WHERE state <> 'scheduled')$$);
+SELECT count(*) AS attempts_left FROM retries.attempt_data;
+SELECT id = :kept AS kept, state FROM retries.calls;
+ALTER SYSTEM RESET retries.retention;
+
 ALTER SYSTEM RESET retries.enabled;
 SELECT pg_reload_conf();
 DROP TABLE engine_log, exhausted, secret;

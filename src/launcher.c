@@ -245,6 +245,7 @@ scan_databases(void)
 	int			nseen = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	rel = table_open(DatabaseRelationId, AccessShareLock);

@@ -100,6 +100,20 @@ static bool extension_replaced = false;
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
 /*
+ * start_transaction -- start a transaction of the worker
+ *
+ * A background worker gets no statement start time from a client, so it
+ * sets one: otherwise now() (the transaction's start) would stay the
+ * worker's start time forever, for pruning and for the functions it calls.
+ */
+static void
+start_transaction(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+}
+
+/*
  * inflight_path -- the in-flight file of a slot of a database
  */
 static void
@@ -261,7 +275,7 @@ recover(void)
 	all = db != NULL && !db->recovered;
 	LWLockRelease(retries_shared->lock);
 
-	StartTransactionCommand();
+	start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	/* nothing to do if it was dropped just now: run_batch() will see it */
@@ -461,7 +475,7 @@ prune(void)
 	{
 		uint64		deleted;
 
-		StartTransactionCommand();
+		start_transaction();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (lock_extension() != my_extension)
@@ -514,7 +528,7 @@ run_batch(TimestampTz *due)
 	int			limit = retries_batch_size;
 	Oid			extoid;
 
-	StartTransactionCommand();
+	start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 
@@ -596,7 +610,7 @@ retries_worker_main(Datum main_arg)
 	before_shmem_exit(worker_exit, (Datum) 0);
 
 	/* is the extension here?  Tell the launcher either way. */
-	StartTransactionCommand();
+	start_transaction();
 	my_extension = lock_extension();
 	present = OidIsValid(my_extension);
 	CommitTransactionCommand();
