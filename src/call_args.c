@@ -47,7 +47,6 @@
 typedef struct FuncParams
 {
 	Oid			fnoid;
-	char	   *signature;		/* for messages */
 	int			nargs;			/* number of input parameters */
 	Oid		   *types;			/* their types */
 	char	  **names;			/* their names, "" when unnamed */
@@ -76,7 +75,6 @@ load_params(Oid fnoid, FuncParams *params)
 	proc = (Form_pg_proc) GETSTRUCT(tup);
 
 	params->fnoid = fnoid;
-	params->signature = format_procedure(fnoid);
 	params->nargs = proc->pronargs;
 	params->ndefaults = proc->pronargdefaults;
 	params->types = palloc(sizeof(Oid) * Max(params->nargs, 1));
@@ -95,6 +93,18 @@ load_params(Oid fnoid, FuncParams *params)
 		params->names[i] = (i < nnames && names[i] != NULL) ? names[i] : "";
 
 	ReleaseSysCache(tup);
+}
+
+/*
+ * signature -- the function's signature, for messages
+ *
+ * Formatted only when an error needs it: a worker loads the parameters on
+ * every attempt.
+ */
+static char *
+signature(const FuncParams *params)
+{
+	return format_procedure(params->fnoid);
 }
 
 /*
@@ -282,7 +292,7 @@ convert_arg(const FuncParams *params, int i, JsonbValue *v)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s of %s has pseudo-type %s, which calls cannot pass",
-						describe_arg(params, i), params->signature,
+						describe_arg(params, i), signature(params),
 						format_type_be(typid))));
 
 	PG_TRY();
@@ -331,7 +341,7 @@ convert_arg(const FuncParams *params, int i, JsonbValue *v)
 		ereport(ERROR,
 				(errcode(edata->sqlerrcode),
 				 errmsg("%s of %s cannot be converted to type %s",
-						describe_arg(params, i), params->signature,
+						describe_arg(params, i), signature(params),
 						format_type_be(typid)),
 				 errdetail_internal("%s", edata->message),
 				 edata->hint ? errhint("%s", edata->hint) : 0));
@@ -381,12 +391,12 @@ canonicalize_positional(const FuncParams *params, Jsonb *args)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("too many arguments for %s: %d given, %d accepted",
-						params->signature, n, params->nargs)));
+						signature(params), n, params->nargs)));
 	if (n < params->nargs - params->ndefaults)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s of %s is missing and has no default",
-						describe_arg(params, n), params->signature)));
+						describe_arg(params, n), signature(params))));
 
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < n; i++)
@@ -426,7 +436,7 @@ canonicalize_named(const FuncParams *params, Jsonb *args)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s has no parameter named \"%s\"",
-							params->signature,
+							signature(params),
 							pnstrdup(v.val.string.val, v.val.string.len))));
 	}
 
@@ -449,12 +459,12 @@ canonicalize_named(const FuncParams *params, Jsonb *args)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("%s of %s has no name, so it cannot be passed by name",
-								describe_arg(params, i), params->signature),
+								describe_arg(params, i), signature(params)),
 						 errhint("Pass the arguments as a JSON array.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s of %s is missing and has no default",
-							describe_arg(params, i), params->signature)));
+							describe_arg(params, i), signature(params))));
 		}
 		key.type = jbvString;
 		key.val.string.val = (char *) name;
@@ -519,6 +529,28 @@ stored_value_const(const FuncParams *params, int i, JsonbValue *v)
 }
 
 /*
+ * function_defaults -- the default expressions of a function's parameters,
+ * which belong to its last pronargdefaults parameters (NIL if none)
+ */
+static List *
+function_defaults(Oid fnoid)
+{
+	HeapTuple	tup;
+	bool		isnull;
+	Datum		d;
+	List	   *defaults = NIL;
+
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargdefaults, &isnull);
+	if (!isnull)
+		defaults = castNode(List, stringToNode(TextDatumGetCString(d)));
+	ReleaseSysCache(tup);
+	return defaults;
+}
+
+/*
  * call_args_build -- the argument expressions of one attempt
  *
  * Each stored value becomes a Const, converted again from its canonical
@@ -532,11 +564,8 @@ call_args_build(Oid fnoid, Jsonb *args)
 {
 	FuncParams	params;
 	Node	  **exprs;
-	List	   *defaults = NIL;
+	List	   *defaults = NULL;
 	List	   *result = NIL;
-	HeapTuple	tup;
-	bool		isnull;
-	Datum		d;
 
 	load_params(fnoid, &params);
 	exprs = palloc0(sizeof(Node *) * Max(params.nargs, 1));
@@ -564,26 +593,20 @@ call_args_build(Oid fnoid, Jsonb *args)
 		}
 	}
 
-	/* the defaults belong to the last ndefaults parameters */
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", fnoid);
-	d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargdefaults, &isnull);
-	if (!isnull)
-		defaults = castNode(List, stringToNode(TextDatumGetCString(d)));
-	ReleaseSysCache(tup);
-
 	for (int i = 0; i < params.nargs; i++)
 	{
-		int			first_default = params.nargs - list_length(defaults);
-
 		if (exprs[i] == NULL)
 		{
+			int			first_default;
+
+			if (defaults == NULL)
+				defaults = function_defaults(fnoid);
+			first_default = params.nargs - list_length(defaults);
 			if (i < first_default)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("%s of %s is missing and has no default",
-								describe_arg(&params, i), params.signature)));
+								describe_arg(&params, i), signature(&params))));
 			exprs[i] = copyObject(list_nth(defaults, i - first_default));
 		}
 		result = lappend(result, exprs[i]);
