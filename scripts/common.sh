@@ -147,3 +147,65 @@ build_and_install() {
 	log "install: make install"
 	as_root make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" install
 }
+
+# port_in_use PORT: is some server already answering on PORT (TCP on
+# localhost, or a socket in one of the usual socket directories)?
+port_in_use() {
+	local port=$1 host rc
+	for host in /var/run/postgresql /tmp localhost; do
+		rc=0
+		"$PG_BINDIR/pg_isready" -q -t 2 -h "$host" -p "$port" || rc=$?
+		# 0: accepting, 1: rejecting (e.g. starting up); 2: no answer
+		[ "$rc" -eq 0 ] || [ "$rc" -eq 1 ] && return 0
+	done
+	if command -v ss >/dev/null 2>&1 &&
+		[ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]; then
+		return 0
+	fi
+	return 1
+}
+
+# pick_port FIRST: the first free port of FIRST..FIRST+99.
+pick_port() {
+	local port first=$1
+	for ((port = first; port < first + 100; port++)); do
+		if ! port_in_use "$port"; then
+			echo "$port"
+			return 0
+		fi
+	done
+	die "no free port in $first..$((first + 99))"
+}
+
+# start_cluster DATA PORT WHO: initdb a cluster in DATA (trust auth, no TCP,
+# its socket in WORKDIR) that preloads retries, add the settings read from
+# stdin to its postgresql.conf, and start it, logging to WORKDIR/server.log.
+# Sets PORT.  The caller stops it (stop_cluster) from its EXIT trap.
+start_cluster() {
+	local data=$1 who=$3 extra
+	PORT=$2
+	extra=$(cat)
+	log "initdb: $data (port $PORT, socket in $WORKDIR)"
+	run_as "$PG_BINDIR/initdb" -D "$data" --auth=trust --encoding=UTF8 \
+		--locale=C.UTF-8 --no-sync >"$WORKDIR/initdb.log" 2>&1 || {
+		cat "$WORKDIR/initdb.log" >&2
+		die "initdb failed"
+	}
+	run_as tee -a "$data/postgresql.conf" >/dev/null <<EOF
+
+# $who
+shared_preload_libraries = 'retries'
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$WORKDIR'
+$extra
+EOF
+	log "starting the cluster"
+	run_as "$PG_BINDIR/pg_ctl" -D "$data" -l "$WORKDIR/server.log" -w -t 60 start
+}
+
+# stop_cluster DATA: stop the cluster in DATA (fast, else immediate).
+stop_cluster() {
+	run_as "$PG_BINDIR/pg_ctl" -D "$1" -m fast -w stop >/dev/null ||
+		run_as "$PG_BINDIR/pg_ctl" -D "$1" -m immediate -w stop >/dev/null 2>&1
+}

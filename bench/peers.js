@@ -1,0 +1,212 @@
+// bench/peers.js: the Node.js side of bench/run.
+//
+//   node peers.js graphile-drain  N CONCURRENCY
+//   node peers.js pgboss-drain    N BATCH WORKERS
+//   node peers.js latency         retries|graphile SAMPLES
+//   node peers.js graphile-migrate
+//
+// The connection comes from BENCH_DSN.  The drains enqueue N jobs whose task
+// runs `SELECT work($1)` and return once the results table holds N rows and
+// the peer has finished its jobs; bench/run measures the rate from the
+// results table, the same way for every contender.  `latency` schedules
+// single calls of work_lat() one at a time into an idle system and writes
+// the commit time of each into lat_sched; work_lat() writes its start time
+// into lat_started.  `graphile-migrate` installs graphile-worker's schema
+// (bench/run then times its add_jobs() with psql, like retries.call()).
+
+'use strict';
+
+const { Pool } = require('pg');
+
+const DSN = process.env.BENCH_DSN;
+if (!DSN) {
+	console.error('peers.js: BENCH_DSN is not set');
+	process.exit(2);
+}
+
+const quietLogger = () => {
+	const { Logger } = require('graphile-worker');
+	return new Logger(() => (level, message) => {
+		if (level === 'error')
+			console.error(`graphile-worker: ${message}`);
+	});
+};
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// waitFor: poll `sql` (one row, one boolean column) until it is true; fail
+// after `seconds`.
+async function waitFor(pool, sql, seconds, what) {
+	const deadline = Date.now() + seconds * 1000;
+	for (;;) {
+		const { rows } = await pool.query(sql);
+		if (Object.values(rows[0])[0])
+			return;
+		if (Date.now() > deadline)
+			throw new Error(`timed out after ${seconds} s waiting for ${what}`);
+		await sleep(100);
+	}
+}
+
+// graphileMigrate: install graphile-worker's schema and empty its queue.
+async function graphileMigrate(pool) {
+	const { runMigrations } = require('graphile-worker');
+	await runMigrations({ connectionString: DSN, logger: quietLogger() });
+	await pool.query('DELETE FROM graphile_worker._private_jobs');
+}
+
+// graphileAdd: enqueue jobs first..first+n-1 of task `task` in one
+// add_jobs() statement.
+async function graphileAdd(pool, task, first, n) {
+	await pool.query(
+		`SELECT count(*) FROM graphile_worker.add_jobs(
+			array(SELECT ROW($1, json_build_object('id', g), NULL, NULL, NULL,
+							 NULL, NULL, NULL)::graphile_worker.job_spec
+					FROM generate_series($2::bigint, $3::bigint) g))`,
+		[task, first, first + n - 1]);
+}
+
+// graphileRunner: a runner for task `task` with the given worker options.
+async function graphileRunner(task, options) {
+	const { run } = require('graphile-worker');
+	return run({
+		taskList: {
+			[task]: async (payload, helpers) => {
+				await helpers.query(`SELECT ${task}($1)`, [payload.id]);
+			},
+		},
+		noHandleSignals: true,
+		logger: quietLogger(),
+		preset: { worker: { connectionString: DSN, ...options } },
+	});
+}
+
+// graphile-drain: graphile-worker in its fastest documented configuration:
+// a local queue (jobs fetched in batches) and batched completion.
+async function graphileDrain(pool, n, concurrency) {
+	await graphileMigrate(pool);
+	await graphileAdd(pool, 'work', 1, n);
+	const runner = await graphileRunner('work', {
+		concurrentJobs: concurrency,
+		maxPoolSize: concurrency + 2,
+		localQueue: { size: 500 },
+		completeJobBatchDelay: 0,
+		failJobBatchDelay: 0,
+	});
+	await waitFor(pool, `SELECT count(*) = ${n} FROM results`, 600, 'results');
+	await waitFor(pool, 'SELECT count(*) = 0 FROM graphile_worker._private_jobs',
+				  60, 'graphile-worker to complete its jobs');
+	await runner.stop();
+}
+
+// pgboss-drain: pg-boss with batched fetches (batchSize jobs per fetch,
+// run concurrently on a pool) and several workers.
+async function pgbossDrain(pool, n, batchSize, workers) {
+	const PgBoss = require('pg-boss');
+	const boss = new PgBoss({ connectionString: DSN, max: workers + 2 });
+	boss.on('error', (err) => console.error(`pg-boss: ${err.message}`));
+	await boss.start();
+	await boss.deleteQueue('work').catch(() => {});
+	await boss.createQueue('work');
+	const chunk = 10000;
+	for (let first = 1; first <= n; first += chunk) {
+		const jobs = [];
+		for (let id = first; id < Math.min(first + chunk, n + 1); id++)
+			jobs.push({ name: 'work', data: { id } });
+		await boss.insert(jobs);
+	}
+	const runPool = new Pool({ connectionString: DSN, max: workers * 2 });
+	for (let w = 0; w < workers; w++) {
+		await boss.work('work', { batchSize, pollingIntervalSeconds: 0.5 },
+						async (jobs) => {
+							await Promise.all(jobs.map((job) =>
+								runPool.query('SELECT work($1)', [job.data.id])));
+						});
+	}
+	await waitFor(pool, `SELECT count(*) = ${n} FROM results`, 1200, 'results');
+	await boss.stop({ graceful: true, wait: true, timeout: 30000 });
+	await runPool.end();
+}
+
+// latency: one call at a time into an idle system.  Each is scheduled in
+// its own transaction, which also records clock_timestamp() just before
+// COMMIT; the next is scheduled once the previous has started and a
+// little quiet time has passed.
+async function latency(pool, system, samples) {
+	let runner = null;
+	if (system === 'graphile') {
+		await graphileMigrate(pool);
+		// the default configuration: no local queue, woken by LISTEN/NOTIFY
+		runner = await graphileRunner('work_lat', { concurrentJobs: 1 });
+	}
+	const schedule = system === 'graphile'
+		? `SELECT graphile_worker.add_job('work_lat', json_build_object('id', $1::bigint))`
+		: `SELECT retries.call('work_lat(bigint)', jsonb_build_array($1::bigint))`;
+	const client = await pool.connect();
+	try {
+		await client.query('TRUNCATE lat_sched, lat_started');
+		await sleep(200);
+		for (let id = 1; id <= samples; id++) {
+			await client.query('BEGIN');
+			await client.query(schedule, [id]);
+			await client.query('INSERT INTO lat_sched VALUES ($1, clock_timestamp())', [id]);
+			await client.query('COMMIT');
+			const deadline = Date.now() + 10000;
+			for (;;) {
+				await sleep(2);
+				const { rows } = await client.query(
+					'SELECT 1 FROM lat_started WHERE id = $1', [id]);
+				if (rows.length > 0)
+					break;
+				if (Date.now() > deadline)
+					throw new Error(`${system}: call ${id} did not start within 10 s`);
+			}
+			await sleep(10);
+		}
+	} finally {
+		client.release();
+	}
+	if (runner) {
+		await waitFor(pool, 'SELECT count(*) = 0 FROM graphile_worker._private_jobs',
+					  60, 'graphile-worker to complete its jobs');
+		await runner.stop();
+	}
+}
+
+async function main() {
+	const [mode, ...args] = process.argv.slice(2);
+	const num = (i) => {
+		const v = Number(args[i]);
+		if (!Number.isInteger(v) || v < 1)
+			throw new Error(`${mode}: argument ${i + 1} must be a positive integer`);
+		return v;
+	};
+	const pool = new Pool({ connectionString: DSN, max: 2 });
+	try {
+		switch (mode) {
+		case 'graphile-drain':
+			await graphileDrain(pool, num(0), num(1));
+			break;
+		case 'pgboss-drain':
+			await pgbossDrain(pool, num(0), num(1), num(2));
+			break;
+		case 'latency':
+			if (args[0] !== 'retries' && args[0] !== 'graphile')
+				throw new Error('latency: the system is retries or graphile');
+			await latency(pool, args[0], Number(args[1]));
+			break;
+		case 'graphile-migrate':
+			await graphileMigrate(pool);
+			break;
+		default:
+			throw new Error(`unknown mode "${mode}"`);
+		}
+	} finally {
+		await pool.end();
+	}
+}
+
+main().catch((err) => {
+	console.error(`peers.js: ${err.stack || err.message}`);
+	process.exit(1);
+});

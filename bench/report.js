@@ -1,0 +1,226 @@
+// bench/report.js: turn the measurements of bench/run into the report.
+//
+//   node report.js RESULTS OUTDIR
+//
+// RESULTS holds `key value` lines.  Writes OUTDIR/benchmarks.md (the tables
+// and how to reproduce), OUTDIR/throughput.dat and OUTDIR/latency.dat (for
+// bench/chart.gp), and prints the summary table.  The targets are those of
+// the benchmark issue; each is a ratio between two things measured in the
+// same run, or a bound on a latency.
+
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+
+const [resultsFile, outDir] = process.argv.slice(2);
+const r = {};
+for (const line of fs.readFileSync(resultsFile, 'utf8').split('\n')) {
+	const at = line.indexOf(' ');
+	if (at > 0)
+		r[line.slice(0, at)] = line.slice(at + 1);
+}
+const num = (key) => {
+	if (!(key in r))
+		throw new Error(`report.js: no measurement "${key}"`);
+	return Number(r[key]);
+};
+const fmt = (v) => Math.round(v).toLocaleString('en-US');
+const ms = (v) => `${v.toFixed(2)} ms`;
+const x = (v) => `${v.toFixed(2)}×`;
+
+const n = num('n');
+const future = num('future');
+const drain = num('drain_retries');
+
+// [what, retries, reference, ratio or value, target, holds]
+const rows = [];
+const target = (what, ours, ref, value, goal, holds) =>
+	rows.push({ what, ours, ref, value, goal, holds });
+
+target(`Drain ${fmt(n)} calls vs batched ceiling (${r.batched_clients} clients)`,
+	   `${fmt(drain)}/s`, `${fmt(num('batched'))}/s`,
+	   x(drain / num('batched')), '≥ 0.50×', drain / num('batched') >= 0.5);
+target(`Drain vs graphile-worker's best (concurrency ${r.graphile_concurrency})`,
+	   `${fmt(drain)}/s`, `${fmt(num('graphile'))}/s`,
+	   x(drain / num('graphile')), '≥ 5×', drain / num('graphile') >= 5);
+target(`Drain vs per-commit ceiling (${r.per_commit_clients} clients)`,
+	   `${fmt(drain)}/s`, `${fmt(num('per_commit'))}/s`,
+	   x(drain / num('per_commit')), '—', null);
+target('Drain vs pg-boss', `${fmt(drain)}/s`, `${fmt(num('pgboss'))}/s`,
+	   x(drain / num('pgboss')), '—', null);
+for (const p of ['p50', 'p95', 'p99']) {
+	const ours = num(`latency_${p}_ms`);
+	const theirs = num(`graphile_latency_${p}_ms`);
+	const bound = { p50: 2, p95: null, p99: 10 }[p];
+	target(`Pick-up latency ${p} vs graphile-worker`, ms(ours), ms(theirs),
+		   x(ours / theirs),
+		   bound ? `≤ ${bound} ms and below graphile-worker` : 'below graphile-worker',
+		   (bound === null || ours <= bound) && ours < theirs);
+}
+target('Due-time lateness p50', ms(num('due_p50_ms')), '—', ms(num('due_p50_ms')), '—', null);
+target('Due-time lateness p99', ms(num('due_p99_ms')), '—', ms(num('due_p99_ms')),
+	   '≤ 10 ms', num('due_p99_ms') <= 10);
+target('Due-time: earliest start (never early)', ms(num('due_min_ms')), '—',
+	   ms(num('due_min_ms')), '≥ 0 ms', num('due_min_ms') >= 0);
+target('Retry delay lateness p50 / p99 (vs attempt end + formula delay)',
+	   `${ms(num('retry_delay_p50_ms'))} / ${ms(num('retry_delay_p99_ms'))}`, '—',
+	   ms(num('retry_delay_p99_ms')), '≤ 10 ms (p99)', num('retry_delay_p99_ms') <= 10);
+target('Retry delays that differ from the formula', r.retry_delay_off_formula, '—',
+	   r.retry_delay_off_formula, '0', num('retry_delay_off_formula') === 0);
+target(`Scheduling ${fmt(n)} calls in one statement vs graphile-worker add_jobs`,
+	   `${fmt(num('schedule_retries'))}/s`, `${fmt(num('schedule_graphile'))}/s`,
+	   x(num('schedule_retries') / num('schedule_graphile')), '≥ 1×',
+	   num('schedule_retries') >= num('schedule_graphile'));
+target(`Idle worker CPU with ${fmt(future)} future calls, over 10 s`,
+	   `${r.idle_cpu_pct}% (${r.idle_cpu_ticks} ticks)`, '—', `${r.idle_cpu_pct}%`,
+	   '< 1% of a core', num('idle_cpu_pct') < 1);
+target(`Drain ${fmt(n)} due calls beside ${fmt(future)} future ones vs drain`,
+	   `${fmt(num('drain_scale'))}/s`, `${fmt(drain)}/s`,
+	   x(num('drain_scale') / drain), '≥ 0.80×', num('drain_scale') / drain >= 0.8);
+target('Retry-heavy (2 retries per call) finished calls vs drain',
+	   `${fmt(num('retry_heavy'))}/s`, `${fmt(drain)}/s`,
+	   x(num('retry_heavy') / drain), '≥ 0.30×', num('retry_heavy') / drain >= 0.3);
+const anonMb = num('anon_growth_kb') / 1024;
+target(`Worker private memory growth over ${fmt(future)} calls`,
+	   `${anonMb.toFixed(2)} MB`, '—', `${anonMb.toFixed(2)} MB`, '≤ 5 MB',
+	   anonMb <= 5);
+
+const judged = rows.filter((row) => row.holds !== null);
+const held = judged.filter((row) => row.holds).length;
+const mark = (h) => (h === null ? '' : h ? 'yes' : '**no**');
+
+const targetTable = [
+	'| measurement | retries | reference | ratio / value | target | holds |',
+	'|---|---:|---:|---:|---|---|',
+	...rows.map((row) => `| ${row.what} | ${row.ours} | ${row.ref} | ${row.value} | ${row.goal} | ${mark(row.holds)} |`),
+].join('\n');
+
+const sweep = (prefix, label) => Object.keys(r)
+	.filter((k) => k.startsWith(prefix) && /_c\d+$/.test(k))
+	.map((k) => `${label} ${k.replace(/.*_c/, '')}: ${fmt(num(k))}/s`)
+	.join('; ');
+
+const contenders = [
+	['retries (2 workers, batch_size ' + r.batch_size + ')', drain,
+	 'calls scheduled up front; measured from switching execution on to the last result row'],
+	['per-commit ceiling (pgbench)', num('per_commit'),
+	 `one job per transaction; ${sweep('per_commit_c', 'clients')}`],
+	['batched ceiling (pgbench)', num('batched'),
+	 `100 jobs per transaction, a subtransaction each; ${sweep('batched_c', 'clients')}`],
+	['graphile-worker', num('graphile'),
+	 `local queue of 500, batched completion; ${sweep('graphile_c', 'concurrency')}`],
+	['pg-boss', num('pgboss'), `4 workers, batchSize 100, jobs of a batch run concurrently`],
+];
+const contenderTable = [
+	'| contender | calls/s | how |',
+	'|---|---:|---|',
+	...contenders.map(([name, rate, how]) => `| ${name} | ${fmt(rate)} | ${how} |`),
+].join('\n');
+
+const latencyTable = [
+	'| | p50 | p95 | p99 | max | samples |',
+	'|---|---:|---:|---:|---:|---:|',
+	...[['retries pick-up', 'latency'], ['graphile-worker pick-up', 'graphile_latency'],
+		['retries due-time lateness', 'due'], ['retries retry-delay lateness', 'retry_delay']]
+		.map(([name, k]) => `| ${name} | ${ms(num(`${k}_p50_ms`))} | ${ms(num(`${k}_p95_ms`))} | ${ms(num(`${k}_p99_ms`))} | ${ms(num(`${k}_max_ms`))} | ${r[`${k}_samples`]} |`),
+].join('\n');
+
+const memory = Object.keys(r).filter((k) => k.startsWith('anon_before_')).map((k) => {
+	const pid = k.replace('anon_before_', '');
+	const mb = (key) => (num(key) / 1024).toFixed(1);
+	return `| worker ${pid} | ${mb(`rss_before_${pid}`)} MB | ${mb(`rss_after_${pid}`)} MB | ${mb(`anon_before_${pid}`)} MB | ${mb(`anon_after_${pid}`)} MB |`;
+});
+
+const summary = `${held} of ${judged.length} targets hold`;
+console.log(targetTable);
+console.log();
+console.log(contenderTable);
+console.log();
+console.log(summary);
+
+const md = `# Benchmarks
+
+${r.smoke === '1' ? '> **Smoke run** (small N): the numbers below only show that every step works.\n\n' : ''}Measured by \`bench/run\` on ${r.date}: ${r.machine_cores} cores
+(${r.machine_cpu.replace(/_/g, ' ')}), ${r.machine_mem_gib} GiB, Linux ${r.machine_kernel},
+PostgreSQL ${r.pg_version} with its default settings (fsync and
+synchronous_commit on, shared_buffers 128 MB), Node.js ${r.node_version}.
+Everything in one run, on one private cluster, one contender at a time.
+
+**${summary}.**
+
+![throughput and latency](benchmarks.png)
+
+## Targets
+
+Each target compares two things measured in the same run, so that the
+noise of the machine cancels out.
+
+${targetTable}
+
+## Throughput: draining ${fmt(n)} calls
+
+The workload is the same for every contender: \`work(id bigint)\`, a SQL
+function that inserts one row into a table with a primary key.  Every
+contender must leave exactly ${fmt(n)} rows (the run fails otherwise).
+Throughput is (rows − 1) / (last row's time − first row's time), except
+for retries, which is measured from the moment execution is switched on,
+so it includes waking up.
+
+${contenderTable}
+
+retries keeps a full history: each call also gets an attempt row, and its
+state changes to \`succeeded\` in the same transaction as the function's
+effects.  The peers in their fastest configuration complete jobs in a
+separate transaction from the work (graphile-worker batches completions
+after the task has committed), so they promise less: a crash between the
+two runs the job again.
+
+## Latency
+
+Pick-up latency is the time from just before the COMMIT of the
+transaction that scheduled the call (\`clock_timestamp()\` in its last
+statement) to the first statement of the call's function, for calls
+scheduled one at a time into an idle system.  graphile-worker runs with its
+default configuration here (woken by LISTEN/NOTIFY), which is its fastest to
+pick up.  Due-time lateness is the start of the function minus the call's
+\`run_at\`, for ${r.due_samples} calls due 100–500 ms after they were
+scheduled.  Retry-delay lateness is the start of attempt n + 1 minus (the end
+of attempt n plus the delay the formula chose), for calls of a policy
+\`3 20ms 80ms\` that fail twice.
+
+${latencyTable}
+
+## Scale and memory
+
+With ${fmt(future)} calls scheduled for the next day, the busiest worker
+used ${r.idle_cpu_ticks} clock ticks of CPU in 10 s while idle
+(${r.idle_cpu_pct}% of a core), and drained ${fmt(n)} due calls beside them
+at ${fmt(num('drain_scale'))}/s.  Making those ${fmt(future)} calls due and
+draining them ran at ${fmt(num('drain_future'))}/s.
+
+Worker memory before and after that drain (RSS counts the shared buffers a
+worker has touched, which is not a leak; private memory is RssAnon):
+
+| | RSS before | RSS after | private before | private after |
+|---|---:|---:|---:|---:|
+${memory.join('\n')}
+
+## Reproduce
+
+    bench/run            # as root or with sudo, about 10 minutes
+
+It installs what it needs (PostgreSQL 15, gnuplot-nox, Node.js if missing,
+and graphile-worker and pg-boss from npm into \`bench/node_modules\`), builds
+and installs the extension, starts a private cluster, runs every step and
+rewrites this file and \`benchmarks.png\`.  \`bench/run --smoke\` runs the same
+steps with N = 2,000 (CI runs it so that the benchmark cannot rot).
+\`BENCH_N\` and \`BENCH_FUTURE\` change the sizes.
+`;
+fs.writeFileSync(path.join(outDir, 'benchmarks.md'), md);
+
+fs.writeFileSync(path.join(outDir, 'throughput.dat'), contenders
+	.map(([name, rate]) => `"${name.replace(/ \(.*/, '')}" ${Math.round(rate)}`).join('\n') + '\n');
+fs.writeFileSync(path.join(outDir, 'latency.dat'),
+	['p50', 'p95', 'p99'].map((p) =>
+		`${p} ${num(`latency_${p}_ms`)} ${num(`graphile_latency_${p}_ms`)}`).join('\n') + '\n');

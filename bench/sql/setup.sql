@@ -1,0 +1,73 @@
+-- bench/sql/setup.sql: the benchmark's database objects, the same for
+-- retries, the pgbench ceilings and the peers.  Run once in a fresh
+-- database by bench/run.
+
+CREATE EXTENSION retries;
+
+-- The workload: a trivial function that inserts one row into a table with
+-- a primary key.  done_at says when the row was written, so that every
+-- contender's throughput is measured the same way (first row to last row).
+CREATE TABLE results (
+	id		bigint PRIMARY KEY,
+	done_at	timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION work(id bigint) RETURNS void
+LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
+SELECT retries.annotate('work(bigint)');
+
+-- Retry-heavy load: fails twice with SQLSTATE RT000, then succeeds.
+CREATE FUNCTION flaky(id bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() < 3 THEN
+		PERFORM retries.retry('not yet');
+	END IF;
+	INSERT INTO results (id) VALUES (id);
+END $$;
+SELECT retries.annotate('flaky(bigint)', '5 1ms');
+
+-- Latency probes: when the call was committed (or due), when it started.
+CREATE TABLE lat_sched (id bigint PRIMARY KEY, t timestamptz NOT NULL);
+CREATE TABLE lat_started (id bigint PRIMARY KEY, t timestamptz NOT NULL);
+CREATE FUNCTION work_lat(id bigint) RETURNS void
+LANGUAGE sql AS $$ INSERT INTO lat_started VALUES (id, clock_timestamp()) $$;
+SELECT retries.annotate('work_lat(bigint)');
+
+-- Retry precision: fails on attempts 1 and 2 with delays of 20 ms and
+-- 40 ms by the formula (no jitter), succeeds on attempt 3.
+CREATE FUNCTION flaky_lat(id bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() < 3 THEN
+		RAISE EXCEPTION 'not yet' USING ERRCODE = 'RT000';
+	END IF;
+END $$;
+SELECT retries.annotate('flaky_lat(bigint)', '3 20ms 80ms');
+
+-- The ceilings: a plain queue table worked by pgbench clients.
+CREATE TABLE queue (id bigint PRIMARY KEY);
+
+-- The batched ceiling: claim up to n rows, call work() for each in its own
+-- subtransaction (an EXCEPTION block), delete them, all in one transaction.
+CREATE FUNCTION work_batch(n integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	job		bigint;
+	done	integer := 0;
+BEGIN
+	FOR job IN
+		DELETE FROM queue
+		 WHERE id IN (SELECT id FROM queue ORDER BY id LIMIT n
+						FOR UPDATE SKIP LOCKED)
+		RETURNING id
+	LOOP
+		BEGIN
+			PERFORM work(job);
+		EXCEPTION WHEN OTHERS THEN
+			NULL;
+		END;
+		done := done + 1;
+	END LOOP;
+	RETURN done;
+END $$;
+
