@@ -112,8 +112,9 @@ CREATE UNIQUE INDEX call_data_key ON retries.call_data
 -- what the workers prune once retries.retention has passed
 CREATE INDEX call_data_finished ON retries.call_data (updated_at)
 	WHERE state IN ('succeeded', 'failed', 'cancelled');
--- what each role sees in the views
-CREATE INDEX call_data_scheduled_by ON retries.call_data (scheduled_by);
+-- No index on scheduled_by: the views filter through visible_role(),
+-- which no index can serve, and every index costs each call an insertion
+-- when it is scheduled and when it finishes.
 COMMENT ON TABLE retries.call_data IS
 	'scheduled calls; read it through retries.calls';
 COMMENT ON SEQUENCE retries.call_data_id_seq IS 'ids of calls (not gapless)';

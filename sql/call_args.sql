@@ -134,6 +134,20 @@ SELECT retries.call('two(int,text)', '[4]') IS NOT NULL AS scheduled;
 ROLLBACK;
 SELECT count(*) - :before AS added FROM retries.calls;
 
+-- a call is there for the next statement of its transaction, with the
+-- columns' defaults filled in; a policy changed in between applies to the
+-- calls scheduled after it
+BEGIN;
+SELECT retries.call('two(int,text)', '[5]') AS a \gset
+SELECT state, attempts, created_at = now() AS created_now,
+       updated_at = now() AS updated_now, next_attempt = now() AS due_now,
+       max_attempts, key IS NULL AS no_key
+  FROM retries.calls WHERE id = :a;
+SELECT retries.annotate('two(int,text)', '2 1s');
+SELECT retries.call('two(int,text)', '[6]') AS b \gset
+SELECT id = :b AS second, max_attempts FROM retries.calls WHERE id IN (:a, :b) ORDER BY id;
+ROLLBACK;
+
 -- bulk scheduling in one statement
 SELECT count(retries.call('two(int,text)', jsonb_build_array(i)))
   FROM generate_series(1, 1000) i;

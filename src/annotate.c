@@ -390,6 +390,8 @@ clear_current_policy(Oid fnoid)
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 
+	/* retries.call() must not go on using the policy it looked up last */
+	retries_policy_generation++;
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.policy_data SET is_current = false"
 						 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",

@@ -7,8 +7,11 @@
  * A worker runs each attempt inside its batch transaction, in a
  * subtransaction of its own, as the role that scheduled the call.  Success
  * releases the subtransaction, so the function's effects and the record of
- * its success commit together.  An error rolls back the function's effects
- * only; the outcome is then recorded in the batch transaction:
+ * its success commit together.  Successes, by far the most common outcome,
+ * are collected and written by one statement at the end of the batch
+ * (execute_finish_batch), which costs a fraction of a statement per call.
+ * An error rolls back the function's effects only; the outcome is then
+ * recorded in the batch transaction at once:
  *
  *	- the SQLSTATE is matched against the policy's retry_on (a timeout is
  *	  57014), and a retryable error within the attempt budget reschedules
@@ -36,6 +39,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
@@ -83,6 +87,17 @@ typedef struct Outcome
 	char	   *hint;
 	char	   *context;
 } Outcome;
+
+/*
+ * The successes of the current batch, written by execute_finish_batch().
+ * The arrays live in the batch transaction's memory.
+ */
+static int	npending = 0;
+static int	max_pending = 0;
+static Datum *pending_id;
+static Datum *pending_attempt;
+static Datum *pending_started;
+static Datum *pending_finished;
 
 static HTAB *policy_cache = NULL;
 static Oid	policy_data_relid = InvalidOid;
@@ -229,7 +244,11 @@ get_policy(int32 policy_id)
  *
  * The call is built as a FuncExpr and run through the executor, so that
  * defaults, strictness and the function's own expectations of fn_expr are
- * as in a SQL call.
+ * as in a SQL call.  Only the arguments go through the planner (a default
+ * expression may need it); the call itself does not, because the planner
+ * would try to inline a SQL function, parsing its body once more on every
+ * attempt only to find that it cannot, and an inlined call would run the
+ * same anyway.
  */
 static Datum
 evaluate_call(Oid fnoid, List *args, bool *isnull)
@@ -237,11 +256,26 @@ evaluate_call(Oid fnoid, List *args, bool *isnull)
 	EState	   *estate = CreateExecutorState();
 	FuncExpr   *fexpr;
 	ExprState  *exprstate;
+	List	   *planned = NIL;
+	Oid			inputcollid = InvalidOid;
+	ListCell   *lc;
 	Datum		result;
+	MemoryContext oldcxt;
 
-	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args,
-						 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-	exprstate = ExecPrepareExpr((Expr *) fexpr, estate);
+	oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	foreach(lc, args)
+	{
+		Expr	   *arg = (Expr *) lfirst(lc);
+
+		planned = lappend(planned, IsA(arg, Const) ? arg : expression_planner(arg));
+		/* as in SQL: collatable arguments pass their (default) collation */
+		if (!OidIsValid(inputcollid))
+			inputcollid = exprCollation((Node *) arg);
+	}
+	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), planned,
+						 InvalidOid, inputcollid, COERCE_EXPLICIT_CALL);
+	exprstate = ExecInitExpr((Expr *) fexpr, NULL);
+	MemoryContextSwitchTo(oldcxt);
 	result = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate),
 									   isnull);
 	FreeExecutorState(estate);
@@ -556,6 +590,69 @@ finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 }
 
 /*
+ * execute_start_batch -- make room for the successes of a batch of at most
+ * 'limit' calls; called in the batch transaction before its first attempt
+ */
+void
+execute_start_batch(int limit)
+{
+	npending = 0;
+	max_pending = limit;
+	pending_id = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
+	pending_attempt = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
+	pending_started = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
+	pending_finished = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
+}
+
+/*
+ * execute_finish_batch -- record the batch's successes: one UPDATE of their
+ * calls and one INSERT of their attempt rows, in a single statement.  Called
+ * inside SPI, in the batch transaction, before it commits.
+ */
+void
+execute_finish_batch(void)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[4] = {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID,
+	TIMESTAMPTZARRAYOID};
+	Datum		values[4];
+
+	if (npending == 0)
+		return;
+	values[0] = PointerGetDatum(construct_array(pending_id, npending, INT8OID,
+												sizeof(int64), FLOAT8PASSBYVAL,
+												TYPALIGN_DOUBLE));
+	values[1] = PointerGetDatum(construct_array(pending_attempt, npending, INT4OID,
+												sizeof(int32), true, TYPALIGN_INT));
+	values[2] = PointerGetDatum(construct_array(pending_started, npending,
+												TIMESTAMPTZOID, sizeof(TimestampTz),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[3] = PointerGetDatum(construct_array(pending_finished, npending,
+												TIMESTAMPTZOID, sizeof(TimestampTz),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	npending = 0;
+
+	retries_prepare_kept(&plan,
+						 "WITH done AS ("
+						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+						 "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+						 "  pg_catalog.unnest($4))"
+						 "  AS d(call_id, attempt, started_at, finished_at)),"
+						 " c AS ("
+						 " UPDATE retries.call_data c SET"
+						 "  state = 'succeeded', attempts = d.attempt,"
+						 "  updated_at = d.finished_at"
+						 " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+						 "  finished_at, outcome)"
+						 " SELECT call_id, attempt, started_at, finished_at, 'succeeded'"
+						 " FROM done",
+						 4, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not record the successes of a batch");
+}
+
+/*
  * execute_attempt -- run the next attempt of a claimed call and record it
  *
  * Called by a worker inside its batch transaction and SPI connection.
@@ -595,9 +692,12 @@ execute_attempt(RetriesCall *call)
 
 	if (edata == NULL)
 	{
-		out.outcome = "succeeded";
-		out.state = "succeeded";
-		record_outcome(call, attempt, started_at, &out);
+		Assert(npending < max_pending);
+		pending_id[npending] = Int64GetDatum(call->id);
+		pending_attempt[npending] = Int32GetDatum(attempt);
+		pending_started[npending] = TimestampTzGetDatum(started_at);
+		pending_finished[npending] = TimestampTzGetDatum(GetCurrentTimestamp());
+		npending++;
 		return true;
 	}
 

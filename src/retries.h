@@ -68,6 +68,9 @@ extern List *call_args_build(Oid fnoid, Jsonb *args);
 extern void retries_install_hooks(void);
 extern void retries_wake_at_commit(void);
 
+/* schedule.c */
+extern uint64 retries_policy_generation;
+
 /* launcher.c */
 extern void retries_register_launcher(void);
 

@@ -18,13 +18,21 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/dependency.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "retries.h"
@@ -34,17 +42,51 @@ PG_FUNCTION_INFO_V1(retries_call);
 /* How often retries.call() looks again for a key whose call just finished */
 #define KEY_RACE_ATTEMPTS	3
 
+/* Bumped by annotate and unannotate, which make the cached policy stale */
+uint64		retries_policy_generation = 0;
+
+/*
+ * The current policy last looked up, and for which statement: one
+ * statement that schedules many calls of a function (the bulk path) reads
+ * its policy once, as of the statement's snapshot, like any other row the
+ * statement reads.  The next statement looks again.
+ */
+static struct
+{
+	Oid			fn;
+	LocalTransactionId lxid;
+	CommandId	curcid;			/* of the calling statement's snapshot */
+	uint64		generation;
+	int32		policy_id;
+	int32		max_attempts;
+	bool		unlimited;
+}			last_policy;
+
 /*
  * current_policy -- id and attempt budget of a function's current policy;
  * false if it is not annotated
+ *
+ * 'stmt' is the snapshot of the statement that called retries.call() (NULL
+ * if there is none, which disables the reuse of the last lookup).
  */
 static bool
-current_policy(Oid fnoid, int32 *policy_id, Datum *max_attempts, bool *unlimited)
+current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
+			   bool *unlimited)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 	bool		isnull;
+
+	if (stmt != NULL && last_policy.fn == fnoid &&
+		last_policy.lxid == MyProc->lxid && last_policy.curcid == stmt->curcid &&
+		last_policy.generation == retries_policy_generation)
+	{
+		*policy_id = last_policy.policy_id;
+		*max_attempts = Int32GetDatum(last_policy.max_attempts);
+		*unlimited = last_policy.unlimited;
+		return true;
+	}
 
 	retries_prepare_kept(&plan,
 				 "SELECT id, max_attempts FROM retries.policy_data"
@@ -59,7 +101,138 @@ current_policy(Oid fnoid, int32 *policy_id, Datum *max_attempts, bool *unlimited
 											 SPI_tuptable->tupdesc, 1, &isnull));
 	*max_attempts = SPI_getbinval(SPI_tuptable->vals[0],
 								  SPI_tuptable->tupdesc, 2, unlimited);
+
+	last_policy.fn = InvalidOid;
+	if (stmt != NULL)
+	{
+		last_policy.lxid = MyProc->lxid;
+		last_policy.curcid = stmt->curcid;
+		last_policy.generation = retries_policy_generation;
+		last_policy.policy_id = *policy_id;
+		last_policy.max_attempts = *unlimited ? 0 : DatumGetInt32(*max_attempts);
+		last_policy.unlimited = *unlimited;
+		last_policy.fn = fnoid;
+	}
 	return true;
+}
+
+/*
+ * What insert_call_direct() needs to know about call_data, looked up again
+ * whenever the table is not the one it was for (the extension was dropped
+ * and created again).
+ */
+static struct
+{
+	Oid			relid;
+	Oid			seqid;			/* of the identity column id */
+	Datum		scheduled;		/* the enum value 'scheduled' */
+	AttrNumber	att_id,
+				att_policy_id,
+				att_args,
+				att_state,
+				att_attempts,
+				att_max_attempts,
+				att_next_attempt,
+				att_created_at,
+				att_updated_at,
+				att_scheduled_by;
+}			call_data_info;
+
+/*
+ * call_data_attnum -- the number of a column of call_data
+ */
+static AttrNumber
+call_data_attnum(Relation rel, const char *name)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), name);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "retries: column %s of retries.call_data is missing", name);
+	return attnum;
+}
+
+/*
+ * insert_call_direct -- insert a call that has no key: straight into the
+ * heap and the indexes of call_data, filling in the columns' defaults here
+ *
+ * Nothing can conflict without a key, and this costs a fraction of an
+ * INSERT statement, whose executor start-up and shutdown dominate the cost
+ * of scheduling many calls in one statement.  call_data has no triggers,
+ * rules or constraints beyond its indexes and NOT NULLs, all of which this
+ * honours.
+ */
+static int64
+insert_call_direct(Oid relid, Datum *values, const char *nulls)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleTableSlot *slot;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	int64		id;
+
+	if (call_data_info.relid != relid)
+	{
+		call_data_info.relid = InvalidOid;
+		call_data_info.att_id = call_data_attnum(rel, "id");
+		call_data_info.att_policy_id = call_data_attnum(rel, "policy_id");
+		call_data_info.att_args = call_data_attnum(rel, "args");
+		call_data_info.att_state = call_data_attnum(rel, "state");
+		call_data_info.att_attempts = call_data_attnum(rel, "attempts");
+		call_data_info.att_max_attempts = call_data_attnum(rel, "max_attempts");
+		call_data_info.att_next_attempt = call_data_attnum(rel, "next_attempt");
+		call_data_info.att_created_at = call_data_attnum(rel, "created_at");
+		call_data_info.att_updated_at = call_data_attnum(rel, "updated_at");
+		call_data_info.att_scheduled_by = call_data_attnum(rel, "scheduled_by");
+		call_data_info.seqid = getIdentitySequence(relid, call_data_info.att_id, false);
+		call_data_info.scheduled =
+			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
+								ObjectIdGetDatum(TupleDescAttr(desc, call_data_info.att_state - 1)->atttypid));
+		call_data_info.relid = relid;
+	}
+
+	slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	ExecClearTuple(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+#define SET_COLUMN(att, value) \
+	do { \
+		slot->tts_values[call_data_info.att - 1] = (value); \
+		slot->tts_isnull[call_data_info.att - 1] = false; \
+	} while (0)
+	id = nextval_internal(call_data_info.seqid, false);
+	SET_COLUMN(att_id, Int64GetDatum(id));
+	SET_COLUMN(att_policy_id, values[0]);
+	SET_COLUMN(att_args, values[1]);
+	SET_COLUMN(att_state, call_data_info.scheduled);
+	SET_COLUMN(att_attempts, Int32GetDatum(0));
+	if (nulls[2] != 'n')
+		SET_COLUMN(att_max_attempts, values[2]);
+	SET_COLUMN(att_next_attempt, values[3]);
+	SET_COLUMN(att_created_at, TimestampTzGetDatum(now));
+	SET_COLUMN(att_updated_at, TimestampTzGetDatum(now));
+	SET_COLUMN(att_scheduled_by, values[4]);
+#undef SET_COLUMN
+	ExecStoreVirtualTuple(slot);
+
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+
+	/* as after any statement: later ones of this transaction see the call */
+	CommandCounterIncrement();
+	return id;
 }
 
 /*
@@ -74,6 +247,11 @@ insert_call(Datum *values, const char *nulls)
 	Oid			argtypes[6] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
 	OIDOID, TEXTOID};
 	bool		isnull;
+
+	/* without a key, nothing can conflict */
+	if (nulls[5] == 'n')
+		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
+								  values, nulls);
 
 	retries_prepare_kept(&insert_plan,
 				 "INSERT INTO retries.call_data"
@@ -136,6 +314,7 @@ retries_call(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	char		nulls[6];
 	Oid			userid = GetUserId();
+	Snapshot	stmt = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
 	RetriesUserSwitch save;
 	int64		id;
 
@@ -163,7 +342,7 @@ retries_call(PG_FUNCTION_ARGS)
 	retries_become_owner(&save);
 	SPI_connect();
 
-	if (!current_policy(fnoid, &policy_id, &max_attempts, &unlimited))
+	if (!current_policy(fnoid, stmt, &policy_id, &max_attempts, &unlimited))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(fnoid)),

@@ -544,6 +544,7 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	n = claim_batch(calls, limit);
+	execute_start_batch(n);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -563,6 +564,7 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
+	execute_finish_batch();
 
 	*due = 0;
 	if (n < limit)
