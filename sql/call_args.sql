@@ -148,6 +148,11 @@ SELECT retries.call('two(int,text)', '[6]') AS b \gset
 SELECT id = :b AS second, max_attempts FROM retries.calls WHERE id IN (:a, :b) ORDER BY id;
 ROLLBACK;
 
+-- nothing is scheduled in a read-only transaction
+BEGIN READ ONLY;
+CALL test.try($$SELECT retries.call('two(int,text)', '[7]')$$);
+ROLLBACK;
+
 -- bulk scheduling in one statement
 SELECT count(retries.call('two(int,text)', jsonb_build_array(i)))
   FROM generate_series(1, 1000) i;

@@ -318,6 +318,10 @@ retries_call(PG_FUNCTION_ARGS)
 	RetriesUserSwitch save;
 	int64		id;
 
+	/* the insert may not go through the executor, which would check these */
+	PreventCommandIfReadOnly("retries.call()");
+	PreventCommandDuringRecovery("retries.call()");
+
 	retries_check_not_null(fcinfo, 0, "fn");
 	retries_check_not_null(fcinfo, 1, "args");
 	retries_check_not_null(fcinfo, 2, "run_at");

@@ -72,8 +72,6 @@
 #define BATCH_TIME_MS			50
 /* Longest sleep, so that pruning and checks still happen when idle */
 #define MAX_SLEEP_MS			10000
-/* Wait this long when due calls exist but others have them locked */
-#define BUSY_SLEEP_MS			100
 /* Pruning: how often, and how many calls per transaction */
 #define PRUNE_INTERVAL_MS		10000
 #define PRUNE_BATCH				1000
@@ -383,12 +381,11 @@ worker_exit(int code, Datum arg)
  * them into the transaction's memory
  */
 static int
-claim_batch(RetriesCall *calls, int limit)
+claim_batch(RetriesCall *calls, int limit, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT4OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int32GetDatum(limit),
-	TimestampTzGetDatum(GetCurrentTimestamp())};
+	Datum		values[2] = {Int32GetDatum(limit), TimestampTzGetDatum(now)};
 	MemoryContext oldcxt;
 	int			n;
 
@@ -433,12 +430,21 @@ claim_batch(RetriesCall *calls, int limit)
 }
 
 /*
- * next_due -- when the earliest scheduled call is due, or 0 if none is
+ * next_due -- when the earliest call due after 'after' is due, or 0 if none
+ * is
+ *
+ * 'after' is the time of the last claim: calls due by then that the claim
+ * did not get are locked by other workers, which run them (and record a
+ * retry's next time themselves), so they are no reason to wake up.  The
+ * query takes a new snapshot, so that it sees this batch's own outcomes
+ * and retries.
  */
 static TimestampTz
-next_due(void)
+next_due(TimestampTz after)
 {
 	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1] = {TimestampTzGetDatum(after)};
 	bool		isnull;
 	Datum		d;
 
@@ -446,9 +452,10 @@ next_due(void)
 	retries_prepare_kept(&plan,
 						 "SELECT next_attempt FROM retries.call_data"
 						 " WHERE state = 'scheduled'"
+						 " AND next_attempt OPERATOR(pg_catalog.>) $1"
 						 " ORDER BY next_attempt LIMIT 1",
-						 0, NULL);
-	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT)
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call");
 	if (SPI_processed == 0)
 		return 0;
@@ -513,8 +520,8 @@ prune(void)
 
 /*
  * run_batch -- one batch transaction; returns the number of calls claimed
- * and sets *due to when the next call is due if no more are due now (0 if
- * none is scheduled at all)
+ * and sets *due to when the next call is due, or to 0 if more may be due
+ * now (a full batch, or one cut short) or none is scheduled at all
  *
  * Returns -1 if the extension is no longer installed, or not the one the
  * worker started with (extension_replaced tells which).
@@ -524,7 +531,9 @@ run_batch(TimestampTz *due)
 {
 	RetriesCall *calls;
 	int			n;
+	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz claimed_at;
 	int			limit = retries_batch_size;
 	Oid			extoid;
 
@@ -543,10 +552,11 @@ run_batch(TimestampTz *due)
 	}
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
-	n = claim_batch(calls, limit);
+	claimed_at = GetCurrentTimestamp();
+	n = claim_batch(calls, limit, claimed_at);
 	execute_start_batch(n);
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++, ran++)
 	{
 		bool		ok;
 
@@ -567,8 +577,8 @@ run_batch(TimestampTz *due)
 	execute_finish_batch();
 
 	*due = 0;
-	if (n < limit)
-		*due = next_due();
+	if (n < limit && ran == n)
+		*due = next_due(claimed_at);
 
 	PopActiveSnapshot();
 	SPI_finish();
@@ -671,11 +681,7 @@ retries_worker_main(Datum main_arg)
 				TimestampDifference(GetCurrentTimestamp(), due, &secs, &usecs);
 				sleep_ms = Min(sleep_ms, secs * 1000 + (usecs + 999) / 1000);
 				if (sleep_ms <= 0)
-				{
-					if (n > 0)
-						continue;	/* some ran and more are due now */
-					sleep_ms = BUSY_SLEEP_MS;	/* due, but others have them */
-				}
+					continue;	/* due since the claim */
 			}
 		}
 
