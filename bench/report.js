@@ -208,7 +208,7 @@ ${memory.join('\n')}
 
 ## Reproduce
 
-    bench/run            # as root or with sudo, about 10 minutes
+    bench/run            # as root or with sudo, about 20 minutes
 
 It installs what it needs (PostgreSQL 15, gnuplot-nox, Node.js if missing,
 and graphile-worker and pg-boss from npm into \`bench/node_modules\`), builds
