@@ -7,11 +7,11 @@
  * A worker runs each attempt inside its batch transaction, in a
  * subtransaction of its own, as the role that scheduled the call.  Success
  * releases the subtransaction, so the function's effects and the record of
- * its success commit together.  Successes, by far the most common outcome,
- * are collected and written by one statement at the end of the batch
- * (execute_finish_batch), which costs a fraction of a statement per call.
- * An error rolls back the function's effects only; the outcome is then
- * recorded in the batch transaction at once:
+ * its success commit together.  Successes and retries are queued and
+ * written by one statement at the end of the batch (execute_finish_batch),
+ * which costs a fraction of a statement per call; a call that fails for
+ * good is written at once, since its on_exhausted hook comes next.  An
+ * error rolls back the function's effects only; the outcome is then:
  *
  *	- the SQLSTATE is matched against the policy's retry_on (a timeout is
  *	  57014), and a retryable error within the attempt budget reschedules
@@ -34,6 +34,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -42,6 +43,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -89,15 +91,28 @@ typedef struct Outcome
 } Outcome;
 
 /*
- * The successes of the current batch, written by execute_finish_batch().
- * The arrays live in the batch transaction's memory.
+ * Outcomes waiting to be written, one column array each, in the order of
+ * the parameters of write_outcomes()'s statement.  They live in the
+ * transaction's memory; a new transaction starts an empty list.
  */
-static int	npending = 0;
-static int	max_pending = 0;
-static Datum *pending_id;
-static Datum *pending_attempt;
-static Datum *pending_started;
-static Datum *pending_finished;
+enum
+{
+	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
+	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
+	OC_DELAY, OC_NCOLUMNS
+};
+static const Oid outcome_column_type[OC_NCOLUMNS] = {
+	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID
+};
+static struct
+{
+	LocalTransactionId lxid;	/* the transaction the list belongs to */
+	int			n;
+	int			size;
+	Datum	   *values[OC_NCOLUMNS];
+	bool	   *nulls[OC_NCOLUMNS];
+}			pending;
 
 static HTAB *policy_cache = NULL;
 static Oid	policy_data_relid = InvalidOid;
@@ -470,58 +485,143 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 }
 
 /*
- * record_outcome -- write an attempt's outcome: the call's new state and
- * its attempt row.  Runs inside SPI, in the batch transaction.
+ * pending_add -- queue an attempt's outcome for write_outcomes(); it is
+ * finished now
+ */
+static void
+pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
+			const Outcome *out)
+{
+	TimestampTz finished = GetCurrentTimestamp();
+	TimestampTz next = 0;
+	int			row;
+
+	if (pending.lxid != MyProc->lxid)
+	{
+		pending.lxid = MyProc->lxid;
+		pending.n = 0;
+		pending.size = 128;
+		for (int c = 0; c < OC_NCOLUMNS; c++)
+		{
+			pending.values[c] = MemoryContextAlloc(TopTransactionContext,
+												   sizeof(Datum) * pending.size);
+			pending.nulls[c] = MemoryContextAlloc(TopTransactionContext,
+												  sizeof(bool) * pending.size);
+		}
+	}
+	else if (pending.n == pending.size)
+	{
+		pending.size *= 2;
+		for (int c = 0; c < OC_NCOLUMNS; c++)
+		{
+			pending.values[c] = repalloc(pending.values[c], sizeof(Datum) * pending.size);
+			pending.nulls[c] = repalloc(pending.nulls[c], sizeof(bool) * pending.size);
+		}
+	}
+	row = pending.n++;
+
+#define SET(c, value, isnull) \
+	do { \
+		pending.nulls[c][row] = (isnull); \
+		pending.values[c][row] = (isnull) ? (Datum) 0 : (value); \
+	} while (0)
+#define SET_TEXT(c, str) SET(c, CStringGetTextDatum(str), (str) == NULL)
+	SET(OC_CALL_ID, Int64GetDatum(call->id), false);
+	SET(OC_ATTEMPT, Int32GetDatum(attempt), false);
+	SET(OC_STARTED, TimestampTzGetDatum(started_at), false);
+	SET(OC_FINISHED, TimestampTzGetDatum(finished), false);
+	SET_TEXT(OC_OUTCOME, out->outcome);
+	SET_TEXT(OC_STATE, out->state);
+	/* a delay past the end of time means never */
+	if (out->delay >= 0 && pg_add_s64_overflow(finished, out->delay, &next))
+		next = DT_NOEND;
+	SET(OC_NEXT_ATTEMPT, TimestampTzGetDatum(next), out->delay < 0);
+	SET_TEXT(OC_SQLSTATE, out->sqlstate[0] ? out->sqlstate : NULL);
+	SET_TEXT(OC_MESSAGE, out->message);
+	SET_TEXT(OC_DETAIL, out->detail);
+	SET_TEXT(OC_HINT, out->hint);
+	SET_TEXT(OC_CONTEXT, out->context);
+	SET(OC_DELAY, Int64GetDatum(out->delay), out->delay < 0);
+#undef SET_TEXT
+#undef SET
+}
+
+/*
+ * write_outcomes -- write the queued outcomes: the calls' new states and
+ * their attempt rows, all in one statement.  Runs inside SPI, in the batch
+ * transaction.
+ */
+static void
+write_outcomes(void)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[OC_NCOLUMNS];
+	Datum		values[OC_NCOLUMNS];
+	int			dims[1];
+	int			lbs[1] = {1};
+
+	if (pending.lxid != MyProc->lxid || pending.n == 0)
+		return;
+	dims[0] = pending.n;
+	for (int c = 0; c < OC_NCOLUMNS; c++)
+	{
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+
+		get_typlenbyvalalign(outcome_column_type[c], &typlen, &typbyval, &typalign);
+		argtypes[c] = get_array_type(outcome_column_type[c]);
+		values[c] = PointerGetDatum(construct_md_array(pending.values[c], pending.nulls[c],
+													   1, dims, lbs,
+													   outcome_column_type[c],
+													   typlen, typbyval, typalign));
+	}
+	pending.n = 0;
+
+	retries_prepare_kept(&plan,
+						 "WITH done AS ("
+						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+						 "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+						 "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
+						 "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
+						 "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
+						 "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
+						 "  pg_catalog.unnest($12), pg_catalog.unnest($13))"
+						 "  AS d(call_id, attempt, started_at, finished_at, outcome,"
+						 "   state, next_attempt, sqlstate, message, detail, hint,"
+						 "   context, delay)),"
+						 " c AS ("
+						 " UPDATE retries.call_data c SET"
+						 "  state = d.state::retries.call_state, attempts = d.attempt,"
+						 "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
+						 "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
+						 "  last_message = coalesce(d.message, c.last_message),"
+						 "  updated_at = d.finished_at"
+						 " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+						 "  finished_at, outcome, sqlstate, message, detail, hint, context,"
+						 "  next_delay)"
+						 " SELECT call_id, attempt, started_at, finished_at,"
+						 "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
+						 "  hint, context,"
+						 "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
+						 " FROM done",
+						 OC_NCOLUMNS, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not record the outcomes of attempts");
+}
+
+/*
+ * record_outcome -- write an attempt's outcome now (with any queued ones),
+ * for outcomes that something reads right after: a call failed for good,
+ * whose on_exhausted hook runs next, or an interrupted attempt
  */
 static void
 record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 			   const Outcome *out)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[11] = {INT8OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
-	INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[11];
-	char		nulls[11];
-
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = Int64GetDatum(call->id);
-	values[1] = Int32GetDatum(attempt);
-	values[2] = TimestampTzGetDatum(started_at);
-	values[3] = CStringGetTextDatum(out->outcome);
-	values[4] = CStringGetTextDatum(out->state);
-	values[5] = Int64GetDatum(out->delay);
-	nulls[5] = out->delay >= 0 ? ' ' : 'n';
-	values[6] = CStringGetTextDatum(out->sqlstate);
-	nulls[6] = out->sqlstate[0] ? ' ' : 'n';
-#define TEXT_OR_NULL(i, s) \
-	do { values[i] = (s) ? CStringGetTextDatum(s) : (Datum) 0; nulls[i] = (s) ? ' ' : 'n'; } while (0)
-	TEXT_OR_NULL(7, out->message);
-	TEXT_OR_NULL(8, out->detail);
-	TEXT_OR_NULL(9, out->hint);
-	TEXT_OR_NULL(10, out->context);
-#undef TEXT_OR_NULL
-
-	retries_prepare_kept(&plan,
-						 "WITH c AS ("
-						 " UPDATE retries.call_data SET"
-						 "  state = $5::retries.call_state, attempts = $2,"
-						 "  next_attempt = CASE WHEN $6 IS NULL THEN next_attempt"
-						 "   ELSE pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
-						 "    pg_catalog.make_interval(secs => $6 OPERATOR(pg_catalog./) 1000000.0) END,"
-						 "  last_sqlstate = coalesce($7, last_sqlstate),"
-						 "  last_message = coalesce($8, last_message),"
-						 "  updated_at = pg_catalog.clock_timestamp()"
-						 " WHERE id OPERATOR(pg_catalog.=) $1)"
-						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-						 "  finished_at, outcome, sqlstate, message, detail, hint, context,"
-						 "  next_delay)"
-						 " VALUES ($1, $2, $3, pg_catalog.clock_timestamp(),"
-						 "  $4::retries.attempt_outcome, $7, $8, $9, $10, $11,"
-						 "  pg_catalog.make_interval(secs => $6 OPERATOR(pg_catalog./) 1000000.0))",
-						 11, argtypes);
-	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not record attempt %d of call " INT64_FORMAT,
-			 attempt, call->id);
+	pending_add(call, attempt, started_at, out);
+	write_outcomes();
 }
 
 /*
@@ -590,66 +690,13 @@ finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 }
 
 /*
- * execute_start_batch -- make room for the successes of a batch of at most
- * 'limit' calls; called in the batch transaction before its first attempt
- */
-void
-execute_start_batch(int limit)
-{
-	npending = 0;
-	max_pending = limit;
-	pending_id = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
-	pending_attempt = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
-	pending_started = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
-	pending_finished = MemoryContextAlloc(TopTransactionContext, sizeof(Datum) * limit);
-}
-
-/*
- * execute_finish_batch -- record the batch's successes: one UPDATE of their
- * calls and one INSERT of their attempt rows, in a single statement.  Called
- * inside SPI, in the batch transaction, before it commits.
+ * execute_finish_batch -- write the outcomes the batch has queued (its
+ * successes and retries); called inside SPI before the batch commits
  */
 void
 execute_finish_batch(void)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[4] = {INT8ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID,
-	TIMESTAMPTZARRAYOID};
-	Datum		values[4];
-
-	if (npending == 0)
-		return;
-	values[0] = PointerGetDatum(construct_array(pending_id, npending, INT8OID,
-												sizeof(int64), FLOAT8PASSBYVAL,
-												TYPALIGN_DOUBLE));
-	values[1] = PointerGetDatum(construct_array(pending_attempt, npending, INT4OID,
-												sizeof(int32), true, TYPALIGN_INT));
-	values[2] = PointerGetDatum(construct_array(pending_started, npending,
-												TIMESTAMPTZOID, sizeof(TimestampTz),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[3] = PointerGetDatum(construct_array(pending_finished, npending,
-												TIMESTAMPTZOID, sizeof(TimestampTz),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	npending = 0;
-
-	retries_prepare_kept(&plan,
-						 "WITH done AS ("
-						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
-						 "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
-						 "  pg_catalog.unnest($4))"
-						 "  AS d(call_id, attempt, started_at, finished_at)),"
-						 " c AS ("
-						 " UPDATE retries.call_data c SET"
-						 "  state = 'succeeded', attempts = d.attempt,"
-						 "  updated_at = d.finished_at"
-						 " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
-						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-						 "  finished_at, outcome)"
-						 " SELECT call_id, attempt, started_at, finished_at, 'succeeded'"
-						 " FROM done",
-						 4, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not record the successes of a batch");
+	write_outcomes();
 }
 
 /*
@@ -692,12 +739,9 @@ execute_attempt(RetriesCall *call)
 
 	if (edata == NULL)
 	{
-		Assert(npending < max_pending);
-		pending_id[npending] = Int64GetDatum(call->id);
-		pending_attempt[npending] = Int32GetDatum(attempt);
-		pending_started[npending] = TimestampTzGetDatum(started_at);
-		pending_finished[npending] = TimestampTzGetDatum(GetCurrentTimestamp());
-		npending++;
+		out.outcome = "succeeded";
+		out.state = "succeeded";
+		pending_add(call, attempt, started_at, &out);
 		return true;
 	}
 
@@ -730,9 +774,13 @@ execute_attempt(RetriesCall *call)
 					   &out);
 	}
 
-	record_outcome(call, attempt, started_at, &out);
 	if (strcmp(out.state, "failed") == 0)
+	{
+		record_outcome(call, attempt, started_at, &out);
 		run_on_exhausted(call, policy, attempt);
+	}
+	else
+		pending_add(call, attempt, started_at, &out);	/* a retry */
 	return false;
 }
 

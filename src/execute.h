@@ -22,7 +22,6 @@ typedef struct RetriesCall
 } RetriesCall;
 
 extern void execute_init(void);
-extern void execute_start_batch(int limit);
 extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
 extern void execute_interrupted(RetriesCall *call, int32 attempt);

@@ -554,7 +554,6 @@ run_batch(TimestampTz *due)
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
 	n = claim_batch(calls, limit, claimed_at);
-	execute_start_batch(n);
 
 	for (int i = 0; i < n; i++, ran++)
 	{
