@@ -101,9 +101,15 @@ const sweep = (prefix, label) => Object.keys(r)
 	.map((k) => `${label} ${k.replace(/.*_c/, '')}: ${fmt(num(k))}/s`)
 	.join('; ');
 
+// runs: what the repeated runs of a step gave, for the tables
+const runs = (key) => {
+	const all = Object.keys(r).filter((k) => new RegExp(`^${key}_\\d+$`).test(k));
+	return `${all.length} runs (${all.map((k) => fmt(num(k))).join(', ')}/s)`;
+};
+
 const contenders = [
 	['retries (2 workers, batch_size ' + r.batch_size + ')', drain,
-	 'calls scheduled up front; measured from switching execution on to the last result row'],
+	 `calls scheduled up front; measured from switching execution on to the last result row; best of ${runs('drain_retries')}`],
 	['per-commit ceiling (pgbench)', num('per_commit'),
 	 `one job per transaction; ${sweep('per_commit_c', 'clients')}`],
 	['batched ceiling (pgbench)', num('batched'),
@@ -182,14 +188,19 @@ Pick-up latency is the time from just before the COMMIT of the
 transaction that scheduled the call (\`clock_timestamp()\` in its last
 statement) to the first statement of the call's function, for calls
 scheduled one at a time into an idle system.  graphile-worker runs with its
-default configuration here (woken by LISTEN/NOTIFY), which is its fastest to
-pick up.  Due-time lateness is the start of the function minus the call's
+default configuration here (woken by LISTEN/NOTIFY, no local queue, which
+its documentation says adds latency).  Due-time lateness is the start of the function minus the call's
 \`run_at\`, for ${r.due_samples} calls due 100–500 ms after they were
 scheduled.  Retry-delay lateness is the start of attempt n + 1 minus (the end
 of attempt n plus the delay the formula chose), for calls of a policy
 \`3 20ms 80ms\` that fail twice.
 
 ${latencyTable}
+
+Scheduling ${fmt(n)} calls in one statement, best of ${runs('schedule_retries')};
+graphile-worker's \`add_jobs\` in the same runs, best of ${runs('schedule_graphile')}.
+Retry-heavy load (every call fails twice with \`RT000\`, 1 ms apart, then
+succeeds; 3 attempts a call), finished calls, best of ${runs('retry_heavy')}.
 
 ## Scale and memory
 
