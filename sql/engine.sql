@@ -308,6 +308,14 @@ SELECT count(*) AS attempts_left FROM retries.attempt_data;
 SELECT id = :kept AS kept, state FROM retries.calls;
 ALTER SYSTEM RESET retries.retention;
 
+-- a collation-sensitive function gets its arguments' collation, as in SQL
+-- (lower() refuses to run without one)
+SELECT retries.annotate('pg_catalog.lower(text)', '1 1s');
+SELECT retries.call('pg_catalog.lower(text)', '["ABC"]') AS id \gset
+CALL test.wait_finished(:id);
+SELECT state, attempts, last_sqlstate FROM retries.calls WHERE id = :id;
+SELECT retries.unannotate('pg_catalog.lower(text)');
+
 ALTER SYSTEM RESET retries.enabled;
 SELECT pg_reload_conf();
 DROP TABLE engine_log, exhausted, secret;
