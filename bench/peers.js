@@ -5,14 +5,16 @@
 //   node peers.js latency         retries|graphile SAMPLES
 //   node peers.js graphile-migrate
 //
-// The connection comes from BENCH_DSN.  The drains enqueue N jobs whose task
+// The connection comes from BENCH_DSN.  The drains work N jobs whose task
 // runs `SELECT work($1)` and return once the results table holds N rows and
 // the peer has finished its jobs; bench/run measures the rate from the
-// results table, the same way for every contender.  `latency` schedules
+// results table, the same way for every contender.  pg-boss's drain
+// enqueues its jobs; graphile-worker's are enqueued by bench/run, with the
+// same add_jobs() statement whose speed it measures.  `latency` schedules
 // single calls of work_lat() one at a time into an idle system and writes
 // the commit time of each into lat_sched; work_lat() writes its start time
 // into lat_started.  `graphile-migrate` installs graphile-worker's schema
-// (bench/run then times its add_jobs() with psql, like retries.call()).
+// and empties its queue.
 
 'use strict';
 
@@ -55,17 +57,6 @@ async function graphileMigrate(pool) {
 	await pool.query('DELETE FROM graphile_worker._private_jobs');
 }
 
-// graphileAdd: enqueue jobs first..first+n-1 of task `task` in one
-// add_jobs() statement.
-async function graphileAdd(pool, task, first, n) {
-	await pool.query(
-		`SELECT count(*) FROM graphile_worker.add_jobs(
-			array(SELECT ROW($1, json_build_object('id', g), NULL, NULL, NULL,
-							 NULL, NULL, NULL)::graphile_worker.job_spec
-					FROM generate_series($2::bigint, $3::bigint) g))`,
-		[task, first, first + n - 1]);
-}
-
 // graphileRunner: a runner for task `task` with the given worker options.
 async function graphileRunner(task, options) {
 	const { run } = require('graphile-worker');
@@ -82,10 +73,9 @@ async function graphileRunner(task, options) {
 }
 
 // graphile-drain: graphile-worker in its fastest documented configuration:
-// a local queue (jobs fetched in batches) and batched completion.
+// a local queue (jobs fetched in batches) and batched completion, working
+// the n jobs bench/run has enqueued.
 async function graphileDrain(pool, n, concurrency) {
-	await graphileMigrate(pool);
-	await graphileAdd(pool, 'work', 1, n);
 	const runner = await graphileRunner('work', {
 		concurrentJobs: concurrency,
 		maxPoolSize: concurrency + 2,
