@@ -35,7 +35,8 @@ REGRESS = \
 	manage \
 	roles \
 	views \
-	engine
+	engine \
+	hostile
 
 REGRESS_OPTS = \
 	--temp-instance=$(CURDIR)/tmp_check_regress \

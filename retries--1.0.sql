@@ -13,6 +13,29 @@
 \echo Use "CREATE EXTENSION retries" to load this file. \quit
 
 /*
+ * Refuse a schema named retries that a role other than a superuser created
+ * before CREATE EXTENSION: PostgreSQL would install into it, and its owner
+ * could then drop or replace the extension's objects, which the workers use
+ * as a superuser.  Operators are named with their schema, since the schema
+ * is on this script's search_path.
+ */
+DO $$
+BEGIN
+	IF NOT (SELECT r.rolsuper
+			  FROM pg_catalog.pg_namespace n
+			  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+			 WHERE n.nspname OPERATOR(pg_catalog.=) 'retries') THEN
+		RAISE EXCEPTION 'schema "retries" is owned by role "%", which is not a superuser',
+			(SELECT nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace
+			  WHERE nspname OPERATOR(pg_catalog.=) 'retries')
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'The extension must own or trust its schema: drop or rename that schema, '
+					  || 'or make a superuser its owner, before CREATE EXTENSION retries.';
+	END IF;
+END
+$$;
+
+/*
  * The role whose members see and manage every role's calls.  Roles are
  * cluster-wide, so a second database's CREATE EXTENSION finds it already.
  */

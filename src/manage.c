@@ -179,7 +179,7 @@ check_key_free(const LockedCall *call)
 						 " OPERATOR(pg_catalog.=) pg_catalog.md5(c.key)"
 						 " AND o.key OPERATOR(pg_catalog.=) c.key"
 						 " AND o.key IS NOT NULL"
-						 " AND o.state IN ('scheduled', 'running')",
+						 " AND o.state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the key of call " INT64_FORMAT, call->id);

@@ -258,7 +258,8 @@ insert_call(Datum *values, const char *nulls)
 				 " (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
 				 " VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6)"
 				 " ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
-				 " WHERE key IS NOT NULL AND state IN ('scheduled', 'running')"
+				 " WHERE key IS NOT NULL"
+				 " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
 				 " DO NOTHING RETURNING id",
 				 6, argtypes);
 
@@ -276,7 +277,7 @@ insert_call(Datum *values, const char *nulls)
 					 " AND pg_catalog.md5(key)"
 					 " OPERATOR(pg_catalog.=) pg_catalog.md5($6)"
 					 " AND key OPERATOR(pg_catalog.=) $6"
-					 " AND state IN ('scheduled', 'running')",
+					 " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
 					 6, argtypes);
 		if (SPI_execute_plan(find_plan, values, nulls, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up a call by key");

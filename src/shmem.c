@@ -281,25 +281,32 @@ retries_worker_status(PG_FUNCTION_ARGS)
  * calls the workers of this database are running now
  *
  * A running call's row says 'scheduled' until its attempt commits; the
- * views show 'running' for the ids returned here.
+ * views show 'running' for the ids returned here.  Like retries.workers, it
+ * lists only the calls the current role may see.
  */
 Datum
 retries_running_calls(PG_FUNCTION_ARGS)
 {
+	Oid			userid = GetUserId();
+	RetriesWorker copy[RETRIES_MAX_SLOTS];
 	Datum		ids[RETRIES_MAX_SLOTS];
 	int			n = 0;
 
-	if (retries_shared != NULL)
-	{
-		LWLockAcquire(retries_shared->lock, LW_SHARED);
-		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-		{
-			RetriesWorker *w = &retries_shared->workers[i];
+	if (retries_shared == NULL)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 
-			if (w->in_use && w->dboid == MyDatabaseId && w->current_call != 0)
-				ids[n++] = Int64GetDatum(w->current_call);
-		}
-		LWLockRelease(retries_shared->lock);
+	/* copy under the lock; the visibility check reads the catalogs */
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	memcpy(copy, retries_shared->workers, sizeof(copy));
+	LWLockRelease(retries_shared->lock);
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &copy[i];
+
+		if (w->in_use && w->dboid == MyDatabaseId && w->current_call != 0 &&
+			retries_may_see_call(userid, w->current_role))
+			ids[n++] = Int64GetDatum(w->current_call);
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }

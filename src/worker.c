@@ -200,7 +200,8 @@ charge_interrupted(const InFlight *rec)
 	retries_prepare_kept(&plan,
 						 "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) $1 AND state = 'scheduled'"
+						 " WHERE id OPERATOR(pg_catalog.=) $1"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
 						 " FOR UPDATE",
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT ||
@@ -398,7 +399,7 @@ claim_batch(RetriesCall *calls, int limit, TimestampTz now)
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
 						 " scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
-						 " WHERE state = 'scheduled'"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
 						 " ORDER BY next_attempt"
 						 " LIMIT $1"
@@ -451,7 +452,7 @@ next_due(TimestampTz after)
 	/* the first entry of the due index, whatever the statistics say */
 	retries_prepare_kept(&plan,
 						 "SELECT next_attempt FROM retries.call_data"
-						 " WHERE state = 'scheduled'"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
 						 " AND next_attempt OPERATOR(pg_catalog.>) $1"
 						 " ORDER BY next_attempt LIMIT 1",
 						 1, argtypes);
@@ -496,14 +497,15 @@ prune(void)
 		retries_prepare_kept(&plan,
 							 "WITH doomed AS ("
 							 " SELECT id FROM retries.call_data"
-							 " WHERE state IN ('succeeded', 'failed', 'cancelled')"
+							 " WHERE state OPERATOR(pg_catalog.=)"
+							 " ANY ('{succeeded,failed,cancelled}')"
 							 " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
 							 "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)"
 							 " LIMIT $2 FOR UPDATE SKIP LOCKED),"
 							 " gone AS (DELETE FROM retries.attempt_data"
-							 "  WHERE call_id IN (SELECT id FROM doomed))"
+							 "  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
 							 " DELETE FROM retries.call_data"
-							 " WHERE id IN (SELECT id FROM doomed)",
+							 " WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
 							 2, argtypes);
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "retries: could not prune finished calls");

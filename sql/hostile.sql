@@ -1,0 +1,413 @@
+--
+-- hostile: what an unprivileged role can try against the SQL surface.
+--
+--   1. search_path hijacking: operators and functions planted in public (as
+--      in a database from before PostgreSQL 15, where anyone may create
+--      there) and put before pg_catalog, while the role uses every function
+--      and view, and while the workers run calls of every outcome; the
+--      planted objects record in hijacked whenever they run, and it must
+--      stay empty
+--   2. a schema named retries created by someone else before CREATE
+--      EXTENSION
+--   3. scheduling a function the role cannot execute, directly, through a
+--      view and through a SECURITY DEFINER wrapper
+--   4. forging another role's calls through the views and functions
+--   5. oversized and odd input: 1 MB arguments, 10,000-element arrays,
+--      10 kB keys, hostile text in every string argument
+--
+CALL test.reset();
+\set regression_db :DBNAME
+-- paused until the workers' part, so that calls stay as scheduled
+ALTER SYSTEM SET retries.enabled = off;
+SELECT pg_reload_conf();
+CALL test.workers_see(false);
+CREATE ROLE hostile_mallory LOGIN;
+CREATE ROLE hostile_victim LOGIN;
+GRANT CREATE, USAGE ON SCHEMA public TO hostile_mallory, hostile_victim;
+CREATE TABLE public.hijacked (who name, what text, backend text, query text);
+GRANT INSERT, SELECT ON public.hijacked TO PUBLIC;
+
+-- 1. the planted objects: each records who ran it, then behaves like the
+-- real one so that nothing else breaks
+SET ROLE hostile_mallory;
+CREATE FUNCTION public.planted(what text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.hijacked
+	SELECT current_user, what, backend_type, query
+	  FROM pg_catalog.pg_stat_activity WHERE pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid();
+END
+$$;
+CREATE FUNCTION public.state_eq(retries.call_state, retries.call_state) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('call_state = call_state');
+	RETURN $1::text OPERATOR(pg_catalog.=) $2::text;
+END
+$$;
+CREATE OPERATOR public.= (FUNCTION = public.state_eq,
+						  LEFTARG = retries.call_state, RIGHTARG = retries.call_state);
+CREATE FUNCTION public.outcome_eq(retries.attempt_outcome, retries.attempt_outcome)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('attempt_outcome = attempt_outcome');
+	RETURN $1::text OPERATOR(pg_catalog.=) $2::text;
+END
+$$;
+CREATE OPERATOR public.= (FUNCTION = public.outcome_eq,
+						  LEFTARG = retries.attempt_outcome, RIGHTARG = retries.attempt_outcome);
+CREATE FUNCTION public.int8_eq(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('bigint = bigint');
+	RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$$;
+CREATE OPERATOR public.= (FUNCTION = public.int8_eq, LEFTARG = bigint, RIGHTARG = bigint);
+CREATE FUNCTION public.oid_eq(oid, oid) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('oid = oid');
+	RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$$;
+CREATE OPERATOR public.= (FUNCTION = public.oid_eq, LEFTARG = oid, RIGHTARG = oid);
+CREATE FUNCTION public.text_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('text = text');
+	RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$$;
+CREATE OPERATOR public.= (FUNCTION = public.text_eq, LEFTARG = text, RIGHTARG = text);
+CREATE FUNCTION public.ts_le(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('timestamptz <= timestamptz');
+	RETURN $1 OPERATOR(pg_catalog.<=) $2;
+END
+$$;
+CREATE OPERATOR public.<= (FUNCTION = public.ts_le, LEFTARG = timestamptz, RIGHTARG = timestamptz);
+CREATE FUNCTION public.ts_lt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('timestamptz < timestamptz');
+	RETURN $1 OPERATOR(pg_catalog.<) $2;
+END
+$$;
+CREATE OPERATOR public.< (FUNCTION = public.ts_lt, LEFTARG = timestamptz, RIGHTARG = timestamptz);
+CREATE FUNCTION public.ts_gt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('timestamptz > timestamptz');
+	RETURN $1 OPERATOR(pg_catalog.>) $2;
+END
+$$;
+CREATE OPERATOR public.> (FUNCTION = public.ts_gt, LEFTARG = timestamptz, RIGHTARG = timestamptz);
+CREATE FUNCTION public.md5(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('md5(text)');
+	RETURN pg_catalog.md5($1);
+END
+$$;
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('now()');
+	RETURN pg_catalog.now();
+END
+$$;
+CREATE FUNCTION public.unnest(anyarray) RETURNS SETOF anyelement LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted('unnest(anyarray)');
+	RETURN QUERY SELECT pg_catalog.unnest($1);
+END
+$$;
+-- mallory's own function, whose body is safe from the planted objects
+CREATE FUNCTION public.mallory_task(n int) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog AS 'SELECT';
+CREATE FUNCTION public.mallory_busy(n int) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog AS $$ SELECT retries.retry('busy', '1 ms') $$;
+CREATE FUNCTION public.mallory_exhausted(id bigint) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog AS 'SELECT';
+CREATE FUNCTION public.mallory_delay(n int, s text, m text) RETURNS interval
+LANGUAGE sql SET search_path = pg_catalog AS $$ SELECT interval '1 ms' $$;
+
+-- with the planted objects first, every function and view of the extension
+SET search_path = public, pg_catalog;
+SELECT retries.annotate('mallory_task(int)', '2 1ms');
+SELECT retries.annotate('mallory_busy(int)', '1 1ms', on_exhausted => 'mallory_exhausted(bigint)',
+						delay_fn => 'mallory_delay(int,text,text)');
+SELECT retries.call('mallory_task(int)', '[1]', run_at => pg_catalog.now() + interval '1 hour') AS later \gset
+SELECT retries.call('mallory_task(int)', '[2]', key => 'k') AS keyed \gset
+SELECT retries.call('mallory_task(int)', '[3]', key => 'k') = :keyed AS same_key_same_call;
+SELECT retries.reschedule(:later, pg_catalog.now() + interval '2 hours');
+SELECT retries.retry_now(:later);
+SELECT retries.cancel(:later);
+SELECT retries.retry_now(:later);
+SELECT retries.cancel(:later);
+SELECT retries.current_call(), retries.current_attempt(), retries.running_calls() IS NOT NULL;
+SELECT retries.format_policy(3, '1s', '1m');
+SELECT count(*) >= 0 FROM retries.worker_status();
+SELECT count(*) > 0 FROM retries.calls;
+SELECT count(*) >= 0 FROM retries.attempts;
+SELECT count(*) > 0 FROM retries.policies;
+SELECT count(*) > 0 FROM retries.stats;
+SELECT count(*) > 0 FROM retries.workers;
+DO $$
+BEGIN
+	PERFORM retries.retry('not inside a call');
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+END
+$$;
+SELECT retries.unannotate('mallory_task(int)');
+SELECT retries.annotate('mallory_task(int)', '3 1ms');
+RESET search_path;
+RESET ROLE;
+
+-- (this session's own queries below compare states as text: an operator
+-- on retries.call_state planted in public beats PostgreSQL's polymorphic
+-- one for enums even when pg_catalog comes first, which is why the
+-- extension's queries name pg_catalog's operators explicitly)
+
+-- the workers, with the planted objects first in their search_path too (a
+-- careless database default), run calls of every outcome: a success, a
+-- retry then on_exhausted and delay_fn, and a pruned finished call
+ALTER SYSTEM RESET retries.enabled;
+SELECT pg_reload_conf();
+CALL test.workers_see(true);
+ALTER DATABASE :"DBNAME" SET search_path = public, pg_catalog;
+CREATE TEMP TABLE old_workers AS
+	SELECT pid FROM retries.workers WHERE database = current_database();
+SELECT count(pg_terminate_backend(pid)) AS terminated FROM old_workers;
+CALL test.wait_for($$(SELECT count(*) FROM retries.workers
+					   WHERE database = current_database()
+						 AND pid NOT IN (SELECT pid FROM old_workers)) = 2$$);
+SET ROLE hostile_mallory;
+SELECT retries.call('public.mallory_task(int)', '[4]') AS ok_call,
+	   retries.call('public.mallory_busy(int)', '[5]') AS busy_call \gset
+RESET ROLE;
+CALL test.wait_for(format($$(SELECT count(*) = 3 FROM retries.call_data
+							  WHERE id IN (%s, %s, %s) AND state::text IN ('succeeded', 'failed'))$$,
+						  :ok_call, :busy_call, :keyed));
+SELECT id = :busy_call AS busy, state, attempts FROM retries.calls
+ WHERE id IN (:ok_call, :busy_call) ORDER BY id;
+ALTER SYSTEM SET retries.retention = '0';
+SELECT pg_reload_conf();
+CALL test.wait_for(format($$(SELECT count(*) = 0 FROM retries.call_data WHERE id IN (%s, %s))$$,
+						  :ok_call, :busy_call));
+ALTER SYSTEM RESET retries.retention;
+SELECT pg_reload_conf();
+ALTER DATABASE :"DBNAME" RESET search_path;
+
+-- none of the planted objects ever ran
+SELECT who, what, backend, query FROM public.hijacked;
+
+-- 2. a schema named retries that someone else made first is refused: its
+-- owner could otherwise drop or replace the extension's objects
+CREATE DATABASE hostile_squatted;
+GRANT CREATE ON DATABASE hostile_squatted TO hostile_mallory;
+\c hostile_squatted
+SET ROLE hostile_mallory;
+CREATE SCHEMA retries;
+RESET ROLE;
+DO $$
+BEGIN
+	CREATE EXTENSION retries;
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+END
+$$;
+SELECT count(*) AS extensions FROM pg_extension WHERE extname = 'retries';
+\c :regression_db
+DROP DATABASE hostile_squatted;
+
+-- 3. a function the role may not execute cannot be scheduled by it, not
+-- directly, not through another role's view, not through its own SECURITY
+-- DEFINER wrapper; the victim's own wrapper schedules it as the victim
+SET ROLE hostile_victim;
+CREATE FUNCTION public.victim_secret() RETURNS void LANGUAGE sql AS 'SELECT';
+REVOKE EXECUTE ON FUNCTION public.victim_secret() FROM PUBLIC;
+SELECT retries.annotate('public.victim_secret()', '1 1s');
+CREATE VIEW public.victim_view AS
+	SELECT retries.call('public.victim_secret()', run_at => 'infinity') AS id;
+GRANT SELECT ON public.victim_view TO hostile_mallory;
+CREATE FUNCTION public.victim_wrapper() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+	SET search_path = pg_catalog
+	AS $$ SELECT retries.call('public.victim_secret()', run_at => 'infinity') $$;
+GRANT EXECUTE ON FUNCTION public.victim_wrapper() TO hostile_mallory;
+RESET ROLE;
+SET ROLE hostile_mallory;
+CALL test.try($$SELECT retries.call('public.victim_secret()')$$);
+CALL test.try($$SELECT * FROM public.victim_view$$);
+CREATE FUNCTION public.mallory_wrapper() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+	SET search_path = pg_catalog AS $$ SELECT retries.call('public.victim_secret()') $$;
+CALL test.try($$SELECT public.mallory_wrapper()$$);
+SELECT public.victim_wrapper() AS victim_call \gset
+SELECT count(*) AS mallory_sees_victim_call FROM retries.calls WHERE id = :victim_call;
+RESET ROLE;
+SELECT scheduled_by FROM retries.calls WHERE id = :victim_call;
+
+-- 4. forging: the views take no writes, the tables no reads or writes, and
+-- the management functions do not touch the victim's call
+SET ROLE hostile_mallory;
+CALL test.try($$INSERT INTO retries.calls (id) VALUES (1)$$);
+CALL test.try(format($$UPDATE retries.calls SET scheduled_by = 'hostile_mallory' WHERE id = %s$$, :victim_call));
+CALL test.try($$DELETE FROM retries.attempts$$);
+CALL test.try($$UPDATE retries.policies SET max_attempts = 1$$);
+CALL test.try($$DELETE FROM retries.stats$$);
+CALL test.try($$DELETE FROM retries.workers$$);
+CALL test.try($$INSERT INTO retries.call_data (policy_id, args, scheduled_by) VALUES (1, '[]', 'hostile_victim')$$);
+CALL test.try($$UPDATE retries.policy_data SET max_attempts = 1$$);
+CALL test.try($$SELECT * FROM retries.policy_data$$);
+CALL test.try(format('SELECT retries.cancel(%s)', :victim_call));
+CALL test.try(format('SELECT retries.retry_now(%s)', :victim_call));
+CALL test.try(format($$SELECT retries.reschedule(%s, now())$$, :victim_call));
+CALL test.try($$SELECT retries.annotate('public.victim_secret()', '9 1s')$$);
+CALL test.try($$SELECT retries.unannotate('public.victim_secret()')$$);
+CALL test.try($$SELECT retries.start_workers()$$);
+RESET ROLE;
+SELECT state, next_attempt = 'infinity' AS untouched FROM retries.calls WHERE id = :victim_call;
+-- a running call of the victim's: mallory sees neither its id in
+-- running_calls() nor its worker's current call; the victim sees both
+SELECT pg_advisory_lock(4242);
+SET ROLE hostile_victim;
+CREATE FUNCTION public.victim_slow() RETURNS void LANGUAGE sql
+	SET search_path = pg_catalog AS 'SELECT pg_advisory_lock_shared(4242)';
+SELECT retries.annotate('public.victim_slow()', '1 1s');
+SELECT retries.call('public.victim_slow()') AS slow_call \gset
+RESET ROLE;
+CALL test.wait_for(format('%s = ANY (retries.running_calls())', :slow_call));
+SET ROLE hostile_mallory;
+SELECT retries.running_calls() AS mallory_running,
+	   count(*) FILTER (WHERE current_call IS NOT NULL) AS mallory_current
+  FROM retries.workers;
+RESET ROLE;
+SET ROLE hostile_victim;
+SELECT retries.running_calls() = ARRAY[:slow_call]::bigint[] AS victim_running,
+	   count(*) FILTER (WHERE current_call = :slow_call) AS victim_current
+  FROM retries.workers;
+SELECT state FROM retries.calls WHERE id = :slow_call;
+RESET ROLE;
+SELECT pg_advisory_unlock(4242);
+CALL test.wait_for(format($$(SELECT state::text = 'succeeded' FROM retries.call_data WHERE id = %s)$$,
+						  :slow_call));
+SELECT fn, max_attempts FROM retries.policies WHERE fn = 'victim_secret()'::regprocedure;
+
+-- 5. oversized and odd input; sink() records what a worker passed it
+CREATE TABLE public.sink_log (call_id bigint, t text, a int[], j jsonb);
+CREATE FUNCTION public.sink(t text, a int[], j jsonb) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog
+AS 'INSERT INTO public.sink_log VALUES (retries.current_call(), t, a, j)';
+SELECT retries.annotate('public.sink(text,int[],jsonb)', '1 1s');
+ALTER SYSTEM SET retries.enabled = off;
+SELECT pg_reload_conf();
+CALL test.workers_see(false);
+-- a 1 MB text argument and a 10,000-element array are stored whole
+SELECT retries.call('public.sink(text,int[],jsonb)',
+					jsonb_build_array(repeat('x', 1024 * 1024),
+									  (SELECT jsonb_agg(i) FROM generate_series(1, 10000) i),
+									  (SELECT jsonb_object_agg(i::text, repeat('y', 100))
+										 FROM generate_series(1, 10000) i))) AS big \gset
+SELECT length(args->>0) AS text_length, array_length((args->>1)::int[], 1) AS array_length,
+	   (SELECT count(*) FROM jsonb_object_keys(args->2)) AS object_keys
+  FROM retries.calls WHERE id = :big;
+-- 10,000 positional arguments for a function of three
+CALL test.try($$SELECT retries.call('public.sink(text,int[],jsonb)',
+	(SELECT jsonb_agg(i) FROM generate_series(1, 10000) i))$$);
+-- arrays nested deeper than PostgreSQL allows (6 dimensions), as text and as JSON
+CALL test.try($$SELECT retries.call('public.sink(text,int[],jsonb)',
+	jsonb_build_array('t', repeat('[', 10) || '1' || repeat(']', 10), '{}'))$$);
+CALL test.try($$SELECT retries.call('public.sink(text,int[],jsonb)',
+	jsonb_build_array('t', (repeat('[', 10) || '1' || repeat(']', 10))::jsonb, '{}'))$$);
+-- 10 kB keys deduplicate like short ones, and differ by their last byte
+SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
+					key => repeat('k', 10240)) AS k1 \gset
+SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
+					key => repeat('k', 10240)) = :k1 AS same,
+	   retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
+					key => repeat('k', 10239) || 'K') <> :k1 AS different;
+-- a 1 MB key
+SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
+					key => repeat('k', 1024 * 1024)) IS NOT NULL AS megabyte_key;
+-- hostile text in every string argument: quotes, backslashes, format
+-- specifiers, SQL, control characters and non-ASCII; each is either taken as
+-- data or refused with an error that quotes it
+CREATE TEMP TABLE odd (s text);
+INSERT INTO odd VALUES ($q$'; DROP TABLE public.hijacked; --$q$), ('%s%n%x%%'),
+	(E'\\\\'), (E'a\tb\nc\rd\x01e'), ('Ωμέγα ☃ 𝄞'), (repeat('é', 5000)), (''), (' ');
+SELECT count(*) AS distinct_keys FROM
+	(SELECT DISTINCT retries.call('public.sink(text,int[],jsonb)',
+								  jsonb_build_array(s, '{}'::int[], jsonb_build_object(s, s)),
+								  key => s) FROM odd) c;
+SELECT count(*) AS stored_as_given FROM retries.calls c JOIN odd ON c.key = odd.s
+ WHERE c.args->>0 = odd.s AND c.args->2->>odd.s = odd.s;
+DO $$
+DECLARE
+	s text;
+	res text;
+BEGIN
+	FOR s IN SELECT odd.s FROM odd ORDER BY odd.s LOOP
+		BEGIN
+			PERFORM retries.annotate('public.sink(text,int[],jsonb)', s);
+			res := 'accepted';
+		EXCEPTION WHEN OTHERS THEN
+			res := SQLSTATE;
+		END;
+		RAISE NOTICE 'policy %: %', left(quote_literal(s), 20), res;
+		BEGIN
+			PERFORM retries.annotate('public.sink(text,int[],jsonb)', jitter => s);
+			res := 'accepted';
+		EXCEPTION WHEN OTHERS THEN
+			res := SQLSTATE;
+		END;
+		RAISE NOTICE 'jitter %: %', left(quote_literal(s), 20), res;
+		BEGIN
+			PERFORM retries.annotate('public.sink(text,int[],jsonb)', retry_on => ARRAY[s]);
+			res := 'accepted';
+		EXCEPTION WHEN OTHERS THEN
+			res := SQLSTATE;
+		END;
+		RAISE NOTICE 'retry_on %: %', left(quote_literal(s), 20), res;
+		BEGIN
+			PERFORM retries.call(s);
+			res := 'accepted';
+		EXCEPTION WHEN OTHERS THEN
+			res := SQLSTATE;
+		END;
+		RAISE NOTICE 'fn %: %', left(quote_literal(s), 20), res;
+		BEGIN
+			PERFORM retries.call('public.sink(text,int[],jsonb)', jsonb_build_object(s, 1));
+			res := 'accepted';
+		EXCEPTION WHEN OTHERS THEN
+			res := SQLSTATE;
+		END;
+		RAISE NOTICE 'argument name %: %', left(quote_literal(s), 20), res;
+		BEGIN
+			PERFORM retries.retry(s);
+		EXCEPTION WHEN OTHERS THEN
+			res := SQLSTATE;
+		END;
+		RAISE NOTICE 'retry message %: %', left(quote_literal(s), 20), res;
+	END LOOP;
+END
+$$;
+-- the messages quote the bad input as it was given
+CALL test.try($$SELECT retries.annotate('public.sink(text,int[],jsonb)', E'5 1s\tx')$$);
+CALL test.try($$SELECT retries.annotate('public.sink(text,int[],jsonb)', jitter => '%s%n')$$);
+CALL test.try($$SELECT retries.call('public.sink(text,int[],jsonb)', '{"%s\\u00e9": 1}')$$);
+-- the workers run them all, and sink() gets every argument as it was given
+ALTER SYSTEM RESET retries.enabled;
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT count(*) = 0 FROM retries.call_data c
+					   JOIN retries.policy_data p ON p.id = c.policy_id
+					  WHERE p.fn = 'public.sink(text,int[],jsonb)'::regprocedure
+						AND c.state::text = 'scheduled')$$);
+SELECT c.state, count(*) FROM retries.calls c
+ WHERE c.fn = 'public.sink(text,int[],jsonb)'::regprocedure GROUP BY c.state;
+SELECT length(t), cardinality(a), (SELECT count(*) FROM jsonb_object_keys(j)) AS keys
+  FROM public.sink_log WHERE call_id = :big;
+SELECT count(*) AS received_as_given FROM public.sink_log l JOIN odd ON l.t = odd.s
+ WHERE l.j->>odd.s = odd.s AND l.a = '{}';
+
+-- nothing was hijacked by all of that either
+SELECT count(*) AS hijacked FROM public.hijacked;
+
+DROP TABLE public.hijacked, public.sink_log;
+DROP VIEW public.victim_view;
+DROP FUNCTION public.sink(text, int[], jsonb);
+DROP OWNED BY hostile_mallory, hostile_victim;
+DROP ROLE hostile_mallory, hostile_victim;
