@@ -53,7 +53,7 @@ ISOLATION_OPTS = \
 TAP_TESTS = 1
 
 EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test \
-	fuzz/policy_fuzz fuzz/corpus-new
+	fuzz/policy_fuzz fuzz/corpus-new fuzz/fuzzcheck.log
 
 # -Wextra's unused-parameter warnings fire inside PostgreSQL's own headers
 # and on every fmgr and GUC-hook signature, so that one is turned off.
@@ -89,8 +89,17 @@ fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h
 fuzz: fuzz/policy_fuzz
 
 # New inputs go to fuzz/corpus-new, so the committed corpus is only read;
-# every corpus file is run first, then FUZZ_SECONDS of fuzzing.
+# every corpus file is run first, then FUZZ_SECONDS of fuzzing.  The full
+# output goes to fuzz/fuzzcheck.log: its summary is shown on success, its
+# end (the report and the input that caused it) on a finding.
 fuzzcheck: fuzz/policy_fuzz
 	rm -rf fuzz/corpus-new && mkdir fuzz/corpus-new
-	./fuzz/policy_fuzz $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) \
-		fuzz/corpus-new fuzz/corpus/policy
+	@echo "./fuzz/policy_fuzz $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) fuzz/corpus-new fuzz/corpus/policy > fuzz/fuzzcheck.log"
+	@if ./fuzz/policy_fuzz $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) \
+			fuzz/corpus-new fuzz/corpus/policy >fuzz/fuzzcheck.log 2>&1; then \
+		grep -E '^(INFO: +[0-9]+ files found|#[0-9]+[[:space:]]+(INITED|DONE)|Done |stat::)' fuzz/fuzzcheck.log; \
+	else \
+		tail -n 60 fuzz/fuzzcheck.log; \
+		echo "fuzzcheck: a finding; the input is fuzz/crash-* (or leak-, timeout-, oom-), the output fuzz/fuzzcheck.log"; \
+		exit 1; \
+	fi
