@@ -439,10 +439,76 @@ check_format_buffer(int32_t attempts, int64_t min, int64_t max, size_t size,
 }
 
 /*
+ * reference_duration
+ *		The value of a duration that policy_parse_duration accepted,
+ *		computed another way: each part's number read by strtold (the C
+ *		locale's, as libFuzzer never calls setlocale) times its unit, in
+ *		long double.  Exact to well under a microsecond for any accepted
+ *		duration, so the parser's result must be within half a microsecond
+ *		of it, give or take the long double's own error.
+ */
+static long double
+reference_duration(const char *str, size_t len)
+{
+	long double total = 0;
+	size_t		pos = 0;
+
+	while (pos < len)
+	{
+		char		number[64];
+		size_t		start = pos;
+		size_t		n;
+		long double unit;
+
+		while (pos < len && ((str[pos] >= '0' && str[pos] <= '9') || str[pos] == '.'))
+			pos++;
+		/* leading zeros and digits past 40 change nothing we can measure */
+		n = pos - start;
+		if (n >= sizeof(number))
+		{
+			const char *dot = memchr(str + start, '.', n);
+			size_t		int_len = dot ? (size_t) (dot - (str + start)) : n;
+
+			if (int_len >= sizeof(number) - 2)
+				return -1;		/* too long to be accepted; not reached */
+			n = sizeof(number) - 1;
+		}
+		memcpy(number, str + start, n);
+		number[n] = '\0';
+		if (pos + 1 < len && str[pos] == 'm' && str[pos + 1] == 's')
+		{
+			unit = (long double) POLICY_USECS_PER_MS;
+			pos += 2;
+		}
+		else
+		{
+			switch (str[pos])
+			{
+				case 'd':
+					unit = (long double) POLICY_USECS_PER_DAY;
+					break;
+				case 'h':
+					unit = (long double) POLICY_USECS_PER_HOUR;
+					break;
+				case 'm':
+					unit = (long double) POLICY_USECS_PER_MIN;
+					break;
+				default:
+					unit = (long double) POLICY_USECS_PER_SEC;
+					break;
+			}
+			pos++;
+		}
+		total += strtold(number, NULL) * unit;
+	}
+	return total;
+}
+
+/*
  * check_duration
  *		policy_parse_duration on str[0..len): an accepted duration is in
- *		range and reads back from its canonical text; a refused one has a
- *		well-formed error.
+ *		range, has the value reference_duration finds, and reads back from
+ *		its canonical text; a refused one has a well-formed error.
  */
 static void
 check_duration(const char *str, size_t len, const char *input, bool utf8)
@@ -457,6 +523,7 @@ check_duration(const char *str, size_t len, const char *input, bool utf8)
 	{
 		REQUIRE(v >= 0 && v <= POLICY_MAX_DURATION, input);
 		REQUIRE(err.message[0] == '\0' && err.hint[0] == '\0', input);
+		REQUIRE(fabsl((long double) v - reference_duration(str, len)) <= 0.51L, input);
 		flen = policy_format_duration(v, buf, sizeof(buf));
 		REQUIRE(flen < sizeof(buf), input);
 		REQUIRE(policy_parse_duration(buf, flen, &back, NULL), input);
@@ -505,6 +572,15 @@ check_policy(const char *text, bool utf8, Knobs *knobs)
 	REQUIRE(err.message[0] == '\0' && err.hint[0] == '\0', text);
 	REQUIRE(spec.has_count ? (spec.count >= 1 && spec.count <= POLICY_MAX_ATTEMPTS - 1)
 			: spec.count == 0, text);
+	if (spec.has_count)
+	{
+		/* the count is the first token, read another way */
+		const char *p = text;
+
+		while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+			p++;
+		REQUIRE(strtoll(p, NULL, 10) == spec.count, text);
+	}
 	REQUIRE(spec.min_delay >= 1 && spec.min_delay <= POLICY_MAX_DURATION, text);
 	REQUIRE(spec.has_max ? (spec.max_delay >= spec.min_delay &&
 							spec.max_delay <= POLICY_MAX_DURATION)
