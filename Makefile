@@ -92,11 +92,13 @@ fuzz: fuzz/policy_fuzz
 # every corpus file is run first, then FUZZ_SECONDS of fuzzing.  The full
 # output goes to fuzz/fuzzcheck.log: its summary is shown on success, its
 # end (the report and the input that caused it) on a finding.
+FUZZCHECK_RUN = ./fuzz/policy_fuzz $(FUZZ_OPTIONS) \
+	-max_total_time=$(FUZZ_SECONDS) fuzz/corpus-new fuzz/corpus/policy
+
 fuzzcheck: fuzz/policy_fuzz
 	rm -rf fuzz/corpus-new && mkdir fuzz/corpus-new
-	@echo "./fuzz/policy_fuzz $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) fuzz/corpus-new fuzz/corpus/policy > fuzz/fuzzcheck.log"
-	@if ./fuzz/policy_fuzz $(FUZZ_OPTIONS) -max_total_time=$(FUZZ_SECONDS) \
-			fuzz/corpus-new fuzz/corpus/policy >fuzz/fuzzcheck.log 2>&1; then \
+	@echo "$(FUZZCHECK_RUN) >fuzz/fuzzcheck.log 2>&1"
+	@if $(FUZZCHECK_RUN) >fuzz/fuzzcheck.log 2>&1; then \
 		grep -E '^(INFO: +[0-9]+ files found|#[0-9]+[[:space:]]+(INITED|DONE)|Done |stat::)' fuzz/fuzzcheck.log; \
 	else \
 		tail -n 60 fuzz/fuzzcheck.log; \

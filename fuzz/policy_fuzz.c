@@ -462,7 +462,9 @@ reference_duration(const char *str, size_t len)
 
 		while (pos < len && ((str[pos] >= '0' && str[pos] <= '9') || str[pos] == '.'))
 			pos++;
-		/* leading zeros and digits past 40 change nothing we can measure */
+		/* leading zeros change nothing; fraction digits past 60 nothing we can measure */
+		while (start + 1 < pos && str[start] == '0' && str[start + 1] != '.')
+			start++;
 		n = pos - start;
 		if (n >= sizeof(number))
 		{
