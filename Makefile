@@ -6,6 +6,9 @@
 #                         private temporary cluster (run as a non-root user;
 #                         scripts/test does all of it from a fresh machine)
 #   make unittest         unit tests of the pure policy code (no server)
+#   make fuzz             build the libFuzzer target fuzz/policy_fuzz (clang)
+#   make fuzzcheck        run it briefly over fuzz/corpus/policy; any finding
+#                         fails (scripts/fuzz runs it for longer)
 
 EXTENSION = retries
 MODULE_big = retries
@@ -50,7 +53,8 @@ ISOLATION_OPTS = \
 
 TAP_TESTS = 1
 
-EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test \
+	fuzz/policy_fuzz fuzz/corpus-new fuzz/fuzzcheck.log
 
 # -Wextra's unused-parameter warnings fire inside PostgreSQL's own headers
 # and on every fmgr and GUC-hook signature, so that one is turned off.
@@ -67,3 +71,38 @@ test/policy_test: test/policy_test.c src/policy.c src/policy.h
 .PHONY: unittest
 unittest: test/policy_test
 	./test/policy_test
+
+# The policy code under libFuzzer, with AddressSanitizer and
+# UndefinedBehaviorSanitizer; any report aborts the run.  Needs clang and
+# its compiler-rt (Debian: clang, libclang-rt-14-dev).
+CLANG ?= clang
+FUZZ_CFLAGS = -std=c99 -g -O1 -Wall -Wextra -Werror \
+	-fsanitize=fuzzer,address,undefined,float-divide-by-zero \
+	-fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_SECONDS ?= 20
+FUZZ_OPTIONS = -max_len=4096 -dict=fuzz/policy.dict -timeout=10 \
+	-artifact_prefix=fuzz/ -print_final_stats=1
+
+fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h
+	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/policy.c -lm
+
+.PHONY: fuzz fuzzcheck
+fuzz: fuzz/policy_fuzz
+
+# New inputs go to fuzz/corpus-new, so the committed corpus is only read;
+# every corpus file is run first, then FUZZ_SECONDS of fuzzing.  The full
+# output goes to fuzz/fuzzcheck.log: its summary is shown on success, its
+# end (the report and the input that caused it) on a finding.
+FUZZCHECK_RUN = ./fuzz/policy_fuzz $(FUZZ_OPTIONS) \
+	-max_total_time=$(FUZZ_SECONDS) fuzz/corpus-new fuzz/corpus/policy
+
+fuzzcheck: fuzz/policy_fuzz
+	rm -rf fuzz/corpus-new && mkdir fuzz/corpus-new
+	@echo "$(FUZZCHECK_RUN) >fuzz/fuzzcheck.log 2>&1"
+	@if $(FUZZCHECK_RUN) >fuzz/fuzzcheck.log 2>&1; then \
+		grep -E '^(INFO: +[0-9]+ files found|#[0-9]+[[:space:]]+(INITED|DONE)|Done |stat::)' fuzz/fuzzcheck.log; \
+	else \
+		tail -n 60 fuzz/fuzzcheck.log; \
+		echo "fuzzcheck: a finding; the input is fuzz/crash-* (or leak-, timeout-, oom-), the output fuzz/fuzzcheck.log"; \
+		exit 1; \
+	fi

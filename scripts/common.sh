@@ -22,6 +22,9 @@ APT_PACKAGES=(
 	libipc-run-perl
 	make
 	gcc
+	# the libFuzzer target (make fuzz, fuzzcheck; scripts/fuzz)
+	clang
+	libclang-rt-14-dev
 )
 
 # Same messages, sort order and encoding on every machine: the expected

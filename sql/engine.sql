@@ -316,13 +316,32 @@ CALL test.wait_finished(:id);
 SELECT state, attempts, last_sqlstate FROM retries.calls WHERE id = :id;
 SELECT retries.unannotate('pg_catalog.lower(text)');
 
+-- a delay_fn's result is clamped to 0 .. 3650 days: '1000000 years' is the
+-- longest delay (not a wrapped or zero one), a negative interval no delay
+CREATE FUNCTION forever(attempt int, sqlstate text, message text) RETURNS interval
+	LANGUAGE sql AS $$ SELECT interval '1000000 years' $$;
+CREATE FUNCTION backwards(attempt int, sqlstate text, message text) RETURNS interval
+	LANGUAGE sql AS $$ SELECT interval '-178000000 years' $$;
+SELECT retries.annotate('always_busy()', '1 1h', delay_fn => 'forever(int,text,text)');
+SELECT retries.call('always_busy()') AS forever \gset
+SELECT retries.annotate('always_busy()', '1 1h', delay_fn => 'backwards(int,text,text)');
+SELECT retries.call('always_busy()') AS backwards \gset
+CALL test.wait_for('EXISTS (SELECT FROM retries.attempts WHERE outcome = ''retry'' AND call_id = ' || :forever || ')');
+CALL test.wait_finished(:backwards);
+SELECT attempt, outcome, next_delay FROM retries.attempts WHERE call_id = :forever;
+SELECT state, next_attempt > now() + interval '3649 days' AS far_ahead
+FROM retries.calls WHERE id = :forever;
+SELECT retries.cancel(:forever);
+SELECT attempt, outcome, next_delay FROM retries.attempts WHERE call_id = :backwards ORDER BY attempt;
+
 ALTER SYSTEM RESET retries.enabled;
 SELECT pg_reload_conf();
 DROP TABLE engine_log, exhausted, secret;
 DROP FUNCTION ok(text), flaky(int), broken(), always_busy(), later(), linear(int, text, text),
 	give_up(int, text, text), bad_delay(int, text, text), note_exhausted(bigint),
 	bad_exhausted(bigint), slow(float8), slow_then_busy(), with_default(int, text),
-	revoked(), moody(engine_mood), touch_secret();
+	revoked(), moody(engine_mood), touch_secret(), forever(int, text, text),
+	backwards(int, text, text);
 DROP TYPE engine_mood;
 DROP FUNCTION test.history(bigint), test.gaps_ok(bigint);
 DROP PROCEDURE test.wait_finished(bigint);

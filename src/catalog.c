@@ -185,6 +185,29 @@ retries_interval_to_usecs(const Interval *span, int64 *usecs)
 }
 
 /*
+ * retries_interval_to_delay -- an interval as a delay, clamped to
+ * 0 .. POLICY_MAX_DURATION
+ *
+ * For a delay that user code returns while a call runs (delay_fn's result),
+ * where refusing it is not an option: a negative interval means no delay,
+ * and one longer than the longest delay ('1000000 years') means the longest
+ * delay, never a wrapped or zero one.  Months count as 30 days, as in
+ * retries_interval_to_usecs.  When the sum overflows int64 its sign is the
+ * sign of the days part, which is then far larger than any time part.
+ */
+int64
+retries_interval_to_delay(const Interval *span)
+{
+	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
+	int64		usecs;
+
+	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, span->time, &usecs))
+		return days < 0 ? 0 : POLICY_MAX_DURATION;
+	return Max(0, Min(usecs, POLICY_MAX_DURATION));
+}
+
+/*
  * retries_usecs_to_interval -- microseconds as an interval of pure time
  *
  * Delays are stored as time only (no days or months), so they compare and

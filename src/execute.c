@@ -472,8 +472,7 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 			out->hint = pstrdup("delay_fn returned NULL, which stops the retries.");
 			return false;
 		}
-		if (!retries_interval_to_usecs(DatumGetIntervalP(result), &out->delay))
-			out->delay = 0;
+		out->delay = retries_interval_to_delay(DatumGetIntervalP(result));
 		return true;
 	}
 

@@ -56,6 +56,7 @@ extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
 extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
 								   const char *argname);
 extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
+extern int64 retries_interval_to_delay(const Interval *span);
 extern Interval *retries_usecs_to_interval(int64 usecs);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
