@@ -213,6 +213,9 @@ append_array_literal(StringInfo buf, JsonbContainer *array, bool elem_is_json,
 {
 	int			n = JsonContainerSize(array);
 
+	/* it recurses once per level of nesting */
+	check_stack_depth();
+
 	appendStringInfoChar(buf, '{');
 	for (int i = 0; i < n; i++)
 	{
