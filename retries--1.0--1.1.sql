@@ -19,6 +19,15 @@
  *
  * The views that read policy_data.fn must be dropped to change its type;
  * they are created again as they were.
+ *
+ * Dump a 1.0 database only after updating it: its oids restore as numbers.
+ * pg_upgrade refuses a cluster with regprocedure columns in user tables
+ * (its check names retries.policy_data), since it keeps the OIDs of roles
+ * and types but not of functions; under 1.0 it went through and left each
+ * policy naming whatever function has its old OID in the new cluster.
+ * Databases that use retries move to a new major version by pg_dump and
+ * restore.  Restore with retries.enabled = off and turn it on afterwards,
+ * so that no call runs before the tables are all loaded.
  */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
