@@ -27,7 +27,7 @@ OBJS = \
 	src/worker.o \
 	src/execute.o
 
-DATA = retries--1.0.sql
+DATA = retries--1.0.sql retries--1.0--1.1.sql
 
 REGRESS = \
 	setup \

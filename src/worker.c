@@ -654,6 +654,15 @@ retries_worker_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+
+		/*
+		 * Send the table statistics of the batches run since the last time,
+		 * at most once a second while busy, as a backend does between
+		 * queries.  Autovacuum learns only from them of the rows the workers
+		 * insert, update and prune: without them attempt_data, which only
+		 * the workers write, was never vacuumed and grew without bound.
+		 */
+		pgstat_report_stat(false);
 		if (my_slot->slot_no >= retries_max_workers)
 			break;
 
@@ -686,6 +695,8 @@ retries_worker_main(Datum main_arg)
 			}
 		}
 
+		/* idle: send whatever statistics are left before sleeping */
+		pgstat_report_stat(true);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sleep_ms, PG_WAIT_EXTENSION);

@@ -1,0 +1,391 @@
+# A database's policies, calls and attempts survive pg_dump and a restore
+# into a fresh cluster, and its pending calls run there:
+#
+#   a. in the source cluster: annotated functions (policies of several
+#      shapes, hooks on_exhausted and delay_fn, a function in another schema
+#      with a type of its own, a re-annotated and an unannotated function);
+#      calls that succeeded, failed (with the hook run), a call retrying
+#      with attempts > 0, and then, with execution paused, due calls, calls
+#      in the future, a cancelled call and keyed calls, scheduled by two
+#      roles;
+#   b. pg_dump -Fc restored with pg_restore, and pg_dump -Fp run with psql,
+#      into a new cluster whose roles and functions have other OIDs than in
+#      the source (checked): retries.policies, retries.calls,
+#      retries.attempts and the tables under them read the same, as text,
+#      ids included;
+#   c. the identity sequences go on above the restored ids (a new call and
+#      a new policy get larger ids), and keys still deduplicate;
+#   d. once execution is enabled, the due calls run to completion, each
+#      exactly once, as the role that scheduled it, with its hooks (found by
+#      their new OIDs); calls moved forward with retry_now run, and a call
+#      due tomorrow stays scheduled.
+#
+# With policies that stored functions as plain oids (version 1.0), b fails:
+# the restored policies name no function.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+# set_enabled(NODE, ON, [DB]): retries.enabled for the whole cluster; when
+# turned off, wait until both workers of DB are paused
+sub set_enabled
+{
+	my ($node, $on, $db) = @_;
+	my $value = $on ? 'on' : 'off';
+
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET retries.enabled = $value; SELECT pg_reload_conf();");
+	wait_until(
+		$node, $db,
+		"SELECT count(*) FROM retries.workers"
+		  . " WHERE database = current_database() AND state = 'paused'",
+		'2', "$db: both workers paused")
+	  if !$on;
+	return;
+}
+
+# as_role(ROLE, SQL): SQL run as ROLE in a superuser's session
+sub as_role
+{
+	my ($role, $sql) = @_;
+	return "SET ROLE $role; $sql; RESET ROLE;";
+}
+
+# snapshot(NODE, DB): the extension's views and tables, as text, in a
+# stable order
+sub snapshot
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql(
+		$db, q{
+SELECT * FROM retries.policies ORDER BY fn::text;
+SELECT * FROM retries.policy_data ORDER BY id;
+SELECT * FROM retries.calls ORDER BY id;
+SELECT * FROM retries.call_data ORDER BY id;
+SELECT * FROM retries.attempts ORDER BY call_id, attempt;
+SELECT * FROM retries.attempt_data ORDER BY call_id, attempt;
+});
+}
+
+###########################################################################
+# a. the source database
+###########################################################################
+
+my $src = retries_node('source');
+$src->start;
+
+$src->safe_psql(
+	'postgres', q{
+CREATE ROLE alice LOGIN;
+CREATE ROLE bob LOGIN;
+CREATE DATABASE app;
+});
+
+$src->safe_psql(
+	'app', q{
+CREATE EXTENSION retries;
+
+-- every run of a call leaves one row here
+CREATE TABLE effects (call_id bigint, fn text, who text, attempt int,
+					  cluster text);
+CREATE TABLE hook_log (call_id bigint, who text, cluster text);
+CREATE TABLE pace_log (attempt int, cluster text);
+GRANT SELECT, INSERT ON effects, hook_log, pace_log TO PUBLIC;
+
+CREATE FUNCTION effect(fn text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO effects VALUES (retries.current_call(), fn, current_user,
+								retries.current_attempt(),
+								current_setting('cluster_name'));
+$$;
+
+CREATE FUNCTION ok(i int) RETURNS void LANGUAGE sql AS $$
+	SELECT effect('ok');
+$$;
+
+CREATE SCHEMA shop;
+GRANT USAGE ON SCHEMA shop TO PUBLIC;
+CREATE TYPE shop.mood AS ENUM ('calm', 'cross');
+CREATE FUNCTION shop.typed(m shop.mood, note text) RETURNS void
+LANGUAGE sql AS $$ SELECT effect('typed'); $$;
+
+-- succeeds on its second attempt
+CREATE FUNCTION flaky(i int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() < 2 THEN
+		PERFORM retries.retry('not yet');
+	END IF;
+	PERFORM effect('flaky');
+END $$;
+
+-- never succeeds; its hook records that it gave up
+CREATE FUNCTION doomed(i int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM retries.retry('never');
+END $$;
+CREATE FUNCTION exhausted(call_id bigint) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO hook_log VALUES (call_id, current_user,
+								 current_setting('cluster_name'));
+$$;
+
+-- retried once, after a delay its delay_fn chooses
+CREATE FUNCTION paced(i int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() < 2 THEN
+		PERFORM retries.retry('again');
+	END IF;
+	PERFORM effect('paced');
+END $$;
+CREATE FUNCTION pace(attempt int, sqlstate text, message text)
+RETURNS interval LANGUAGE sql AS $$
+	INSERT INTO pace_log VALUES (attempt, current_setting('cluster_name'));
+	SELECT interval '10 ms';
+$$;
+
+-- fails at once: P0001 is not retried
+CREATE FUNCTION bad(i int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'bad input %', i;
+END $$;
+
+SELECT retries.annotate('ok(int)', '3 10ms');
+SELECT retries.annotate('shop.typed(shop.mood, text)', '4 1s 1m',
+						multiplier => 3, jitter => 'full',
+						retry_on => '{RT,40001}', timeout => '5s');
+SELECT retries.annotate('flaky(int)', '5 1h');
+SELECT retries.annotate('doomed(int)', '2 10ms',
+						on_exhausted => 'exhausted(bigint)');
+SELECT retries.annotate('paced(int)', '3 1h', delay_fn => 'pace(int,text,text)');
+SELECT retries.annotate('bad(int)', NULL, max_attempts => 3, min_delay => '1s');
+});
+
+# calls that run in the source cluster
+my %id;
+for my $c (
+	[ 'ok1', 'alice', q{'ok(int)', '[1]'} ],
+	[ 'ok2', 'bob', q{'ok(int)', '[2]'} ],
+	[ 'typed1', 'bob', q{'shop.typed(shop.mood,text)', '["calm", "hi"]'} ],
+	[ 'flaky1', 'alice', q{'flaky(int)', '[1]'} ],
+	[ 'doomed1', 'bob', q{'doomed(int)', '[1]'} ],
+	[ 'paced1', 'alice', q{'paced(int)', '[1]'} ],
+	[ 'bad1', 'bob', q{'bad(int)', '[1]'} ])
+{
+	my ($name, $role, $args) = @$c;
+	$id{$name} = $src->safe_psql('app',
+		as_role($role, "SELECT retries.call($args)"));
+}
+
+wait_until(
+	$src, 'app',
+	"SELECT string_agg(s, ',' ORDER BY s) FROM (SELECT state || ':' || count(*) AS s"
+	  . " FROM retries.calls GROUP BY state) x",
+	'failed:2,scheduled:1,succeeded:4',
+	'source: calls ran: 4 succeeded, 2 failed, 1 retrying');
+is( $src->safe_psql(
+		'app', "SELECT attempts, next_attempt > now() + interval '50 min'"
+		  . " FROM retries.calls WHERE id = $id{flaky1}"),
+	'1|t',
+	'source: flaky call retrying, one attempt made, next one in an hour');
+is($src->safe_psql('app', 'SELECT call_id, who, cluster FROM hook_log'),
+	"$id{doomed1}|bob|source", 'source: on_exhausted ran as bob');
+
+# policy history: ok re-annotated (its old calls keep the old policy), bad
+# unannotated
+$src->safe_psql(
+	'app', q{
+SELECT retries.annotate('ok(int)', '4 10ms');
+SELECT retries.unannotate('bad(int)');
+});
+
+# execution paused: these calls stay pending
+set_enabled($src, 0, 'app');
+for my $c (
+	[ 'ok3', 'alice', q{'ok(int)', '[3]'} ],
+	[ 'ok4', 'bob', q{'ok(int)', '[4]'} ],
+	[ 'typed2', 'alice', q{'shop.typed(shop.mood,text)', '{"m": "cross", "note": "x"}'} ],
+	[ 'doomed2', 'alice', q{'doomed(int)', '[2]'} ],
+	[ 'paced2', 'bob', q{'paced(int)', '[2]'} ],
+	[ 'key_alice', 'alice', q{'ok(int)', '[100]', key => 'order-100'} ],
+	[ 'key_bob', 'bob', q{'ok(int)', '[101]', key => 'order-100'} ],
+	[ 'tomorrow', 'alice', q{'ok(int)', '[200]', now() + interval '1 day'} ],
+	[ 'later', 'bob', q{'ok(int)', '[201]', now() + interval '1 day'} ],
+	[ 'cancelled', 'alice', q{'ok(int)', '[300]', now() + interval '1 day'} ])
+{
+	my ($name, $role, $args) = @$c;
+	$id{$name} = $src->safe_psql('app',
+		as_role($role, "SELECT retries.call($args)"));
+}
+$src->safe_psql('app', "SELECT retries.cancel($id{cancelled})");
+
+my $max_id = $src->safe_psql('app', 'SELECT max(id) FROM retries.call_data');
+my $max_policy =
+  $src->safe_psql('app', 'SELECT max(id) FROM retries.policy_data');
+my $before = snapshot($src, 'app');
+like($before, qr/shop\.typed\(shop\.mood,text\)/,
+	'source: snapshot shows the qualified signature');
+
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+$src->command_ok(
+	[ 'pg_dump', '-Fc', '-f', "$tmp/app.dump", '-d', $src->connstr('app') ],
+	'pg_dump -Fc');
+$src->command_ok(
+	[ 'pg_dump', '-Fp', '-f', "$tmp/app.sql", '-d', $src->connstr('app') ],
+	'pg_dump -Fp');
+
+###########################################################################
+# b. a fresh cluster: other OIDs, restore, same contents
+###########################################################################
+
+my $dst = retries_node('restored');
+$dst->append_conf('postgresql.conf', 'retries.enabled = off');
+$dst->start;
+
+# roles in another order, after another one, and 200 functions first, so
+# that neither roles nor functions get the OIDs they had in the source
+$dst->safe_psql(
+	'postgres', q{
+CREATE ROLE carol LOGIN;
+CREATE ROLE bob LOGIN;
+CREATE ROLE alice LOGIN;
+DO $$
+BEGIN
+	FOR i IN 1..200 LOOP
+		EXECUTE format('CREATE FUNCTION filler%s() RETURNS int LANGUAGE sql AS %L',
+					   i, 'SELECT 1');
+	END LOOP;
+END $$;
+CREATE DATABASE restored;
+CREATE DATABASE plain;
+});
+
+$dst->command_ok(
+	[
+		'pg_restore', '--exit-on-error', '-d', $dst->connstr('restored'),
+		"$tmp/app.dump"
+	],
+	'pg_restore of the custom-format dump');
+$dst->command_ok(
+	[
+		'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $dst->connstr('plain'),
+		'-f', "$tmp/app.sql"
+	],
+	'psql runs the plain-format dump');
+
+my $oids = q{SELECT 'alice'::regrole::oid || ',' || 'ok(int)'::regprocedure::oid
+			 || ',' || 'exhausted(bigint)'::regprocedure::oid};
+my ($src_alice, $src_ok, $src_hook) = split /,/,
+  $src->safe_psql('app', $oids);
+
+for my $db ('restored', 'plain')
+{
+	my ($alice, $ok, $hook) = split /,/, $dst->safe_psql($db, $oids);
+	ok( $alice != $src_alice && $ok != $src_ok && $hook != $src_hook,
+		"$db: alice, ok(int) and the hook have other OIDs than in the source");
+
+	is(snapshot($dst, $db), $before,
+		"$db: policies, calls and attempts read the same as in the source");
+	is( $dst->safe_psql(
+			$db, 'SELECT extversion FROM pg_extension WHERE extname = \'retries\''),
+		'1.1',
+		"$db: extension at version 1.1");
+
+	#######################################################################
+	# c. sequences and keys
+	#######################################################################
+
+	my $new = $dst->safe_psql($db,
+		as_role('alice', q{SELECT retries.call('ok(int)', '[500]')}));
+	cmp_ok($new, '>', $max_id, "$db: a new call gets an id above the restored ones");
+	$dst->safe_psql(
+		$db, q{
+CREATE FUNCTION fresh() RETURNS void LANGUAGE sql AS 'SELECT effect(''fresh'')';
+SELECT retries.annotate('fresh()', '2 10ms');
+});
+	cmp_ok(
+		$dst->safe_psql($db, q{SELECT max(id) FROM retries.policy_data}),
+		'>', $max_policy, "$db: a new policy gets an id above the restored ones");
+	is( $dst->safe_psql(
+			$db,
+			as_role('alice',
+				q{SELECT retries.call('ok(int)', '[100]', key => 'order-100')})),
+		$id{key_alice},
+		"$db: alice's key still finds her restored call");
+	is( $dst->safe_psql(
+			$db,
+			as_role('bob',
+				q{SELECT retries.call('ok(int)', '[101]', key => 'order-100')})),
+		$id{key_bob},
+		"$db: bob's key still finds his restored call");
+}
+
+###########################################################################
+# d. the pending calls run in the new cluster
+###########################################################################
+
+set_enabled($dst, 1);
+for my $db ('restored', 'plain')
+{
+	$dst->safe_psql($db,
+		"SELECT retries.retry_now($id{flaky1}), retries.retry_now($id{later})");
+}
+
+for my $db ('restored', 'plain')
+{
+	# all but 'tomorrow' finish: 4 + 3 (ok3, ok4, typed2) + 2 keyed + later
+	# + flaky1 + paced2 + ok(500) succeed; doomed2 fails
+	wait_until(
+		$dst, $db,
+		"SELECT string_agg(s, ',' ORDER BY s) FROM (SELECT state || ':' || count(*) AS s"
+		  . " FROM retries.calls GROUP BY state) x",
+		'cancelled:1,failed:3,scheduled:1,succeeded:13',
+		"$db: every due call finished");
+	is( $dst->safe_psql(
+			$db, "SELECT state, attempts FROM retries.calls WHERE id = $id{tomorrow}"),
+		'scheduled|0',
+		"$db: the call due tomorrow has not run");
+	is( $dst->safe_psql(
+			$db, q{
+SELECT count(*) FROM retries.calls c
+ WHERE (c.state = 'succeeded') <>
+	   ((SELECT count(*) FROM effects e WHERE e.call_id = c.id) = 1)
+	OR (SELECT count(*) FROM effects e WHERE e.call_id = c.id) > 1}),
+		'0',
+		"$db: each succeeded call had its effect exactly once, others none");
+	is( $dst->safe_psql(
+			$db, q{
+SELECT count(*) FROM effects e JOIN retries.calls c ON c.id = e.call_id
+ WHERE e.who <> c.scheduled_by::text}),
+		'0',
+		"$db: every call ran as the role that scheduled it");
+	is( $dst->safe_psql(
+			$db, q{
+SELECT string_agg(c.id || ':' || e.attempt || ':' || e.cluster, ',' ORDER BY c.id)
+  FROM effects e JOIN retries.calls c ON c.id = e.call_id
+ WHERE e.fn IN ('flaky', 'paced')}),
+		"$id{flaky1}:2:restored,$id{paced1}:2:source,$id{paced2}:2:restored",
+		"$db: the retrying call went on with attempt 2 in the new cluster");
+	is( $dst->safe_psql(
+			$db, q{SELECT string_agg(call_id || ':' || who || ':' || cluster, ','
+								 ORDER BY call_id) FROM hook_log}),
+		"$id{doomed1}:bob:source,$id{doomed2}:alice:restored",
+		"$db: on_exhausted, restored by name, ran as alice in the new cluster");
+	is( $dst->safe_psql(
+			$db, q{SELECT count(*) FROM pace_log WHERE cluster = 'restored'}),
+		'1', "$db: delay_fn, restored by name, ran in the new cluster");
+	is( $dst->safe_psql(
+			$db, "SELECT string_agg(attempt::text, ',' ORDER BY attempt)"
+			  . " FROM retries.attempts WHERE call_id = $id{flaky1}"),
+		'1,2',
+		"$db: the retrying call's attempts go on from the restored history");
+}
+
+$src->stop;
+$dst->stop;
+done_testing();

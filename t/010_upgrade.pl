@@ -1,0 +1,229 @@
+# ALTER EXTENSION retries UPDATE from 1.0 to 1.1 while calls are scheduled
+# and running loses nothing:
+#
+#   a. CREATE EXTENSION retries VERSION '1.0': policies (one with a
+#      delay_fn, one with an on_exhausted hook) and calls that run slowly,
+#      calls due now, calls due in a few seconds and calls that retry;
+#   b. ALTER EXTENSION retries UPDATE while workers are running calls, and
+#      with more calls scheduled right after it;
+#   c. every call finishes exactly once (effects counted per call), with the
+#      attempts its policy gives, hooks included;
+#   d. the 1.1 change is visible: the functions of policy_data are
+#      regprocedure, and attempt_data and the id sequences are dumped;
+#   e. pg_dump of the upgraded database restores into a new database, whose
+#      calls and policies read the same and whose new calls run.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+my $node = retries_node('upgrade');
+$node->start;
+
+# states(DB): 'state:count,...' of the calls of DB
+sub states
+{
+	return
+	    "SELECT string_agg(s, ',' ORDER BY s) FROM (SELECT state || ':' || count(*) AS s"
+	  . " FROM retries.calls GROUP BY state) x";
+}
+
+my $fn_types = q{
+SELECT string_agg(attname || ':' || atttypid::regtype, ',' ORDER BY attnum)
+  FROM pg_attribute
+ WHERE attrelid = 'retries.policy_data'::regclass
+   AND attname IN ('fn', 'on_exhausted', 'delay_fn')};
+
+###########################################################################
+# a. version 1.0 with work in progress
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION retries VERSION '1.0';
+
+-- every run of a call leaves a row, or bumps n: n = 2 would be a double run
+CREATE TABLE results (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 1,
+					  attempt int);
+CREATE FUNCTION record(id bigint) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO results AS r (id, attempt)
+	VALUES ($1, retries.current_attempt())
+	ON CONFLICT (id) DO UPDATE SET n = r.n + 1;
+$$;
+
+CREATE FUNCTION work(id bigint) RETURNS void LANGUAGE sql AS $$
+	SELECT record($1);
+$$;
+CREATE FUNCTION slow(id bigint) RETURNS void LANGUAGE sql AS $$
+	SELECT pg_sleep(1);
+	SELECT record($1);
+$$;
+-- succeeds at its third attempt, after delays its delay_fn chooses
+CREATE FUNCTION retrying(id bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() < 3 THEN
+		PERFORM retries.retry('not yet');
+	END IF;
+	PERFORM record(id);
+END $$;
+CREATE FUNCTION pace(attempt int, sqlstate text, message text)
+RETURNS interval LANGUAGE sql AS $$ SELECT interval '300 ms' $$;
+-- never succeeds; its hook records that it gave up
+CREATE FUNCTION doomed(id bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM retries.retry('never');
+END $$;
+CREATE TABLE hook_log (call_id bigint PRIMARY KEY);
+CREATE FUNCTION exhausted(call_id bigint) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO hook_log VALUES (call_id);
+$$;
+
+SELECT retries.annotate('work(bigint)', '3 10ms');
+SELECT retries.annotate('slow(bigint)', '3 10ms');
+SELECT retries.annotate('retrying(bigint)', '5 1h', delay_fn => 'pace(int,text,text)');
+SELECT retries.annotate('doomed(bigint)', '1 100ms', on_exhausted => 'exhausted(bigint)');
+});
+
+is( $node->safe_psql(
+		'postgres', "SELECT extversion FROM pg_extension WHERE extname = 'retries'"),
+	'1.0',
+	'installed at version 1.0');
+is($node->safe_psql('postgres', $fn_types),
+	'fn:oid,on_exhausted:oid,delay_fn:oid', '1.0 stores functions as oids');
+
+$node->safe_psql(
+	'postgres', q{
+SELECT retries.call('slow(bigint)', jsonb_build_array(i)) FROM generate_series(1, 4) i;
+SELECT retries.call('work(bigint)', jsonb_build_array(i)) FROM generate_series(100, 299) i;
+SELECT retries.call('work(bigint)', jsonb_build_array(i), now() + interval '3 s')
+  FROM generate_series(300, 349) i;
+SELECT retries.call('retrying(bigint)', jsonb_build_array(i)) FROM generate_series(400, 409) i;
+SELECT retries.call('doomed(bigint)', jsonb_build_array(i)) FROM generate_series(500, 502) i;
+});
+
+###########################################################################
+# b. the update, while a slow call runs
+###########################################################################
+
+wait_until(
+	$node, 'postgres',
+	"SELECT count(*) > 0 FROM retries.workers w JOIN retries.calls c"
+	  . " ON c.id = w.current_call WHERE c.fn = 'slow(bigint)'::regprocedure",
+	't', 'a worker is running a slow call');
+my ($out, $err) = query_value($node, 'postgres', 'ALTER EXTENSION retries UPDATE');
+ok(defined $out, 'ALTER EXTENSION retries UPDATE while calls run')
+  or diag($err);
+is( $node->safe_psql(
+		'postgres', "SELECT extversion FROM pg_extension WHERE extname = 'retries'"),
+	'1.1',
+	'the extension is at version 1.1');
+isnt(
+	$node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE state IN ('scheduled', 'running')"),
+	'0',
+	'calls were still pending when the update committed');
+
+# calls scheduled and a function annotated under 1.1
+$node->safe_psql(
+	'postgres', q{
+SELECT retries.call('work(bigint)', jsonb_build_array(i)) FROM generate_series(600, 699) i;
+CREATE FUNCTION later(id bigint) RETURNS void LANGUAGE sql AS $$ SELECT record($1) $$;
+SELECT retries.annotate('later(bigint)', '2 10ms', on_exhausted => 'exhausted(bigint)');
+SELECT retries.call('later(bigint)', '[700]');
+});
+
+###########################################################################
+# c. everything finishes, once
+###########################################################################
+
+# 4 slow + 200 + 50 later + 10 retrying + 100 + 1 succeed; 3 doomed fail
+wait_until($node, 'postgres', states(), 'failed:3,succeeded:365',
+	'every call finished');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*), max(n),
+	   count(*) FILTER (WHERE id BETWEEN 400 AND 409 AND attempt = 3)
+  FROM results}),
+	'365|1|10',
+	'each call had its effect exactly once; retrying calls at attempt 3');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM retries.calls c
+ WHERE c.attempts <> (SELECT count(*) FROM retries.attempts a WHERE a.call_id = c.id)}),
+	'0',
+	'every call has as many attempts as it counts');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT string_agg(DISTINCT c.attempts::text, ',')
+  FROM retries.calls c WHERE c.fn = 'retrying(bigint)'::regprocedure}),
+	'3', 'retrying calls took three attempts each');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM hook_log h JOIN retries.calls c ON c.id = h.call_id
+ WHERE c.fn = 'doomed(bigint)'::regprocedure AND c.attempts = 2}),
+	'3', 'on_exhausted ran once for each doomed call, after two attempts');
+
+###########################################################################
+# d. what 1.1 changed
+###########################################################################
+
+is( $node->safe_psql('postgres', $fn_types),
+	'fn:regprocedure,on_exhausted:regprocedure,delay_fn:regprocedure',
+	'1.1 stores functions as regprocedure');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
+  FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
+	'{retries.attempt_data,retries.call_data,retries.call_data_id_seq,'
+	  . 'retries.policy_data,retries.policy_data_id_seq}',
+	'1.1 dumps attempts and the id sequences too');
+is( $node->safe_psql(
+		'postgres', 'SELECT string_agg(fn::text, \',\' ORDER BY fn::text) FROM retries.policies'),
+	'doomed(bigint),later(bigint),retrying(bigint),slow(bigint),work(bigint)',
+	'retries.policies lists the policies made under 1.0 and 1.1');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT has_table_privilege('public', c, 'SELECT')
+  FROM unnest('{retries.calls,retries.policies,retries.stats}'::regclass[]) c
+ GROUP BY 1}),
+	't', 'the views made again are readable by everyone');
+
+###########################################################################
+# e. a dump of the upgraded database restores
+###########################################################################
+
+my $snapshot = q{
+SELECT * FROM retries.policies ORDER BY fn::text;
+SELECT * FROM retries.calls ORDER BY id;
+SELECT * FROM retries.attempts ORDER BY call_id, attempt;
+SELECT * FROM results ORDER BY id;
+};
+my $before = $node->safe_psql('postgres', $snapshot);
+my $max_id = $node->safe_psql('postgres', 'SELECT max(id) FROM retries.calls');
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-f', "$tmp/db.dump", '-d', $node->connstr('postgres') ],
+	'pg_dump of the upgraded database');
+$node->safe_psql('postgres', 'CREATE DATABASE copy');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-d', $node->connstr('copy'), "$tmp/db.dump" ],
+	'pg_restore into a new database');
+is($node->safe_psql('copy', $snapshot),
+	$before, 'the copy has the same policies, calls, attempts and effects');
+my $new = $node->safe_psql('copy', q{SELECT retries.call('work(bigint)', '[800]')});
+cmp_ok($new, '>', $max_id, 'a call in the copy gets a new id');
+wait_until($node, 'copy',
+	"SELECT c.state || ',' || r.n FROM retries.calls c, results r"
+	  . " WHERE c.id = $new AND r.id = 800",
+	'succeeded,1', 'the call runs in the copy');
+
+$node->stop;
+done_testing();
