@@ -21,7 +21,15 @@
  * outcome is recorded.  A process kill leaves the file behind (the page
  * cache outlives the process), and the next worker to start in that slot
  * records the attempt as 'interrupted', which counts toward max_attempts.
- * Only that call is charged; its batch-mates run again uncharged.  After a
+ * Only that call is charged; its batch-mates run again uncharged.
+ *
+ * A worker that exits while the cluster stays up (SIGTERM, or any FATAL
+ * error) releases the call's row lock as it goes, and its successor starts
+ * only a second or so later: meanwhile another worker could claim the call
+ * and run the same attempt again, uncharged.  So on its way out the worker
+ * also notes the attempt in shared memory (before its transaction is rolled
+ * back and the lock released), and whichever worker claims the call next
+ * charges the attempt instead of running it.  After a
  * postmaster restart the first worker of a database handles the files of
  * all its slots before any worker claims a call, so a poison call cannot be
  * picked up again before it is charged.  The file also names the extension
@@ -89,6 +97,8 @@ typedef struct InFlight
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
 static int	inflight_fd = -1;
+/* What the in-flight file holds now */
+static InFlight inflight = {0, 0, InvalidOid};
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -135,6 +145,7 @@ inflight_write(int64 call_id, int32 attempt)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not write in-flight file: %m")));
+	inflight = rec;
 }
 
 /*
@@ -373,7 +384,62 @@ worker_exit(int code, Datum arg)
 		my_slot->latch = NULL;
 		my_slot->current_call = 0;
 	}
+
+	/*
+	 * Exiting in the middle of an attempt: note it for the next worker to
+	 * claim the call.  This runs before the transaction is rolled back, so
+	 * no other worker can have claimed the call yet.
+	 */
+	if (inflight.call_id != 0)
+	{
+		RetriesInterrupted *e =
+		&retries_shared->interrupted[retries_shared->next_interrupted];
+
+		if (!OidIsValid(e->dboid))
+			retries_shared->ninterrupted++;
+		e->dboid = MyDatabaseId;
+		e->extension = inflight.extension;
+		e->call_id = inflight.call_id;
+		e->attempt = inflight.attempt;
+		retries_shared->next_interrupted =
+			(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
+	}
 	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * take_interrupted -- whether this attempt of a call was left unfinished by
+ * a worker that exited (see worker_exit); if so, the entry is removed, and
+ * the caller charges the attempt
+ *
+ * Called with the call claimed, so its row is locked: the entry, made
+ * before the lock was released, is there to be seen.  An entry whose
+ * attempt has been charged since (by the exited worker's successor, from
+ * its in-flight file) no longer matches the call's next attempt.
+ */
+static bool
+take_interrupted(const RetriesCall *call)
+{
+	bool		found = false;
+
+	if (retries_shared->ninterrupted == 0)
+		return false;			/* unlocked read: entries exist before the claim */
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_INTERRUPTED && !found; i++)
+	{
+		RetriesInterrupted *e = &retries_shared->interrupted[i];
+
+		if (e->dboid == MyDatabaseId && e->extension == my_extension &&
+			e->call_id == call->id && e->attempt == call->attempts + 1)
+		{
+			e->dboid = InvalidOid;
+			retries_shared->ninterrupted--;
+			found = true;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+	return found;
 }
 
 /*
@@ -563,6 +629,15 @@ run_batch(TimestampTz *due)
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;
+
+		if (take_interrupted(&calls[i]))
+		{
+			ereport(LOG,
+					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
+							calls[i].attempts + 1, calls[i].id)));
+			execute_interrupted(&calls[i], calls[i].attempts + 1);
+			continue;
+		}
 
 		inflight_write(calls[i].id, calls[i].attempts + 1);
 		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
