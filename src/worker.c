@@ -11,6 +11,12 @@
  * does not hold the others' commits for long.  Calls claimed but not
  * reached are simply released at commit.
  *
+ * A call may run for minutes, and the calls claimed after it stay locked
+ * until it ends, out of the other workers' reach.  So a batch claims in
+ * steps: 1 call first, then, each time it has run all it claimed, as many
+ * again: a slow call holds back at most as many claimed calls as ran
+ * before it in the same batch, and none when it is the first.
+ *
  * The crash rule.  A crash rolls the whole batch back, which loses nothing
  * and runs nothing twice, but the call that crashed the worker must be
  * charged an attempt, or a call that kills its worker every time would
@@ -443,17 +449,21 @@ take_interrupted(const RetriesCall *call)
 }
 
 /*
- * claim_batch -- claim up to 'limit' due calls, earliest first, and copy
- * them into the transaction's memory
+ * claim_open -- open the cursor that claims up to 'limit' due calls,
+ * earliest first, and return its name; claim_next() fetches from it
+ *
+ * A cursor rather than one query, so that the batch can claim its calls a
+ * few at a time (each row is locked as it is fetched) without claiming
+ * again the calls it has run, whose rows say 'scheduled' until the
+ * batch's outcomes are written.
  */
-static int
-claim_batch(RetriesCall *calls, int limit, TimestampTz now)
+static char *
+claim_open(int limit, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(limit), TimestampTzGetDatum(now)};
-	MemoryContext oldcxt;
-	int			n;
+	Portal		portal;
 
 	/*
 	 * The time is a parameter, not clock_timestamp() in the query: a volatile
@@ -470,8 +480,28 @@ claim_batch(RetriesCall *calls, int limit, TimestampTz now)
 						 " LIMIT $1"
 						 " FOR UPDATE SKIP LOCKED",
 						 2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not claim calls");
+	portal = SPI_cursor_open(NULL, plan, values, NULL, false);
+	return pstrdup(portal->name);
+}
+
+/*
+ * claim_next -- claim the next 'count' calls from the cursor claim_open()
+ * opened, and copy them into the transaction's memory; returns how many it
+ * got, fewer than 'count' once no more are due
+ *
+ * The cursor is looked up by name each time: a called function could have
+ * closed it (CLOSE ALL), and then nothing more is claimed.
+ */
+static int
+claim_next(const char *cursor, RetriesCall *calls, int count)
+{
+	Portal		portal = SPI_cursor_find(cursor);
+	MemoryContext oldcxt;
+	int			n;
+
+	if (portal == NULL)
+		return 0;
+	SPI_cursor_fetch(portal, true, count);
 
 	n = (int) SPI_processed;
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -596,10 +626,13 @@ static int
 run_batch(TimestampTz *due)
 {
 	RetriesCall *calls;
-	int			n;
+	int			n = 0;
+	int			got;
+	bool		claimed_all = true; /* the last claim got all it asked for */
 	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
+	char	   *cursor;
 	int			limit = retries_batch_size;
 	Oid			extoid;
 
@@ -619,9 +652,9 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
-	n = claim_batch(calls, limit, claimed_at);
+	cursor = claim_open(limit, claimed_at);
 
-	for (int i = 0; i < n; i++, ran++)
+	for (int i = 0;; i++, ran++)
 	{
 		bool		ok;
 
@@ -629,6 +662,20 @@ run_batch(TimestampTz *due)
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;
+
+		/* all claimed calls have run: claim as many again */
+		if (i == n)
+		{
+			int			want = Min(Max(n, 1), limit - n);
+
+			if (want <= 0 || !claimed_all)
+				break;
+			got = claim_next(cursor, calls + n, want);
+			claimed_all = got == want;
+			n += got;
+			if (got == 0)
+				break;
+		}
 
 		if (take_interrupted(&calls[i]))
 		{
@@ -648,10 +695,12 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
+	if (SPI_cursor_find(cursor) != NULL)
+		SPI_cursor_close(SPI_cursor_find(cursor));
 	execute_finish_batch();
 
 	*due = 0;
-	if (n < limit && ran == n)
+	if (!claimed_all && ran == n)
 		*due = next_due(claimed_at);
 
 	PopActiveSnapshot();
