@@ -22,6 +22,12 @@
 #
 # Then the gate opens, and the long call must have succeeded once, in one
 # attempt of at least 30 s, with its effect there exactly once.
+#
+# Last, a long call that falls due in the same instant as 100 short ones,
+# and so lands in the same batch of a worker: the short calls must not wait
+# for it.  A worker claims the calls of a batch a few at a time, so a long
+# call holds back none of them when it comes first in its batch, and at
+# most twice as many as ran before it otherwise (tried with 10).
 
 use strict;
 use warnings;
@@ -46,20 +52,20 @@ $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION retries;
 
-CREATE TABLE gate (open boolean NOT NULL);
-INSERT INTO gate VALUES (false);
+CREATE TABLE gate (id int PRIMARY KEY, open boolean NOT NULL);
+INSERT INTO gate VALUES (1, false), (2, false), (3, false);
 CREATE TABLE long_runs (call_id bigint PRIMARY KEY, started timestamptz);
 
--- runs until the gate opens: each statement of a volatile PL/pgSQL
+-- runs until its gate opens: each statement of a volatile PL/pgSQL
 -- function takes a new snapshot, so it sees the test's UPDATE
-CREATE FUNCTION long_call() RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION long_call(g int) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO long_runs VALUES (retries.current_call(), clock_timestamp());
-	WHILE NOT (SELECT open FROM gate) LOOP
+	WHILE NOT (SELECT open FROM gate WHERE id = g) LOOP
 		PERFORM pg_sleep(0.05);
 	END LOOP;
 END $$;
-SELECT retries.annotate('long_call()', '3 1s');
+SELECT retries.annotate('long_call(int)', '3 1s');
 
 CREATE TABLE short_runs (id int PRIMARY KEY);
 CREATE FUNCTION short_call(id int) RETURNS void LANGUAGE sql AS $$
@@ -140,7 +146,8 @@ my ($base_p95, $base_rate) = flow('baseline', 1);
 # The long call starts
 ###########################################################################
 
-my $long = $node->safe_psql('postgres', "SELECT retries.call('long_call()')");
+my $long = $node->safe_psql('postgres',
+	"SELECT retries.call('long_call(int)', '[1]')");
 wait_until(
 	$node, 'postgres',
 	"SELECT count(*) FROM retries.workers WHERE current_call = $long"
@@ -186,7 +193,7 @@ is( $node->safe_psql(
 		'postgres', qq{
 SELECT c.state, s.running
   FROM retries.calls c, retries.stats s
- WHERE c.id = $long AND s.fn = 'long_call()'::regprocedure}),
+ WHERE c.id = $long AND s.fn = 'long_call(int)'::regprocedure}),
 	'running|1',
 	'retries.calls and retries.stats still show it running');
 is( $node->safe_psql(
@@ -201,7 +208,7 @@ SELECT count(*) FROM retries.workers
 # The gate opens
 ###########################################################################
 
-$node->safe_psql('postgres', 'UPDATE gate SET open = true');
+$node->safe_psql('postgres', 'UPDATE gate SET open = true WHERE id = 1');
 wait_until($node, 'postgres',
 	"SELECT state FROM retries.calls WHERE id = $long",
 	'succeeded', 'the long call succeeds once released');
@@ -224,6 +231,63 @@ wait_until(
 	"SELECT count(*) FILTER (WHERE state = 'idle' AND current_call IS NULL)"
 	  . " FROM retries.workers WHERE database = 'postgres'",
 	'2', 'both workers are idle again');
+
+###########################################################################
+# A long call claimed in the same batch as others
+###########################################################################
+
+# long_with_burst(NAME, GATE, BEFORE, AFTER, FROM): schedule BEFORE short
+# calls, then long_call(GATE) 1 ms later, then AFTER short calls 1 ms later
+# again, all due now, in one transaction; wait until at least AFTER -
+# BEFORE of the short calls succeed, while the long call runs; then open
+# the gate and wait for all.  A worker claims a batch a few calls at a
+# time, so the long call holds back only as many claimed calls as it ran
+# before it in the same batch: none if the long call is the first, and at
+# most 2 * BEFORE in all (those before it, which commit with it, and as
+# many claimed after it).
+sub long_with_burst
+{
+	my ($name, $gate, $before, $after, $from) = @_;
+	my $mid = $from + $before;
+	my $to = $mid + $after - 1;
+	my ($long) = split /\n/,
+	  $node->safe_psql(
+		'postgres', qq{
+BEGIN;
+SELECT retries.call('long_call(int)', '[$gate]', now() + interval '1 ms');
+SELECT retries.call('short_call(int)', jsonb_build_array(i),
+					now() + CASE WHEN i < $mid THEN interval '0'
+								 ELSE interval '2 ms' END)
+  FROM generate_series($from, $to) i;
+COMMIT;
+});
+	my $shorts =
+	  "SELECT id FROM retries.calls WHERE fn = 'short_call(int)'::regprocedure"
+	  . " AND (args->>0)::int BETWEEN $from AND $to";
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) >= $after - $before FROM retries.calls"
+		  . " WHERE id IN ($shorts) AND state = 'succeeded'",
+		't',
+		"$name: at least $after - $before of the "
+		  . ($before + $after)
+		  . " short calls succeed while the long call runs",
+		20);
+	is($node->safe_psql('postgres',
+			"SELECT state FROM retries.calls WHERE id = $long"),
+		'running', "$name: the long call is still running");
+	$node->safe_psql('postgres', "UPDATE gate SET open = true WHERE id = $gate");
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) FROM retries.calls WHERE (id IN ($shorts) OR id = $long)"
+		  . " AND state = 'succeeded'",
+		$before + $after + 1,
+		"$name: all succeed once the long call is released");
+	return;
+}
+
+long_with_burst('long call first', 2, 0, 100, 200_001);
+long_with_burst('long call 11th', 3, 10, 100, 300_001);
 
 $node->stop;
 done_testing();
