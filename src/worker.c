@@ -243,31 +243,52 @@ charge_interrupted(const InFlight *rec)
 }
 
 /*
- * recover_slot -- charge what the in-flight file of one slot holds, then
- * clear it.  Runs inside a transaction and SPI connection.
+ * recover_slot -- charge what the in-flight file of one slot holds; true if
+ * it held anything, for clear_slot() to clear once the charge has
+ * committed.  Runs inside a transaction and SPI connection.
  */
-static void
+static bool
 recover_slot(int slot_no)
 {
 	char		path[MAXPGPATH];
 	int			fd;
 	InFlight	rec;
+	bool		held;
+
+	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return false;
+	held = pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0;
+	close(fd);
+
+	/* a record of an extension since dropped is only cleared */
+	if (held && rec.extension == my_extension)
+		charge_interrupted(&rec);
+	return held;
+}
+
+/*
+ * clear_slot -- clear the in-flight file of a slot whose charge has
+ * committed
+ *
+ * Not before the commit: a worker killed in between would lose the charge.
+ * A file left behind by a kill after the commit is harmless, since
+ * charge_interrupted() sees that the attempt is already counted.
+ */
+static void
+clear_slot(int slot_no)
+{
+	char		path[MAXPGPATH];
+	int			fd;
 	InFlight	empty = {0, 0, 0};
 
 	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
 	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
-	if (fd < 0)
-		return;
-	if (pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0)
-	{
-		/* a record of an extension since dropped is only cleared */
-		if (rec.extension == my_extension)
-			charge_interrupted(&rec);
-		if (pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("retries: could not clear \"%s\": %m", path)));
-	}
+	if (fd < 0 || pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not clear \"%s\": %m", path)));
 	close(fd);
 }
 
@@ -284,6 +305,7 @@ recover(void)
 {
 	RetriesDatabase *db;
 	bool		all;
+	bool		held[RETRIES_MAX_SLOTS] = {false};
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = retries_find_database(MyDatabaseId, true);
@@ -299,14 +321,18 @@ recover(void)
 		if (all)
 		{
 			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
-				recover_slot(n);
+				held[n] = recover_slot(n);
 		}
 		else
-			recover_slot(my_slot->slot_no);
+			held[my_slot->slot_no] = recover_slot(my_slot->slot_no);
 	}
 	PopActiveSnapshot();
 	SPI_finish();
 	CommitTransactionCommand();
+
+	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+		if (held[n])
+			clear_slot(n);
 
 	if (all)
 	{
