@@ -20,6 +20,8 @@
 /* Most databases and worker slots tracked at once */
 #define RETRIES_MAX_DATABASES	128
 #define RETRIES_MAX_SLOTS		256
+/* Most attempts left behind by exiting workers remembered at once */
+#define RETRIES_MAX_INTERRUPTED	64
 
 /* What the launcher knows of a database */
 typedef enum RetriesDbState
@@ -63,6 +65,19 @@ typedef struct RetriesWorker
 	int64		errors;
 } RetriesWorker;
 
+/*
+ * An attempt that a worker left unfinished when it exited (see worker.c):
+ * the first worker to claim the call charges it.  A ring: when it is full,
+ * the oldest entry is overwritten.
+ */
+typedef struct RetriesInterrupted
+{
+	Oid			dboid;			/* InvalidOid when the entry is free */
+	Oid			extension;		/* the extension the call belongs to */
+	int64		call_id;
+	int32		attempt;
+} RetriesInterrupted;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -70,6 +85,9 @@ typedef struct RetriesShared
 	Latch	   *launcher_latch;
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
+	int			ninterrupted;	/* entries in use */
+	int			next_interrupted;	/* where the next entry goes */
+	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
 } RetriesShared;
 
 extern RetriesShared *retries_shared;

@@ -11,6 +11,12 @@
  * does not hold the others' commits for long.  Calls claimed but not
  * reached are simply released at commit.
  *
+ * A call may run for minutes, and the calls claimed after it stay locked
+ * until it ends, out of the other workers' reach.  So a batch claims in
+ * steps: 1 call first, then, each time it has run all it claimed, as many
+ * again: a slow call holds back at most as many claimed calls as ran
+ * before it in the same batch, and none when it is the first.
+ *
  * The crash rule.  A crash rolls the whole batch back, which loses nothing
  * and runs nothing twice, but the call that crashed the worker must be
  * charged an attempt, or a call that kills its worker every time would
@@ -21,7 +27,15 @@
  * outcome is recorded.  A process kill leaves the file behind (the page
  * cache outlives the process), and the next worker to start in that slot
  * records the attempt as 'interrupted', which counts toward max_attempts.
- * Only that call is charged; its batch-mates run again uncharged.  After a
+ * Only that call is charged; its batch-mates run again uncharged.
+ *
+ * A worker that exits while the cluster stays up (SIGTERM, or any FATAL
+ * error) releases the call's row lock as it goes, and its successor starts
+ * only a second or so later: meanwhile another worker could claim the call
+ * and run the same attempt again, uncharged.  So on its way out the worker
+ * also notes the attempt in shared memory (before its transaction is rolled
+ * back and the lock released), and whichever worker claims the call next
+ * charges the attempt instead of running it.  After a
  * postmaster restart the first worker of a database handles the files of
  * all its slots before any worker claims a call, so a poison call cannot be
  * picked up again before it is charged.  The file also names the extension
@@ -89,6 +103,8 @@ typedef struct InFlight
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
 static int	inflight_fd = -1;
+/* What the in-flight file holds now */
+static InFlight inflight = {0, 0, InvalidOid};
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -135,6 +151,7 @@ inflight_write(int64 call_id, int32 attempt)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not write in-flight file: %m")));
+	inflight = rec;
 }
 
 /*
@@ -227,31 +244,52 @@ charge_interrupted(const InFlight *rec)
 }
 
 /*
- * recover_slot -- charge what the in-flight file of one slot holds, then
- * clear it.  Runs inside a transaction and SPI connection.
+ * recover_slot -- charge what the in-flight file of one slot holds; true if
+ * it held anything, for clear_slot() to clear once the charge has
+ * committed.  Runs inside a transaction and SPI connection.
  */
-static void
+static bool
 recover_slot(int slot_no)
 {
 	char		path[MAXPGPATH];
 	int			fd;
 	InFlight	rec;
+	bool		held;
+
+	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return false;
+	held = pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0;
+	close(fd);
+
+	/* a record of an extension since dropped is only cleared */
+	if (held && rec.extension == my_extension)
+		charge_interrupted(&rec);
+	return held;
+}
+
+/*
+ * clear_slot -- clear the in-flight file of a slot whose charge has
+ * committed
+ *
+ * Not before the commit: a worker killed in between would lose the charge.
+ * A file left behind by a kill after the commit is harmless, since
+ * charge_interrupted() sees that the attempt is already counted.
+ */
+static void
+clear_slot(int slot_no)
+{
+	char		path[MAXPGPATH];
+	int			fd;
 	InFlight	empty = {0, 0, 0};
 
 	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
 	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
-	if (fd < 0)
-		return;
-	if (pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0)
-	{
-		/* a record of an extension since dropped is only cleared */
-		if (rec.extension == my_extension)
-			charge_interrupted(&rec);
-		if (pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("retries: could not clear \"%s\": %m", path)));
-	}
+	if (fd < 0 || pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not clear \"%s\": %m", path)));
 	close(fd);
 }
 
@@ -268,6 +306,7 @@ recover(void)
 {
 	RetriesDatabase *db;
 	bool		all;
+	bool		held[RETRIES_MAX_SLOTS] = {false};
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = retries_find_database(MyDatabaseId, true);
@@ -283,14 +322,18 @@ recover(void)
 		if (all)
 		{
 			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
-				recover_slot(n);
+				held[n] = recover_slot(n);
 		}
 		else
-			recover_slot(my_slot->slot_no);
+			held[my_slot->slot_no] = recover_slot(my_slot->slot_no);
 	}
 	PopActiveSnapshot();
 	SPI_finish();
 	CommitTransactionCommand();
+
+	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+		if (held[n])
+			clear_slot(n);
 
 	if (all)
 	{
@@ -374,21 +417,80 @@ worker_exit(int code, Datum arg)
 		my_slot->latch = NULL;
 		my_slot->current_call = 0;
 	}
+
+	/*
+	 * Exiting in the middle of an attempt: note it for the next worker to
+	 * claim the call.  This runs before the transaction is rolled back, so
+	 * no other worker can have claimed the call yet.
+	 */
+	if (inflight.call_id != 0)
+	{
+		RetriesInterrupted *e =
+		&retries_shared->interrupted[retries_shared->next_interrupted];
+
+		if (!OidIsValid(e->dboid))
+			retries_shared->ninterrupted++;
+		e->dboid = MyDatabaseId;
+		e->extension = inflight.extension;
+		e->call_id = inflight.call_id;
+		e->attempt = inflight.attempt;
+		retries_shared->next_interrupted =
+			(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
+	}
 	LWLockRelease(retries_shared->lock);
 }
 
 /*
- * claim_batch -- claim up to 'limit' due calls, earliest first, and copy
- * them into the transaction's memory
+ * take_interrupted -- whether this attempt of a call was left unfinished by
+ * a worker that exited (see worker_exit); if so, the entry is removed, and
+ * the caller charges the attempt
+ *
+ * Called with the call claimed, so its row is locked: the entry, made
+ * before the lock was released, is there to be seen.  An entry whose
+ * attempt has been charged since (by the exited worker's successor, from
+ * its in-flight file) no longer matches the call's next attempt.
  */
-static int
-claim_batch(RetriesCall *calls, int limit, TimestampTz now)
+static bool
+take_interrupted(const RetriesCall *call)
+{
+	bool		found = false;
+
+	if (retries_shared->ninterrupted == 0)
+		return false;			/* unlocked read: entries exist before the claim */
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_INTERRUPTED && !found; i++)
+	{
+		RetriesInterrupted *e = &retries_shared->interrupted[i];
+
+		if (e->dboid == MyDatabaseId && e->extension == my_extension &&
+			e->call_id == call->id && e->attempt == call->attempts + 1)
+		{
+			e->dboid = InvalidOid;
+			retries_shared->ninterrupted--;
+			found = true;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+	return found;
+}
+
+/*
+ * claim_open -- open the cursor that claims up to 'limit' due calls,
+ * earliest first, and return its name; claim_next() fetches from it
+ *
+ * A cursor rather than one query, so that the batch can claim its calls a
+ * few at a time (each row is locked as it is fetched) without claiming
+ * again the calls it has run, whose rows say 'scheduled' until the
+ * batch's outcomes are written.
+ */
+static char *
+claim_open(int limit, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(limit), TimestampTzGetDatum(now)};
-	MemoryContext oldcxt;
-	int			n;
+	Portal		portal;
 
 	/*
 	 * The time is a parameter, not clock_timestamp() in the query: a volatile
@@ -405,8 +507,28 @@ claim_batch(RetriesCall *calls, int limit, TimestampTz now)
 						 " LIMIT $1"
 						 " FOR UPDATE SKIP LOCKED",
 						 2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not claim calls");
+	portal = SPI_cursor_open(NULL, plan, values, NULL, false);
+	return pstrdup(portal->name);
+}
+
+/*
+ * claim_next -- claim the next 'count' calls from the cursor claim_open()
+ * opened, and copy them into the transaction's memory; returns how many it
+ * got, fewer than 'count' once no more are due
+ *
+ * The cursor is looked up by name each time: a called function could have
+ * closed it (CLOSE ALL), and then nothing more is claimed.
+ */
+static int
+claim_next(const char *cursor, RetriesCall *calls, int count)
+{
+	Portal		portal = SPI_cursor_find(cursor);
+	MemoryContext oldcxt;
+	int			n;
+
+	if (portal == NULL)
+		return 0;
+	SPI_cursor_fetch(portal, true, count);
 
 	n = (int) SPI_processed;
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -532,10 +654,13 @@ static int
 run_batch(TimestampTz *due)
 {
 	RetriesCall *calls;
-	int			n;
+	int			n = 0;
+	int			got;
+	bool		claimed_all = true; /* the last claim got all it asked for */
 	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
+	char	   *cursor;
 	int			limit = retries_batch_size;
 	Oid			extoid;
 
@@ -555,9 +680,9 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
-	n = claim_batch(calls, limit, claimed_at);
+	cursor = claim_open(limit, claimed_at);
 
-	for (int i = 0; i < n; i++, ran++)
+	for (int i = 0;; i++, ran++)
 	{
 		bool		ok;
 
@@ -565,6 +690,29 @@ run_batch(TimestampTz *due)
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;
+
+		/* all claimed calls have run: claim as many again */
+		if (i == n)
+		{
+			int			want = Min(Max(n, 1), limit - n);
+
+			if (want <= 0 || !claimed_all)
+				break;
+			got = claim_next(cursor, calls + n, want);
+			claimed_all = got == want;
+			n += got;
+			if (got == 0)
+				break;
+		}
+
+		if (take_interrupted(&calls[i]))
+		{
+			ereport(LOG,
+					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
+							calls[i].attempts + 1, calls[i].id)));
+			execute_interrupted(&calls[i], calls[i].attempts + 1);
+			continue;
+		}
 
 		inflight_write(calls[i].id, calls[i].attempts + 1);
 		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
@@ -575,10 +723,12 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
+	if (SPI_cursor_find(cursor) != NULL)
+		SPI_cursor_close(SPI_cursor_find(cursor));
 	execute_finish_batch();
 
 	*due = 0;
-	if (n < limit && ran == n)
+	if (!claimed_all && ran == n)
 		*due = next_due(claimed_at);
 
 	PopActiveSnapshot();

@@ -1,0 +1,293 @@
+# A call that runs for a long time while others flow.
+#
+# long_call() runs until the test opens a gate (a flag it polls), at least
+# 30 s here, standing for a call that runs for minutes.  While it runs:
+#
+#   - it is visible: retries.workers shows its worker 'running' it, with a
+#     'since' older than 30 s, and retries.calls shows it 'running';
+#   - the other calls keep flowing, measured twice in the same test, first
+#     without the long call (the baseline), then with it:
+#       a. pick-up latency: 200 calls fall due one every 20 ms; the time
+#          from a call's due time to the start of its first attempt;
+#       b. throughput: 1000 calls fall due at once; calls per second from
+#          their scheduling to the end of the last one.
+#
+# What is fair to ask.  With retries.max_workers = 2 the long call takes
+# one of the two workers, and the other one is left for everything else:
+# the short calls here each sleep 2 ms, so one worker can do at best half
+# of what two do, and the test asks for 0.3 of the baseline throughput.  A
+# single idle worker picks up a call that falls due as fast as two do, so
+# the p95 pick-up latency may grow only by noise: at most 5 times the
+# baseline's plus 50 ms.
+#
+# Then the gate opens, and the long call must have succeeded once, in one
+# attempt of at least 30 s, with its effect there exactly once.
+#
+# Last, a long call that falls due in the same instant as 100 short ones,
+# and so lands in the same batch of a worker: the short calls must not wait
+# for it.  A worker claims the calls of a batch a few at a time, so a long
+# call holds back none of them when it comes first in its batch, and at
+# most twice as many as ran before it otherwise (tried with 10).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+my $LONG_SECS = 30;			# how long the long call runs at least
+my $STREAM = 200;			# calls of the latency stream
+my $STREAM_GAP_MS = 20;		# one falls due every so many ms
+my $BURST = 1000;			# calls of the throughput burst
+
+my $node = retries_node('long_call');
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION retries;
+
+CREATE TABLE gate (id int PRIMARY KEY, open boolean NOT NULL);
+INSERT INTO gate VALUES (1, false), (2, false), (3, false);
+CREATE TABLE long_runs (call_id bigint PRIMARY KEY, started timestamptz);
+
+-- runs until its gate opens: each statement of a volatile PL/pgSQL
+-- function takes a new snapshot, so it sees the test's UPDATE
+CREATE FUNCTION long_call(g int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO long_runs VALUES (retries.current_call(), clock_timestamp());
+	WHILE NOT (SELECT open FROM gate WHERE id = g) LOOP
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+END $$;
+SELECT retries.annotate('long_call(int)', '3 1s');
+
+CREATE TABLE short_runs (id int PRIMARY KEY);
+CREATE FUNCTION short_call(id int) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO short_runs VALUES (id);
+	SELECT pg_sleep(0.002);
+$$;
+SELECT retries.annotate('short_call(int)', '3 10ms');
+});
+
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.workers WHERE database = 'postgres'",
+	'2', 'two workers start');
+
+# flow(NAME, FROM): the stream and the burst of short calls, numbered from
+# FROM; waits for each to finish.  Returns the p95 pick-up latency of the
+# stream (ms) and the throughput of the burst (calls/s).
+sub flow
+{
+	my ($name, $from) = @_;
+	my $to = $from + $STREAM - 1;
+
+	# a. the stream: call i falls due (i - FROM) * GAP after a start 200 ms
+	# from now, so that all are committed before the first is due
+	my ($first, $last) = split /,/,
+	  $node->safe_psql(
+		'postgres', qq{
+SELECT min(id) || ',' || max(id) FROM (
+	SELECT retries.call('short_call(int)', jsonb_build_array(i),
+						now() + interval '200 ms'
+							  + (i - $from) * interval '$STREAM_GAP_MS ms') AS id
+	  FROM generate_series($from, $to) i) s});
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) FROM retries.calls WHERE id BETWEEN $first AND $last"
+		  . " AND state = 'succeeded'",
+		$STREAM, "$name: the $STREAM calls of the stream succeed");
+	my ($p95, $p50, $max) = split /\|/,
+	  $node->safe_psql(
+		'postgres', qq{
+SELECT round(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+	   round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+	   round(max(ms)::numeric, 1)
+  FROM (SELECT extract(epoch FROM a.started_at - c.next_attempt) * 1000 AS ms
+		  FROM retries.calls c
+		  JOIN retries.attempts a ON a.call_id = c.id AND a.attempt = 1
+		 WHERE c.id BETWEEN $first AND $last) s});
+
+	# b. the burst: all due at once
+	$from = $to + 1;
+	$to = $from + $BURST - 1;
+	($first, $last) =
+	  schedule_range($node, 'postgres', 'short_call(int)', $from, $to);
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) FROM retries.calls WHERE id BETWEEN $first AND $last"
+		  . " AND state = 'succeeded'",
+		$BURST, "$name: the $BURST calls of the burst succeed");
+	my ($rate, $secs) = split /\|/,
+	  $node->safe_psql(
+		'postgres', qq{
+SELECT round($BURST / s, 1), round(s::numeric, 3) FROM (
+	SELECT extract(epoch FROM max(a.finished_at) - min(c.created_at)) AS s
+	  FROM retries.calls c JOIN retries.attempts a ON a.call_id = c.id
+	 WHERE c.id BETWEEN $first AND $last) t});
+
+	diag("$name: stream pick-up latency p50 $p50 ms, p95 $p95 ms, max $max ms;"
+		  . " burst of $BURST in $secs s: $rate calls/s");
+	return ($p95, $rate);
+}
+
+###########################################################################
+# Baseline: no long call
+###########################################################################
+
+my ($base_p95, $base_rate) = flow('baseline', 1);
+
+###########################################################################
+# The long call starts
+###########################################################################
+
+my $long = $node->safe_psql('postgres',
+	"SELECT retries.call('long_call(int)', '[1]')");
+wait_until(
+	$node, 'postgres',
+	"SELECT count(*) FROM retries.workers WHERE current_call = $long"
+	  . " AND state = 'running'",
+	'1', 'the long call is picked up');
+my $long_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM retries.workers WHERE current_call = $long");
+is( $node->safe_psql(
+		'postgres', "SELECT state, attempts FROM retries.calls WHERE id = $long"),
+	'running|0',
+	'retries.calls shows the long call running, in its first attempt');
+
+###########################################################################
+# Others flow meanwhile
+###########################################################################
+
+my ($long_p95, $long_rate) = flow('with the long call', 100_001);
+
+is( $node->safe_psql(
+		'postgres', qq{
+SELECT state, current_call = $long FROM retries.workers WHERE pid = $long_pid}),
+	"running|t",
+	'the long call kept its worker all along');
+cmp_ok($long_rate, '>=', 0.3 * $base_rate,
+	"throughput with the long call running is at least 0.3 of the baseline"
+	  . " ($long_rate vs $base_rate calls/s)");
+cmp_ok($long_p95, '<=', 5 * $base_p95 + 50,
+	"p95 pick-up latency with the long call running is at most 5 times the"
+	  . " baseline's + 50 ms ($long_p95 vs $base_p95 ms)");
+
+###########################################################################
+# Visible all along, for minutes if need be
+###########################################################################
+
+wait_until(
+	$node, 'postgres',
+	"SELECT state || ',' || (since <= now() - interval '$LONG_SECS s')"
+	  . " FROM retries.workers WHERE pid = $long_pid AND current_call = $long",
+	'running,true',
+	"retries.workers shows the long call running for more than $LONG_SECS s",
+	$LONG_SECS + 60);
+is( $node->safe_psql(
+		'postgres', qq{
+SELECT c.state, s.running
+  FROM retries.calls c, retries.stats s
+ WHERE c.id = $long AND s.fn = 'long_call(int)'::regprocedure}),
+	'running|1',
+	'retries.calls and retries.stats still show it running');
+is( $node->safe_psql(
+		'postgres', qq{
+SELECT count(*) FROM retries.workers
+ WHERE database = 'postgres' AND pid <> $long_pid
+   AND coalesce(current_call, 0) <> $long}),
+	'1',
+	'the other worker is not held up by it');
+
+###########################################################################
+# The gate opens
+###########################################################################
+
+$node->safe_psql('postgres', 'UPDATE gate SET open = true WHERE id = 1');
+wait_until($node, 'postgres',
+	"SELECT state FROM retries.calls WHERE id = $long",
+	'succeeded', 'the long call succeeds once released');
+is( $node->safe_psql(
+		'postgres', qq{
+SELECT string_agg(attempt || ':' || outcome, ',')
+	   || ' ' || bool_and(finished_at - started_at >= interval '$LONG_SECS s')
+  FROM retries.attempts WHERE call_id = $long}),
+	'1:succeeded true',
+	"in one attempt, of at least $LONG_SECS s");
+is($node->safe_psql('postgres', "SELECT count(*) FROM long_runs WHERE call_id = $long"),
+	'1', 'its effect is there once');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*), count(DISTINCT id) FROM short_runs"),
+	(2 * ($STREAM + $BURST)) . '|' . (2 * ($STREAM + $BURST)),
+	'every short call ran once');
+wait_until(
+	$node, 'postgres',
+	"SELECT count(*) FILTER (WHERE state = 'idle' AND current_call IS NULL)"
+	  . " FROM retries.workers WHERE database = 'postgres'",
+	'2', 'both workers are idle again');
+
+###########################################################################
+# A long call claimed in the same batch as others
+###########################################################################
+
+# long_with_burst(NAME, GATE, BEFORE, AFTER, FROM): schedule BEFORE short
+# calls, then long_call(GATE) 1 ms later, then AFTER short calls 1 ms later
+# again, all due now, in one transaction; wait until at least AFTER -
+# BEFORE of the short calls succeed, while the long call runs; then open
+# the gate and wait for all.  A worker claims a batch a few calls at a
+# time, so the long call holds back only as many claimed calls as it ran
+# before it in the same batch: none if the long call is the first, and at
+# most 2 * BEFORE in all (those before it, which commit with it, and as
+# many claimed after it).
+sub long_with_burst
+{
+	my ($name, $gate, $before, $after, $from) = @_;
+	my $mid = $from + $before;
+	my $to = $mid + $after - 1;
+	my ($long) = split /\n/,
+	  $node->safe_psql(
+		'postgres', qq{
+BEGIN;
+SELECT retries.call('long_call(int)', '[$gate]', now() + interval '1 ms');
+SELECT retries.call('short_call(int)', jsonb_build_array(i),
+					now() + CASE WHEN i < $mid THEN interval '0'
+								 ELSE interval '2 ms' END)
+  FROM generate_series($from, $to) i;
+COMMIT;
+});
+	my $shorts =
+	  "SELECT id FROM retries.calls WHERE fn = 'short_call(int)'::regprocedure"
+	  . " AND (args->>0)::int BETWEEN $from AND $to";
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) >= $after - $before FROM retries.calls"
+		  . " WHERE id IN ($shorts) AND state = 'succeeded'",
+		't',
+		"$name: at least $after - $before of the "
+		  . ($before + $after)
+		  . " short calls succeed while the long call runs",
+		20);
+	is($node->safe_psql('postgres',
+			"SELECT state FROM retries.calls WHERE id = $long"),
+		'running', "$name: the long call is still running");
+	$node->safe_psql('postgres', "UPDATE gate SET open = true WHERE id = $gate");
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) FROM retries.calls WHERE (id IN ($shorts) OR id = $long)"
+		  . " AND state = 'succeeded'",
+		$before + $after + 1,
+		"$name: all succeed once the long call is released");
+	return;
+}
+
+long_with_burst('long call first', 2, 0, 100, 200_001);
+long_with_burst('long call 11th', 3, 10, 100, 300_001);
+
+$node->stop;
+done_testing();
