@@ -35,6 +35,9 @@ typedef struct RetriesDatabase
 	Oid			dboid;			/* InvalidOid when the entry is free */
 	RetriesDbState state;
 	bool		recovered;		/* interrupted attempts charged since start */
+	/* slots whose worker exited with an attempt in flight, to be charged */
+	bool		orphaned[RETRIES_MAX_SLOTS];
+	pid_t		recovering_pid; /* the worker charging them now, or 0 */
 	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
 	TimestampTz next_start;		/* do not start workers before this */
 } RetriesDatabase;

@@ -24,16 +24,24 @@
  * Only that call is charged; its batch-mates run again uncharged.  After a
  * postmaster restart the first worker of a database handles the files of
  * all its slots before any worker claims a call, so a poison call cannot be
- * picked up again before it is charged.  The file also names the extension
+ * picked up again before it is charged.  A worker that exits while the
+ * server stays up (pg_terminate_backend, stopped for DROP DATABASE or
+ * ALTER DATABASE) marks its slot orphaned in shared memory on its way out,
+ * while it still holds its calls locked; the other workers of the database
+ * claim nothing until one of them has charged what the file of that slot
+ * holds, since the worker that takes the slot over may start much later,
+ * or never.  The file also names the extension
  * (its OID), so that a file left behind before DROP EXTENSION and CREATE
  * EXTENSION charges nothing to the new extension's calls, whose ids start
  * again from 1.
  *
- * DROP EXTENSION.  Each transaction of the worker first locks the
- * extension (as an object), as DROP EXTENSION does before it drops
- * anything: a drop waits for the worker's transaction to end, and a worker
- * that comes second waits for the drop, then sees the extension gone and
- * exits, instead of tripping over the dropped tables.
+ * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
+ * first (hooks.c), so that the drop does not wait for their running calls.
+ * Each transaction of the worker also locks the extension (as an object),
+ * as DROP EXTENSION does before it drops anything: a drop some other way
+ * (DROP SCHEMA ... CASCADE, DROP OWNED) waits for the worker's transaction
+ * to end, and a worker that comes second waits for the drop, then sees the
+ * extension gone and exits, instead of tripping over the dropped tables.
  *
  *-------------------------------------------------------------------------
  */
@@ -89,6 +97,8 @@ typedef struct InFlight
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
 static int	inflight_fd = -1;
+/* The call whose attempt the in-flight file now names, or 0 */
+static int64 inflight_call = 0;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -135,6 +145,7 @@ inflight_write(int64 call_id, int32 attempt)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not write in-flight file: %m")));
+	inflight_call = call_id;
 }
 
 /*
@@ -272,7 +283,12 @@ recover(void)
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = retries_find_database(MyDatabaseId, true);
 	all = db != NULL && !db->recovered;
+	/* otherwise its own slot is charged as an orphan, by recover_orphans() */
+	if (db != NULL && !all)
+		db->orphaned[my_slot->slot_no] = true;
 	LWLockRelease(retries_shared->lock);
+	if (!all)
+		return;
 
 	start_transaction();
 	SPI_connect();
@@ -280,13 +296,8 @@ recover(void)
 	/* nothing to do if it was dropped just now: run_batch() will see it */
 	if (lock_extension() == my_extension)
 	{
-		if (all)
-		{
-			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
-				recover_slot(n);
-		}
-		else
-			recover_slot(my_slot->slot_no);
+		for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+			recover_slot(n);
 	}
 	PopActiveSnapshot();
 	SPI_finish();
@@ -298,6 +309,87 @@ recover(void)
 		db->recovered = true;
 		LWLockRelease(retries_shared->lock);
 	}
+}
+
+/*
+ * orphans_pending -- are attempts left in flight by exited workers of this
+ * database still to be charged?
+ */
+static bool
+orphans_pending(void)
+{
+	RetriesDatabase *db;
+	bool		pending = false;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = retries_find_database(MyDatabaseId, false);
+	for (int n = 0; db != NULL && n < RETRIES_MAX_SLOTS && !pending; n++)
+		pending = db->orphaned[n];
+	LWLockRelease(retries_shared->lock);
+	return pending;
+}
+
+/*
+ * recover_orphans -- charge the attempts that workers of this database left
+ * in flight when they exited, with the server up; see the file header
+ *
+ * Returns false if another worker is doing it: the caller must claim
+ * nothing until it is done.  The slots stay marked until the charges have
+ * committed, so that no worker claims an orphaned call before.
+ */
+static bool
+recover_orphans(void)
+{
+	RetriesDatabase *db;
+	bool		slots[RETRIES_MAX_SLOTS];
+	bool		any = false;
+
+	if (!orphans_pending())
+		return true;			/* the usual case, under a shared lock */
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, false);
+	if (db != NULL)
+	{
+		memcpy(slots, db->orphaned, sizeof(slots));
+		for (int n = 0; n < RETRIES_MAX_SLOTS && !any; n++)
+			any = slots[n];
+	}
+	if (any && db->recovering_pid != 0 && db->recovering_pid != MyProcPid)
+	{
+		LWLockRelease(retries_shared->lock);
+		return false;
+	}
+	if (any)
+		db->recovering_pid = MyProcPid;
+	LWLockRelease(retries_shared->lock);
+	if (!any)
+		return true;
+
+	start_transaction();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	/* nothing to charge if it was dropped: run_batch() will see it */
+	if (lock_extension() == my_extension)
+	{
+		for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+			if (slots[n])
+				recover_slot(n);
+	}
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, false);
+	if (db != NULL)
+	{
+		for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+			if (slots[n])
+				db->orphaned[n] = false;
+		db->recovering_pid = 0;
+	}
+	LWLockRelease(retries_shared->lock);
+	return true;
 }
 
 /*
@@ -360,11 +452,17 @@ count_call(bool succeeded)
 }
 
 /*
- * worker_exit -- clear this worker's slot on the way out
+ * worker_exit -- clear this worker's slot on the way out; with an attempt
+ * in flight, mark the slot orphaned and wake the other workers to charge it
+ *
+ * This runs before the transaction is aborted, so the call is still locked:
+ * no other worker can claim it without seeing the mark.
  */
 static void
 worker_exit(int code, Datum arg)
 {
+	RetriesDatabase *db;
+
 	if (my_slot == NULL)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
@@ -374,7 +472,14 @@ worker_exit(int code, Datum arg)
 		my_slot->latch = NULL;
 		my_slot->current_call = 0;
 	}
+	db = retries_find_database(MyDatabaseId, false);
+	if (db != NULL && inflight_call != 0)
+		db->orphaned[my_slot->slot_no] = true;
+	if (db != NULL && db->recovering_pid == MyProcPid)
+		db->recovering_pid = 0;
 	LWLockRelease(retries_shared->lock);
+	if (inflight_call != 0)
+		retries_wake_workers(MyDatabaseId);
 }
 
 /*
@@ -557,6 +662,14 @@ run_batch(TimestampTz *due)
 	claimed_at = GetCurrentTimestamp();
 	n = claim_batch(calls, limit, claimed_at);
 
+	/*
+	 * A worker that exited may have released one of these calls just before
+	 * the claim: if it left an attempt to charge, let go of them all until
+	 * that is done.  (It marks its slot before it releases its calls.)
+	 */
+	if (n > 0 && orphans_pending())
+		n = -n;
+
 	for (int i = 0; i < n; i++, ran++)
 	{
 		bool		ok;
@@ -578,7 +691,9 @@ run_batch(TimestampTz *due)
 	execute_finish_batch();
 
 	*due = 0;
-	if (n < limit && ran == n)
+	if (n < 0)
+		n = -n;					/* released: come back at once */
+	else if (n < limit && ran == n)
 		*due = next_due(claimed_at);
 
 	PopActiveSnapshot();
@@ -667,6 +782,8 @@ retries_worker_main(Datum main_arg)
 
 		if (!retries_enabled)
 			set_state(WORKER_PAUSED, 0, InvalidOid);
+		else if (!recover_orphans())
+			sleep_ms = 10;		/* another worker is charging them */
 		else
 		{
 			n = run_batch(&due);
