@@ -8,9 +8,15 @@
  *   starts within milliseconds (no polling).
  * - CREATE EXTENSION wakes the launcher at commit; DROP EXTENSION wakes the
  *   workers at commit, and they find the extension gone and exit.
- * - DROP DATABASE and ALTER DATABASE RENAME fail while other sessions are
- *   connected, so the workers of that database are stopped first, and the
- *   launcher keeps away from it for a while.
+ * - The commands that need a database to themselves (DROP DATABASE, ALTER
+ *   DATABASE RENAME or SET TABLESPACE, CREATE DATABASE from it as a
+ *   template) fail while other sessions are connected, so the workers of
+ *   that database are stopped first.  So are they before DROP EXTENSION,
+ *   which would otherwise wait for the call each of them is running, for
+ *   minutes maybe.  The launcher keeps away from the database until the
+ *   transaction ends, committed or not; a command that failed or was rolled
+ *   back has the workers back at once, and the attempts it cut short count
+ *   as interrupted, like any other.
  *
  * Installed only when the library is preloaded (there are no workers
  * otherwise).
@@ -25,18 +31,27 @@
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "commands/defrem.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "retries.h"
 #include "shmem.h"
 
-/* How long the launcher keeps away from a database being dropped/renamed */
+/*
+ * How long the launcher keeps away from a database whose workers were
+ * stopped, at most: the end of the transaction lets them back sooner.
+ */
 #define STOP_PAUSE_SECS			30
 
 static bool wake_workers_at_commit = false;
 static bool wake_launcher_at_commit = false;
+/* Databases whose workers this transaction stopped (in TopMemoryContext) */
+static List *stopped_databases = NIL;
+/* Set before commit: the transaction leaves this database without the extension */
+static bool extension_gone = false;
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
@@ -54,6 +69,39 @@ retries_wake_at_commit(void)
 }
 
 /*
+ * let_workers_back -- at the end of a transaction, let the launcher start
+ * workers again in the databases whose workers it stopped
+ *
+ * After a DROP DATABASE the database is gone and the launcher forgets it;
+ * after a committed DROP EXTENSION it is told that the extension is gone
+ * (otherwise the workers it would start would find that out and exit).
+ */
+static void
+let_workers_back(bool committed)
+{
+	ListCell   *lc;
+
+	if (stopped_databases == NIL)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	foreach(lc, stopped_databases)
+	{
+		RetriesDatabase *db = retries_find_database(lfirst_oid(lc), false);
+
+		if (db == NULL)
+			continue;
+		db->paused_until = 0;
+		if (committed && extension_gone && db->dboid == MyDatabaseId)
+			db->state = DB_NO_EXTENSION;
+	}
+	LWLockRelease(retries_shared->lock);
+	list_free(stopped_databases);
+	stopped_databases = NIL;
+	extension_gone = false;
+	retries_wake_launcher();
+}
+
+/*
  * xact_callback -- deliver the wake-ups of a committed transaction
  */
 static void
@@ -61,6 +109,11 @@ xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			/* catalogs can still be read here, not at commit */
+			if (list_member_oid(stopped_databases, MyDatabaseId))
+				extension_gone = !OidIsValid(get_extension_oid("retries", true));
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (wake_launcher_at_commit)
@@ -80,11 +133,13 @@ xact_callback(XactEvent event, void *arg)
 				retries_wake_workers(MyDatabaseId);
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
+			let_workers_back(true);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
+			let_workers_back(false);
 			break;
 		default:
 			break;
@@ -130,23 +185,65 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 }
 
 /*
- * database_being_changed -- the database a DROP DATABASE or ALTER DATABASE
- * RENAME is about, or InvalidOid
+ * workers_in_the_way -- the database whose workers must stop before this
+ * command runs, or InvalidOid
+ *
+ * Those are the commands that fail while other sessions are connected to a
+ * database, and DROP EXTENSION retries, which would wait for the workers'
+ * running calls (their transactions hold the extension locked).
  */
 static Oid
-database_being_changed(Node *parsetree)
+workers_in_the_way(Node *parsetree)
 {
-	if (IsA(parsetree, DropdbStmt))
-		return get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
-	if (IsA(parsetree, RenameStmt) &&
-		((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
-		return get_database_oid(((RenameStmt *) parsetree)->subname, true);
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			return get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
+			break;
+		case T_CreatedbStmt:
+			foreach(lc, ((CreatedbStmt *) parsetree)->options)
+			{
+				DefElem    *opt = (DefElem *) lfirst(lc);
+
+				if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
+					return get_database_oid(defGetString(opt), true);
+			}
+			break;
+		case T_AlterDatabaseStmt:
+			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+			{
+				DefElem    *opt = (DefElem *) lfirst(lc);
+
+				if (strcmp(opt->defname, "tablespace") == 0)
+					return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname,
+											true);
+			}
+			break;
+		case T_DropStmt:
+			if (((DropStmt *) parsetree)->removeType != OBJECT_EXTENSION ||
+				!OidIsValid(get_extension_oid("retries", true)))
+				break;
+			foreach(lc, ((DropStmt *) parsetree)->objects)
+			{
+				if (strcmp(strVal(lfirst(lc)), "retries") == 0)
+					return MyDatabaseId;
+			}
+			break;
+		default:
+			break;
+	}
 	return InvalidOid;
 }
 
 /*
- * process_utility -- stop the workers of a database about to be dropped or
- * renamed, then run the command
+ * process_utility -- stop the workers that would be in the way of the
+ * command, then run it; the launcher lets them back when the transaction
+ * ends
  */
 static void
 process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
@@ -154,10 +251,16 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				QueryEnvironment *queryEnv, DestReceiver *dest,
 				QueryCompletion *qc)
 {
-	Oid			dboid = database_being_changed(pstmt->utilityStmt);
+	Oid			dboid = workers_in_the_way(pstmt->utilityStmt);
 
 	if (OidIsValid(dboid))
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		stopped_databases = list_append_unique_oid(stopped_databases, dboid);
+		MemoryContextSwitchTo(oldcxt);
 		retries_stop_workers(dboid, STOP_PAUSE_SECS);
+	}
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
@@ -165,19 +268,6 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
-
-	/* a rename is done: the workers may come back at once */
-	if (OidIsValid(dboid) && IsA(pstmt->utilityStmt, RenameStmt))
-	{
-		RetriesDatabase *db;
-
-		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-		db = retries_find_database(dboid, false);
-		if (db != NULL)
-			db->paused_until = 0;
-		LWLockRelease(retries_shared->lock);
-		retries_wake_launcher();
-	}
 }
 
 /*

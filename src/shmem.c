@@ -157,7 +157,9 @@ retries_stop_workers(Oid dboid, int pause_secs)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
 
-		if (w->in_use && w->dboid == dboid && w->pid != 0)
+		/* not itself: a called function may run the command */
+		if (w->in_use && w->dboid == dboid && w->pid != 0 &&
+			w->pid != MyProcPid)
 			kill(w->pid, SIGTERM);
 	}
 	LWLockRelease(retries_shared->lock);
@@ -171,7 +173,8 @@ retries_stop_workers(Oid dboid, int pause_secs)
 		{
 			RetriesWorker *w = &retries_shared->workers[i];
 
-			any = w->in_use && w->dboid == dboid && w->pid != 0;
+			any = w->in_use && w->dboid == dboid && w->pid != 0 &&
+				w->pid != MyProcPid;
 		}
 		LWLockRelease(retries_shared->lock);
 		if (!any)

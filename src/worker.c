@@ -43,11 +43,13 @@
  * EXTENSION charges nothing to the new extension's calls, whose ids start
  * again from 1.
  *
- * DROP EXTENSION.  Each transaction of the worker first locks the
- * extension (as an object), as DROP EXTENSION does before it drops
- * anything: a drop waits for the worker's transaction to end, and a worker
- * that comes second waits for the drop, then sees the extension gone and
- * exits, instead of tripping over the dropped tables.
+ * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
+ * first (hooks.c), so that the drop does not wait for their running calls.
+ * Each transaction of the worker also locks the extension (as an object),
+ * as DROP EXTENSION does before it drops anything: a drop some other way
+ * (DROP SCHEMA ... CASCADE, DROP OWNED) waits for the worker's transaction
+ * to end, and a worker that comes second waits for the drop, then sees the
+ * extension gone and exits, instead of tripping over the dropped tables.
  *
  *-------------------------------------------------------------------------
  */
@@ -86,6 +88,9 @@
 #define BATCH_TIME_MS			50
 /* Longest sleep, so that pruning and checks still happen when idle */
 #define MAX_SLEEP_MS			10000
+/* After an error, wait this long before trying again, doubling up to the max */
+#define ERROR_DELAY_MS			1000
+#define MAX_ERROR_DELAY_MS		30000
 /* Pruning: how often, and how many calls per transaction */
 #define PRUNE_INTERVAL_MS		10000
 #define PRUNE_BATCH				1000
@@ -740,6 +745,61 @@ run_batch(TimestampTz *due)
 }
 
 /*
+ * work_guarded -- prune if it is time, then run a batch unless paused
+ * (run_batch()'s result, or 0), surviving an error
+ *
+ * An error that escapes a batch is not a call's (those are caught and
+ * recorded): it is the worker's own, such as a disk too full to record the
+ * outcomes.  It is logged, the batch is rolled back whole, so that its
+ * calls run again later, uncharged, and the worker carries on; the caller
+ * waits before the next try, longer after each error in a row
+ * (*errors counts them), so that a full disk neither spins the CPU nor
+ * floods the log.  Exiting instead would have the launcher start the
+ * worker again a second later, forever.
+ */
+static int
+work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile int n = 0;
+
+	PG_TRY();
+	{
+		if (my_slot->slot_no == 0 &&
+			TimestampDifferenceExceeds(*last_prune, GetCurrentTimestamp(),
+									   PRUNE_INTERVAL_MS))
+		{
+			prune();
+			*last_prune = GetCurrentTimestamp();
+		}
+		if (retries_enabled)
+			n = run_batch(due);
+		else
+			set_state(WORKER_PAUSED, 0, InvalidOid);
+		*errors = 0;
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(oldcxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		RESUME_INTERRUPTS();
+
+		/* the attempt in flight was rolled back with the rest: no charge */
+		inflight_write(0, 0);
+		set_state(WORKER_IDLE, 0, InvalidOid);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		(*errors)++;
+		*due = 0;
+		n = 0;
+	}
+	PG_END_TRY();
+	return n;
+}
+
+/*
  * retries_worker_main -- entry point of a per-database worker
  */
 void
@@ -747,6 +807,8 @@ retries_worker_main(Datum main_arg)
 {
 	RetriesDatabase *db;
 	TimestampTz last_prune = 0;
+	TimestampTz last_error = 0;
+	int			errors = 0;
 	bool		present;
 	Oid			dboid;
 
@@ -816,19 +878,36 @@ retries_worker_main(Datum main_arg)
 		if (my_slot->slot_no >= retries_max_workers)
 			break;
 
-		if (my_slot->slot_no == 0 &&
-			TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(),
-									   PRUNE_INTERVAL_MS))
+		if (errors > 0)
 		{
-			prune();
-			last_prune = GetCurrentTimestamp();
+			/* after an error: wait, whatever wakes the worker meanwhile */
+			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
+									MAX_ERROR_DELAY_MS);
+			long		secs;
+			int			usecs;
+
+			TimestampDifference(GetCurrentTimestamp(),
+								TimestampTzPlusMilliseconds(last_error, delay),
+								&secs, &usecs);
+			if (secs > 0 || usecs > 0)
+			{
+				(void) WaitLatch(MyLatch,
+								 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 secs * 1000 + (usecs + 999) / 1000,
+								 PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				continue;
+			}
 		}
 
-		if (!retries_enabled)
-			set_state(WORKER_PAUSED, 0, InvalidOid);
-		else
+		n = work_guarded(&due, &last_prune, &errors);
+		if (errors > 0)
 		{
-			n = run_batch(&due);
+			last_error = GetCurrentTimestamp();
+			continue;
+		}
+		if (retries_enabled)
+		{
 			if (n < 0)
 				break;			/* the extension was dropped */
 			if (n > 0 && due == 0)
