@@ -64,6 +64,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: rebuild every object when a header
+# of ours changes (a stale object with an old shared-memory layout is a
+# crash waiting to happen).
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
+
 # The policy code is plain C: its unit tests build without the server.
 test/policy_test: test/policy_test.c src/policy.c src/policy.h
 	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/policy_test.c src/policy.c -lm
