@@ -197,18 +197,25 @@ SELECT retries.cancel(:id);
 SELECT state, attempts FROM retries.calls WHERE id = :id;
 
 -- a running call: shown as running (also in retries.workers); retry_now is
--- refused; cancel waits for the attempt, then gives it no further one
+-- refused; cancel waits for the attempt, then gives it no further one.  The
+-- attempt waits for an advisory lock this session holds until it has looked
+-- at the running call, so that a slow server (valgrind) sees it running
+-- too; its retry is a minute away, so that the outcome is the same if the
+-- cancel comes only after the attempt.
 CREATE FUNCTION slow_then_busy() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+	PERFORM pg_advisory_xact_lock_shared(4242);
 	PERFORM pg_sleep(0.5);
 	RAISE EXCEPTION 'busy' USING ERRCODE = 'RT429';
 END
 $$;
-SELECT retries.annotate('slow_then_busy()', '5 10ms');
+SELECT retries.annotate('slow_then_busy()', '5 1m');
+SELECT pg_advisory_lock(4242);
 SELECT retries.call('slow_then_busy()') AS id \gset
 CALL test.wait_for(format($$(SELECT state = 'running' FROM retries.calls WHERE id = %s)$$, :id));
 SELECT count(*) AS shown_in_workers FROM retries.workers WHERE current_call = :id AND state = 'running';
 CALL test.try(format('SELECT retries.retry_now(%s)', :id));
+SELECT pg_advisory_unlock(4242);
 SELECT retries.cancel(:id);
 SELECT state, attempts FROM retries.calls WHERE id = :id;
 SELECT attempt, outcome FROM retries.attempts WHERE call_id = :id;

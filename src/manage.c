@@ -22,6 +22,10 @@
  * the attempt's outcome commits, so cancel() simply waits for that lock: if
  * the attempt failed and the call was rescheduled, it is then cancelled and
  * gets no further attempt; if it succeeded, there is nothing to cancel.
+ * While it waits it is listed in shared memory (retries_cancel_wait_begin),
+ * and workers start no attempt of a call listed there: otherwise a retry
+ * due sooner than the cancel's backend gets to the row would be claimed
+ * and run first.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -30,6 +34,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "access/xact.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -124,6 +129,36 @@ update_call(SPIPlanPtr *plan, const char *query, int64 id, Datum run_at)
 }
 
 /*
+ * cancel_wait_cleanup -- unlist a cancel() that ended in an error while
+ * waiting (or whose process exited)
+ */
+static void
+cancel_wait_cleanup(int code, Datum arg)
+{
+	retries_cancel_wait_end();
+}
+
+/*
+ * lock_call_for_cancel -- lock_call() for cancel(), listed in shared memory
+ * while it waits for the row (see the head of this file)
+ *
+ * The call is read without a lock first, so that a role cannot make workers
+ * hold off calls it may not see.
+ */
+static void
+lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
+{
+	lock_call(id, caller, false, call);
+	retries_cancel_wait_begin(id);
+	PG_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
+	{
+		lock_call(id, caller, true, call);
+	}
+	PG_END_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
+	retries_cancel_wait_end();
+}
+
+/*
  * retries_cancel -- SQL function retries.cancel(id)
  *
  * A scheduled call becomes cancelled.  For a running call this waits until
@@ -143,7 +178,7 @@ retries_cancel(PG_FUNCTION_ARGS)
 
 	retries_become_owner(&save);
 	SPI_connect();
-	lock_call(PG_GETARG_INT64(0), save.saved_userid, true, &call);
+	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
 
 	if (strcmp(call.state, "scheduled") == 0)
 		update_call(&cancel_plan,

@@ -15,6 +15,7 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
@@ -25,10 +26,24 @@
 
 RetriesShared *retries_shared = NULL;
 
+/* MaxBackends entries, right after *retries_shared */
+static RetriesCancelWait *cancel_waits = NULL;
+
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 PG_FUNCTION_INFO_V1(retries_worker_status);
 PG_FUNCTION_INFO_V1(retries_running_calls);
+
+/*
+ * shared_size -- bytes of shared memory: RetriesShared, then a
+ * RetriesCancelWait per backend
+ */
+static Size
+shared_size(void)
+{
+	return add_size(MAXALIGN(sizeof(RetriesShared)),
+					mul_size(MaxBackends, sizeof(RetriesCancelWait)));
+}
 
 /*
  * retries_shmem_request -- ask for our shared memory and lock (from
@@ -37,7 +52,7 @@ PG_FUNCTION_INFO_V1(retries_running_calls);
 void
 retries_shmem_request(void)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(RetriesShared)));
+	RequestAddinShmemSpace(shared_size());
 	RequestNamedLWLockTranche("retries", 1);
 }
 
@@ -53,11 +68,14 @@ shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	retries_shared = ShmemInitStruct("retries", sizeof(RetriesShared), &found);
+	retries_shared = ShmemInitStruct("retries", shared_size(), &found);
+	cancel_waits = (RetriesCancelWait *)
+		((char *) retries_shared + MAXALIGN(sizeof(RetriesShared)));
 	if (!found)
 	{
-		memset(retries_shared, 0, sizeof(RetriesShared));
+		memset(retries_shared, 0, shared_size());
 		retries_shared->lock = &(GetNamedLWLockTranche("retries"))->lock;
+		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -204,6 +222,74 @@ retries_call_is_running(int64 call_id)
 	}
 	LWLockRelease(retries_shared->lock);
 	return running;
+}
+
+/*
+ * retries_cancel_wait_begin -- announce that this backend's cancel() is
+ * about to wait for the row of call_id (of the current database), so that
+ * no worker starts another attempt of it meanwhile
+ *
+ * Without this, a worker that committed an attempt's retry could claim the
+ * call again, before the waiting cancel() got to the row, whenever the
+ * retry was due sooner than the cancel's backend ran (a short min_delay, a
+ * busy machine): the call got a further attempt after all.
+ */
+void
+retries_cancel_wait_begin(int64 call_id)
+{
+	RetriesCancelWait *wait;
+
+	if (retries_shared == NULL || MyBackendId == InvalidBackendId)
+		return;
+	wait = &cancel_waits[MyBackendId - 1];
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (wait->call_id == 0)
+		pg_atomic_fetch_add_u32(&retries_shared->ncancel_waits, 1);
+	wait->dboid = MyDatabaseId;
+	wait->call_id = call_id;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * retries_cancel_wait_end -- this backend's cancel() no longer waits
+ */
+void
+retries_cancel_wait_end(void)
+{
+	RetriesCancelWait *wait;
+
+	if (retries_shared == NULL || MyBackendId == InvalidBackendId)
+		return;
+	wait = &cancel_waits[MyBackendId - 1];
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (wait->call_id != 0)
+		pg_atomic_fetch_sub_u32(&retries_shared->ncancel_waits, 1);
+	wait->dboid = InvalidOid;
+	wait->call_id = 0;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * retries_cancel_waiting -- is a cancel() waiting for this call (of the
+ * current database)?  Workers ask before each attempt; the common answer,
+ * no cancel() waiting anywhere, costs one read.
+ */
+bool
+retries_cancel_waiting(int64 call_id)
+{
+	bool		waiting = false;
+
+	if (retries_shared == NULL)
+		return false;
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&retries_shared->ncancel_waits) == 0)
+		return false;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < MaxBackends && !waiting; i++)
+		waiting = cancel_waits[i].call_id == call_id &&
+			cancel_waits[i].dboid == MyDatabaseId;
+	LWLockRelease(retries_shared->lock);
+	return waiting;
 }
 
 /*

@@ -14,6 +14,7 @@
 #define RETRIES_SHMEM_H
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 
@@ -78,9 +79,20 @@ typedef struct RetriesInterrupted
 	int32		attempt;
 } RetriesInterrupted;
 
+/*
+ * A backend's cancel() waiting for the row of a call that a worker may be
+ * running (see manage.c); one per backend, after RetriesShared
+ */
+typedef struct RetriesCancelWait
+{
+	Oid			dboid;
+	int64		call_id;		/* 0 when none */
+} RetriesCancelWait;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
+	pg_atomic_uint32 ncancel_waits; /* entries of cancel_waits in use */
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
@@ -99,5 +111,8 @@ extern void retries_wake_launcher(void);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);
+extern void retries_cancel_wait_begin(int64 call_id);
+extern void retries_cancel_wait_end(void);
+extern bool retries_cancel_waiting(int64 call_id);
 
 #endif							/* RETRIES_SHMEM_H */

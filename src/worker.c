@@ -719,6 +719,10 @@ run_batch(TimestampTz *due)
 			continue;
 		}
 
+		/* a cancel() waiting for the call gets it first (see manage.c) */
+		if (retries_cancel_waiting(calls[i].id))
+			continue;
+
 		inflight_write(calls[i].id, calls[i].attempts + 1);
 		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
 		pgstat_report_activity(STATE_RUNNING,
