@@ -749,6 +749,19 @@ run_batch(TimestampTz *due)
 }
 
 /*
+ * ms_until -- milliseconds from now until 'when', rounded up; 0 if past
+ */
+static long
+ms_until(TimestampTz when)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
+	return secs * 1000 + (usecs + 999) / 1000;
+}
+
+/*
  * work_guarded -- prune if it is time, then run a batch unless paused
  * (run_batch()'s result, or 0), surviving an error
  *
@@ -887,18 +900,14 @@ retries_worker_main(Datum main_arg)
 			/* after an error: wait, whatever wakes the worker meanwhile */
 			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
 									MAX_ERROR_DELAY_MS);
-			long		secs;
-			int			usecs;
+			long		wait_ms = ms_until(TimestampTzPlusMilliseconds(last_error,
+																	   delay));
 
-			TimestampDifference(GetCurrentTimestamp(),
-								TimestampTzPlusMilliseconds(last_error, delay),
-								&secs, &usecs);
-			if (secs > 0 || usecs > 0)
+			if (wait_ms > 0)
 			{
 				(void) WaitLatch(MyLatch,
 								 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 secs * 1000 + (usecs + 999) / 1000,
-								 PG_WAIT_EXTENSION);
+								 wait_ms, PG_WAIT_EXTENSION);
 				ResetLatch(MyLatch);
 				continue;
 			}
@@ -910,22 +919,16 @@ retries_worker_main(Datum main_arg)
 			last_error = GetCurrentTimestamp();
 			continue;
 		}
-		if (retries_enabled)
+		/* paused: n and due stay 0, and the worker sleeps */
+		if (n < 0)
+			break;				/* the extension was dropped */
+		if (n > 0 && due == 0)
+			continue;			/* a full batch: more may be due */
+		if (due != 0)
 		{
-			if (n < 0)
-				break;			/* the extension was dropped */
-			if (n > 0 && due == 0)
-				continue;		/* a full batch: more may be due */
-			if (due != 0)
-			{
-				long		secs;
-				int			usecs;
-
-				TimestampDifference(GetCurrentTimestamp(), due, &secs, &usecs);
-				sleep_ms = Min(sleep_ms, secs * 1000 + (usecs + 999) / 1000);
-				if (sleep_ms <= 0)
-					continue;	/* due since the claim */
-			}
+			sleep_ms = Min(sleep_ms, ms_until(due));
+			if (sleep_ms <= 0)
+				continue;		/* due since the claim */
 		}
 
 		/* idle: send whatever statistics are left before sleeping */
