@@ -45,14 +45,6 @@ SELECT retries.annotate('work(bigint)', '3 10ms');
 	return;
 }
 
-# workers_query(DB): SQL (for 'postgres') counting DB's workers
-sub workers_query
-{
-	my ($db) = @_;
-	return "SELECT count(*) FROM pg_stat_activity"
-	  . " WHERE backend_type = 'retries worker' AND datname = '$db'";
-}
-
 # call_runs(DB, ID, NAME): schedule work(ID) in DB and wait until it succeeds
 sub call_runs
 {

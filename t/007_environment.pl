@@ -76,14 +76,6 @@ SELECT retries.annotate('slow(bigint,float8)', '5 100ms');
 	return;
 }
 
-# workers_query(DB): SQL (for 'postgres') counting DB's workers
-sub workers_query
-{
-	my ($db) = @_;
-	return "SELECT count(*) FROM pg_stat_activity"
-	  . " WHERE backend_type = 'retries worker' AND datname = '$db'";
-}
-
 # start_slow(DB, ID, SECS): schedule slow(ID, SECS) and wait until a worker
 # runs it; returns the call id
 sub start_slow

@@ -28,6 +28,7 @@ our @EXPORT = qw(
   wait_until
   stays_true
   worker_pids
+  workers_query
   schedule_range
 );
 
@@ -132,6 +133,14 @@ sub worker_pids
 		"SELECT coalesce(string_agg(pid::text, ',' ORDER BY pid), '')"
 		  . " FROM pg_stat_activity"
 		  . " WHERE backend_type = 'retries worker' AND datname = '$db'");
+}
+
+# workers_query(DB): SQL (for 'postgres') counting DB's workers
+sub workers_query
+{
+	my ($db) = @_;
+	return "SELECT count(*) FROM pg_stat_activity"
+	  . " WHERE backend_type = 'retries worker' AND datname = '$db'";
 }
 
 # schedule_range(NODE, DB, FN, FROM, TO): schedule FN(i) for i in FROM..TO
