@@ -60,12 +60,20 @@ sub query_value
 {
 	my ($node, $db, $sql) = @_;
 	my ($stdout, $stderr, $timed_out);
-	my $ret = $node->psql(
-		$db, $sql,
-		stdout => \$stdout,
-		stderr => \$stderr,
-		timeout => 30,
-		timed_out => \$timed_out);
+
+	# psql reads SQL from its stdin: when the server refuses the connection
+	# (a crash restart) psql may exit before IPC::Run has written it, and
+	# IPC::Run dies of the broken pipe.  That is a failed connection too.
+	my $ret = eval {
+		$node->psql(
+			$db, $sql,
+			stdout => \$stdout,
+			stderr => \$stderr,
+			timeout => 30,
+			timed_out => \$timed_out);
+	};
+	return (undef, $@) if !defined $ret && $@ =~ /Broken pipe/;
+	die $@ if !defined $ret && $@;
 
 	return (undef, 'timed out') if $timed_out;
 	return (undef, $stderr) if !defined $ret || $ret != 0;
