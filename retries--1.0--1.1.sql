@@ -20,6 +20,12 @@
  * The views that read policy_data.fn must be dropped to change its type;
  * they are created again as they were.
  *
+ * 1.1 also shows each worker's busy time: retries.worker_status() and
+ * retries.workers get a column busy_time, the time the worker process has
+ * spent running calls (attempts and their commits) since it started.  The
+ * library serves a database still at 1.0 too: it fills in as many columns
+ * as the function is declared with there.
+ *
  * Dump a 1.0 database only after updating it: its oids restore as numbers.
  * pg_upgrade refuses a cluster with regprocedure columns in user tables
  * (its check names retries.policy_data), since it keeps the OIDs of roles
@@ -142,3 +148,36 @@ COMMENT ON TABLE retries.policy_data IS
 	'retry policies, one row per annotation (functions by regprocedure, so they survive pg_dump); read it through retries.policies';
 COMMENT ON TABLE retries.attempt_data IS
 	'attempts of calls (dumped by pg_dump, as are policies and calls); read it through retries.attempts';
+
+-- busy_time: the function gets an OUT column, so it is dropped and created
+-- again, and the view over it with it
+DROP VIEW retries.workers;
+DROP FUNCTION retries.worker_status();
+
+CREATE FUNCTION retries.worker_status(OUT pid integer, OUT database oid,
+									  OUT state text, OUT current_call bigint,
+									  OUT since timestamptz, OUT calls_run bigint,
+									  OUT errors bigint, OUT busy_time interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'retries_worker_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.worker_status() IS
+	'one row per worker process (the data behind retries.workers)';
+
+CREATE VIEW retries.workers AS
+SELECT w.pid,
+	   d.datname AS database,
+	   w.state,
+	   w.current_call,
+	   w.since,
+	   w.calls_run,
+	   w.errors,
+	   w.busy_time
+  FROM retries.worker_status() w
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = w.database;
+COMMENT ON VIEW retries.workers IS
+	'worker processes of the cluster: state, current call (if the role may see it), calls run, errors and busy time';
+COMMENT ON COLUMN retries.workers.busy_time IS
+	'time this worker process has spent running calls (attempts and their commits) since it started';
+
+GRANT SELECT ON retries.workers TO PUBLIC;

@@ -291,6 +291,24 @@ SELECT backend_type, application_name, count(*)
 SELECT count(*) AS workers, sum(calls_run) > 0 AS ran_calls
   FROM retries.workers WHERE database = current_database();
 
+-- busy_time: how long each worker has spent running calls.  A call that
+-- sleeps 0.2 s adds at least that much to the busy time of the worker that
+-- ran it (shown at once: the time of a batch still committing counts too),
+-- and no worker's busy time goes back.
+CREATE TEMP TABLE busy_before AS
+	SELECT pid, busy_time FROM retries.workers WHERE database = current_database();
+CREATE TABLE sleeper (pid int);
+CREATE FUNCTION sleep_a_while() RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO sleeper VALUES (pg_backend_pid()); SELECT pg_sleep(0.2) $$;
+SELECT retries.annotate('sleep_a_while()');
+SELECT retries.call('sleep_a_while()') AS id \gset
+CALL test.wait_finished(:id);
+SELECT w.busy_time - b.busy_time >= interval '200 ms' AS sleeper_busy_for_the_sleep,
+	   w.busy_time < interval '1 hour' AS plausible
+  FROM retries.workers w JOIN busy_before b USING (pid) JOIN sleeper s USING (pid);
+SELECT bool_and(w.busy_time >= b.busy_time) AS never_goes_back
+  FROM retries.workers w JOIN busy_before b USING (pid);
+
 -- now() inside a call is the time of the worker's transaction, not of the
 -- worker's start
 CREATE TABLE stamps (call_id bigint, at timestamptz);

@@ -312,12 +312,21 @@ worker_state_name(RetriesWorkerState state)
 	return "unknown";
 }
 
+/* Columns of retries.worker_status() in each version of the extension */
+#define WORKER_STATUS_COLS_V1_0	7
+#define WORKER_STATUS_COLS_V1_1	8	/* busy_time */
+#define WORKER_STATUS_COLS		8	/* the most of any version */
+
 /*
  * retries_worker_status -- SQL function behind retries.workers
  *
  * One row per worker process of the cluster.  The current call is shown
  * only to roles that may see it.  Without the library preloaded there are
  * no workers, and a single row says why.
+ *
+ * The row has as many columns as the caller's declaration of the function:
+ * 7 in a database still at version 1.0, 8 (busy_time added) from 1.1 on.
+ * The library is shared by the whole cluster, so it serves both.
  */
 Datum
 retries_worker_status(PG_FUNCTION_ARGS)
@@ -325,13 +334,22 @@ retries_worker_status(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			userid = GetUserId();
 	RetriesWorker copy[RETRIES_MAX_SLOTS];
+	TimestampTz now;
+	int			natts;
 
 	InitMaterializedSRF(fcinfo, 0);
+	natts = rsinfo->setDesc->natts;
+	if (natts != WORKER_STATUS_COLS_V1_0 && natts != WORKER_STATUS_COLS_V1_1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("retries.worker_status() is declared with %d columns, expected %d or %d",
+						natts, WORKER_STATUS_COLS_V1_0, WORKER_STATUS_COLS_V1_1),
+				 errhint("Run ALTER EXTENSION retries UPDATE.")));
 
 	if (!retries_preloaded || retries_shared == NULL)
 	{
-		Datum		values[7] = {0};
-		bool		nulls[7] = {true, true, false, true, true, true, true};
+		Datum		values[WORKER_STATUS_COLS] = {0};
+		bool		nulls[WORKER_STATUS_COLS] = {true, true, false, true, true, true, true, true};
 
 		values[2] = CStringGetTextDatum("not running: retries is not in shared_preload_libraries");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -341,12 +359,14 @@ retries_worker_status(PG_FUNCTION_ARGS)
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	memcpy(copy, retries_shared->workers, sizeof(copy));
 	LWLockRelease(retries_shared->lock);
+	/* after the copy: no busy period began later than this */
+	now = GetCurrentTimestamp();
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
 		RetriesWorker *w = &copy[i];
-		Datum		values[7];
-		bool		nulls[7] = {false};
+		Datum		values[WORKER_STATUS_COLS];
+		bool		nulls[WORKER_STATUS_COLS] = {false};
 
 		if (!w->in_use || w->pid == 0)
 			continue;
@@ -360,6 +380,16 @@ retries_worker_status(PG_FUNCTION_ARGS)
 		nulls[4] = w->since == 0;
 		values[5] = Int64GetDatum(w->calls_run);
 		values[6] = Int64GetDatum(w->errors);
+		if (natts >= WORKER_STATUS_COLS_V1_1)
+		{
+			Interval   *busy = palloc0(sizeof(Interval));
+
+			/* the periods that ended, and the one under way */
+			busy->time = w->busy_us;
+			if (w->busy_since != 0)
+				busy->time += Max(now - w->busy_since, 0);
+			values[7] = IntervalPGetDatum(busy);
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

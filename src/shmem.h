@@ -64,6 +64,14 @@ typedef struct RetriesWorker
 	TimestampTz since;			/* when state or current_call last changed */
 	int64		calls_run;
 	int64		errors;
+
+	/*
+	 * Time spent running calls since the process started: busy_us for the
+	 * busy periods that ended, plus now - busy_since while one lasts (from
+	 * the first attempt of a batch until its commit; 0 when none does).
+	 */
+	int64		busy_us;
+	TimestampTz busy_since;
 } RetriesWorker;
 
 /*

@@ -375,6 +375,12 @@ wait_for_recovery(void)
 
 /*
  * set_state -- publish what this worker is doing
+ *
+ * It also keeps the worker's busy time: a busy period starts when the
+ * worker goes from another state to 'running' (the first attempt of a
+ * batch) and ends when it leaves 'running' (after the batch commits, or is
+ * rolled back).  Each change of state or call reads the clock anyway, for
+ * 'since', so the busy time costs no clock read of its own.
  */
 static void
 set_state(RetriesWorkerState state, int64 call_id, Oid role)
@@ -383,7 +389,19 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 	if (my_slot->pid == MyProcPid)
 	{
 		if (my_slot->state != state || my_slot->current_call != call_id)
-			my_slot->since = GetCurrentTimestamp();
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			my_slot->since = now;
+			if (state == WORKER_RUNNING && my_slot->busy_since == 0)
+				my_slot->busy_since = now;
+			else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
+			{
+				/* a clock set back must not make the counter go back */
+				my_slot->busy_us += Max(now - my_slot->busy_since, 0);
+				my_slot->busy_since = 0;
+			}
+		}
 		my_slot->state = state;
 		my_slot->current_call = call_id;
 		my_slot->current_role = role;
