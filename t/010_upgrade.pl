@@ -9,7 +9,9 @@
 #   c. every call finishes exactly once (effects counted per call), with the
 #      attempts its policy gives, hooks included;
 #   d. the 1.1 change is visible: the functions of policy_data are
-#      regprocedure, and attempt_data and the id sequences are dumped;
+#      regprocedure, attempt_data and the id sequences are dumped, and
+#      retries.workers has busy_time, which counts the time the workers
+#      spent on calls under 1.0 too (the library serves both versions);
 #   e. pg_dump of the upgraded database restores into a new database, whose
 #      calls and policies read the same and whose new calls run.
 
@@ -98,6 +100,14 @@ is( $node->safe_psql(
 is($node->safe_psql('postgres', $fn_types),
 	'fn:oid,on_exhausted:oid,delay_fn:oid', '1.0 stores functions as oids');
 
+my $workers_columns = q{
+SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
+  FROM information_schema.columns
+ WHERE table_schema = 'retries' AND table_name = 'workers'};
+is( $node->safe_psql('postgres', $workers_columns),
+	'pid,database,state,current_call,since,calls_run,errors',
+	'1.0: retries.workers has no busy_time');
+
 $node->safe_psql(
 	'postgres', q{
 SELECT retries.call('slow(bigint)', jsonb_build_array(i)) FROM generate_series(1, 4) i;
@@ -184,6 +194,17 @@ SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
 	'{retries.attempt_data,retries.call_data,retries.call_data_id_seq,'
 	  . 'retries.policy_data,retries.policy_data_id_seq}',
 	'1.1 dumps attempts and the id sequences too');
+is( $node->safe_psql('postgres', $workers_columns),
+	'pid,database,state,current_call,since,calls_run,errors,busy_time',
+	'1.1: retries.workers has busy_time');
+# the four slow calls slept 1 s each, most of them under 1.0, in workers
+# that the update did not restart
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) || ',' || (sum(busy_time) >= interval '4 s')::text"
+		  . " FROM retries.workers WHERE database = 'postgres'"),
+	'2,true',
+	'1.1: busy_time counts the time the workers spent on calls, under 1.0 too');
 is( $node->safe_psql(
 		'postgres', 'SELECT string_agg(fn::text, \',\' ORDER BY fn::text) FROM retries.policies'),
 	'doomed(bigint),later(bigint),retrying(bigint),slow(bigint),work(bigint)',
@@ -191,7 +212,7 @@ is( $node->safe_psql(
 is( $node->safe_psql(
 		'postgres', q{
 SELECT has_table_privilege('public', c, 'SELECT')
-  FROM unnest('{retries.calls,retries.policies,retries.stats}'::regclass[]) c
+  FROM unnest('{retries.calls,retries.policies,retries.stats,retries.workers}'::regclass[]) c
  GROUP BY 1}),
 	't', 'the views made again are readable by everyone');
 
