@@ -25,6 +25,10 @@ APT_PACKAGES=(
 	# the libFuzzer target (make fuzz, fuzzcheck; scripts/fuzz)
 	clang
 	libclang-rt-14-dev
+	# t/012_exporter.pl runs the exporter on a port of its own and scrapes
+	# it with curl (the package's own daemon, on 9187, is not used)
+	prometheus-postgres-exporter
+	curl
 )
 
 # Same messages, sort order and encoding on every machine: the expected
