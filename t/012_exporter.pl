@@ -188,7 +188,8 @@ is( summary(\%m, 'retries_workers_count', 'state', undef, 1),
 
 # the per-worker counters
 is( join(',',
-		sort map { $_->{labels}{pid} } @{ $m{series}{retries_worker_busy_seconds_total} }),
+		sort { $a <=> $b }
+		  map { $_->{labels}{pid} } @{ $m{series}{retries_worker_busy_seconds_total} }),
 	$worker_pids,
 	'b: one series per worker of the database, by pid');
 is(sum_of(\%m, 'retries_worker_calls_run_total'),
