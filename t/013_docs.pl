@@ -534,9 +534,8 @@ sub check_reference
 	for my $row ($query->(
 			"SELECT p.proname, pg_get_function_result(p.oid),"
 			  . " coalesce(array_to_string(ARRAY("
-			  . "   SELECT n FROM unnest(p.proargnames, coalesce(p.proargmodes,"
-			  . "     array_fill('i'::\"char\", ARRAY[cardinality(p.proargnames)])))"
-			  . "     AS a(n, m) WHERE m IN ('i', 'b', 'v')), ','), '')"
+			  . "   SELECT n FROM unnest(p.proargnames, p.proargmodes) AS a(n, m)"
+			  . "   WHERE coalesce(m, 'i') IN ('i', 'b', 'v')), ','), '')"
 			  . " FROM pg_proc p WHERE p.pronamespace = 'retries'::regnamespace"
 			  . " ORDER BY 1"))
 	{
@@ -650,7 +649,8 @@ sub check_reference
 	}
 	for my $h (glob("$root/src/*.h"))
 	{
-		while (slurp_file($h) =~
+		my $text = slurp_file($h);
+		while ($text =~
 			/#define\s+(ERRCODE_\w+)\s+MAKE_SQLSTATE\('(.)',\s*'(.)',\s*'(.)',\s*'(.)',\s*'(.)'\)/g)
 		{
 			$by_macro{$1} = "$2$3$4$5$6";
