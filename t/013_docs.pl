@@ -19,8 +19,9 @@
 #      SQLSTATE, a block can \echo :LAST_ERROR_SQLSTATE.
 #    - A block without such an output block must not print ERROR, FATAL or
 #      PANIC: an error that an example means to show is shown.
-#    - A block must end with a semicolon or a psql backslash command, so
-#      that psql runs all of it before the test reads its output.
+#    - A block must end with a semicolon or a psql backslash command (\c,
+#      \gset, ...), so that psql runs all of it before the test reads its
+#      output.
 #
 #    Directives are HTML comments, invisible when the markdown is
 #    rendered; they may span lines:
@@ -206,7 +207,7 @@ sub check_block_end
 	die "$file:$lineno: empty ```sql block\n" unless @l;
 	die "$file:$lineno: the ```sql block does not end with a semicolon"
 	  . " or a backslash command\n"
-	  unless $l[-1] =~ /;\s*(--.*)?$/ || $l[-1] =~ /^\s*\\/;
+	  unless $l[-1] =~ /;\s*(--.*)?$/ || $l[-1] =~ /(^|\s)\\[A-Za-z!]/;
 	return;
 }
 
