@@ -603,7 +603,9 @@ sub check_reference
 			else
 			{
 				is($documented{$name}, $type,
-					"reference: column retries.$view.$name, its type");
+					"reference: column retries.$view.$name, its type")
+				  or diag("$ref documents retries.$view.$name as"
+					  . " $documented{$name}; the view has $type");
 			}
 		}
 	}
