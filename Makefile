@@ -73,6 +73,13 @@ ISOLATION_OPTS = \
 
 TAP_TESTS = 1
 
+# Every suite makes its own clusters.  pg_buildext installcheck runs them
+# under pg_virtualenv, which points libpq at a throw-away cluster of its
+# own through PG* variables; pg_regress and the TAP modules drop those,
+# all but PGSYSCONFDIR, which some clients refuse outright (the Go driver of
+# postgres_exporter panics on it).
+unexport PGSYSCONFDIR
+
 EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test \
 	fuzz/policy_fuzz fuzz/corpus-new fuzz/fuzzcheck.log
 
