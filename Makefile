@@ -9,8 +9,28 @@
 #   make fuzz             build the libFuzzer target fuzz/policy_fuzz (clang)
 #   make fuzzcheck        run it briefly over fuzz/corpus/policy; any finding
 #                         fails (scripts/fuzz runs it for longer)
+#   make dist             the release tarball retries-VERSION.tar.gz (git
+#                         archive of HEAD, with META.json) after versioncheck
+#                         and metacheck
+#   make versioncheck     the places that repeat the version agree with
+#                         retries.control
+#   make metacheck        generate META.json and validate it against the
+#                         PGXN Meta Spec 1.0.0
 
 EXTENSION = retries
+
+# The version is written in one place: default_version in retries.control.
+# A release (make dist, META.json, the Debian package) carries its semantic
+# version, '1.1' -> 1.1.0; `make versioncheck` fails when debian/changelog,
+# which must repeat it, disagrees.
+EXTVERSION := $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\\([^']*\\)'.*/\\1/p" \
+	$(dir $(lastword $(MAKEFILE_LIST)))retries.control)
+ifeq ($(EXTVERSION),)
+$(error retries.control has no line default_version = '...')
+endif
+RELEASE_VERSION := $(if $(word 3,$(subst ., ,$(EXTVERSION))),$(EXTVERSION),$(EXTVERSION).0)
+DIST_NAME = $(EXTENSION)-$(RELEASE_VERSION)
+
 MODULE_big = retries
 OBJS = \
 	src/retries.o \
@@ -52,6 +72,13 @@ ISOLATION_OPTS = \
 	--temp-config=$(srcdir)/test/retries.conf
 
 TAP_TESTS = 1
+
+# Every suite makes its own clusters.  pg_buildext installcheck runs them
+# under pg_virtualenv, which points libpq at a throw-away cluster of its
+# own through PG* variables; pg_regress and the TAP modules drop those,
+# all but PGSYSCONFDIR, which some clients refuse outright (the Go driver of
+# postgres_exporter panics on it).
+unexport PGSYSCONFDIR
 
 EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test \
 	fuzz/policy_fuzz fuzz/corpus-new fuzz/fuzzcheck.log
@@ -116,3 +143,43 @@ fuzzcheck: fuzz/policy_fuzz
 		echo "fuzzcheck: a finding; the input is fuzz/crash-* (or leak-, timeout-, oom-), the output fuzz/fuzzcheck.log"; \
 		exit 1; \
 	fi
+
+# Releases.  META.json (PGXN) is made from META.json.in with the release
+# version filled in, so that a new version is written only in
+# retries.control (and debian/changelog, which Debian requires and
+# versioncheck compares).
+META.json: META.json.in retries.control
+	sed -e 's/@RELEASE_VERSION@/$(RELEASE_VERSION)/g' $< >$@.tmp
+	mv $@.tmp $@
+
+.PHONY: versioncheck metacheck dist
+
+# The version of retries.control must be reachable by an install or update
+# script in DATA, and debian/changelog's top entry must be that release.
+versioncheck:
+	@case ' $(DATA) ' in *'--$(EXTVERSION).sql '*) ;; \
+	*) echo "versioncheck: no script in DATA installs or updates to version $(EXTVERSION) (retries.control's default_version)" >&2; \
+	   exit 1 ;; \
+	esac
+	@if [ -f '$(srcdir)/debian/changelog' ]; then \
+		deb=$$(sed -n '1s/^[^ ]* (\([^)]*\)).*/\1/p' '$(srcdir)/debian/changelog'); \
+		up=$${deb#*:}; up=$${up%-*}; \
+		if [ "$$up" != '$(RELEASE_VERSION)' ]; then \
+			echo "versioncheck: debian/changelog's top entry is version $$deb, retries.control's default_version '$(EXTVERSION)' is release $(RELEASE_VERSION): add an entry for $(RELEASE_VERSION)-1 (dch -v $(RELEASE_VERSION)-1)" >&2; \
+			exit 1; \
+		fi; \
+	fi
+	@echo "versioncheck: version $(EXTVERSION) (release $(RELEASE_VERSION)) in retries.control, DATA and debian/changelog"
+
+metacheck: META.json
+	perl '$(srcdir)/test/pgxn_meta_check.pl' --self-test --version '$(RELEASE_VERSION)' \
+		--root '$(srcdir)' META.json
+
+# The tarball is HEAD as committed (git archive; .gitattributes names what
+# a release leaves out) plus the generated META.json, under retries-VERSION/.
+dist: versioncheck metacheck
+	@git -C '$(srcdir)' diff --quiet HEAD -- || \
+		echo "dist: warning: the working tree has uncommitted changes; $(DIST_NAME).tar.gz is made of HEAD" >&2
+	git -C '$(srcdir)' archive --format=tar.gz --prefix='$(DIST_NAME)/' \
+		--add-file='$(CURDIR)/META.json' -o '$(CURDIR)/$(DIST_NAME).tar.gz' HEAD
+	@echo "dist: $(CURDIR)/$(DIST_NAME).tar.gz"
