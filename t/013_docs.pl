@@ -660,6 +660,10 @@ sub check_reference
 		}
 	}
 	my %codes;
+	# A copy of the tests without the sources (scripts/package checks the
+	# installed package that way) has nothing to compare.
+	note("no src/*.c here: the SQLSTATEs of the sources are not checked")
+	  unless glob("$root/src/*.c");
 	for my $src (glob("$root/src/*.c"), glob("$root/src/*.h"))
 	{
 		my $text = slurp_file($src);
