@@ -250,6 +250,29 @@ is( summary(\%m, 'retries_workers_count', 'state', undef, 1),
 cmp_ok(value(\%m, 'retries_worker_busy_seconds_total', pid => $napper),
 	'>=', $busy, 'c: busy time never goes back');
 
+# README's monitoring section (its table of metrics and its alert rules)
+# names only metrics the exporter serves, so that it cannot drift
+my $readme = slurp_file("$FindBin::RealBin/../README.md");
+my ($monitoring) = $readme =~ /^## Monitoring with Prometheus\n(.*?)^## /ms;
+ok(defined $monitoring, "README has a section 'Monitoring with Prometheus'");
+my %documented = map { $_ => 1 } ($monitoring // '') =~ /\b(retries_\w+)/g;
+delete $documented{$_} for qw(retries_admin retries_exporter);
+cmp_ok(scalar(keys %documented), '>=', 12,
+	'README names the metrics of the queries file');
+for my $name (sort keys %documented)
+{
+	ok(exists $m{type}{$name}, "README's $name is a metric the exporter serves");
+}
+# and each row of its table gives the type the exporter declares
+while (($monitoring // '') =~ /^\| (`retries_\w+`(?:, `retries_\w+`)*) \| (\w+) \|/mg)
+{
+	my ($names, $type) = ($1, $2);
+	for my $name ($names =~ /`(\w+)`/g)
+	{
+		is($m{type}{$name} // 'absent', $type, "README: $name is a $type");
+	}
+}
+
 stop_exporter();
 unlike(slurp_file($exporter_log), qr/level=(error|warn)/,
 	'the exporter logged no error');
