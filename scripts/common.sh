@@ -118,6 +118,29 @@ make_workdir() {
 	log "temporary directory: $WORKDIR"
 }
 
+# copy_postgres DIR: a private copy of the PostgreSQL installation (server,
+# share, headers) under DIR, without any retries files an earlier install
+# left there, so that a build can be installed into it and tested without
+# touching the system's.  Sets COPY_BINDIR and COPY_PG_CONFIG (the copy's
+# pg_config, which finds its own directories by where it lies).
+COPY_BINDIR=
+COPY_PG_CONFIG=
+copy_postgres() {
+	local dir=$1
+	mkdir -p "$dir/lib/postgresql" "$dir/share/postgresql" "$dir/include"
+	cp -a "/usr/lib/postgresql/$PG_MAJOR" "$dir/lib/postgresql/"
+	cp -a "/usr/share/postgresql/$PG_MAJOR" "$dir/share/postgresql/"
+	cp -a /usr/include/postgresql "$dir/include/"
+	rm -rf "$dir/lib/postgresql/$PG_MAJOR/lib/retries.so" \
+		"$dir/lib/postgresql/$PG_MAJOR/lib/bitcode/retries"* \
+		"$dir/share/postgresql/$PG_MAJOR/extension/retries"*
+	COPY_BINDIR=$dir/lib/postgresql/$PG_MAJOR/bin
+	COPY_PG_CONFIG=$COPY_BINDIR/pg_config
+	[ "$("$COPY_PG_CONFIG" --bindir)" = "$COPY_BINDIR" ] &&
+		[ "$("$COPY_PG_CONFIG" --pkglibdir)" = "$dir/lib/postgresql/$PG_MAJOR/lib" ] ||
+		die "the pg_config of the copy in $dir does not point into the copy"
+}
+
 # give_workdir: hand everything under WORKDIR to RUN_USER (after copying
 # files into it as root).
 give_workdir() {
