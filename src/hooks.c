@@ -185,6 +185,24 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 }
 
 /*
+ * find_option -- the option called NAME in a list of DefElems, or NULL
+ */
+static DefElem *
+find_option(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, name) == 0)
+			return opt;
+	}
+	return NULL;
+}
+
+/*
  * workers_in_the_way -- the database whose workers must stop before this
  * command runs, or InvalidOid
  *
@@ -196,6 +214,7 @@ static Oid
 workers_in_the_way(Node *parsetree)
 {
 	ListCell   *lc;
+	DefElem    *opt;
 
 	switch (nodeTag(parsetree))
 	{
@@ -206,23 +225,15 @@ workers_in_the_way(Node *parsetree)
 				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
 			break;
 		case T_CreatedbStmt:
-			foreach(lc, ((CreatedbStmt *) parsetree)->options)
-			{
-				DefElem    *opt = (DefElem *) lfirst(lc);
-
-				if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
-					return get_database_oid(defGetString(opt), true);
-			}
+			opt = find_option(((CreatedbStmt *) parsetree)->options, "template");
+			if (opt != NULL && opt->arg != NULL)
+				return get_database_oid(defGetString(opt), true);
 			break;
 		case T_AlterDatabaseStmt:
-			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
-			{
-				DefElem    *opt = (DefElem *) lfirst(lc);
-
-				if (strcmp(opt->defname, "tablespace") == 0)
-					return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname,
-											true);
-			}
+			if (find_option(((AlterDatabaseStmt *) parsetree)->options,
+							"tablespace") != NULL)
+				return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname,
+										true);
 			break;
 		case T_DropStmt:
 			if (((DropStmt *) parsetree)->removeType != OBJECT_EXTENSION ||
