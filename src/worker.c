@@ -666,6 +666,19 @@ prune(void)
 }
 
 /*
+ * claim_close -- close the cursor claim_open() opened, unless a called
+ * function already did
+ */
+static void
+claim_close(const char *cursor)
+{
+	Portal		portal = SPI_cursor_find(cursor);
+
+	if (portal != NULL)
+		SPI_cursor_close(portal);
+}
+
+/*
  * run_batch -- one batch transaction; returns the number of calls claimed
  * and sets *due to when the next call is due, or to 0 if more may be due
  * now (a full batch, or one cut short) or none is scheduled at all
@@ -750,8 +763,7 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
-	if (SPI_cursor_find(cursor) != NULL)
-		SPI_cursor_close(SPI_cursor_find(cursor));
+	claim_close(cursor);
 	execute_finish_batch();
 
 	*due = 0;
