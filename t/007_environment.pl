@@ -76,19 +76,42 @@ SELECT retries.annotate('slow(bigint,float8)', '5 100ms');
 	return;
 }
 
-# start_slow(DB, ID, SECS): schedule slow(ID, SECS) and wait until a worker
-# runs it; returns the call id
+# start_slow(DB, ID, SECS, [ROLE]): schedule slow(ID, SECS), as ROLE if
+# given, and wait until a worker runs it; returns the call id.  slow's
+# results are apart from work's: its row is ID + 1,000,000.
 sub start_slow
 {
-	my ($db, $id, $secs) = @_;
-	# slow's ids are apart from work's
+	my ($db, $id, $secs, $role) = @_;
+	my $set_role = defined $role ? "SET ROLE $role; " : '';
 	$id += 1_000_000;
 	my $call = $node->safe_psql($db,
-		"SELECT retries.call('slow(bigint,float8)', '[$id, $secs]')");
+		"${set_role}SELECT retries.call('slow(bigint,float8)', '[$id, $secs]')");
 	wait_until($node, $db,
 		"SELECT state FROM retries.calls WHERE id = $call",
 		'running', "$db: call $call (slow) is running");
 	return $call;
+}
+
+# schedule_later(DB, ROLE, FROM, TO): as ROLE, the work calls of ids
+# FROM..TO, due in an hour
+sub schedule_later
+{
+	my ($db, $role, $from, $to) = @_;
+	$node->safe_psql($db,
+		"SET ROLE $role; SELECT retries.call('work(bigint)', jsonb_build_array(i),"
+		  . " run_at => now() + interval '1 hour') FROM generate_series($from, $to) i");
+	return;
+}
+
+# retry_work_now(DB, CONDITION): retry_now every work call that meets
+# CONDITION (SQL over retries.calls)
+sub retry_work_now
+{
+	my ($db, $condition) = @_;
+	$node->safe_psql($db,
+		"SELECT retries.retry_now(id) FROM retries.calls"
+		  . " WHERE fn = 'work(bigint)'::regprocedure AND $condition");
+	return;
 }
 
 # history(DB, CALL): the call's attempts, as '1:interrupted,2:succeeded'
@@ -347,17 +370,8 @@ wait_until($node, 'postgres', workers_query('roles_d'),
 	'2', 'd: two workers in roles_d');
 
 # alice: a call running when she is dropped, ten calls due in an hour
-$node->safe_psql(
-	'roles_d', q{
-SET ROLE alice;
-SELECT retries.call('work(bigint)', jsonb_build_array(i),
-	run_at => now() + interval '1 hour') FROM generate_series(1, 10) i;
-});
-my $alice_running = $node->safe_psql('roles_d',
-	"SET ROLE alice; SELECT retries.call('slow(bigint,float8)', '[100, 3]')");
-wait_until($node, 'roles_d',
-	"SELECT state FROM retries.calls WHERE id = $alice_running",
-	'running', 'd: a call of alice is running');
+schedule_later('roles_d', 'alice', 1, 10);
+my $alice_running = start_slow('roles_d', 100, 3, 'alice');
 $node->safe_psql('roles_d', 'DROP OWNED BY alice; DROP ROLE alice');
 pass('d: DROP ROLE alice succeeds while she has calls');
 wait_until(
@@ -370,9 +384,7 @@ note('the running call: '
 		"SELECT state || ' ' || coalesce(last_sqlstate, '') || ' '"
 		  . " || coalesce(last_message, '')"
 		  . " FROM retries.calls WHERE id = $alice_running"));
-$node->safe_psql('roles_d',
-	"SELECT retries.retry_now(id) FROM retries.calls"
-	  . " WHERE fn = 'work(bigint)'::regprocedure AND state = 'scheduled'");
+retry_work_now('roles_d', "state = 'scheduled'");
 wait_until(
 	$node, 'roles_d',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'work(bigint)'::regprocedure"
@@ -385,25 +397,14 @@ is($node->safe_psql('roles_d', 'SELECT count(*) FROM results WHERE id <= 10'),
 # bob: loses LOGIN with a call running and ten due in an hour.  Calls run
 # as the role that scheduled them, as a session of that role would: a role
 # that may not log in (the usual way to disable an account) runs none.
-$node->safe_psql(
-	'roles_d', q{
-SET ROLE bob;
-SELECT retries.call('work(bigint)', jsonb_build_array(i),
-	run_at => now() + interval '1 hour') FROM generate_series(11, 20) i;
-});
-my $bob_running = $node->safe_psql('roles_d',
-	"SET ROLE bob; SELECT retries.call('slow(bigint,float8)', '[200, 3]')");
-wait_until($node, 'roles_d',
-	"SELECT state FROM retries.calls WHERE id = $bob_running",
-	'running', 'd: a call of bob is running');
+schedule_later('roles_d', 'bob', 11, 20);
+my $bob_running = start_slow('roles_d', 200, 3, 'bob');
 $node->safe_psql('roles_d', 'ALTER ROLE bob NOLOGIN');
 wait_until($node, 'roles_d',
-	"SELECT state || ',' || (SELECT n FROM results WHERE id = 200)"
+	"SELECT state || ',' || (SELECT n FROM results WHERE id = 1000200)"
 	  . " FROM retries.calls WHERE id = $bob_running",
 	'succeeded,1', 'd: the attempt that was running when bob lost LOGIN completes');
-$node->safe_psql('roles_d',
-	"SELECT retries.retry_now(id) FROM retries.calls"
-	  . " WHERE fn = 'work(bigint)'::regprocedure AND state = 'scheduled'");
+retry_work_now('roles_d', "state = 'scheduled'");
 wait_until(
 	$node, 'roles_d',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'work(bigint)'::regprocedure"
@@ -411,10 +412,7 @@ wait_until(
 	  . " AND last_message = 'role \"bob\" that scheduled the call is not permitted to log in'",
 	'10', 'd: his pending calls fail: he may not log in');
 $node->safe_psql('roles_d', 'ALTER ROLE bob LOGIN');
-$node->safe_psql('roles_d',
-	"SELECT retries.retry_now(id) FROM retries.calls"
-	  . " WHERE fn = 'work(bigint)'::regprocedure AND state = 'failed'"
-	  . " AND last_sqlstate = '28000'");
+retry_work_now('roles_d', "state = 'failed' AND last_sqlstate = '28000'");
 all_ran_once('roles_d', 11, 20,
 	'd: LOGIN given back, retried by hand, they run, once');
 no_crash($offset, 'd');
