@@ -17,8 +17,10 @@
 #      no more than that plus the time the test took since).
 #
 # Skipped only when the exporter is not installed (scripts/test installs
-# it).  The exporter listens on a free port from 57200-57299 (never the
-# package's own 9187) and is stopped at the end, also when the test dies.
+# it).  The exporter listens on a port that PostgreSQL::Test::Cluster's
+# get_free_port() finds free and reserves, as for the test's servers (never
+# the package's own 9187), and is stopped at the end, also when the test
+# dies.
 
 use strict;
 use warnings;
@@ -26,7 +28,6 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 
-use IO::Socket::INET;
 use IPC::Run;
 use POSIX qw(WNOHANG);
 use PostgreSQL::Test::Cluster;
@@ -303,28 +304,6 @@ sub expected_types
 	};
 }
 
-# free_port(): a port of 57200-57299 nothing listens on now, from a random
-# start so that concurrent runs are unlikely to pick the same one
-sub free_port
-{
-	my $start = int(rand(100));
-	for my $i (0 .. 99)
-	{
-		my $p = 57200 + ($start + $i) % 100;
-		my $sock = IO::Socket::INET->new(
-			LocalAddr => '127.0.0.1',
-			LocalPort => $p,
-			Proto => 'tcp',
-			Listen => 1);
-		if ($sock)
-		{
-			close $sock;
-			return $p;
-		}
-	}
-	die 'no free port in 57200-57299';
-}
-
 # start_exporter(): the exporter, connected to database app as
 # retries_exporter, serving only the metrics of the queries file; returns
 # once it answers (another port is tried if this one was taken meanwhile)
@@ -335,7 +314,7 @@ sub start_exporter
 
 	for my $try (1 .. 3)
 	{
-		$port = free_port();
+		$port = PostgreSQL::Test::Cluster::get_free_port();
 		$exporter_pid = fork() // die "fork: $!";
 		if ($exporter_pid == 0)
 		{
