@@ -45,7 +45,8 @@ OBJS = \
 	src/hooks.o \
 	src/launcher.o \
 	src/worker.o \
-	src/execute.o
+	src/execute.o \
+	src/sandbox.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql
 

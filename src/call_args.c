@@ -22,6 +22,14 @@
  * any session reads back to the same value.  A worker converts that text
  * again when each attempt starts.
  *
+ * Values that name database objects (the reg* types: regclass, regproc,
+ * regtype, ..., and arrays, domains, composites and ranges of them) are
+ * read under the search_path of whoever schedules the call, and written
+ * and read back under a fixed one, OBJECT_NAME_PATH, in which every object
+ * outside pg_catalog is written schema-qualified: so the stored text names
+ * the object that the caller meant, whatever search_path the worker, the
+ * role or anyone else has when the call runs.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -40,8 +48,12 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "retries.h"
+
+/* The search_path under which values naming objects are written and read */
+#define OBJECT_NAME_PATH		"pg_catalog, pg_temp"
 
 /* The input parameters of one function, as needed to convert arguments */
 typedef struct FuncParams
@@ -51,7 +63,85 @@ typedef struct FuncParams
 	Oid		   *types;			/* their types */
 	char	  **names;			/* their names, "" when unnamed */
 	int			ndefaults;		/* trailing parameters with defaults */
+	bool	   *names_objects;	/* type_names_objects() of each type */
 } FuncParams;
+
+/*
+ * type_names_objects -- do values of this type name database objects
+ * (reg* types), or contain values that do?
+ */
+static bool
+type_names_objects(Oid typid)
+{
+	Oid			base = getBaseType(typid);
+	Oid			elemtype;
+	bool		result = false;
+
+	/* composites nest */
+	check_stack_depth();
+
+	switch (base)
+	{
+		case REGCLASSOID:
+		case REGCOLLATIONOID:
+		case REGCONFIGOID:
+		case REGDICTIONARYOID:
+		case REGNAMESPACEOID:
+		case REGOPERATOROID:
+		case REGOPEROID:
+		case REGPROCEDUREOID:
+		case REGPROCOID:
+		case REGROLEOID:
+		case REGTYPEOID:
+			return true;
+		default:
+			break;
+	}
+	elemtype = get_element_type(base);
+	if (OidIsValid(elemtype))
+		return type_names_objects(elemtype);
+
+	switch (get_typtype(base))
+	{
+		case TYPTYPE_COMPOSITE:
+			{
+				TupleDesc	desc = lookup_rowtype_tupdesc(base, -1);
+
+				for (int i = 0; i < desc->natts && !result; i++)
+				{
+					Form_pg_attribute att = TupleDescAttr(desc, i);
+
+					if (!att->attisdropped)
+						result = type_names_objects(att->atttypid);
+				}
+				ReleaseTupleDesc(desc);
+				break;
+			}
+		case TYPTYPE_RANGE:
+			result = type_names_objects(get_range_subtype(base));
+			break;
+		case TYPTYPE_MULTIRANGE:
+			result = type_names_objects(get_multirange_range(base));
+			break;
+		default:
+			break;
+	}
+	return result;
+}
+
+/*
+ * push_object_name_path -- set search_path to OBJECT_NAME_PATH in a new GUC
+ * nest level, which the caller closes with AtEOXact_GUC(true, level)
+ */
+static int
+push_object_name_path(void)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", OBJECT_NAME_PATH, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
 
 /*
  * load_params -- look up the input parameters of a function
@@ -93,6 +183,10 @@ load_params(Oid fnoid, FuncParams *params)
 		params->names[i] = (i < nnames && names[i] != NULL) ? names[i] : "";
 
 	ReleaseSysCache(tup);
+
+	params->names_objects = palloc(sizeof(bool) * Max(params->nargs, 1));
+	for (int i = 0; i < params->nargs; i++)
+		params->names_objects[i] = type_names_objects(params->types[i]);
 }
 
 /*
@@ -320,9 +414,14 @@ convert_arg(const FuncParams *params, int i, JsonbValue *v)
 			Oid			outfunc;
 			bool		isvarlena;
 			char	   *out;
+			int			nestlevel = -1;
 
 			getTypeOutputInfo(typid, &outfunc, &isvarlena);
+			if (params->names_objects[i])
+				nestlevel = push_object_name_path();
 			out = OidOutputFunctionCall(outfunc, value);
+			if (nestlevel >= 0)
+				AtEOXact_GUC(true, nestlevel);
 			result = palloc(sizeof(JsonbValue));
 			result->type = jbvString;
 			result->val.string.val = out;
@@ -523,9 +622,14 @@ stored_value_const(const FuncParams *params, int i, JsonbValue *v)
 	int16		typlen;
 	bool		typbyval;
 	Datum		value;
+	int			nestlevel = -1;
 
 	getTypeInputInfo(typid, &infunc, &ioparam);
+	if (params->names_objects[i])
+		nestlevel = push_object_name_path();
 	value = OidInputFunctionCall(infunc, text, ioparam, -1);
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
 	get_typlenbyval(typid, &typlen, &typbyval);
 	return makeConst(typid, -1, get_typcollation(typid), typlen, value,
 					 text == NULL, typbyval);

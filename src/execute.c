@@ -46,6 +46,7 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -59,6 +60,7 @@
 #include "execute.h"
 #include "policy.h"
 #include "retries.h"
+#include "sandbox.h"
 
 /* A policy as the worker uses it; rows of policy_data never change */
 typedef struct CachedPolicy
@@ -254,8 +256,9 @@ get_policy(int32 policy_id)
 }
 
 /*
- * evaluate_call -- call a function with these argument expressions and
- * throw away its result
+ * evaluate_call -- call a function with these argument expressions; its
+ * result, copied into the caller's memory context, goes to *result if
+ * 'result' is not NULL
  *
  * The call is built as a FuncExpr and run through the executor, so that
  * defaults, strictness and the function's own expectations of fn_expr are
@@ -265,19 +268,21 @@ get_policy(int32 policy_id)
  * attempt only to find that it cannot, and an inlined call would run the
  * same anyway.
  */
-static Datum
-evaluate_call(Oid fnoid, List *args, bool *isnull)
+static void
+evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull)
 {
+	MemoryContext callercxt = CurrentMemoryContext;
 	EState	   *estate = CreateExecutorState();
 	FuncExpr   *fexpr;
 	ExprState  *exprstate;
 	List	   *planned = NIL;
 	Oid			inputcollid = InvalidOid;
+	Oid			rettype = get_func_rettype(fnoid);
 	ListCell   *lc;
-	Datum		result;
-	MemoryContext oldcxt;
+	Datum		value;
+	bool		valuenull;
 
-	oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	MemoryContextSwitchTo(estate->es_query_cxt);
 	foreach(lc, args)
 	{
 		Expr	   *arg = (Expr *) lfirst(lc);
@@ -287,61 +292,80 @@ evaluate_call(Oid fnoid, List *args, bool *isnull)
 		if (!OidIsValid(inputcollid))
 			inputcollid = exprCollation((Node *) arg);
 	}
-	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), planned,
+	fexpr = makeFuncExpr(fnoid, rettype, planned,
 						 InvalidOid, inputcollid, COERCE_EXPLICIT_CALL);
 	exprstate = ExecInitExpr((Expr *) fexpr, NULL);
-	MemoryContextSwitchTo(oldcxt);
-	result = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate),
-									   isnull);
+	MemoryContextSwitchTo(callercxt);
+	value = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate),
+									  &valuenull);
+
+	/* the value lives in the executor's memory, about to be freed */
+	if (result != NULL)
+	{
+		int16		typlen;
+		bool		typbyval;
+
+		get_typlenbyval(rettype, &typlen, &typbyval);
+		*result = valuenull ? (Datum) 0 : datumCopy(value, typbyval, typlen);
+		*isnull = valuenull;
+	}
 	FreeExecutorState(estate);
-	return result;
 }
 
 /*
- * run_as_owner -- run a function (the call, or one of its hooks) in a
- * subtransaction as 'role'; on error, return its ErrorData (in the caller's
- * memory context) and roll the subtransaction back
+ * run_sandboxed -- run a function (the call, or one of its hooks) as
+ * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
+ * return its ErrorData (in the caller's memory context) and roll the
+ * subtransaction back
  *
- * 'converting' tells the caller whether the error happened while building
- * the arguments rather than in the function.
+ * For the call itself, 'stored_args' are its canonical arguments, which
+ * are converted inside the sandbox (a domain's check or a default is the
+ * role's code too); 'converting' tells the caller whether an error
+ * happened there rather than in the function.  Hooks pass their argument
+ * expressions in 'given_args'.  With 'result', the function's result is
+ * returned in the caller's memory context.
+ *
+ * The attempt's timeout covers everything the role's code runs, deferred
+ * triggers included.  A timeout that fires as the code returns leaves a
+ * cancel pending that belongs to nobody: it is cleared, so that it cannot
+ * cancel the worker's own bookkeeping or the next call.
  */
 static ErrorData *
-run_as_owner(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
-			 int64 timeout, bool *converting, Datum *result, bool *isnull)
+run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
+			  int64 timeout, bool *converting, Datum *result, bool *isnull)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	ErrorData  *volatile edata = NULL;
 	List	   *volatile args = given_args;
-	Oid			save_userid;
-	int			save_sec_context;
+	Sandbox		sb;
 
+	memset(&sb, 0, sizeof(sb));
 	if (converting)
 		*converting = false;
 	attempt_timed_out = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 
 	PG_TRY();
 	{
-		SetUserIdAndSecContext(role, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		sandbox_enter(&sb, role);
+		if (timeout > 0)
+			enable_timeout_after(attempt_timeout_id,
+								 (int) Min(timeout / 1000, INT_MAX));
 		if (stored_args != NULL)
 		{
 			*converting = true;
 			args = call_args_build(fnoid, stored_args);
 			*converting = false;
 		}
-		if (timeout > 0)
-			enable_timeout_after(attempt_timeout_id,
-								 (int) Min(timeout / 1000, INT_MAX));
 		PushActiveSnapshot(GetTransactionSnapshot());
-		*result = evaluate_call(fnoid, args, isnull);
+		evaluate_call(fnoid, args, result, isnull);
 		PopActiveSnapshot();
+		sandbox_leave(&sb);
 		if (timeout > 0)
 			disable_timeout(attempt_timeout_id, false);
-		SetUserIdAndSecContext(save_userid, save_sec_context);
 
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
@@ -360,6 +384,9 @@ run_as_owner(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
 	}
 	PG_END_TRY();
 
+	if (attempt_timed_out)
+		QueryCancelPending = false;
+	sandbox_reset_session(&sb);
 	return edata;
 }
 
@@ -455,7 +482,7 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 									CStringGetTextDatum(out->message ? out->message : ""),
 									out->message == NULL, false));
-		edata = run_as_owner(call->role, policy->delay_fn, NULL, args, -1,
+		edata = run_sandboxed(call->role, policy->delay_fn, NULL, args, -1,
 							 NULL, &result, &isnull);
 		if (edata != NULL)
 		{
@@ -646,7 +673,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
-	edata = run_as_owner(call->role, policy->on_exhausted, NULL, args, -1,
+	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, args, -1,
 						 NULL, &result, &isnull);
 	if (edata == NULL)
 		return;
@@ -731,7 +758,7 @@ execute_attempt(RetriesCall *call)
 	retries_current_call_id = call->id;
 	retries_current_attempt_number = attempt;
 	retries_retry_after_usecs = -1;
-	edata = run_as_owner(call->role, policy->fn, call->args, NIL, policy->timeout,
+	edata = run_sandboxed(call->role, policy->fn, call->args, NIL, policy->timeout,
 						 &converting, &result, &isnull);
 	retries_current_call_id = 0;
 	retries_current_attempt_number = 0;

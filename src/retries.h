@@ -15,6 +15,7 @@
  * src/launcher.c		the launcher, which starts per-database workers
  * src/worker.c			the worker loop: batches, sleeping, crash recovery
  * src/execute.c		running one attempt and recording its outcome
+ * src/sandbox.c		running a call's code as its role, leaving nothing behind
  * src/hooks.c			commit wake-ups, DROP DATABASE/EXTENSION handling
  *
  *-------------------------------------------------------------------------

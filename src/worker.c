@@ -6,10 +6,12 @@
  *
  * A batch is one transaction: the worker claims up to retries.batch_size
  * due calls with FOR UPDATE SKIP LOCKED (so no two workers ever run the
- * same call), runs each in a subtransaction of its own and records its
+ * same call), copies them into its own memory, runs each in a
+ * subtransaction and the sandbox of its role (sandbox.c) and records its
  * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
- * does not hold the others' commits for long.  Calls claimed but not
- * reached are simply released at commit.
+ * does not hold the others' commits for long, or after a call that changed
+ * the transaction for good.  Calls claimed but not reached are simply
+ * released at commit.
  *
  * A call may run for minutes, and the calls claimed after it stay locked
  * until it ends, out of the other workers' reach.  So a batch claims in
@@ -82,6 +84,7 @@
 
 #include "execute.h"
 #include "retries.h"
+#include "sandbox.h"
 #include "shmem.h"
 
 /* A batch stops taking new calls after this long */
@@ -124,12 +127,15 @@ PGDLLEXPORT void retries_worker_main(Datum main_arg);
  * A background worker gets no statement start time from a client, so it
  * sets one: otherwise now() (the transaction's start) would stay the
  * worker's start time forever, for pruning and for the functions it calls.
+ * The transaction is read-write whatever default_transaction_read_only
+ * says (see sandbox_begin_transaction).
  */
 static void
 start_transaction(void)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	sandbox_begin_transaction();
 }
 
 /*
@@ -499,80 +505,72 @@ take_interrupted(const RetriesCall *call)
 }
 
 /*
- * claim_open -- open the cursor that claims up to 'limit' due calls,
- * earliest first, and return its name; claim_next() fetches from it
+ * claim -- claim up to 'count' more due calls, earliest first, into
+ * calls[n..]; returns how many it got, fewer than 'count' once no more are
+ * due
  *
- * A cursor rather than one query, so that the batch can claim its calls a
- * few at a time (each row is locked as it is fetched) without claiming
- * again the calls it has run, whose rows say 'scheduled' until the
- * batch's outcomes are written.
+ * Rows are locked as they are claimed (FOR UPDATE SKIP LOCKED, so that no
+ * two workers ever run the same call), and copied into the transaction's
+ * memory, where no called function can reach them.  The calls this batch
+ * has already claimed, calls[0..n-1], are left out: their rows say
+ * 'scheduled' until the batch's outcomes are written.
+ *
+ * The time is a parameter, not clock_timestamp() in the query: a volatile
+ * function cannot bound the index scan, and a million future calls would
+ * be read on every wake-up.
  */
-static char *
-claim_open(int limit, TimestampTz now)
+static int
+claim(RetriesCall *calls, int n, int count, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT4OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int32GetDatum(limit), TimestampTzGetDatum(now)};
-	Portal		portal;
+	Oid			argtypes[3] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID};
+	Datum		values[3];
+	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
+	MemoryContext oldcxt;
+	int			got;
 
-	/*
-	 * The time is a parameter, not clock_timestamp() in the query: a volatile
-	 * function cannot bound the index scan, and a million future calls would
-	 * be read on every wake-up.
-	 */
+	for (int i = 0; i < n; i++)
+		ids[i] = Int64GetDatum(calls[i].id);
+	values[0] = Int32GetDatum(count);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	retries_prepare_kept(&plan,
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
 						 " scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
 						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
 						 " ORDER BY next_attempt"
 						 " LIMIT $1"
 						 " FOR UPDATE SKIP LOCKED",
-						 2, argtypes);
-	portal = SPI_cursor_open(NULL, plan, values, NULL, false);
-	return pstrdup(portal->name);
-}
+						 3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not claim due calls");
 
-/*
- * claim_next -- claim the next 'count' calls from the cursor claim_open()
- * opened, and copy them into the transaction's memory; returns how many it
- * got, fewer than 'count' once no more are due
- *
- * The cursor is looked up by name each time: a called function could have
- * closed it (CLOSE ALL), and then nothing more is claimed.
- */
-static int
-claim_next(const char *cursor, RetriesCall *calls, int count)
-{
-	Portal		portal = SPI_cursor_find(cursor);
-	MemoryContext oldcxt;
-	int			n;
-
-	if (portal == NULL)
-		return 0;
-	SPI_cursor_fetch(portal, true, count);
-
-	n = (int) SPI_processed;
+	got = (int) SPI_processed;
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < got; i++)
 	{
 		HeapTuple	row = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
+		RetriesCall *call = &calls[n + i];
 		bool		isnull;
 		Datum		d;
 
-		calls[i].id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-		calls[i].policy_id = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
-		calls[i].args = DatumGetJsonbPCopy(SPI_getbinval(row, desc, 3, &isnull));
-		calls[i].attempts = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
+		call->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+		call->policy_id = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+		call->args = DatumGetJsonbPCopy(SPI_getbinval(row, desc, 3, &isnull));
+		call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
 		d = SPI_getbinval(row, desc, 5, &isnull);
-		calls[i].max_attempts = isnull ? 0 : DatumGetInt32(d);
-		calls[i].role = DatumGetObjectId(SPI_getbinval(row, desc, 6, &isnull));
+		call->max_attempts = isnull ? 0 : DatumGetInt32(d);
+		call->role = DatumGetObjectId(SPI_getbinval(row, desc, 6, &isnull));
 	}
 	MemoryContextSwitchTo(oldcxt);
 	SPI_freetuptable(SPI_tuptable);
-	return n;
+	pfree(ids);
+	return got;
 }
 
 /*
@@ -666,19 +664,6 @@ prune(void)
 }
 
 /*
- * claim_close -- close the cursor claim_open() opened, unless a called
- * function already did
- */
-static void
-claim_close(const char *cursor)
-{
-	Portal		portal = SPI_cursor_find(cursor);
-
-	if (portal != NULL)
-		SPI_cursor_close(portal);
-}
-
-/*
  * run_batch -- one batch transaction; returns the number of calls claimed
  * and sets *due to when the next call is due, or to 0 if more may be due
  * now (a full batch, or one cut short) or none is scheduled at all
@@ -696,7 +681,6 @@ run_batch(TimestampTz *due)
 	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
-	char	   *cursor;
 	int			limit = retries_batch_size;
 	Oid			extoid;
 
@@ -716,13 +700,18 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
-	cursor = claim_open(limit, claimed_at);
 
 	for (int i = 0;; i++, ran++)
 	{
 		bool		ok;
 
+		/*
+		 * An attempt that fired deferred triggers leaves the transaction's
+		 * constraint modes changed for good: the next call must start in a
+		 * new transaction (see sandbox.c).
+		 */
 		if (i > 0 && (ShutdownRequestPending ||
+					  sandbox_transaction_changed() ||
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;
@@ -734,7 +723,7 @@ run_batch(TimestampTz *due)
 
 			if (want <= 0 || !claimed_all)
 				break;
-			got = claim_next(cursor, calls + n, want);
+			got = claim(calls, n, want, claimed_at);
 			claimed_all = got == want;
 			n += got;
 			if (got == 0)
@@ -763,7 +752,6 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
-	claim_close(cursor);
 	execute_finish_batch();
 
 	*due = 0;
@@ -832,6 +820,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
+		sandbox_abort();
 		RESUME_INTERRUPTS();
 
 		/* the attempt in flight was rolled back with the rest: no charge */
@@ -897,6 +886,7 @@ retries_worker_main(Datum main_arg)
 		proc_exit(0);
 
 	execute_init();
+	sandbox_init();
 	inflight_open();
 	recover();
 	wait_for_recovery();

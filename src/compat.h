@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *	  Every difference between the PostgreSQL versions that retries builds
+ *	  on, as small wrappers, so that the rest of the code reads as if there
+ *	  were one version.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_COMPAT_H
+#define RETRIES_COMPAT_H
+
+#include "utils/guc.h"
+
+/*
+ * Strings from ParseLongOption(): malloc'ed up to 15, in the GUC memory
+ * context from 16 on.
+ */
+#if PG_VERSION_NUM >= 160000
+#define retries_free_guc_string(s)	guc_free(s)
+#else
+#define retries_free_guc_string(s)	free(s)
+#endif
+
+#endif							/* RETRIES_COMPAT_H */
