@@ -45,6 +45,7 @@ OBJS = \
 	src/hooks.o \
 	src/launcher.o \
 	src/worker.o \
+	src/claim.o \
 	src/execute.o \
 	src/sandbox.o
 

@@ -158,7 +158,33 @@ SELECT count(retries.call('two(int,text)', jsonb_build_array(i)))
   FROM generate_series(1, 1000) i;
 SELECT count(*) - :before AS added FROM retries.calls;
 
-DROP FUNCTION typed, two(int, text), unnamed(int, text), var(int[]), plain(int);
+-- values that name objects are read with the caller's search_path and
+-- stored schema-qualified, so that they name the same object when the call
+-- runs, whatever search_path anyone has then (pg_catalog's objects keep
+-- their bare names); arrays, domains and composites of them too
+CREATE SCHEMA ledgers;
+CREATE TABLE ledgers.ledger (x int);
+CREATE TYPE ledgers.entry AS (tbl regclass, note text);
+CREATE DOMAIN ledgers.table_name AS regclass;
+CREATE FUNCTION names(t regclass, ty regtype, f regprocedure, ts regclass[],
+                      d ledgers.table_name, e ledgers.entry, r regrole)
+RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('names(regclass,regtype,regprocedure,regclass[],ledgers.table_name,ledgers.entry,regrole)');
+SET search_path = ledgers, public;
+SELECT retries.call('names'::regproc::oid, '["ledger", "entry", "upper(text)", ["ledger", "pg_class"],
+                               "ledger", "(ledger,hi)", "call_args_user"]') AS named \gset
+RESET search_path;
+SELECT args FROM retries.calls WHERE id = :named;
+-- whose path decides is the caller's, when it schedules: here "ledger" is public.ledger
+CREATE TABLE public.ledger (x int);
+SET search_path = public, ledgers;
+SELECT retries.call('names'::regproc::oid, '["ledgers.ledger", "int4", "upper(text)", [], "ledger", "(ledger,hi)", "call_args_user"]') AS qualified \gset
+RESET search_path;
+SELECT args FROM retries.calls WHERE id = :qualified;
+DROP TABLE public.ledger;
+
+DROP FUNCTION typed, two(int, text), unnamed(int, text), var(int[]), plain(int), names;
+DROP SCHEMA ledgers CASCADE;
 DROP TYPE mood, pair;
 DROP DOMAIN positive;
 DROP OWNED BY call_args_user;

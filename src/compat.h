@@ -10,7 +10,15 @@
 #ifndef RETRIES_COMPAT_H
 #define RETRIES_COMPAT_H
 
+#include "storage/proc.h"
 #include "utils/guc.h"
+
+/* This backend's local transaction id: in MyProc->vxid from 17 on */
+#if PG_VERSION_NUM >= 170000
+#define retries_local_xid()	(MyProc->vxid.lxid)
+#else
+#define retries_local_xid()	(MyProc->lxid)
+#endif
 
 /*
  * Strings from ParseLongOption(): malloc'ed up to 15, in the GUC memory

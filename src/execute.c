@@ -57,6 +57,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "execute.h"
 #include "policy.h"
 #include "retries.h"
@@ -522,9 +523,9 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 	TimestampTz next = 0;
 	int			row;
 
-	if (pending.lxid != MyProc->lxid)
+	if (pending.lxid != retries_local_xid())
 	{
-		pending.lxid = MyProc->lxid;
+		pending.lxid = retries_local_xid();
 		pending.n = 0;
 		pending.size = 128;
 		for (int c = 0; c < OC_NCOLUMNS; c++)
@@ -586,7 +587,7 @@ write_outcomes(void)
 	int			dims[1];
 	int			lbs[1] = {1};
 
-	if (pending.lxid != MyProc->lxid || pending.n == 0)
+	if (pending.lxid != retries_local_xid() || pending.n == 0)
 		return;
 	dims[0] = pending.n;
 	for (int c = 0; c < OC_NCOLUMNS; c++)

@@ -14,6 +14,7 @@
  * src/shmem.c			state shared by launcher, workers and backends
  * src/launcher.c		the launcher, which starts per-database workers
  * src/worker.c			the worker loop: batches, sleeping, crash recovery
+ * src/claim.c			claiming due calls into the worker's memory
  * src/execute.c		running one attempt and recording its outcome
  * src/sandbox.c		running a call's code as its role, leaving nothing behind
  * src/hooks.c			commit wake-ups, DROP DATABASE/EXTENSION handling

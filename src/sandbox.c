@@ -306,10 +306,10 @@ role_settings(Oid role)
 	RoleSettings *rs;
 	MemoryContext oldcxt;
 
-	if (settings.lxid != MyProc->lxid)
+	if (settings.lxid != retries_local_xid())
 	{
 		/* the previous transaction's lists went with its memory */
-		settings.lxid = MyProc->lxid;
+		settings.lxid = retries_local_xid();
 		settings.roles = NIL;
 		rel = table_open(DbRoleSettingRelationId, AccessShareLock);
 		settings.database = fetch_settings(rel, MyDatabaseId, InvalidOid);

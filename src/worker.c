@@ -6,7 +6,7 @@
  *
  * A batch is one transaction: the worker claims up to retries.batch_size
  * due calls with FOR UPDATE SKIP LOCKED (so no two workers ever run the
- * same call), copies them into its own memory, runs each in a
+ * same call) into its own memory (claim.c), runs each in a
  * subtransaction and the sandbox of its role (sandbox.c) and records its
  * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
  * does not hold the others' commits for long, or after a call that changed
@@ -82,6 +82,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "claim.h"
 #include "execute.h"
 #include "retries.h"
 #include "sandbox.h"
@@ -505,75 +506,6 @@ take_interrupted(const RetriesCall *call)
 }
 
 /*
- * claim -- claim up to 'count' more due calls, earliest first, into
- * calls[n..]; returns how many it got, fewer than 'count' once no more are
- * due
- *
- * Rows are locked as they are claimed (FOR UPDATE SKIP LOCKED, so that no
- * two workers ever run the same call), and copied into the transaction's
- * memory, where no called function can reach them.  The calls this batch
- * has already claimed, calls[0..n-1], are left out: their rows say
- * 'scheduled' until the batch's outcomes are written.
- *
- * The time is a parameter, not clock_timestamp() in the query: a volatile
- * function cannot bound the index scan, and a million future calls would
- * be read on every wake-up.
- */
-static int
-claim(RetriesCall *calls, int n, int count, TimestampTz now)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID};
-	Datum		values[3];
-	Datum	   *ids = palloc(sizeof(Datum) * Max(n, 1));
-	MemoryContext oldcxt;
-	int			got;
-
-	for (int i = 0; i < n; i++)
-		ids[i] = Int64GetDatum(calls[i].id);
-	values[0] = Int32GetDatum(count);
-	values[1] = TimestampTzGetDatum(now);
-	values[2] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	retries_prepare_kept(&plan,
-						 "SELECT id, policy_id, args, attempts, max_attempts,"
-						 " scheduled_by::pg_catalog.oid"
-						 " FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-						 " ORDER BY next_attempt"
-						 " LIMIT $1"
-						 " FOR UPDATE SKIP LOCKED",
-						 3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not claim due calls");
-
-	got = (int) SPI_processed;
-	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	for (int i = 0; i < got; i++)
-	{
-		HeapTuple	row = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		RetriesCall *call = &calls[n + i];
-		bool		isnull;
-		Datum		d;
-
-		call->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-		call->policy_id = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
-		call->args = DatumGetJsonbPCopy(SPI_getbinval(row, desc, 3, &isnull));
-		call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
-		d = SPI_getbinval(row, desc, 5, &isnull);
-		call->max_attempts = isnull ? 0 : DatumGetInt32(d);
-		call->role = DatumGetObjectId(SPI_getbinval(row, desc, 6, &isnull));
-	}
-	MemoryContextSwitchTo(oldcxt);
-	SPI_freetuptable(SPI_tuptable);
-	pfree(ids);
-	return got;
-}
-
-/*
  * next_due -- when the earliest call due after 'after' is due, or 0 if none
  * is
  *
@@ -681,6 +613,7 @@ run_batch(TimestampTz *due)
 	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
+	Claim	   *claim;
 	int			limit = retries_batch_size;
 	Oid			extoid;
 
@@ -700,6 +633,7 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
+	claim = claim_begin(limit, claimed_at);
 
 	for (int i = 0;; i++, ran++)
 	{
@@ -723,7 +657,7 @@ run_batch(TimestampTz *due)
 
 			if (want <= 0 || !claimed_all)
 				break;
-			got = claim(calls, n, want, claimed_at);
+			got = claim_more(claim, calls + n, want);
 			claimed_all = got == want;
 			n += got;
 			if (got == 0)
@@ -752,6 +686,7 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
+	claim_end(claim);
 	execute_finish_batch();
 
 	*due = 0;

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.h
+ *	  Claiming due calls for a batch (claim.c), for the worker loop.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_CLAIM_H
+#define RETRIES_CLAIM_H
+
+#include "datatype/timestamp.h"
+
+#include "execute.h"
+
+typedef struct Claim Claim;
+
+extern Claim *claim_begin(int limit, TimestampTz now);
+extern int	claim_more(Claim *claim, RetriesCall *calls, int count);
+extern void claim_end(Claim *claim);
+
+#endif							/* RETRIES_CLAIM_H */
