@@ -146,12 +146,7 @@ sub all_ran_once
 sub no_crash
 {
 	my ($offset, $name) = @_;
-	my $log = slurp_file($node->logfile, $offset);
-	my @bad = grep {
-		/terminated by signal|PANIC|exited with exit code (?![01]\b)|
-		 terminating any other active server processes|
-		 all server processes terminated/x
-	} split /\n/, $log;
+	my @bad = crash_lines($node, $offset);
 	ok(!@bad, "$name: no crash in the server log")
 	  or diag(join("\n", @bad));
 	return;

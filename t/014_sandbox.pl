@@ -1262,23 +1262,11 @@ section(
 		is(words('B3 victim'), '1', 'the victim\'s effect, once');
 	});
 
-# crashes(OFFSET): the lines of the server log since OFFSET that tell of a
-# crash
-sub crashes
-{
-	my ($offset) = @_;
-	return grep {
-		/terminated by signal/
-		  || /server process \(PID \d+\) was terminated/
-		  || /all server processes terminated; reinitializing/
-	} split /\n/, slurp_file($node->logfile, $offset);
-}
-
 # no_crash(OFFSET, NAME): the server log since OFFSET shows no crash
 sub no_crash
 {
 	my ($offset, $name) = @_;
-	my @bad = crashes($offset);
+	my @bad = crash_lines($node, $offset);
 	ok(!@bad, $name) or diag(join("\n", @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ]));
 	return;
 }
@@ -1303,7 +1291,7 @@ my $running = 1;
 			resume();
 			my $until = time() + $CALLS_DEADLINE;
 			my $done = '';
-			while (time() < $until && !crashes($crash_offset))
+			while (time() < $until && !crash_lines($node, $crash_offset))
 			{
 				($done) = query_value($node, $DB,
 					"SELECT count(*) FROM retries.calls WHERE id IN ($att, $vic)"
@@ -1311,7 +1299,7 @@ my $running = 1;
 				last if defined $done && $done eq '2';
 				usleep(100_000);
 			}
-			if (crashes($crash_offset))
+			if (crash_lines($node, $crash_offset))
 			{
 				$node->stop('immediate');
 				$running = 0;

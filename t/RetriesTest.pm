@@ -30,6 +30,7 @@ our @EXPORT = qw(
   worker_pids
   workers_query
   schedule_range
+  crash_lines
 );
 
 # How long a wait may take before the test fails (seconds).  Generous: a
@@ -161,6 +162,23 @@ sub schedule_range
 		  . " SELECT retries.call('$fn', jsonb_build_array(i)) AS id"
 		  . " FROM generate_series($from, $to) i) s");
 	return split /,/, $out;
+}
+
+# crash_lines(NODE, OFFSET): the lines of NODE's server log since OFFSET
+# that tell of a crash: a process killed by a signal, a PANIC, an exit code
+# other than 0 and 1 (a worker told to stop exits FATAL, with 1), a crash
+# restart.
+sub crash_lines
+{
+	my ($node, $offset) = @_;
+	return grep {
+		/terminated by signal/
+		  || /PANIC/
+		  || /exited with exit code (?![01]\b)/
+		  || /server process \(PID \d+\) was terminated/
+		  || /terminating any other active server processes/
+		  || /all server processes terminated/
+	} split /\n/, slurp_file($node->logfile, $offset);
 }
 
 1;
