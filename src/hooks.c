@@ -18,6 +18,9 @@
  *   back has the workers back at once, and the attempts it cut short count
  *   as interrupted, like any other.
  *
+ * - Inside a worker, the sandbox of an attempt learns of the commands that
+ *   leave something for the end of the transaction (sandbox.c).
+ *
  * Installed only when the library is preloaded (there are no workers
  * otherwise).
  *
@@ -38,6 +41,7 @@
 #include "utils/memutils.h"
 
 #include "retries.h"
+#include "sandbox.h"
 #include "shmem.h"
 
 /*
@@ -264,6 +268,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 {
 	Oid			dboid = workers_in_the_way(pstmt->utilityStmt);
 
+	sandbox_note_utility(pstmt->utilityStmt);
 	if (OidIsValid(dboid))
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);

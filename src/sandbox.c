@@ -40,7 +40,7 @@
  *	  otherwise run to completion as the worker); temp objects are dropped
  *	  (a role without TEMP on the database may not have made them, even if
  *	  an earlier call made the worker's temp schema); large-object
- *	  descriptors are closed; LISTEN is undone;
+ *	  descriptors are closed (LISTEN, PostgreSQL refuses in a worker);
  *	- the GUC nest level is rolled back, whatever the code set (SET, SET
  *	  LOCAL, set_config, is_local or not), and the user restored.
  * If the code raised instead, the subtransaction's abort undoes all of
@@ -57,10 +57,10 @@
  * trigger events, or ran SET CONSTRAINTS, ends its batch
  * (sandbox_transaction_changed): the next call starts in a fresh
  * transaction, where every constraint is as declared again.  Which
- * attempts those are is known from two hooks, active only inside the
+ * attempts those are is known from two hooks, which act only inside the
  * sandbox: ExecutorEnd sees the tables each statement wrote and whether
- * they have INITIALLY DEFERRED triggers; ProcessUtility sees SET
- * CONSTRAINTS, COPY FROM and LISTEN.
+ * they have INITIALLY DEFERRED triggers; ProcessUtility (hooks.c) sees SET
+ * CONSTRAINTS and COPY FROM.
  *
  * Not covered: state that a C extension keeps in process memory of its own
  * (dblink's named connections, for one) is the extension's, unknown here,
@@ -77,7 +77,6 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_type.h"
-#include "commands/async.h"
 #include "commands/dbcommands.h"
 #include "commands/prepare.h"
 #include "commands/sequence.h"
@@ -89,7 +88,6 @@
 #include "nodes/parsenodes.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
-#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -109,8 +107,6 @@
 static bool in_sandbox = false;
 /* The attempt may have queued deferred trigger events, or set constraints */
 static bool attempt_defers = false;
-/* The attempt ran LISTEN */
-static bool attempt_listened = false;
 /* The transaction's SET CONSTRAINTS state is no longer as declared */
 static bool transaction_changed = false;
 
@@ -119,7 +115,6 @@ static Oid	worker_session_userid = InvalidOid;
 static bool worker_session_superuser = false;
 
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
-static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 /* The login settings of one role, as read for the current transaction */
 typedef struct RoleSettings
@@ -188,32 +183,18 @@ sandbox_executor_end(QueryDesc *queryDesc)
 }
 
 /*
- * sandbox_process_utility -- ProcessUtility hook: note the commands of the
- * attempt that leave something for the end of the transaction
+ * sandbox_note_utility -- called by the ProcessUtility hook (hooks.c) for
+ * every utility command: inside an attempt, note the commands that leave
+ * something for the end of the transaction
  */
-static void
-sandbox_process_utility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
+void
+sandbox_note_utility(Node *stmt)
 {
-	Node	   *stmt = pstmt->utilityStmt;
-
-	if (in_sandbox)
-	{
-		if (IsA(stmt, ConstraintsSetStmt) ||
-			(IsA(stmt, CopyStmt) && ((CopyStmt *) stmt)->is_from))
-			attempt_defers = true;
-		else if (IsA(stmt, ListenStmt))
-			attempt_listened = true;
-	}
-
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+	if (!in_sandbox)
+		return;
+	if (IsA(stmt, ConstraintsSetStmt) ||
+		(IsA(stmt, CopyStmt) && ((CopyStmt *) stmt)->is_from))
+		attempt_defers = true;
 }
 
 /*
@@ -227,8 +208,6 @@ sandbox_init(void)
 	worker_session_superuser = GetSessionUserIsSuperuser();
 	prev_ExecutorEnd = ExecutorEnd_hook;
 	ExecutorEnd_hook = sandbox_executor_end;
-	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = sandbox_process_utility;
 }
 
 /*
@@ -417,7 +396,6 @@ sandbox_enter(Sandbox *sb, Oid role)
 	MyXactFlags &= ~XACT_FLAGS_ACCESSEDTEMPNAMESPACE;
 
 	attempt_defers = false;
-	attempt_listened = false;
 	in_sandbox = true;
 }
 
@@ -490,8 +468,6 @@ sandbox_leave(Sandbox *sb)
 	}
 	drop_temp_objects(sb);
 	AtEOXact_LargeObject(true);
-	if (attempt_listened)
-		Async_UnlistenAll();
 
 	in_sandbox = false;
 	disable_timeout(STATEMENT_TIMEOUT, false);

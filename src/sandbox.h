@@ -19,7 +19,10 @@ typedef struct Sandbox
 	int			saved_xact_flags;	/* MyXactFlags' temp-namespace bit */
 } Sandbox;
 
+#include "nodes/nodes.h"
+
 extern void sandbox_init(void);
+extern void sandbox_note_utility(Node *stmt);
 extern void sandbox_begin_transaction(void);
 extern void sandbox_enter(Sandbox *sb, Oid role);
 extern void sandbox_leave(Sandbox *sb);
