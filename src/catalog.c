@@ -24,6 +24,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "policy.h"
 #include "retries.h"
@@ -242,4 +243,18 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 		*plan = p;
 	}
 	return *plan;
+}
+
+/*
+ * retries_ms_until -- milliseconds from now until 'when', rounded up; 0 if
+ * past
+ */
+long
+retries_ms_until(TimestampTz when)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
+	return secs * 1000 + (usecs + 999) / 1000;
 }

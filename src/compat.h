@@ -30,4 +30,21 @@
 #define retries_free_guc_string(s)	free(s)
 #endif
 
+/* Ownership checks: one object_ownercheck() from 16 on */
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "utils/acl.h"
+#define retries_database_ownercheck(dboid, roleid) \
+	object_ownercheck(DatabaseRelationId, (dboid), (roleid))
+#define retries_extension_ownercheck(extoid, roleid) \
+	object_ownercheck(ExtensionRelationId, (extoid), (roleid))
+#else
+#include "utils/acl.h"
+#define retries_database_ownercheck(dboid, roleid) \
+	pg_database_ownercheck((dboid), (roleid))
+#define retries_extension_ownercheck(extoid, roleid) \
+	pg_extension_ownercheck((extoid), (roleid))
+#endif
+
 #endif							/* RETRIES_COMPAT_H */

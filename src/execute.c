@@ -117,6 +117,11 @@ static struct
 	bool	   *nulls[OC_NCOLUMNS];
 }			pending;
 
+/*
+ * The policy cache: a hash table and the strings of its entries, all in
+ * policy_cache_cxt, which is deleted whole when the cache goes stale
+ */
+static MemoryContext policy_cache_cxt = NULL;
 static HTAB *policy_cache = NULL;
 static Oid	policy_data_relid = InvalidOid;
 static bool policy_cache_stale = true;	/* look up policy_data first */
@@ -152,16 +157,22 @@ policy_cache_invalidate(Datum arg, Oid relid)
 }
 
 /*
- * create_policy_cache -- an empty policy cache
+ * create_policy_cache -- an empty policy cache, in a memory context of its
+ * own (whatever was in the previous one goes with it)
  */
 static void
 create_policy_cache(void)
 {
 	HASHCTL		ctl;
 
+	if (policy_cache_cxt != NULL)
+		MemoryContextDelete(policy_cache_cxt);
+	policy_cache_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "retries policy cache",
+											 ALLOCSET_SMALL_SIZES);
 	ctl.keysize = sizeof(int32);
 	ctl.entrysize = sizeof(CachedPolicy);
-	ctl.hcxt = TopMemoryContext;
+	ctl.hcxt = policy_cache_cxt;
 	policy_cache = hash_create("retries policies", 64, &ctl,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
@@ -199,7 +210,6 @@ get_policy(int32 policy_id)
 
 	if (policy_cache_stale)
 	{
-		hash_destroy(policy_cache);
 		create_policy_cache();
 		policy_data_relid = get_relname_relid("policy_data", retries_schema_oid());
 		policy_cache_stale = false;
@@ -219,7 +229,7 @@ get_policy(int32 policy_id)
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	oldcxt = MemoryContextSwitchTo(policy_cache_cxt);
 	p = hash_search(policy_cache, &policy_id, HASH_ENTER, &found);
 	p->fn = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
 	p->fn_signature = SPI_getvalue(row, desc, 2);

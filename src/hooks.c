@@ -13,10 +13,15 @@
  *   template) fail while other sessions are connected, so the workers of
  *   that database are stopped first.  So are they before DROP EXTENSION,
  *   which would otherwise wait for the call each of them is running, for
- *   minutes maybe.  The launcher keeps away from the database until the
- *   transaction ends, committed or not; a command that failed or was rolled
- *   back has the workers back at once, and the attempts it cut short count
- *   as interrupted, like any other.
+ *   minutes maybe.  Check, then act: the workers are stopped only once the
+ *   command's own checks would pass (the role may run it, here and now:
+ *   ownership, CREATEDB, not in a transaction block where it cannot run),
+ *   so that a command refused to its role leaves them and their calls
+ *   alone.  The launcher keeps away from the database until the
+ *   (sub)transaction that ran the command ends, committed or not; a command
+ *   that failed or was rolled back, also to a savepoint, has the workers
+ *   back at once, and the attempts it cut short count as interrupted, like
+ *   any other.
  *
  * - Inside a worker, the sandbox of an attempt learns of the commands that
  *   leave something for the end of the transaction (sandbox.c).
@@ -30,6 +35,8 @@
 
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
@@ -39,7 +46,9 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
+#include "compat.h"
 #include "retries.h"
 #include "sandbox.h"
 #include "shmem.h"
@@ -52,7 +61,14 @@
 
 static bool wake_workers_at_commit = false;
 static bool wake_launcher_at_commit = false;
-/* Databases whose workers this transaction stopped (in TopMemoryContext) */
+/* A database whose workers this transaction stopped */
+typedef struct StoppedDatabase
+{
+	Oid			dboid;
+	SubTransactionId subid;		/* the subtransaction that stopped them */
+} StoppedDatabase;
+
+/* StoppedDatabase entries, in TopMemoryContext */
 static List *stopped_databases = NIL;
 /* Set before commit: the transaction leaves this database without the extension */
 static bool extension_gone = false;
@@ -90,19 +106,84 @@ let_workers_back(bool committed)
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	foreach(lc, stopped_databases)
 	{
-		RetriesDatabase *db = retries_find_database(lfirst_oid(lc), false);
+		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
+		RetriesDatabase *db = retries_find_database(stopped->dboid, false);
 
 		if (db == NULL)
 			continue;
 		db->paused_until = 0;
 		if (committed && extension_gone && db->dboid == MyDatabaseId)
-			db->state = DB_NO_EXTENSION;
+			retries_set_db_state(db, DB_NO_EXTENSION);
 	}
 	LWLockRelease(retries_shared->lock);
-	list_free(stopped_databases);
+	list_free_deep(stopped_databases);
 	stopped_databases = NIL;
 	extension_gone = false;
 	retries_wake_launcher();
+}
+
+/*
+ * subxact_callback -- a subtransaction that stopped workers was rolled
+ * back (ROLLBACK TO a savepoint): let them back now, not when the whole
+ * transaction ends; one that committed hands its stops to its parent
+ */
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+	bool		let_back = false;
+
+	if (stopped_databases == NIL)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, stopped_databases)
+		{
+			StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
+
+			if (stopped->subid == mySubid)
+				stopped->subid = parentSubid;
+		}
+		return;
+	}
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	foreach(lc, stopped_databases)
+	{
+		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
+		RetriesDatabase *db;
+
+		if (stopped->subid != mySubid)
+			continue;
+		db = retries_find_database(stopped->dboid, false);
+		if (db != NULL)
+			db->paused_until = 0;
+		stopped_databases = foreach_delete_current(stopped_databases, lc);
+		pfree(stopped);
+		let_back = true;
+	}
+	LWLockRelease(retries_shared->lock);
+	if (let_back)
+		retries_wake_launcher();
+}
+
+/*
+ * stopped_here -- did this transaction stop the workers of its own database?
+ */
+static bool
+stopped_here(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, stopped_databases)
+	{
+		if (((StoppedDatabase *) lfirst(lc))->dboid == MyDatabaseId)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -115,7 +196,7 @@ xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			/* catalogs can still be read here, not at commit */
-			if (list_member_oid(stopped_databases, MyDatabaseId))
+			if (stopped_here())
 				extension_gone = !OidIsValid(get_extension_oid("retries", true));
 			break;
 		case XACT_EVENT_COMMIT:
@@ -127,7 +208,7 @@ xact_callback(XactEvent event, void *arg)
 				LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 				db = retries_find_database(MyDatabaseId, true);
 				if (db != NULL && db->state == DB_NO_EXTENSION)
-					db->state = DB_UNKNOWN;
+					retries_set_db_state(db, DB_UNKNOWN);
 				if (db != NULL)
 					db->paused_until = 0;
 				LWLockRelease(retries_shared->lock);
@@ -189,6 +270,38 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 }
 
 /*
+ * names_this_extension -- does this utility command act on extension
+ * retries itself (DROP, ALTER ... UPDATE, SET SCHEMA, ADD or DROP a member)?
+ */
+static bool
+names_this_extension(Node *parsetree)
+{
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropStmt:
+			if (((DropStmt *) parsetree)->removeType != OBJECT_EXTENSION)
+				return false;
+			foreach(lc, ((DropStmt *) parsetree)->objects)
+			{
+				if (strcmp(strVal(lfirst(lc)), "retries") == 0)
+					return true;
+			}
+			return false;
+		case T_AlterObjectSchemaStmt:
+			return ((AlterObjectSchemaStmt *) parsetree)->objectType == OBJECT_EXTENSION &&
+				strcmp(strVal(((AlterObjectSchemaStmt *) parsetree)->object), "retries") == 0;
+		case T_AlterExtensionStmt:
+			return strcmp(((AlterExtensionStmt *) parsetree)->extname, "retries") == 0;
+		case T_AlterExtensionContentsStmt:
+			return strcmp(((AlterExtensionContentsStmt *) parsetree)->extname, "retries") == 0;
+		default:
+			return false;
+	}
+}
+
+/*
  * find_option -- the option called NAME in a list of DefElems, or NULL
  */
 static DefElem *
@@ -217,7 +330,6 @@ find_option(List *options, const char *name)
 static Oid
 workers_in_the_way(Node *parsetree)
 {
-	ListCell   *lc;
 	DefElem    *opt;
 
 	switch (nodeTag(parsetree))
@@ -240,14 +352,9 @@ workers_in_the_way(Node *parsetree)
 										true);
 			break;
 		case T_DropStmt:
-			if (((DropStmt *) parsetree)->removeType != OBJECT_EXTENSION ||
-				!OidIsValid(get_extension_oid("retries", true)))
-				break;
-			foreach(lc, ((DropStmt *) parsetree)->objects)
-			{
-				if (strcmp(strVal(lfirst(lc)), "retries") == 0)
-					return MyDatabaseId;
-			}
+			if (names_this_extension(parsetree) &&
+				OidIsValid(get_extension_oid("retries", true)))
+				return MyDatabaseId;
 			break;
 		default:
 			break;
@@ -256,9 +363,111 @@ workers_in_the_way(Node *parsetree)
 }
 
 /*
+ * database_is_template -- is this database a template?
+ */
+static bool
+database_is_template(Oid dboid)
+{
+	HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	bool		result = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		result = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+/*
+ * may_create_databases -- does the current role have CREATEDB (or is it a
+ * superuser)?
+ */
+static bool
+may_create_databases(void)
+{
+	HeapTuple	tup;
+	bool		result = false;
+
+	if (superuser())
+		return true;
+	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
+	if (HeapTupleIsValid(tup))
+	{
+		result = ((Form_pg_authid) GETSTRUCT(tup))->rolcreatedb;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+/*
+ * command_would_run -- would the command's own checks let it run, for the
+ * current role, here and now?  The checks that PostgreSQL makes before it
+ * looks for other sessions in the database (dbcommands.c, extension.c),
+ * and only those: the workers are stopped for a command that may then
+ * still fail for its own reasons (another session connected), not for one
+ * that its role may not run at all.
+ */
+static bool
+command_would_run(Node *parsetree, Oid dboid, bool isTopLevel)
+{
+	Oid			userid = GetUserId();
+	/* the commands that PreventInTransactionBlock() */
+	bool		outside_block = isTopLevel && !IsTransactionBlock() &&
+		!IsSubTransaction();
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			return outside_block && dboid != MyDatabaseId &&
+				retries_database_ownercheck(dboid, userid) &&
+				!database_is_template(dboid);
+		case T_RenameStmt:
+			return dboid != MyDatabaseId &&
+				retries_database_ownercheck(dboid, userid) &&
+				may_create_databases();
+		case T_CreatedbStmt:
+			return outside_block && may_create_databases() &&
+				(database_is_template(dboid) ||
+				 retries_database_ownercheck(dboid, userid));
+		case T_AlterDatabaseStmt:
+			return outside_block && dboid != MyDatabaseId &&
+				retries_database_ownercheck(dboid, userid);
+		case T_DropStmt:
+			return retries_extension_ownercheck(get_extension_oid("retries", true),
+												userid);
+		default:
+			return false;
+	}
+}
+
+/*
+ * refuse_unless_owner -- refuse a command on extension retries to a role
+ * that does not own it, as PostgreSQL would, but before PostgreSQL locks
+ * the extension
+ *
+ * PostgreSQL takes the lock on the extension first and checks ownership
+ * afterwards.  Every worker transaction holds that extension locked (see
+ * worker.c), so such a command by any role would wait for the longest call
+ * running, and, waiting, keep every worker's next batch from taking the
+ * lock: any role could stall all workers of a database that way.
+ */
+static void
+refuse_unless_owner(Node *parsetree)
+{
+	Oid			extoid;
+
+	if (!names_this_extension(parsetree))
+		return;
+	extoid = get_extension_oid("retries", true);
+	if (OidIsValid(extoid) && !retries_extension_ownercheck(extoid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_EXTENSION, "retries");
+}
+
+/*
  * process_utility -- stop the workers that would be in the way of the
- * command, then run it; the launcher lets them back when the transaction
- * ends
+ * command, if it would run, then run it; the launcher lets them back when
+ * the (sub)transaction ends
  */
 static void
 process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
@@ -266,14 +475,21 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				QueryEnvironment *queryEnv, DestReceiver *dest,
 				QueryCompletion *qc)
 {
-	Oid			dboid = workers_in_the_way(pstmt->utilityStmt);
+	Oid			dboid;
 
+	refuse_unless_owner(pstmt->utilityStmt);
+	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
-	if (OidIsValid(dboid))
+	if (OidIsValid(dboid) &&
+		command_would_run(pstmt->utilityStmt, dboid,
+						  context == PROCESS_UTILITY_TOPLEVEL))
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+		StoppedDatabase *stopped = palloc(sizeof(StoppedDatabase));
 
-		stopped_databases = list_append_unique_oid(stopped_databases, dboid);
+		stopped->dboid = dboid;
+		stopped->subid = GetCurrentSubTransactionId();
+		stopped_databases = lappend(stopped_databases, stopped);
 		MemoryContextSwitchTo(oldcxt);
 		retries_stop_workers(dboid, STOP_PAUSE_SECS);
 	}
@@ -294,6 +510,7 @@ void
 retries_install_hooks(void)
 {
 	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = process_utility;
 	prev_object_access_hook = object_access_hook;

@@ -14,6 +14,19 @@
  * A database whose workers were stopped (DROP DATABASE, DROP EXTENSION)
  * stays paused for a while, so that the launcher does not race the command.
  *
+ * The launcher survives anything that happens to it: SIGTERM (or an error)
+ * ends it with exit code 1, and the postmaster starts it again a second
+ * later.  Its workers do not depend on it: each frees its own slot when it
+ * exits.  A new launcher adopts the slots it finds in use: a worker that
+ * has started (its pid is there) frees its slot itself; one that never
+ * started is given up after ADOPT_GRACE_MS, and its generation number
+ * tells it so should it start after all.
+ *
+ * It sleeps until a worker stops (the postmaster sets its latch), someone
+ * wakes it (CREATE EXTENSION, a stop that ended), or the next thing it has
+ * to do is due; at the latest after LAUNCHER_NAPTIME_MS, to look for new
+ * databases.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -26,6 +39,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "storage/spin.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -38,7 +52,7 @@
 #include "retries.h"
 #include "shmem.h"
 
-/* How long to wait between looks at pg_database when nothing is pending */
+/* How often to look for new databases in pg_database */
 #define LAUNCHER_NAPTIME_MS		5000
 /* How long to wait before starting workers again in a database */
 #define RESTART_DELAY_MS		1000
@@ -46,9 +60,19 @@
 #define REPROBE_MS				(5 * 60 * 1000)
 /* How often at most to log that no background worker could be had */
 #define COMPLAINT_INTERVAL_MS	(60 * 1000)
+/* How long an adopted slot whose worker never started is kept */
+#define ADOPT_GRACE_MS			10000
 
-/* Handles of the workers this launcher started, by slot */
-static BackgroundWorkerHandle *handles[RETRIES_MAX_SLOTS];
+/* The workers this launcher started, by slot */
+typedef struct Launched
+{
+	BackgroundWorkerHandle *handle; /* NULL: not started by this launcher */
+	Oid			dboid;
+	int			slot_no;
+	uint32		generation;
+} Launched;
+
+static Launched launched[RETRIES_MAX_SLOTS];
 
 PGDLLEXPORT void retries_launcher_main(Datum main_arg);
 
@@ -63,7 +87,7 @@ retries_register_launcher(void)
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
+	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_launcher_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "retries launcher");
@@ -75,30 +99,46 @@ retries_register_launcher(void)
  * start_worker -- start the worker for slot 'slot_no' of a database
  *
  * Returns false if no slot or no background worker could be had (the
- * launcher tries again later).  Caller holds the lock exclusively.
+ * launcher tries again later, and says so in the log now and then).
+ * Caller holds the lock exclusively.
  */
 static bool
 start_worker(Oid dboid, int slot_no)
 {
+	static TimestampTz last_complaint = 0;
 	BackgroundWorker worker;
+	RetriesWorker *w;
 	int			slot = -1;
+	uint32		generation;
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
-		if (!retries_shared->workers[i].in_use)
+		if (!retries_shared->workers[i].in_use && launched[i].handle == NULL)
 		{
 			slot = i;
 			break;
 		}
 	}
 	if (slot < 0)
+	{
+		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
+									   COMPLAINT_INTERVAL_MS))
+		{
+			ereport(LOG,
+					(errmsg("retries: all %d worker slots are in use, database %u gets no worker",
+							RETRIES_MAX_SLOTS, dboid),
+					 errhint("Lower retries.max_workers, or have fewer databases with the extension.")));
+			last_complaint = GetCurrentTimestamp();
+		}
 		return false;
+	}
+	generation = ++retries_shared->next_generation & RETRIES_GENERATION_MASK;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	worker.bgw_main_arg = Int32GetDatum(slot);
+	worker.bgw_main_arg = UInt32GetDatum(RETRIES_WORKER_ARG(slot, generation));
 	worker.bgw_notify_pid = MyProcPid;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_worker_main");
@@ -111,17 +151,29 @@ start_worker(Oid dboid, int slot_no)
 	 * before RegisterDynamicBackgroundWorker returns here, and it reads its
 	 * database from the slot.
 	 */
-	memset(&retries_shared->workers[slot], 0, sizeof(RetriesWorker));
-	retries_shared->workers[slot].in_use = true;
-	retries_shared->workers[slot].dboid = dboid;
-	retries_shared->workers[slot].slot_no = slot_no;
-	retries_shared->workers[slot].state = WORKER_STARTING;
+	w = &retries_shared->workers[slot];
+	w->in_use = true;
+	w->dboid = dboid;
+	w->slot_no = slot_no;
+	w->generation = generation;
+	w->assigned_at = GetCurrentTimestamp();
+	w->pid = 0;
+	w->latch = NULL;
+	SpinLockAcquire(&w->mutex);
+	w->state = WORKER_STARTING;
+	w->current_call = 0;
+	w->current_role = InvalidOid;
+	w->since = 0;
+	w->calls_run = 0;
+	w->errors = 0;
+	w->busy_us = 0;
+	w->busy_since = 0;
+	SpinLockRelease(&w->mutex);
 
-	if (!RegisterDynamicBackgroundWorker(&worker, &handles[slot]))
+	if (!RegisterDynamicBackgroundWorker(&worker, &launched[slot].handle))
 	{
-		static TimestampTz last_complaint = 0;
-
-		retries_shared->workers[slot].in_use = false;
+		w->in_use = false;
+		launched[slot].handle = NULL;
 		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
 									   COMPLAINT_INTERVAL_MS))
 		{
@@ -132,57 +184,74 @@ start_worker(Oid dboid, int slot_no)
 		}
 		return false;
 	}
+	launched[slot].dboid = dboid;
+	launched[slot].slot_no = slot_no;
+	launched[slot].generation = generation;
 	return true;
 }
 
 /*
- * reap_workers -- free the slots of workers that have exited; a probe that
- * exited without saying what it found leaves its database to be probed again
+ * reap_workers -- forget the workers that have exited, freeing the slots of
+ * those that could not free them themselves (they died before they took
+ * it, or never started); a probe that exited without saying what it found
+ * leaves its database to be probed again.  Returns whether any worker
+ * exited.  Caller holds the lock exclusively.
  */
-static void
-reap_workers(void)
+static bool
+reap_workers(TimestampTz now)
 {
+	bool		any = false;
+
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
+		RetriesDatabase *db;
 		pid_t		pid;
 
-		if (!w->in_use || handles[i] == NULL)
-			continue;
-		if (GetBackgroundWorkerPid(handles[i], &pid) != BGWH_STOPPED)
-			continue;
-
-		pfree(handles[i]);
-		handles[i] = NULL;
-		w->in_use = false;
-
+		if (launched[i].handle == NULL)
 		{
-			RetriesDatabase *db = retries_find_database(w->dboid, false);
-
-			if (db != NULL && db->state == DB_PROBING)
-				db->state = DB_UNKNOWN;
-			if (db != NULL)
-				db->next_start = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															 RESTART_DELAY_MS);
+			/* adopted from an earlier launcher, and never started */
+			if (w->in_use && w->pid == 0 &&
+				TimestampDifferenceExceeds(w->assigned_at, now, ADOPT_GRACE_MS))
+				w->in_use = false;
+			continue;
 		}
+		if (GetBackgroundWorkerPid(launched[i].handle, &pid) != BGWH_STOPPED)
+			continue;
+
+		pfree(launched[i].handle);
+		launched[i].handle = NULL;
+		if (w->in_use && w->generation == launched[i].generation)
+			w->in_use = false;
+		any = true;
+
+		db = retries_find_database(launched[i].dboid, false);
+		if (db != NULL && db->state == DB_PROBING)
+			retries_set_db_state(db, DB_UNKNOWN);
+		if (db != NULL)
+			db->next_start = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 	}
+	return any;
 }
 
 /*
- * stop_slot -- ask a worker to exit (it was ours to start)
+ * stop_slot -- ask a worker to exit; caller holds the lock
  */
 static void
 stop_slot(int i)
 {
-	if (handles[i] != NULL)
-		TerminateBackgroundWorker(handles[i]);
+	if (launched[i].handle != NULL)
+		TerminateBackgroundWorker(launched[i].handle);
+	else if (retries_shared->workers[i].pid != 0)
+		kill(retries_shared->workers[i].pid, SIGTERM);	/* adopted */
 }
 
 /*
  * manage_database -- start or stop workers of one database as its state
- * asks; caller holds the lock exclusively
+ * asks; returns when it next needs looking at, or 0 if only when something
+ * happens.  Caller holds the lock exclusively.
  */
-static void
+static TimestampTz
 manage_database(RetriesDatabase *db, TimestampTz now)
 {
 	bool		have[RETRIES_MAX_SLOTS] = {false};
@@ -192,6 +261,10 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
 
+		/* a worker that freed its slot is still there until reaped */
+		if (!w->in_use && launched[i].handle != NULL &&
+			launched[i].dboid == db->dboid)
+			have[launched[i].slot_no] = true;
 		if (!w->in_use || w->dboid != db->dboid)
 			continue;
 		/* paused, or more workers than now wanted: stop them */
@@ -202,20 +275,24 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			have[w->slot_no] = true;
 	}
 
-	if (now < db->paused_until || now < db->next_start)
-		return;
+	if (now < db->paused_until)
+		return db->paused_until;
+	if (now < db->next_start && db->state != DB_NO_EXTENSION)
+		return db->next_start;
 
 	switch (db->state)
 	{
 		case DB_UNKNOWN:
 			if (!have[0] && start_worker(db->dboid, 0))
-				db->state = DB_PROBING;
+				retries_set_db_state(db, DB_PROBING);
+			else if (!have[0])
+				return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			break;
 		case DB_ACTIVE:
 			wanted = Min(retries_max_workers, RETRIES_MAX_SLOTS);
 			for (int n = 0; n < wanted; n++)
 				if (!have[n] && !start_worker(db->dboid, n))
-					break;
+					return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			break;
 		case DB_NO_EXTENSION:
 
@@ -224,38 +301,42 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			 * covers a CREATE that committed as the last worker was leaving.
 			 */
 			if (now >= db->next_start + (int64) REPROBE_MS * 1000)
-				db->state = DB_UNKNOWN;
-			break;
+				retries_set_db_state(db, DB_UNKNOWN);
+			return db->next_start + (int64) REPROBE_MS * 1000;
 		case DB_PROBING:
 			break;
 	}
+	return 0;
 }
 
 /*
- * scan_databases -- bring the database table in line with pg_database:
- * add new databases, drop vanished ones, and manage each
+ * read_databases -- the databases that workers may serve (allowing
+ * connections, not templates), at most RETRIES_MAX_DATABASES of them, into
+ * 'seen'; returns how many
  */
-static void
-scan_databases(void)
+static int
+read_databases(Oid *seen)
 {
+	static bool complained = false;
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
-	Oid			seen[RETRIES_MAX_DATABASES];
 	int			nseen = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	int			nall = 0;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)) &&
-		   nseen < RETRIES_MAX_DATABASES)
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		Form_pg_database dat = (Form_pg_database) GETSTRUCT(tup);
 
-		if (dat->datallowconn && !dat->datistemplate)
+		if (!dat->datallowconn || dat->datistemplate)
+			continue;
+		nall++;
+		if (nseen < RETRIES_MAX_DATABASES)
 			seen[nseen++] = dat->oid;
 	}
 	systable_endscan(scan);
@@ -263,11 +344,47 @@ scan_databases(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
+	if (nall > RETRIES_MAX_DATABASES && !complained)
+	{
+		ereport(LOG,
+				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
+						nall, RETRIES_MAX_DATABASES),
+				 errdetail("Databases beyond the first %d found in pg_database get no workers.",
+						   RETRIES_MAX_DATABASES),
+				 errhint("Keep the extension in fewer databases, or mark unused ones ALLOW_CONNECTIONS false.")));
+		complained = true;
+	}
+	return nseen;
+}
+
+/*
+ * manage_databases -- bring the database table in line with pg_database
+ * when 'seen' is given (add new databases, drop vanished ones), reap exited
+ * workers and manage each database; returns when the launcher must look
+ * again at the latest.  *reaped tells whether a worker exited: maybe its
+ * database is gone, and pg_database is worth reading again.
+ */
+static TimestampTz
+manage_databases(Oid *seen, int nseen, bool *reaped)
+{
+	static bool complained = false;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = TimestampTzPlusMilliseconds(now, LAUNCHER_NAPTIME_MS);
+
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	reap_workers();
+	*reaped = reap_workers(now);
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		/* an adopted slot whose worker may yet start */
+		if (w->in_use && w->pid == 0 && launched[i].handle == NULL)
+			next = Min(next, TimestampTzPlusMilliseconds(w->assigned_at, ADOPT_GRACE_MS));
+	}
 
 	/* forget databases that are gone or no longer allow connections */
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	for (int i = 0; i < RETRIES_MAX_DATABASES && seen != NULL; i++)
 	{
 		RetriesDatabase *db = &retries_shared->dbs[i];
 		bool		present = false;
@@ -278,63 +395,119 @@ scan_databases(void)
 			present = seen[j] == db->dboid;
 		if (!present)
 		{
-			db->state = DB_NO_EXTENSION;
-			manage_database(db, now);
+			retries_set_db_state(db, DB_NO_EXTENSION);
+			(void) manage_database(db, now);
 			db->dboid = InvalidOid;
 		}
 	}
-
-	for (int j = 0; j < nseen; j++)
+	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
-		RetriesDatabase *db = retries_find_database(seen[j], true);
+		if (retries_find_database(seen[j], true) == NULL && !complained)
+		{
+			ereport(LOG,
+					(errmsg("retries: no room to track database %u: workers serve at most %d databases",
+							seen[j], RETRIES_MAX_DATABASES)));
+			complained = true;
+		}
+	}
 
-		if (db != NULL)
-			manage_database(db, now);
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesDatabase *db = &retries_shared->dbs[i];
+		TimestampTz when;
+
+		if (!OidIsValid(db->dboid))
+			continue;
+		when = manage_database(db, now);
+		if (when != 0)
+			next = Min(next, when);
+	}
+	LWLockRelease(retries_shared->lock);
+	return next;
+}
+
+/*
+ * launcher_exit -- no launcher to wake any more (before_shmem_exit
+ * callback)
+ */
+static void
+launcher_exit(int code, Datum arg)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (retries_shared->launcher_pid == MyProcPid)
+	{
+		retries_shared->launcher_pid = 0;
+		retries_shared->launcher_latch = NULL;
 	}
 	LWLockRelease(retries_shared->lock);
 }
 
 /*
  * retries_launcher_main -- entry point of the launcher
+ *
+ * SIGTERM, or any error, ends it with exit code 1 (die(), FATAL), and the
+ * postmaster starts it again; at shutdown it does not.  The database table
+ * is read at once, then every LAUNCHER_NAPTIME_MS and after a worker
+ * exited; between two reads the launcher wakes when something happens or
+ * is due (see manage_databases).
  */
 void
 retries_launcher_main(Datum main_arg)
 {
+	MemoryContext launcher_cxt;
+	TimestampTz last_read = 0;
+	Oid			seen[RETRIES_MAX_DATABASES];
+	int			nseen = 0;
+	bool		reaped = false;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
 	/* no database: only shared catalogs such as pg_database */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("retries launcher");
 
+	/* the handles of the workers it starts live here, for its whole life */
+	launcher_cxt = AllocSetContextCreate(TopMemoryContext, "retries launcher",
+										 ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(launcher_cxt);
+
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	retries_shared->launcher_pid = MyProcPid;
 	retries_shared->launcher_latch = &MyProc->procLatch;
 	LWLockRelease(retries_shared->lock);
+	before_shmem_exit(launcher_exit, (Datum) 0);
 
-	while (!ShutdownRequestPending)
+	for (;;)
 	{
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz next;
+		bool		read;
+
+		CHECK_FOR_INTERRUPTS();
+		Assert(CurrentMemoryContext == launcher_cxt);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		scan_databases();
+		read = reaped ||
+			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
+		if (read)
+		{
+			nseen = read_databases(seen);
+			MemoryContextSwitchTo(launcher_cxt);
+			last_read = now;
+		}
+		next = manage_databases(read ? seen : NULL, nseen, &reaped);
+		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 LAUNCHER_NAPTIME_MS / 5,
+						 Max(retries_ms_until(next), 1),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
 	}
-
-	/* the workers exit on their own as the server shuts down */
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	retries_shared->launcher_pid = 0;
-	retries_shared->launcher_latch = NULL;
-	LWLockRelease(retries_shared->lock);
-	proc_exit(0);
 }

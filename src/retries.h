@@ -60,6 +60,7 @@ extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
 extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
 extern int64 retries_interval_to_delay(const Interval *span);
 extern Interval *retries_usecs_to_interval(int64 usecs);
+extern long retries_ms_until(TimestampTz when);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
 

@@ -75,6 +75,8 @@ shmem_startup(void)
 	{
 		memset(retries_shared, 0, shared_size());
 		retries_shared->lock = &(GetNamedLWLockTranche("retries"))->lock;
+		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+			SpinLockInit(&retries_shared->workers[i].mutex);
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -112,8 +114,41 @@ retries_find_database(Oid dboid, bool create)
 		return NULL;
 	memset(free_entry, 0, sizeof(RetriesDatabase));
 	free_entry->dboid = dboid;
-	free_entry->state = DB_UNKNOWN;
+	free_entry->state = DB_UNKNOWN;	/* a new entry: no transition */
 	return free_entry;
+}
+
+/*
+ * retries_set_db_state -- change what the launcher knows of a database;
+ * caller holds the lock exclusively
+ *
+ * The changes allowed are listed with RetriesDbState (shmem.h).
+ */
+void
+retries_set_db_state(RetriesDatabase *db, RetriesDbState state)
+{
+	Assert(LWLockHeldByMeInMode(retries_shared->lock, LW_EXCLUSIVE));
+	Assert(db->state == state ||
+		   state == DB_NO_EXTENSION ||
+		   (db->state == DB_UNKNOWN && state == DB_PROBING) ||
+		   (db->state == DB_PROBING && state == DB_UNKNOWN) ||
+		   (db->state != DB_NO_EXTENSION && state == DB_ACTIVE) ||
+		   (db->state == DB_NO_EXTENSION && state == DB_UNKNOWN));
+	db->state = state;
+}
+
+/*
+ * retries_copy_worker -- a consistent copy of a worker slot; caller holds
+ * the lock (shared is enough), which keeps the slot's assignment still
+ */
+void
+retries_copy_worker(int slot, RetriesWorker *copy)
+{
+	RetriesWorker *w = &retries_shared->workers[slot];
+
+	SpinLockAcquire(&w->mutex);
+	memcpy(copy, w, sizeof(RetriesWorker));
+	SpinLockRelease(&w->mutex);
 }
 
 /*
@@ -217,8 +252,11 @@ retries_call_is_running(int64 call_id)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
 
-		running = w->in_use && w->dboid == MyDatabaseId &&
-			w->current_call == call_id;
+		if (!w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		running = w->current_call == call_id;
+		SpinLockRelease(&w->mutex);
 	}
 	LWLockRelease(retries_shared->lock);
 	return running;
@@ -357,7 +395,8 @@ retries_worker_status(PG_FUNCTION_ARGS)
 	}
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	memcpy(copy, retries_shared->workers, sizeof(copy));
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+		retries_copy_worker(i, &copy[i]);
 	LWLockRelease(retries_shared->lock);
 	/* after the copy: no busy period began later than this */
 	now = GetCurrentTimestamp();
@@ -416,7 +455,8 @@ retries_running_calls(PG_FUNCTION_ARGS)
 
 	/* copy under the lock; the visibility check reads the catalogs */
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	memcpy(copy, retries_shared->workers, sizeof(copy));
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+		retries_copy_worker(i, &copy[i]);
 	LWLockRelease(retries_shared->lock);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)

@@ -3,10 +3,15 @@
  * shmem.h
  *	  State shared by the launcher, the workers and ordinary backends.
  *
- * One LWLock protects everything here.  The launcher owns the database
- * table and assigns worker slots; a worker fills in its own slot (pid,
- * latch, what it is running); backends read the slots to wake workers, to
- * list them in retries.workers and to know which calls are running.
+ * One LWLock protects the database table and the assignment of worker
+ * slots: the launcher assigns a slot to a worker it starts, the worker
+ * fills in its pid and latch when it starts and frees the slot itself when
+ * it exits (before_shmem_exit), whatever the way out.  What a worker is
+ * doing (state, current call, counters), which changes with every attempt,
+ * is behind a spinlock of its own slot instead, so that attempts of
+ * different workers never wait for each other.  Backends read the slots to
+ * wake workers, to list them in retries.workers and to know which calls
+ * are running.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,14 +22,35 @@
 #include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/spin.h"
 
 /* Most databases and worker slots tracked at once */
 #define RETRIES_MAX_DATABASES	128
 #define RETRIES_MAX_SLOTS		256
+/*
+ * A worker's bgw_main_arg: its slot in the low 8 bits, the slot's
+ * generation (mod 2^24) above
+ */
+#define RETRIES_WORKER_ARG(slot, generation) \
+	((uint32) (slot) | ((uint32) (generation) << 8))
+#define RETRIES_WORKER_ARG_SLOT(arg)		((int) ((arg) & 0xFF))
+#define RETRIES_WORKER_ARG_GENERATION(arg)	((arg) >> 8)
+#define RETRIES_GENERATION_MASK			0xFFFFFF
+StaticAssertDecl(RETRIES_MAX_SLOTS <= 256, "a slot must fit in 8 bits");
+
 /* Most attempts left behind by exiting workers remembered at once */
 #define RETRIES_MAX_INTERRUPTED	64
 
-/* What the launcher knows of a database */
+/*
+ * What the launcher knows of a database.  Changed only by
+ * retries_set_db_state(), which asserts that the change is one of these:
+ *
+ *	UNKNOWN -> PROBING			the launcher starts a worker to look
+ *	PROBING -> UNKNOWN			the looking worker exited without saying
+ *	UNKNOWN, PROBING, ACTIVE -> ACTIVE	a worker found the extension
+ *	NO_EXTENSION -> UNKNOWN		CREATE EXTENSION committed, or time to look again
+ *	any -> NO_EXTENSION			a worker found none, or it was dropped
+ */
 typedef enum RetriesDbState
 {
 	DB_UNKNOWN,					/* not probed yet: start one worker to look */
@@ -53,11 +79,17 @@ typedef enum RetriesWorkerState
 
 typedef struct RetriesWorker
 {
-	bool		in_use;			/* slot assigned by the launcher */
+	/* under the LWLock: assigned by the launcher, freed by the worker */
+	bool		in_use;			/* slot assigned to a worker */
 	Oid			dboid;
 	int			slot_no;		/* 0 .. retries.max_workers - 1 within dboid */
+	uint32		generation;		/* tells this assignment from earlier ones */
+	TimestampTz assigned_at;	/* when the launcher assigned it */
 	pid_t		pid;			/* 0 until the worker has started */
 	Latch	   *latch;
+
+	/* under mutex: what the worker is doing */
+	slock_t		mutex;
 	RetriesWorkerState state;
 	int64		current_call;	/* 0 when none */
 	Oid			current_role;	/* who scheduled current_call */
@@ -85,6 +117,7 @@ typedef struct RetriesInterrupted
 	Oid			extension;		/* the extension the call belongs to */
 	int64		call_id;
 	int32		attempt;
+	TimestampTz noted_at;
 } RetriesInterrupted;
 
 /*
@@ -103,6 +136,7 @@ typedef struct RetriesShared
 	pg_atomic_uint32 ncancel_waits; /* entries of cancel_waits in use */
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
+	uint32		next_generation;	/* of worker slots */
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
 	int			ninterrupted;	/* entries in use */
@@ -115,6 +149,8 @@ extern RetriesShared *retries_shared;
 extern void retries_shmem_request(void);
 extern void retries_shmem_startup(void);
 extern RetriesDatabase *retries_find_database(Oid dboid, bool create);
+extern void retries_set_db_state(RetriesDatabase *db, RetriesDbState state);
+extern void retries_copy_worker(int slot, RetriesWorker *copy);
 extern void retries_wake_launcher(void);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);

@@ -100,6 +100,8 @@
 #define PRUNE_BATCH				1000
 
 #define INFLIGHT_DIR			"pg_retries"
+/* How long an interrupted attempt that no one charged is remembered */
+#define INTERRUPTED_KEEP_MS		60000
 
 /* What the in-flight file holds */
 typedef struct InFlight
@@ -122,6 +124,18 @@ static bool extension_replaced = false;
 
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
+static bool take_interrupted(Oid extension, int64 call_id, int32 attempt);
+
+/*
+ * The worker's memory: worker_cxt lives as long as the process (what it
+ * must remember across loops); loop_cxt is reset at the top of every loop
+ * of retries_worker_main(), and is where the worker is between its
+ * transactions, so that whatever a loop allocates outside a transaction
+ * goes with it.
+ */
+static MemoryContext worker_cxt = NULL;
+static MemoryContext loop_cxt = NULL;
+
 /*
  * start_transaction -- start a transaction of the worker
  *
@@ -137,6 +151,17 @@ start_transaction(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	sandbox_begin_transaction();
+}
+
+/*
+ * commit_transaction -- commit a transaction of the worker, and be back in
+ * the loop's memory (a commit leaves TopMemoryContext current)
+ */
+static void
+commit_transaction(void)
+{
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(loop_cxt);
 }
 
 /*
@@ -246,6 +271,8 @@ charge_interrupted(const InFlight *rec)
 	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
 	call.args = NULL;
 
+	/* its ring entry, if worker_exit() left one, is done with too */
+	(void) take_interrupted(rec->extension, rec->call_id, rec->attempt);
 	if (call.attempts >= rec->attempt)
 		return;					/* its batch committed after all */
 
@@ -341,7 +368,7 @@ recover(void)
 	}
 	PopActiveSnapshot();
 	SPI_finish();
-	CommitTransactionCommand();
+	commit_transaction();
 
 	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
 		if (held[n])
@@ -387,33 +414,33 @@ wait_for_recovery(void)
  * worker goes from another state to 'running' (the first attempt of a
  * batch) and ends when it leaves 'running' (after the batch commits, or is
  * rolled back).  Each change of state or call reads the clock anyway, for
- * 'since', so the busy time costs no clock read of its own.
+ * 'since', so the busy time costs no clock read of its own.  Only this
+ * slot's spinlock is taken: attempts of different workers never wait for
+ * each other.
  */
 static void
 set_state(RetriesWorkerState state, int64 call_id, Oid role)
 {
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (my_slot->pid == MyProcPid)
-	{
-		if (my_slot->state != state || my_slot->current_call != call_id)
-		{
-			TimestampTz now = GetCurrentTimestamp();
+	bool		changed = my_slot->state != state || my_slot->current_call != call_id;
+	TimestampTz now = changed ? GetCurrentTimestamp() : 0;
 
-			my_slot->since = now;
-			if (state == WORKER_RUNNING && my_slot->busy_since == 0)
-				my_slot->busy_since = now;
-			else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
-			{
-				/* a clock set back must not make the counter go back */
-				my_slot->busy_us += Max(now - my_slot->busy_since, 0);
-				my_slot->busy_since = 0;
-			}
+	SpinLockAcquire(&my_slot->mutex);
+	if (changed)
+	{
+		my_slot->since = now;
+		if (state == WORKER_RUNNING && my_slot->busy_since == 0)
+			my_slot->busy_since = now;
+		else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
+		{
+			/* a clock set back must not make the counter go back */
+			my_slot->busy_us += Max(now - my_slot->busy_since, 0);
+			my_slot->busy_since = 0;
 		}
-		my_slot->state = state;
-		my_slot->current_call = call_id;
-		my_slot->current_role = role;
 	}
-	LWLockRelease(retries_shared->lock);
+	my_slot->state = state;
+	my_slot->current_call = call_id;
+	my_slot->current_role = role;
+	SpinLockRelease(&my_slot->mutex);
 }
 
 /*
@@ -422,51 +449,87 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 static void
 count_call(bool succeeded)
 {
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->calls_run++;
+	if (!succeeded)
+		my_slot->errors++;
+	SpinLockRelease(&my_slot->mutex);
+}
+
+/*
+ * take_slot -- make the slot the launcher assigned this worker its own;
+ * false if the launcher has given up on it meanwhile (and may have
+ * assigned the slot to another worker)
+ *
+ * From then on the slot is freed by release_slot() however the worker
+ * exits, also if it cannot even connect to its database.
+ */
+static bool
+take_slot(uint32 generation)
+{
+	bool		mine;
+
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (my_slot->pid == MyProcPid)
+	mine = my_slot->in_use && my_slot->generation == generation &&
+		my_slot->pid == 0;
+	if (mine)
 	{
-		my_slot->calls_run++;
-		if (!succeeded)
-			my_slot->errors++;
+		my_slot->pid = MyProcPid;
+		my_slot->latch = &MyProc->procLatch;
+		SpinLockAcquire(&my_slot->mutex);
+		my_slot->since = GetCurrentTimestamp();
+		SpinLockRelease(&my_slot->mutex);
 	}
+	LWLockRelease(retries_shared->lock);
+	return mine;
+}
+
+/*
+ * release_slot -- free this worker's slot (before_shmem_exit callback,
+ * registered first, so it runs last)
+ */
+static void
+release_slot(int code, Datum arg)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	Assert(my_slot->pid == MyProcPid);
+	my_slot->in_use = false;
+	my_slot->pid = 0;
+	my_slot->latch = NULL;
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->current_call = 0;
+	SpinLockRelease(&my_slot->mutex);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
 }
 
 /*
- * worker_exit -- clear this worker's slot on the way out
+ * worker_exit -- on the way out in the middle of an attempt, note it for
+ * the next worker to claim the call (before_shmem_exit callback)
+ *
+ * Registered after the connection to the database, so it runs before the
+ * transaction is rolled back: no other worker can have claimed the call
+ * yet.  The slot itself is freed later, by release_slot().
  */
 static void
 worker_exit(int code, Datum arg)
 {
-	if (my_slot == NULL)
+	RetriesInterrupted *e;
+
+	if (inflight.call_id == 0)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (my_slot->pid == MyProcPid)
-	{
-		my_slot->pid = 0;
-		my_slot->latch = NULL;
-		my_slot->current_call = 0;
-	}
-
-	/*
-	 * Exiting in the middle of an attempt: note it for the next worker to
-	 * claim the call.  This runs before the transaction is rolled back, so
-	 * no other worker can have claimed the call yet.
-	 */
-	if (inflight.call_id != 0)
-	{
-		RetriesInterrupted *e =
-		&retries_shared->interrupted[retries_shared->next_interrupted];
-
-		if (!OidIsValid(e->dboid))
-			retries_shared->ninterrupted++;
-		e->dboid = MyDatabaseId;
-		e->extension = inflight.extension;
-		e->call_id = inflight.call_id;
-		e->attempt = inflight.attempt;
-		retries_shared->next_interrupted =
-			(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
-	}
+	e = &retries_shared->interrupted[retries_shared->next_interrupted];
+	if (!OidIsValid(e->dboid))
+		retries_shared->ninterrupted++;
+	e->dboid = MyDatabaseId;
+	e->extension = inflight.extension;
+	e->call_id = inflight.call_id;
+	e->attempt = inflight.attempt;
+	e->noted_at = GetCurrentTimestamp();
+	retries_shared->next_interrupted =
+		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -476,29 +539,38 @@ worker_exit(int code, Datum arg)
  * the caller charges the attempt
  *
  * Called with the call claimed, so its row is locked: the entry, made
- * before the lock was released, is there to be seen.  An entry whose
- * attempt has been charged since (by the exited worker's successor, from
- * its in-flight file) no longer matches the call's next attempt.
+ * before the lock was released, is there to be seen; and by a worker that
+ * charges the attempt from its predecessor's in-flight file, so that the
+ * entry goes.  An entry that no one took within INTERRUPTED_KEEP_MS (the
+ * call was cancelled meanwhile, say) goes too: otherwise every attempt
+ * would look through the entries, under the lock, forever.
  */
 static bool
-take_interrupted(const RetriesCall *call)
+take_interrupted(Oid extension, int64 call_id, int32 attempt)
 {
+	TimestampTz now;
 	bool		found = false;
 
 	if (retries_shared->ninterrupted == 0)
 		return false;			/* unlocked read: entries exist before the claim */
 
+	now = GetCurrentTimestamp();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_INTERRUPTED && !found; i++)
+	for (int i = 0; i < RETRIES_MAX_INTERRUPTED; i++)
 	{
 		RetriesInterrupted *e = &retries_shared->interrupted[i];
+		bool		match;
 
-		if (e->dboid == MyDatabaseId && e->extension == my_extension &&
-			e->call_id == call->id && e->attempt == call->attempts + 1)
+		if (!OidIsValid(e->dboid))
+			continue;
+		match = e->dboid == MyDatabaseId && e->extension == extension &&
+			e->call_id == call_id && e->attempt == attempt;
+		if (match ||
+			TimestampDifferenceExceeds(e->noted_at, now, INTERRUPTED_KEEP_MS))
 		{
 			e->dboid = InvalidOid;
 			retries_shared->ninterrupted--;
-			found = true;
+			found |= match;
 		}
 	}
 	LWLockRelease(retries_shared->lock);
@@ -566,7 +638,7 @@ prune(void)
 			/* dropped: run_batch() will see it */
 			PopActiveSnapshot();
 			SPI_finish();
-			CommitTransactionCommand();
+			commit_transaction();
 			break;
 		}
 		retries_prepare_kept(&plan,
@@ -587,7 +659,7 @@ prune(void)
 		deleted = SPI_processed;
 		PopActiveSnapshot();
 		SPI_finish();
-		CommitTransactionCommand();
+		commit_transaction();
 
 		if (deleted < PRUNE_BATCH ||
 			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), BATCH_TIME_MS))
@@ -626,7 +698,7 @@ run_batch(TimestampTz *due)
 	{
 		PopActiveSnapshot();
 		SPI_finish();
-		CommitTransactionCommand();
+		commit_transaction();
 		extension_replaced = OidIsValid(extoid);
 		return -1;
 	}
@@ -664,7 +736,7 @@ run_batch(TimestampTz *due)
 				break;
 		}
 
-		if (take_interrupted(&calls[i]))
+		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1))
 		{
 			ereport(LOG,
 					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
@@ -695,23 +767,10 @@ run_batch(TimestampTz *due)
 
 	PopActiveSnapshot();
 	SPI_finish();
-	CommitTransactionCommand();
+	commit_transaction();
 	set_state(WORKER_IDLE, 0, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return n;
-}
-
-/*
- * ms_until -- milliseconds from now until 'when', rounded up; 0 if past
- */
-static long
-ms_until(TimestampTz when)
-{
-	long		secs;
-	int			usecs;
-
-	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
-	return secs * 1000 + (usecs + 999) / 1000;
 }
 
 /*
@@ -783,37 +842,37 @@ retries_worker_main(Datum main_arg)
 	bool		present;
 	Oid			dboid;
 
-	my_slot_index = DatumGetInt32(main_arg);
+	my_slot_index = RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(main_arg));
 	my_slot = &retries_shared->workers[my_slot_index];
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	/* the launcher filled the slot in under the lock before starting us */
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	if (!take_slot(RETRIES_WORKER_ARG_GENERATION(DatumGetUInt32(main_arg))))
+		proc_exit(0);			/* the launcher gave up on this worker */
+
+	worker_cxt = AllocSetContextCreate(TopMemoryContext, "retries worker",
+									   ALLOCSET_DEFAULT_SIZES);
+	loop_cxt = AllocSetContextCreate(worker_cxt, "retries worker loop",
+									 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(loop_cxt);
+	before_shmem_exit(release_slot, (Datum) 0);
 	dboid = my_slot->dboid;
-	LWLockRelease(retries_shared->lock);
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("retries worker");
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	my_slot->pid = MyProcPid;
-	my_slot->latch = &MyProc->procLatch;
-	my_slot->since = GetCurrentTimestamp();
-	LWLockRelease(retries_shared->lock);
 	before_shmem_exit(worker_exit, (Datum) 0);
 
 	/* is the extension here?  Tell the launcher either way. */
 	start_transaction();
 	my_extension = lock_extension();
 	present = OidIsValid(my_extension);
-	CommitTransactionCommand();
+	commit_transaction();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = retries_find_database(MyDatabaseId, true);
 	if (db != NULL)
-		db->state = present ? DB_ACTIVE : DB_NO_EXTENSION;
+		retries_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
@@ -831,6 +890,10 @@ retries_worker_main(Datum main_arg)
 		TimestampTz due = 0;
 		long		sleep_ms = MAX_SLEEP_MS;
 		int			n = 0;
+
+		/* every path of the loop, and every transaction, ends up here */
+		Assert(CurrentMemoryContext == loop_cxt);
+		MemoryContextReset(loop_cxt);
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -855,7 +918,7 @@ retries_worker_main(Datum main_arg)
 			/* after an error: wait, whatever wakes the worker meanwhile */
 			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
 									MAX_ERROR_DELAY_MS);
-			long		wait_ms = ms_until(TimestampTzPlusMilliseconds(last_error,
+			long		wait_ms = retries_ms_until(TimestampTzPlusMilliseconds(last_error,
 																	   delay));
 
 			if (wait_ms > 0)
@@ -881,7 +944,7 @@ retries_worker_main(Datum main_arg)
 			continue;			/* a full batch: more may be due */
 		if (due != 0)
 		{
-			sleep_ms = Min(sleep_ms, ms_until(due));
+			sleep_ms = Min(sleep_ms, retries_ms_until(due));
 			if (sleep_ms <= 0)
 				continue;		/* due since the claim */
 		}
@@ -903,7 +966,7 @@ retries_worker_main(Datum main_arg)
 	db = retries_find_database(MyDatabaseId, false);
 	if (db != NULL && my_slot->slot_no < retries_max_workers &&
 		!extension_replaced)
-		db->state = DB_NO_EXTENSION;
+		retries_set_db_state(db, DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);

@@ -1,0 +1,231 @@
+# The launcher and the workers survive whatever happens to their processes,
+# and no worker slot is ever lost:
+#
+#   a. the launcher terminated (pg_terminate_backend, SIGTERM): the
+#      postmaster starts it again; cancelled (pg_cancel_backend): the same;
+#   b. after a launcher restart, workers that the earlier launcher started
+#      and that exit are replaced, and their slots come back: 64 workers of
+#      a database killed five times over (320 exits, more than the 256
+#      slots there are) still leave 64 workers running;
+#   c. calls keep running through all of it, each exactly once;
+#   d. commands that stop a database's workers (DROP DATABASE, ALTER
+#      DATABASE RENAME and SET TABLESPACE, CREATE DATABASE ... TEMPLATE,
+#      DROP EXTENSION) leave them, and the call they run, alone when the
+#      command is refused to its role, or cannot run in a transaction
+#      block; a DROP EXTENSION rolled back to a savepoint has them back at
+#      once, while its transaction is still open.
+#
+# The server log must show no crash.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $node = retries_node('lifecycle');
+$node->append_conf(
+	'postgresql.conf', q{
+max_worker_processes = 80
+max_connections = 120
+retries.max_workers = 2
+});
+$node->start;
+my $offset = 0;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION retries;
+CREATE TABLE results (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 1);
+CREATE FUNCTION work(id bigint) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO results AS r (id) VALUES ($1)
+		ON CONFLICT (id) DO UPDATE SET n = r.n + 1;
+$$;
+SELECT retries.annotate('work(bigint)', '5 10ms');
+});
+
+my $launcher_query =
+  "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE backend_type = 'retries launcher'";
+
+# launcher_pid(): the launcher's pid, once there is one
+sub launcher_pid
+{
+	wait_until($node, 'postgres', "SELECT ($launcher_query) > 0", 't',
+		'a launcher is running');
+	return $node->safe_psql('postgres', $launcher_query);
+}
+
+# new_launcher(OLD, NAME): a launcher other than OLD comes up
+sub new_launcher
+{
+	my ($old, $name) = @_;
+	wait_until($node, 'postgres',
+		"SELECT ($launcher_query) NOT IN (0, $old)", 't', $name);
+	return $node->safe_psql('postgres', $launcher_query);
+}
+
+# all_ran_once(FROM, TO, NAME): calls work(FROM..TO) all succeeded, each
+# with its effects once
+sub all_ran_once
+{
+	my ($from, $to, $name) = @_;
+	my $n = $to - $from + 1;
+	wait_until($node, 'postgres',
+		"SELECT count(*) FILTER (WHERE n = 1) || ',' || count(*) FILTER (WHERE n > 1)"
+		  . " FROM results WHERE id BETWEEN $from AND $to",
+		"$n,0", $name);
+	return;
+}
+
+wait_until($node, 'postgres', workers_query('postgres'), '2', 'two workers');
+
+###########################################################################
+# a. the launcher comes back
+###########################################################################
+
+my $launcher = launcher_pid();
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+$launcher = new_launcher($launcher, 'a: after pg_terminate_backend, a new launcher');
+
+$launcher = launcher_pid();
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($launcher)");
+$launcher = new_launcher($launcher, 'a: after pg_cancel_backend, a new launcher');
+
+kill 'TERM', $launcher;
+$launcher = new_launcher($launcher, 'a: after SIGTERM, a new launcher');
+
+schedule_range($node, 'postgres', 'work(bigint)', 1, 100);
+all_ran_once(1, 100, 'a: calls run under the new launcher');
+
+###########################################################################
+# b. the new launcher replaces exited workers and loses no slot
+###########################################################################
+
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET retries.max_workers = 64; SELECT pg_reload_conf()');
+wait_until($node, 'postgres', workers_query('postgres'), '64', 'b: 64 workers');
+# the workers were started by this launcher; the next one adopts them
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+$launcher = new_launcher($launcher, 'b: a new launcher, with 64 workers it did not start');
+
+for my $round (1 .. 5)
+{
+	my $old = worker_pids($node, 'postgres');
+	$node->safe_psql('postgres',
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+		  . " WHERE backend_type = 'retries worker'");
+	wait_until(
+		$node, 'postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries worker'"
+		  . " AND pid <> ALL ('{$old}'::int[])",
+		'64', "b: round $round: 64 new workers");
+}
+is($node->safe_psql('postgres', $launcher_query),
+	$launcher, 'b: the same launcher throughout');
+
+schedule_range($node, 'postgres', 'work(bigint)', 101, 600);
+all_ran_once(101, 600, 'b: calls run on the new workers');
+
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET retries.max_workers = 2; SELECT pg_reload_conf()');
+wait_until($node, 'postgres', workers_query('postgres'), '2',
+	'b: back to two workers');
+
+###########################################################################
+# d. refused commands leave the workers alone
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE intruder LOGIN;
+CREATE DATABASE other;
+});
+$node->safe_psql(
+	'other', q{
+CREATE EXTENSION retries;
+CREATE TABLE naps (id bigint PRIMARY KEY);
+CREATE FUNCTION nap(id bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO naps VALUES (id);
+	IF retries.current_attempt() = 1 THEN
+		PERFORM pg_sleep(600);
+	END IF;
+END $$;
+SELECT retries.annotate('nap(bigint)', '3 10ms');
+});
+wait_until($node, 'postgres', workers_query('other'), '2', 'd: two workers in other');
+my $nap = $node->safe_psql('other', "SELECT retries.call('nap(bigint)', '[1]')");
+wait_until($node, 'other', "SELECT state FROM retries.calls WHERE id = $nap",
+	'running', 'd: a call runs in other');
+my $pids = worker_pids($node, 'other');
+
+# refused(DB, SQL, SQLSTATE, NAME): SQL, as intruder, fails with SQLSTATE,
+# at once (not after waiting for a lock that the workers hold)
+sub refused
+{
+	my ($db, $sql, $sqlstate, $name) = @_;
+	my $t0 = time();
+	my ($ret, $stdout, $stderr) = $node->psql($db,
+		"SET ROLE intruder; $sql",
+		extra_params => [ '-v', 'VERBOSITY=verbose' ],
+		timeout => 60);
+	like($stderr, qr/ERROR:  $sqlstate/, "d: $name: refused with $sqlstate");
+	cmp_ok(time() - $t0, '<', 10, "d: $name: at once");
+	return;
+}
+
+refused('postgres', 'DROP DATABASE other', '42501', 'DROP DATABASE');
+refused('postgres', 'ALTER DATABASE other RENAME TO elsewhere', '42501',
+	'ALTER DATABASE RENAME');
+refused('postgres', 'ALTER DATABASE other SET TABLESPACE pg_default', '42501',
+	'ALTER DATABASE SET TABLESPACE');
+refused('postgres', 'CREATE DATABASE copy TEMPLATE other', '42501',
+	'CREATE DATABASE TEMPLATE');
+refused('other', 'DROP EXTENSION retries', '42501', 'DROP EXTENSION');
+refused('other', 'ALTER EXTENSION retries SET SCHEMA public', '42501',
+	'ALTER EXTENSION SET SCHEMA');
+refused('other', 'ALTER EXTENSION retries UPDATE', '42501', 'ALTER EXTENSION UPDATE');
+my ($ret, $stdout, $stderr) = $node->psql('postgres',
+	'BEGIN; DROP DATABASE other; COMMIT',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($stderr, qr/ERROR:  25001/,
+	'd: DROP DATABASE in a transaction block: refused with 25001');
+
+is(worker_pids($node, 'other'), $pids, 'd: the same workers throughout');
+is($node->safe_psql('other', "SELECT state FROM retries.calls WHERE id = $nap"),
+	'running', 'd: the call still runs');
+is($node->safe_psql('other', 'SELECT count(*) FROM retries.attempts'),
+	'0', 'd: no attempt was cut short');
+
+# a DROP EXTENSION rolled back to a savepoint: the workers come back while
+# the transaction is still open (they were stopped: the command would run)
+my $session = $node->background_psql('other');
+$session->query_safe('BEGIN');
+$session->query_safe('SAVEPOINT s');
+$session->query_safe('DROP EXTENSION retries');
+wait_until($node, 'postgres', workers_query('other'), '0',
+	'd: DROP EXTENSION stopped the workers');
+$session->query_safe('ROLLBACK TO s');
+wait_until($node, 'postgres', workers_query('other'), '2',
+	'd: ROLLBACK TO the savepoint brings them back, the transaction still open', 10);
+$session->query_safe('COMMIT');
+$session->quit;
+wait_until($node, 'other',
+	"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts WHERE call_id = $nap",
+	'interrupted,succeeded', 'd: the call that the drop cut short is charged, as any other, and run again');
+
+###########################################################################
+# the log
+###########################################################################
+
+my @crashes = crash_lines($node, $offset);
+ok(!@crashes, 'no crash in the server log') or diag(join("\n", @crashes));
+
+$node->stop;
+done_testing();
