@@ -32,6 +32,7 @@
 #include "miscadmin.h"
 #include "nodes/params.h"
 #include "tcop/dest.h"
+#include "utils/array.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
@@ -101,7 +102,8 @@ claim_destroy(DestReceiver *self)
 
 /*
  * claim_begin -- start the query that claims up to 'limit' calls due by
- * 'now', earliest first; claim_more() fetches them
+ * 'now', earliest first, leaving out the 'nskip' calls of 'skip';
+ * claim_more() fetches them
  *
  * Called in the batch transaction, outside any call's subtransaction.  The
  * time is a parameter, not clock_timestamp() in the query: a volatile
@@ -109,10 +111,10 @@ claim_destroy(DestReceiver *self)
  * be read on every wake-up.
  */
 Claim *
-claim_begin(int limit, TimestampTz now)
+claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT4OID, TIMESTAMPTZOID};
+	Oid			argtypes[3] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID};
 	CachedPlanSource *source;
 	ParamListInfo params;
 	Claim	   *claim;
@@ -124,10 +126,11 @@ claim_begin(int limit, TimestampTz now)
 						 " FROM retries.call_data"
 						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
 						 " ORDER BY next_attempt"
 						 " LIMIT $1"
 						 " FOR UPDATE SKIP LOCKED",
-						 2, argtypes);
+						 3, argtypes);
 	source = linitial(SPI_plan_get_plan_sources(plan));
 
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -136,8 +139,8 @@ claim_begin(int limit, TimestampTz now)
 									   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(claim->cxt);
 
-	params = makeParamList(2);
-	params->numParams = 2;
+	params = makeParamList(3);
+	params->numParams = 3;
 	params->params[0].value = Int32GetDatum(limit);
 	params->params[0].isnull = false;
 	params->params[0].pflags = PARAM_FLAG_CONST;
@@ -146,6 +149,18 @@ claim_begin(int limit, TimestampTz now)
 	params->params[1].isnull = false;
 	params->params[1].pflags = PARAM_FLAG_CONST;
 	params->params[1].ptype = TIMESTAMPTZOID;
+	{
+		Datum	   *ids = palloc(sizeof(Datum) * Max(nskip, 1));
+
+		for (int i = 0; i < nskip; i++)
+			ids[i] = Int64GetDatum(skip[i]);
+		params->params[2].value =
+			PointerGetDatum(construct_array(ids, nskip, INT8OID, sizeof(int64),
+											FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
+	params->params[2].isnull = false;
+	params->params[2].pflags = PARAM_FLAG_CONST;
+	params->params[2].ptype = INT8ARRAYOID;
 
 	claim->receiver.pub.receiveSlot = claim_receive;
 	claim->receiver.pub.rStartup = claim_startup;

@@ -14,7 +14,8 @@
 
 typedef struct Claim Claim;
 
-extern Claim *claim_begin(int limit, TimestampTz now);
+extern Claim *claim_begin(int limit, TimestampTz now, const int64 *skip,
+						  int nskip);
 extern int	claim_more(Claim *claim, RetriesCall *calls, int count);
 extern void claim_end(Claim *claim);
 

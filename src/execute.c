@@ -191,8 +191,8 @@ execute_init(void)
 /*
  * get_policy -- a policy by id, read once and kept (policy rows are never
  * changed, only superseded; a TRUNCATE, which may reuse ids, empties the
- * cache).  Runs inside SPI.  The entry returned stays valid until the next
- * call.
+ * cache), or NULL if there is no such policy.  Runs inside SPI.  The entry
+ * returned stays valid until the next call.
  */
 static CachedPolicy *
 get_policy(int32 policy_id)
@@ -223,9 +223,10 @@ get_policy(int32 policy_id)
 						 " retry_on, timeout, on_exhausted, delay_fn"
 						 " FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
 						 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "retries: policy %d not found", policy_id);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read policy %d", policy_id);
+	if (SPI_processed != 1)
+		return NULL;			/* someone deleted it by hand */
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 
@@ -727,6 +728,24 @@ finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 }
 
 /*
+ * fail_without_policy -- a call whose policy row is gone (deleted by hand:
+ * the extension never deletes one) cannot run: it fails, saying so, and
+ * has no on_exhausted to call
+ */
+static void
+fail_without_policy(const RetriesCall *call, int32 attempt,
+					TimestampTz started_at, Outcome *out)
+{
+	out->outcome = "failed";
+	out->state = "failed";
+	set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
+					  psprintf("policy %d of the call no longer exists", call->policy_id),
+					  "Rows of retries.policy_data are never deleted by the extension.",
+					  "Schedule the call again, with retries.call().", NULL);
+	record_outcome(call, attempt, started_at, out);
+}
+
+/*
  * execute_finish_batch -- write the outcomes the batch has queued (its
  * successes and retries); called inside SPI before the batch commits
  */
@@ -756,6 +775,12 @@ execute_attempt(RetriesCall *call)
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
+
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, started_at, &out);
+		return false;
+	}
 
 	if (!precheck(call, policy, &out))
 	{
@@ -834,6 +859,11 @@ execute_interrupted(RetriesCall *call, int32 attempt)
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
+		return;
+	}
 	out.outcome = "interrupted";
 	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
 					  "the worker running this attempt was interrupted",

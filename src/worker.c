@@ -45,6 +45,18 @@
  * EXTENSION charges nothing to the new extension's calls, whose ids start
  * again from 1.
  *
+ * A bad row.  An error outside any call's subtransaction (the worker's own:
+ * writing the outcomes, say) rolls the whole batch back.  If it came from
+ * one call's row (an attempt row that is already there, say), every batch
+ * that claims that call would fail the same way, and the calls behind it
+ * would never run.  So after such an error the worker runs its next calls
+ * one per batch; a one-call batch that fails outside the call with an
+ * error that is not a passing one (a full disk, a conflict, a shutdown)
+ * fails that call, in a transaction of its own, with the worker's error as
+ * its message, and the others carry on.  If even that cannot be written,
+ * the worker leaves the call alone (SKIP_MAX of them at most) until it
+ * exits.
+ *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
  * Each transaction of the worker also locks the extension (as an object),
@@ -100,6 +112,8 @@
 #define PRUNE_BATCH				1000
 
 #define INFLIGHT_DIR			"pg_retries"
+/* Calls a worker leaves alone because it could not even fail them */
+#define SKIP_MAX				64
 /* How long an interrupted attempt that no one charged is remembered */
 #define INTERRUPTED_KEEP_MS		60000
 
@@ -116,6 +130,18 @@ static int	my_slot_index = -1;
 static int	inflight_fd = -1;
 /* What the in-flight file holds now */
 static InFlight inflight = {0, 0, InvalidOid};
+
+/*
+ * After a batch failed outside its calls: how many calls to run one per
+ * batch (see "A bad row" above), and the call of the current one-call
+ * batch (0 if none yet)
+ */
+static int	one_by_one = 0;
+static int64 lone_call_id = 0;
+static int32 lone_attempt = 0;
+/* Calls left alone */
+static int64 skipped[SKIP_MAX];
+static int	nskipped = 0;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -686,9 +712,10 @@ run_batch(TimestampTz *due)
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
 	Claim	   *claim;
-	int			limit = retries_batch_size;
+	int			limit = one_by_one > 0 ? 1 : retries_batch_size;
 	Oid			extoid;
 
+	lone_call_id = 0;
 	start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -705,7 +732,7 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
-	claim = claim_begin(limit, claimed_at);
+	claim = claim_begin(limit, claimed_at, skipped, nskipped);
 
 	for (int i = 0;; i++, ran++)
 	{
@@ -734,6 +761,11 @@ run_batch(TimestampTz *due)
 			n += got;
 			if (got == 0)
 				break;
+			if (one_by_one > 0)
+			{
+				lone_call_id = calls[0].id;
+				lone_attempt = calls[0].attempts + 1;
+			}
 		}
 
 		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1))
@@ -770,7 +802,107 @@ run_batch(TimestampTz *due)
 	commit_transaction();
 	set_state(WORKER_IDLE, 0, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
+	if (one_by_one > 0 && n > 0)
+		one_by_one--;
 	return n;
+}
+
+/*
+ * passing_error -- is an error of the worker one that may not happen next
+ * time (resources, the server or the operator, a conflict with another
+ * transaction), rather than one that a call's row makes happen every time?
+ */
+static bool
+passing_error(int sqlerrcode)
+{
+	switch (ERRCODE_TO_CATEGORY(sqlerrcode))
+	{
+		case ERRCODE_CONNECTION_EXCEPTION:	/* 08 */
+		case ERRCODE_INVALID_TRANSACTION_STATE: /* 25 */
+		case ERRCODE_TRANSACTION_ROLLBACK:	/* 40 */
+		case ERRCODE_INSUFFICIENT_RESOURCES:	/* 53 */
+		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:	/* 54 */
+		case ERRCODE_OPERATOR_INTERVENTION: /* 57 */
+		case ERRCODE_SYSTEM_ERROR:	/* 58 */
+			return true;
+		default:
+			return sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+				sqlerrcode == ERRCODE_OBJECT_IN_USE;
+	}
+}
+
+/*
+ * fail_lone_call -- fail the call of a one-call batch that failed outside
+ * the call, in a transaction of its own, with the worker's error; if even
+ * that fails, leave the call alone from now on
+ */
+static void
+fail_lone_call(const ErrorData *edata)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	values[0] = Int64GetDatum(lone_call_id);
+	values[1] = Int32GetDatum(lone_attempt);
+	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+	values[3] = CStringGetTextDatum(psprintf("the worker could not run or record this attempt: %s",
+											 edata->message));
+	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
+
+	ereport(LOG,
+			(errmsg("retries: call " INT64_FORMAT " failed: the worker could not run or record attempt %d: %s",
+					lone_call_id, lone_attempt, edata->message)));
+	PG_TRY();
+	{
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension)
+		{
+			retries_prepare_kept(&plan,
+								 "WITH c AS ("
+								 " UPDATE retries.call_data SET state = 'failed', attempts = $2,"
+								 "  last_sqlstate = $3, last_message = $4,"
+								 "  updated_at = pg_catalog.now()"
+								 " WHERE id OPERATOR(pg_catalog.=) $1"
+								 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+								 " AND attempts OPERATOR(pg_catalog.<) $2"
+								 " RETURNING id)"
+								 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+								 "  finished_at, outcome, sqlstate, message, detail)"
+								 " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
+								 "  'failed', $3, $4, $5 FROM c"
+								 " ON CONFLICT DO NOTHING",
+								 5, argtypes);
+			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
+		}
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(oldcxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		sandbox_abort();
+		MemoryContextSwitchTo(oldcxt);
+		RESUME_INTERRUPTS();
+		if (nskipped < SKIP_MAX)
+		{
+			skipped[nskipped++] = lone_call_id;
+			ereport(LOG,
+					(errmsg("retries: this worker leaves call " INT64_FORMAT " alone until it exits",
+							lone_call_id)));
+		}
+	}
+	PG_END_TRY();
+	lone_call_id = 0;
 }
 
 /*
@@ -784,13 +916,16 @@ run_batch(TimestampTz *due)
  * waits before the next try, longer after each error in a row
  * (*errors counts them), so that a full disk neither spins the CPU nor
  * floods the log.  Exiting instead would have the launcher start the
- * worker again a second later, forever.
+ * worker again a second later, forever.  The calls of the failed batch
+ * then run one per batch, and one that fails alone is failed for good
+ * (see "A bad row" at the top).
  */
 static int
 work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile int n = 0;
+	volatile bool batching = false;
 
 	PG_TRY();
 	{
@@ -801,6 +936,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 			prune();
 			*last_prune = GetCurrentTimestamp();
 		}
+		batching = true;
 		if (retries_enabled)
 			n = run_batch(due);
 		else
@@ -809,21 +945,33 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 	}
 	PG_CATCH();
 	{
+		ErrorData  *edata;
+
 		HOLD_INTERRUPTS();
 		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
 		sandbox_abort();
+		MemoryContextSwitchTo(oldcxt);
 		RESUME_INTERRUPTS();
 
 		/* the attempt in flight was rolled back with the rest: no charge */
 		inflight_write(0, 0);
 		set_state(WORKER_IDLE, 0, InvalidOid);
 		pgstat_report_activity(STATE_IDLE, NULL);
-		(*errors)++;
 		*due = 0;
 		n = 0;
+
+		if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
+			fail_lone_call(edata);	/* no pause: the others can go on */
+		else
+		{
+			(*errors)++;
+			if (batching)
+				one_by_one = Max(one_by_one, retries_batch_size);
+		}
 	}
 	PG_END_TRY();
 	return n;

@@ -13,7 +13,11 @@
 #      DROP EXTENSION) leave them, and the call they run, alone when the
 #      command is refused to its role, or cannot run in a transaction
 #      block; a DROP EXTENSION rolled back to a savepoint has them back at
-#      once, while its transaction is still open.
+#      once, while its transaction is still open;
+#   e. a bad row cannot stall a database: a call whose outcome cannot be
+#      recorded (its attempt row is already there) and a call whose policy
+#      row was deleted by hand fail, saying why, and the 100 calls around
+#      them run once each.
 #
 # The server log must show no crash.
 
@@ -219,6 +223,53 @@ $session->quit;
 wait_until($node, 'other',
 	"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts WHERE call_id = $nap",
 	'interrupted,succeeded', 'd: the call that the drop cut short is charged, as any other, and run again');
+
+###########################################################################
+# e. bad rows
+###########################################################################
+
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.workers WHERE database = 'postgres' AND state = 'paused'",
+	'2', 'e: execution paused');
+my ($first) = schedule_range($node, 'postgres', 'work(bigint)', 1001, 1100);
+my $conflict = $first + 10;
+my $orphan = $first + 20;
+$node->safe_psql(
+	'postgres', qq{
+INSERT INTO retries.attempt_data (call_id, attempt, started_at) VALUES ($conflict, 1, now());
+WITH p AS (
+	INSERT INTO retries.policy_data (fn, fn_signature, is_current, min_delay,
+		multiplier, jitter, retry_on, annotated_by)
+	VALUES ('work(bigint)'::regprocedure, 'work(bigint)', false, '1s', 2,
+		'none', '{RT}', 'postgres')
+	RETURNING id)
+UPDATE retries.call_data SET policy_id = (SELECT id FROM p) WHERE id = $orphan;
+DELETE FROM retries.policy_data WHERE id = (SELECT policy_id FROM retries.call_data WHERE id = $orphan);
+ALTER SYSTEM SET retries.enabled = on;
+SELECT pg_reload_conf();
+});
+wait_until(
+	$node, 'postgres',
+	"SELECT count(*) FILTER (WHERE n = 1) || ',' || count(*) FILTER (WHERE n > 1)"
+	  . " FROM results WHERE id BETWEEN 1001 AND 1100",
+	"98,0", 'e: the other calls run, once each', 30);
+is( $node->safe_psql(
+		'postgres',
+		"SELECT state || ' ' || last_sqlstate || ' ' || last_message FROM retries.calls WHERE id = $conflict"
+	),
+	'failed 23505 the worker could not run or record this attempt: duplicate key value violates unique constraint "attempt_data_pkey"',
+	'e: the call whose outcome cannot be recorded fails, saying why');
+is( $node->safe_psql(
+		'postgres',
+		# the views show no call without its policy
+		"SELECT state || ' ' || last_sqlstate || ' ' || last_message FROM retries.call_data WHERE id = $orphan"
+	),
+	"failed 42704 policy "
+	  . $node->safe_psql('postgres', "SELECT policy_id FROM retries.call_data WHERE id = $orphan")
+	  . " of the call no longer exists",
+	'e: the call whose policy is gone fails, saying why');
 
 ###########################################################################
 # the log
