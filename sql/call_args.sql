@@ -126,6 +126,15 @@ SELECT scheduled_by, args FROM retries.calls ORDER BY id DESC LIMIT 1;
 -- run_at sets the first attempt's time
 SELECT retries.call('two(int,text)', '[3]', run_at => '2030-01-01 00:00+00') AS id \gset
 SELECT next_attempt, state, attempts FROM retries.calls WHERE id = :id;
+-- but no earlier than now: a call due in the past would go ahead of every
+-- call that fell due before it was scheduled
+BEGIN;
+SELECT retries.call('two(int,text)', '[3]', run_at => '-infinity') AS id \gset
+SELECT retries.call('two(int,text)', '[3]', run_at => now() - interval '1 day') AS id2 \gset
+SELECT next_attempt = now() AS due_now FROM retries.calls WHERE id IN (:id, :id2);
+SELECT retries.reschedule(:id, '2000-01-01') AS rescheduled;
+SELECT next_attempt = now() AS still_now FROM retries.calls WHERE id = :id;
+ROLLBACK;
 
 -- scheduling is transactional: a rolled-back call never existed
 SELECT count(*) AS before FROM retries.calls \gset

@@ -342,7 +342,8 @@ SELECT state, attempts, last_sqlstate FROM retries.calls WHERE id = :id;
 SELECT retries.unannotate('pg_catalog.lower(text)');
 
 -- a delay_fn's result is clamped to 0 .. 3650 days: '1000000 years' is the
--- longest delay (not a wrapped or zero one), a negative interval no delay
+-- longest delay (not a wrapped or zero one), a negative interval no delay,
+-- which retries.min_delay then raises to 10 ms
 CREATE FUNCTION forever(attempt int, sqlstate text, message text) RETURNS interval
 	LANGUAGE sql AS $$ SELECT interval '1000000 years' $$;
 CREATE FUNCTION backwards(attempt int, sqlstate text, message text) RETURNS interval

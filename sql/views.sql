@@ -28,7 +28,9 @@ INSERT INTO retries.attempt_data VALUES
 UPDATE retries.call_data SET state = 'succeeded', attempts = 2 WHERE id = 1;
 UPDATE retries.call_data SET state = 'failed', attempts = 1, last_sqlstate = '22012',
 	last_message = 'division by zero' WHERE id = 2;
-SELECT retries.call('fetch_page(text)', '["https://example.net"]', run_at => now() - interval '1 minute');
+-- a call due a minute ago (run_at cannot be in the past: it is set by hand)
+SELECT retries.call('fetch_page(text)', '["https://example.net"]') AS due \gset
+UPDATE retries.call_data SET next_attempt = now() - interval '1 minute' WHERE id = :due;
 
 SELECT id, fn, args, state, attempts, max_attempts, scheduled_by, key, last_sqlstate, last_message
   FROM retries.calls ORDER BY id;

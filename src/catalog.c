@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "common/int.h"
 #include "catalog/pg_namespace.h"
@@ -257,4 +258,20 @@ retries_ms_until(TimestampTz when)
 
 	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
 	return secs * 1000 + (usecs + 999) / 1000;
+}
+
+/*
+ * retries_clamp_run_at -- a call's first due time: run_at, but no earlier
+ * than now() (the transaction's start)
+ *
+ * Due calls run earliest first: a run_at far in the past ('-infinity')
+ * would put a call ahead of every other role's calls that fell due before
+ * it was scheduled.
+ */
+Datum
+retries_clamp_run_at(Datum run_at)
+{
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+
+	return TimestampTzGetDatum(Max(DatumGetTimestampTz(run_at), now));
 }

@@ -268,6 +268,40 @@ get_policy(int32 policy_id)
 }
 
 /*
+ * attempt_time_limit -- how long an attempt (or a hook) may run, in
+ * microseconds, -1 for no limit: the policy's timeout, capped at
+ * retries.max_attempt_time; *capped tells whether the cap is what applies
+ */
+static int64
+attempt_time_limit(const CachedPolicy *policy, bool *capped)
+{
+	int64		cap = (int64) retries_max_attempt_time * USECS_PER_SEC;
+	int64		timeout = policy != NULL ? policy->timeout : -1;
+
+	*capped = cap > 0 && (timeout < 0 || timeout > cap);
+	return *capped ? cap : timeout;
+}
+
+/*
+ * log_capped -- say, once per worker, that an attempt ran into
+ * retries.max_attempt_time
+ */
+static void
+log_capped(const RetriesCall *call, int32 attempt, const char *cap)
+{
+	static bool logged = false;
+
+	if (logged)
+		return;
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " ran past retries.max_attempt_time (%s) and was cancelled",
+					attempt, call->id, cap),
+			 errdetail("This is logged once per worker."),
+			 errhint("Give the function's policy a timeout that suits it, or raise retries.max_attempt_time.")));
+	logged = true;
+}
+
+/*
  * evaluate_call -- call a function with these argument expressions; its
  * result, copied into the caller's memory context, goes to *result if
  * 'result' is not NULL
@@ -467,11 +501,11 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 }
 
 /*
- * next_delay -- the delay before the next attempt after a retryable error,
+ * choose_delay -- the delay before the next attempt after a retryable error,
  * or false (with 'out' set to a failure) when delay_fn says to stop or fails
  */
 static bool
-next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 		   Outcome *out)
 {
 	if (retries_retry_after_usecs >= 0 && strcmp(out->sqlstate, "RT000") == 0)
@@ -482,6 +516,7 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 
 	if (OidIsValid(policy->delay_fn))
 	{
+		bool		capped;
 		List	   *args;
 		Datum		result;
 		bool		isnull;
@@ -494,8 +529,9 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 									CStringGetTextDatum(out->message ? out->message : ""),
 									out->message == NULL, false));
-		edata = run_sandboxed(call->role, policy->delay_fn, NULL, args, -1,
-							 NULL, &result, &isnull);
+		edata = run_sandboxed(call->role, policy->delay_fn, NULL, args,
+							  attempt_time_limit(NULL, &capped),
+							  NULL, &result, &isnull);
 		if (edata != NULL)
 		{
 			out->detail = psprintf("The attempt failed with %s: %s",
@@ -519,6 +555,42 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 											policy->multiplier, attempt),
 							   policy->jitter,
 							   pg_prng_uint64(&pg_global_prng_state));
+	return true;
+}
+
+/*
+ * next_delay -- the delay before the next attempt after a retryable error
+ * (see choose_delay), raised to retries.min_delay: attempts retried with no
+ * delay, by a policy or by retries.retry(after => '0'), could otherwise
+ * write attempt rows as fast as a worker runs
+ */
+static bool
+next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+		   Outcome *out)
+{
+	static bool logged = false;
+	int64		floor = (int64) retries_min_delay * 1000;
+
+	if (!choose_delay(call, policy, attempt, out))
+		return false;
+	if (out->delay < floor)
+	{
+		if (!logged)
+		{
+			char		asked[POLICY_FORMAT_LEN];
+			char		given[POLICY_FORMAT_LEN];
+
+			policy_format_duration(out->delay, asked, sizeof(asked));
+			policy_format_duration(floor, given, sizeof(given));
+			ereport(LOG,
+					(errmsg("retries: the retry of call " INT64_FORMAT " waits retries.min_delay (%s), not the %s its policy asked for",
+							call->id, given, asked),
+					 errdetail("This is logged once per worker."),
+					 errhint("Lower retries.min_delay to let retries come sooner.")));
+			logged = true;
+		}
+		out->delay = floor;
+	}
 	return true;
 }
 
@@ -588,13 +660,18 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
  * write_outcomes -- write the queued outcomes: the calls' new states and
  * their attempt rows, all in one statement.  Runs inside SPI, in the batch
  * transaction.
+ *
+ * A call keeps at most retries.max_kept_attempts attempt rows: writing a
+ * newer one deletes those that fall out, so that a call retried without
+ * end (every 10 ms, say) cannot fill the disk before it finishes and is
+ * pruned.  The call keeps counting its attempts.
  */
 static void
 write_outcomes(void)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[OC_NCOLUMNS];
-	Datum		values[OC_NCOLUMNS];
+	Oid			argtypes[OC_NCOLUMNS + 1];
+	Datum		values[OC_NCOLUMNS + 1];
 	int			dims[1];
 	int			lbs[1] = {1};
 
@@ -615,6 +692,9 @@ write_outcomes(void)
 													   typlen, typbyval, typalign));
 	}
 	pending.n = 0;
+	/* and the most attempt rows kept per call */
+	argtypes[OC_NCOLUMNS] = INT4OID;
+	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);
 
 	retries_prepare_kept(&plan,
 						 "WITH done AS ("
@@ -628,6 +708,12 @@ write_outcomes(void)
 						 "  AS d(call_id, attempt, started_at, finished_at, outcome,"
 						 "   state, next_attempt, sqlstate, message, detail, hint,"
 						 "   context, delay)),"
+						 " trimmed AS ("
+						 " DELETE FROM retries.attempt_data a USING done d"
+						 "  WHERE d.attempt OPERATOR(pg_catalog.>) $14"
+						 "  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
+						 "  AND a.attempt OPERATOR(pg_catalog.<=)"
+						 "   (d.attempt OPERATOR(pg_catalog.-) $14)),"
 						 " c AS ("
 						 " UPDATE retries.call_data c SET"
 						 "  state = d.state::retries.call_state, attempts = d.attempt,"
@@ -644,7 +730,7 @@ write_outcomes(void)
 						 "  hint, context,"
 						 "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
 						 " FROM done",
-						 OC_NCOLUMNS, argtypes);
+						 OC_NCOLUMNS + 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 }
@@ -677,6 +763,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	Datum		result;
 	bool		isnull;
 	ErrorData  *edata;
+	bool		capped;
 
 	if (!OidIsValid(policy->on_exhausted) ||
 		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
@@ -685,8 +772,9 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
-	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, args, -1,
-						 NULL, &result, &isnull);
+	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, args,
+						  attempt_time_limit(NULL, &capped),
+						  NULL, &result, &isnull);
 	if (edata == NULL)
 		return;
 
@@ -772,6 +860,8 @@ execute_attempt(RetriesCall *call)
 	Datum		result;
 	bool		isnull;
 	ErrorData  *edata;
+	int64		timeout;
+	bool		capped;
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
@@ -794,8 +884,9 @@ execute_attempt(RetriesCall *call)
 	retries_current_call_id = call->id;
 	retries_current_attempt_number = attempt;
 	retries_retry_after_usecs = -1;
-	edata = run_sandboxed(call->role, policy->fn, call->args, NIL, policy->timeout,
-						 &converting, &result, &isnull);
+	timeout = attempt_time_limit(policy, &capped);
+	edata = run_sandboxed(call->role, policy->fn, call->args, NIL, timeout,
+						  &converting, &result, &isnull);
 	retries_current_call_id = 0;
 	retries_current_attempt_number = 0;
 
@@ -819,9 +910,13 @@ execute_attempt(RetriesCall *call)
 	{
 		char		buf[POLICY_FORMAT_LEN];
 
-		policy_format_duration(policy->timeout, buf, sizeof(buf));
+		policy_format_duration(timeout, buf, sizeof(buf));
 		out.outcome = "timeout";
-		out.message = psprintf("attempt timed out after %s", buf);
+		out.message = capped ?
+			psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
+			psprintf("attempt timed out after %s", buf);
+		if (capped)
+			log_capped(call, attempt, buf);
 		finish_failure(call, policy, attempt,
 					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
 											   policy->nretry_on, "57014"),

@@ -303,5 +303,6 @@ retries_reschedule(PG_FUNCTION_ARGS)
 {
 	retries_check_not_null(fcinfo, 0, "id");
 	retries_check_not_null(fcinfo, 1, "run_at");
-	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0), PG_GETARG_DATUM(1)));
+	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
+							  retries_clamp_run_at(PG_GETARG_DATUM(1))));
 }

@@ -27,6 +27,9 @@ int			retries_batch_size = 100;
 bool		retries_enabled = true;
 char	   *retries_retention = NULL;
 char	   *retries_default_policy = NULL;
+int			retries_max_attempt_time = 3600;	/* seconds; 0: no cap */
+int			retries_min_delay = 10;	/* milliseconds */
+int			retries_max_kept_attempts = 1000;
 
 bool		retries_preloaded = false;
 
@@ -131,6 +134,30 @@ _PG_init(void)
 							NULL,
 							&retries_batch_size,
 							100, 1, 10000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_attempt_time",
+							"Longest any one attempt may run, whatever its policy says.",
+							"An attempt that runs longer is cancelled and recorded as a timeout. 0 means no cap.",
+							&retries_max_attempt_time,
+							3600, 0, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.min_delay",
+							"Shortest delay before any retry, whatever its policy, delay_fn or retries.retry() says.",
+							NULL,
+							&retries_min_delay,
+							10, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_kept_attempts",
+							"Most attempt rows kept for one call; older ones are deleted as new ones are recorded.",
+							NULL,
+							&retries_max_kept_attempts,
+							1000, 1, INT_MAX,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 

@@ -38,6 +38,9 @@ extern int	retries_batch_size;
 extern bool retries_enabled;
 extern char *retries_retention;
 extern char *retries_default_policy;
+extern int	retries_max_attempt_time;
+extern int	retries_min_delay;
+extern int	retries_max_kept_attempts;
 
 /* Was the library loaded by shared_preload_libraries? (retries.c) */
 extern bool retries_preloaded;
@@ -61,6 +64,7 @@ extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
 extern int64 retries_interval_to_delay(const Interval *span);
 extern Interval *retries_usecs_to_interval(int64 usecs);
 extern long retries_ms_until(TimestampTz when);
+extern Datum retries_clamp_run_at(Datum run_at);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
 

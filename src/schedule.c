@@ -357,7 +357,7 @@ retries_call(PG_FUNCTION_ARGS)
 	values[1] = JsonbPGetDatum(args);
 	values[2] = max_attempts;
 	nulls[2] = unlimited ? 'n' : ' ';
-	values[3] = PG_GETARG_DATUM(2);
+	values[3] = retries_clamp_run_at(PG_GETARG_DATUM(2));
 	values[4] = ObjectIdGetDatum(userid);
 	values[5] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	nulls[5] = PG_ARGISNULL(3) ? 'n' : ' ';

@@ -815,20 +815,19 @@ run_batch(TimestampTz *due)
 static bool
 passing_error(int sqlerrcode)
 {
-	switch (ERRCODE_TO_CATEGORY(sqlerrcode))
-	{
-		case ERRCODE_CONNECTION_EXCEPTION:	/* 08 */
-		case ERRCODE_INVALID_TRANSACTION_STATE: /* 25 */
-		case ERRCODE_TRANSACTION_ROLLBACK:	/* 40 */
-		case ERRCODE_INSUFFICIENT_RESOURCES:	/* 53 */
-		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:	/* 54 */
-		case ERRCODE_OPERATOR_INTERVENTION: /* 57 */
-		case ERRCODE_SYSTEM_ERROR:	/* 58 */
+	/* connection, transaction state and rollback, resources, limits, operator, system */
+	static const char *const classes[] = {"08", "25", "40", "53", "54", "57", "58"};
+	/* lock not available, object in use */
+	static const char *const codes[] = {"55P03", "55006"};
+	const char *sqlstate = unpack_sql_state(sqlerrcode);
+
+	for (size_t i = 0; i < lengthof(classes); i++)
+		if (strncmp(sqlstate, classes[i], 2) == 0)
 			return true;
-		default:
-			return sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
-				sqlerrcode == ERRCODE_OBJECT_IN_USE;
-	}
+	for (size_t i = 0; i < lengthof(codes); i++)
+		if (strcmp(sqlstate, codes[i]) == 0)
+			return true;
+	return false;
 }
 
 /*

@@ -216,11 +216,16 @@ my $scheduled_at = time();
 $node->safe_psql(
 	'app', q{
 SET ROLE app_user;
-SELECT retries.call('late(int)', '[1]', run_at => now() - interval '1 hour');
-SELECT retries.call('late(int)', '[2]', run_at => now() - interval '10 minutes');
-SELECT retries.call('late(int)', '[3]', run_at => now() - interval '1 second');
+SELECT retries.call('late(int)', '[1]') AS hour \gset
+SELECT retries.call('late(int)', '[2]') AS minutes \gset
+SELECT retries.call('late(int)', '[3]') AS second \gset
 SELECT retries.call('late(int)', '[4]', run_at => now() + interval '1 day');
 SELECT retries.cancel(retries.call('late(int)', '[5]', run_at => now() + interval '1 day'));
+RESET ROLE;
+-- due in the past: run_at cannot say so (it is raised to now), the table can
+UPDATE retries.call_data SET next_attempt = now() - interval '1 hour' WHERE id = :hour;
+UPDATE retries.call_data SET next_attempt = now() - interval '10 minutes' WHERE id = :minutes;
+UPDATE retries.call_data SET next_attempt = now() - interval '1 second' WHERE id = :second;
 });
 %m = scrape('c');
 my $age_bound = 3600 + (time() - $scheduled_at);
