@@ -49,7 +49,7 @@ OBJS = \
 	src/execute.o \
 	src/sandbox.o
 
-DATA = retries--1.0.sql retries--1.0--1.1.sql
+DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql
 
 REGRESS = \
 	setup \

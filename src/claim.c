@@ -11,6 +11,14 @@
  * other workers have locked: with calls all due at the same moment, that
  * cost three times what the step itself does.
  *
+ * Fairness between roles.  Earliest first alone would let one role's
+ * backlog of due calls hold back every other role's due calls until it is
+ * drained.  So a batch first takes the earliest due call of each role that
+ * has one (claim_heads), going round the roles from where the worker's
+ * last batch stopped, through index call_data_due_by_role (version 1.2),
+ * and only then the rest, earliest first.  A role with a due call gets one
+ * run in each batch, whatever the others have due.
+ *
  * A cursor (a portal) would keep the query's place, but portals are a
  * namespace that the called functions share with the worker: a call could
  * find it in pg_cursors, fetch other roles' calls from it, close it with
@@ -33,6 +41,7 @@
 #include "nodes/params.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
@@ -49,6 +58,8 @@ typedef struct ClaimReceiver
 	int			got;			/* rows received in this step */
 } ClaimReceiver;
 
+static void copy_call(RetriesCall *call, Datum *values, bool *nulls);
+
 struct Claim
 {
 	MemoryContext cxt;			/* everything below lives here */
@@ -61,26 +72,14 @@ struct Claim
 
 /*
  * claim_receive -- DestReceiver method: one claimed row
- *
- * Columns: id, policy_id, args, attempts, max_attempts, scheduled_by.  The
- * arguments are copied into the transaction's memory, which the calls'
- * subtransactions do not free.
  */
 static bool
 claim_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	ClaimReceiver *r = (ClaimReceiver *) self;
-	RetriesCall *call = &r->calls[r->got];
-	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 
 	slot_getallattrs(slot);
-	call->id = DatumGetInt64(slot->tts_values[0]);
-	call->policy_id = DatumGetInt32(slot->tts_values[1]);
-	call->args = DatumGetJsonbPCopy(slot->tts_values[2]);
-	call->attempts = DatumGetInt32(slot->tts_values[3]);
-	call->max_attempts = slot->tts_isnull[4] ? 0 : DatumGetInt32(slot->tts_values[4]);
-	call->role = DatumGetObjectId(slot->tts_values[5]);
-	MemoryContextSwitchTo(oldcxt);
+	copy_call(&r->calls[r->got], slot->tts_values, slot->tts_isnull);
 	r->got++;
 	return true;
 }
@@ -98,6 +97,141 @@ claim_shutdown(DestReceiver *self)
 static void
 claim_destroy(DestReceiver *self)
 {
+}
+
+/* Most roles claim_heads() looks at in one batch */
+#define HEADS_MAX_ROLES			32
+
+/*
+ * copy_call -- copy a claimed row (id, policy_id, args, attempts,
+ * max_attempts, scheduled_by) into a RetriesCall; the arguments go into
+ * the transaction's memory, which the calls' subtransactions do not free
+ */
+static void
+copy_call(RetriesCall *call, Datum *values, bool *nulls)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+	call->id = DatumGetInt64(values[0]);
+	call->policy_id = DatumGetInt32(values[1]);
+	call->args = DatumGetJsonbPCopy(values[2]);
+	call->attempts = DatumGetInt32(values[3]);
+	call->max_attempts = nulls[4] ? 0 : DatumGetInt32(values[4]);
+	call->role = DatumGetObjectId(values[5]);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * next_role -- the first role after 'role' (by OID) that has scheduled
+ * calls, or InvalidOid
+ */
+static Oid
+next_role(Oid role)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(role)};
+	bool		isnull;
+	Datum		d;
+
+	retries_prepare_kept(&plan,
+						 "SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " AND scheduled_by OPERATOR(pg_catalog.>) $1"
+						 " ORDER BY scheduled_by LIMIT 1",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look for roles with calls");
+	if (SPI_processed == 0)
+		return InvalidOid;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return DatumGetObjectId(d);
+}
+
+/*
+ * claim_head -- claim the earliest due call of a role into *call; false if
+ * it has none that no other worker holds
+ *
+ * The row comparisons bound the scan to that role's due calls in index
+ * call_data_due_by_role; with "scheduled_by = $1 AND next_attempt <= $2"
+ * the planner may walk index call_data_due instead, through every other
+ * role's due calls.
+ */
+static bool
+claim_head(Oid role, TimestampTz now, RetriesCall *call)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2] = {ObjectIdGetDatum(role), TimestampTzGetDatum(now)};
+	Datum		row[6];
+	bool		nulls[6];
+
+	retries_prepare_kept(&plan,
+						 "SELECT id, policy_id, args, attempts, max_attempts,"
+						 " scheduled_by::pg_catalog.oid"
+						 " FROM retries.call_data"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " AND (scheduled_by::pg_catalog.oid, next_attempt)"
+						 "  OPERATOR(pg_catalog.>=) ($1, '-infinity'::pg_catalog.timestamptz)"
+						 " AND (scheduled_by::pg_catalog.oid, next_attempt)"
+						 "  OPERATOR(pg_catalog.<=) ($1, $2)"
+						 " ORDER BY scheduled_by, next_attempt LIMIT 1"
+						 " FOR UPDATE SKIP LOCKED",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not claim a due call of role %u", role);
+	if (SPI_processed == 0)
+		return false;
+	for (int i = 0; i < 6; i++)
+		row[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							   i + 1, &nulls[i]);
+	copy_call(call, row, nulls);
+	SPI_freetuptable(SPI_tuptable);
+	return true;
+}
+
+/*
+ * claim_heads -- claim the earliest due call of each role that has one,
+ * up to 'limit' calls, into calls[0..]; returns how many
+ *
+ * The roles are taken in OID order, round from the one after *last_role,
+ * which is left at the last role looked at, so that the next batch goes on
+ * from there; at most HEADS_MAX_ROLES roles are looked at.  Does nothing
+ * (and returns 0) in a database whose extension is older than 1.2, which
+ * lacks the index that makes this cheap.
+ */
+int
+claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
+{
+	Oid			role = *last_role;
+	Oid			first = InvalidOid;
+	bool		wrapped = false;
+	int			n = 0;
+
+	if (!OidIsValid(get_relname_relid("call_data_due_by_role", retries_schema_oid())))
+		return 0;
+
+	for (int looked = 0; looked < HEADS_MAX_ROLES && n < limit; looked++)
+	{
+		role = next_role(role);
+		if (!OidIsValid(role))
+		{
+			if (wrapped)
+				break;
+			wrapped = true;
+			role = next_role(InvalidOid);
+			if (!OidIsValid(role))
+				break;
+		}
+		if (role == first)
+			break;				/* all the way round */
+		if (!OidIsValid(first))
+			first = role;
+		if (claim_head(role, now, &calls[n]))
+			n++;
+		*last_role = role;
+	}
+	return n;
 }
 
 /*

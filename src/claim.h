@@ -14,6 +14,8 @@
 
 typedef struct Claim Claim;
 
+extern int	claim_heads(RetriesCall *calls, int limit, TimestampTz now,
+						Oid *last_role);
 extern Claim *claim_begin(int limit, TimestampTz now, const int64 *skip,
 						  int nskip);
 extern int	claim_more(Claim *claim, RetriesCall *calls, int count);

@@ -142,6 +142,8 @@ static int32 lone_attempt = 0;
 /* Calls left alone */
 static int64 skipped[SKIP_MAX];
 static int	nskipped = 0;
+/* The role whose due call claim_heads() took last (see claim.c) */
+static Oid	last_role = InvalidOid;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -732,7 +734,25 @@ run_batch(TimestampTz *due)
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	claimed_at = GetCurrentTimestamp();
-	claim = claim_begin(limit, claimed_at, skipped, nskipped);
+
+	/*
+	 * First the earliest due call of each role that has one, then the rest,
+	 * earliest first, leaving out those and the calls left alone
+	 */
+	n = claim_heads(calls, limit, claimed_at, &last_role);
+	if (one_by_one > 0 && n > 0)
+	{
+		lone_call_id = calls[0].id;
+		lone_attempt = calls[0].attempts + 1;
+	}
+	{
+		int64	   *skip = palloc(sizeof(int64) * (nskipped + n + 1));
+
+		memcpy(skip, skipped, sizeof(int64) * nskipped);
+		for (int i = 0; i < n; i++)
+			skip[nskipped + i] = calls[i].id;
+		claim = claim_begin(limit, claimed_at, skip, nskipped + n);
+	}
 
 	for (int i = 0;; i++, ran++)
 	{

@@ -1,5 +1,5 @@
-# ALTER EXTENSION retries UPDATE from 1.0 to 1.1 while calls are scheduled
-# and running loses nothing:
+# ALTER EXTENSION retries UPDATE from 1.0 to the current version (through
+# 1.1 and 1.2) while calls are scheduled and running loses nothing:
 #
 #   a. CREATE EXTENSION retries VERSION '1.0': policies (one with a
 #      delay_fn, one with an on_exhausted hook) and calls that run slowly,
@@ -132,8 +132,12 @@ ok(defined $out, 'ALTER EXTENSION retries UPDATE while calls run')
   or diag($err);
 is( $node->safe_psql(
 		'postgres', "SELECT extversion FROM pg_extension WHERE extname = 'retries'"),
-	'1.1',
-	'the extension is at version 1.1');
+	$node->safe_psql('postgres',
+		"SELECT default_version FROM pg_available_extensions WHERE name = 'retries'"),
+	'the extension is at the current version');
+is( $node->safe_psql(
+		'postgres', "SELECT to_regclass('retries.call_data_due_by_role') IS NOT NULL"),
+	't', '1.2: the index of fair claiming is there');
 isnt(
 	$node->safe_psql('postgres',
 		"SELECT count(*) FROM retries.calls WHERE state IN ('scheduled', 'running')"),

@@ -119,6 +119,42 @@ is( $node->safe_psql(
 $node->safe_psql('postgres', "SELECT retries.cancel($storm)");
 
 ###########################################################################
+# d. one role's backlog does not hold back another role's due call
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE busy LOGIN;
+CREATE ROLE patient LOGIN;
+GRANT INSERT ON results TO busy;
+CREATE TABLE seen (backlog_done bigint NOT NULL);
+GRANT INSERT ON seen TO patient;
+GRANT SELECT ON results TO patient;
+CREATE FUNCTION look() RETURNS void LANGUAGE sql AS $$
+	INSERT INTO seen SELECT count(*) FROM results WHERE id >= 100000;
+$$;
+SELECT retries.annotate('look()', '3 10ms');
+ALTER SYSTEM SET retries.enabled = off;
+SELECT pg_reload_conf();
+});
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.workers WHERE state = 'paused'", '1',
+	'd: execution paused');
+$node->safe_psql('postgres',
+	"SET ROLE busy; SELECT count(retries.call('work(bigint)', jsonb_build_array(i)))"
+	  . " FROM generate_series(100000, 119999) i");
+$node->safe_psql('postgres', "SET ROLE patient; SELECT retries.call('look()')");
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()");
+wait_until($node, 'postgres', 'SELECT count(*) FROM seen', '1',
+	'd: the patient role\'s call runs');
+cmp_ok($node->safe_psql('postgres', 'SELECT backlog_done FROM seen'),
+	'<=', 200, 'd: with at most two batches of the 20,000 calls of the busy role before it');
+wait_until($node, 'postgres',
+	'SELECT count(*) FROM results WHERE id >= 100000', '20000',
+	'd: and the backlog runs, all of it', 120);
+
+###########################################################################
 # the log
 ###########################################################################
 
