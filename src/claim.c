@@ -122,115 +122,128 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 }
 
 /*
- * next_role -- the first role after 'role' (by OID) that has scheduled
- * calls, or InvalidOid
- */
-static Oid
-next_role(Oid role)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(role)};
-	bool		isnull;
-	Datum		d;
-
-	retries_prepare_kept(&plan,
-						 "SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " AND scheduled_by OPERATOR(pg_catalog.>) $1"
-						 " ORDER BY scheduled_by LIMIT 1",
-						 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look for roles with calls");
-	if (SPI_processed == 0)
-		return InvalidOid;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return DatumGetObjectId(d);
-}
-
-/*
- * claim_head -- claim the earliest due call of a role into *call; false if
- * it has none that no other worker holds
- *
- * The row comparisons bound the scan to that role's due calls in index
- * call_data_due_by_role; with "scheduled_by = $1 AND next_attempt <= $2"
- * the planner may walk index call_data_due instead, through every other
- * role's due calls.
- */
-static bool
-claim_head(Oid role, TimestampTz now, RetriesCall *call)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(role), TimestampTzGetDatum(now)};
-	Datum		row[6];
-	bool		nulls[6];
-
-	retries_prepare_kept(&plan,
-						 "SELECT id, policy_id, args, attempts, max_attempts,"
-						 " scheduled_by::pg_catalog.oid"
-						 " FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " AND (scheduled_by::pg_catalog.oid, next_attempt)"
-						 "  OPERATOR(pg_catalog.>=) ($1, '-infinity'::pg_catalog.timestamptz)"
-						 " AND (scheduled_by::pg_catalog.oid, next_attempt)"
-						 "  OPERATOR(pg_catalog.<=) ($1, $2)"
-						 " ORDER BY scheduled_by, next_attempt LIMIT 1"
-						 " FOR UPDATE SKIP LOCKED",
-						 2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not claim a due call of role %u", role);
-	if (SPI_processed == 0)
-		return false;
-	for (int i = 0; i < 6; i++)
-		row[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-							   i + 1, &nulls[i]);
-	copy_call(call, row, nulls);
-	SPI_freetuptable(SPI_tuptable);
-	return true;
-}
-
-/*
  * claim_heads -- claim the earliest due call of each role that has one,
  * up to 'limit' calls, into calls[0..]; returns how many
  *
  * The roles are taken in OID order, round from the one after *last_role,
  * which is left at the last role looked at, so that the next batch goes on
- * from there; at most HEADS_MAX_ROLES roles are looked at.  Does nothing
- * (and returns 0) in a database whose extension is older than 1.2, which
- * lacks the index that makes this cheap.
+ * from there; at most HEADS_MAX_ROLES roles are looked at.  Two statements,
+ * whatever the number of roles: the first walks the roles that have
+ * scheduled calls, one index probe each (the recursive CTEs skip from one
+ * role to the next in call_data_due_by_role), and finds each one's
+ * earliest due call (the row comparisons bound that scan to the role's due
+ * calls; "scheduled_by = r AND next_attempt <= now" could have the planner
+ * walk call_data_due through every other role's due calls instead); the
+ * second locks them (SKIP LOCKED: a head that another worker holds is being
+ * served).  Does nothing (and returns 0) in a database whose extension is
+ * older than 1.2, which lacks the index that makes this cheap.
  */
 int
 claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 {
-	Oid			role = *last_role;
-	Oid			first = InvalidOid;
-	bool		wrapped = false;
-	int			n = 0;
+	static SPIPlanPtr find_plan = NULL;
+	static SPIPlanPtr lock_plan = NULL;
+	Oid			find_types[3] = {OIDOID, TIMESTAMPTZOID, INT4OID};
+	Datum		find_values[3];
+	Oid			lock_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		lock_values[2];
+	Datum	   *ids;
+	int			nids;
+	int			n;
 
 	if (!OidIsValid(get_relname_relid("call_data_due_by_role", retries_schema_oid())))
 		return 0;
 
-	for (int looked = 0; looked < HEADS_MAX_ROLES && n < limit; looked++)
+	find_values[0] = ObjectIdGetDatum(*last_role);
+	find_values[1] = TimestampTzGetDatum(now);
+	find_values[2] = Int32GetDatum(Min(limit, HEADS_MAX_ROLES));
+	retries_prepare_kept(&find_plan,
+						 "WITH RECURSIVE"
+						 " after_last(role) AS ("
+						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   AND scheduled_by OPERATOR(pg_catalog.>) $1"
+						 "   ORDER BY scheduled_by LIMIT 1)"
+						 "  UNION ALL"
+						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
+						 "   ORDER BY scheduled_by LIMIT 1)"
+						 "  FROM after_last a WHERE a.role IS NOT NULL),"
+						 " up_to_last(role) AS ("
+						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   ORDER BY scheduled_by LIMIT 1)"
+						 "  UNION ALL"
+						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
+						 "   ORDER BY scheduled_by LIMIT 1)"
+						 "  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
+						 " roles AS ("
+						 "  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL"
+						 "  UNION ALL"
+						 "  SELECT role, 2 FROM up_to_last"
+						 "   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0"
+						 "  LIMIT $3)"
+						 " SELECT r.role, h.id FROM roles r"
+						 " LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
+						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+						 "   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
+						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+						 "   OPERATOR(pg_catalog.<=) (r.role, $2)"
+						 "  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
+						 " ORDER BY r.lap, r.role",
+						 3, find_types);
+	if (SPI_execute_plan(find_plan, find_values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look for the due calls of each role");
+	if (SPI_processed == 0)
+		return 0;
+
+	ids = palloc(sizeof(Datum) * SPI_processed);
+	nids = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		role = next_role(role);
-		if (!OidIsValid(role))
-		{
-			if (wrapped)
-				break;
-			wrapped = true;
-			role = next_role(InvalidOid);
-			if (!OidIsValid(role))
-				break;
-		}
-		if (role == first)
-			break;				/* all the way round */
-		if (!OidIsValid(first))
-			first = role;
-		if (claim_head(role, now, &calls[n]))
-			n++;
-		*last_role = role;
+		bool		isnull;
+		Datum		d;
+
+		*last_role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+													SPI_tuptable->tupdesc, 1, &isnull));
+		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+		if (!isnull && nids < limit)
+			ids[nids++] = d;
 	}
+	SPI_freetuptable(SPI_tuptable);
+	if (nids == 0)
+		return 0;
+
+	lock_values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
+													 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	lock_values[1] = TimestampTzGetDatum(now);
+	retries_prepare_kept(&lock_plan,
+						 "SELECT id, policy_id, args, attempts, max_attempts,"
+						 " scheduled_by::pg_catalog.oid"
+						 " FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+						 " FOR UPDATE SKIP LOCKED",
+						 2, lock_types);
+	if (SPI_execute_plan(lock_plan, lock_values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not claim the due calls of each role");
+	n = (int) SPI_processed;
+	for (int i = 0; i < n; i++)
+	{
+		Datum		row[6];
+		bool		nulls[6];
+
+		for (int c = 0; c < 6; c++)
+			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								   c + 1, &nulls[c]);
+		copy_call(&calls[i], row, nulls);
+	}
+	SPI_freetuptable(SPI_tuptable);
 	return n;
 }
 
