@@ -657,6 +657,35 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 }
 
 /*
+ * log_trimming -- say, once per worker, that a queued attempt is past
+ * retries.max_kept_attempts, so that its call's oldest attempt rows go
+ */
+static void
+log_trimming(void)
+{
+	static bool logged = false;
+
+	if (logged)
+		return;
+	for (int row = 0; row < pending.n; row++)
+	{
+		int32		attempt = DatumGetInt32(pending.values[OC_ATTEMPT][row]);
+
+		if (attempt > retries_max_kept_attempts)
+		{
+			ereport(LOG,
+					(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
+							DatumGetInt64(pending.values[OC_CALL_ID][row]), attempt,
+							retries_max_kept_attempts),
+					 errdetail("This is logged once per worker."),
+					 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
+			logged = true;
+			return;
+		}
+	}
+}
+
+/*
  * write_outcomes -- write the queued outcomes: the calls' new states and
  * their attempt rows, all in one statement.  Runs inside SPI, in the batch
  * transaction.
@@ -691,10 +720,11 @@ write_outcomes(void)
 													   outcome_column_type[c],
 													   typlen, typbyval, typalign));
 	}
-	pending.n = 0;
 	/* and the most attempt rows kept per call */
 	argtypes[OC_NCOLUMNS] = INT4OID;
 	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);
+	log_trimming();
+	pending.n = 0;
 
 	retries_prepare_kept(&plan,
 						 "WITH done AS ("

@@ -17,7 +17,10 @@
 #   e. a bad row cannot stall a database: a call whose outcome cannot be
 #      recorded (its attempt row is already there) and a call whose policy
 #      row was deleted by hand fail, saying why, and the 100 calls around
-#      them run once each.
+#      them run once each;
+#   f. a worker's memory does not grow with invalidations of the policy
+#      cache: 400 policies loaded, each dropped by the next invalidation,
+#      leave TopMemoryContext's use as it was.
 #
 # The server log must show no crash.
 
@@ -270,6 +273,63 @@ is( $node->safe_psql(
 	  . $node->safe_psql('postgres', "SELECT policy_id FROM retries.call_data WHERE id = $orphan")
 	  . " of the call no longer exists",
 	'e: the call whose policy is gone fails, saying why');
+
+###########################################################################
+# f. memory
+###########################################################################
+
+# top_memory_used(PID): bytes in use in the process's TopMemoryContext
+# itself (not its children), from pg_log_backend_memory_contexts()
+sub top_memory_used
+{
+	my ($pid) = @_;
+	my $from = -s $node->logfile;
+	$node->safe_psql('postgres', "SELECT pg_log_backend_memory_contexts($pid)");
+	my $used;
+	for (1 .. 200)
+	{
+		my $log = slurp_file($node->logfile, $from);
+		if ($log =~ /\[$pid\] LOG:  level: 0; TopMemoryContext: \d+ total in \d+ blocks; \d+ free \(\d+ chunks\); (\d+) used/)
+		{
+			$used = $1;
+			last;
+		}
+		Time::HiRes::usleep(50_000);
+	}
+	return $used;
+}
+
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET retries.max_workers = 1; SELECT pg_reload_conf()');
+wait_until($node, 'postgres', workers_query('postgres'), '1', 'f: one worker');
+my $worker = worker_pids($node, 'postgres');
+# a first round, so that whatever is allocated once is allocated
+sub policy_rounds
+{
+	my ($from, $to) = @_;
+	for my $i ($from .. $to)
+	{
+		$node->safe_psql('postgres',
+			"SELECT retries.annotate('work(bigint)', '$i 10ms');"
+			  . " SELECT retries.call('work(bigint)', '[" . (10000 + $i) . "]');");
+		wait_until($node, 'postgres', "SELECT count(*) FROM results WHERE id = " . (10000 + $i),
+			'1', "f: call $i", 30) or last
+		  if $i % 50 == 0;
+		$node->safe_psql('postgres', 'ANALYZE retries.policy_data') if $i % 2 == 0;
+	}
+	wait_until($node, 'postgres',
+		"SELECT count(*) FROM retries.calls WHERE state = 'scheduled'", '0',
+		"f: policies $from to $to loaded and dropped");
+	return;
+}
+policy_rounds(1, 50);
+my $before = top_memory_used($worker);
+policy_rounds(51, 450);
+my $after = top_memory_used($worker);
+ok(defined $before && defined $after, 'f: the worker logged its memory twice');
+cmp_ok($after - $before, '<', 4096,
+	"f: TopMemoryContext in use: $before bytes before, $after after 400 policies");
+is(worker_pids($node, 'postgres'), $worker, 'f: the same worker throughout');
 
 ###########################################################################
 # the log

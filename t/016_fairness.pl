@@ -116,6 +116,9 @@ is( $node->safe_psql(
 		"SELECT max(attempt) = (SELECT attempts FROM retries.calls WHERE id = $storm)"
 		  . " FROM retries.attempts WHERE call_id = $storm"),
 	't', 'c: the newest attempts are the ones kept');
+like(slurp_file($node->logfile),
+	qr/only its last 20 attempt rows are kept \(retries.max_kept_attempts\)/,
+	'c: the log says so');
 $node->safe_psql('postgres', "SELECT retries.cancel($storm)");
 
 ###########################################################################
