@@ -289,10 +289,21 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			break;
 		case DB_ACTIVE:
+
+			/*
+			 * One worker at a time, and then the next database: when there
+			 * are not background workers enough for all, each database gets
+			 * its share, not the first ones all they want
+			 */
 			wanted = Min(retries_max_workers, RETRIES_MAX_SLOTS);
 			for (int n = 0; n < wanted; n++)
-				if (!have[n] && !start_worker(db->dboid, n))
+			{
+				if (have[n])
+					continue;
+				if (!start_worker(db->dboid, n))
 					return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+				return now;		/* more to start, after the others */
+			}
 			break;
 		case DB_NO_EXTENSION:
 
