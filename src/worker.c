@@ -851,6 +851,27 @@ passing_error(int sqlerrcode)
 }
 
 /*
+ * recover_from_error -- in a PG_CATCH block: report the error (and copy it
+ * into *edata, in oldcxt, unless edata is NULL), roll back the transaction,
+ * undo what the sandbox changed and go back to oldcxt, the context that was
+ * current before the PG_TRY
+ */
+static void
+recover_from_error(MemoryContext oldcxt, ErrorData **edata)
+{
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(oldcxt);
+	if (edata != NULL)
+		*edata = CopyErrorData();
+	EmitErrorReport();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	sandbox_abort();
+	MemoryContextSwitchTo(oldcxt);
+	RESUME_INTERRUPTS();
+}
+
+/*
  * fail_lone_call -- fail the call of a one-call batch that failed outside
  * the call, in a transaction of its own, with the worker's error; if even
  * that fails, leave the call alone from now on
@@ -904,14 +925,7 @@ fail_lone_call(const ErrorData *edata)
 	}
 	PG_CATCH();
 	{
-		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(oldcxt);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		sandbox_abort();
-		MemoryContextSwitchTo(oldcxt);
-		RESUME_INTERRUPTS();
+		recover_from_error(oldcxt, NULL);
 		if (nskipped < SKIP_MAX)
 		{
 			skipped[nskipped++] = lone_call_id;
@@ -966,15 +980,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 	{
 		ErrorData  *edata;
 
-		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		sandbox_abort();
-		MemoryContextSwitchTo(oldcxt);
-		RESUME_INTERRUPTS();
+		recover_from_error(oldcxt, &edata);
 
 		/* the attempt in flight was rolled back with the rest: no charge */
 		inflight_write(0, 0);

@@ -142,16 +142,6 @@ sub all_ran_once
 	return;
 }
 
-# no_crash(OFFSET, NAME): the server log since OFFSET shows no crash
-sub no_crash
-{
-	my ($offset, $name) = @_;
-	my @bad = crash_lines($node, $offset);
-	ok(!@bad, "$name: no crash in the server log")
-	  or diag(join("\n", @bad));
-	return;
-}
-
 # count_log(OFFSET, REGEX): lines of the server log since OFFSET matching,
 # leaving out this test's own statements (log_statement = all)
 sub count_log
@@ -251,7 +241,7 @@ for my $cmd ('ALTER DATABASE ren_b SET TABLESPACE elsewhere',
 # workers of its own
 wait_until($node, 'postgres', workers_query('copy_a'),
 	'2', 'a: the copy has workers of its own', 15);
-no_crash($offset, 'a');
+no_crash($node, $offset, 'a: no crash in the server log');
 
 ###########################################################################
 # b. DROP DATABASE
@@ -310,7 +300,7 @@ is($node->safe_psql('postgres', $launcher_query),
 	$launcher_pid, 'b: the launcher never restarted');
 cmp_ok(count_log($offset, qr/database .* does not exist/),
 	'<=', 2, 'b: no worker keeps trying to connect to a dropped database');
-no_crash($offset, 'b');
+no_crash($node, $offset, 'b: no crash in the server log');
 
 ###########################################################################
 # c. ALLOW_CONNECTIONS false, then true
@@ -346,7 +336,7 @@ is(history('closed_c', $slow3), '1:interrupted,2:succeeded',
 	'c: its attempt cut short counts as interrupted');
 all_ran_once('closed_c', 1, 500,
 	'c: the calls due while it was closed all run, once');
-no_crash($offset, 'c');
+no_crash($node, $offset, 'c: no crash in the server log');
 
 ###########################################################################
 # d. roles: dropped, NOLOGIN
@@ -410,7 +400,7 @@ $node->safe_psql('roles_d', 'ALTER ROLE bob LOGIN');
 retry_work_now('roles_d', "state = 'failed' AND last_sqlstate = '28000'");
 all_ran_once('roles_d', 11, 20,
 	'd: LOGIN given back, retried by hand, they run, once');
-no_crash($offset, 'd');
+no_crash($node, $offset, 'd: no crash in the server log');
 
 ###########################################################################
 # e. the function replaced between two attempts
@@ -487,7 +477,7 @@ is($node->safe_psql('funcs_e', 'SELECT note FROM results WHERE id = 3'),
 is($node->safe_psql('funcs_e',
 		"SELECT policy FROM retries.policies WHERE fn = 'g(int)'::regprocedure"),
 	'5 2s', 'e: and g(int) keeps its policy');
-no_crash($offset, 'e');
+no_crash($node, $offset, 'e: no crash in the server log');
 
 ###########################################################################
 # f. DROP EXTENSION with a call running
@@ -538,7 +528,7 @@ schedule_range($node, 'ext_f', 'work(bigint)', 1, 100);
 all_ran_once('ext_f', 1, 100, 'f: and they run calls');
 is($node->safe_psql('postgres', $launcher_query),
 	$launcher_pid, 'f: the launcher never restarted');
-no_crash($offset, 'f');
+no_crash($node, $offset, 'f: no crash in the server log');
 
 ###########################################################################
 # through all this, the workers of postgres carried on

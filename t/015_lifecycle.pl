@@ -335,8 +335,7 @@ is(worker_pids($node, 'postgres'), $worker, 'f: the same worker throughout');
 # the log
 ###########################################################################
 
-my @crashes = crash_lines($node, $offset);
-ok(!@crashes, 'no crash in the server log') or diag(join("\n", @crashes));
+no_crash($node, $offset, 'no crash in the server log');
 
 $node->stop;
 done_testing();

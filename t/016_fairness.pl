@@ -161,8 +161,7 @@ wait_until($node, 'postgres',
 # the log
 ###########################################################################
 
-my @crashes = crash_lines($node, $offset);
-ok(!@crashes, 'no crash in the server log') or diag(join("\n", @crashes));
+no_crash($node, $offset, 'no crash in the server log');
 
 $node->stop;
 done_testing();

@@ -31,6 +31,7 @@ our @EXPORT = qw(
   workers_query
   schedule_range
   crash_lines
+  no_crash
 );
 
 # How long a wait may take before the test fails (seconds).  Generous: a
@@ -179,6 +180,16 @@ sub crash_lines
 		  || /terminating any other active server processes/
 		  || /all server processes terminated/
 	} split /\n/, slurp_file($node->logfile, $offset);
+}
+
+# no_crash(NODE, OFFSET, NAME): a test that NODE's server log since OFFSET
+# tells of no crash (the first ten crash lines shown if it does)
+sub no_crash
+{
+	my ($node, $offset, $name) = @_;
+	my @bad = crash_lines($node, $offset);
+	ok(!@bad, $name) or diag(join("\n", @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ]));
+	return;
 }
 
 1;
