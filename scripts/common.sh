@@ -239,3 +239,67 @@ stop_cluster() {
 	run_as "$PG_BINDIR/pg_ctl" -D "$1" -m fast -w stop >/dev/null ||
 		run_as "$PG_BINDIR/pg_ctl" -D "$1" -m immediate -w stop >/dev/null 2>&1
 }
+
+# apt_mirror: the URI of the Debian mirror that the machine's apt sources
+# name for its own release (one-line and deb822 files), e.g. for building
+# roots of other Debian suites from the same mirror (scripts/pg-root).
+apt_mirror() {
+	local codename
+	codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+	python3 - "$codename" <<'PYEOF'
+import glob, re, sys
+codename = sys.argv[1]
+found = []
+for path in glob.glob('/etc/apt/sources.list') + glob.glob('/etc/apt/sources.list.d/*.list'):
+    for line in open(path):
+        line = line.split('#', 1)[0].strip()
+        m = re.match(r'^deb\s+(\[[^]]*\]\s+)?(\S+)\s+(\S+)\s', line)
+        if m and m.group(3) == codename:
+            found.append(m.group(2))
+for path in sorted(glob.glob('/etc/apt/sources.list.d/*.sources')):
+    for stanza in re.split(r'\n\s*\n', open(path).read()):
+        fields = {}
+        for line in stanza.splitlines():
+            if line.startswith('#') or ':' not in line:
+                continue
+            k, v = line.split(':', 1)
+            fields[k.strip().lower()] = v.strip()
+        if ('deb' in fields.get('types', '').split()
+                and codename in fields.get('suites', '').split()):
+            found.extend(fields.get('uris', '').split())
+if found:
+    print(found[0])
+PYEOF
+}
+
+# chroot_mounts ROOT: mount what servers and tests need in a root built by
+# scripts/pg-root (/proc, and a tmpfs on /dev/shm for dynamic shared
+# memory) and make /run/postgresql; chroot_unmounts ROOT undoes the mounts
+# (call it from an EXIT trap).
+chroot_mounts() {
+	local root=$1
+	mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+	mountpoint -q "$root/dev/shm" ||
+		mount -t tmpfs -o size=1g,mode=1777 retries-shm "$root/dev/shm"
+	# the socket directory of Debian's clusters (no tmpfiles.d in a chroot)
+	mkdir -p "$root/run/postgresql"
+	chroot "$root" chown postgres:postgres /run/postgresql
+	chmod 2775 "$root/run/postgresql"
+}
+chroot_unmounts() {
+	local root=$1 m
+	# innermost first; whatever is mounted below the root
+	for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m" || warn "could not unmount $m"
+	done
+}
+
+# in_root ROOT USER CMD...: run CMD in ROOT as USER (root or postgres),
+# with the test environment's locale and no connection settings.
+in_root() {
+	local root=$1 user=$2
+	shift 2
+	chroot "$root" /usr/sbin/runuser -u "$user" -- \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LC_ALL=C.UTF-8 \
+		LANG=C.UTF-8 "$@"
+}

@@ -339,49 +339,52 @@ DO $$
 DECLARE
 	s text;
 	res text;
+	label text;
 BEGIN
 	FOR s IN SELECT odd.s FROM odd ORDER BY odd.s LOOP
+		-- control characters shown as ? (clients print them differently)
+		label := left(quote_literal(regexp_replace(s, '[[:cntrl:]]', '?', 'g')), 20);
 		BEGIN
 			PERFORM retries.annotate('public.sink(text,int[],jsonb)', s);
 			res := 'accepted';
 		EXCEPTION WHEN OTHERS THEN
 			res := SQLSTATE;
 		END;
-		RAISE NOTICE 'policy %: %', left(quote_literal(s), 20), res;
+		RAISE NOTICE 'policy %: %', label, res;
 		BEGIN
 			PERFORM retries.annotate('public.sink(text,int[],jsonb)', jitter => s);
 			res := 'accepted';
 		EXCEPTION WHEN OTHERS THEN
 			res := SQLSTATE;
 		END;
-		RAISE NOTICE 'jitter %: %', left(quote_literal(s), 20), res;
+		RAISE NOTICE 'jitter %: %', label, res;
 		BEGIN
 			PERFORM retries.annotate('public.sink(text,int[],jsonb)', retry_on => ARRAY[s]);
 			res := 'accepted';
 		EXCEPTION WHEN OTHERS THEN
 			res := SQLSTATE;
 		END;
-		RAISE NOTICE 'retry_on %: %', left(quote_literal(s), 20), res;
+		RAISE NOTICE 'retry_on %: %', label, res;
 		BEGIN
 			PERFORM retries.call(s);
 			res := 'accepted';
 		EXCEPTION WHEN OTHERS THEN
 			res := SQLSTATE;
 		END;
-		RAISE NOTICE 'fn %: %', left(quote_literal(s), 20), res;
+		RAISE NOTICE 'fn %: %', label, res;
 		BEGIN
 			PERFORM retries.call('public.sink(text,int[],jsonb)', jsonb_build_object(s, 1));
 			res := 'accepted';
 		EXCEPTION WHEN OTHERS THEN
 			res := SQLSTATE;
 		END;
-		RAISE NOTICE 'argument name %: %', left(quote_literal(s), 20), res;
+		RAISE NOTICE 'argument name %: %', label, res;
 		BEGIN
 			PERFORM retries.retry(s);
 		EXCEPTION WHEN OTHERS THEN
 			res := SQLSTATE;
 		END;
-		RAISE NOTICE 'retry message %: %', left(quote_literal(s), 20), res;
+		RAISE NOTICE 'retry message %: %', label, res;
 	END LOOP;
 END
 $$;

@@ -48,6 +48,11 @@ SELECT pg_describe_object(d.classid, d.objid, 0) AS object
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'retries')
    AND d.deptype = 'e'
    AND obj_description(d.objid, d.classid::regclass::name) IS NULL
+   -- row types of tables and views and array types come with them (from
+   -- PostgreSQL 17 on they are members of the extension too)
+   AND NOT EXISTS (SELECT FROM pg_type t
+				   WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+					 AND (t.typrelid <> 0 OR t.typcategory = 'A'))
  ORDER BY 1;
 SELECT obj_description('retries'::regnamespace, 'pg_namespace') IS NOT NULL AS schema_commented;
 

@@ -30,6 +30,7 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
+#include "compat.h"
 #include "policy.h"
 #include "retries.h"
 
@@ -179,7 +180,7 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 						argname, format_procedure(fnoid)),
 				 errdetail("It must be %s.", expected)));
 
-	aclresult = pg_proc_aclcheck(fnoid, GetUserId(), ACL_EXECUTE);
+	aclresult = retries_proc_aclcheck(fnoid, GetUserId(), ACL_EXECUTE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
 }
@@ -191,7 +192,7 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 static void
 check_owner(Oid fnoid)
 {
-	if (!pg_proc_ownercheck(fnoid, GetUserId()))
+	if (!retries_proc_ownercheck(fnoid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FUNCTION, get_func_name(fnoid));
 }
 

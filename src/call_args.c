@@ -42,6 +42,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/guc.h"
@@ -299,16 +300,21 @@ append_quoted_element(StringInfo buf, const char *text)
  *
  * For an element type that is json or jsonb, each element is one JSON
  * value; otherwise a nested JSON array is one more dimension (array_in
- * checks that the dimensions match) and objects are refused.
+ * checks that the dimensions match) and objects are refused, as is nesting
+ * deeper than the MAXDIM dimensions an array may have.  depth is the
+ * dimension this array is, from 1.
  */
 static void
 append_array_literal(StringInfo buf, JsonbContainer *array, bool elem_is_json,
-					 Oid elemtype)
+					 Oid elemtype, int depth)
 {
 	int			n = JsonContainerSize(array);
 
-	/* it recurses once per level of nesting */
-	check_stack_depth();
+	if (depth > MAXDIM)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("JSON arrays nested %d deep make more than the %d dimensions an array of type %s may have",
+						depth, MAXDIM, format_type_be(elemtype))));
 
 	appendStringInfoChar(buf, '{');
 	for (int i = 0; i < n; i++)
@@ -323,7 +329,8 @@ append_array_literal(StringInfo buf, JsonbContainer *array, bool elem_is_json,
 			append_quoted_element(buf, json_text(elem));
 		else if (elem->type == jbvBinary &&
 				 JsonContainerIsArray(elem->val.binary.data))
-			append_array_literal(buf, elem->val.binary.data, false, elemtype);
+			append_array_literal(buf, elem->val.binary.data, false, elemtype,
+								 depth + 1);
 		else if (elem->type == jbvBinary)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -359,7 +366,7 @@ input_text(JsonbValue *v, Oid typid)
 
 		initStringInfo(&buf);
 		append_array_literal(&buf, v->val.binary.data, is_json_type(elemtype),
-							 elemtype);
+							 elemtype, 1);
 		return buf.data;
 	}
 	ereport(ERROR,

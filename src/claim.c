@@ -48,6 +48,7 @@
 #include "utils/snapmgr.h"
 
 #include "claim.h"
+#include "compat.h"
 #include "retries.h"
 
 /* Receives the claimed rows and copies them into the batch's calls */
@@ -348,7 +349,7 @@ claim_more(Claim *claim, RetriesCall *calls, int count)
 	claim->receiver.got = 0;
 	oldcxt = MemoryContextSwitchTo(claim->cxt);
 	PushActiveSnapshot(claim->snapshot);
-	ExecutorRun(claim->query, ForwardScanDirection, (uint64) count, false);
+	retries_executor_run(claim->query, (uint64) count);
 	PopActiveSnapshot();
 	MemoryContextSwitchTo(oldcxt);
 

@@ -489,7 +489,7 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 						  NULL, NULL, NULL);
 		return false;
 	}
-	if (pg_proc_aclcheck(policy->fn, call->role, ACL_EXECUTE) != ACLCHECK_OK)
+	if (retries_proc_aclcheck(policy->fn, call->role, ACL_EXECUTE) != ACLCHECK_OK)
 	{
 		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
 						  psprintf("role \"%s\" no longer has EXECUTE on function %s",

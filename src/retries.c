@@ -15,7 +15,6 @@
 #include "utils/datetime.h"
 #include "utils/guc.h"
 
-#include "miscadmin.h"
 #include "policy.h"
 #include "retries.h"
 #include "shmem.h"
@@ -193,5 +192,11 @@ _PG_init(void)
 	shmem_request_hook = shmem_request;
 	retries_shmem_startup();
 	retries_install_hooks();
-	retries_register_launcher();
+
+	/*
+	 * No calls run while pg_upgrade has a server up: it is there to read or
+	 * write the schema, and a call's effects would be lost or made twice.
+	 */
+	if (!IsBinaryUpgrade)
+		retries_register_launcher();
 }

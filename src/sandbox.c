@@ -429,7 +429,7 @@ drop_temp_objects(const Sandbox *sb)
 {
 	if ((MyXactFlags & XACT_FLAGS_ACCESSEDTEMPNAMESPACE) == 0)
 		return;
-	if (pg_database_aclcheck(MyDatabaseId, sb->role, ACL_CREATE_TEMP) != ACLCHECK_OK)
+	if (retries_database_aclcheck(MyDatabaseId, sb->role, ACL_CREATE_TEMP) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to create temporary tables in database \"%s\"",

@@ -35,6 +35,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "compat.h"
 #include "retries.h"
 
 PG_FUNCTION_INFO_V1(retries_call);
@@ -79,7 +80,7 @@ current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
 	bool		isnull;
 
 	if (stmt != NULL && last_policy.fn == fnoid &&
-		last_policy.lxid == MyProc->lxid && last_policy.curcid == stmt->curcid &&
+		last_policy.lxid == retries_local_xid() && last_policy.curcid == stmt->curcid &&
 		last_policy.generation == retries_policy_generation)
 	{
 		*policy_id = last_policy.policy_id;
@@ -105,7 +106,7 @@ current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
 	last_policy.fn = InvalidOid;
 	if (stmt != NULL)
 	{
-		last_policy.lxid = MyProc->lxid;
+		last_policy.lxid = retries_local_xid();
 		last_policy.curcid = stmt->curcid;
 		last_policy.generation = retries_policy_generation;
 		last_policy.policy_id = *policy_id;
@@ -185,7 +186,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_created_at = call_data_attnum(rel, "created_at");
 		call_data_info.att_updated_at = call_data_attnum(rel, "updated_at");
 		call_data_info.att_scheduled_by = call_data_attnum(rel, "scheduled_by");
-		call_data_info.seqid = getIdentitySequence(relid, call_data_info.att_id, false);
+		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
 								ObjectIdGetDatum(TupleDescAttr(desc, call_data_info.att_state - 1)->atttypid));
@@ -224,7 +225,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
 	ExecOpenIndices(rri, false);
 	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
-	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
+	(void) retries_insert_index_tuples(rri, slot, estate);
 	ExecCloseIndices(rri);
 	FreeExecutorState(estate);
 	ExecDropSingleTupleTableSlot(slot);
@@ -336,7 +337,7 @@ retries_call(PG_FUNCTION_ARGS)
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
 	ReleaseSysCache(tup);
 
-	aclresult = pg_proc_aclcheck(fnoid, userid, ACL_EXECUTE);
+	aclresult = retries_proc_aclcheck(fnoid, userid, ACL_EXECUTE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
 

@@ -15,12 +15,12 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "retries.h"
 #include "shmem.h"
 
@@ -277,9 +277,9 @@ retries_cancel_wait_begin(int64 call_id)
 {
 	RetriesCancelWait *wait;
 
-	if (retries_shared == NULL || MyBackendId == InvalidBackendId)
+	if (retries_shared == NULL || retries_backend_index() < 0)
 		return;
-	wait = &cancel_waits[MyBackendId - 1];
+	wait = &cancel_waits[retries_backend_index()];
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	if (wait->call_id == 0)
 		pg_atomic_fetch_add_u32(&retries_shared->ncancel_waits, 1);
@@ -296,9 +296,9 @@ retries_cancel_wait_end(void)
 {
 	RetriesCancelWait *wait;
 
-	if (retries_shared == NULL || MyBackendId == InvalidBackendId)
+	if (retries_shared == NULL || retries_backend_index() < 0)
 		return;
-	wait = &cancel_waits[MyBackendId - 1];
+	wait = &cancel_waits[retries_backend_index()];
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	if (wait->call_id != 0)
 		pg_atomic_fetch_sub_u32(&retries_shared->ncancel_waits, 1);

@@ -279,7 +279,8 @@ is( $node->safe_psql(
 ###########################################################################
 
 # top_memory_used(PID): bytes in use in the process's TopMemoryContext
-# itself (not its children), from pg_log_backend_memory_contexts()
+# itself (not its children), from pg_log_backend_memory_contexts() (its
+# level is 0 up to PostgreSQL 17, 1 from 18 on)
 sub top_memory_used
 {
 	my ($pid) = @_;
@@ -289,7 +290,7 @@ sub top_memory_used
 	for (1 .. 200)
 	{
 		my $log = slurp_file($node->logfile, $from);
-		if ($log =~ /\[$pid\] LOG:  level: 0; TopMemoryContext: \d+ total in \d+ blocks; \d+ free \(\d+ chunks\); (\d+) used/)
+		if ($log =~ /\[$pid\] LOG:  level: \d+; TopMemoryContext: \d+ total in \d+ blocks; \d+ free \(\d+ chunks\); (\d+) used/)
 		{
 			$used = $1;
 			last;
