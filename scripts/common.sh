@@ -289,9 +289,10 @@ chroot_mounts() {
 chroot_unmounts() {
 	local root=$1 m
 	# innermost first; whatever is mounted below the root
-	for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
-		umount "$m" 2>/dev/null || umount -l "$m" || warn "could not unmount $m"
-	done
+	awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r |
+		while read -r m; do
+			umount "$m" 2>/dev/null || umount -l "$m" || warn "could not unmount $m"
+		done
 }
 
 # in_root ROOT USER CMD...: run CMD in ROOT as USER (root or postgres),
@@ -302,4 +303,29 @@ in_root() {
 	chroot "$root" /usr/sbin/runuser -u "$user" -- \
 		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LC_ALL=C.UTF-8 \
 		LANG=C.UTF-8 "$@"
+}
+
+# copy_tree DEST: the working tree of the repository, without .git and
+# build or test products, into the existing directory DEST
+copy_tree() {
+	tar -C "$REPO_ROOT" \
+		--exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+		--exclude=./results --exclude=./output_iso --exclude='./tmp_check*' \
+		--exclude=./log --exclude='./regression.*' --exclude=./test/policy_test \
+		--exclude=./fuzz/policy_fuzz --exclude=./fuzz/corpus-new \
+		--exclude=./dist --exclude=./bench/node_modules \
+		-cf - . | tar -C "$1" -xf -
+}
+
+# show_check_logs DIR: the diffs and server logs that the suites of `make
+# installcheck` left in DIR (the last 200 lines of each), on stderr
+show_check_logs() {
+	local dir=$1 f
+	for f in "$dir/regression.diffs" "$dir/output_iso/regression.diffs" \
+		"$dir"/log/postmaster.log "$dir"/output_iso/log/postmaster.log \
+		"$dir"/tmp_check/log/*; do
+		[ -f "$f" ] || continue
+		printf '\n======== %s (last 200 lines) ========\n' "${f#"$dir"/}" >&2
+		tail -n 200 -- "$f" >&2
+	done
 }
