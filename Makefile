@@ -82,7 +82,7 @@ TAP_TESTS = 1
 # postgres_exporter panics on it).
 unexport PGSYSCONFDIR
 
-EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test \
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test test/cron_test \
 	fuzz/policy_fuzz fuzz/corpus-new fuzz/fuzzcheck.log
 
 # -Wextra's unused-parameter warnings fire inside PostgreSQL's own headers
@@ -102,9 +102,15 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h)
 test/policy_test: test/policy_test.c src/policy.c src/policy.h
 	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/policy_test.c src/policy.c -lm
 
+# So is the cron code (recurring schedules), which reports its errors the
+# policy code's way.
+test/cron_test: test/cron_test.c src/cron.c src/cron.h src/policy.c src/policy.h
+	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/cron_test.c src/cron.c src/policy.c -lm
+
 .PHONY: unittest
-unittest: test/policy_test
+unittest: test/policy_test test/cron_test
 	./test/policy_test
+	./test/cron_test
 
 # The policy code under libFuzzer, with AddressSanitizer and
 # UndefinedBehaviorSanitizer; any report aborts the run.  Needs clang and

@@ -31,12 +31,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define POLICY_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define POLICY_PRINTF(fmt, args)
-#endif
-
 /* Most bytes of a token quoted in a message, before "..." is appended */
 #define QUOTE_MAX	40
 
@@ -80,14 +74,14 @@ static const char *const jitter_names[] = {"none", "full", "equal"};
 
 
 /*
- * set_error
+ * policy_set_error
  *		Fill err's message from a format and clear its hint.
  *
  * Every error path goes through here so that a NULL err (a caller that only
  * wants a yes or no) is handled in one place.
  */
-static void POLICY_PRINTF(2, 3)
-set_error(PolicyError *err, const char *fmt,...)
+void
+policy_set_error(PolicyError *err, const char *fmt,...)
 {
 	va_list		args;
 
@@ -100,11 +94,11 @@ set_error(PolicyError *err, const char *fmt,...)
 }
 
 /*
- * set_hint
+ * policy_set_hint
  *		Fill err's hint from a format; call after set_error.
  */
-static void POLICY_PRINTF(2, 3)
-set_hint(PolicyError *err, const char *fmt,...)
+void
+policy_set_hint(PolicyError *err, const char *fmt,...)
 {
 	va_list		args;
 
@@ -320,8 +314,8 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 	clear_error(err);
 	if (str == NULL || len == 0)
 	{
-		set_error(err, "duration is empty");
-		set_hint(err, "Write a duration such as \"5s\", \"250ms\" or \"1h30m\".");
+		policy_set_error(err, "duration is empty");
+		policy_set_hint(err, "Write a duration such as \"5s\", \"250ms\" or \"1h30m\".");
 		return false;
 	}
 	quote(qdur, str, len);
@@ -330,10 +324,10 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		(is_digit(str[1]) || str[1] == '.'))
 	{
 		if (str[0] == '-')
-			set_error(err, "duration %s is negative", qdur);
+			policy_set_error(err, "duration %s is negative", qdur);
 		else
-			set_error(err, "sign \"+\" is not allowed in duration %s", qdur);
-		set_hint(err, "Write durations without a sign, as in \"5s\".");
+			policy_set_error(err, "sign \"+\" is not allowed in duration %s", qdur);
+		policy_set_hint(err, "Write durations without a sign, as in \"5s\".");
 		return false;
 	}
 
@@ -358,21 +352,21 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 				while (unit_end < len && is_unit_char(str[unit_end]))
 					unit_end++;
 				if (lookup_unit(str + pos, unit_end - pos, true) >= 0)
-					set_error(err, "missing number before unit %s in duration %s",
+					policy_set_error(err, "missing number before unit %s in duration %s",
 							  quote(qpart, str + pos, unit_end - pos), qdur);
 				else
-					set_error(err, "duration %s does not start with a number",
+					policy_set_error(err, "duration %s does not start with a number",
 							  qdur);
-				set_hint(err, "%s", DURATION_HINT);
+				policy_set_hint(err, "%s", DURATION_HINT);
 			}
 			else
 			{
-				set_error(err, "unexpected character %s in duration %s",
+				policy_set_error(err, "unexpected character %s in duration %s",
 						  quote(qpart, str + pos, 1), qdur);
 				if (str[pos] == ',' || str[pos] == ';')
-					set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
+					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
 				else
-					set_hint(err, "%s", DURATION_HINT);
+					policy_set_hint(err, "%s", DURATION_HINT);
 			}
 			return false;
 		}
@@ -388,13 +382,13 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		quote(qpart, str + num_start, num_end - num_start);
 		if (str[num_start] == '.' || ndots > 1 || str[num_end - 1] == '.')
 		{
-			set_error(err, "invalid number %s in duration %s", qpart, qdur);
+			policy_set_error(err, "invalid number %s in duration %s", qpart, qdur);
 			if (str[num_start] == '.')
-				set_hint(err, "Write a digit before the decimal point, as in \"0.5s\".");
+				policy_set_hint(err, "Write a digit before the decimal point, as in \"0.5s\".");
 			else if (ndots > 1)
-				set_hint(err, "A number has at most one decimal point, as in \"1.5s\".");
+				policy_set_hint(err, "A number has at most one decimal point, as in \"1.5s\".");
 			else
-				set_hint(err, "Write digits after the decimal point, as in \"1.5s\", or leave the point out.");
+				policy_set_hint(err, "Write digits after the decimal point, as in \"1.5s\", or leave the point out.");
 			return false;
 		}
 
@@ -406,21 +400,21 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		{
 			if (num_end < len)
 			{
-				set_error(err, "unexpected character %s in duration %s",
+				policy_set_error(err, "unexpected character %s in duration %s",
 						  quote(qother, str + num_end, 1), qdur);
 				if (str[num_end] == ',' || str[num_end] == ';')
-					set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
+					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
 				else
-					set_hint(err, "%s", DURATION_HINT);
+					policy_set_hint(err, "%s", DURATION_HINT);
 			}
 			else
 			{
 				if (num_start == 0)
-					set_error(err, "missing unit in duration %s", qdur);
+					policy_set_error(err, "missing unit in duration %s", qdur);
 				else
-					set_error(err, "missing unit after %s in duration %s",
+					policy_set_error(err, "missing unit after %s in duration %s",
 							  qpart, qdur);
-				set_hint(err, "Add a unit (d, h, m, s or ms) to the number, as in \"5s\".");
+				policy_set_hint(err, "Add a unit (d, h, m, s or ms) to the number, as in \"5s\".");
 			}
 			return false;
 		}
@@ -429,28 +423,28 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		quote(qother, str + num_end, unit_end - num_end);
 		if (unit < 0)
 		{
-			set_error(err, "unknown unit %s in duration %s", qother, qdur);
+			policy_set_error(err, "unknown unit %s in duration %s", qother, qdur);
 			if (lookup_unit(str + num_end, unit_end - num_end, true) >= 0)
-				set_hint(err, "Write units in lower case (d, h, m, s or ms); upper case is refused because \"M\" could be taken for months.");
+				policy_set_hint(err, "Write units in lower case (d, h, m, s or ms); upper case is refused because \"M\" could be taken for months.");
 			else
-				set_hint(err, "Use one of the units d, h, m, s and ms, as in \"1h30m\" or \"250ms\".");
+				policy_set_hint(err, "Use one of the units d, h, m, s and ms, as in \"1h30m\" or \"250ms\".");
 			return false;
 		}
 		if (unit == last_unit)
 		{
-			set_error(err, "unit %s repeated in duration %s", qother, qdur);
-			set_hint(err, "Use each unit at most once, largest first, as in \"1h30m\".");
+			policy_set_error(err, "unit %s repeated in duration %s", qother, qdur);
+			policy_set_hint(err, "Use each unit at most once, largest first, as in \"1h30m\".");
 			return false;
 		}
 		if (unit < last_unit)
 		{
 			char		qlast[QUOTED_LEN];
 
-			set_error(err, "units out of order in duration %s: %s follows %s",
+			policy_set_error(err, "units out of order in duration %s: %s follows %s",
 					  qdur, qother,
 					  quote(qlast, duration_units[last_unit].name,
 							strlen(duration_units[last_unit].name)));
-			set_hint(err, "Write units from largest to smallest (d, h, m, s, ms), as in \"1h30m\".");
+			policy_set_hint(err, "Write units from largest to smallest (d, h, m, s, ms), as in \"1h30m\".");
 			return false;
 		}
 		last_unit = unit;
@@ -499,8 +493,8 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		char		limit[POLICY_FORMAT_LEN];
 
 		policy_format_duration(POLICY_MAX_DURATION, limit, sizeof(limit));
-		set_error(err, "duration %s exceeds the maximum of %s", qdur, limit);
-		set_hint(err, "Durations can be at most %s, about ten years.", limit);
+		policy_set_error(err, "duration %s exceeds the maximum of %s", qdur, limit);
+		policy_set_hint(err, "Durations can be at most %s, about ten years.", limit);
 		return false;
 	}
 
@@ -553,10 +547,10 @@ check_split_unit(const Token *tokens, int ntokens, int i, PolicyError *err)
 		lookup_unit(tokens[i + 1].str, tokens[i + 1].len, true) < 0)
 		return true;
 
-	set_error(err, "unit %s is separated from its number %s by white space",
+	policy_set_error(err, "unit %s is separated from its number %s by white space",
 			  quote(qunit, tokens[i + 1].str, tokens[i + 1].len),
 			  quote(qnum, tokens[i].str, tokens[i].len));
-	set_hint(err, "Write a number and its unit together, as in \"5s\".");
+	policy_set_hint(err, "Write a number and its unit together, as in \"5s\".");
 	return false;
 }
 
@@ -576,8 +570,8 @@ parse_count(const Token *tok, int32_t *count, PolicyError *err)
 	quote(qtok, tok->str, tok->len);
 	if (!is_number_token(tok, true))
 	{
-		set_error(err, "count %s is not a whole number", qtok);
-		set_hint(err, "The count is the number of retries, as in \"5 1s\".");
+		policy_set_error(err, "count %s is not a whole number", qtok);
+		policy_set_hint(err, "The count is the number of retries, as in \"5 1s\".");
 		return false;
 	}
 
@@ -587,18 +581,18 @@ parse_count(const Token *tok, int32_t *count, PolicyError *err)
 
 	if (negative || value == 0)
 	{
-		set_error(err, "count must be at least 1, not %s", qtok);
+		policy_set_error(err, "count must be at least 1, not %s", qtok);
 		if (negative)
-			set_hint(err, "The count is the number of retries; leave it out to retry without limit.");
+			policy_set_hint(err, "The count is the number of retries; leave it out to retry without limit.");
 		else
-			set_hint(err, "The count is the number of retries; to run a call once and never retry it, use max_attempts => 1.");
+			policy_set_hint(err, "The count is the number of retries; to run a call once and never retry it, use max_attempts => 1.");
 		return false;
 	}
 	if (value > POLICY_MAX_ATTEMPTS - 1)
 	{
-		set_error(err, "count %s exceeds the maximum of %d",
+		policy_set_error(err, "count %s exceeds the maximum of %d",
 				  qtok, POLICY_MAX_ATTEMPTS - 1);
-		set_hint(err, "Leave the count out to retry without limit.");
+		policy_set_hint(err, "Leave the count out to retry without limit.");
 		return false;
 	}
 	*count = (int32_t) value;
@@ -621,9 +615,9 @@ parse_delay(const Token *tok, const char *what, int64_t *delay,
 	if (tok->len > 1 && tok->str[0] == '-' &&
 		policy_parse_duration(tok->str + 1, tok->len - 1, NULL, NULL))
 	{
-		set_error(err, "%s delay must be positive, not %s",
+		policy_set_error(err, "%s delay must be positive, not %s",
 				  what, quote(qtok, tok->str, tok->len));
-		set_hint(err, "Write delays without a sign, as in \"5s\".");
+		policy_set_hint(err, "Write delays without a sign, as in \"5s\".");
 		return false;
 	}
 	return policy_parse_duration(tok->str, tok->len, delay, err);
@@ -674,8 +668,8 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 
 	if (ntokens == 0)
 	{
-		set_error(err, "policy is empty");
-		set_hint(err, "Write \"[count] min [max]\", for example \"5 1s 1h\".");
+		policy_set_error(err, "policy is empty");
+		policy_set_hint(err, "Write \"[count] min [max]\", for example \"5 1s 1h\".");
 		return false;
 	}
 
@@ -691,17 +685,17 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 		quote(q1, tokens[0].str, tokens[0].len);
 		if (ntokens == 1)
 		{
-			set_error(err, "missing minimum delay after count %s", q1);
-			set_hint(err, "Add a delay with a unit, as in \"5 1s\" (5 retries, 1 second apart), or give the number a unit to make it a delay, as in \"5s\".");
+			policy_set_error(err, "missing minimum delay after count %s", q1);
+			policy_set_hint(err, "Add a delay with a unit, as in \"5 1s\" (5 retries, 1 second apart), or give the number a unit to make it a delay, as in \"5s\".");
 			return false;
 		}
 		if (!check_split_unit(tokens, ntokens, 1, err))
 			return false;
 		if (is_number_token(&tokens[1], true))
 		{
-			set_error(err, "count %s is followed by another count %s",
+			policy_set_error(err, "count %s is followed by another count %s",
 					  q1, quote(q2, tokens[1].str, tokens[1].len));
-			set_hint(err, "Only the first part can be a count; a delay needs a unit, as in \"5 1s\".");
+			policy_set_hint(err, "Only the first part can be a count; a delay needs a unit, as in \"5 1s\".");
 			return false;
 		}
 		i = 1;
@@ -714,9 +708,9 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 		return false;
 	if (spec.min_delay == 0)
 	{
-		set_error(err, "minimum delay must be positive, not %s",
+		policy_set_error(err, "minimum delay must be positive, not %s",
 				  quote(q1, tokens[i].str, tokens[i].len));
-		set_hint(err, "Use a delay greater than zero, such as \"100ms\" or \"1s\".");
+		policy_set_hint(err, "Use a delay greater than zero, such as \"100ms\" or \"1s\".");
 		return false;
 	}
 	i++;
@@ -734,18 +728,18 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 
 	if (i < ntokens)
 	{
-		set_error(err, "too many parts: %s follows the maximum delay",
+		policy_set_error(err, "too many parts: %s follows the maximum delay",
 				  quote(q1, tokens[i].str, tokens[i].len));
-		set_hint(err, "A policy is \"[count] min [max]\", for example \"5 1s 1h\".");
+		policy_set_hint(err, "A policy is \"[count] min [max]\", for example \"5 1s 1h\".");
 		return false;
 	}
 
 	if (spec.has_max && spec.max_delay < spec.min_delay)
 	{
-		set_error(err, "maximum delay %s is less than minimum delay %s",
+		policy_set_error(err, "maximum delay %s is less than minimum delay %s",
 				  quote(q1, tokens[i - 1].str, tokens[i - 1].len),
 				  quote(q2, tokens[i - 2].str, tokens[i - 2].len));
-		set_hint(err, "The maximum delay caps the exponential backoff, so it must be at least the minimum delay.");
+		policy_set_hint(err, "The maximum delay caps the exponential backoff, so it must be at least the minimum delay.");
 		return false;
 	}
 
@@ -1167,7 +1161,7 @@ policy_normalize_retry_on(const char *const *entries, int n,
 	clear_error(err);
 	if (n < 0 || out == NULL)
 	{
-		set_error(err, "invalid retry_on list");
+		policy_set_error(err, "invalid retry_on list");
 		return -1;
 	}
 
@@ -1186,8 +1180,8 @@ policy_normalize_retry_on(const char *const *entries, int n,
 
 		if (entry == NULL)
 		{
-			set_error(err, "retry_on element %d is null", i + 1);
-			set_hint(err, "Each element is a SQLSTATE such as \"40001\" or a class such as \"08\".");
+			policy_set_error(err, "retry_on element %d is null", i + 1);
+			policy_set_hint(err, "Each element is a SQLSTATE such as \"40001\" or a class such as \"08\".");
 			return -1;
 		}
 
@@ -1212,8 +1206,8 @@ policy_normalize_retry_on(const char *const *entries, int n,
 		}
 		if (!valid)
 		{
-			set_error(err, "invalid SQLSTATE or class %s", qentry);
-			set_hint(err, "Use a 5-character SQLSTATE such as \"40001\" or a 2-character class such as \"08\".");
+			policy_set_error(err, "invalid SQLSTATE or class %s", qentry);
+			policy_set_hint(err, "Use a 5-character SQLSTATE such as \"40001\" or a 2-character class such as \"08\".");
 			return -1;
 		}
 		norm[j] = '\0';
@@ -1222,9 +1216,9 @@ policy_normalize_retry_on(const char *const *entries, int n,
 
 		if (normcode[0] == '0' && normcode[1] >= '0' && normcode[1] <= '2')
 		{
-			set_error(err, "%s %s is not an error",
+			policy_set_error(err, "%s %s is not an error",
 					  len == 2 ? "class" : "SQLSTATE", qcode);
-			set_hint(err, "Classes 00 (success), 01 (warning) and 02 (no data) are not errors, so they are never retried.");
+			policy_set_hint(err, "Classes 00 (success), 01 (warning) and 02 (no data) are not errors, so they are never retried.");
 			return -1;
 		}
 
@@ -1236,8 +1230,8 @@ policy_normalize_retry_on(const char *const *entries, int n,
 				continue;
 			if ((out[k][0] == '-') != exclude)
 			{
-				set_error(err, "retry_on both includes and excludes %s", qcode);
-				set_hint(err, "Remove either \"%s\" or \"-%s\".", normcode, normcode);
+				policy_set_error(err, "retry_on both includes and excludes %s", qcode);
+				policy_set_hint(err, "Remove either \"%s\" or \"-%s\".", normcode, normcode);
 				return -1;
 			}
 			duplicate = true;

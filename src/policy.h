@@ -61,6 +61,20 @@ typedef struct PolicyError
 	char		hint[POLICY_ERROR_LEN];
 } PolicyError;
 
+#if defined(__GNUC__) || defined(__clang__)
+#define POLICY_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define POLICY_PRINTF(fmt, args)
+#endif
+
+/*
+ * Fill err's message from a format and clear its hint (nothing if err is
+ * NULL, for a caller that only wants a yes or no); then, optionally, its
+ * hint.  For the parsers here and in cron.c.
+ */
+extern void policy_set_error(PolicyError *err, const char *fmt,...) POLICY_PRINTF(2, 3);
+extern void policy_set_hint(PolicyError *err, const char *fmt,...) POLICY_PRINTF(2, 3);
+
 /* The parts of a parsed policy string '[count] min [max]' */
 typedef struct PolicySpec
 {

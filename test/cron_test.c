@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * cron_test.c
+ *	  Unit tests of the pure cron code in src/cron.c: parsing, refusals
+ *	  with the bad part named, Vixie cron's day rule, and the next matching
+ *	  minute, checked against a minute-by-minute search.
+ *
+ *		cc -std=c99 -Wall -Wextra -Werror -Isrc test/cron_test.c src/cron.c src/policy.c -lm
+ *
+ * ("make unittest" does this).  The last line of output is always
+ *
+ *		cron_test: N passed, M failed
+ *
+ * and the exit status is non-zero when M > 0.
+ *
+ * IDENTIFICATION
+ *	  test/cron_test.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "cron.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int	passed;
+static int	failed;
+
+#define CHECK(cond, input) \
+	do { \
+		if (cond) \
+			passed++; \
+		else \
+		{ \
+			failed++; \
+			fprintf(stderr, "%s:%d: CHECK failed: %s (input \"%s\")\n", \
+					__FILE__, __LINE__, #cond, (input)); \
+		} \
+	} while (0)
+
+/* parses: str is accepted */
+static CronSpec
+parses(const char *str)
+{
+	CronSpec	spec;
+	PolicyError err;
+
+	memset(&spec, 0, sizeof(spec));
+	if (!cron_parse(str, &spec, &err))
+	{
+		failed++;
+		fprintf(stderr, "cron_parse refused \"%s\": %s\n", str, err.message);
+	}
+	else
+		passed++;
+	return spec;
+}
+
+/* refused: str is refused with a message containing 'want' */
+static void
+refused(const char *str, const char *want)
+{
+	CronSpec	spec;
+	PolicyError err;
+
+	if (cron_parse(str, &spec, &err))
+	{
+		failed++;
+		fprintf(stderr, "cron_parse accepted \"%s\"\n", str);
+		return;
+	}
+	CHECK(strstr(err.message, want) != NULL, str);
+	if (strstr(err.message, want) == NULL)
+		fprintf(stderr, "  message: %s\n  wanted:  %s\n", err.message, want);
+}
+
+/* next_is: the first match after 'after' of expr is 'want' (as text) */
+static void
+next_is(const char *expr, CronTime after, const char *want)
+{
+	CronSpec	spec = parses(expr);
+	CronTime	next;
+	char		got[32] = "none";
+
+	if (cron_next(&spec, &after, &next))
+		snprintf(got, sizeof(got), "%04d-%02d-%02d %02d:%02d",
+				 next.year, next.month, next.day, next.hour, next.minute);
+	CHECK(strcmp(got, want) == 0, expr);
+	if (strcmp(got, want) != 0)
+		fprintf(stderr, "  got %s, wanted %s\n", got, want);
+}
+
+/* matches: does spec match the minute t (the slow way)? */
+static bool
+matches(const CronSpec *spec, const CronTime *t)
+{
+	return (spec->minutes & (UINT64_C(1) << t->minute)) &&
+		(spec->hours & (UINT32_C(1) << t->hour)) &&
+		cron_day_matches(spec, t->year, t->month, t->day);
+}
+
+/* advance: t one minute on */
+static void
+advance(CronTime *t)
+{
+	if (++t->minute < 60)
+		return;
+	t->minute = 0;
+	if (++t->hour < 24)
+		return;
+	t->hour = 0;
+	if (++t->day <= cron_days_in_month(t->year, t->month))
+		return;
+	t->day = 1;
+	if (++t->month <= 12)
+		return;
+	t->month = 1;
+	t->year++;
+}
+
+/*
+ * agrees: from 'start', for 'minutes' minutes, cron_next gives the same
+ * minute as stepping one minute at a time
+ */
+static void
+agrees(const char *expr, CronTime start, int minutes)
+{
+	CronSpec	spec = parses(expr);
+	CronTime	t = start;
+	CronTime	want;
+	bool		ok = true;
+
+	/* the first match after t, the slow way, found once and then kept up */
+	want = t;
+	do
+		advance(&want);
+	while (!matches(&spec, &want));
+	for (int i = 0; i < minutes && ok; i++)
+	{
+		CronTime	got;
+
+		if (!cron_next(&spec, &t, &got) || memcmp(&got, &want, sizeof(got)) != 0)
+		{
+			ok = false;
+			fprintf(stderr, "  %s after %04d-%02d-%02d %02d:%02d: got %04d-%02d-%02d %02d:%02d\n",
+					expr, t.year, t.month, t.day, t.hour, t.minute,
+					got.year, got.month, got.day, got.hour, got.minute);
+		}
+		advance(&t);
+		if (memcmp(&t, &want, sizeof(t)) == 0)
+			do
+				advance(&want);
+			while (!matches(&spec, &want));
+	}
+	CHECK(ok, expr);
+}
+
+int
+main(void)
+{
+	CronSpec	s;
+	CronTime	t = {2026, 11, 24, 10, 7};
+
+	/* the calendar */
+	CHECK(cron_weekday(2026, 11, 24) == 2, "2026-11-24 is a Tuesday");
+	CHECK(cron_weekday(2000, 1, 1) == 6, "2000-01-01 is a Saturday");
+	CHECK(cron_weekday(2011, 12, 31) == 6, "2011-12-31 is a Saturday");
+	CHECK(cron_days_in_month(2024, 2) == 29, "2024 is a leap year");
+	CHECK(cron_days_in_month(2100, 2) == 28, "2100 is not");
+	CHECK(cron_days_in_month(2000, 2) == 29, "2000 is");
+
+	/* what parses, and into what */
+	s = parses("* * * * *");
+	CHECK(s.minutes == (UINT64_C(1) << 60) - 1 && s.hours == (1u << 24) - 1 &&
+		  s.weekdays == 0x7f && s.days_star && s.weekdays_star, "* * * * *");
+	s = parses("0,30 9-17 * jan-MAR,Dec mon-fri");
+	CHECK(s.minutes == ((UINT64_C(1) << 0) | (UINT64_C(1) << 30)), "minutes");
+	CHECK(s.hours == (((1u << 18) - 1) & ~((1u << 9) - 1)), "hours 9-17");
+	CHECK(s.months == ((1u << 1) | (1u << 2) | (1u << 3) | (1u << 12)), "months");
+	CHECK(s.weekdays == 0x3e && !s.weekdays_star, "mon-fri");
+	s = parses("*/15 */6 1/10 * 7");
+	CHECK(s.minutes == ((UINT64_C(1) << 0) | (UINT64_C(1) << 15) |
+						(UINT64_C(1) << 30) | (UINT64_C(1) << 45)), "*/15");
+	CHECK(s.hours == ((1u << 0) | (1u << 6) | (1u << 12) | (1u << 18)), "*/6");
+	CHECK(s.days == ((1u << 1) | (1u << 11) | (1u << 21) | (1u << 31)), "1/10");
+	CHECK(s.weekdays == 1 && !s.days_star, "7 is Sunday");
+	s = parses("  @daily  ");
+	CHECK(s.minutes == 1 && s.hours == 1 && s.days_star, "@daily");
+	parses("@yearly");
+	parses("@annually");
+	parses("@monthly");
+	parses("@weekly");
+	parses("@midnight");
+	parses("@hourly");
+	parses("0 0 31 1,2 *");
+	parses("0 0 29 2 *");
+	parses("0 0 30 2 1");		/* both restricted: any Monday of February */
+	CHECK(cron_looks_like_cron("0 0 * * *") && cron_looks_like_cron(" @daily"),
+		  "looks like cron");
+	CHECK(!cron_looks_like_cron("5 minutes") && !cron_looks_like_cron("1h30m"),
+		  "an interval does not");
+
+	/* refusals name the bad part */
+	refused("61 * * * *", "minute value 61 is out of range 0-59 in \"61\"");
+	refused("* 24 * * *", "hour value 24 is out of range 0-23");
+	refused("* * 0 * *", "day-of-month value 0 is out of range 1-31");
+	refused("* * * 13 *", "month value 13 is out of range 1-12");
+	refused("* * * * 8", "day-of-week value 8 is out of range 0-7");
+	refused("* * * foo *", "unknown month name in \"foo\"");
+	refused("* * * * sunday", "unknown day-of-week name in \"sunday\"");
+	refused("x * * * *", "minute field \"x\" is not a number");
+	refused("5-1 * * * *", "minute range 5-1 runs backwards");
+	refused("*/0 * * * *", "minute step 0 is out of range 1-59");
+	refused("*/ * * * *", "minute step in \"*/\" is not a number");
+	refused("1,,2 * * * *", "minute field \"1,,2\" is not a number");
+	refused("1;2 * * * *", "unexpected \";\" in minute field \"1;2\"");
+	refused("* * *", "has 3 fields, not 5");
+	refused("* * * * * *", "has more than 5 fields");
+	refused("", "has 0 fields, not 5");
+	refused("@reboot", "unknown cron macro \"@reboot\"");
+	refused("@daily 5", "unknown cron macro \"@daily\"");
+	refused("0 0 30 2 *", "never fires");
+	refused("0 0 31 4,6,9,11 *", "never fires");
+	refused("99999999999999999999 * * * *", "minute value 99999999999999999999 is out of range 0-59");
+
+	/* the next minute */
+	next_is("*/15 * * * *", t, "2026-11-24 10:15");
+	next_is("7 * * * *", t, "2026-11-24 11:07");
+	next_is("0 0 * * *", t, "2026-11-25 00:00");
+	next_is("0 0 1 1 *", (CronTime) {2026, 12, 31, 23, 59}, "2027-01-01 00:00");
+	next_is("0 0 29 2 *", (CronTime) {2023, 3, 1, 0, 0}, "2024-02-29 00:00");
+	next_is("0 0 29 2 *", (CronTime) {2096, 3, 1, 0, 0}, "2104-02-29 00:00");
+	/* both day fields restricted: the 13th or a Friday */
+	next_is("0 0 13 * 5", t, "2026-11-27 00:00");
+	next_is("0 0 13 * 5", (CronTime) {2026, 11, 27, 0, 0}, "2026-12-04 00:00");
+	/* one starts with '*': both must match (Mondays on days 1, 11, 21, 31) */
+	next_is("0 0 */10 * 1", t, "2026-12-21 00:00");
+	next_is("0 12 * * sun", t, "2026-11-29 12:00");
+	next_is("59 23 31 12 *", (CronTime) {9999, 12, 31, 23, 59}, "none");
+
+	/* against the slow way, over stretches with month and year ends */
+	agrees("*/7 * * * *", (CronTime) {2026, 12, 31, 22, 0}, 300);
+	agrees("0,30 9-17 * * mon-fri", (CronTime) {2026, 11, 20, 0, 0}, 20000);
+	agrees("15 3 1,15 * *", (CronTime) {2027, 1, 30, 0, 0}, 60000);
+	agrees("0 0 13 * 5", (CronTime) {2026, 1, 1, 0, 0}, 100000);
+	agrees("0 0 */10 * 1", (CronTime) {2026, 1, 1, 0, 0}, 100000);
+	agrees("30 2 * 3,10 0", (CronTime) {2026, 2, 27, 0, 0}, 100000);
+
+	printf("cron_test: %d passed, %d failed\n", passed, failed);
+	return failed > 0;
+}
