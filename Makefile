@@ -47,7 +47,9 @@ OBJS = \
 	src/worker.o \
 	src/claim.o \
 	src/execute.o \
-	src/sandbox.o
+	src/sandbox.o \
+	src/cron.o \
+	src/recurring.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql
 
@@ -61,6 +63,7 @@ REGRESS = \
 	roles \
 	views \
 	engine \
+	recurring \
 	hostile
 
 REGRESS_OPTS = \
@@ -127,8 +130,8 @@ FUZZ_SECONDS ?= 120
 FUZZ_OPTIONS = -max_len=4096 -dict=fuzz/policy.dict -timeout=10 \
 	-artifact_prefix=fuzz/ -print_final_stats=1
 
-fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h
-	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/policy.c -lm
+fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h src/cron.c src/cron.h
+	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/policy.c src/cron.c -lm
 
 .PHONY: fuzz fuzzcheck
 fuzz: fuzz/policy_fuzz

@@ -47,12 +47,18 @@
  *	  is normalized, has RT (or -RT) once, no duplicates, and normalizing it
  *	  again gives the same list; policy_retries_sqlstate agrees with each
  *	  exact entry and with each class entry no exact one overrides.
+ *	- cron_parse (src/cron.c): a refused expression has a well-formed error;
+ *	  an accepted one has bits only where its fields can, some in each; and
+ *	  cron_next from a wall-clock minute taken from the knobs finds a later
+ *	  minute that matches, with no match in between (checked minute by
+ *	  minute over up to two days).
  *
  * IDENTIFICATION
  *	  fuzz/policy_fuzz.c
  *
  *-------------------------------------------------------------------------
  */
+#include "cron.h"
 #include "policy.h"
 
 #include <float.h>
@@ -799,6 +805,111 @@ check_raw_numbers(const char *text, Knobs *knobs)
 	}
 }
 
+/*
+ * cron_before
+ *		Is wall-clock minute a earlier than b?
+ */
+static bool
+cron_before(const CronTime *a, const CronTime *b)
+{
+	if (a->year != b->year)
+		return a->year < b->year;
+	if (a->month != b->month)
+		return a->month < b->month;
+	if (a->day != b->day)
+		return a->day < b->day;
+	if (a->hour != b->hour)
+		return a->hour < b->hour;
+	return a->minute < b->minute;
+}
+
+/*
+ * cron_matches
+ *		Does spec match wall-clock minute t?
+ */
+static bool
+cron_matches(const CronSpec *spec, const CronTime *t)
+{
+	return (spec->minutes >> t->minute & 1) && (spec->hours >> t->hour & 1) &&
+		cron_day_matches(spec, t->year, t->month, t->day);
+}
+
+/*
+ * cron_step
+ *		Move t one minute on.
+ */
+static void
+cron_step(CronTime *t)
+{
+	if (++t->minute < 60)
+		return;
+	t->minute = 0;
+	if (++t->hour < 24)
+		return;
+	t->hour = 0;
+	if (++t->day <= cron_days_in_month(t->year, t->month))
+		return;
+	t->day = 1;
+	if (++t->month <= 12)
+		return;
+	t->month = 1;
+	t->year++;
+}
+
+/*
+ * check_cron
+ *		The text as a cron expression; see the header comment.
+ */
+static void
+check_cron(const char *text, bool utf8, Knobs *knobs)
+{
+	CronSpec	spec;
+	PolicyError err;
+	CronTime	after;
+	CronTime	next;
+	CronTime	t;
+	uint64_t	k = knob_u64(knobs);
+
+	(void) cron_looks_like_cron(text);
+	if (!cron_parse(text, &spec, &err))
+	{
+		check_error(&err, text, utf8);
+		return;
+	}
+	REQUIRE(spec.minutes != 0 && spec.minutes >> 60 == 0, text);
+	REQUIRE(spec.hours != 0 && spec.hours >> 24 == 0, text);
+	REQUIRE(spec.days != 0 && (spec.days & 1) == 0, text);
+	REQUIRE(spec.months != 0 && (spec.months & 1) == 0 && spec.months >> 13 == 0, text);
+	REQUIRE(spec.weekdays != 0 && spec.weekdays >> 7 == 0, text);
+
+	/* a valid wall-clock minute from the knob, years 1 to 9999 */
+	after.year = 1 + (int) (k % 9999);
+	after.month = 1 + (int) (k >> 16 & 0xff) % 12;
+	after.day = 1 + (int) (k >> 24 & 0xff) % cron_days_in_month(after.year, after.month);
+	after.hour = (int) (k >> 32 & 0xff) % 24;
+	after.minute = (int) (k >> 40 & 0xff) % 60;
+	if (!cron_next(&spec, &after, &next))
+	{
+		/* a parsed expression always fires within 9 years */
+		REQUIRE(after.year > 9990, text);
+		return;
+	}
+	REQUIRE(cron_before(&after, &next), text);
+	REQUIRE(next.month >= 1 && next.month <= 12 && next.day >= 1 &&
+			next.day <= cron_days_in_month(next.year, next.month) &&
+			next.hour >= 0 && next.hour < 24 && next.minute >= 0 && next.minute < 60,
+			text);
+	REQUIRE(cron_matches(&spec, &next), text);
+	t = after;
+	for (int i = 0; i < 2 * 24 * 60; i++)
+	{
+		cron_step(&t);
+		if (!cron_before(&t, &next))
+			break;
+		REQUIRE(!cron_matches(&spec, &t), text);
+	}
+}
+
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -826,6 +937,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_jitter_names(text);
 	check_retry_on(text, utf8, &knobs);
 	check_raw_numbers(text, &knobs);
+	check_cron(text, utf8, &knobs);
 
 	free(text);
 	return 0;

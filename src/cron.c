@@ -11,9 +11,47 @@
  */
 #include "cron.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+
+/*
+ * Character classes by plain comparison: the <ctype.h> ones depend on the
+ * locale and are undefined for negative char values.
+ */
+static bool
+is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static bool
+is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool
+is_alpha(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static char
+to_lower(char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (char) (c - 'A' + 'a') : c;
+}
+
+/* the length of the run of non-space characters at str */
+static size_t
+field_len(const char *str)
+{
+	size_t		n = 0;
+
+	while (str[n] != '\0' && !is_space(str[n]))
+		n++;
+	return n;
+}
 
 /* The five fields, in order */
 typedef enum CronField
@@ -72,13 +110,13 @@ cron_looks_like_cron(const char *str)
 	int			nfields = 0;
 	bool		in_field = false;
 
-	while (isspace((unsigned char) *str))
+	while (is_space(*str))
 		str++;
-	if (*str == '@')
+	if (*str == '@' || strpbrk(str, "*,/") != NULL)
 		return true;
 	for (; *str; str++)
 	{
-		if (isspace((unsigned char) *str))
+		if (is_space(*str))
 			in_field = false;
 		else if (!in_field)
 		{
@@ -94,17 +132,17 @@ cron_looks_like_cron(const char *str)
  * the field f; advances *p past it
  */
 static bool
-parse_value(const char **p, CronField f, const char *part, int *value,
+parse_value(const char **p, CronField f, const char *qpart, int *value,
 			PolicyError *err)
 {
 	const CronFieldInfo *info = &fields[f];
 	const char *s = *p;
 
-	if (isdigit((unsigned char) *s))
+	if (is_digit(*s))
 	{
 		long		v = 0;
 
-		while (isdigit((unsigned char) *s))
+		while (is_digit(*s))
 		{
 			v = v * 10 + (*s - '0');
 			if (v > 1000)
@@ -113,9 +151,9 @@ parse_value(const char **p, CronField f, const char *part, int *value,
 		}
 		if (v < info->min || v > info->max)
 		{
-			policy_set_error(err, "%s value %.*s is out of range %d-%d in \"%s\"",
-							 info->name, (int) (s - *p), *p, info->min, info->max,
-							 part);
+			policy_set_error(err, "%s value %.*s%s is out of range %d-%d in %s",
+							 info->name, (int) (s - *p > 20 ? 20 : s - *p), *p,
+							 s - *p > 20 ? "..." : "", info->min, info->max, qpart);
 			policy_set_hint(err, CRON_HINT);
 			return false;
 		}
@@ -123,29 +161,27 @@ parse_value(const char **p, CronField f, const char *part, int *value,
 		*p = s;
 		return true;
 	}
-	if (info->names != NULL && isalpha((unsigned char) *s))
+	if (info->names != NULL && is_alpha(*s))
 	{
 		for (int i = 0; info->names[i] != NULL; i++)
 		{
 			const char *n = info->names[i];
 
-			if (tolower((unsigned char) s[0]) == n[0] &&
-				tolower((unsigned char) s[1]) == n[1] &&
-				tolower((unsigned char) s[2]) == n[2] &&
-				!isalnum((unsigned char) s[3]))
+			if (to_lower(s[0]) == n[0] && to_lower(s[1]) == n[1] &&
+				to_lower(s[2]) == n[2] && !is_alpha(s[3]) && !is_digit(s[3]))
 			{
 				*value = info->min + i;
 				*p = s + 3;
 				return true;
 			}
 		}
-		policy_set_error(err, "unknown %s name in \"%s\"", info->name, part);
+		policy_set_error(err, "unknown %s name in %s", info->name, qpart);
 		policy_set_hint(err, f == CRON_MONTH ?
 						"Month names are jan, feb, mar, apr, may, jun, jul, aug, sep, oct, nov and dec." :
 						"Day names are sun, mon, tue, wed, thu, fri and sat.");
 		return false;
 	}
-	policy_set_error(err, "%s field \"%s\" is not a number%s", info->name, part,
+	policy_set_error(err, "%s field %s is not a number%s", info->name, qpart,
 					 info->names != NULL ? " or a name" : "");
 	policy_set_hint(err, CRON_HINT);
 	return false;
@@ -160,11 +196,13 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 {
 	const CronFieldInfo *info = &fields[f];
 	char		part[64];
+	char		qpart[POLICY_QUOTED_LEN];
 	const char *p;
 
+	policy_quote(qpart, str, len);
 	if (len >= sizeof(part))
 	{
-		policy_set_error(err, "%s field \"%.40s...\" is too long", info->name, str);
+		policy_set_error(err, "%s field %s is too long", info->name, qpart);
 		return false;
 	}
 	memcpy(part, str, len);
@@ -186,18 +224,18 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 		}
 		else
 		{
-			if (!parse_value(&p, f, part, &from, err))
+			if (!parse_value(&p, f, qpart, &from, err))
 				return false;
 			to = from;
 			if (*p == '-')
 			{
 				p++;
-				if (!parse_value(&p, f, part, &to, err))
+				if (!parse_value(&p, f, qpart, &to, err))
 					return false;
 				if (to < from)
 				{
-					policy_set_error(err, "%s range %d-%d runs backwards in \"%s\"",
-									 info->name, from, to, part);
+					policy_set_error(err, "%s range %d-%d runs backwards in %s",
+									 info->name, from, to, qpart);
 					return false;
 				}
 			}
@@ -209,12 +247,12 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 			long		s = 0;
 
 			p++;
-			if (!isdigit((unsigned char) *p))
+			if (!is_digit(*p))
 			{
-				policy_set_error(err, "%s step in \"%s\" is not a number", info->name, part);
+				policy_set_error(err, "%s step in %s is not a number", info->name, qpart);
 				return false;
 			}
-			while (isdigit((unsigned char) *p))
+			while (is_digit(*p))
 			{
 				s = s * 10 + (*p - '0');
 				if (s > 1000)
@@ -223,8 +261,8 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 			}
 			if (s < 1 || s > info->max)
 			{
-				policy_set_error(err, "%s step %ld is out of range 1-%d in \"%s\"",
-								 info->name, s, info->max, part);
+				policy_set_error(err, "%s step %ld%s is out of range 1-%d in %s",
+								 info->name, s, s >= 1000 ? "..." : "", info->max, qpart);
 				return false;
 			}
 			step = (int) s;
@@ -238,7 +276,10 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 		}
 		if (*p != '\0')
 		{
-			policy_set_error(err, "unexpected \"%c\" in %s field \"%s\"", *p, info->name, part);
+			char		qc[POLICY_QUOTED_LEN];
+
+			policy_set_error(err, "unexpected %s in %s field %s",
+							 policy_quote(qc, p, strlen(p)), info->name, qpart);
 			policy_set_hint(err, CRON_HINT);
 			return false;
 		}
@@ -273,15 +314,18 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 	uint64_t	bits[5];
 	bool		star[5];
 	bool		some_day = false;
+	char		qstr[POLICY_QUOTED_LEN];
 
-	while (isspace((unsigned char) *p))
+	policy_quote(qstr, str, strlen(str));
+	while (is_space(*p))
 		p++;
 	if (*p == '@')
 	{
-		size_t		len = strcspn(p, " \t\n\r\f\v");
+		size_t		len = field_len(p);
 		const char *rest = p + len;
+		char		qmacro[POLICY_QUOTED_LEN];
 
-		while (isspace((unsigned char) *rest))
+		while (is_space(*rest))
 			rest++;
 		for (size_t i = 0; i < sizeof(macros) / sizeof(macros[0]); i++)
 		{
@@ -289,7 +333,7 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 				strncmp(p, macros[i].name, len) == 0)
 				return cron_parse(macros[i].expansion, result, err);
 		}
-		policy_set_error(err, "unknown cron macro \"%.*s\"", (int) (len > 40 ? 40 : len), p);
+		policy_set_error(err, "unknown cron macro %s", policy_quote(qmacro, p, len));
 		policy_set_hint(err, "The macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly.");
 		return false;
 	}
@@ -298,12 +342,12 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 	{
 		size_t		len;
 
-		while (isspace((unsigned char) *p))
+		while (is_space(*p))
 			p++;
-		len = strcspn(p, " \t\n\r\f\v");
+		len = field_len(p);
 		if (len == 0)
 		{
-			policy_set_error(err, "cron expression \"%.60s\" has %d fields, not 5", str, f);
+			policy_set_error(err, "cron expression %s has %d fields, not 5", qstr, f);
 			policy_set_hint(err, CRON_HINT);
 			return false;
 		}
@@ -312,11 +356,11 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 			return false;
 		p += len;
 	}
-	while (isspace((unsigned char) *p))
+	while (is_space(*p))
 		p++;
 	if (*p != '\0')
 	{
-		policy_set_error(err, "cron expression \"%.60s\" has more than 5 fields", str);
+		policy_set_error(err, "cron expression %s has more than 5 fields", qstr);
 		policy_set_hint(err, CRON_HINT);
 		return false;
 	}
@@ -345,7 +389,7 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 	}
 	if (!some_day)
 	{
-		policy_set_error(err, "cron expression \"%.60s\" never fires: no chosen month has the chosen days of month", str);
+		policy_set_error(err, "cron expression %s never fires: no chosen month has the chosen days of month", qstr);
 		return false;
 	}
 	return true;

@@ -56,8 +56,9 @@ typedef struct CronTime
 } CronTime;
 
 /*
- * Is str (NUL-terminated) a cron expression rather than an interval: a
- * macro ('@...') or five fields separated by white space?  Says nothing of
+ * Is str (NUL-terminated) meant as a cron expression rather than an
+ * interval: a macro ('@...'), anything with '*', ',' or '/' (which no
+ * interval has), or five fields separated by white space?  Says nothing of
  * whether it is a valid one.
  */
 extern bool cron_looks_like_cron(const char *str);

@@ -34,8 +34,8 @@
 /* Most bytes of a token quoted in a message, before "..." is appended */
 #define QUOTE_MAX	40
 
-/* Size of a buffer that holds a quoted token: quotes, "...", terminator */
-#define QUOTED_LEN	(QUOTE_MAX + 8)
+/* Size of a buffer that holds a quoted token (policy.h says it too) */
+#define QUOTED_LEN	POLICY_QUOTED_LEN
 
 /* A token of a policy string: str[0..len), not NUL-terminated */
 typedef struct Token
@@ -123,7 +123,7 @@ clear_error(PolicyError *err)
 }
 
 /*
- * quote
+ * policy_quote
  *		Write str[0..len) into dst (QUOTED_LEN bytes) between double quotes,
  *		for use in a message, and return dst.
  *
@@ -133,8 +133,8 @@ clear_error(PolicyError *err)
  * multibyte character (in UTF-8 or any other server encoding) is never
  * split into an invalid byte sequence.
  */
-static const char *
-quote(char *dst, const char *str, size_t len)
+const char *
+policy_quote(char *dst, const char *str, size_t len)
 {
 	static const char hexdigits[] = "0123456789abcdef";
 	size_t		out = 0;
@@ -318,7 +318,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		policy_set_hint(err, "Write a duration such as \"5s\", \"250ms\" or \"1h30m\".");
 		return false;
 	}
-	quote(qdur, str, len);
+	policy_quote(qdur, str, len);
 
 	if ((str[0] == '-' || str[0] == '+') && len > 1 &&
 		(is_digit(str[1]) || str[1] == '.'))
@@ -353,7 +353,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 					unit_end++;
 				if (lookup_unit(str + pos, unit_end - pos, true) >= 0)
 					policy_set_error(err, "missing number before unit %s in duration %s",
-							  quote(qpart, str + pos, unit_end - pos), qdur);
+							  policy_quote(qpart, str + pos, unit_end - pos), qdur);
 				else
 					policy_set_error(err, "duration %s does not start with a number",
 							  qdur);
@@ -362,7 +362,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 			else
 			{
 				policy_set_error(err, "unexpected character %s in duration %s",
-						  quote(qpart, str + pos, 1), qdur);
+						  policy_quote(qpart, str + pos, 1), qdur);
 				if (str[pos] == ',' || str[pos] == ';')
 					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
 				else
@@ -379,7 +379,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 				ndots++;
 			num_end++;
 		}
-		quote(qpart, str + num_start, num_end - num_start);
+		policy_quote(qpart, str + num_start, num_end - num_start);
 		if (str[num_start] == '.' || ndots > 1 || str[num_end - 1] == '.')
 		{
 			policy_set_error(err, "invalid number %s in duration %s", qpart, qdur);
@@ -401,7 +401,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 			if (num_end < len)
 			{
 				policy_set_error(err, "unexpected character %s in duration %s",
-						  quote(qother, str + num_end, 1), qdur);
+						  policy_quote(qother, str + num_end, 1), qdur);
 				if (str[num_end] == ',' || str[num_end] == ';')
 					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
 				else
@@ -420,7 +420,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 		}
 
 		unit = lookup_unit(str + num_end, unit_end - num_end, false);
-		quote(qother, str + num_end, unit_end - num_end);
+		policy_quote(qother, str + num_end, unit_end - num_end);
 		if (unit < 0)
 		{
 			policy_set_error(err, "unknown unit %s in duration %s", qother, qdur);
@@ -442,7 +442,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 
 			policy_set_error(err, "units out of order in duration %s: %s follows %s",
 					  qdur, qother,
-					  quote(qlast, duration_units[last_unit].name,
+					  policy_quote(qlast, duration_units[last_unit].name,
 							strlen(duration_units[last_unit].name)));
 			policy_set_hint(err, "Write units from largest to smallest (d, h, m, s, ms), as in \"1h30m\".");
 			return false;
@@ -548,8 +548,8 @@ check_split_unit(const Token *tokens, int ntokens, int i, PolicyError *err)
 		return true;
 
 	policy_set_error(err, "unit %s is separated from its number %s by white space",
-			  quote(qunit, tokens[i + 1].str, tokens[i + 1].len),
-			  quote(qnum, tokens[i].str, tokens[i].len));
+			  policy_quote(qunit, tokens[i + 1].str, tokens[i + 1].len),
+			  policy_quote(qnum, tokens[i].str, tokens[i].len));
 	policy_set_hint(err, "Write a number and its unit together, as in \"5s\".");
 	return false;
 }
@@ -567,7 +567,7 @@ parse_count(const Token *tok, int32_t *count, PolicyError *err)
 	int64_t		value = 0;
 	size_t		i;
 
-	quote(qtok, tok->str, tok->len);
+	policy_quote(qtok, tok->str, tok->len);
 	if (!is_number_token(tok, true))
 	{
 		policy_set_error(err, "count %s is not a whole number", qtok);
@@ -616,7 +616,7 @@ parse_delay(const Token *tok, const char *what, int64_t *delay,
 		policy_parse_duration(tok->str + 1, tok->len - 1, NULL, NULL))
 	{
 		policy_set_error(err, "%s delay must be positive, not %s",
-				  what, quote(qtok, tok->str, tok->len));
+				  what, policy_quote(qtok, tok->str, tok->len));
 		policy_set_hint(err, "Write delays without a sign, as in \"5s\".");
 		return false;
 	}
@@ -682,7 +682,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 		if (!parse_count(&tokens[0], &spec.count, err))
 			return false;
 		spec.has_count = true;
-		quote(q1, tokens[0].str, tokens[0].len);
+		policy_quote(q1, tokens[0].str, tokens[0].len);
 		if (ntokens == 1)
 		{
 			policy_set_error(err, "missing minimum delay after count %s", q1);
@@ -694,7 +694,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 		if (is_number_token(&tokens[1], true))
 		{
 			policy_set_error(err, "count %s is followed by another count %s",
-					  q1, quote(q2, tokens[1].str, tokens[1].len));
+					  q1, policy_quote(q2, tokens[1].str, tokens[1].len));
 			policy_set_hint(err, "Only the first part can be a count; a delay needs a unit, as in \"5 1s\".");
 			return false;
 		}
@@ -709,7 +709,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 	if (spec.min_delay == 0)
 	{
 		policy_set_error(err, "minimum delay must be positive, not %s",
-				  quote(q1, tokens[i].str, tokens[i].len));
+				  policy_quote(q1, tokens[i].str, tokens[i].len));
 		policy_set_hint(err, "Use a delay greater than zero, such as \"100ms\" or \"1s\".");
 		return false;
 	}
@@ -729,7 +729,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 	if (i < ntokens)
 	{
 		policy_set_error(err, "too many parts: %s follows the maximum delay",
-				  quote(q1, tokens[i].str, tokens[i].len));
+				  policy_quote(q1, tokens[i].str, tokens[i].len));
 		policy_set_hint(err, "A policy is \"[count] min [max]\", for example \"5 1s 1h\".");
 		return false;
 	}
@@ -737,8 +737,8 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 	if (spec.has_max && spec.max_delay < spec.min_delay)
 	{
 		policy_set_error(err, "maximum delay %s is less than minimum delay %s",
-				  quote(q1, tokens[i - 1].str, tokens[i - 1].len),
-				  quote(q2, tokens[i - 2].str, tokens[i - 2].len));
+				  policy_quote(q1, tokens[i - 1].str, tokens[i - 1].len),
+				  policy_quote(q2, tokens[i - 2].str, tokens[i - 2].len));
 		policy_set_hint(err, "The maximum delay caps the exponential backoff, so it must be at least the minimum delay.");
 		return false;
 	}
@@ -1188,7 +1188,7 @@ policy_normalize_retry_on(const char *const *entries, int n,
 		exclude = (entry[0] == '-');
 		code = entry + (exclude ? 1 : 0);
 		len = strlen(code);
-		quote(qentry, entry, strlen(entry));
+		policy_quote(qentry, entry, strlen(entry));
 
 		valid = (len == 2 || len == 5);
 		j = 0;
@@ -1212,7 +1212,7 @@ policy_normalize_retry_on(const char *const *entries, int n,
 		}
 		norm[j] = '\0';
 		normcode = norm + (exclude ? 1 : 0);
-		quote(qcode, normcode, len);
+		policy_quote(qcode, normcode, len);
 
 		if (normcode[0] == '0' && normcode[1] >= '0' && normcode[1] <= '2')
 		{

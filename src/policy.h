@@ -75,6 +75,15 @@ typedef struct PolicyError
 extern void policy_set_error(PolicyError *err, const char *fmt,...) POLICY_PRINTF(2, 3);
 extern void policy_set_hint(PolicyError *err, const char *fmt,...) POLICY_PRINTF(2, 3);
 
+/*
+ * Write str[0..len) between double quotes into dst, which has
+ * POLICY_QUOTED_LEN bytes, for a message, and return dst: control
+ * characters as \xNN, text past 40 bytes cut (never inside a multibyte
+ * character) and marked "...".
+ */
+#define POLICY_QUOTED_LEN	48
+extern const char *policy_quote(char *dst, const char *str, size_t len);
+
 /* The parts of a parsed policy string '[count] min [max]' */
 typedef struct PolicySpec
 {

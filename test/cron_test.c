@@ -197,7 +197,10 @@ main(void)
 	parses("0 0 30 2 1");		/* both restricted: any Monday of February */
 	CHECK(cron_looks_like_cron("0 0 * * *") && cron_looks_like_cron(" @daily"),
 		  "looks like cron");
-	CHECK(!cron_looks_like_cron("5 minutes") && !cron_looks_like_cron("1h30m"),
+	CHECK(cron_looks_like_cron("* * * * * *") && cron_looks_like_cron("*/5"),
+		  "a wrong number of fields still does");
+	CHECK(!cron_looks_like_cron("5 minutes") && !cron_looks_like_cron("1h30m") &&
+		  !cron_looks_like_cron("1 day 2 hours 3 minutes"),
 		  "an interval does not");
 
 	/* refusals name the bad part */
@@ -213,7 +216,7 @@ main(void)
 	refused("*/0 * * * *", "minute step 0 is out of range 1-59");
 	refused("*/ * * * *", "minute step in \"*/\" is not a number");
 	refused("1,,2 * * * *", "minute field \"1,,2\" is not a number");
-	refused("1;2 * * * *", "unexpected \";\" in minute field \"1;2\"");
+	refused("1;2 * * * *", "unexpected \";2\" in minute field \"1;2\"");
 	refused("* * *", "has 3 fields, not 5");
 	refused("* * * * * *", "has more than 5 fields");
 	refused("", "has 0 fields, not 5");
