@@ -806,57 +806,6 @@ check_raw_numbers(const char *text, Knobs *knobs)
 }
 
 /*
- * cron_before
- *		Is wall-clock minute a earlier than b?
- */
-static bool
-cron_before(const CronTime *a, const CronTime *b)
-{
-	if (a->year != b->year)
-		return a->year < b->year;
-	if (a->month != b->month)
-		return a->month < b->month;
-	if (a->day != b->day)
-		return a->day < b->day;
-	if (a->hour != b->hour)
-		return a->hour < b->hour;
-	return a->minute < b->minute;
-}
-
-/*
- * cron_matches
- *		Does spec match wall-clock minute t?
- */
-static bool
-cron_matches(const CronSpec *spec, const CronTime *t)
-{
-	return (spec->minutes >> t->minute & 1) && (spec->hours >> t->hour & 1) &&
-		cron_day_matches(spec, t->year, t->month, t->day);
-}
-
-/*
- * cron_step
- *		Move t one minute on.
- */
-static void
-cron_step(CronTime *t)
-{
-	if (++t->minute < 60)
-		return;
-	t->minute = 0;
-	if (++t->hour < 24)
-		return;
-	t->hour = 0;
-	if (++t->day <= cron_days_in_month(t->year, t->month))
-		return;
-	t->day = 1;
-	if (++t->month <= 12)
-		return;
-	t->month = 1;
-	t->year++;
-}
-
-/*
  * check_cron
  *		The text as a cron expression; see the header comment.
  */
@@ -894,7 +843,7 @@ check_cron(const char *text, bool utf8, Knobs *knobs)
 		REQUIRE(after.year > 9990, text);
 		return;
 	}
-	REQUIRE(cron_before(&after, &next), text);
+	REQUIRE(cron_compare(&after, &next) < 0, text);
 	REQUIRE(next.month >= 1 && next.month <= 12 && next.day >= 1 &&
 			next.day <= cron_days_in_month(next.year, next.month) &&
 			next.hour >= 0 && next.hour < 24 && next.minute >= 0 && next.minute < 60,
@@ -903,8 +852,8 @@ check_cron(const char *text, bool utf8, Knobs *knobs)
 	t = after;
 	for (int i = 0; i < 2 * 24 * 60; i++)
 	{
-		cron_step(&t);
-		if (!cron_before(&t, &next))
+		cron_add_minute(&t);
+		if (cron_compare(&t, &next) >= 0)
 			break;
 		REQUIRE(!cron_matches(&spec, &t), text);
 	}

@@ -408,6 +408,47 @@ cron_day_matches(const CronSpec *spec, int year, int month, int day)
 	return dom || dow;
 }
 
+bool
+cron_matches(const CronSpec *spec, const CronTime *t)
+{
+	return (spec->minutes >> t->minute & 1) && (spec->hours >> t->hour & 1) &&
+		cron_day_matches(spec, t->year, t->month, t->day);
+}
+
+void
+cron_add_minute(CronTime *t)
+{
+	if (++t->minute < 60)
+		return;
+	t->minute = 0;
+	if (++t->hour < 24)
+		return;
+	t->hour = 0;
+	if (++t->day <= cron_days_in_month(t->year, t->month))
+		return;
+	t->day = 1;
+	if (++t->month <= 12)
+		return;
+	t->month = 1;
+	t->year++;
+}
+
+int
+cron_compare(const CronTime *a, const CronTime *b)
+{
+	if (a->year != b->year)
+		return a->year < b->year ? -1 : 1;
+	if (a->month != b->month)
+		return a->month < b->month ? -1 : 1;
+	if (a->day != b->day)
+		return a->day < b->day ? -1 : 1;
+	if (a->hour != b->hour)
+		return a->hour < b->hour ? -1 : 1;
+	if (a->minute != b->minute)
+		return a->minute < b->minute ? -1 : 1;
+	return 0;
+}
+
 /* first_bit_from -- the lowest set bit of bits at or above 'from', or -1 */
 static int
 first_bit_from(uint64_t bits, int from, int limit)

@@ -81,6 +81,13 @@ extern bool cron_day_matches(const CronSpec *spec, int year, int month, int day)
  */
 extern bool cron_next(const CronSpec *spec, const CronTime *after, CronTime *next);
 
+/* Does spec match the wall-clock minute t? */
+extern bool cron_matches(const CronSpec *spec, const CronTime *t);
+
+/* Move t one minute on, and compare two minutes (as strcmp does) */
+extern void cron_add_minute(CronTime *t);
+extern int	cron_compare(const CronTime *a, const CronTime *b);
+
 /* Days in a month, and the day of week (0 = Sunday) of a date */
 extern int	cron_days_in_month(int year, int month);
 extern int	cron_weekday(int year, int month, int day);

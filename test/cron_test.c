@@ -90,34 +90,6 @@ next_is(const char *expr, CronTime after, const char *want)
 		fprintf(stderr, "  got %s, wanted %s\n", got, want);
 }
 
-/* matches: does spec match the minute t (the slow way)? */
-static bool
-matches(const CronSpec *spec, const CronTime *t)
-{
-	return (spec->minutes & (UINT64_C(1) << t->minute)) &&
-		(spec->hours & (UINT32_C(1) << t->hour)) &&
-		cron_day_matches(spec, t->year, t->month, t->day);
-}
-
-/* advance: t one minute on */
-static void
-advance(CronTime *t)
-{
-	if (++t->minute < 60)
-		return;
-	t->minute = 0;
-	if (++t->hour < 24)
-		return;
-	t->hour = 0;
-	if (++t->day <= cron_days_in_month(t->year, t->month))
-		return;
-	t->day = 1;
-	if (++t->month <= 12)
-		return;
-	t->month = 1;
-	t->year++;
-}
-
 /*
  * agrees: from 'start', for 'minutes' minutes, cron_next gives the same
  * minute as stepping one minute at a time
@@ -133,24 +105,24 @@ agrees(const char *expr, CronTime start, int minutes)
 	/* the first match after t, the slow way, found once and then kept up */
 	want = t;
 	do
-		advance(&want);
-	while (!matches(&spec, &want));
+		cron_add_minute(&want);
+	while (!cron_matches(&spec, &want));
 	for (int i = 0; i < minutes && ok; i++)
 	{
 		CronTime	got;
 
-		if (!cron_next(&spec, &t, &got) || memcmp(&got, &want, sizeof(got)) != 0)
+		if (!cron_next(&spec, &t, &got) || cron_compare(&got, &want) != 0)
 		{
 			ok = false;
 			fprintf(stderr, "  %s after %04d-%02d-%02d %02d:%02d: got %04d-%02d-%02d %02d:%02d\n",
 					expr, t.year, t.month, t.day, t.hour, t.minute,
 					got.year, got.month, got.day, got.hour, got.minute);
 		}
-		advance(&t);
-		if (memcmp(&t, &want, sizeof(t)) == 0)
+		cron_add_minute(&t);
+		if (cron_compare(&t, &want) == 0)
 			do
-				advance(&want);
-			while (!matches(&spec, &want));
+				cron_add_minute(&want);
+			while (!cron_matches(&spec, &want));
 	}
 	CHECK(ok, expr);
 }
