@@ -49,7 +49,8 @@ OBJS = \
 	src/execute.o \
 	src/sandbox.o \
 	src/cron.o \
-	src/recurring.o
+	src/recurring.o \
+	src/schedules.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql
 
@@ -64,6 +65,7 @@ REGRESS = \
 	views \
 	engine \
 	recurring \
+	schedules \
 	hostile
 
 REGRESS_OPTS = \

@@ -13,8 +13,12 @@
  * role's by more than a batch.  The library serves a database still at
  * 1.1 too, without the fair part (it looks for the index).
  *
- * It also brings the first part of recurring schedules: next_runs(), the
- * instants at which a cron expression or an interval fires in a time zone.
+ * It also brings recurring schedules (SPEC "Recurring schedules"): a
+ * table of schedules, the functions that manage them, the view
+ * retries.schedules, and a column schedule_id in call_data naming the
+ * schedule that fired a call.  The workers fire due schedules in short
+ * transactions of their own: the call a firing makes and the advance of
+ * the schedule's next_run commit together, so each firing happens once.
  */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
@@ -37,3 +41,182 @@ AS 'MODULE_PATHNAME', 'retries_next_runs'
 LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 10;
 COMMENT ON FUNCTION retries.next_runs(text, text, timestamptz, integer) IS
 	'the next n instants after "after" at which a schedule of "every" (a cron expression or an interval) in the time zone would fire';
+
+-----------------------------------------------------------------------
+-- Recurring schedules
+-----------------------------------------------------------------------
+
+/*
+ * schedule_data: one row per schedule, named per role (owner).  origin is
+ * where an interval schedule counts from (its creation or replacement);
+ * next_run is the next firing the workers will make, queued says that a
+ * firing of an overlap 'queue' schedule waits for the previous call.
+ */
+CREATE TABLE retries.schedule_data (
+	id				bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name			text NOT NULL CHECK (name <> ''),
+	owner			regrole NOT NULL,
+	fn				regprocedure NOT NULL,
+	every			text NOT NULL,
+	args			jsonb NOT NULL,
+	timezone		text NOT NULL,
+	overlap			text NOT NULL CHECK (overlap IN ('skip', 'queue', 'allow')),
+	catch_up		interval NOT NULL,
+	paused			boolean NOT NULL DEFAULT false,
+	origin			timestamptz NOT NULL,
+	next_run		timestamptz NOT NULL,
+	queued			boolean NOT NULL DEFAULT false,
+	last_run		timestamptz,
+	last_call		bigint,
+	firings			bigint NOT NULL DEFAULT 0,
+	skipped			bigint NOT NULL DEFAULT 0,
+	missed			bigint NOT NULL DEFAULT 0,
+	created_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	UNIQUE (owner, name)
+);
+-- what the workers look for: the next firing, and firings waiting in a queue
+CREATE INDEX schedule_data_due ON retries.schedule_data (next_run) WHERE NOT paused;
+CREATE INDEX schedule_data_queued ON retries.schedule_data (id) WHERE queued AND NOT paused;
+COMMENT ON TABLE retries.schedule_data IS
+	'recurring schedules; read it through retries.schedules';
+COMMENT ON SEQUENCE retries.schedule_data_id_seq IS 'ids of schedules';
+REVOKE ALL ON retries.schedule_data FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data', '');
+SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data_id_seq', '');
+
+-- the schedule that fired a call (NULL for one-off calls)
+ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint;
+
+CREATE FUNCTION retries.schedule(name text,
+								 fn regprocedure,
+								 every text,
+								 args jsonb DEFAULT '[]',
+								 timezone text DEFAULT 'UTC',
+								 overlap text DEFAULT 'skip',
+								 catch_up interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_schedule'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.schedule(text, regprocedure, text, jsonb, text, text, interval) IS
+	'create or replace the current role''s schedule of that name, which calls an annotated function every "every" (cron or an interval); returns its id';
+
+CREATE FUNCTION retries.unschedule(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_unschedule'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.unschedule(text) IS
+	'drop a schedule; the calls it fired stay';
+
+CREATE FUNCTION retries.pause_schedule(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_pause_schedule'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.pause_schedule(text) IS
+	'stop a schedule''s firings until resume_schedule: true if it was not paused';
+
+CREATE FUNCTION retries.resume_schedule(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_resume_schedule'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.resume_schedule(text) IS
+	'let a paused schedule fire again, from its next time after now: true if it was paused';
+
+CREATE FUNCTION retries.trigger(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_trigger'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.trigger(text) IS
+	'fire a schedule once now, whatever its overlap and pause; its next_run is unchanged; returns the call id';
+
+CREATE VIEW retries.schedules WITH (security_barrier) AS
+SELECT s.id,
+	   s.name,
+	   s.fn,
+	   s.every,
+	   s.args,
+	   s.timezone,
+	   s.overlap,
+	   s.catch_up,
+	   s.paused,
+	   s.next_run,
+	   s.last_run,
+	   s.last_call,
+	   (SELECT CASE WHEN c.state = 'scheduled'
+						 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+					THEN 'running'::retries.call_state ELSE c.state END
+		  FROM retries.call_data c
+		 WHERE c.id = s.last_call) AS last_state,
+	   s.firings,
+	   s.skipped,
+	   s.missed,
+	   s.owner,
+	   s.created_at
+  FROM retries.schedule_data s
+ WHERE retries.visible_role(s.owner);
+COMMENT ON VIEW retries.schedules IS
+	'recurring schedules: one row per schedule, with its next and last firing and its counters';
+
+-- retries.calls gains the name of the schedule that fired each call
+CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
+SELECT c.id,
+	   p.fn,
+	   c.args,
+	   CASE WHEN c.state = 'scheduled'
+				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+			THEN 'running'::retries.call_state ELSE c.state END AS state,
+	   c.attempts,
+	   c.max_attempts,
+	   c.next_attempt,
+	   c.created_at,
+	   c.updated_at,
+	   c.scheduled_by,
+	   c.key,
+	   c.last_sqlstate,
+	   c.last_message,
+	   (SELECT s.name FROM retries.schedule_data s
+		 WHERE s.id = c.schedule_id) AS schedule
+  FROM retries.call_data c
+  JOIN retries.policy_data p ON p.id = c.policy_id
+ WHERE retries.visible_role(c.scheduled_by);
+
+GRANT SELECT ON retries.schedules TO PUBLIC;
+
+/*
+ * A dropped function takes its schedules with it, with a NOTICE naming
+ * each (a schedule of a function that no longer exists could only fail),
+ * and loses its annotation, as before.
+ */
+CREATE OR REPLACE FUNCTION retries.forget_dropped_functions()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	gone record;
+BEGIN
+	IF pg_catalog.to_regclass('retries.policy_data') IS NULL THEN
+		RETURN;
+	END IF;
+	UPDATE retries.policy_data p
+	   SET is_current = false
+	  FROM pg_catalog.pg_event_trigger_dropped_objects() d
+	 WHERE p.is_current
+	   AND d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND d.objid = p.fn;
+	IF pg_catalog.to_regclass('retries.schedule_data') IS NULL THEN
+		RETURN;
+	END IF;
+	FOR gone IN
+		DELETE FROM retries.schedule_data s
+		 USING pg_catalog.pg_event_trigger_dropped_objects() d
+		 WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		   AND d.objid = s.fn
+		RETURNING s.name, s.owner, d.object_identity
+	LOOP
+		RAISE NOTICE 'schedule "%" of role % dropped with function %',
+			gone.name, gone.owner, gone.object_identity;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION retries.forget_dropped_functions() IS
+	'event trigger: clear the annotations and drop the schedules of dropped functions';

@@ -29,8 +29,8 @@ $$;
 -- reset(): forget every policy, call and attempt, and restart the ids
 CREATE PROCEDURE test.reset()
 LANGUAGE sql AS $$
-	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data
-		RESTART IDENTITY;
+	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data,
+		retries.schedule_data RESTART IDENTITY;
 $$;
 
 -- stored(): how many rows the extension's tables hold, to show that a

@@ -9,6 +9,9 @@
  * src/call_args.c		converting call arguments to parameter types
  * src/annotate.c		retries.annotate(), retries.unannotate()
  * src/schedule.c		retries.call()
+ * src/schedules.c		recurring schedules: their functions and their firing
+ * src/cron.c			cron expressions (pure C)
+ * src/recurring.c		`every` in a time zone, retries.next_runs()
  * src/manage.c			retries.cancel(), retry_now(), reschedule()
  * src/call_context.c	retries.retry(), current_call(), current_attempt()
  * src/shmem.c			state shared by launcher, workers and backends
@@ -78,6 +81,11 @@ extern void retries_wake_at_commit(void);
 
 /* schedule.c */
 extern uint64 retries_policy_generation;
+extern bool retries_insert_fired_call(Oid fnoid, Datum args, Oid role,
+									  int64 schedule_id, int64 *id);
+
+/* schedules.c */
+extern TimestampTz retries_fire_schedules(TimestampTz now, bool *waiting);
 
 /* launcher.c */
 extern void retries_register_launcher(void);

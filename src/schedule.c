@@ -136,7 +136,8 @@ static struct
 				att_next_attempt,
 				att_created_at,
 				att_updated_at,
-				att_scheduled_by;
+				att_scheduled_by,
+				att_schedule_id;	/* InvalidAttrNumber in a database at 1.1 */
 }			call_data_info;
 
 /*
@@ -186,6 +187,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_created_at = call_data_attnum(rel, "created_at");
 		call_data_info.att_updated_at = call_data_attnum(rel, "updated_at");
 		call_data_info.att_scheduled_by = call_data_attnum(rel, "scheduled_by");
+		call_data_info.att_schedule_id = get_attnum(relid, "schedule_id");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
@@ -217,6 +219,11 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	SET_COLUMN(att_created_at, TimestampTzGetDatum(now));
 	SET_COLUMN(att_updated_at, TimestampTzGetDatum(now));
 	SET_COLUMN(att_scheduled_by, values[4]);
+	if (nulls[6] != 'n')
+	{
+		Assert(call_data_info.att_schedule_id != InvalidAttrNumber);
+		SET_COLUMN(att_schedule_id, values[6]);
+	}
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
 
@@ -239,6 +246,10 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 /*
  * insert_call -- insert the call; with a key, return the id of the role's
  * unfinished call with that key instead if there is one
+ *
+ * values and nulls (' ' or 'n') hold, in this order: policy_id, args,
+ * max_attempts, next_attempt, scheduled_by, key and schedule_id (which
+ * only keyless calls have).
  */
 static int64
 insert_call(Datum *values, const char *nulls)
@@ -313,8 +324,8 @@ retries_call(PG_FUNCTION_ARGS)
 	int32		policy_id;
 	Datum		max_attempts;
 	bool		unlimited;
-	Datum		values[6];
-	char		nulls[6];
+	Datum		values[7];
+	char		nulls[7];
 	Oid			userid = GetUserId();
 	Snapshot	stmt = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
 	RetriesUserSwitch save;
@@ -362,6 +373,7 @@ retries_call(PG_FUNCTION_ARGS)
 	values[4] = ObjectIdGetDatum(userid);
 	values[5] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	nulls[5] = PG_ARGISNULL(3) ? 'n' : ' ';
+	nulls[6] = 'n';
 
 	id = insert_call(values, nulls);
 	retries_wake_at_commit();
@@ -370,4 +382,41 @@ retries_call(PG_FUNCTION_ARGS)
 	retries_restore_user(&save);
 
 	PG_RETURN_INT64(id);
+}
+
+/*
+ * retries_insert_fired_call -- schedule a call of fnoid with arguments
+ * already in canonical form, as 'role', due now, for schedule 'schedule_id'
+ * (see schedules.c); false, and nothing scheduled, if fnoid has no current
+ * policy
+ *
+ * The caller acts as the extension's owner, in a transaction with SPI
+ * connected.  No code of the function's owner or of the role runs here:
+ * the arguments were converted when the schedule was made, and the role's
+ * privileges are checked when each attempt starts, as for any call.
+ */
+bool
+retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
+						  int64 *id)
+{
+	int32		policy_id;
+	Datum		max_attempts;
+	bool		unlimited;
+	Datum		values[7];
+	char		nulls[7];
+
+	if (!current_policy(fnoid, NULL, &policy_id, &max_attempts, &unlimited))
+		return false;
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = Int32GetDatum(policy_id);
+	values[1] = args;
+	values[2] = max_attempts;
+	nulls[2] = unlimited ? 'n' : ' ';
+	values[3] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[4] = ObjectIdGetDatum(role);
+	values[5] = (Datum) 0;
+	nulls[5] = 'n';
+	values[6] = Int64GetDatum(schedule_id);
+	*id = insert_call(values, nulls);
+	return true;
 }

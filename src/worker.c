@@ -57,6 +57,13 @@
  * the worker leaves the call alone (SKIP_MAX of them at most) until it
  * exits.
  *
+ * Schedules.  At the top of its loop, a worker fires the recurring
+ * schedules that are due (schedules.c), in a short transaction before its
+ * batch, so that a long call never holds a schedule's row locked: when the
+ * next one is due, when a firing waits in a queue, when woken, and at least
+ * every FIRE_CHECK_MS.  An error there is logged and the worker tries
+ * again later, while its batches go on.
+ *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
  * Each transaction of the worker also locks the extension (as an object),
@@ -90,6 +97,7 @@
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -116,6 +124,8 @@
 #define SKIP_MAX				64
 /* How long an interrupted attempt that no one charged is remembered */
 #define INTERRUPTED_KEEP_MS		60000
+/* Longest time between two looks at the schedules */
+#define FIRE_CHECK_MS			1000
 
 /* What the in-flight file holds */
 typedef struct InFlight
@@ -144,6 +154,17 @@ static int64 skipped[SKIP_MAX];
 static int	nskipped = 0;
 /* The role whose due call claim_heads() took last (see claim.c) */
 static Oid	last_role = InvalidOid;
+
+/*
+ * Schedules (see "Schedules" above): when the next one is due (0: none
+ * known), whether a queued firing waits for a call, when the worker last
+ * looked, whether it must look at its next loop, and the errors in a row
+ */
+static TimestampTz next_fire = 0;
+static bool fire_waiting = false;
+static TimestampTz last_fire_check = 0;
+static bool fire_check = true;
+static int	fire_errors = 0;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -939,6 +960,55 @@ fail_lone_call(const ErrorData *edata)
 }
 
 /*
+ * fire_step -- fire the due schedules in a transaction of its own (see
+ * schedules.c); an error is logged and tried again later, after a delay
+ * that grows with the errors in a row, and never stops the batches
+ */
+static void
+fire_step(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!fire_check && !fire_waiting &&
+		(next_fire == 0 || next_fire > now) &&
+		!TimestampDifferenceExceeds(last_fire_check, now, FIRE_CHECK_MS))
+		return;
+	if (fire_errors > 0 &&
+		!TimestampDifferenceExceeds(last_fire_check, now,
+									Min(ERROR_DELAY_MS << Min(fire_errors - 1, 10),
+										MAX_ERROR_DELAY_MS)))
+		return;
+	last_fire_check = now;
+	fire_check = false;
+
+	PG_TRY();
+	{
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		next_fire = 0;
+		fire_waiting = false;
+		if (lock_extension() == my_extension &&
+			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())))
+			next_fire = retries_fire_schedules(GetCurrentTransactionStartTimestamp(),
+											   &fire_waiting);
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		fire_errors = 0;
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+		fire_errors++;
+		next_fire = 0;
+		fire_waiting = false;
+	}
+	PG_END_TRY();
+}
+
+/*
  * work_guarded -- prune if it is time, then run a batch unless paused
  * (run_batch()'s result, or 0), surviving an error
  *
@@ -1104,6 +1174,8 @@ retries_worker_main(Datum main_arg)
 			}
 		}
 
+		if (retries_enabled)
+			fire_step();
 		n = work_guarded(&due, &last_prune, &errors);
 		if (errors > 0)
 		{
@@ -1113,20 +1185,23 @@ retries_worker_main(Datum main_arg)
 		/* paused: n and due stay 0, and the worker sleeps */
 		if (n < 0)
 			break;				/* the extension was dropped */
-		if (n > 0 && due == 0)
-			continue;			/* a full batch: more may be due */
+		if (n > 0 && (due == 0 || fire_waiting))
+			continue;			/* a full batch: more may be due; or a call
+								 * that a queued firing waits for may have
+								 * finished */
 		if (due != 0)
-		{
 			sleep_ms = Min(sleep_ms, retries_ms_until(due));
-			if (sleep_ms <= 0)
-				continue;		/* due since the claim */
-		}
+		if (retries_enabled && next_fire != 0)
+			sleep_ms = Min(sleep_ms, retries_ms_until(next_fire));
+		if (sleep_ms <= 0)
+			continue;			/* due since the claim */
 
 		/* idle: send whatever statistics are left before sleeping */
 		pgstat_report_stat(true);
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sleep_ms, PG_WAIT_EXTENSION);
+		if (WaitLatch(MyLatch,
+					  WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					  sleep_ms, PG_WAIT_EXTENSION) & WL_LATCH_SET)
+			fire_check = true;	/* maybe a schedule made or changed */
 		ResetLatch(MyLatch);
 	}
 
