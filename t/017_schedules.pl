@@ -1,0 +1,269 @@
+# Recurring schedules fire exactly once, across everything that can
+# interrupt the workers:
+#
+#   a. workers killed with SIGKILL again and again while 40 schedules fire
+#      every second: every firing made exactly one call, each call's effect
+#      happened once, and every occurrence is accounted for (fired, skipped
+#      or missed);
+#   b. the server stopped across firings: without catch_up they are all
+#      missed; with it the latest one fires once, right after the start;
+#   c. the same across a period of retries.enabled = off;
+#   d. a standby fires nothing; promoted, it fires the schedules it
+#      replayed, and the invariants of a. hold across the failover.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $node = retries_node('main', allows_streaming => 1);
+$node->start;
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION retries;
+CREATE TABLE fired (schedule text, call bigint, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION note(s text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO fired (schedule, call) VALUES (s, retries.current_call());
+$$;
+SELECT retries.annotate('note(text)', '5 10ms');
+});
+
+# accounted(NODE, PATTERN): for the interval schedules whose names match
+# PATTERN, the schedules where something does not add up: calls made other
+# than firings, effects other than one per succeeded call, or occurrences
+# up to next_run other than fired + skipped + missed.  Empty when all is
+# well.  (Interval schedules fire at origin + k * every.)
+sub accounted
+{
+	my ($n, $pattern) = @_;
+	return $n->safe_psql(
+		'postgres', qq{
+SELECT coalesce(string_agg(format('%s: firings %s calls %s effects %s/%s occurrences %s = %s + %s + %s',
+								  s.name, s.firings, c.calls, c.effects, c.succeeded,
+								  s.occurrences, s.firings, s.skipped, s.missed), E'\\n'), '')
+  FROM (SELECT *, round(extract(epoch FROM next_run - origin)
+						/ extract(epoch FROM every::interval))::bigint - 1 AS occurrences
+		  FROM retries.schedule_data WHERE name ~ '$pattern') s
+  CROSS JOIN LATERAL (
+	SELECT count(*) AS calls,
+		   count(*) FILTER (WHERE cd.state = 'succeeded') AS succeeded,
+		   coalesce(sum((SELECT count(*) FROM fired f WHERE f.call = cd.id)), 0) AS effects
+	  FROM retries.call_data cd WHERE cd.schedule_id = s.id) c
+ WHERE c.calls <> s.firings OR c.effects <> c.succeeded
+	OR s.occurrences <> s.firings + s.skipped + s.missed});
+}
+
+# all_finished(PATTERN): SQL true once every call of those schedules ended
+sub all_finished
+{
+	my ($pattern) = @_;
+	return "SELECT count(*) = 0 FROM retries.call_data c"
+	  . " JOIN retries.schedule_data s ON s.id = c.schedule_id"
+	  . " WHERE s.name ~ '$pattern' AND c.state = 'scheduled'";
+}
+
+###########################################################################
+# a. SIGKILL while firing
+###########################################################################
+
+$node->safe_psql('postgres',
+	    "SELECT retries.schedule('kill' || i, 'note(text)', '1s',"
+	  . " jsonb_build_array('kill' || i), overlap => 'allow')"
+	  . " FROM generate_series(1, 40) i");
+wait_until($node, 'postgres',
+	"SELECT min(firings) >= 1 FROM retries.schedules WHERE name ~ '^kill'",
+	't', 'a: 40 schedules fire every second');
+
+# value_when_up(SQL): SQL's output, once the server takes connections again
+sub value_when_up
+{
+	my ($sql) = @_;
+	my $until = time() + $RetriesTest::DEADLINE;
+	for (;;)
+	{
+		my ($out, $err) = query_value($node, 'postgres', $sql);
+		return $out if defined $out;
+		die "no answer to $sql: $err" if time() > $until;
+		usleep(50_000);
+	}
+}
+
+my $offset = -s $node->logfile;
+my $kills = 0;
+for my $round (1 .. 8)
+{
+	my $before = value_when_up(
+		"SELECT sum(firings) FROM retries.schedule_data WHERE name ~ '^kill'");
+	# wait for firings after the last restart, then kill a worker while
+	# they go on (a worker killed by a signal makes the postmaster restart
+	# every process, as a crash does)
+	wait_until($node, 'postgres',
+		"SELECT sum(firings) > $before FROM retries.schedule_data WHERE name ~ '^kill'",
+		't', "a: round $round: firings go on");
+	my @pids = split /,/, value_when_up(
+		"SELECT coalesce(string_agg(pid::text, ','), '') FROM pg_stat_activity"
+		  . " WHERE backend_type = 'retries worker' AND datname = 'postgres'");
+	next unless @pids;
+	usleep(int(rand(900_000)));
+	kill 'KILL', $pids[ int(rand(@pids)) ];
+	$kills++;
+}
+wait_until($node, 'postgres', workers_query('postgres'),
+	'2', 'a: the workers are back after the last kill');
+value_when_up(
+	"SELECT count(retries.pause_schedule(name)) FROM retries.schedules WHERE name ~ '^kill'");
+wait_until($node, 'postgres', all_finished('^kill'), 't',
+	'a: every call fired has finished');
+ok($kills >= 6, "a: $kills workers killed");
+my $killed_restarts = grep { /terminating any other active server processes/ }
+  split /\n/, slurp_file($node->logfile, $offset);
+ok($killed_restarts >= 6, "a: $killed_restarts crash restarts");
+is(accounted($node, '^kill'), '',
+	'a: one call per firing, one effect per call, every occurrence fired, skipped or missed'
+);
+my ($firings, $missed) = split /\|/,
+  $node->safe_psql('postgres',
+	"SELECT sum(firings), sum(missed) FROM retries.schedule_data WHERE name ~ '^kill'");
+note("a: $firings firings and $missed missed over the $kills kills");
+$node->safe_psql('postgres',
+	"SELECT retries.unschedule(name) FROM retries.schedules WHERE name ~ '^kill'");
+
+###########################################################################
+# b. the server stopped across firings, with and without catch_up
+###########################################################################
+
+# two schedules made in one transaction: the same origin, the same
+# occurrences every 10 s; they differ only in catch_up.  Each outage below
+# starts right after a firing and ends 4 to 6 s after an occurrence, so
+# that the latest missed one is well past the slack and the next one well
+# ahead.
+$node->safe_psql(
+	'postgres', q{
+BEGIN;
+SELECT retries.schedule('nocatch', 'note(text)', '10s', '["nocatch"]');
+SELECT retries.schedule('catch', 'note(text)', '10s', '["catch"]', catch_up => '1 hour');
+COMMIT;
+});
+
+# both fired past now, together
+my $caught_up =
+    "SELECT count(DISTINCT next_run) = 1 AND bool_and(next_run > now())"
+  . " FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')";
+# firings and missed of catch minus those of nocatch, and nocatch's missed
+my $difference =
+    "SELECT sum(firings) FILTER (WHERE name = 'catch') - sum(firings) FILTER (WHERE name = 'nocatch')"
+  . " || ',' || sum(missed) FILTER (WHERE name = 'nocatch') - sum(missed) FILTER (WHERE name = 'catch')"
+  . " || ',' || sum(missed) FILTER (WHERE name = 'nocatch')"
+  . " FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')";
+
+# outage_test(LABEL, OUTAGE): OUTAGE stops the firings for about 15 s and
+# returns when they could start again
+sub outage_test
+{
+	my ($label, $outage) = @_;
+
+	# wait for a firing of both, then start the outage at once
+	my $fired = $node->safe_psql('postgres',
+		"SELECT sum(firings) FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')");
+	wait_until($node, 'postgres',
+		"SELECT sum(firings) > $fired AND count(DISTINCT next_run) = 1"
+		  . " FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')",
+		't', "$label: both schedules fire");
+	my ($fired_before, $missed_before) = split /,/,
+	  $node->safe_psql('postgres', $difference);
+	my $outage_end = $outage->();
+	wait_until($node, 'postgres', $caught_up, 't',
+		"$label: both schedules are fired past now after it");
+	my ($fired_after, $missed_after, $nocatch_missed) = split /,/,
+	  $node->safe_psql('postgres', $difference);
+	is($fired_after - $fired_before, 1,
+		"$label: with catch_up, exactly one firing of the outage ran");
+	is($missed_after - $missed_before, 1,
+		"$label: without catch_up, that one was missed too");
+	ok($nocatch_missed >= 1,
+		"$label: without catch_up, $nocatch_missed firings missed so far");
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*) FILTER (WHERE s.name = 'catch') || ','"
+			  . " || count(*) FILTER (WHERE s.name = 'nocatch')"
+			  . " FROM retries.call_data c"
+			  . " JOIN retries.schedule_data s ON s.id = c.schedule_id"
+			  . " WHERE c.created_at >= '$outage_end'"
+			  . " AND c.created_at < '$outage_end'::timestamptz + interval '3.5 s'"
+		),
+		'1,0',
+		"$label: the catch-up firing ran right after the outage, and only it");
+	return;
+}
+
+outage_test(
+	'b',
+	sub {
+		$node->stop('fast');
+		sleep(14);    # the outage itself: one firing of every 10 s, or two
+		$node->start;
+		return $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+	});
+
+outage_test(
+	'c',
+	sub {
+		$node->safe_psql('postgres',
+			"ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()");
+		wait_until($node, 'postgres',
+			"SELECT count(*) FROM retries.workers WHERE state = 'paused'",
+			'2', 'c: the workers are paused');
+		sleep(14);    # the pause itself
+		my $end = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+		$node->safe_psql('postgres',
+			"ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()");
+		return $end;
+	});
+is(accounted($node, '^(no)?catch$'), '',
+	'b, c: one call per firing, one effect per call, every occurrence accounted for');
+$node->safe_psql('postgres',
+	"SELECT retries.unschedule('catch'), retries.unschedule('nocatch')");
+
+###########################################################################
+# d. a standby fires nothing; promoted, it fires
+###########################################################################
+
+$node->safe_psql('postgres',
+	"SELECT retries.schedule('failover', 'note(text)', '1s', '[\"failover\"]')");
+wait_until($node, 'postgres',
+	"SELECT firings >= 1 FROM retries.schedules WHERE name = 'failover'",
+	't', 'd: a schedule fires on the primary');
+$node->backup('backup');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'backup', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+# the standby's rows move only by replay: while the primary is stopped,
+# nothing changes on the standby
+$node->stop('fast');
+my $frozen =
+  $standby->safe_psql('postgres',
+	"SELECT firings || ',' || next_run FROM retries.schedule_data WHERE name = 'failover'");
+stays_true($standby, 'postgres',
+	"SELECT firings || ',' || next_run = '$frozen' FROM retries.schedule_data WHERE name = 'failover'",
+	3, 'd: the standby fires nothing');
+$standby->promote;
+wait_until($standby, 'postgres',
+	"SELECT firings > " . (split /,/, $frozen)[0]
+	  . " AND next_run > now() FROM retries.schedule_data WHERE name = 'failover'",
+	't', 'd: promoted, it fires the schedule');
+$standby->safe_psql('postgres', "SELECT retries.pause_schedule('failover')");
+wait_until($standby, 'postgres', all_finished('^failover$'), 't',
+	'd: its calls finish');
+is(accounted($standby, '^failover$'), '',
+	'd: one call per firing across the failover, every occurrence accounted for');
+no_crash($standby, 0, 'd: the promoted standby crashed nowhere');
+
+done_testing();
