@@ -24,6 +24,12 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.2'" to load this file. \quit
 
+-- the schedule that fired a call (NULL for one-off calls).  First, so that
+-- the update takes call_data's strongest lock before any other: CREATE
+-- INDEX below holds a SHARE lock, which, taken before ADD COLUMN's ACCESS
+-- EXCLUSIVE, deadlocked with workers writing their outcomes meanwhile.
+ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint;
+
 -- what fair claiming looks for: each role's earliest due call
 CREATE INDEX call_data_due_by_role ON retries.call_data (scheduled_by, next_attempt)
 	WHERE state = 'scheduled';
@@ -84,8 +90,6 @@ REVOKE ALL ON retries.schedule_data FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data', '');
 SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data_id_seq', '');
 
--- the schedule that fired a call (NULL for one-off calls)
-ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint;
 
 CREATE FUNCTION retries.schedule(name text,
 								 fn regprocedure,

@@ -125,6 +125,7 @@ current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
 static struct
 {
 	Oid			relid;
+	int			natts;			/* a column added by an update: look again */
 	Oid			seqid;			/* of the identity column id */
 	Datum		scheduled;		/* the enum value 'scheduled' */
 	AttrNumber	att_id,
@@ -174,7 +175,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	int64		id;
 
-	if (call_data_info.relid != relid)
+	if (call_data_info.relid != relid || call_data_info.natts != desc->natts)
 	{
 		call_data_info.relid = InvalidOid;
 		call_data_info.att_id = call_data_attnum(rel, "id");
@@ -192,6 +193,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
 								ObjectIdGetDatum(TupleDescAttr(desc, call_data_info.att_state - 1)->atttypid));
+		call_data_info.natts = desc->natts;
 		call_data_info.relid = relid;
 	}
 
@@ -221,7 +223,8 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	SET_COLUMN(att_scheduled_by, values[4]);
 	if (nulls[6] != 'n')
 	{
-		Assert(call_data_info.att_schedule_id != InvalidAttrNumber);
+		if (call_data_info.att_schedule_id == InvalidAttrNumber)
+			elog(ERROR, "retries: column schedule_id of retries.call_data is missing");
 		SET_COLUMN(att_schedule_id, values[6]);
 	}
 #undef SET_COLUMN

@@ -7,14 +7,15 @@
 #      calls that succeeded, failed (with the hook run), a call retrying
 #      with attempts > 0, and then, with execution paused, due calls, calls
 #      in the future, a cancelled call and keyed calls, scheduled by two
-#      roles;
+#      roles; two recurring schedules, one paused and triggered once;
 #   b. pg_dump -Fc restored with pg_restore, and pg_dump -Fp run with psql,
 #      into a new cluster whose roles and functions have other OIDs than in
 #      the source (checked): retries.policies, retries.calls,
-#      retries.attempts and the tables under them read the same, as text,
-#      ids included;
-#   c. the identity sequences go on above the restored ids (a new call and
-#      a new policy get larger ids), and keys still deduplicate;
+#      retries.attempts, the schedules and the tables under them read the
+#      same, as text, ids included;
+#   c. the identity sequences go on above the restored ids (a new call, a
+#      new policy and a new schedule get larger ids), and keys still
+#      deduplicate;
 #   d. once execution is enabled, the due calls run to completion, each
 #      exactly once, as the role that scheduled it, with its hooks (found by
 #      their new OIDs); calls moved forward with retry_now run, and a call
@@ -224,6 +225,27 @@ for my $c (
 }
 $src->safe_psql('app', "SELECT retries.cancel($id{cancelled})");
 
+# recurring schedules of both roles, one paused, one triggered once
+$src->safe_psql('app',
+	as_role('alice',
+		q{SELECT retries.schedule('nightly', 'ok(int)', '30 2 * * *', '[7]', 'Europe/Paris', 'queue', '1 hour')}));
+$src->safe_psql('app',
+	as_role('bob',
+		q{SELECT retries.schedule('often', 'ok(int)', '5 minutes', '{"n": 8}');
+		  SELECT retries.pause_schedule('often');
+		  SELECT retries.trigger('often');}));
+my $schedules_query = q{
+SELECT string_agg(concat_ws('|', name, owner, fn, every, args, timezone, overlap, catch_up,
+							paused, origin, next_run, firings, skipped, missed,
+							(SELECT count(*) FROM retries.call_data c WHERE c.schedule_id = s.id)),
+				  E'\n' ORDER BY name)
+  FROM retries.schedule_data s};
+my $schedules_before = $src->safe_psql('app', $schedules_query);
+like($schedules_before, qr/^nightly\|alice\|ok\(integer\)\|30 2 \* \* \*.*\noften\|bob\|.*\|t\|.*\|1\|0\|0\|1$/s,
+	'source: two schedules, one paused with one triggered call');
+my $max_schedule =
+  $src->safe_psql('app', 'SELECT max(id) FROM retries.schedule_data');
+
 my $max_id = $src->safe_psql('app', 'SELECT max(id) FROM retries.call_data');
 my $max_policy =
   $src->safe_psql('app', 'SELECT max(id) FROM retries.policy_data');
@@ -291,6 +313,12 @@ for my $db ('restored', 'plain')
 
 	is(snapshot($dst, $db), $before,
 		"$db: policies, calls and attempts read the same as in the source");
+	is($dst->safe_psql($db, $schedules_query), $schedules_before,
+		"$db: schedules read the same as in the source, with their calls");
+	cmp_ok(
+		$dst->safe_psql($db,
+			as_role('alice', q{SELECT retries.schedule('new', 'ok(int)', '1 hour', '[9]')})),
+		'>', $max_schedule, "$db: a new schedule gets an id above the restored ones");
 	is( $dst->safe_psql(
 			$db, 'SELECT extversion FROM pg_extension WHERE extname = \'retries\''),
 		$dst->safe_psql($db,
@@ -340,12 +368,13 @@ for my $db ('restored', 'plain')
 for my $db ('restored', 'plain')
 {
 	# all but 'tomorrow' finish: 4 + 3 (ok3, ok4, typed2) + 2 keyed + later
-	# + flaky1 + paced2 + ok(500) succeed; doomed2 fails
+	# + flaky1 + paced2 + ok(500) + the triggered firing of 'often' succeed;
+	# doomed2 fails
 	wait_until(
 		$dst, $db,
 		"SELECT string_agg(s, ',' ORDER BY s) FROM (SELECT state || ':' || count(*) AS s"
 		  . " FROM retries.calls GROUP BY state) x",
-		'cancelled:1,failed:3,scheduled:1,succeeded:13',
+		'cancelled:1,failed:3,scheduled:1,succeeded:14',
 		"$db: every due call finished");
 	is( $dst->safe_psql(
 			$db, "SELECT state, attempts FROM retries.calls WHERE id = $id{tomorrow}"),

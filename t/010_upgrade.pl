@@ -12,6 +12,7 @@
 #      regprocedure, attempt_data and the id sequences are dumped, and
 #      retries.workers has busy_time, which counts the time the workers
 #      spent on calls under 1.0 too (the library serves both versions);
+#      and 1.2's: a schedule fires in the updated database;
 #   e. pg_dump of the upgraded database restores into a new database, whose
 #      calls and policies read the same and whose new calls run.
 
@@ -196,8 +197,9 @@ is( $node->safe_psql(
 SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
   FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
 	'{retries.attempt_data,retries.call_data,retries.call_data_id_seq,'
-	  . 'retries.policy_data,retries.policy_data_id_seq}',
-	'1.1 dumps attempts and the id sequences too');
+	  . 'retries.policy_data,retries.policy_data_id_seq,'
+	  . 'retries.schedule_data,retries.schedule_data_id_seq}',
+	'1.1 dumps attempts and the id sequences too, 1.2 the schedules');
 is( $node->safe_psql('postgres', $workers_columns),
 	'pid,database,state,current_call,since,calls_run,errors,busy_time',
 	'1.1: retries.workers has busy_time');
@@ -219,6 +221,17 @@ SELECT has_table_privilege('public', c, 'SELECT')
   FROM unnest('{retries.calls,retries.policies,retries.stats,retries.workers}'::regclass[]) c
  GROUP BY 1}),
 	't', 'the views made again are readable by everyone');
+unlike(slurp_file($node->logfile), qr/deadlock detected/,
+	'the update and the workers never deadlocked');
+
+# 1.2: a schedule fires in the updated database, in workers that the
+# update did not restart, and its calls name it in retries.calls
+$node->safe_psql('postgres',
+	"SELECT retries.schedule('after update', 'work(bigint)', '1s', '[900]')");
+wait_until($node, 'postgres',
+	"SELECT count(*) > 0 FROM retries.calls WHERE schedule = 'after update' AND state = 'succeeded'",
+	't', '1.2: a schedule fires after the update');
+$node->safe_psql('postgres', "SELECT retries.unschedule('after update')");
 
 ###########################################################################
 # e. a dump of the upgraded database restores
