@@ -82,7 +82,8 @@ extern void retries_wake_at_commit(void);
 /* schedule.c */
 extern uint64 retries_policy_generation;
 extern bool retries_insert_fired_call(Oid fnoid, Datum args, Oid role,
-									  int64 schedule_id, int64 *id);
+									  int64 schedule_id, TimestampTz run_at,
+									  int64 *id);
 
 /* schedules.c */
 extern TimestampTz retries_fire_schedules(TimestampTz now, bool *waiting);

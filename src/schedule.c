@@ -389,7 +389,8 @@ retries_call(PG_FUNCTION_ARGS)
 
 /*
  * retries_insert_fired_call -- schedule a call of fnoid with arguments
- * already in canonical form, as 'role', due now, for schedule 'schedule_id'
+ * already in canonical form, as 'role', due at run_at (not before now), for
+ * schedule 'schedule_id'
  * (see schedules.c); false, and nothing scheduled, if fnoid has no current
  * policy
  *
@@ -400,7 +401,7 @@ retries_call(PG_FUNCTION_ARGS)
  */
 bool
 retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
-						  int64 *id)
+						  TimestampTz run_at, int64 *id)
 {
 	int32		policy_id;
 	Datum		max_attempts;
@@ -408,14 +409,16 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 	Datum		values[7];
 	char		nulls[7];
 
-	if (!current_policy(fnoid, NULL, &policy_id, &max_attempts, &unlimited))
+	/* many firings of one function in one statement read its policy once */
+	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL,
+						&policy_id, &max_attempts, &unlimited))
 		return false;
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = Int32GetDatum(policy_id);
 	values[1] = args;
 	values[2] = max_attempts;
 	nulls[2] = unlimited ? 'n' : ' ';
-	values[3] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[3] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
 	values[4] = ObjectIdGetDatum(role);
 	values[5] = (Datum) 0;
 	nulls[5] = 'n';

@@ -23,6 +23,15 @@
  * for any call.  The fired call is an ordinary call of the role, due now,
  * under the function's current policy.
  *
+ * Ahead of time.  A firing is made up to FIRE_AHEAD_USECS (half a second)
+ * before its time, as a call due at that time, so that the call starts on
+ * the dot, through the claim path that picks up due calls within a
+ * millisecond, and the firing's own work is done by then.  Only a firing
+ * that overlap lets go now is made early: if the previous call is still
+ * unfinished (and overlap is not 'allow'), it is decided when due.
+ * Pausing, replacing or dropping a schedule leaves a call already made for
+ * the next half second alone.
+ *
  * Missed firings.  A firing that a worker sees more than FIRING_SLACK
  * after its time (the server was down, retries.enabled was off, every
  * worker was busy) is missed, unless it is the latest one due and within
@@ -46,6 +55,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -65,6 +75,8 @@ PG_FUNCTION_INFO_V1(retries_trigger);
 
 /* How late a firing may be seen and still be on time, catch_up aside */
 #define FIRING_SLACK_USECS		(1 * USECS_PER_SEC)
+/* How long before its time a firing makes its call */
+#define FIRE_AHEAD_USECS		(500 * INT64CONST(1000))
 /* Most schedules one firing transaction handles */
 #define FIRE_BATCH				1000
 /* Most missed firings of a cron schedule counted one by one */
@@ -407,7 +419,8 @@ trigger_action(const FoundSchedule *found, Datum *result)
 	int64		call_id;
 
 	if (!retries_insert_fired_call(found->fn, found->args, found->owner,
-								   found->id, &call_id))
+								   found->id, GetCurrentTransactionStartTimestamp(),
+								   &call_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(found->fn)),
@@ -568,14 +581,15 @@ advance(Firing *f, TimestampTz now)
 }
 
 /*
- * fire -- make the schedule's call, unless its function lost its policy
+ * fire -- make the schedule's call, due at 'at', unless its function lost
+ * its policy
  */
 static void
-fire(Firing *f)
+fire(Firing *f, TimestampTz at)
 {
 	int64		call_id;
 
-	if (!retries_insert_fired_call(f->fn, f->args, f->owner, f->id, &call_id))
+	if (!retries_insert_fired_call(f->fn, f->args, f->owner, f->id, at, &call_id))
 	{
 		ereport(LOG,
 				(errmsg("retries: schedule \"%s\" skipped a firing: function %s is not annotated",
@@ -590,87 +604,154 @@ fire(Firing *f)
 }
 
 /*
- * fire_one -- decide and make the firings of one locked schedule, and
- * write what changed
+ * fire_one -- decide and make the firings of one locked schedule whose
+ * next_run is before 'horizon' (see "Ahead of time" at the top); false if
+ * nothing about it changed.  *wait_until is lowered to the time a schedule
+ * that could not be fired ahead must be looked at again.
  */
-static void
-fire_one(Firing *f, TimestampTz now)
+static bool
+fire_one(Firing *f, TimestampTz now, TimestampTz horizon, TimestampTz *wait_until)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[8] = {INT8OID, TIMESTAMPTZOID, BOOLOID, INT8OID,
-	INT8OID, INT8OID, INT8OID, BOOLOID};
-	Datum		values[8];
-	char		nulls[8] = "        ";
-	bool		due = f->next_run <= now;
-	bool		on_time = due && advance(f, now);
 	bool		was_queued = f->queued;
+	bool		due = f->next_run <= now;
+	bool		on_time = false;
+	TimestampTz at = now;
 
 	/* a queued firing whose wait is over goes first */
-	if (f->queued && !f->busy && !f->paused)
+	if (f->queued && !f->busy)
 	{
 		f->queued = false;
-		fire(f);
+		fire(f, now);
 	}
+	if (due)
+		on_time = advance(f, now);
+	else if (!f->busy || f->overlap == 'a')
+	{
+		/* ahead of its time: the call waits for it in the table */
+		at = f->next_run;
+		on_time = advance(f, f->next_run);
+	}
+	else if (f->next_run < *wait_until)
+		*wait_until = f->next_run;	/* decided when due, as overlap says */
+
 	if (on_time && !f->paused)
 	{
 		if (!f->busy || f->overlap == 'a')
-			fire(f);
+			fire(f, at);
 		else if (f->overlap == 'q' && !f->queued)
 			f->queued = true;
 		else
 			f->skipped++;
 	}
+	Assert(f->paused || !due || f->next_run > now);
+	return due || on_time || f->fired > 0 || f->paused || f->queued != was_queued;
+}
 
-	if (!due && f->fired == 0 && !f->paused && f->queued == was_queued)
-		return;					/* a queue still waiting: nothing changed */
+/* The columns of schedule_data that a firing changes, one array each */
+enum
+{
+	FC_ID, FC_NEXT_RUN, FC_QUEUED, FC_LAST_CALL, FC_FIRED, FC_SKIPPED,
+	FC_MISSED, FC_PAUSED, FC_NCOLUMNS
+};
 
-	values[0] = Int64GetDatum(f->id);
-	values[1] = TimestampTzGetDatum(f->next_run);
-	values[2] = BoolGetDatum(f->queued);
-	values[3] = Int64GetDatum(f->last_call);
-	nulls[3] = f->last_call == 0 ? 'n' : ' ';
-	values[4] = Int64GetDatum(f->fired);
-	values[5] = Int64GetDatum(f->skipped);
-	values[6] = Int64GetDatum(f->missed);
-	values[7] = BoolGetDatum(f->paused);
+/*
+ * write_firings -- write what the firings of fs[0..n-1] changed, in one
+ * statement
+ */
+static void
+write_firings(const Firing *fs, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[FC_NCOLUMNS] = {INT8OID, TIMESTAMPTZOID, BOOLOID,
+	INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID};
+	Oid			argtypes[FC_NCOLUMNS];
+	Datum		values[FC_NCOLUMNS];
+	Datum	   *cols[FC_NCOLUMNS];
+	bool	   *nulls[FC_NCOLUMNS];
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	if (n == 0)
+		return;
+	for (int c = 0; c < FC_NCOLUMNS; c++)
+	{
+		cols[c] = palloc(sizeof(Datum) * n);
+		nulls[c] = palloc0(sizeof(bool) * n);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		cols[FC_ID][i] = Int64GetDatum(fs[i].id);
+		cols[FC_NEXT_RUN][i] = TimestampTzGetDatum(fs[i].next_run);
+		cols[FC_QUEUED][i] = BoolGetDatum(fs[i].queued);
+		cols[FC_LAST_CALL][i] = Int64GetDatum(fs[i].last_call);
+		nulls[FC_LAST_CALL][i] = fs[i].last_call == 0;
+		cols[FC_FIRED][i] = Int64GetDatum(fs[i].fired);
+		cols[FC_SKIPPED][i] = Int64GetDatum(fs[i].skipped);
+		cols[FC_MISSED][i] = Int64GetDatum(fs[i].missed);
+		cols[FC_PAUSED][i] = BoolGetDatum(fs[i].paused);
+	}
+	for (int c = 0; c < FC_NCOLUMNS; c++)
+	{
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+
+		get_typlenbyvalalign(types[c], &typlen, &typbyval, &typalign);
+		argtypes[c] = get_array_type(types[c]);
+		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs,
+													   types[c], typlen, typbyval,
+													   typalign));
+	}
 	retries_prepare_kept(&plan,
-						 "UPDATE retries.schedule_data SET next_run = $2, queued = $3,"
-						 " last_call = coalesce($4, last_call),"
-						 " last_run = CASE WHEN $4 IS NULL THEN last_run ELSE pg_catalog.now() END,"
-						 " firings = firings OPERATOR(pg_catalog.+) $5,"
-						 " skipped = skipped OPERATOR(pg_catalog.+) $6,"
-						 " missed = missed OPERATOR(pg_catalog.+) $7,"
-						 " paused = paused OR $8"
-						 " WHERE id OPERATOR(pg_catalog.=) $1",
-						 8, argtypes);
-	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not update schedule " INT64_FORMAT, f->id);
+						 "UPDATE retries.schedule_data s SET next_run = d.next_run,"
+						 " queued = d.queued, last_call = coalesce(d.last_call, s.last_call),"
+						 " last_run = CASE WHEN d.last_call IS NULL THEN s.last_run"
+						 "  ELSE pg_catalog.now() END,"
+						 " firings = s.firings OPERATOR(pg_catalog.+) d.fired,"
+						 " skipped = s.skipped OPERATOR(pg_catalog.+) d.skipped,"
+						 " missed = s.missed OPERATOR(pg_catalog.+) d.missed,"
+						 " paused = s.paused OR d.paused"
+						 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+						 "  pg_catalog.unnest($3), pg_catalog.unnest($4),"
+						 "  pg_catalog.unnest($5), pg_catalog.unnest($6),"
+						 "  pg_catalog.unnest($7), pg_catalog.unnest($8))"
+						 "  AS d(id, next_run, queued, last_call, fired, skipped, missed, paused)"
+						 " WHERE s.id OPERATOR(pg_catalog.=) d.id",
+						 FC_NCOLUMNS, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != (uint64) n)
+		elog(ERROR, "retries: could not update %d fired schedules", n);
 }
 
 /*
- * fire_rows -- fire the schedules that 'plan' locks, given now and the
- * batch size; returns how many it found
+ * fire_rows -- fire the schedules that 'plan' locks, given now, the
+ * horizon of firings ahead of time and the batch size; returns how many it
+ * found
  */
 static uint64
-fire_rows(SPIPlanPtr plan, TimestampTz now)
+fire_rows(SPIPlanPtr plan, TimestampTz now, TimestampTz horizon,
+		  TimestampTz *wait_until)
 {
-	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(FIRE_BATCH)};
+	Datum		values[2] = {TimestampTzGetDatum(horizon), Int32GetDatum(FIRE_BATCH)};
 	SPITupleTable *rows;
 	uint64		n;
+	Firing	   *fs;
+	int			changed = 0;
 
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the due schedules");
 	/* the rows stay until SPI_finish(), whatever runs after */
 	rows = SPI_tuptable;
 	n = SPI_processed;
+	fs = palloc(sizeof(Firing) * Max(n, 1));
 	for (uint64 i = 0; i < n; i++)
 	{
-		Firing		f;
-
 		CHECK_FOR_INTERRUPTS();
-		read_firing(rows->vals[i], rows->tupdesc, &f);
-		fire_one(&f, now);
+		read_firing(rows->vals[i], rows->tupdesc, &fs[changed]);
+		if (fire_one(&fs[changed], now, horizon, wait_until))
+			changed++;
 	}
+	write_firings(fs, changed);
 	return n;
 }
 
@@ -683,12 +764,12 @@ fire_rows(SPIPlanPtr plan, TimestampTz now)
 	" FROM retries.schedule_data s"
 
 /*
- * retries_fire_schedules -- fire the schedules due by 'now' and the queued
- * ones whose previous call finished, in the caller's transaction (a
- * worker's, with SPI connected and a snapshot set, as the worker's
- * superuser)
+ * retries_fire_schedules -- fire the schedules due by 'now' or within
+ * FIRE_AHEAD_USECS of it, and the queued ones whose previous call
+ * finished, in the caller's transaction (a worker's, with SPI connected
+ * and a snapshot set, as the worker's superuser)
  *
- * Returns when the next schedule is due: 'now' if more are due than one
+ * Returns when to look again: 'now' if more were due than one
  * transaction takes, 0 if no schedule is active.  *waiting says whether a
  * queued firing waits for a call to finish.
  */
@@ -702,6 +783,9 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 	bool		isnull;
 	bool		queued_null;
 	Datum		next;
+	Datum		values[1];
+	TimestampTz horizon = now + FIRE_AHEAD_USECS;
+	TimestampTz wait_until = DT_NOEND;
 
 	retries_prepare_kept(&due_plan,
 						 FIRING_COLUMNS
@@ -718,23 +802,27 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 						 "  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
 						 " LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
 						 2, argtypes);
-	if (fire_rows(due_plan, now) == FIRE_BATCH)
+	if (fire_rows(due_plan, now, horizon, &wait_until) == FIRE_BATCH)
 	{
 		*waiting = true;
 		return now;
 	}
-	(void) fire_rows(queued_plan, now);
+	(void) fire_rows(queued_plan, now, horizon, &wait_until);
 
+	/* the first schedule beyond the horizon, to be fired ahead of its time */
 	retries_prepare_kept(&next_plan,
 						 "SELECT (SELECT min(next_run) FROM retries.schedule_data"
-						 "  WHERE NOT paused),"
+						 "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
 						 " EXISTS (SELECT FROM retries.schedule_data"
 						 "  WHERE queued AND NOT paused)",
-						 0, NULL);
-	if (SPI_execute_plan(next_plan, NULL, NULL, false, 1) != SPI_OK_SELECT)
+						 1, argtypes);
+	values[0] = TimestampTzGetDatum(horizon);
+	if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next schedule");
 	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	*waiting = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 										  SPI_tuptable->tupdesc, 2, &queued_null));
-	return isnull ? 0 : DatumGetTimestampTz(next);
+	if (!isnull)
+		wait_until = Min(wait_until, DatumGetTimestampTz(next) - FIRE_AHEAD_USECS);
+	return TIMESTAMP_NOT_FINITE(wait_until) ? 0 : wait_until;
 }

@@ -172,9 +172,11 @@ sub outage_test
 	# wait for a firing of both, then start the outage at once
 	my $fired = $node->safe_psql('postgres',
 		"SELECT sum(firings) FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')");
+	# (firings are made half a second ahead: wait for their calls to run)
 	wait_until($node, 'postgres',
 		"SELECT sum(firings) > $fired AND count(DISTINCT next_run) = 1"
-		  . " FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')",
+		  . " AND bool_and(last_state = 'succeeded')"
+		  . " FROM retries.schedules WHERE name IN ('catch', 'nocatch')",
 		't', "$label: both schedules fire");
 	my ($fired_before, $missed_before) = split /,/,
 	  $node->safe_psql('postgres', $difference);
