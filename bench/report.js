@@ -217,9 +217,16 @@ worker has touched, which is not a leak; private memory is RssAnon):
 |---|---:|---:|---:|---:|
 ${memory.join('\n')}
 
+## Recurring schedules
+
+Schedules firing every second and every minute, side by side with pg_cron,
+and 100,000 daily schedules beside ordinary calls:
+[benchmarks-schedules.md](benchmarks-schedules.md), written by
+\`bench/schedules\`, which \`bench/run\` runs last.
+
 ## Reproduce
 
-    bench/run            # as root or with sudo, about 20 minutes
+    bench/run            # as root or with sudo, about 20 minutes (and 15 for bench/schedules)
 
 It installs what it needs (PostgreSQL 15, gnuplot-nox, Node.js if missing,
 and graphile-worker and pg-boss from npm into \`bench/node_modules\`), builds
