@@ -43,6 +43,7 @@ CALL test.try($$SELECT retries.schedule('x', 'sched_note(text)', '0 * * * *', ca
 CALL test.try($$SELECT retries.schedule('x', 'sched_note(text)', '0 * * * *', '[1, 2]')$$);
 CALL test.try($$SELECT retries.schedule('x', 'sched_unannotated()', '0 * * * *')$$);
 CALL test.try($$SELECT retries.schedule('', 'sched_note(text)', '0 * * * *')$$);
+CALL test.try($$SELECT retries.schedule(repeat('n', 201), 'sched_note(text)', '0 * * * *')$$);
 CALL test.try($$SELECT retries.schedule('x', 'sched_note(text)', NULL)$$);
 CALL test.try($$SELECT retries.schedule('x', 12345, '0 * * * *')$$);
 SELECT count(*) AS schedules FROM retries.schedule_data;

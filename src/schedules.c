@@ -77,6 +77,8 @@ PG_FUNCTION_INFO_V1(retries_trigger);
 #define FIRING_SLACK_USECS		(1 * USECS_PER_SEC)
 /* How long before its time a firing makes its call */
 #define FIRE_AHEAD_USECS		(500 * INT64CONST(1000))
+/* Longest name of a schedule, in bytes */
+#define SCHEDULE_NAME_MAX		200
 /* Most schedules one firing transaction handles */
 #define FIRE_BATCH				1000
 /* Most missed firings of a cron schedule counted one by one */
@@ -203,6 +205,11 @@ retries_schedule(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid name: a schedule's name must not be empty")));
+	if (strlen(name) > SCHEDULE_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid name: a schedule's name must be at most %d bytes, not %zu",
+						SCHEDULE_NAME_MAX, strlen(name))));
 	check_function(fnoid);
 	retries_every_parse(every_text, &every);
 	tz = retries_time_zone(tz_name);
