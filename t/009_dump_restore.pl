@@ -231,7 +231,7 @@ $src->safe_psql('app',
 		q{SELECT retries.schedule('nightly', 'ok(int)', '30 2 * * *', '[7]', 'Europe/Paris', 'queue', '1 hour')}));
 $src->safe_psql('app',
 	as_role('bob',
-		q{SELECT retries.schedule('often', 'ok(int)', '5 minutes', '{"n": 8}');
+		q{SELECT retries.schedule('often', 'ok(int)', '5 minutes', '{"i": 8}');
 		  SELECT retries.pause_schedule('often');
 		  SELECT retries.trigger('often');}));
 my $schedules_query = q{
