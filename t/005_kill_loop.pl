@@ -375,11 +375,17 @@ SELECT id || ': succeeded at ' || attempts || ', fail_first ' || fail_first
 # line: that attempt is charged, as SPEC's crash rule says, though no process
 # logged its start.  Such a charge is made by the first worker after the
 # restart, before any call runs again, so it is accepted only for an attempt
-# that nobody started and that was charged in that window.
+# that nobody started and that was charged in that window.  Likewise a
+# worker stopped by SIGTERM in that same gap notes its attempt in shared
+# memory, and the worker that claims the call next charges it, whenever
+# that is: an attempt that nobody started is accepted if a worker was
+# stopped by SIGTERM and a worker logged the charge.
 my %started_by;		# "call/attempt" => [pids]
 my %last_line;		# pid => [start or end, "call/attempt"]
 my %charged_at_restart;	# "call/attempt" => 1
+my %charged;		# "call/attempt" => 1
 my $after_restart = 0;
+my $sigterms = grep { $_ eq 'TERM' } values %killed;
 for my $line (split /\n/, slurp_file($node->logfile))
 {
 	if ($line =~ /all server processes terminated; reinitializing/)
@@ -387,10 +393,10 @@ for my $line (split /\n/, slurp_file($node->logfile))
 		$after_restart = 1;
 		next;
 	}
-	if ($after_restart
-		&& $line =~ /LOG:  retries: attempt (\d+) of call (\d+) was interrupted/)
+	if ($line =~ /LOG:  retries: attempt (\d+) of call (\d+) was interrupted/)
 	{
-		$charged_at_restart{"$2/$1"} = 1;
+		$charged_at_restart{"$2/$1"} = 1 if $after_restart;
+		$charged{"$2/$1"} = 1;
 		next;
 	}
 	next unless $line =~ /\[(\d+)\] .*LOG:  kill-loop: (start|end) (\d+\/\d+)/;
@@ -409,7 +415,7 @@ my @unexplained =
 	my @starters = @{ $started_by{$key} // [] };
 	@starters
 	  ? !grep { $killed{$_} } @starters
-	  : !$charged_at_restart{$key};
+	  : !($charged_at_restart{$key} || ($sigterms && $charged{$key}));
   } sort keys %interrupted;
 is(join(', ', @unexplained), '',
 	'each interrupted attempt was started by a worker that was then killed');
