@@ -80,8 +80,11 @@ CREATE TABLE retries.schedule_data (
 	created_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	UNIQUE (owner, name)
 );
--- what the workers look for: the next firing, and firings waiting in a queue
+-- what the workers look for: the next firing, each role's due firings (taken
+-- in turns between roles), and firings waiting in a queue
 CREATE INDEX schedule_data_due ON retries.schedule_data (next_run) WHERE NOT paused;
+CREATE INDEX schedule_data_due_by_owner ON retries.schedule_data (owner, next_run)
+	WHERE NOT paused;
 CREATE INDEX schedule_data_queued ON retries.schedule_data (id) WHERE queued AND NOT paused;
 COMMENT ON TABLE retries.schedule_data IS
 	'recurring schedules; read it through retries.schedules';

@@ -23,7 +23,9 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -244,6 +246,33 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 		*plan = p;
 	}
 	return *plan;
+}
+
+/*
+ * retries_columns_to_arrays -- turn 'ncolumns' columns of 'n' rows each
+ * (cols[c][i], nulls[c][i], of types[c]) into one-dimensional arrays:
+ * values[c], of type argtypes[c], to pass to a statement that unnests them
+ * and writes all the rows at once
+ */
+void
+retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
+						  bool **nulls, int n, Oid *argtypes, Datum *values)
+{
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	for (int c = 0; c < ncolumns; c++)
+	{
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+
+		get_typlenbyvalalign(types[c], &typlen, &typbyval, &typalign);
+		argtypes[c] = get_array_type(types[c]);
+		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs,
+													   types[c], typlen, typbyval,
+													   typalign));
+	}
 }
 
 /*

@@ -701,25 +701,11 @@ write_outcomes(void)
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[OC_NCOLUMNS + 1];
 	Datum		values[OC_NCOLUMNS + 1];
-	int			dims[1];
-	int			lbs[1] = {1};
 
 	if (pending.lxid != retries_local_xid() || pending.n == 0)
 		return;
-	dims[0] = pending.n;
-	for (int c = 0; c < OC_NCOLUMNS; c++)
-	{
-		int16		typlen;
-		bool		typbyval;
-		char		typalign;
-
-		get_typlenbyvalalign(outcome_column_type[c], &typlen, &typbyval, &typalign);
-		argtypes[c] = get_array_type(outcome_column_type[c]);
-		values[c] = PointerGetDatum(construct_md_array(pending.values[c], pending.nulls[c],
-													   1, dims, lbs,
-													   outcome_column_type[c],
-													   typlen, typbyval, typalign));
-	}
+	retries_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
+							  pending.nulls, pending.n, argtypes, values);
 	/* and the most attempt rows kept per call */
 	argtypes[OC_NCOLUMNS] = INT4OID;
 	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);

@@ -70,6 +70,9 @@ extern long retries_ms_until(TimestampTz when);
 extern Datum retries_clamp_run_at(Datum run_at);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
+extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
+									  bool **nulls, int n, Oid *argtypes,
+									  Datum *values);
 
 /* call_args.c */
 extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
@@ -81,6 +84,8 @@ extern void retries_wake_at_commit(void);
 
 /* schedule.c */
 extern uint64 retries_policy_generation;
+extern void retries_require_policy(Oid fnoid, Snapshot stmt, int32 *policy_id,
+								   Datum *max_attempts, bool *unlimited);
 extern bool retries_insert_fired_call(Oid fnoid, Datum args, Oid role,
 									  int64 schedule_id, TimestampTz run_at,
 									  int64 *id);

@@ -118,6 +118,21 @@ current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
 }
 
 /*
+ * retries_require_policy -- current_policy(), raising 55000 if the function
+ * is not annotated
+ */
+void
+retries_require_policy(Oid fnoid, Snapshot stmt, int32 *policy_id,
+					   Datum *max_attempts, bool *unlimited)
+{
+	if (!current_policy(fnoid, stmt, policy_id, max_attempts, unlimited))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("function %s is not annotated", format_procedure(fnoid)),
+				 errhint("Its owner can give it a retry policy with retries.annotate().")));
+}
+
+/*
  * What insert_call_direct() needs to know about call_data, looked up again
  * whenever the table is not the one it was for (the extension was dropped
  * and created again).
@@ -362,11 +377,7 @@ retries_call(PG_FUNCTION_ARGS)
 	retries_become_owner(&save);
 	SPI_connect();
 
-	if (!current_policy(fnoid, stmt, &policy_id, &max_attempts, &unlimited))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("function %s is not annotated", format_procedure(fnoid)),
-				 errhint("Its owner can give it a retry policy with retries.annotate().")));
+	retries_require_policy(fnoid, stmt, &policy_id, &max_attempts, &unlimited);
 
 	values[0] = Int32GetDatum(policy_id);
 	values[1] = JsonbPGetDatum(args);

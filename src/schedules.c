@@ -12,10 +12,10 @@
  * Names are per role; the owner is current_user when it is made.
  *
  * Firing.  Every worker of a database, at the top of each of its loops,
- * runs retries_fire_schedules() in a short transaction of its own: it locks
- * the due schedules (FOR UPDATE SKIP LOCKED, so that two workers never take
- * the same one), makes each one's call and moves its next_run on, and
- * commits.  The call and the advance commit together or not at all, so a
+ * runs retries_fire_schedules() in a short transaction of its own: it finds
+ * the due schedules, in turns between their owners (find_due), locks them
+ * (FOR UPDATE SKIP LOCKED, so that two workers never take the same one),
+ * makes each one's call and moves its next_run on, and commits.  The call and the advance commit together or not at all, so a
  * firing happens once across crashes, restarts and promotion; a worker
  * killed in the middle leaves the schedule due, and the next worker fires
  * it.  A firing runs no user code: the arguments are already converted,
@@ -81,6 +81,8 @@ PG_FUNCTION_INFO_V1(retries_trigger);
 #define SCHEDULE_NAME_MAX		200
 /* Most schedules one firing transaction handles */
 #define FIRE_BATCH				1000
+/* How long to leave a full batch of due firings to the worker firing them */
+#define FIRE_BUSY_USECS			(10 * INT64CONST(1000))
 /* Most missed firings of a cron schedule counted one by one */
 #define MISSED_SCAN_MAX			1000000
 
@@ -112,31 +114,6 @@ check_function(Oid fnoid)
 	aclresult = retries_proc_aclcheck(fnoid, GetUserId(), ACL_EXECUTE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
-}
-
-/*
- * check_annotated -- raise 55000 unless the function has a current policy
- * (inside SPI, as the extension's owner)
- */
-static void
-check_annotated(Oid fnoid)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
-
-	retries_prepare_kept(&plan,
-						 "SELECT FROM retries.policy_data"
-						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
-						 " AND is_current",
-						 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look up the policy of function %u", fnoid);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("function %s is not annotated", format_procedure(fnoid)),
-				 errhint("Its owner can give it a retry policy with retries.annotate().")));
 }
 
 /*
@@ -182,6 +159,9 @@ retries_schedule(PG_FUNCTION_ARGS)
 	RetriesUserSwitch save;
 	bool		isnull;
 	int64		id;
+	int32		policy_id;
+	Datum		max_attempts;
+	bool		unlimited;
 
 	PreventCommandIfReadOnly("retries.schedule()");
 	PreventCommandDuringRecovery("retries.schedule()");
@@ -231,7 +211,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 
 	retries_become_owner(&save);
 	SPI_connect();
-	check_annotated(fnoid);
+	retries_require_policy(fnoid, NULL, &policy_id, &max_attempts, &unlimited);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = ObjectIdGetDatum(save.saved_userid);
@@ -675,8 +655,6 @@ write_firings(const Firing *fs, int n)
 	Datum		values[FC_NCOLUMNS];
 	Datum	   *cols[FC_NCOLUMNS];
 	bool	   *nulls[FC_NCOLUMNS];
-	int			dims[1] = {n};
-	int			lbs[1] = {1};
 
 	if (n == 0)
 		return;
@@ -697,18 +675,7 @@ write_firings(const Firing *fs, int n)
 		cols[FC_MISSED][i] = Int64GetDatum(fs[i].missed);
 		cols[FC_PAUSED][i] = BoolGetDatum(fs[i].paused);
 	}
-	for (int c = 0; c < FC_NCOLUMNS; c++)
-	{
-		int16		typlen;
-		bool		typbyval;
-		char		typalign;
-
-		get_typlenbyvalalign(types[c], &typlen, &typbyval, &typalign);
-		argtypes[c] = get_array_type(types[c]);
-		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs,
-													   types[c], typlen, typbyval,
-													   typalign));
-	}
+	retries_columns_to_arrays(FC_NCOLUMNS, types, cols, nulls, n, argtypes, values);
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.schedule_data s SET next_run = d.next_run,"
 						 " queued = d.queued, last_call = coalesce(d.last_call, s.last_call),"
@@ -731,15 +698,14 @@ write_firings(const Firing *fs, int n)
 }
 
 /*
- * fire_rows -- fire the schedules that 'plan' locks, given now, the
- * horizon of firings ahead of time and the batch size; returns how many it
- * found
+ * fire_rows -- fire the schedules that 'plan' locks, run with 'values',
+ * given now and the horizon of firings ahead of time; returns how many it
+ * locked
  */
 static uint64
-fire_rows(SPIPlanPtr plan, TimestampTz now, TimestampTz horizon,
+fire_rows(SPIPlanPtr plan, Datum *values, TimestampTz now, TimestampTz horizon,
 		  TimestampTz *wait_until)
 {
-	Datum		values[2] = {TimestampTzGetDatum(horizon), Int32GetDatum(FIRE_BATCH)};
 	SPITupleTable *rows;
 	uint64		n;
 	Firing	   *fs;
@@ -771,14 +737,74 @@ fire_rows(SPIPlanPtr plan, TimestampTz now, TimestampTz horizon,
 	" FROM retries.schedule_data s"
 
 /*
+ * find_due -- the ids of up to FIRE_BATCH schedules due by 'horizon',
+ * taken in turns between their owners: the earliest due of each owner,
+ * then the second earliest of each, and so on; without locking them
+ *
+ * One role's thousands of due schedules must not hold back another
+ * role's one.  The recursive CTE walks the owners through index
+ * schedule_data_due_by_owner, one probe each (the owners that have
+ * schedules, not their schedules), and each owner's due ones are read
+ * from the same index, earliest first, at most FIRE_BATCH of them.
+ * Returns an int8[]; *found is how many.
+ */
+static Datum
+find_due(TimestampTz horizon, int *found)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2] = {TimestampTzGetDatum(horizon), Int32GetDatum(FIRE_BATCH)};
+	Datum	   *ids;
+	int			n;
+
+	retries_prepare_kept(&plan,
+						 "WITH RECURSIVE owners(o) AS ("
+						 "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
+						 "   WHERE NOT paused ORDER BY owner LIMIT 1)"
+						 "  UNION ALL"
+						 "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
+						 "   WHERE NOT paused AND owner::pg_catalog.oid OPERATOR(pg_catalog.>) w.o"
+						 "   ORDER BY owner LIMIT 1)"
+						 "  FROM owners w WHERE w.o IS NOT NULL)"
+						 " SELECT d.id FROM owners w,"
+						 " LATERAL (SELECT id, next_run,"
+						 "   pg_catalog.row_number() OVER (ORDER BY owner, next_run) AS turn"
+						 "  FROM retries.schedule_data WHERE NOT paused"
+						 "  AND (owner::pg_catalog.oid, next_run)"
+						 "   OPERATOR(pg_catalog.>=) (w.o, '-infinity'::pg_catalog.timestamptz)"
+						 "  AND (owner::pg_catalog.oid, next_run)"
+						 "   OPERATOR(pg_catalog.<=) (w.o, $1)"
+						 "  ORDER BY owner, next_run LIMIT $2) d"
+						 " WHERE w.o IS NOT NULL"
+						 " ORDER BY d.turn, d.next_run LIMIT $2",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the due schedules");
+	n = (int) SPI_processed;
+	ids = palloc(sizeof(Datum) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	*found = n;
+	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
  * retries_fire_schedules -- fire the schedules due by 'now' or within
  * FIRE_AHEAD_USECS of it, and the queued ones whose previous call
  * finished, in the caller's transaction (a worker's, with SPI connected
  * and a snapshot set, as the worker's superuser)
  *
- * Returns when to look again: 'now' if more were due than one
- * transaction takes, 0 if no schedule is active.  *waiting says whether a
- * queued firing waits for a call to finish.
+ * The due ones are found in turns between roles (find_due), then locked
+ * (SKIP LOCKED: another worker is firing those) and fired.  Returns when
+ * to look again: 'now' if more were due than one transaction takes, 0 if
+ * no schedule is active.  *waiting says whether a queued firing waits for
+ * a call to finish.
  */
 TimestampTz
 retries_fire_schedules(TimestampTz now, bool *waiting)
@@ -787,19 +813,23 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 	static SPIPlanPtr queued_plan = NULL;
 	static SPIPlanPtr next_plan = NULL;
 	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
+	Oid			due_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		due_values[2];
+	int			found;
 	bool		isnull;
 	bool		queued_null;
 	Datum		next;
-	Datum		values[1];
+	Datum		values[2];
 	TimestampTz horizon = now + FIRE_AHEAD_USECS;
 	TimestampTz wait_until = DT_NOEND;
 
 	retries_prepare_kept(&due_plan,
 						 FIRING_COLUMNS
-						 " WHERE NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $1"
-						 " ORDER BY s.next_run LIMIT $2"
+						 " WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
+						 " ORDER BY s.next_run"
 						 " FOR UPDATE OF s SKIP LOCKED",
-						 2, argtypes);
+						 2, due_types);
 	retries_prepare_kept(&queued_plan,
 						 FIRING_COLUMNS
 						 " WHERE s.queued AND NOT s.paused"
@@ -809,12 +839,21 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 						 "  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
 						 " LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
 						 2, argtypes);
-	if (fire_rows(due_plan, now, horizon, &wait_until) == FIRE_BATCH)
+	due_values[0] = find_due(horizon, &found);
+	due_values[1] = TimestampTzGetDatum(horizon);
+	if (found == FIRE_BATCH)
 	{
-		*waiting = true;
+		/* more to fire: at once, or, if another worker holds these, soon */
+		*waiting = false;
+		if (fire_rows(due_plan, due_values, now, horizon, &wait_until) == 0)
+			return now + FIRE_BUSY_USECS;
 		return now;
 	}
-	(void) fire_rows(queued_plan, now, horizon, &wait_until);
+	if (found > 0)
+		(void) fire_rows(due_plan, due_values, now, horizon, &wait_until);
+	values[0] = TimestampTzGetDatum(horizon);
+	values[1] = Int32GetDatum(FIRE_BATCH);
+	(void) fire_rows(queued_plan, values, now, horizon, &wait_until);
 
 	/* the first schedule beyond the horizon, to be fired ahead of its time */
 	retries_prepare_kept(&next_plan,

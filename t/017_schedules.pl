@@ -9,7 +9,9 @@
 #      missed; with it the latest one fires once, right after the start;
 #   c. the same across a period of retries.enabled = off;
 #   d. a standby fires nothing; promoted, it fires the schedules it
-#      replayed, and the invariants of a. hold across the failover.
+#      replayed, and the invariants of a. hold across the failover;
+#   e. (before d.) one role's thousands of due schedules do not hold back
+#      another role's firing.
 
 use strict;
 use warnings;
@@ -232,6 +234,48 @@ is(accounted($node, '^(no)?catch$'), '',
 	'b, c: one call per firing, one effect per call, every occurrence accounted for');
 $node->safe_psql('postgres',
 	"SELECT retries.unschedule('catch'), retries.unschedule('nocatch')");
+
+###########################################################################
+# e. one role's many due schedules do not hold back another role's one:
+#    5,000 of role hog and one of role fair, all due (fair's the latest),
+#    appear together; fair's firing is in the first firing transaction
+#    (fewer than 1,000 of hog's calls made before it, in transactions that
+#    started earlier: call ids come from per-worker blocks of the
+#    sequence, so they do not tell), not after every one of hog's
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE hog;
+CREATE ROLE fair;
+GRANT INSERT ON fired TO hog, fair;
+BEGIN;
+SELECT count(retries.schedule('hog' || i, 'note(text)', '1h', '["hog"]',
+								catch_up => '1 day'))
+  FROM generate_series(1, 5000) i;
+SELECT retries.schedule('fair', 'note(text)', '1h', '["fair"]', catch_up => '1 day');
+UPDATE retries.schedule_data SET owner = 'hog', next_run = now() - interval '2 minutes'
+ WHERE name ~ '^hog';
+UPDATE retries.schedule_data SET owner = 'fair', next_run = now() - interval '1 minute'
+ WHERE name = 'fair';
+COMMIT;
+});
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.schedule_data"
+	  . " WHERE name ~ '^(hog|fair)' AND firings = 1", '5001',
+	'e: every schedule of both roles fires once');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM retries.call_data c"
+		  . " JOIN retries.schedule_data s ON s.id = c.schedule_id"
+		  . " WHERE s.name ~ '^hog' AND c.created_at < (SELECT f.created_at"
+		  . "  FROM retries.call_data f JOIN retries.schedule_data fs"
+		  . "  ON fs.last_call = f.id WHERE fs.name = 'fair')") < 1000,
+	1,
+	"e: fair's firing is made among the first 1,000, not behind hog's 5,000");
+$node->safe_psql('postgres',
+	"SELECT count(retries.unschedule(name)) FROM retries.schedule_data"
+	  . " WHERE name ~ '^(hog|fair)'");
 
 ###########################################################################
 # d. a standby fires nothing; promoted, it fires
