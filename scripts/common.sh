@@ -318,6 +318,18 @@ copy_tree() {
 		-cf - . | tar -C "$1" -xf -
 }
 
+# show_worker_errors FILE: the errors, warnings and retries' own messages
+# of the workers and the launcher anywhere in server log FILE (at most 200
+# lines), on stderr: a failure's cause is often older than a log's tail
+show_worker_errors() {
+	local hits
+	hits=$(grep -E 'retries (worker|launcher)\[[0-9]+\] (ERROR|WARNING|FATAL|PANIC|LOG:  retries:)' \
+		-- "$1" | head -n 200) || true
+	[ -n "$hits" ] || return 0
+	printf '\n======== %s: what the workers logged ========\n' "$1" >&2
+	printf '%s\n' "$hits" >&2
+}
+
 # show_check_logs DIR: the diffs and server logs that the suites of `make
 # installcheck` left in DIR (the last 200 lines of each), on stderr
 show_check_logs() {
@@ -326,6 +338,7 @@ show_check_logs() {
 		"$dir"/log/postmaster.log "$dir"/output_iso/log/postmaster.log \
 		"$dir"/tmp_check/log/*; do
 		[ -f "$f" ] || continue
+		case $f in *postmaster.log) show_worker_errors "$f" ;; esac
 		printf '\n======== %s (last 200 lines) ========\n' "${f#"$dir"/}" >&2
 		tail -n 200 -- "$f" >&2
 	done
