@@ -39,6 +39,7 @@ OBJS = \
 	src/call_args.o \
 	src/annotate.o \
 	src/schedule.o \
+	src/flow.o \
 	src/manage.o \
 	src/call_context.o \
 	src/shmem.o \
@@ -66,6 +67,7 @@ REGRESS = \
 	engine \
 	recurring \
 	schedules \
+	flow \
 	hostile
 
 REGRESS_OPTS = \

@@ -13,6 +13,12 @@
  * role's by more than a batch.  The library serves a database still at
  * 1.1 too, without the fair part (it looks for the index).
  *
+ * Flow control (SPEC "Flow control"): retries.pause() and resume(), and
+ * max_running on retries.annotate().  The calls of a function that is
+ * paused or limited carry its name in call_data.gate and wait held (out
+ * of the indexes the workers claim from) until the workers release them,
+ * no more at a time than the limit allows; see src/flow.c.
+ *
  * It also brings recurring schedules (SPEC "Recurring schedules"): a
  * table of schedules, the functions that manage them, the view
  * retries.schedules, and a column schedule_id in call_data naming the
@@ -28,11 +34,25 @@
 -- the update takes call_data's strongest lock before any other: CREATE
 -- INDEX below holds a SHARE lock, which, taken before ADD COLUMN's ACCESS
 -- EXCLUSIVE, deadlocked with workers writing their outcomes meanwhile.
-ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint;
+-- Flow control (see below): gate names the function whose limits or
+-- pause hold the call back, held says that they do now; a held call is in
+-- no index the workers claim from.
+ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint,
+	ADD COLUMN gate regprocedure,
+	ADD COLUMN held boolean NOT NULL DEFAULT false;
 
+-- what the workers claim from: due calls that nothing holds, earliest first
+DROP INDEX retries.call_data_due;
+CREATE INDEX call_data_due ON retries.call_data (next_attempt)
+	WHERE state = 'scheduled' AND NOT held;
 -- what fair claiming looks for: each role's earliest due call
 CREATE INDEX call_data_due_by_role ON retries.call_data (scheduled_by, next_attempt)
-	WHERE state = 'scheduled';
+	WHERE state = 'scheduled' AND NOT held;
+-- what a gate releases, earliest first, and what it has released
+CREATE INDEX call_data_held ON retries.call_data (gate, next_attempt)
+	WHERE state = 'scheduled' AND held;
+CREATE INDEX call_data_released ON retries.call_data (gate)
+	WHERE state = 'scheduled' AND NOT held AND gate IS NOT NULL;
 
 -----------------------------------------------------------------------
 -- Recurring schedules: their times
@@ -213,6 +233,17 @@ BEGIN
 	IF pg_catalog.to_regclass('retries.schedule_data') IS NULL THEN
 		RETURN;
 	END IF;
+	-- its held calls are let go, to fail as any call of a dropped function
+	UPDATE retries.call_data c
+	   SET gate = NULL, held = false
+	  FROM pg_catalog.pg_event_trigger_dropped_objects() d
+	 WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND c.gate = d.objid
+	   AND c.state = 'scheduled';
+	DELETE FROM retries.flow_data f
+	 USING pg_catalog.pg_event_trigger_dropped_objects() d
+	 WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+	   AND f.fn = d.objid;
 	FOR gone IN
 		DELETE FROM retries.schedule_data s
 		 USING pg_catalog.pg_event_trigger_dropped_objects() d
@@ -227,3 +258,116 @@ END
 $$;
 COMMENT ON FUNCTION retries.forget_dropped_functions() IS
 	'event trigger: clear the annotations and drop the schedules of dropped functions';
+
+-----------------------------------------------------------------------
+-- Flow control
+-----------------------------------------------------------------------
+
+/*
+ * flow_data: one row per function that has been paused or limited.  A row
+ * whose function is neither paused nor limited any more stays: the
+ * workers release what it still holds.
+ */
+CREATE TABLE retries.flow_data (
+	fn				regprocedure PRIMARY KEY,
+	paused			boolean NOT NULL DEFAULT false,
+	max_running		integer CHECK (max_running > 0)
+);
+COMMENT ON TABLE retries.flow_data IS
+	'pauses and limits of functions; read them through retries.stats and retries.policies';
+REVOKE ALL ON retries.flow_data FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('retries.flow_data', '');
+
+CREATE FUNCTION retries.pause(fn regprocedure)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_pause'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.pause(regprocedure) IS
+	'hold the calls of a function: none starts until retries.resume(); true if it was not paused';
+
+CREATE FUNCTION retries.resume(fn regprocedure)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_resume'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.resume(regprocedure) IS
+	'let the calls of a paused function run again; true if it was paused';
+
+-- annotate gains max_running: a new signature, so the old one goes
+DROP FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
+							   float8, text, text[], interval, regprocedure, regprocedure);
+CREATE FUNCTION retries.annotate(fn regprocedure,
+								 policy text DEFAULT NULL,
+								 max_attempts integer DEFAULT NULL,
+								 min_delay interval DEFAULT NULL,
+								 max_delay interval DEFAULT NULL,
+								 multiplier float8 DEFAULT 2.0,
+								 jitter text DEFAULT 'none',
+								 retry_on text[] DEFAULT '{RT}',
+								 timeout interval DEFAULT NULL,
+								 on_exhausted regprocedure DEFAULT NULL,
+								 delay_fn regprocedure DEFAULT NULL,
+								 max_running integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_annotate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
+									 float8, text, text[], interval, regprocedure,
+									 regprocedure, integer) IS
+	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once';
+
+-- stats gains held (due calls held back now) and paused
+CREATE OR REPLACE VIEW retries.stats WITH (security_barrier) AS
+WITH visible AS (
+	SELECT c.id, c.next_attempt, p.fn, c.held,
+		   CASE WHEN c.state = 'scheduled'
+				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+				THEN 'running'::retries.call_state ELSE c.state END AS state
+	  FROM retries.call_data c
+	  JOIN retries.policy_data p ON p.id = c.policy_id
+	 WHERE retries.visible_role(c.scheduled_by)
+), by_call AS (
+	SELECT v.fn,
+		   count(*) FILTER (WHERE v.state = 'scheduled') AS scheduled,
+		   count(*) FILTER (WHERE v.state = 'running') AS running,
+		   count(*) FILTER (WHERE v.state = 'succeeded') AS succeeded,
+		   count(*) FILTER (WHERE v.state = 'failed') AS failed,
+		   count(*) FILTER (WHERE v.state = 'cancelled') AS cancelled,
+		   min(v.next_attempt) FILTER (WHERE v.state = 'scheduled'
+									  AND v.next_attempt <= pg_catalog.now()) AS oldest_due,
+		   count(*) FILTER (WHERE v.state = 'scheduled' AND v.held
+							AND v.next_attempt <= pg_catalog.now()) AS held
+	  FROM visible v
+	 GROUP BY v.fn
+), by_attempt AS (
+	SELECT v.fn,
+		   count(*) AS attempts,
+		   count(*) FILTER (WHERE a.attempt > 1) AS retries,
+		   avg(a.finished_at - a.started_at) AS mean_time,
+		   percentile_cont(0.95) WITHIN GROUP
+			   (ORDER BY a.finished_at - a.started_at) AS p95_time
+	  FROM visible v
+	  JOIN retries.attempt_data a ON a.call_id = v.id
+	 WHERE a.finished_at IS NOT NULL
+	 GROUP BY v.fn
+)
+SELECT c.fn,
+	   c.scheduled,
+	   c.running,
+	   c.succeeded,
+	   c.failed,
+	   c.cancelled,
+	   coalesce(a.attempts, 0) AS attempts,
+	   coalesce(a.retries, 0) AS retries,
+	   CASE WHEN c.succeeded + c.failed > 0
+			THEN round(c.succeeded::numeric / (c.succeeded + c.failed), 4)
+	   END AS success_ratio,
+	   a.mean_time AS mean_attempt_time,
+	   a.p95_time AS p95_attempt_time,
+	   pg_catalog.now() - c.oldest_due AS oldest_due_lag,
+	   c.held,
+	   coalesce(f.paused, false) AS paused
+  FROM by_call c
+  LEFT JOIN by_attempt a ON a.fn = c.fn
+  LEFT JOIN retries.flow_data f ON f.fn = c.fn;
+COMMENT ON VIEW retries.stats IS
+	'per function: calls by state, attempts, retries, success ratio, attempt times, the lag of the oldest due call, due calls held back and whether it is paused';

@@ -7,17 +7,6 @@ ALTER SYSTEM SET retries.enabled = on;
 SELECT pg_reload_conf();
 CALL test.workers_see(true);
 
--- wait_finished(id): wait until a call has succeeded, failed or been
--- cancelled
-CREATE PROCEDURE test.wait_finished(id bigint)
-LANGUAGE plpgsql AS $$
-BEGIN
-	CALL test.wait_for(format(
-		$q$(SELECT state IN ('succeeded', 'failed', 'cancelled')
-			 FROM retries.call_data WHERE id = %s)$q$, id));
-END
-$$;
-
 -- history(id): a call's attempts, with the delays as planned and as they
 -- happened (to 10 ms on a busy machine: the gap is checked separately)
 CREATE FUNCTION test.history(call bigint)
@@ -370,6 +359,5 @@ DROP FUNCTION ok(text), flaky(int), broken(), always_busy(), later(), linear(int
 	backwards(int, text, text);
 DROP TYPE engine_mood;
 DROP FUNCTION test.history(bigint), test.gaps_ok(bigint);
-DROP PROCEDURE test.wait_finished(bigint);
 DROP OWNED BY engine_user;
 DROP ROLE engine_user;

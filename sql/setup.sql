@@ -30,7 +30,7 @@ $$;
 CREATE PROCEDURE test.reset()
 LANGUAGE sql AS $$
 	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data,
-		retries.schedule_data RESTART IDENTITY;
+		retries.schedule_data, retries.flow_data RESTART IDENTITY;
 $$;
 
 -- stored(): how many rows the extension's tables hold, to show that a
@@ -58,6 +58,17 @@ BEGIN
 		END IF;
 		PERFORM pg_sleep(0.01);
 	END LOOP;
+END
+$$;
+
+-- wait_finished(id): wait until a call has succeeded, failed or been
+-- cancelled
+CREATE PROCEDURE test.wait_finished(id bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+	CALL test.wait_for(format(
+		$q$(SELECT state IN ('succeeded', 'failed', 'cancelled')
+			 FROM retries.call_data WHERE id = %s)$q$, id));
 END
 $$;
 

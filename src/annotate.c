@@ -51,7 +51,8 @@ enum
 	ANN_RETRY_ON,
 	ANN_TIMEOUT,
 	ANN_ON_EXHAUSTED,
-	ANN_DELAY_FN
+	ANN_DELAY_FN,
+	ANN_MAX_RUNNING				/* version 1.2 */
 };
 
 /* Most entries a retry_on list may have (normalizing it is quadratic) */
@@ -453,6 +454,56 @@ store_policy(Oid fnoid, const Policy *policy)
 }
 
 /*
+ * max_running_arg -- annotate()'s max_running, checked; 0 if not given (or
+ * if the database's extension is older than 1.2, which lacks it)
+ */
+static int32
+max_running_arg(FunctionCallInfo fcinfo)
+{
+	int32		max_running;
+
+	if (PG_NARGS() <= ANN_MAX_RUNNING || PG_ARGISNULL(ANN_MAX_RUNNING))
+		return 0;
+	max_running = PG_GETARG_INT32(ANN_MAX_RUNNING);
+	if (max_running < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid max_running: %d is not a positive number of attempts", max_running),
+				 errhint("Leave it NULL for no limit.")));
+	return max_running;
+}
+
+/*
+ * store_limits -- store the flow limits that annotate() was given; a
+ * function that they start to limit has the calls already scheduled held
+ * (see flow.c)
+ */
+static void
+store_limits(FunctionCallInfo fcinfo, Oid fnoid)
+{
+	int32		max_running = max_running_arg(fcinfo);
+	RetriesUserSwitch save;
+	bool		was_paused;
+
+	if (!retries_flow_available())
+		return;
+	retries_become_owner(&save);
+	SPI_connect();
+	if (max_running == 0)
+		retries_clear_limit(fnoid);
+	else if (!retries_set_gate(fnoid, NULL, max_running, &was_paused))
+	{
+		/* no retries.call() of it may be under way, unseen (see flow.c) */
+		LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessExclusiveLock);
+		retries_hold_calls(fnoid);
+	}
+	else
+		retries_wake_at_commit();	/* a new limit may leave more room */
+	SPI_finish();
+	retries_restore_user(&save);
+}
+
+/*
  * retries_annotate -- SQL function retries.annotate()
  *
  * Checks the function (exists, caller owns it, a worker can call it), builds
@@ -482,6 +533,7 @@ retries_annotate(PG_FUNCTION_ARGS)
 
 	build_policy(fcinfo, &policy);
 	store_policy(fnoid, &policy);
+	store_limits(fcinfo, fnoid);
 
 	PG_RETURN_VOID();
 }

@@ -21,6 +21,7 @@
 #include "catalog/pg_namespace.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -246,6 +247,64 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 		*plan = p;
 	}
 	return *plan;
+}
+
+/*
+ * retries_prepare_unheld -- retries_prepare_kept() of a query about the
+ * calls that the workers may claim or have claimed, whose text has flow
+ * control's parts in markers: NOT_HELD where it means "and no gate holds
+ * the call" (which the partial indexes of due calls need to be used), and
+ * HOLD_RETRIED in the SET list of an UPDATE of call_data c FROM done d,
+ * where it means "a gated call that is retried is held again".  They
+ * become those parts in a database whose extension has flow control
+ * (1.2), and nothing before.  plans[1] keeps the first, plans[0] the
+ * second.
+ */
+SPIPlanPtr
+retries_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
+{
+	static const struct
+	{
+		const char *marker;
+		const char *text;
+	}			parts[] = {
+		{NOT_HELD, " AND NOT held"},
+		{HOLD_RETRIED, ", held = d.state OPERATOR(pg_catalog.=) 'scheduled'"
+		" AND c.gate IS NOT NULL"},
+	};
+	bool		flow = retries_flow_available();
+	StringInfoData buf;
+	const char *p = query;
+
+	if (plans[flow] != NULL)
+		return plans[flow];
+	initStringInfo(&buf);
+	for (;;)
+	{
+		const char *hit = NULL;
+		size_t		which = 0;
+
+		for (size_t i = 0; i < lengthof(parts); i++)
+		{
+			const char *h = strstr(p, parts[i].marker);
+
+			if (h != NULL && (hit == NULL || h < hit))
+			{
+				hit = h;
+				which = i;
+			}
+		}
+		if (hit == NULL)
+			break;
+		appendBinaryStringInfo(&buf, p, hit - p);
+		if (flow)
+			appendStringInfoString(&buf, parts[which].text);
+		p = hit + strlen(parts[which].marker);
+	}
+	appendStringInfoString(&buf, p);
+	(void) retries_prepare_kept(&plans[flow], buf.data, nargs, argtypes);
+	pfree(buf.data);
+	return plans[flow];
 }
 
 /*

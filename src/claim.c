@@ -142,8 +142,9 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 int
 claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 {
-	static SPIPlanPtr find_plan = NULL;
-	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr find_plans[2];
+	static SPIPlanPtr lock_plans[2];
+	SPIPlanPtr	plan;
 	Oid			find_types[3] = {OIDOID, TIMESTAMPTZOID, INT4OID};
 	Datum		find_values[3];
 	Oid			lock_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
@@ -158,26 +159,26 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 	find_values[0] = ObjectIdGetDatum(*last_role);
 	find_values[1] = TimestampTzGetDatum(now);
 	find_values[2] = Int32GetDatum(Min(limit, HEADS_MAX_ROLES));
-	retries_prepare_kept(&find_plan,
+	plan = retries_prepare_unheld(find_plans,
 						 "WITH RECURSIVE"
 						 " after_last(role) AS ("
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 "   AND scheduled_by OPERATOR(pg_catalog.>) $1"
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  UNION ALL"
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 "   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  FROM after_last a WHERE a.role IS NOT NULL),"
 						 " up_to_last(role) AS ("
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  UNION ALL"
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 "   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
@@ -189,7 +190,7 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 						 "  LIMIT $3)"
 						 " SELECT r.role, h.id FROM roles r"
 						 " LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
-						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
 						 "   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
 						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
@@ -197,7 +198,7 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 						 "  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
 						 " ORDER BY r.lap, r.role",
 						 3, find_types);
-	if (SPI_execute_plan(find_plan, find_values, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(plan, find_values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for the due calls of each role");
 	if (SPI_processed == 0)
 		return 0;
@@ -222,16 +223,16 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 	lock_values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
 													 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	lock_values[1] = TimestampTzGetDatum(now);
-	retries_prepare_kept(&lock_plan,
+	plan = retries_prepare_unheld(lock_plans,
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
 						 " scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
 						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
 						 " FOR UPDATE SKIP LOCKED",
 						 2, lock_types);
-	if (SPI_execute_plan(lock_plan, lock_values, NULL, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(plan, lock_values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim the due calls of each role");
 	n = (int) SPI_processed;
 	for (int i = 0; i < n; i++)
@@ -261,18 +262,19 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 Claim *
 claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[2];
+	SPIPlanPtr	plan;
 	Oid			argtypes[3] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID};
 	CachedPlanSource *source;
 	ParamListInfo params;
 	Claim	   *claim;
 	MemoryContext oldcxt;
 
-	retries_prepare_kept(&plan,
+	plan = retries_prepare_unheld(plans,
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
 						 " scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
 						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
 						 " ORDER BY next_attempt"

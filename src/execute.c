@@ -698,7 +698,8 @@ log_trimming(void)
 static void
 write_outcomes(void)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[2];
+	SPIPlanPtr	plan;
 	Oid			argtypes[OC_NCOLUMNS + 1];
 	Datum		values[OC_NCOLUMNS + 1];
 
@@ -712,7 +713,7 @@ write_outcomes(void)
 	log_trimming();
 	pending.n = 0;
 
-	retries_prepare_kept(&plan,
+	plan = retries_prepare_unheld(plans,
 						 "WITH done AS ("
 						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
 						 "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
@@ -736,7 +737,7 @@ write_outcomes(void)
 						 "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
 						 "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
 						 "  last_message = coalesce(d.message, c.last_message),"
-						 "  updated_at = d.finished_at"
+						 "  updated_at = d.finished_at" HOLD_RETRIED
 						 " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
 						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
 						 "  finished_at, outcome, sqlstate, message, detail, hint, context,"

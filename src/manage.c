@@ -271,6 +271,8 @@ rearm_call(int64 id, Datum run_at)
 					" WHERE c.id OPERATOR(pg_catalog.=) $1"
 					" AND p.id OPERATOR(pg_catalog.=) c.policy_id",
 					call.id, run_at);
+		/* a call of a paused or limited function waits for its gate */
+		retries_gate_call(call.id);
 	}
 	else
 		ereport(ERROR,

@@ -70,6 +70,11 @@ extern long retries_ms_until(TimestampTz when);
 extern Datum retries_clamp_run_at(Datum run_at);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
+/* Markers of flow control's parts of queries (retries_prepare_unheld) */
+#define NOT_HELD " /*not held*/"
+#define HOLD_RETRIED " /*hold retried*/"
+extern SPIPlanPtr retries_prepare_unheld(SPIPlanPtr *plans, const char *query,
+										 int nargs, Oid *argtypes);
 extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
 									  bool **nulls, int n, Oid *argtypes,
 									  Datum *values);
@@ -78,14 +83,31 @@ extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **co
 extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
 extern List *call_args_build(Oid fnoid, Jsonb *args);
 
+/* flow.c */
+extern bool retries_flow_available(void);
+extern void retries_hold_calls(Oid fnoid);
+extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
+							 bool *was_paused);
+extern void retries_clear_limit(Oid fnoid);
+extern void retries_gate_call(int64 id);
+extern TimestampTz retries_release_held(TimestampTz now, bool *gated);
+
 /* hooks.c */
 extern void retries_install_hooks(void);
 extern void retries_wake_at_commit(void);
 
 /* schedule.c */
 extern uint64 retries_policy_generation;
-extern void retries_require_policy(Oid fnoid, Snapshot stmt, int32 *policy_id,
-								   Datum *max_attempts, bool *unlimited);
+/* What a new call takes from its function's current policy */
+typedef struct RetriesPolicyRef
+{
+	int32		policy_id;
+	int32		max_attempts;	/* 0 when unlimited */
+	bool		unlimited;
+	bool		gated;			/* a gate holds its calls (flow.c) */
+} RetriesPolicyRef;
+
+extern void retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);
 extern bool retries_insert_fired_call(Oid fnoid, Datum args, Oid role,
 									  int64 schedule_id, TimestampTz run_at,
 									  int64 *id);

@@ -21,11 +21,13 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/dependency.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -58,50 +60,76 @@ static struct
 	LocalTransactionId lxid;
 	CommandId	curcid;			/* of the calling statement's snapshot */
 	uint64		generation;
-	int32		policy_id;
-	int32		max_attempts;
-	bool		unlimited;
+	RetriesPolicyRef ref;
 }			last_policy;
 
 /*
- * current_policy -- id and attempt budget of a function's current policy;
- * false if it is not annotated
+ * current_policy -- id and attempt budget of a function's current policy,
+ * and whether a gate holds its calls (see flow.c); false if it is not
+ * annotated
  *
  * 'stmt' is the snapshot of the statement that called retries.call() (NULL
  * if there is none, which disables the reuse of the last lookup).
+ *
+ * Whether the function is gated is read under a share lock on the
+ * function, kept until the transaction ends, and with the latest snapshot:
+ * retries.pause() takes that lock exclusively before it holds the calls
+ * already made, so it sees every call made before it, and every call made
+ * after it sees the pause.
  */
 static bool
-current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
-			   bool *unlimited)
+current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr gated_plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 	bool		isnull;
+	bool		flow = retries_flow_available();
 
 	if (stmt != NULL && last_policy.fn == fnoid &&
 		last_policy.lxid == retries_local_xid() && last_policy.curcid == stmt->curcid &&
 		last_policy.generation == retries_policy_generation)
 	{
-		*policy_id = last_policy.policy_id;
-		*max_attempts = Int32GetDatum(last_policy.max_attempts);
-		*unlimited = last_policy.unlimited;
+		*ref = last_policy.ref;
 		return true;
 	}
 
-	retries_prepare_kept(&plan,
-				 "SELECT id, max_attempts FROM retries.policy_data"
-				 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
-				 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up the policy of function %u", fnoid);
+	if (flow)
+	{
+		LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessShareLock);
+		retries_prepare_kept(&gated_plan,
+							 "SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
+							 "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn"
+							 "  AND (f.paused OR f.max_running IS NOT NULL))"
+							 " FROM retries.policy_data p"
+							 " WHERE p.fn OPERATOR(pg_catalog.=) $1 AND p.is_current",
+							 1, argtypes);
+		if (SPI_execute_snapshot(gated_plan, values, NULL, GetLatestSnapshot(),
+								 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up the policy of function %u", fnoid);
+	}
+	else
+	{
+		retries_prepare_kept(&plan,
+							 "SELECT id, max_attempts, false FROM retries.policy_data"
+							 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
+							 1, argtypes);
+		if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up the policy of function %u", fnoid);
+	}
 	if (SPI_processed == 0)
 		return false;
 
-	*policy_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 1, &isnull));
-	*max_attempts = SPI_getbinval(SPI_tuptable->vals[0],
-								  SPI_tuptable->tupdesc, 2, unlimited);
+	ref->policy_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+	ref->max_attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 2,
+													&ref->unlimited));
+	if (ref->unlimited)
+		ref->max_attempts = 0;
+	ref->gated = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 3, &isnull));
 
 	last_policy.fn = InvalidOid;
 	if (stmt != NULL)
@@ -109,9 +137,7 @@ current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
 		last_policy.lxid = retries_local_xid();
 		last_policy.curcid = stmt->curcid;
 		last_policy.generation = retries_policy_generation;
-		last_policy.policy_id = *policy_id;
-		last_policy.max_attempts = *unlimited ? 0 : DatumGetInt32(*max_attempts);
-		last_policy.unlimited = *unlimited;
+		last_policy.ref = *ref;
 		last_policy.fn = fnoid;
 	}
 	return true;
@@ -122,10 +148,9 @@ current_policy(Oid fnoid, Snapshot stmt, int32 *policy_id, Datum *max_attempts,
  * is not annotated
  */
 void
-retries_require_policy(Oid fnoid, Snapshot stmt, int32 *policy_id,
-					   Datum *max_attempts, bool *unlimited)
+retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 {
-	if (!current_policy(fnoid, stmt, policy_id, max_attempts, unlimited))
+	if (!current_policy(fnoid, stmt, ref))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(fnoid)),
@@ -153,7 +178,9 @@ static struct
 				att_created_at,
 				att_updated_at,
 				att_scheduled_by,
-				att_schedule_id;	/* InvalidAttrNumber in a database at 1.1 */
+				att_schedule_id,	/* these three: InvalidAttrNumber at 1.1 */
+				att_gate,
+				att_held;
 }			call_data_info;
 
 /*
@@ -204,6 +231,8 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_updated_at = call_data_attnum(rel, "updated_at");
 		call_data_info.att_scheduled_by = call_data_attnum(rel, "scheduled_by");
 		call_data_info.att_schedule_id = get_attnum(relid, "schedule_id");
+		call_data_info.att_gate = get_attnum(relid, "gate");
+		call_data_info.att_held = get_attnum(relid, "held");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
@@ -242,6 +271,15 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 			elog(ERROR, "retries: column schedule_id of retries.call_data is missing");
 		SET_COLUMN(att_schedule_id, values[6]);
 	}
+	if (call_data_info.att_held != InvalidAttrNumber)
+	{
+		/* NOT NULL, and no executor here to fill in its default */
+		SET_COLUMN(att_held, values[8]);
+		if (nulls[7] != 'n')
+			SET_COLUMN(att_gate, values[7]);
+	}
+	else if (nulls[7] != 'n')
+		elog(ERROR, "retries: column gate of retries.call_data is missing");
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
 
@@ -262,20 +300,38 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 }
 
 /*
+ * set_policy_columns -- fill in the columns of a new call of fnoid that
+ * come from its current policy: policy_id, max_attempts, gate and held
+ */
+static void
+set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *nulls)
+{
+	values[0] = Int32GetDatum(ref->policy_id);
+	values[2] = Int32GetDatum(ref->max_attempts);
+	nulls[2] = ref->unlimited ? 'n' : ' ';
+	values[7] = ObjectIdGetDatum(fnoid);
+	nulls[7] = ref->gated ? ' ' : 'n';
+	values[8] = BoolGetDatum(ref->gated);
+	nulls[8] = ' ';
+}
+
+/*
  * insert_call -- insert the call; with a key, return the id of the role's
  * unfinished call with that key instead if there is one
  *
  * values and nulls (' ' or 'n') hold, in this order: policy_id, args,
- * max_attempts, next_attempt, scheduled_by, key and schedule_id (which
- * only keyless calls have).
+ * max_attempts, next_attempt, scheduled_by, key, schedule_id (which
+ * only keyless calls have), gate and held (see flow.c).
  */
 static int64
 insert_call(Datum *values, const char *nulls)
 {
 	static SPIPlanPtr insert_plan = NULL;
+	static SPIPlanPtr gated_insert_plan = NULL;
 	static SPIPlanPtr find_plan = NULL;
-	Oid			argtypes[6] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
-	OIDOID, TEXTOID};
+	Oid			argtypes[9] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
+	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID};
+	SPIPlanPtr	plan;
 	bool		isnull;
 
 	/* without a key, nothing can conflict */
@@ -283,19 +339,32 @@ insert_call(Datum *values, const char *nulls)
 		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
 								  values, nulls);
 
-	retries_prepare_kept(&insert_plan,
-				 "INSERT INTO retries.call_data"
-				 " (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
-				 " VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6)"
-				 " ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
-				 " WHERE key IS NOT NULL"
-				 " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
-				 " DO NOTHING RETURNING id",
-				 6, argtypes);
+	if (nulls[7] == 'n')
+		plan = retries_prepare_kept(&insert_plan,
+									"INSERT INTO retries.call_data"
+									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
+									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6)"
+									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
+									" WHERE key IS NOT NULL"
+									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+									" DO NOTHING RETURNING id",
+									6, argtypes);
+	else
+		plan = retries_prepare_kept(&gated_insert_plan,
+									"INSERT INTO retries.call_data"
+									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
+									"  gate, held)"
+									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
+									"  $8::pg_catalog.regprocedure, $9)"
+									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
+									" WHERE key IS NOT NULL"
+									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+									" DO NOTHING RETURNING id",
+									9, argtypes);
 
 	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
 	{
-		if (SPI_execute_plan(insert_plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert a call");
 		if (SPI_processed == 1)
 			break;
@@ -339,11 +408,9 @@ retries_call(PG_FUNCTION_ARGS)
 	Jsonb	   *args;
 	AclResult	aclresult;
 	HeapTuple	tup;
-	int32		policy_id;
-	Datum		max_attempts;
-	bool		unlimited;
-	Datum		values[7];
-	char		nulls[7];
+	RetriesPolicyRef ref;
+	Datum		values[9];
+	char		nulls[9];
 	Oid			userid = GetUserId();
 	Snapshot	stmt = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
 	RetriesUserSwitch save;
@@ -377,12 +444,10 @@ retries_call(PG_FUNCTION_ARGS)
 	retries_become_owner(&save);
 	SPI_connect();
 
-	retries_require_policy(fnoid, stmt, &policy_id, &max_attempts, &unlimited);
+	retries_require_policy(fnoid, stmt, &ref);
 
-	values[0] = Int32GetDatum(policy_id);
+	set_policy_columns(fnoid, &ref, values, nulls);
 	values[1] = JsonbPGetDatum(args);
-	values[2] = max_attempts;
-	nulls[2] = unlimited ? 'n' : ' ';
 	values[3] = retries_clamp_run_at(PG_GETARG_DATUM(2));
 	values[4] = ObjectIdGetDatum(userid);
 	values[5] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
@@ -414,21 +479,16 @@ bool
 retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 						  TimestampTz run_at, int64 *id)
 {
-	int32		policy_id;
-	Datum		max_attempts;
-	bool		unlimited;
-	Datum		values[7];
-	char		nulls[7];
+	RetriesPolicyRef ref;
+	Datum		values[9];
+	char		nulls[9];
 
 	/* many firings of one function in one statement read its policy once */
-	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL,
-						&policy_id, &max_attempts, &unlimited))
+	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))
 		return false;
 	memset(nulls, ' ', sizeof(nulls));
-	values[0] = Int32GetDatum(policy_id);
+	set_policy_columns(fnoid, &ref, values, nulls);
 	values[1] = args;
-	values[2] = max_attempts;
-	nulls[2] = unlimited ? 'n' : ' ';
 	values[3] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
 	values[4] = ObjectIdGetDatum(role);
 	values[5] = (Datum) 0;

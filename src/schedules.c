@@ -159,9 +159,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 	RetriesUserSwitch save;
 	bool		isnull;
 	int64		id;
-	int32		policy_id;
-	Datum		max_attempts;
-	bool		unlimited;
+	RetriesPolicyRef policy;
 
 	PreventCommandIfReadOnly("retries.schedule()");
 	PreventCommandDuringRecovery("retries.schedule()");
@@ -211,7 +209,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 
 	retries_become_owner(&save);
 	SPI_connect();
-	retries_require_policy(fnoid, NULL, &policy_id, &max_attempts, &unlimited);
+	retries_require_policy(fnoid, NULL, &policy);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = ObjectIdGetDatum(save.saved_userid);

@@ -62,7 +62,10 @@
  * batch, so that a long call never holds a schedule's row locked: when the
  * next one is due, when a firing waits in a queue, when woken, and at least
  * every FIRE_CHECK_MS.  An error there is logged and the worker tries
- * again later, while its batches go on.
+ * again later, while its batches go on.  The same transaction releases
+ * the held calls that the gates of paused or limited functions let go
+ * (flow.c); while a gate lets calls go, the worker also does it after
+ * each batch that ran calls, since their ends may leave it room.
  *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
@@ -165,6 +168,8 @@ static bool fire_waiting = false;
 static TimestampTz last_fire_check = 0;
 static bool fire_check = true;
 static int	fire_errors = 0;
+/* Whether a gate lets calls go, so that a batch's end may leave room */
+static bool gated = false;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -639,16 +644,17 @@ take_interrupted(Oid extension, int64 call_id, int32 attempt)
 static TimestampTz
 next_due(TimestampTz after)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[2];
+	SPIPlanPtr	plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1] = {TimestampTzGetDatum(after)};
 	bool		isnull;
 	Datum		d;
 
 	/* the first entry of the due index, whatever the statistics say */
-	retries_prepare_kept(&plan,
+	plan = retries_prepare_unheld(plans,
 						 "SELECT next_attempt FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
 						 " AND next_attempt OPERATOR(pg_catalog.>) $1"
 						 " ORDER BY next_attempt LIMIT 1",
 						 1, argtypes);
@@ -991,8 +997,15 @@ fire_step(void)
 		fire_waiting = false;
 		if (lock_extension() == my_extension &&
 			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())))
-			next_fire = retries_fire_schedules(GetCurrentTransactionStartTimestamp(),
-											   &fire_waiting);
+		{
+			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
+			TimestampTz release;
+
+			next_fire = retries_fire_schedules(tx_now, &fire_waiting);
+			release = retries_release_held(tx_now, &gated);
+			if (release != 0 && (next_fire == 0 || release < next_fire))
+				next_fire = release;
+		}
 		PopActiveSnapshot();
 		SPI_finish();
 		commit_transaction();
@@ -1185,10 +1198,12 @@ retries_worker_main(Datum main_arg)
 		/* paused: n and due stay 0, and the worker sleeps */
 		if (n < 0)
 			break;				/* the extension was dropped */
-		if (n > 0 && (due == 0 || fire_waiting))
+		if (n > 0 && gated)
+			fire_check = true;	/* the batch's calls may leave a gate room */
+		if (n > 0 && (due == 0 || fire_waiting || gated))
 			continue;			/* a full batch: more may be due; or a call
-								 * that a queued firing waits for may have
-								 * finished */
+								 * that a queued firing or a gate waits for
+								 * may have finished */
 		if (due != 0)
 			sleep_ms = Min(sleep_ms, retries_ms_until(due));
 		if (retries_enabled && next_fire != 0)

@@ -1,0 +1,430 @@
+/*-------------------------------------------------------------------------
+ *
+ * flow.c
+ *	  Flow control: retries.pause() and retries.resume(), the limit
+ *	  max_running that retries.annotate() sets, and the release of held
+ *	  calls that the workers do (SPEC "Flow control").
+ *
+ * Gates.  A function that is paused or limited has a row in
+ * retries.flow_data, its gate.  Each call of it is made with call_data.gate
+ * naming the function and held = true: a held call is in none of the
+ * indexes that the workers claim from (their predicates say NOT held), so
+ * held calls cost the claiming nothing, however many there are.  The
+ * workers release held calls (held = false), the earliest due first, no
+ * more at a time than the gate allows: none while it is paused, and while
+ * it is limited, max_running less those it released that are still
+ * scheduled (claimed, running, or waiting to be).  A released call is an
+ * ordinary due call: it is claimed, fairly between roles, as any other.
+ * An attempt that ends in a retry holds the call again (the outcome
+ * writer sets held back when gate is set), so a retried call re-enters the
+ * limit; one that ends for good leaves it.  So, at every moment,
+ *
+ *		attempts in flight <= released and still scheduled <= max_running
+ *
+ * and every number in it is in call_data, written in the transactions
+ * that change it: the bound holds across workers, crashes and restarts
+ * alike.  A held call is never claimed, so it is never charged an attempt.
+ *
+ * Releasing.  retries_release_held() runs in the workers' short
+ * transaction at the top of their loop (with the firing of schedules): it
+ * locks each gate row that is not paused (FOR UPDATE SKIP LOCKED: one
+ * worker releases for a gate at a time, and it counts what is released
+ * after it holds the lock, so two workers never both fill the same room),
+ * counts the released calls through index call_data_released (at most
+ * max_running rows) and releases the room's worth through index
+ * call_data_held.  The workers do this when woken (a call scheduled, a
+ * resume), after a batch, when the next held call falls due, and once a
+ * second at the latest.
+ *
+ * Pausing and limiting.  retries.call() reads whether a function is gated
+ * with its policy, holding a share lock on the function (as an object)
+ * until its transaction ends, and retries.pause(), or retries.annotate()
+ * when it starts limiting a function, takes that lock exclusively before
+ * it holds the calls already scheduled: no call can slip past a gate being
+ * closed.  Holding those calls waits for the ones that a worker has
+ * claimed (their rows are locked) to end their attempts, so that when
+ * pause() returns, no attempt of the function is running or will start.
+ * A gate that is neither paused nor limited any more keeps its row, and
+ * the workers release what it still holds, 1,000 calls a transaction.
+ *
+ * IDENTIFICATION
+ *	  src/flow.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "compat.h"
+#include "retries.h"
+
+PG_FUNCTION_INFO_V1(retries_pause);
+PG_FUNCTION_INFO_V1(retries_resume);
+
+/* Most calls one gate releases in one transaction */
+#define RELEASE_BATCH			1000
+
+/*
+ * retries_flow_available -- does this database's extension have flow
+ * control (version 1.2)?  The library serves databases still at 1.1.
+ */
+bool
+retries_flow_available(void)
+{
+	return OidIsValid(get_relname_relid("flow_data", retries_schema_oid()));
+}
+
+/*
+ * retries_hold_calls -- hold every scheduled call of fnoid that is not
+ * held, the released ones too, under gate fnoid
+ *
+ * Call it as the extension's owner, inside SPI, with the function locked
+ * exclusively (see the top of the file).  A call that a worker has claimed
+ * is waited for: its row is locked until its attempt ends.
+ */
+void
+retries_hold_calls(Oid fnoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
+
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.call_data SET gate = $1::pg_catalog.regprocedure,"
+						 " held = true"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						 " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+						 "  SELECT id FROM retries.policy_data"
+						 "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure))",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold the calls of function %u", fnoid);
+}
+
+/*
+ * retries_set_gate -- store fnoid's gate: paused (unless NULL, which keeps
+ * it) and max_running (0 for none, -1 to keep it); returns whether the
+ * gate was closed before (paused or limited), and *was_paused
+ *
+ * Call it as the extension's owner, inside SPI.
+ */
+bool
+retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, bool *was_paused)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[4] = {OIDOID, BOOLOID, INT4OID, BOOLOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	bool		isnull;
+	bool		was_limited;
+
+	values[0] = ObjectIdGetDatum(fnoid);
+	values[1] = BoolGetDatum(paused != NULL && *paused);
+	nulls[1] = paused == NULL ? 'n' : ' ';
+	values[2] = Int32GetDatum(max_running);
+	nulls[2] = max_running <= 0 ? 'n' : ' ';
+	values[3] = BoolGetDatum(max_running >= 0);
+	/* the old row, locked, then the new one */
+	retries_prepare_kept(&plan,
+						 "WITH old AS ("
+						 " SELECT paused, max_running FROM retries.flow_data"
+						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " FOR UPDATE),"
+						 " new AS ("
+						 " INSERT INTO retries.flow_data AS f (fn, paused, max_running)"
+						 " VALUES ($1::pg_catalog.regprocedure, coalesce($2, false),"
+						 "  CASE WHEN $4 THEN $3 END)"
+						 " ON CONFLICT (fn) DO UPDATE SET"
+						 "  paused = coalesce($2, f.paused),"
+						 "  max_running = CASE WHEN $4 THEN $3 ELSE f.max_running END)"
+						 " SELECT coalesce((SELECT paused FROM old), false),"
+						 "  (SELECT max_running FROM old) IS NOT NULL",
+						 4, argtypes);
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not store the gate of function %u", fnoid);
+	*was_paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+	was_limited = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 2, &isnull));
+	return *was_paused || was_limited;
+}
+
+/*
+ * retries_gate_call -- hold call 'id', scheduled again by retry_now(), if
+ * its function is gated now
+ *
+ * Call it as the extension's owner, inside SPI, with the call's row
+ * locked.  Takes the function's share lock, as retries.call() does, so
+ * that a pause either sees this call or is seen by it.
+ */
+void
+retries_gate_call(int64 id)
+{
+	static SPIPlanPtr fn_plan = NULL;
+	static SPIPlanPtr hold_plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	bool		isnull;
+	Oid			fnoid;
+
+	if (!retries_flow_available())
+		return;
+	retries_prepare_kept(&fn_plan,
+						 "SELECT p.fn::pg_catalog.oid FROM retries.call_data c"
+						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
+						 " WHERE c.id OPERATOR(pg_catalog.=) $1",
+						 1, argtypes);
+	if (SPI_execute_plan(fn_plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the function of call " INT64_FORMAT, id);
+	if (SPI_processed != 1)
+		return;
+	fnoid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+	LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessShareLock);
+	retries_prepare_kept(&hold_plan,
+						 "UPDATE retries.call_data c SET gate = p.fn, held = true"
+						 " FROM retries.policy_data p, retries.flow_data f"
+						 " WHERE c.id OPERATOR(pg_catalog.=) $1"
+						 " AND p.id OPERATOR(pg_catalog.=) c.policy_id"
+						 " AND f.fn OPERATOR(pg_catalog.=) p.fn"
+						 " AND (f.paused OR f.max_running IS NOT NULL)",
+						 1, argtypes);
+	if (SPI_execute_snapshot(hold_plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+}
+
+/*
+ * retries_clear_limit -- fnoid is no longer limited (if it has a gate)
+ *
+ * Call it as the extension's owner, inside SPI.
+ */
+void
+retries_clear_limit(Oid fnoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
+
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.flow_data SET max_running = NULL"
+						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " AND max_running IS NOT NULL",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not clear the limit of function %u", fnoid);
+	/* the workers release what it held */
+	if (SPI_processed > 0)
+		retries_wake_at_commit();
+}
+
+/*
+ * check_may_manage -- the function exists, and the caller owns it or is a
+ * retries_admin (or a superuser)
+ */
+static void
+check_may_manage(Oid fnoid)
+{
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fnoid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("fn: function with OID %u does not exist", fnoid)));
+	if (!retries_proc_ownercheck(fnoid, GetUserId()) &&
+		!retries_sees_all_calls(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of function %s or a member of retries_admin to pause or resume it",
+						format_procedure(fnoid))));
+}
+
+/*
+ * pause_or_resume -- what retries.pause() and resume() share
+ */
+static bool
+pause_or_resume(FunctionCallInfo fcinfo, bool pause)
+{
+	Oid			fnoid;
+	RetriesUserSwitch save;
+	bool		was_paused;
+
+	PreventCommandIfReadOnly(pause ? "retries.pause()" : "retries.resume()");
+	PreventCommandDuringRecovery(pause ? "retries.pause()" : "retries.resume()");
+	retries_check_not_null(fcinfo, 0, "fn");
+	fnoid = PG_GETARG_OID(0);
+	check_may_manage(fnoid);
+	if (!retries_flow_available())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pausing needs version 1.2 of extension retries"),
+				 errhint("ALTER EXTENSION retries UPDATE.")));
+
+	/* no retries.call() of it may be under way, unseen (see the top) */
+	LockDatabaseObject(ProcedureRelationId, fnoid, 0,
+					   pause ? AccessExclusiveLock : ShareUpdateExclusiveLock);
+	check_may_manage(fnoid);	/* dropped while we waited? */
+
+	retries_become_owner(&save);
+	SPI_connect();
+	(void) retries_set_gate(fnoid, &pause, -1, &was_paused);
+	if (pause)
+		retries_hold_calls(fnoid);
+	SPI_finish();
+	retries_restore_user(&save);
+
+	/* the workers release what it held */
+	if (!pause && was_paused)
+		retries_wake_at_commit();
+	return pause != was_paused;
+}
+
+/*
+ * retries_pause -- SQL function retries.pause(fn): no call of fn starts
+ * until retries.resume(fn); true if it was not paused
+ *
+ * Returns once no attempt of fn is running (it waits for those that are).
+ */
+Datum
+retries_pause(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(pause_or_resume(fcinfo, true));
+}
+
+/*
+ * retries_resume -- SQL function retries.resume(fn); true if it was paused
+ */
+Datum
+retries_resume(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(pause_or_resume(fcinfo, false));
+}
+
+/*
+ * release_gate -- release up to 'room' of fnoid's held calls due by now,
+ * earliest first; returns how many
+ */
+static uint64
+release_gate(Oid fnoid, int64 room, TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(fnoid);
+	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
+	values[2] = TimestampTzGetDatum(now);
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.call_data SET held = false"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
+						 "  SELECT id FROM retries.call_data"
+						 "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+						 "  AND next_attempt OPERATOR(pg_catalog.<=) $3"
+						 "  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
+						 " AND held",
+						 3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not release the calls of function %u", fnoid);
+	return SPI_processed;
+}
+
+/*
+ * retries_release_held -- release the held calls that the gates let go
+ * now, in the caller's transaction (a worker's, with SPI connected and a
+ * snapshot set, as the worker's superuser)
+ *
+ * Returns when to look again: 'now' if a gate had more to release than one
+ * transaction does, the time the next held call falls due, or 0 if none
+ * will before something wakes the workers.  *gated says whether any gate
+ * exists, which makes the worker look again after each batch.
+ */
+TimestampTz
+retries_release_held(TimestampTz now, bool *gated)
+{
+	static SPIPlanPtr gates_plan = NULL;
+	static SPIPlanPtr released_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	SPITupleTable *gates;
+	uint64		ngates;
+	TimestampTz again = 0;
+	bool		isnull;
+
+	*gated = false;
+	if (!retries_flow_available())
+		return 0;
+
+	retries_prepare_kept(&gates_plan,
+						 "SELECT fn::pg_catalog.oid, max_running FROM retries.flow_data"
+						 " WHERE NOT paused FOR UPDATE SKIP LOCKED",
+						 0, NULL);
+	if (SPI_execute_plan(gates_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the gates");
+	gates = SPI_tuptable;
+	ngates = SPI_processed;
+	*gated = ngates > 0;
+
+	retries_prepare_kept(&released_plan,
+						 "SELECT count(*) FROM retries.call_data"
+						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held",
+						 1, argtypes);
+	retries_prepare_kept(&next_plan,
+						 "SELECT min(next_attempt) FROM retries.call_data"
+						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+						 " AND next_attempt OPERATOR(pg_catalog.>) $2",
+						 2, argtypes);
+	for (uint64 i = 0; i < ngates; i++)
+	{
+		Oid			fnoid = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
+														   1, &isnull));
+		Datum		limit = SPI_getbinval(gates->vals[i], gates->tupdesc, 2, &isnull);
+		int64		room = RELEASE_BATCH;
+		uint64		released;
+
+		CHECK_FOR_INTERRUPTS();
+		values[0] = ObjectIdGetDatum(fnoid);
+		values[1] = TimestampTzGetDatum(now);
+		if (!isnull)
+		{
+			if (SPI_execute_plan(released_plan, values, NULL, false, 1) != SPI_OK_SELECT)
+				elog(ERROR, "retries: could not count the released calls");
+			room = DatumGetInt32(limit) -
+				DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
+			SPI_freetuptable(SPI_tuptable);
+		}
+		released = room > 0 ? release_gate(fnoid, room, now) : 0;
+		if (released == RELEASE_BATCH)
+			again = now;
+		else if (room <= 0 || released == (uint64) room || again == now)
+		{
+			/* full: a finishing call makes the worker look again */
+		}
+		else
+		{
+			Datum		next;
+
+			if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
+				elog(ERROR, "retries: could not find the next held call");
+			next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			if (!isnull && (again == 0 || DatumGetTimestampTz(next) < again))
+				again = DatumGetTimestampTz(next);
+			SPI_freetuptable(SPI_tuptable);
+		}
+	}
+	return again;
+}
