@@ -197,9 +197,9 @@ is( $node->safe_psql(
 SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
   FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
 	'{retries.attempt_data,retries.call_data,retries.call_data_id_seq,'
-	  . 'retries.policy_data,retries.policy_data_id_seq,'
+	  . 'retries.flow_data,retries.policy_data,retries.policy_data_id_seq,'
 	  . 'retries.schedule_data,retries.schedule_data_id_seq}',
-	'1.1 dumps attempts and the id sequences too, 1.2 the schedules');
+	'1.1 dumps attempts and the id sequences too, 1.2 the schedules and the gates');
 is( $node->safe_psql('postgres', $workers_columns),
 	'pid,database,state,current_call,since,calls_run,errors,busy_time',
 	'1.1: retries.workers has busy_time');

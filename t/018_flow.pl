@@ -1,0 +1,173 @@
+# Flow control holds across workers and crashes:
+#
+#   a. max_running 2 with 4 workers: each attempt samples, twice, how many
+#      attempts of its function are running (from retries.workers); none
+#      ever sees more than 2, while the same calls without the limit are
+#      seen 3 or 4 at once (so the sampling would catch an excess);
+#   b. a worker killed (SIGKILL) in the middle of a limited attempt: after
+#      the crash restart, the bound still holds, every call finishes, the
+#      killed attempt is charged as interrupted (and at most the other one
+#      in flight with it), and each call is charged only the attempts it
+#      ran;
+#   c. 2,000 calls of a paused function: none is claimed or charged while
+#      calls of another function run; resumed, each runs once.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+my $node = retries_node('main');
+$node->append_conf('postgresql.conf', "retries.max_workers = 4\n");
+$node->start;
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION retries;
+CREATE TABLE seen (fn text, call bigint, running integer);
+-- attempts of the functions called fname running now, this one included
+CREATE FUNCTION running_now(fname text) RETURNS integer LANGUAGE sql AS $$
+	SELECT count(*)::integer FROM retries.workers w
+	  JOIN retries.call_data c ON c.id = w.current_call
+	  JOIN retries.policy_data p ON p.id = c.policy_id
+	 WHERE w.state = 'running' AND p.fn::text LIKE fname || '(%'
+$$;
+CREATE FUNCTION limited(i integer, secs float8) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO seen VALUES ('limited', retries.current_call(), running_now('limited'));
+	PERFORM pg_sleep(secs);
+	INSERT INTO seen VALUES ('limited', retries.current_call(), running_now('limited'));
+END $$;
+CREATE FUNCTION free(i integer, secs float8) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO seen VALUES ('free', retries.current_call(), running_now('free'));
+	PERFORM pg_sleep(secs);
+	INSERT INTO seen VALUES ('free', retries.current_call(), running_now('free'));
+END $$;
+SELECT retries.annotate('limited(integer,float8)', '3 10ms', max_running => 2);
+SELECT retries.annotate('free(integer,float8)', '3 10ms');
+});
+wait_until($node, 'postgres', workers_query('postgres'), '4', 'four workers');
+
+sub all_done
+{
+	return "SELECT count(*) = 0 FROM retries.call_data WHERE state = 'scheduled'";
+}
+
+###########################################################################
+# a. the bound, sampled by the attempts themselves
+###########################################################################
+
+$node->safe_psql('postgres',
+	"SELECT count(retries.call('limited(integer,float8)', jsonb_build_array(i, 0.02)))"
+	  . " FROM generate_series(1, 100) i;"
+	  . " SELECT count(retries.call('free(integer,float8)', jsonb_build_array(i, 0.02)))"
+	  . " FROM generate_series(1, 100) i");
+wait_until($node, 'postgres', all_done(), 't', 'a: every call finishes',
+	120);
+my ($limited_max, $free_max) = split /\|/, $node->safe_psql('postgres',
+	"SELECT max(running) FILTER (WHERE fn = 'limited'),"
+	  . " max(running) FILTER (WHERE fn = 'free') FROM seen");
+ok($limited_max <= 2,
+	"a: no attempt of the limited function saw more than 2 running ($limited_max)");
+is($limited_max, 2, 'a: the limit is reached: 2 ran at once');
+ok($free_max >= 3,
+	"a: without the limit, 3 or more ran at once ($free_max): the sampling sees excess");
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM retries.calls WHERE state <> 'succeeded' OR attempts <> 1"),
+	'0',
+	'a: each call succeeded with one attempt');
+
+###########################################################################
+# b. a worker killed mid-attempt
+###########################################################################
+
+$node->safe_psql('postgres', 'TRUNCATE seen');
+$node->safe_psql('postgres',
+	"SELECT count(retries.call('limited(integer,float8)', jsonb_build_array(i, 0.2)))"
+	  . " FROM generate_series(1, 20) i");
+wait_until(
+	$node, 'postgres',
+	"SELECT count(*) > 0 FROM retries.workers w JOIN retries.call_data c"
+	  . " ON c.id = w.current_call WHERE w.state = 'running'",
+	't', 'b: a limited attempt is running');
+my $victim = $node->safe_psql('postgres',
+	"SELECT w.pid || ',' || w.current_call FROM retries.workers w"
+	  . " WHERE w.state = 'running' AND w.current_call IS NOT NULL LIMIT 1");
+my ($pid, $killed_call) = split /,/, $victim;
+kill 'KILL', $pid;
+wait_until($node, 'postgres', all_done(), 't',
+	'b: every call finishes after the crash restart', 120);
+is( $node->safe_psql('postgres',
+		"SELECT coalesce(max(running), 0) <= 2 FROM seen WHERE fn = 'limited'"),
+	't',
+	'b: no attempt saw more than 2 running, across the crash');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(a.outcome::text, ',' ORDER BY a.attempt)"
+		  . " FROM retries.attempts a WHERE a.call_id = $killed_call"),
+	'interrupted,succeeded',
+	'b: the killed attempt is charged as interrupted, then the call succeeds');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FILTER (WHERE a.outcome = 'interrupted') <= 2"
+		  . " AND count(*) FILTER (WHERE a.outcome NOT IN ('interrupted', 'succeeded')) = 0"
+		  . " FROM retries.attempts a JOIN retries.calls c ON c.id = a.call_id"
+		  . " WHERE c.fn = 'limited(integer,float8)'::regprocedure"),
+	't',
+	'b: the crash restart interrupted at most the 2 attempts in flight, nothing else failed');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM retries.calls c"
+		  . " WHERE c.fn = 'limited(integer,float8)'::regprocedure"
+		  . " AND (c.state <> 'succeeded' OR c.attempts <> (SELECT count(*)"
+		  . "  FROM retries.attempts a WHERE a.call_id = c.id)"
+		  . "  OR (SELECT count(*) FROM retries.attempts a WHERE a.call_id = c.id"
+		  . "   AND a.outcome = 'succeeded') <> 1)"),
+	'0',
+	'b: every call succeeded once, charged only the attempts it ran');
+
+###########################################################################
+# c. a paused function's calls are neither claimed nor charged
+###########################################################################
+
+$node->safe_psql('postgres',
+	"SELECT retries.pause('limited(integer,float8)');"
+	  . " TRUNCATE seen;"
+	  . " SELECT count(retries.call('limited(integer,float8)', jsonb_build_array(i, 0)))"
+	  . " FROM generate_series(1, 2000) i;"
+	  . " SELECT count(retries.call('free(integer,float8)', jsonb_build_array(i, 0)))"
+	  . " FROM generate_series(1, 200) i");
+wait_until($node, 'postgres',
+	"SELECT count(*) = 0 FROM retries.calls WHERE state = 'scheduled'"
+	  . " AND fn = 'free(integer,float8)'::regprocedure",
+	't', 'c: the other function\'s calls run');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) || ',' || sum(attempts) || ',' || bool_and(held)"
+		  . " FROM retries.call_data c JOIN retries.policy_data p ON p.id = c.policy_id"
+		  . " WHERE p.fn = 'limited(integer,float8)'::regprocedure AND c.state = 'scheduled'"),
+	'2000,0,true',
+	'c: all 2,000 calls of the paused function wait, held, with no attempt');
+is($node->safe_psql('postgres',
+		"SELECT held || ',' || paused FROM retries.stats"
+		  . " WHERE fn = 'limited(integer,float8)'::regprocedure"),
+	'2000,true', 'c: retries.stats says held 2000, paused');
+$node->safe_psql('postgres', "SELECT retries.resume('limited(integer,float8)')");
+wait_until($node, 'postgres', all_done(), 't', 'c: resumed, they all run', 120);
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) || ',' || count(DISTINCT call) FROM seen WHERE fn = 'limited'"),
+	'4000,2000',
+	'c: each ran once (two samples each)');
+is($node->safe_psql('postgres',
+		"SELECT coalesce(max(running), 0) <= 2 FROM seen WHERE fn = 'limited'"),
+	't', 'c: under the limit of 2 again');
+
+done_testing();
