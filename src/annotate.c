@@ -474,9 +474,8 @@ max_running_arg(FunctionCallInfo fcinfo)
 }
 
 /*
- * store_limits -- store the flow limits that annotate() was given; a
- * function that they start to limit has the calls already scheduled held
- * (see flow.c)
+ * store_limits -- store the flow limits that annotate() was given (see
+ * flow.c); the workers apply them to the attempts that start from then on
  */
 static void
 store_limits(FunctionCallInfo fcinfo, Oid fnoid)
@@ -491,14 +490,11 @@ store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 	SPI_connect();
 	if (max_running == 0)
 		retries_clear_limit(fnoid);
-	else if (!retries_set_gate(fnoid, NULL, max_running, &was_paused))
-	{
-		/* no retries.call() of it may be under way, unseen (see flow.c) */
-		LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessExclusiveLock);
-		retries_hold_calls(fnoid);
-	}
 	else
+	{
+		(void) retries_set_gate(fnoid, NULL, max_running, &was_paused);
 		retries_wake_at_commit();	/* a new limit may leave more room */
+	}
 	SPI_finish();
 	retries_restore_user(&save);
 }

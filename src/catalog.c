@@ -251,55 +251,29 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 
 /*
  * retries_prepare_unheld -- retries_prepare_kept() of a query about the
- * calls that the workers may claim or have claimed, whose text has flow
- * control's parts in markers: NOT_HELD where it means "and no gate holds
- * the call" (which the partial indexes of due calls need to be used), and
- * HOLD_RETRIED in the SET list of an UPDATE of call_data c FROM done d,
- * where it means "a gated call that is retried is held again".  They
- * become those parts in a database whose extension has flow control
- * (1.2), and nothing before.  plans[1] keeps the first, plans[0] the
- * second.
+ * calls that the workers may claim, whose text says NOT_HELD where it
+ * means "and no gate holds the call": that is "AND NOT held" in a
+ * database whose extension has flow control (1.2), which the partial
+ * indexes of due calls need to be used, and nothing before.  plans[1]
+ * keeps the first, plans[0] the second.
  */
 SPIPlanPtr
 retries_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
 {
-	static const struct
-	{
-		const char *marker;
-		const char *text;
-	}			parts[] = {
-		{NOT_HELD, " AND NOT held"},
-		{HOLD_RETRIED, ", held = d.state OPERATOR(pg_catalog.=) 'scheduled'"
-		" AND c.gate IS NOT NULL"},
-	};
 	bool		flow = retries_flow_available();
 	StringInfoData buf;
 	const char *p = query;
+	const char *hit;
 
 	if (plans[flow] != NULL)
 		return plans[flow];
 	initStringInfo(&buf);
-	for (;;)
+	while ((hit = strstr(p, NOT_HELD)) != NULL)
 	{
-		const char *hit = NULL;
-		size_t		which = 0;
-
-		for (size_t i = 0; i < lengthof(parts); i++)
-		{
-			const char *h = strstr(p, parts[i].marker);
-
-			if (h != NULL && (hit == NULL || h < hit))
-			{
-				hit = h;
-				which = i;
-			}
-		}
-		if (hit == NULL)
-			break;
 		appendBinaryStringInfo(&buf, p, hit - p);
 		if (flow)
-			appendStringInfoString(&buf, parts[which].text);
-		p = hit + strlen(parts[which].marker);
+			appendStringInfoString(&buf, " AND NOT held");
+		p = hit + strlen(NOT_HELD);
 	}
 	appendStringInfoString(&buf, p);
 	(void) retries_prepare_kept(&plans[flow], buf.data, nargs, argtypes);

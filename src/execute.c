@@ -713,7 +713,7 @@ write_outcomes(void)
 	log_trimming();
 	pending.n = 0;
 
-	plan = retries_prepare_unheld(plans,
+	plan = retries_prepare_kept(&plans[0],
 						 "WITH done AS ("
 						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
 						 "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
@@ -737,7 +737,7 @@ write_outcomes(void)
 						 "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
 						 "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
 						 "  last_message = coalesce(d.message, c.last_message),"
-						 "  updated_at = d.finished_at" HOLD_RETRIED
+						 "  updated_at = d.finished_at"
 						 " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
 						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
 						 "  finished_at, outcome, sqlstate, message, detail, hint, context,"
@@ -956,6 +956,18 @@ execute_attempt(RetriesCall *call)
 	else
 		pending_add(call, attempt, started_at, &out);	/* a retry */
 	return false;
+}
+
+/*
+ * execute_call_function -- the function a call calls, InvalidOid if its
+ * policy is gone (execute_attempt fails such a call)
+ */
+Oid
+execute_call_function(const RetriesCall *call)
+{
+	CachedPolicy *policy = get_policy(call->policy_id);
+
+	return policy != NULL ? policy->fn : InvalidOid;
 }
 
 /*

@@ -25,5 +25,6 @@ extern void execute_init(void);
 extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
 extern void execute_interrupted(RetriesCall *call, int32 attempt);
+extern Oid	execute_call_function(const RetriesCall *call);
 
 #endif							/* RETRIES_EXECUTE_H */

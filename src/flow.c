@@ -2,50 +2,50 @@
  *
  * flow.c
  *	  Flow control: retries.pause() and retries.resume(), the limit
- *	  max_running that retries.annotate() sets, and the release of held
- *	  calls that the workers do (SPEC "Flow control").
+ *	  max_running that retries.annotate() sets, and the holding and
+ *	  release of calls that the workers do (SPEC "Flow control").
  *
  * Gates.  A function that is paused or limited has a row in
- * retries.flow_data, its gate.  Each call of it is made with call_data.gate
- * naming the function and held = true: a held call is in none of the
+ * retries.flow_data, its gate.  A call can be held: call_data.held, with
+ * call_data.gate naming the function.  A held call is in none of the
  * indexes that the workers claim from (their predicates say NOT held), so
- * held calls cost the claiming nothing, however many there are.  The
- * workers release held calls (held = false), the earliest due first, no
- * more at a time than the gate allows: none while it is paused, and while
- * it is limited, max_running less those it released that are still
- * scheduled (claimed, running, or waiting to be).  A released call is an
- * ordinary due call: it is claimed, fairly between roles, as any other.
- * An attempt that ends in a retry holds the call again (the outcome
- * writer sets held back when gate is set), so a retried call re-enters the
- * limit; one that ends for good leaves it.  So, at every moment,
+ * held calls cost the claiming nothing, however many there are, and are
+ * never claimed, so never charged an attempt.
  *
- *		attempts in flight <= released and still scheduled <= max_running
+ * Pausing.  retries.pause() holds every scheduled call of the function,
+ * and a call made while it is paused is made held.  retries.call() reads
+ * whether a function is paused with its policy, under a share lock on the
+ * function (as an object) kept until its transaction ends, and pause()
+ * takes that lock exclusively before it holds the calls already made: no
+ * call slips past it.  Holding them waits for the calls that a worker has
+ * claimed (their rows are locked), so when pause() returns no attempt of
+ * the function runs.  A worker that claims a call of a function that its
+ * batch sees paused (a call made by a library older than 1.2, say) holds
+ * it instead of running it.
  *
- * and every number in it is in call_data, written in the transactions
- * that change it: the bound holds across workers, crashes and restarts
- * alike.  A held call is never claimed, so it is never charged an attempt.
+ * Limiting.  max_running is enforced when an attempt starts: the worker
+ * counts, under the exclusive LWLock of shared memory, the workers of the
+ * database running an attempt of the function, and enters only if there
+ * are fewer than max_running (retries_gate_enter, shmem.c); it leaves when
+ * the attempt ends.  Attempts in flight are exactly what the count sees,
+ * so the bound holds across workers, and a crash restart, which ends every
+ * attempt, starts the count afresh.  A call that finds no room is held
+ * (uncharged) and the worker goes on with its batch: calls of a function
+ * at its limit cost one write each, once, instead of being claimed again
+ * and again.  Calls of a limited function that finds room are never held,
+ * so a limit that does not bind costs nothing but the count.
  *
  * Releasing.  retries_release_held() runs in the workers' short
  * transaction at the top of their loop (with the firing of schedules): it
  * locks each gate row that is not paused (FOR UPDATE SKIP LOCKED: one
- * worker releases for a gate at a time, and it counts what is released
- * after it holds the lock, so two workers never both fill the same room),
- * counts the released calls through index call_data_released (at most
- * max_running rows) and releases the room's worth through index
- * call_data_held.  The workers do this when woken (a call scheduled, a
- * resume), after a batch, when the next held call falls due, and once a
- * second at the latest.
- *
- * Pausing and limiting.  retries.call() reads whether a function is gated
- * with its policy, holding a share lock on the function (as an object)
- * until its transaction ends, and retries.pause(), or retries.annotate()
- * when it starts limiting a function, takes that lock exclusively before
- * it holds the calls already scheduled: no call can slip past a gate being
- * closed.  Holding those calls waits for the ones that a worker has
- * claimed (their rows are locked) to end their attempts, so that when
- * pause() returns, no attempt of the function is running or will start.
- * A gate that is neither paused nor limited any more keeps its row, and
- * the workers release what it still holds, 1,000 calls a transaction.
+ * worker releases for a gate at a time) and releases (held = false) the
+ * earliest due of its held calls: all of them, 1,000 a transaction, for a
+ * gate that no longer limits; for a limited one, max_running less the
+ * attempts running and the calls released and not yet claimed, so that
+ * released calls rarely meet a full gate again.  The workers do this when
+ * woken (a call scheduled, a resume), after each batch while a gate lets
+ * calls go (its attempts' ends leave room), when the next held call falls
+ * due, and once a second at the latest.
  *
  * IDENTIFICATION
  *	  src/flow.c
@@ -68,6 +68,7 @@
 
 #include "compat.h"
 #include "retries.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(retries_pause);
 PG_FUNCTION_INFO_V1(retries_resume);
@@ -163,7 +164,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, bool *was_pau
 
 /*
  * retries_gate_call -- hold call 'id', scheduled again by retry_now(), if
- * its function is gated now
+ * its function is paused now
  *
  * Call it as the extension's owner, inside SPI, with the call's row
  * locked.  Takes the function's share lock, as retries.call() does, so
@@ -198,8 +199,7 @@ retries_gate_call(int64 id)
 						 " FROM retries.policy_data p, retries.flow_data f"
 						 " WHERE c.id OPERATOR(pg_catalog.=) $1"
 						 " AND p.id OPERATOR(pg_catalog.=) c.policy_id"
-						 " AND f.fn OPERATOR(pg_catalog.=) p.fn"
-						 " AND (f.paused OR f.max_running IS NOT NULL)",
+						 " AND f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused",
 						 1, argtypes);
 	if (SPI_execute_snapshot(hold_plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
@@ -311,6 +311,65 @@ retries_resume(PG_FUNCTION_ARGS)
 }
 
 /*
+ * retries_load_gates -- the gates that hold or limit something now, for a
+ * worker's batch: *gates (in the current memory context) and how many
+ *
+ * Called inside SPI, in the batch transaction; none in a database whose
+ * extension is older than 1.2.
+ */
+int
+retries_load_gates(RetriesGate **gates)
+{
+	static SPIPlanPtr plan = NULL;
+	int			n;
+
+	*gates = NULL;
+	if (!retries_flow_available())
+		return 0;
+	retries_prepare_kept(&plan,
+						 "SELECT fn::pg_catalog.oid, paused, coalesce(max_running, 0)"
+						 " FROM retries.flow_data WHERE paused OR max_running IS NOT NULL",
+						 0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the gates");
+	n = (int) SPI_processed;
+	if (n == 0)
+		return 0;
+	*gates = palloc(sizeof(RetriesGate) * n);
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		(*gates)[i].fn = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+		(*gates)[i].paused = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
+		(*gates)[i].max_running = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+/*
+ * retries_hold_call -- hold call 'id', which the worker claimed (its row is
+ * locked), under gate fnoid, instead of running it
+ */
+void
+retries_hold_call(int64 id, Oid fnoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8OID, OIDOID};
+	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(fnoid)};
+
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.call_data SET gate = $2::pg_catalog.regprocedure,"
+						 " held = true WHERE id OPERATOR(pg_catalog.=) $1",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+}
+
+/*
  * release_gate -- release up to 'room' of fnoid's held calls due by now,
  * earliest first; returns how many
  */
@@ -402,7 +461,7 @@ retries_release_held(TimestampTz now, bool *gated)
 		{
 			if (SPI_execute_plan(released_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 				elog(ERROR, "retries: could not count the released calls");
-			room = DatumGetInt32(limit) -
+			room = DatumGetInt32(limit) - retries_gate_running(fnoid) -
 				DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											SPI_tuptable->tupdesc, 1, &isnull));
 			SPI_freetuptable(SPI_tuptable);

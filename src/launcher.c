@@ -159,6 +159,7 @@ start_worker(Oid dboid, int slot_no)
 	w->assigned_at = GetCurrentTimestamp();
 	w->pid = 0;
 	w->latch = NULL;
+	w->gate_fn = InvalidOid;
 	SpinLockAcquire(&w->mutex);
 	w->state = WORKER_STARTING;
 	w->current_call = 0;

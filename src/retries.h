@@ -70,9 +70,8 @@ extern long retries_ms_until(TimestampTz when);
 extern Datum retries_clamp_run_at(Datum run_at);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
-/* Markers of flow control's parts of queries (retries_prepare_unheld) */
+/* Where a query about claimable calls means "and no gate holds it" */
 #define NOT_HELD " /*not held*/"
-#define HOLD_RETRIED " /*hold retried*/"
 extern SPIPlanPtr retries_prepare_unheld(SPIPlanPtr *plans, const char *query,
 										 int nargs, Oid *argtypes);
 extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
@@ -84,7 +83,16 @@ extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
 extern List *call_args_build(Oid fnoid, Jsonb *args);
 
 /* flow.c */
+typedef struct RetriesGate
+{
+	Oid			fn;
+	bool		paused;
+	int32		max_running;	/* 0 when not limited */
+} RetriesGate;
+
 extern bool retries_flow_available(void);
+extern int	retries_load_gates(RetriesGate **gates);
+extern void retries_hold_call(int64 id, Oid fnoid);
 extern void retries_hold_calls(Oid fnoid);
 extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
 							 bool *was_paused);
@@ -104,7 +112,7 @@ typedef struct RetriesPolicyRef
 	int32		policy_id;
 	int32		max_attempts;	/* 0 when unlimited */
 	bool		unlimited;
-	bool		gated;			/* a gate holds its calls (flow.c) */
+	bool		gated;			/* paused: new calls are made held (flow.c) */
 } RetriesPolicyRef;
 
 extern void retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);

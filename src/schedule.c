@@ -65,13 +65,13 @@ static struct
 
 /*
  * current_policy -- id and attempt budget of a function's current policy,
- * and whether a gate holds its calls (see flow.c); false if it is not
- * annotated
+ * and whether it is paused, so that its calls are made held (see flow.c);
+ * false if it is not annotated
  *
  * 'stmt' is the snapshot of the statement that called retries.call() (NULL
  * if there is none, which disables the reuse of the last lookup).
  *
- * Whether the function is gated is read under a share lock on the
+ * Whether the function is paused is read under a share lock on the
  * function, kept until the transaction ends, and with the latest snapshot:
  * retries.pause() takes that lock exclusively before it holds the calls
  * already made, so it sees every call made before it, and every call made
@@ -100,8 +100,7 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 		LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessShareLock);
 		retries_prepare_kept(&gated_plan,
 							 "SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
-							 "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn"
-							 "  AND (f.paused OR f.max_running IS NOT NULL))"
+							 "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused)"
 							 " FROM retries.policy_data p"
 							 " WHERE p.fn OPERATOR(pg_catalog.=) $1 AND p.is_current",
 							 1, argtypes);

@@ -263,6 +263,75 @@ retries_call_is_running(int64 call_id)
 }
 
 /*
+ * gate_running -- how many workers of this database run an attempt of
+ * limited function fnoid; the caller holds the LWLock
+ */
+static int
+gate_running(Oid fnoid)
+{
+	int			n = 0;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (w->in_use && w->dboid == MyDatabaseId && w->gate_fn == fnoid)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * retries_gate_running -- how many workers of this database run an attempt
+ * of limited function fnoid now (see flow.c)
+ */
+int
+retries_gate_running(Oid fnoid)
+{
+	int			n;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	n = gate_running(fnoid);
+	LWLockRelease(retries_shared->lock);
+	return n;
+}
+
+/*
+ * retries_gate_enter -- worker 'me' may start an attempt of fnoid, which
+ * at most max_running may run at once, if fewer run now: then it counts
+ * among them (until retries_gate_leave) and true is returned
+ *
+ * The count and the entry are one step under the exclusive LWLock, so two
+ * workers never both take the last room.
+ */
+bool
+retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running)
+{
+	bool		room;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	room = gate_running(fnoid) < max_running;
+	if (room)
+		me->gate_fn = fnoid;
+	LWLockRelease(retries_shared->lock);
+	return room;
+}
+
+/*
+ * retries_gate_leave -- worker 'me' has ended its attempt of a limited
+ * function
+ */
+void
+retries_gate_leave(RetriesWorker *me)
+{
+	if (!OidIsValid(me->gate_fn))
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	me->gate_fn = InvalidOid;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * retries_cancel_wait_begin -- announce that this backend's cancel() is
  * about to wait for the row of call_id (of the current database), so that
  * no worker starts another attempt of it meanwhile

@@ -87,6 +87,9 @@ typedef struct RetriesWorker
 	TimestampTz assigned_at;	/* when the launcher assigned it */
 	pid_t		pid;			/* 0 until the worker has started */
 	Latch	   *latch;
+	Oid			gate_fn;		/* the limited function whose attempt it
+								 * runs (see flow.c), set only by the worker
+								 * itself, under the LWLock */
 
 	/* under mutex: what the worker is doing */
 	slock_t		mutex;
@@ -155,6 +158,9 @@ extern void retries_wake_launcher(void);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);
+extern int	retries_gate_running(Oid fnoid);
+extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running);
+extern void retries_gate_leave(RetriesWorker *me);
 extern void retries_cancel_wait_begin(int64 call_id);
 extern void retries_cancel_wait_end(void);
 extern bool retries_cancel_waiting(int64 call_id);

@@ -723,6 +723,32 @@ prune(void)
 }
 
 /*
+ * pass_gate -- may the call's attempt start, as far as the gates of the
+ * batch say (see flow.c)?  If its function is paused, or limited and with
+ * no room, the call is held, uncharged, and false returned; if limited
+ * and with room, the worker counts among its attempts in flight until
+ * retries_gate_leave().
+ */
+static bool
+pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
+{
+	Oid			fnoid = execute_call_function(call);
+
+	for (int g = 0; g < ngates; g++)
+	{
+		if (gates[g].fn != fnoid)
+			continue;
+		if (!gates[g].paused &&
+			(gates[g].max_running == 0 ||
+			 retries_gate_enter(my_slot, fnoid, gates[g].max_running)))
+			return true;
+		retries_hold_call(call->id, fnoid);
+		return false;
+	}
+	return true;
+}
+
+/*
  * run_batch -- one batch transaction; returns the number of calls claimed
  * and sets *due to when the next call is due, or to 0 if more may be due
  * now (a full batch, or one cut short) or none is scheduled at all
@@ -743,6 +769,8 @@ run_batch(TimestampTz *due)
 	Claim	   *claim;
 	int			limit = one_by_one > 0 ? 1 : retries_batch_size;
 	Oid			extoid;
+	RetriesGate *gates;
+	int			ngates;
 
 	lone_call_id = 0;
 	start_transaction();
@@ -760,6 +788,7 @@ run_batch(TimestampTz *due)
 	}
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
+	ngates = retries_load_gates(&gates);
 	claimed_at = GetCurrentTimestamp();
 
 	/*
@@ -828,12 +857,17 @@ run_batch(TimestampTz *due)
 		if (retries_cancel_waiting(calls[i].id))
 			continue;
 
+		/* a paused function, or a limited one with no room: hold the call */
+		if (ngates > 0 && !pass_gate(&calls[i], gates, ngates))
+			continue;
+
 		inflight_write(calls[i].id, calls[i].attempts + 1);
 		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
 		pgstat_report_activity(STATE_RUNNING,
 							   psprintf("retries: call " INT64_FORMAT " attempt %d",
 										calls[i].id, calls[i].attempts + 1));
 		ok = execute_attempt(&calls[i]);
+		retries_gate_leave(my_slot);
 		count_call(ok);
 		inflight_write(0, 0);
 	}
@@ -894,6 +928,8 @@ recover_from_error(MemoryContext oldcxt, ErrorData **edata)
 	FlushErrorState();
 	AbortCurrentTransaction();
 	sandbox_abort();
+	if (my_slot != NULL)
+		retries_gate_leave(my_slot);	/* an attempt it entered is over */
 	MemoryContextSwitchTo(oldcxt);
 	RESUME_INTERRUPTS();
 }
