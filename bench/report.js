@@ -81,6 +81,13 @@ target(`Drain ${fmt(n)} due calls beside ${fmt(future)} future ones vs drain`,
 target('Retry-heavy (2 retries per call) finished calls vs drain',
 	   `${fmt(num('retry_heavy'))}/s`, `${fmt(drain)}/s`,
 	   x(num('retry_heavy') / drain), '≥ 0.30×', num('retry_heavy') / drain >= 0.3);
+target('Drain with max_running 10, which does not bind, vs drain',
+	   `${fmt(num('drain_limited'))}/s`, `${fmt(drain)}/s`,
+	   x(num('drain_limited') / drain), '≥ 0.90×', num('drain_limited') / drain >= 0.9);
+target(`Drain beside ${fmt(num('held'))} held calls of a paused function vs drain`,
+	   `${fmt(num('drain_beside_held'))}/s`, `${fmt(drain)}/s`,
+	   x(num('drain_beside_held') / drain), '≥ 0.90×',
+	   num('drain_beside_held') / drain >= 0.9);
 const anonMb = num('anon_growth_kb') / 1024;
 target(`Worker private memory growth over ${fmt(future)} calls`,
 	   `${anonMb.toFixed(2)} MB`, '—', `${anonMb.toFixed(2)} MB`, '≤ 5 MB',

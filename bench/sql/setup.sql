@@ -15,6 +15,16 @@ CREATE FUNCTION work(id bigint) RETURNS void
 LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
 SELECT retries.annotate('work(bigint)');
 
+-- Flow control: the same work under a limit of 10 attempts at once (more
+-- than the workers, so it never binds), and a function whose calls a pause
+-- holds beside the drain.
+CREATE FUNCTION work_limited(id bigint) RETURNS void
+LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
+SELECT retries.annotate('work_limited(bigint)', max_running => 10);
+CREATE FUNCTION work_held(id bigint) RETURNS void
+LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
+SELECT retries.annotate('work_held(bigint)');
+
 -- Retry-heavy load: fails twice with SQLSTATE RT000, then succeeds.
 CREATE FUNCTION flaky(id bigint) RETURNS void
 LANGUAGE plpgsql AS $$
