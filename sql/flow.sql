@@ -102,6 +102,30 @@ SELECT count(*) AS overlapping FROM flow_log a JOIN flow_log b
 	ON a.ctid < b.ctid AND a.note = b.note AND a.started < b.ended AND b.started < a.ended;
 SELECT state, attempts FROM retries.calls WHERE id IN (:flaky1, :flaky2) ORDER BY id;
 
+-- calls held for want of room are released when it frees, even while a
+-- call of the function waits an hour to retry (it takes no room)
+CREATE FUNCTION flow_mixed(mode text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF mode = 'later' AND retries.current_attempt() = 1 THEN
+		PERFORM retries.retry('come back in an hour', after => '1 hour');
+	ELSIF mode = 'slow' THEN
+		PERFORM pg_sleep(0.3);
+	END IF;
+	INSERT INTO flow_log (note) VALUES (mode);
+END
+$$;
+SELECT retries.annotate('flow_mixed(text)', '3 10ms', max_running => 1);
+SELECT retries.pause('flow_mixed(text)');
+SELECT retries.call('flow_mixed(text)', '["later"]') AS later \gset
+SELECT retries.resume('flow_mixed(text)');
+CALL test.wait_for($$(SELECT attempts = 1 FROM retries.call_data WHERE id = $$ || :later || $$)$$);
+SELECT retries.call('flow_mixed(text)', '["slow"]') AS slow \gset
+CALL test.wait_for($$(SELECT state = 'running' FROM retries.calls WHERE id = $$ || :slow || $$)$$);
+SELECT count(retries.call('flow_mixed(text)', '["quick"]')) FROM generate_series(1, 3);
+CALL test.wait_for($$(SELECT count(*) = 3 FROM flow_log WHERE note = 'quick')$$);
+SELECT state, attempts FROM retries.calls WHERE id = :later;
+SELECT retries.cancel(:later);
+
 -- a new annotation without max_running lifts the limit
 SELECT retries.annotate('flow_slow(float8)', '3 10ms');
 SELECT max_running FROM retries.flow_data WHERE fn = 'flow_slow(float8)'::regprocedure;

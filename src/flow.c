@@ -405,8 +405,9 @@ release_gate(Oid fnoid, int64 room, TimestampTz now)
  *
  * Returns when to look again: 'now' if a gate had more to release than one
  * transaction does, the time the next held call falls due, or 0 if none
- * will before something wakes the workers.  *gated says whether any gate
- * exists, which makes the worker look again after each batch.
+ * will before something wakes the workers.  *gated says whether a gate
+ * is full while it may hold due calls, which makes the worker look again
+ * after each batch (whose attempts' ends may leave room).
  */
 TimestampTz
 retries_release_held(TimestampTz now, bool *gated)
@@ -433,13 +434,14 @@ retries_release_held(TimestampTz now, bool *gated)
 		elog(ERROR, "retries: could not read the gates");
 	gates = SPI_tuptable;
 	ngates = SPI_processed;
-	*gated = ngates > 0;
 
+	/* released, due and not claimed yet (a retry waiting its delay is not) */
 	retries_prepare_kept(&released_plan,
 						 "SELECT count(*) FROM retries.call_data"
 						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held",
-						 1, argtypes);
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						 " AND next_attempt OPERATOR(pg_catalog.<=) $2",
+						 2, argtypes);
 	retries_prepare_kept(&next_plan,
 						 "SELECT min(next_attempt) FROM retries.call_data"
 						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
@@ -468,10 +470,15 @@ retries_release_held(TimestampTz now, bool *gated)
 		}
 		released = room > 0 ? release_gate(fnoid, room, now) : 0;
 		if (released == RELEASE_BATCH)
-			again = now;
-		else if (room <= 0 || released == (uint64) room || again == now)
 		{
-			/* full: a finishing call makes the worker look again */
+			again = now;
+			*gated = true;
+		}
+		else if (room <= 0 || released == (uint64) room)
+			*gated = true;		/* full: a batch's end may leave room */
+		else if (again == now)
+		{
+			/* looking again at once anyway */
 		}
 		else
 		{

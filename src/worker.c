@@ -168,8 +168,13 @@ static bool fire_waiting = false;
 static TimestampTz last_fire_check = 0;
 static bool fire_check = true;
 static int	fire_errors = 0;
-/* Whether a gate lets calls go, so that a batch's end may leave room */
+/*
+ * Whether a gate is full (see flow.c), and whether the last batch held a
+ * call or ran an attempt of a limited function: then the end of a batch
+ * may leave a gate room to release more
+ */
 static bool gated = false;
+static bool gate_touched = false;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -738,6 +743,7 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 	{
 		if (gates[g].fn != fnoid)
 			continue;
+		gate_touched = true;
 		if (!gates[g].paused &&
 			(gates[g].max_running == 0 ||
 			 retries_gate_enter(my_slot, fnoid, gates[g].max_running)))
@@ -1234,8 +1240,12 @@ retries_worker_main(Datum main_arg)
 		/* paused: n and due stay 0, and the worker sleeps */
 		if (n < 0)
 			break;				/* the extension was dropped */
-		if (n > 0 && gated)
+		if (n > 0 && (gated || gate_touched))
+		{
 			fire_check = true;	/* the batch's calls may leave a gate room */
+			gated = true;
+			gate_touched = false;
+		}
 		if (n > 0 && (due == 0 || fire_waiting || gated))
 			continue;			/* a full batch: more may be due; or a call
 								 * that a queued firing or a gate waits for
