@@ -793,6 +793,19 @@ run_batch(TimestampTz *due)
 		return -1;
 	}
 
+	/*
+	 * policy_data before call_data, in the order in which retries.call()
+	 * and the update scripts (1.0 to 1.1 alters policy_data, then 1.1 to 1.2
+	 * call_data) lock them: a batch that had claimed calls and then read a
+	 * policy deadlocked with ALTER EXTENSION UPDATE 1.0 to 1.2.
+	 */
+	{
+		Oid			policies = get_relname_relid("policy_data", retries_schema_oid());
+
+		if (OidIsValid(policies))
+			LockRelationOid(policies, AccessShareLock);
+	}
+
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
 	ngates = retries_load_gates(&gates);
 	claimed_at = GetCurrentTimestamp();
