@@ -16,6 +16,9 @@ SELECT * FROM retries.next_runs('@weekly', 'UTC', '2026-11-24 10:00+00', 2);
 -- n = 0, and a cron expression that only fires once in years
 SELECT count(*) FROM retries.next_runs('* * * * *', 'UTC', now(), 0);
 SELECT * FROM retries.next_runs('0 0 29 feb *', 'UTC', '2096-03-01', 2);
+-- the rarest: 29 February that is a Sunday ('*/7' is a step over '*': both
+-- must match), 40 years apart around 2100, which is no leap year
+SELECT t, to_char(t, 'Dy DD') FROM retries.next_runs('0 0 29 2 */7', 'UTC', '2060-03-01', 3) t;
 
 -- intervals: a fixed rate from "after", whatever the zone does
 SELECT * FROM retries.next_runs('30s', 'UTC', '2026-11-24 10:00:00+00', 3);

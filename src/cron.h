@@ -92,7 +92,14 @@ extern int	cron_compare(const CronTime *a, const CronTime *b);
 extern int	cron_days_in_month(int year, int month);
 extern int	cron_weekday(int year, int month, int day);
 
-/* The longest search cron_next makes: nine years of days */
-#define CRON_SEARCH_DAYS	(9 * 366)
+/*
+ * The longest search cron_next makes, in days.  The rarest day a parsed spec
+ * can choose is a 29 February that is also a given day of week: a restricted
+ * day of month with a day of week that is a step over '*' matches only days
+ * that are both (cron_test has one).  The Gregorian calendar has 14,609 days
+ * between two of those around a skipped leap year (2088 to 2128); every
+ * other choice recurs sooner.
+ */
+#define CRON_SEARCH_DAYS	14610
 
 #endif							/* RETRIES_CRON_H */

@@ -212,6 +212,9 @@ main(void)
 	next_is("0 0 */10 * 1", t, "2026-12-21 00:00");
 	next_is("0 12 * * sun", t, "2026-11-29 12:00");
 	next_is("59 23 31 12 *", (CronTime) {9999, 12, 31, 23, 59}, "none");
+	/* a '*'-led day of week with a day of month: both must match */
+	next_is("0 0 1 2 */7", t, "2032-02-01 00:00");
+	next_is("0 0 29 2 */7", (CronTime) {2088, 2, 29, 0, 0}, "2128-02-29 00:00");
 
 	/* against the slow way, over stretches with month and year ends */
 	agrees("*/7 * * * *", (CronTime) {2026, 12, 31, 22, 0}, 300);
