@@ -13,11 +13,13 @@
  * role's by more than a batch.  The library serves a database still at
  * 1.1 too, without the fair part (it looks for the index).
  *
- * Flow control (SPEC "Flow control"): retries.pause() and resume(), and
- * max_running on retries.annotate().  The calls of a function that is
- * paused or limited carry its name in call_data.gate and wait held (out
- * of the indexes the workers claim from) until the workers release them,
- * no more at a time than the limit allows; see src/flow.c.
+ * Flow control (SPEC "Flow control"): retries.pause() and resume(),
+ * max_running on retries.annotate(), and priority on retries.call() (due
+ * calls of a higher priority are claimed first; see src/claim.c).  The
+ * calls of a function that is paused or limited carry its name in
+ * call_data.gate and wait held (out of the indexes the workers claim
+ * from) until the workers release them, no more at a time than the limit
+ * allows; see src/flow.c.
  *
  * It also brings recurring schedules (SPEC "Recurring schedules"): a
  * table of schedules, the functions that manage them, the view
@@ -37,17 +39,24 @@
 -- Flow control (see below): gate names the function whose limits or
 -- pause hold the call back, held says that they do now; a held call is in
 -- no index the workers claim from.
+-- priority orders due calls, higher first (retries.call's priority).
 ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint,
 	ADD COLUMN gate regprocedure,
-	ADD COLUMN held boolean NOT NULL DEFAULT false;
+	ADD COLUMN held boolean NOT NULL DEFAULT false,
+	ADD COLUMN priority integer NOT NULL DEFAULT 0;
 
--- what the workers claim from: due calls that nothing holds, earliest first
+-- what the workers claim from: due calls that nothing holds, earliest
+-- first; those of priority 0 here, the others in call_data_prioritized,
+-- one priority after another (see src/claim.c)
 DROP INDEX retries.call_data_due;
 CREATE INDEX call_data_due ON retries.call_data (next_attempt)
-	WHERE state = 'scheduled' AND NOT held;
--- what fair claiming looks for: each role's earliest due call
+	WHERE state = 'scheduled' AND NOT held AND priority = 0;
+CREATE INDEX call_data_prioritized ON retries.call_data (priority, next_attempt)
+	WHERE state = 'scheduled' AND NOT held AND priority <> 0;
+-- what fair claiming looks for: each role's earliest due call (of
+-- priority 0 or above: those below run only when nothing else is due)
 CREATE INDEX call_data_due_by_role ON retries.call_data (scheduled_by, next_attempt)
-	WHERE state = 'scheduled' AND NOT held;
+	WHERE state = 'scheduled' AND NOT held AND priority >= 0;
 -- what a gate releases, earliest first, and what it has released
 CREATE INDEX call_data_held ON retries.call_data (gate, next_attempt)
 	WHERE state = 'scheduled' AND held;
@@ -183,7 +192,8 @@ SELECT s.id,
 COMMENT ON VIEW retries.schedules IS
 	'recurring schedules: one row per schedule, with its next and last firing and its counters';
 
--- retries.calls gains the name of the schedule that fired each call
+-- retries.calls gains the name of the schedule that fired each call, and
+-- each call's priority
 CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
 SELECT c.id,
 	   p.fn,
@@ -201,7 +211,8 @@ SELECT c.id,
 	   c.last_sqlstate,
 	   c.last_message,
 	   (SELECT s.name FROM retries.schedule_data s
-		 WHERE s.id = c.schedule_id) AS schedule
+		 WHERE s.id = c.schedule_id) AS schedule,
+	   c.priority
   FROM retries.call_data c
   JOIN retries.policy_data p ON p.id = c.policy_id
  WHERE retries.visible_role(c.scheduled_by);
@@ -292,9 +303,65 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.resume(regprocedure) IS
 	'let the calls of a paused function run again; true if it was paused';
 
--- annotate gains max_running: a new signature, so the old one goes
-DROP FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
-							   float8, text, text[], interval, regprocedure, regprocedure);
+/*
+ * annotate gains max_running, and call priority: new signatures, so the
+ * old functions go.  Renamed first, so that the new ones can be given the
+ * privileges that the old ones had (a REVOKE EXECUTE ON retries.call FROM
+ * PUBLIC, say, must not be undone by the update), as the user's own: a
+ * GRANT in this script would be taken for the extension's, which pg_dump
+ * leaves out (see retries_grant_as_user in src/catalog.c).
+ */
+CREATE FUNCTION retries.grant_as_user(stmt text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_grant_as_user'
+LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION retries.grant_as_user(text) FROM PUBLIC;
+CREATE FUNCTION retries.copy_grants(old regprocedure, new regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g record;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_proc p,
+					   aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+				    WHERE p.oid = old AND a.grantee = 0 AND a.privilege_type = 'EXECUTE') THEN
+		PERFORM retries.grant_as_user(format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', new));
+	END IF;
+	FOR g IN
+		SELECT a.grantee, a.is_grantable
+		  FROM pg_proc p,
+			   aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+		 WHERE p.oid = old AND a.privilege_type = 'EXECUTE'
+		   AND a.grantee <> p.proowner AND a.grantee <> 0
+	LOOP
+		PERFORM retries.grant_as_user(format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new,
+					   g.grantee::regrole::text,
+					   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END));
+	END LOOP;
+END
+$$;
+
+ALTER FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
+								float8, text, text[], interval, regprocedure, regprocedure)
+	RENAME TO annotate_1_1;
+ALTER FUNCTION retries.call(regprocedure, jsonb, timestamptz, text) RENAME TO call_1_1;
+
+CREATE FUNCTION retries.call(fn regprocedure,
+							 args jsonb DEFAULT '[]',
+							 run_at timestamptz DEFAULT pg_catalog.now(),
+							 key text DEFAULT NULL,
+							 priority integer DEFAULT 0)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_call'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer) IS
+	'schedule a call of an annotated function at run_at, as the current role; among due calls higher priority runs first; returns the call id';
+SELECT retries.copy_grants('retries.call_1_1(regprocedure, jsonb, timestamptz, text)',
+						   'retries.call(regprocedure, jsonb, timestamptz, text, integer)');
+DROP FUNCTION retries.call_1_1(regprocedure, jsonb, timestamptz, text);
+
 CREATE FUNCTION retries.annotate(fn regprocedure,
 								 policy text DEFAULT NULL,
 								 max_attempts integer DEFAULT NULL,
@@ -314,6 +381,12 @@ COMMENT ON FUNCTION retries.annotate(regprocedure, text, integer, interval, inte
 									 float8, text, text[], interval, regprocedure,
 									 regprocedure, integer) IS
 	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once';
+SELECT retries.copy_grants('retries.annotate_1_1(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure)',
+						   'retries.annotate(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer)');
+DROP FUNCTION retries.annotate_1_1(regprocedure, text, integer, interval, interval,
+								   float8, text, text[], interval, regprocedure, regprocedure);
+DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
+DROP FUNCTION retries.grant_as_user(text);
 
 -- stats gains held (due calls held back now) and paused
 CREATE OR REPLACE VIEW retries.stats WITH (security_barrier) AS

@@ -143,4 +143,17 @@ CALL test.wait_finished(:doomed);
 SELECT state, attempts, last_sqlstate FROM retries.calls WHERE id = :doomed;
 SELECT count(*) AS gates_of_dropped FROM retries.flow_data WHERE fn::oid NOT IN (SELECT oid FROM pg_proc);
 
+-- priority: 0 unless given, shown in retries.calls, never null; with a key
+-- too; the key names the call, whatever priority a second call asks
+SELECT retries.call('flow_note(text)', '["p"]', priority => NULL);
+SELECT retries.call('flow_note(text)', '["p"]', now() + interval '1 hour') AS p0 \gset
+SELECT retries.call('flow_note(text)', '["p"]', now() + interval '1 hour',
+					priority => -2) AS pm2 \gset
+SELECT retries.call('flow_note(text)', '["p"]', now() + interval '1 hour',
+					key => 'flow-p', priority => 3) AS p3 \gset
+SELECT retries.call('flow_note(text)', '["p"]', key => 'flow-p', priority => 5) = :p3 AS same_call;
+SELECT CASE id WHEN :p0 THEN 'p0' WHEN :pm2 THEN 'pm2' ELSE 'p3' END AS call, priority
+  FROM retries.calls WHERE id IN (:p0, :pm2, :p3) ORDER BY id;
+SELECT retries.cancel(id) FROM retries.calls WHERE id IN (:p0, :pm2, :p3);
+
 DROP ROLE flow_stranger;

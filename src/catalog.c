@@ -19,6 +19,7 @@
 #include "catalog/namespace.h"
 #include "common/int.h"
 #include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
@@ -34,6 +35,7 @@
 #include "retries.h"
 
 PG_FUNCTION_INFO_V1(retries_visible_role);
+PG_FUNCTION_INFO_V1(retries_grant_as_user);
 
 /*
  * retries_schema_oid -- OID of schema retries, or an error if the extension
@@ -252,28 +254,49 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 /*
  * retries_prepare_unheld -- retries_prepare_kept() of a query about the
  * calls that the workers may claim, whose text says NOT_HELD where it
- * means "and no gate holds the call": that is "AND NOT held" in a
+ * means "and no gate holds the call", and PRIORITY_ZERO where it means
+ * "and its priority is 0": "AND NOT held" and "AND priority = 0" in a
  * database whose extension has flow control (1.2), which the partial
- * indexes of due calls need to be used, and nothing before.  plans[1]
- * keeps the first, plans[0] the second.
+ * indexes of due calls need to be used, and nothing before (when no call
+ * is held and all have priority 0).  plans[1] keeps the first, plans[0]
+ * the second.
  */
 SPIPlanPtr
 retries_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
 {
+	static const char *const markers[2][2] = {
+		{NOT_HELD, " AND NOT held"},
+		{PRIORITY_ZERO, " AND priority OPERATOR(pg_catalog.=) 0"},
+	};
 	bool		flow = retries_flow_available();
 	StringInfoData buf;
 	const char *p = query;
-	const char *hit;
 
 	if (plans[flow] != NULL)
 		return plans[flow];
 	initStringInfo(&buf);
-	while ((hit = strstr(p, NOT_HELD)) != NULL)
+	for (;;)
 	{
+		const char *hit = NULL;
+		int			which = 0;
+
+		/* the next marker of either kind */
+		for (int m = 0; m < 2; m++)
+		{
+			const char *h = strstr(p, markers[m][0]);
+
+			if (h != NULL && (hit == NULL || h < hit))
+			{
+				hit = h;
+				which = m;
+			}
+		}
+		if (hit == NULL)
+			break;
 		appendBinaryStringInfo(&buf, p, hit - p);
 		if (flow)
-			appendStringInfoString(&buf, " AND NOT held");
-		p = hit + strlen(NOT_HELD);
+			appendStringInfoString(&buf, markers[which][1]);
+		p = hit + strlen(markers[which][0]);
 	}
 	appendStringInfoString(&buf, p);
 	(void) retries_prepare_kept(&plans[flow], buf.data, nargs, argtypes);
@@ -336,4 +359,43 @@ retries_clamp_run_at(Datum run_at)
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 
 	return TimestampTzGetDatum(Max(DatumGetTimestampTz(run_at), now));
+}
+
+/*
+ * retries_grant_as_user -- run a GRANT or REVOKE from an update script as
+ * if a user had typed it
+ *
+ * A GRANT in an extension's script is recorded as one of the extension's
+ * initial privileges (pg_init_privs), which pg_dump leaves out.  The 1.2
+ * script gives the functions it makes again the privileges that the user
+ * gave the old ones: those must stay the user's, or a dump and restore
+ * would bring back the defaults (a REVOKE EXECUTE ... FROM PUBLIC lost).
+ * Only callable from the script, which drops its SQL function at its end.
+ */
+Datum
+retries_grant_as_user(PG_FUNCTION_ARGS)
+{
+	char	   *stmt = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	if (!creating_extension)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("retries_grant_as_user can only run in the extension's scripts")));
+	if (pg_strncasecmp(stmt, "GRANT ", 6) != 0 && pg_strncasecmp(stmt, "REVOKE ", 7) != 0)
+		elog(ERROR, "retries_grant_as_user runs GRANT and REVOKE only");
+
+	creating_extension = false;
+	PG_TRY();
+	{
+		SPI_connect();
+		if (SPI_execute(stmt, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not run \"%s\"", stmt);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		creating_extension = true;
+	}
+	PG_END_TRY();
+	PG_RETURN_VOID();
 }

@@ -19,6 +19,20 @@
  * and only then the rest, earliest first.  A role with a due call gets one
  * run in each batch, whatever the others have due.
  *
+ * Priorities (version 1.2).  The heads are each role's earliest due call
+ * of priority 0 or above.  After them, a batch takes the due calls of
+ * priority above 0, highest first, then those of priority 0 earliest
+ * first, then those below 0: calls below 0 run only when no other call is
+ * due (they give up their role's turn).  Fairness comes first: a role
+ * cannot take the heads of the other roles by raising its calls'
+ * priority, only the rest of the batch, as an older backlog would.  Calls
+ * of priority 0 are in index call_data_due, the others in
+ * call_data_prioritized, on (priority, next_attempt): claim_prioritized
+ * walks the distinct priorities in it (one index probe each, as
+ * claim_heads walks roles) and reads only the due calls of each, so that
+ * neither future calls of a high priority nor a backlog of low ones are
+ * scanned by every batch.
+ *
  * A cursor (a portal) would keep the query's place, but portals are a
  * namespace that the called functions share with the worker: a call could
  * find it in pg_cursors, fetch other roles' calls from it, close it with
@@ -100,6 +114,12 @@ claim_destroy(DestReceiver *self)
 {
 }
 
+/*
+ * What claim_heads() looks at: calls of priority 0 and above (the
+ * predicate of call_data_due_by_role; it runs only at version 1.2)
+ */
+#define HEAD_PRIORITY " AND priority OPERATOR(pg_catalog.>=) 0"
+
 /* Most roles claim_heads() looks at in one batch */
 #define HEADS_MAX_ROLES			32
 
@@ -123,6 +143,185 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 }
 
 /*
+ * id_array -- the int64s of 'ids' (n of them) as an int8[] datum
+ */
+static Datum
+id_array(const int64 *ids, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * lock_claimed -- lock the calls of 'ids' (nids Datums) that are still due
+ * by 'now' and not locked by another worker, leaving out the 'nskip' of
+ * 'skip' (which this batch may hold already: SKIP LOCKED does not skip
+ * its own locks), and copy them into calls[0..], highest priority first,
+ * then earliest; returns how many
+ */
+static int
+lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip,
+			 RetriesCall *calls)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
+	Datum		values[3];
+	int			n;
+
+	values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = id_array(skip, nskip);
+	/* version 1.2 only: its callers look for its indexes first */
+	retries_prepare_kept(&plan,
+						 "SELECT id, policy_id, args, attempts, max_attempts,"
+						 " scheduled_by::pg_catalog.oid"
+						 " FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+						 " ORDER BY priority DESC, next_attempt"
+						 " FOR UPDATE SKIP LOCKED",
+						 3, types);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not claim due calls");
+	n = (int) SPI_processed;
+	for (int i = 0; i < n; i++)
+	{
+		Datum		row[6];
+		bool		nulls[6];
+
+		for (int c = 0; c < 6; c++)
+			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								   c + 1, &nulls[c]);
+		copy_call(&calls[i], row, nulls);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+/*
+ * The distinct priorities of claimable calls between $1 and $2 (other
+ * than 0), highest first: one probe of call_data_prioritized each
+ */
+#define PRIORITIES_CTE \
+	"WITH RECURSIVE p(priority) AS (" \
+	" SELECT (SELECT priority FROM retries.call_data" \
+	"  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held" \
+	"  AND priority OPERATOR(pg_catalog.<>) 0" \
+	"  AND priority OPERATOR(pg_catalog.>=) $1 AND priority OPERATOR(pg_catalog.<=) $2" \
+	"  ORDER BY priority DESC LIMIT 1)" \
+	" UNION ALL" \
+	" SELECT (SELECT c.priority FROM retries.call_data c" \
+	"  WHERE c.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT c.held" \
+	"  AND c.priority OPERATOR(pg_catalog.<>) 0" \
+	"  AND c.priority OPERATOR(pg_catalog.>=) $1" \
+	"  AND c.priority OPERATOR(pg_catalog.<) p.priority" \
+	"  ORDER BY c.priority DESC LIMIT 1)" \
+	" FROM p WHERE p.priority IS NOT NULL)"
+
+/*
+ * claim_prioritized -- claim up to 'limit' due calls of priority above 0
+ * ('above') or below it, highest priority first, then earliest, into
+ * calls[0..], leaving out the 'nskip' calls of 'skip'; returns how many
+ *
+ * Two statements, as claim_heads(): the first finds the calls, the
+ * second locks them.  Returns 0 in a database whose extension is older
+ * than 1.2, where every call has priority 0.
+ */
+int
+claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
+				  const int64 *skip, int nskip)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[5] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, INT4OID};
+	Datum		values[5];
+	Datum	   *ids;
+	int			nids;
+
+	if (limit <= 0 || !retries_flow_available())
+		return 0;
+	values[0] = Int32GetDatum(above ? 1 : PG_INT32_MIN);
+	values[1] = Int32GetDatum(above ? PG_INT32_MAX : -1);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = id_array(skip, nskip);
+	values[4] = Int32GetDatum(limit);
+	retries_prepare_kept(&plan,
+						 PRIORITIES_CTE
+						 " SELECT d.id FROM p CROSS JOIN LATERAL"
+						 " (SELECT id FROM retries.call_data"
+						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						 "  AND priority OPERATOR(pg_catalog.<>) 0"
+						 "  AND (priority, next_attempt)"
+						 "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
+						 "  AND (priority, next_attempt)"
+						 "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
+						 "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
+						 "  ORDER BY priority, next_attempt LIMIT $5) d"
+						 " WHERE p.priority IS NOT NULL"
+						 " LIMIT $5",
+						 5, types);
+	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look for due calls by priority");
+	nids = (int) SPI_processed;
+	if (nids == 0)
+		return 0;
+	ids = palloc(sizeof(Datum) * nids);
+	for (int i = 0; i < nids; i++)
+	{
+		bool		isnull;
+
+		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return lock_claimed(ids, nids, now, skip, nskip, calls);
+}
+
+/*
+ * claim_next_prioritized -- when the earliest claimable call of a priority
+ * other than 0 is due, of those due after 'after'; 0 if none is (or the
+ * extension is older than 1.2)
+ */
+TimestampTz
+claim_next_prioritized(TimestampTz after)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {INT4OID, INT4OID, TIMESTAMPTZOID};
+	Datum		values[3];
+	bool		isnull;
+	Datum		d;
+
+	if (!retries_flow_available())
+		return 0;
+	values[0] = Int32GetDatum(PG_INT32_MIN);
+	values[1] = Int32GetDatum(PG_INT32_MAX);
+	values[2] = TimestampTzGetDatum(after);
+	retries_prepare_kept(&plan,
+						 PRIORITIES_CTE
+						 " SELECT pg_catalog.min(d.next_attempt) FROM p CROSS JOIN LATERAL"
+						 " (SELECT next_attempt FROM retries.call_data"
+						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						 "  AND priority OPERATOR(pg_catalog.<>) 0"
+						 "  AND (priority, next_attempt) OPERATOR(pg_catalog.>) (p.priority, $3)"
+						 "  AND (priority, next_attempt)"
+						 "   OPERATOR(pg_catalog.<=) (p.priority, 'infinity'::pg_catalog.timestamptz)"
+						 "  ORDER BY priority, next_attempt LIMIT 1) d"
+						 " WHERE p.priority IS NOT NULL",
+						 3, types);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next due call by priority");
+	if (SPI_processed == 0)
+		return 0;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+/*
  * claim_heads -- claim the earliest due call of each role that has one,
  * up to 'limit' calls, into calls[0..]; returns how many
  *
@@ -136,24 +335,23 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
  * calls; "scheduled_by = r AND next_attempt <= now" could have the planner
  * walk call_data_due through every other role's due calls instead); the
  * second locks them (SKIP LOCKED: a head that another worker holds is being
- * served).  Does nothing (and returns 0) in a database whose extension is
- * older than 1.2, which lacks the index that makes this cheap.
+ * served).  Leaves out the 'nskip' calls of 'skip'.  Does nothing (and
+ * returns 0) in a database whose extension is older than 1.2, which lacks
+ * the index that makes this cheap.
  */
 int
-claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
+claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role,
+			const int64 *skip, int nskip)
 {
 	static SPIPlanPtr find_plans[2];
-	static SPIPlanPtr lock_plans[2];
 	SPIPlanPtr	plan;
 	Oid			find_types[3] = {OIDOID, TIMESTAMPTZOID, INT4OID};
 	Datum		find_values[3];
-	Oid			lock_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
-	Datum		lock_values[2];
 	Datum	   *ids;
 	int			nids;
-	int			n;
 
-	if (!OidIsValid(get_relname_relid("call_data_due_by_role", retries_schema_oid())))
+	if (limit <= 0 ||
+		!OidIsValid(get_relname_relid("call_data_due_by_role", retries_schema_oid())))
 		return 0;
 
 	find_values[0] = ObjectIdGetDatum(*last_role);
@@ -163,22 +361,22 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 						 "WITH RECURSIVE"
 						 " after_last(role) AS ("
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
 						 "   AND scheduled_by OPERATOR(pg_catalog.>) $1"
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  UNION ALL"
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
 						 "   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  FROM after_last a WHERE a.role IS NOT NULL),"
 						 " up_to_last(role) AS ("
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  UNION ALL"
 						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
 						 "   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
 						 "   ORDER BY scheduled_by LIMIT 1)"
 						 "  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
@@ -190,7 +388,7 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 						 "  LIMIT $3)"
 						 " SELECT r.role, h.id FROM roles r"
 						 " LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
-						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
 						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
 						 "   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
 						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
@@ -220,39 +418,13 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role)
 	if (nids == 0)
 		return 0;
 
-	lock_values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
-													 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	lock_values[1] = TimestampTzGetDatum(now);
-	plan = retries_prepare_unheld(lock_plans,
-						 "SELECT id, policy_id, args, attempts, max_attempts,"
-						 " scheduled_by::pg_catalog.oid"
-						 " FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
-						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-						 " FOR UPDATE SKIP LOCKED",
-						 2, lock_types);
-	if (SPI_execute_plan(plan, lock_values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not claim the due calls of each role");
-	n = (int) SPI_processed;
-	for (int i = 0; i < n; i++)
-	{
-		Datum		row[6];
-		bool		nulls[6];
-
-		for (int c = 0; c < 6; c++)
-			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-								   c + 1, &nulls[c]);
-		copy_call(&calls[i], row, nulls);
-	}
-	SPI_freetuptable(SPI_tuptable);
-	return n;
+	return lock_claimed(ids, nids, now, skip, nskip, calls);
 }
 
 /*
- * claim_begin -- start the query that claims up to 'limit' calls due by
- * 'now', earliest first, leaving out the 'nskip' calls of 'skip';
- * claim_more() fetches them
+ * claim_begin -- start the query that claims up to 'limit' calls of
+ * priority 0 due by 'now', earliest first, leaving out the 'nskip' calls
+ * of 'skip'; claim_more() fetches them
  *
  * Called in the batch transaction, outside any call's subtransaction.  The
  * time is a parameter, not clock_timestamp() in the query: a volatile
@@ -274,7 +446,7 @@ claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
 						 " scheduled_by::pg_catalog.oid"
 						 " FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
 						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
 						 " ORDER BY next_attempt"
@@ -299,15 +471,7 @@ claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 	params->params[1].isnull = false;
 	params->params[1].pflags = PARAM_FLAG_CONST;
 	params->params[1].ptype = TIMESTAMPTZOID;
-	{
-		Datum	   *ids = palloc(sizeof(Datum) * Max(nskip, 1));
-
-		for (int i = 0; i < nskip; i++)
-			ids[i] = Int64GetDatum(skip[i]);
-		params->params[2].value =
-			PointerGetDatum(construct_array(ids, nskip, INT8OID, sizeof(int64),
-											FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	}
+	params->params[2].value = id_array(skip, nskip);
 	params->params[2].isnull = false;
 	params->params[2].pflags = PARAM_FLAG_CONST;
 	params->params[2].ptype = INT8ARRAYOID;

@@ -15,7 +15,10 @@
 typedef struct Claim Claim;
 
 extern int	claim_heads(RetriesCall *calls, int limit, TimestampTz now,
-						Oid *last_role);
+						Oid *last_role, const int64 *skip, int nskip);
+extern int	claim_prioritized(RetriesCall *calls, int limit, TimestampTz now,
+							  bool above, const int64 *skip, int nskip);
+extern TimestampTz claim_next_prioritized(TimestampTz after);
 extern Claim *claim_begin(int limit, TimestampTz now, const int64 *skip,
 						  int nskip);
 extern int	claim_more(Claim *claim, RetriesCall *calls, int count);

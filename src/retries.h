@@ -70,8 +70,12 @@ extern long retries_ms_until(TimestampTz when);
 extern Datum retries_clamp_run_at(Datum run_at);
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
 									   int nargs, Oid *argtypes);
-/* Where a query about claimable calls means "and no gate holds it" */
+/*
+ * Where a query about claimable calls means "and no gate holds it", and
+ * "and its priority is 0" (both need version 1.2: see catalog.c)
+ */
 #define NOT_HELD " /*not held*/"
+#define PRIORITY_ZERO " /*priority 0*/"
 extern SPIPlanPtr retries_prepare_unheld(SPIPlanPtr *plans, const char *query,
 										 int nargs, Oid *argtypes);
 extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,

@@ -42,6 +42,9 @@
 
 PG_FUNCTION_INFO_V1(retries_call);
 
+/* The columns insert_call() takes (see there) */
+#define CALL_COLUMNS		10
+
 /* How often retries.call() looks again for a key whose call just finished */
 #define KEY_RACE_ATTEMPTS	3
 
@@ -177,9 +180,10 @@ static struct
 				att_created_at,
 				att_updated_at,
 				att_scheduled_by,
-				att_schedule_id,	/* these three: InvalidAttrNumber at 1.1 */
+				att_schedule_id,	/* these four: InvalidAttrNumber at 1.1 */
 				att_gate,
-				att_held;
+				att_held,
+				att_priority;
 }			call_data_info;
 
 /*
@@ -232,6 +236,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_schedule_id = get_attnum(relid, "schedule_id");
 		call_data_info.att_gate = get_attnum(relid, "gate");
 		call_data_info.att_held = get_attnum(relid, "held");
+		call_data_info.att_priority = get_attnum(relid, "priority");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
@@ -279,6 +284,10 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	}
 	else if (nulls[7] != 'n')
 		elog(ERROR, "retries: column gate of retries.call_data is missing");
+	if (call_data_info.att_priority != InvalidAttrNumber)
+		SET_COLUMN(att_priority, values[9]);
+	else if (DatumGetInt32(values[9]) != 0)
+		elog(ERROR, "retries: column priority of retries.call_data is missing");
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
 
@@ -300,7 +309,8 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 
 /*
  * set_policy_columns -- fill in the columns of a new call of fnoid that
- * come from its current policy: policy_id, max_attempts, gate and held
+ * come from its current policy: policy_id, max_attempts, gate and held;
+ * and priority 0
  */
 static void
 set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *nulls)
@@ -312,6 +322,8 @@ set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *
 	nulls[7] = ref->gated ? ' ' : 'n';
 	values[8] = BoolGetDatum(ref->gated);
 	nulls[8] = ' ';
+	values[9] = Int32GetDatum(0);
+	nulls[9] = ' ';
 }
 
 /*
@@ -320,7 +332,9 @@ set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *
  *
  * values and nulls (' ' or 'n') hold, in this order: policy_id, args,
  * max_attempts, next_attempt, scheduled_by, key, schedule_id (which
- * only keyless calls have), gate and held (see flow.c).
+ * only keyless calls have), gate and held (see flow.c), and priority.
+ * Held calls, gated ones and those of a priority other than 0 need
+ * version 1.2, whose retries.call() is the only one that makes them.
  */
 static int64
 insert_call(Datum *values, const char *nulls)
@@ -328,8 +342,8 @@ insert_call(Datum *values, const char *nulls)
 	static SPIPlanPtr insert_plan = NULL;
 	static SPIPlanPtr gated_insert_plan = NULL;
 	static SPIPlanPtr find_plan = NULL;
-	Oid			argtypes[9] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
-	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID};
+	Oid			argtypes[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
+	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID};
 	SPIPlanPtr	plan;
 	bool		isnull;
 
@@ -338,7 +352,7 @@ insert_call(Datum *values, const char *nulls)
 		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
 								  values, nulls);
 
-	if (nulls[7] == 'n')
+	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0)
 		plan = retries_prepare_kept(&insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
@@ -352,14 +366,14 @@ insert_call(Datum *values, const char *nulls)
 		plan = retries_prepare_kept(&gated_insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
-									"  gate, held)"
+									"  gate, held, priority)"
 									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
-									"  $8::pg_catalog.regprocedure, $9)"
+									"  $8::pg_catalog.regprocedure, $9, $10)"
 									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
 									" WHERE key IS NOT NULL"
 									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
 									" DO NOTHING RETURNING id",
-									9, argtypes);
+									CALL_COLUMNS, argtypes);
 
 	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
 	{
@@ -395,7 +409,8 @@ insert_call(Datum *values, const char *nulls)
 }
 
 /*
- * retries_call -- SQL function retries.call(fn, args, run_at, key)
+ * retries_call -- SQL function retries.call(fn, args, run_at, key, priority)
+ * (1.2; without priority before)
  *
  * Returns the id of the scheduled call (or, with a key, of the existing
  * unfinished call with that key).
@@ -408,8 +423,8 @@ retries_call(PG_FUNCTION_ARGS)
 	AclResult	aclresult;
 	HeapTuple	tup;
 	RetriesPolicyRef ref;
-	Datum		values[9];
-	char		nulls[9];
+	Datum		values[CALL_COLUMNS];
+	char		nulls[CALL_COLUMNS];
 	Oid			userid = GetUserId();
 	Snapshot	stmt = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
 	RetriesUserSwitch save;
@@ -422,6 +437,8 @@ retries_call(PG_FUNCTION_ARGS)
 	retries_check_not_null(fcinfo, 0, "fn");
 	retries_check_not_null(fcinfo, 1, "args");
 	retries_check_not_null(fcinfo, 2, "run_at");
+	if (PG_NARGS() > 4)
+		retries_check_not_null(fcinfo, 4, "priority");
 	fnoid = PG_GETARG_OID(0);
 	args = PG_GETARG_JSONB_P(1);
 
@@ -452,6 +469,8 @@ retries_call(PG_FUNCTION_ARGS)
 	values[5] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	nulls[5] = PG_ARGISNULL(3) ? 'n' : ' ';
 	nulls[6] = 'n';
+	if (PG_NARGS() > 4)
+		values[9] = PG_GETARG_DATUM(4);
 
 	id = insert_call(values, nulls);
 	retries_wake_at_commit();
@@ -479,8 +498,8 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 						  TimestampTz run_at, int64 *id)
 {
 	RetriesPolicyRef ref;
-	Datum		values[9];
-	char		nulls[9];
+	Datum		values[CALL_COLUMNS];
+	char		nulls[CALL_COLUMNS];
 
 	/* many firings of one function in one statement read its policy once */
 	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))

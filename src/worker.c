@@ -655,20 +655,31 @@ next_due(TimestampTz after)
 	Datum		values[1] = {TimestampTzGetDatum(after)};
 	bool		isnull;
 	Datum		d;
+	TimestampTz zero;
+	TimestampTz other;
 
 	/* the first entry of the due index, whatever the statistics say */
 	plan = retries_prepare_unheld(plans,
 						 "SELECT next_attempt FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
 						 " AND next_attempt OPERATOR(pg_catalog.>) $1"
 						 " ORDER BY next_attempt LIMIT 1",
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call");
 	if (SPI_processed == 0)
-		return 0;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetTimestampTz(d);
+		zero = 0;
+	else
+	{
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		zero = isnull ? 0 : DatumGetTimestampTz(d);
+	}
+
+	/* and of the other priorities */
+	other = claim_next_prioritized(after);
+	if (zero == 0 || (other != 0 && other < zero))
+		return other;
+	return zero;
 }
 
 /*
@@ -755,6 +766,21 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 }
 
 /*
+ * claimed_ids -- the ids of the calls left alone and of calls[0..n-1], the
+ * calls a claim must leave out
+ */
+static int64 *
+claimed_ids(const RetriesCall *calls, int n)
+{
+	int64	   *ids = palloc(sizeof(int64) * (nskipped + n + 1));
+
+	memcpy(ids, skipped, sizeof(int64) * nskipped);
+	for (int i = 0; i < n; i++)
+		ids[nskipped + i] = calls[i].id;
+	return ids;
+}
+
+/*
  * run_batch -- one batch transaction; returns the number of calls claimed
  * and sets *due to when the next call is due, or to 0 if more may be due
  * now (a full batch, or one cut short) or none is scheduled at all
@@ -768,7 +794,8 @@ run_batch(TimestampTz *due)
 	RetriesCall *calls;
 	int			n = 0;
 	int			got;
-	bool		claimed_all = true; /* the last claim got all it asked for */
+	bool		claimed_all = true; /* more calls may be claimed */
+	bool		zero_done = false;	/* the calls of priority 0 are all claimed */
 	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
@@ -811,23 +838,20 @@ run_batch(TimestampTz *due)
 	claimed_at = GetCurrentTimestamp();
 
 	/*
-	 * First the earliest due call of each role that has one, then the rest,
-	 * earliest first, leaving out those and the calls left alone
+	 * First the earliest due call of each role that has one, then the due
+	 * calls of a priority above 0, then the rest of priority 0, earliest
+	 * first, then those below 0 (see claim.c), leaving out the calls left
+	 * alone and those already claimed
 	 */
-	n = claim_heads(calls, limit, claimed_at, &last_role);
+	n = claim_heads(calls, limit, claimed_at, &last_role, skipped, nskipped);
+	n += claim_prioritized(calls + n, limit - n, claimed_at, true,
+						   claimed_ids(calls, n), nskipped + n);
 	if (one_by_one > 0 && n > 0)
 	{
 		lone_call_id = calls[0].id;
 		lone_attempt = calls[0].attempts + 1;
 	}
-	{
-		int64	   *skip = palloc(sizeof(int64) * (nskipped + n + 1));
-
-		memcpy(skip, skipped, sizeof(int64) * nskipped);
-		for (int i = 0; i < n; i++)
-			skip[nskipped + i] = calls[i].id;
-		claim = claim_begin(limit, claimed_at, skip, nskipped + n);
-	}
+	claim = claim_begin(limit, claimed_at, claimed_ids(calls, n), nskipped + n);
 
 	for (int i = 0;; i++, ran++)
 	{
@@ -844,15 +868,32 @@ run_batch(TimestampTz *due)
 												 BATCH_TIME_MS)))
 			break;
 
-		/* all claimed calls have run: claim as many again */
+		/*
+		 * All claimed calls have run: claim as many again, of priority 0,
+		 * and once none of those is left, below 0
+		 */
 		if (i == n)
 		{
 			int			want = Min(Max(n, 1), limit - n);
 
 			if (want <= 0 || !claimed_all)
 				break;
-			got = claim_more(claim, calls + n, want);
-			claimed_all = got == want;
+			got = 0;
+			if (!zero_done)
+			{
+				got = claim_more(claim, calls + n, want);
+				zero_done = got < want;
+			}
+			if (zero_done)
+			{
+				int			more = claim_prioritized(calls + n + got, want - got,
+													 claimed_at, false,
+													 claimed_ids(calls, n + got),
+													 nskipped + n + got);
+
+				claimed_all = more == want - got;
+				got += more;
+			}
 			n += got;
 			if (got == 0)
 				break;

@@ -12,7 +12,8 @@
 #      regprocedure, attempt_data and the id sequences are dumped, and
 #      retries.workers has busy_time, which counts the time the workers
 #      spent on calls under 1.0 too (the library serves both versions);
-#      and 1.2's: a schedule fires in the updated database;
+#      and 1.2's: a schedule fires in the updated database, and the new
+#      retries.call (with priority) has the privileges of the old one;
 #   e. pg_dump of the upgraded database restores into a new database, whose
 #      calls and policies read the same and whose new calls run.
 
@@ -92,6 +93,12 @@ SELECT retries.annotate('work(bigint)', '3 10ms');
 SELECT retries.annotate('slow(bigint)', '3 10ms');
 SELECT retries.annotate('retrying(bigint)', '5 1h', delay_fn => 'pace(int,text,text)');
 SELECT retries.annotate('doomed(bigint)', '1 100ms', on_exhausted => 'exhausted(bigint)');
+
+-- who may schedule calls: app only (1.2 makes retries.call again)
+CREATE ROLE app;
+CREATE ROLE bystander;
+REVOKE EXECUTE ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text) TO app;
 });
 
 is( $node->safe_psql(
@@ -100,6 +107,12 @@ is( $node->safe_psql(
 	'installed at version 1.0');
 is($node->safe_psql('postgres', $fn_types),
 	'fn:oid,on_exhausted:oid,delay_fn:oid', '1.0 stores functions as oids');
+
+# who of app and bystander may run the new retries.call
+my $call_grants = q{
+SELECT string_agg(r || ':' || has_function_privilege(r,
+	'retries.call(regprocedure, jsonb, timestamptz, text, integer)', 'EXECUTE'), ',' ORDER BY r)
+  FROM unnest('{app,bystander}'::text[]) r};
 
 my $workers_columns = q{
 SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
@@ -233,6 +246,11 @@ wait_until($node, 'postgres',
 	't', '1.2: a schedule fires after the update');
 $node->safe_psql('postgres', "SELECT retries.unschedule('after update')");
 
+# 1.2 gives retries.call a priority, and the privileges the old one had
+is( $node->safe_psql('postgres', $call_grants),
+	'app:true,bystander:false',
+	'1.2: the new retries.call keeps the grants of the old one (REVOKE FROM PUBLIC too)');
+
 ###########################################################################
 # e. a dump of the upgraded database restores
 ###########################################################################
@@ -262,6 +280,9 @@ wait_until($node, 'copy',
 	"SELECT c.state || ',' || r.n FROM retries.calls c, results r"
 	  . " WHERE c.id = $new AND r.id = 800",
 	'succeeded,1', 'the call runs in the copy');
+is( $node->safe_psql('copy', $call_grants),
+	'app:true,bystander:false',
+	'the copy keeps who may call retries.call (the grants were the user\'s, not the extension\'s)');
 
 $node->stop;
 done_testing();

@@ -10,7 +10,12 @@
 #      in flight with it), and each call is charged only the attempts it
 #      ran;
 #   c. 2,000 calls of a paused function: none is claimed or charged while
-#      calls of another function run; resumed, each runs once.
+#      calls of another function run; resumed, each runs once;
+#   d. priorities, with one worker (so that the order of runs is the order
+#      of claims): a call of priority 7 scheduled after 10,000 of priority
+#      0 runs in the first batch; 300 calls of priority -5, scheduled
+#      before those 10,000, run after all of them; a call of priority 9
+#      due in an hour is not run early.
 
 use strict;
 use warnings;
@@ -169,5 +174,51 @@ is( $node->safe_psql(
 is($node->safe_psql('postgres',
 		"SELECT coalesce(max(running), 0) <= 2 FROM seen WHERE fn = 'limited'"),
 	't', 'c: under the limit of 2 again');
+
+###########################################################################
+# d. priorities
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+ALTER SYSTEM SET retries.max_workers = 1;
+ALTER SYSTEM SET retries.enabled = off;
+SELECT pg_reload_conf();
+CREATE TABLE ran (tag text, call bigint, n serial);
+CREATE FUNCTION logged(tag text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO ran (tag, call) VALUES (tag, retries.current_call())
+$$;
+SELECT retries.annotate('logged(text)', '3 10ms');
+});
+wait_until($node, 'postgres',
+	"SELECT count(*) || ',' || count(*) FILTER (WHERE state = 'paused')"
+	  . " FROM retries.workers WHERE database = 'postgres'",
+	'1,1', 'd: one worker, paused');
+$node->safe_psql(
+	'postgres', q{
+SELECT retries.call('logged(text)', '["first"]');
+SELECT count(retries.call('logged(text)', '["low"]', priority => -5))
+  FROM generate_series(1, 300);
+SELECT count(retries.call('logged(text)', '["zero"]')) FROM generate_series(1, 10000);
+SELECT retries.call('logged(text)', '["high"]', priority => 7);
+SELECT retries.call('logged(text)', '["future"]', now() + interval '1 hour', priority => 9);
+ALTER SYSTEM RESET retries.enabled;
+SELECT pg_reload_conf();
+});
+wait_until($node, 'postgres', "SELECT count(*) FROM ran", '10302', 'd: the due calls run', 120);
+cmp_ok($node->safe_psql('postgres', "SELECT n FROM ran WHERE tag = 'high'"),
+	'<=', 100, 'd: the call of priority 7 runs in the first batch (of 100)');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT min(n) FILTER (WHERE tag = 'low') > max(n) FILTER (WHERE tag = 'zero')"
+		  . " FROM ran"),
+	't', 'd: the calls of priority -5 run after all those of priority 0');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT state || ',' || attempts || ',' || priority FROM retries.calls"
+		  . " WHERE args = '[\"future\"]'"),
+	'scheduled,0,9', 'd: a call of priority 9 due later waits for its time');
+is($node->safe_psql('postgres', "SELECT count(DISTINCT call) FROM ran"),
+	'10302', 'd: each call ran once');
 
 done_testing();
