@@ -50,6 +50,7 @@ OBJS = \
 	src/execute.o \
 	src/sandbox.o \
 	src/cron.o \
+	src/rate.o \
 	src/recurring.o \
 	src/schedules.o
 
@@ -89,7 +90,7 @@ TAP_TESTS = 1
 # postgres_exporter panics on it).
 unexport PGSYSCONFDIR
 
-EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test test/cron_test \
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test test/cron_test test/rate_test \
 	fuzz/policy_fuzz fuzz/corpus-new fuzz/fuzzcheck.log
 
 # -Wextra's unused-parameter warnings fire inside PostgreSQL's own headers
@@ -114,10 +115,15 @@ test/policy_test: test/policy_test.c src/policy.c src/policy.h
 test/cron_test: test/cron_test.c src/cron.c src/cron.h src/policy.c src/policy.h
 	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/cron_test.c src/cron.c src/policy.c -lm
 
+# And the rate limits' code (flow control).
+test/rate_test: test/rate_test.c src/rate.c src/rate.h src/policy.c src/policy.h
+	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/rate_test.c src/rate.c src/policy.c -lm
+
 .PHONY: unittest
-unittest: test/policy_test test/cron_test
+unittest: test/policy_test test/cron_test test/rate_test
 	./test/policy_test
 	./test/cron_test
+	./test/rate_test
 
 # The policy code under libFuzzer, with AddressSanitizer and
 # UndefinedBehaviorSanitizer; any report aborts the run.  Needs clang and
@@ -134,8 +140,8 @@ FUZZ_SECONDS ?= 120
 FUZZ_OPTIONS = -max_len=4096 -dict=fuzz/policy.dict -timeout=10 \
 	-artifact_prefix=fuzz/ -print_final_stats=1
 
-fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h src/cron.c src/cron.h
-	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/policy.c src/cron.c -lm
+fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h src/cron.c src/cron.h src/rate.c src/rate.h
+	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/policy.c src/cron.c src/rate.c -lm
 
 .PHONY: fuzz fuzzcheck
 fuzz: fuzz/policy_fuzz

@@ -14,8 +14,9 @@
  * 1.1 too, without the fair part (it looks for the index).
  *
  * Flow control (SPEC "Flow control"): retries.pause() and resume(),
- * max_running on retries.annotate(), and priority on retries.call() (due
- * calls of a higher priority are claimed first; see src/claim.c).  The
+ * max_running, max_running_per_key and rate on retries.annotate(), and
+ * priority and limit_key on retries.call() (due calls of a higher
+ * priority are claimed first; see src/claim.c).  The
  * calls of a function that is paused or limited carry its name in
  * call_data.gate and wait held (out of the indexes the workers claim
  * from) until the workers release them, no more at a time than the limit
@@ -39,11 +40,13 @@
 -- Flow control (see below): gate names the function whose limits or
 -- pause hold the call back, held says that they do now; a held call is in
 -- no index the workers claim from.
--- priority orders due calls, higher first (retries.call's priority).
+-- priority orders due calls, higher first (retries.call's priority);
+-- limit_key is what max_running_per_key counts attempts by.
 ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint,
 	ADD COLUMN gate regprocedure,
 	ADD COLUMN held boolean NOT NULL DEFAULT false,
-	ADD COLUMN priority integer NOT NULL DEFAULT 0;
+	ADD COLUMN priority integer NOT NULL DEFAULT 0,
+	ADD COLUMN limit_key text;
 
 -- what the workers claim from: due calls that nothing holds, earliest
 -- first; those of priority 0 here, the others in call_data_prioritized,
@@ -57,10 +60,13 @@ CREATE INDEX call_data_prioritized ON retries.call_data (priority, next_attempt)
 -- priority 0 or above: those below run only when nothing else is due)
 CREATE INDEX call_data_due_by_role ON retries.call_data (scheduled_by, next_attempt)
 	WHERE state = 'scheduled' AND NOT held AND priority >= 0;
--- what a gate releases, earliest first, and what it has released
+-- what a gate releases, earliest first (by key, for a limit per key), and
+-- what it has released
 CREATE INDEX call_data_held ON retries.call_data (gate, next_attempt)
 	WHERE state = 'scheduled' AND held;
-CREATE INDEX call_data_released ON retries.call_data (gate)
+CREATE INDEX call_data_held_by_key ON retries.call_data (gate, limit_key, next_attempt)
+	WHERE state = 'scheduled' AND held;
+CREATE INDEX call_data_released ON retries.call_data (gate, limit_key)
 	WHERE state = 'scheduled' AND NOT held AND gate IS NOT NULL;
 
 -----------------------------------------------------------------------
@@ -193,7 +199,7 @@ COMMENT ON VIEW retries.schedules IS
 	'recurring schedules: one row per schedule, with its next and last firing and its counters';
 
 -- retries.calls gains the name of the schedule that fired each call, and
--- each call's priority
+-- each call's priority and limit_key
 CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
 SELECT c.id,
 	   p.fn,
@@ -212,7 +218,8 @@ SELECT c.id,
 	   c.last_message,
 	   (SELECT s.name FROM retries.schedule_data s
 		 WHERE s.id = c.schedule_id) AS schedule,
-	   c.priority
+	   c.priority,
+	   c.limit_key
   FROM retries.call_data c
   JOIN retries.policy_data p ON p.id = c.policy_id
  WHERE retries.visible_role(c.scheduled_by);
@@ -282,7 +289,9 @@ COMMENT ON FUNCTION retries.forget_dropped_functions() IS
 CREATE TABLE retries.flow_data (
 	fn				regprocedure PRIMARY KEY,
 	paused			boolean NOT NULL DEFAULT false,
-	max_running		integer CHECK (max_running > 0)
+	max_running		integer CHECK (max_running > 0),
+	max_running_per_key integer CHECK (max_running_per_key > 0),
+	rate			text			-- 'count/duration', as annotate() wrote it
 );
 COMMENT ON TABLE retries.flow_data IS
 	'pauses and limits of functions; read them through retries.stats and retries.policies';
@@ -304,12 +313,13 @@ COMMENT ON FUNCTION retries.resume(regprocedure) IS
 	'let the calls of a paused function run again; true if it was paused';
 
 /*
- * annotate gains max_running, and call priority: new signatures, so the
- * old functions go.  Renamed first, so that the new ones can be given the
- * privileges that the old ones had (a REVOKE EXECUTE ON retries.call FROM
- * PUBLIC, say, must not be undone by the update), as the user's own: a
- * GRANT in this script would be taken for the extension's, which pg_dump
- * leaves out (see retries_grant_as_user in src/catalog.c).
+ * annotate gains max_running, max_running_per_key and rate, and call priority
+ * and limit_key: new signatures, so the old functions go.  Renamed first,
+ * so that the new ones can be given the privileges that the old ones had
+ * (a REVOKE EXECUTE ON retries.call FROM PUBLIC, say, must not be undone
+ * by the update), as the user's own: a GRANT in this script would be
+ * taken for the extension's, which pg_dump leaves out (see
+ * retries_grant_as_user in src/catalog.c).
  */
 CREATE FUNCTION retries.grant_as_user(stmt text)
 RETURNS void
@@ -352,14 +362,15 @@ CREATE FUNCTION retries.call(fn regprocedure,
 							 args jsonb DEFAULT '[]',
 							 run_at timestamptz DEFAULT pg_catalog.now(),
 							 key text DEFAULT NULL,
-							 priority integer DEFAULT 0)
+							 priority integer DEFAULT 0,
+							 limit_key text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'retries_call'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer) IS
-	'schedule a call of an annotated function at run_at, as the current role; among due calls higher priority runs first; returns the call id';
+COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer, text) IS
+	'schedule a call of an annotated function at run_at, as the current role; among due calls higher priority runs first; limit_key is what max_running_per_key counts; returns the call id';
 SELECT retries.copy_grants('retries.call_1_1(regprocedure, jsonb, timestamptz, text)',
-						   'retries.call(regprocedure, jsonb, timestamptz, text, integer)');
+						   'retries.call(regprocedure, jsonb, timestamptz, text, integer, text)');
 DROP FUNCTION retries.call_1_1(regprocedure, jsonb, timestamptz, text);
 
 CREATE FUNCTION retries.annotate(fn regprocedure,
@@ -373,16 +384,18 @@ CREATE FUNCTION retries.annotate(fn regprocedure,
 								 timeout interval DEFAULT NULL,
 								 on_exhausted regprocedure DEFAULT NULL,
 								 delay_fn regprocedure DEFAULT NULL,
-								 max_running integer DEFAULT NULL)
+								 max_running integer DEFAULT NULL,
+								 max_running_per_key integer DEFAULT NULL,
+								 rate text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'retries_annotate'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
 									 float8, text, text[], interval, regprocedure,
-									 regprocedure, integer) IS
-	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once';
+									 regprocedure, integer, integer, text) IS
+	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once, max_running_per_key of one limit_key, and starts at most at rate (''100/1s'')';
 SELECT retries.copy_grants('retries.annotate_1_1(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure)',
-						   'retries.annotate(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer)');
+						   'retries.annotate(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer, integer, text)');
 DROP FUNCTION retries.annotate_1_1(regprocedure, text, integer, interval, interval,
 								   float8, text, text[], interval, regprocedure, regprocedure);
 DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);

@@ -88,6 +88,14 @@ target(`Drain beside ${fmt(num('held'))} held calls of a paused function vs drai
 	   `${fmt(num('drain_beside_held'))}/s`, `${fmt(drain)}/s`,
 	   x(num('drain_beside_held') / drain), '≥ 0.90×',
 	   num('drain_beside_held') / drain >= 0.9);
+target('Rate 1000/1s: starts in the busiest 990 ms vs the limit',
+	   `${fmt(num('rate_busiest_window'))}`, `${fmt(num('rate_limit'))}`,
+	   x(num('rate_busiest_window') / num('rate_limit')), '≤ 1×',
+	   num('rate_busiest_window') <= num('rate_limit'));
+target('Rate 1000/1s: starts a second achieved vs the limit',
+	   `${fmt(num('rate_achieved'))}/s`, `${fmt(num('rate_limit'))}/s`,
+	   x(num('rate_achieved') / num('rate_limit')), '≥ 0.90×',
+	   num('rate_achieved') / num('rate_limit') >= 0.9);
 const anonMb = num('anon_growth_kb') / 1024;
 target(`Worker private memory growth over ${fmt(future)} calls`,
 	   `${anonMb.toFixed(2)} MB`, '—', `${anonMb.toFixed(2)} MB`, '≤ 5 MB',

@@ -52,6 +52,10 @@
  *	  cron_next from a wall-clock minute taken from the knobs finds a later
  *	  minute that matches, with no match in between (checked minute by
  *	  minute over up to two days).
+ *	- rate_parse (src/rate.c): a refused rate has a well-formed error; an
+ *	  accepted one is within bounds, and 64 starts asked for at moments
+ *	  from the knobs are admitted only while no window-long interval holds
+ *	  more than the rate's count.
  *
  * IDENTIFICATION
  *	  fuzz/policy_fuzz.c
@@ -59,6 +63,7 @@
  *-------------------------------------------------------------------------
  */
 #include "cron.h"
+#include "rate.h"
 #include "policy.h"
 
 #include <float.h>
@@ -859,6 +864,51 @@ check_cron(const char *text, bool utf8, Knobs *knobs)
 	}
 }
 
+/*
+ * check_rate -- rate_parse (src/rate.c): a refused rate has a well-formed
+ * error; an accepted one is within bounds, and starts asked for at moments
+ * taken from the knobs are admitted only while no window-long interval
+ * holds more than count of them
+ */
+static void
+check_rate(const char *text, bool utf8, Knobs *knobs)
+{
+	RateSpec	rate;
+	PolicyError err;
+	RateRing	ring;
+	int64_t		starts[64];
+	int			n = 0;
+	int64_t		now = 0;
+
+	if (!rate_parse(text, &rate, &err))
+	{
+		check_error(&err, text, utf8);
+		return;
+	}
+	REQUIRE(rate.count >= 1 && rate.count <= RATE_MAX_COUNT, text);
+	REQUIRE(rate.window >= RATE_MIN_WINDOW && rate.window <= RATE_MAX_WINDOW, text);
+	REQUIRE(rate_burst(&rate) >= 1 && rate.count % rate_burst(&rate) == 0, text);
+	rate_reset(&ring, &rate, -1);
+	for (int i = 0; i < 64; i++)
+	{
+		int64_t		next = 0;
+
+		now += (int64_t) (knob_u64(knobs) % (uint64_t) (rate.window / 4 + 1));
+		if (rate_admit(&ring, &rate, now, &next))
+		{
+			int			in_window = 0;
+
+			starts[n++] = now;
+			for (int k = 0; k < n; k++)
+				if (starts[k] > now - rate.window)
+					in_window++;
+			REQUIRE(in_window <= rate.count, text);
+		}
+		else
+			REQUIRE(next > now, text);
+	}
+}
+
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -887,6 +937,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_retry_on(text, utf8, &knobs);
 	check_raw_numbers(text, &knobs);
 	check_cron(text, utf8, &knobs);
+	check_rate(text, utf8, &knobs);
 
 	free(text);
 	return 0;

@@ -312,7 +312,7 @@ copy_tree() {
 		--exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
 		--exclude=./results --exclude=./output_iso --exclude='./tmp_check*' \
 		--exclude=./log --exclude='./regression.*' --exclude=./test/policy_test \
-		--exclude=./test/cron_test \
+		--exclude=./test/cron_test --exclude=./test/rate_test \
 		--exclude=./fuzz/policy_fuzz --exclude=./fuzz/corpus-new \
 		--exclude=./dist --exclude=./bench/node_modules \
 		-cf - . | tar -C "$1" -xf -

@@ -156,4 +156,36 @@ SELECT CASE id WHEN :p0 THEN 'p0' WHEN :pm2 THEN 'pm2' ELSE 'p3' END AS call, pr
   FROM retries.calls WHERE id IN (:p0, :pm2, :p3) ORDER BY id;
 SELECT retries.cancel(id) FROM retries.calls WHERE id IN (:p0, :pm2, :p3);
 
+-- max_running_per_key: at least 1; stored beside max_running, and lifted
+-- with it by a new annotation without them; limit_key is shown in
+-- retries.calls (and counts only where the function has such a limit)
+SELECT retries.annotate('flow_note(text)', '3 10ms', max_running_per_key => 0);
+SELECT retries.annotate('flow_note(text)', '3 10ms', max_running => 4, max_running_per_key => 1);
+SELECT max_running, max_running_per_key FROM retries.flow_data
+ WHERE fn = 'flow_note(text)'::regprocedure;
+SELECT retries.call('flow_note(text)', '["k1"]', limit_key => 'acct-1') AS k1 \gset
+SELECT retries.call('flow_note(text)', '["k2"]', limit_key => 'acct-1') AS k2 \gset
+SELECT retries.call('flow_note(text)', '["k3"]', key => 'flow-k3', limit_key => 'acct-2') AS k3 \gset
+CALL test.wait_finished(:k1);
+CALL test.wait_finished(:k2);
+CALL test.wait_finished(:k3);
+SELECT args, state, attempts, limit_key FROM retries.calls WHERE id IN (:k1, :k2, :k3) ORDER BY id;
+SELECT retries.annotate('flow_note(text)', '3 10ms');
+SELECT max_running, max_running_per_key FROM retries.flow_data
+ WHERE fn = 'flow_note(text)'::regprocedure;
+
+-- rate: 'count/duration', stored in its canonical form; a bad one names
+-- its bad part; a new annotation without it lifts it
+SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '100');
+SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '0/1s');
+SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '10/1 second');
+SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '10/0.5ms');
+SELECT retries.annotate('flow_note(text)', '3 10ms', rate => ' 100 / 1000ms ');
+SELECT rate FROM retries.flow_data WHERE fn = 'flow_note(text)'::regprocedure;
+SELECT retries.call('flow_note(text)', '["paced"]') AS paced \gset
+CALL test.wait_finished(:paced);
+SELECT state, attempts FROM retries.calls WHERE id = :paced;
+SELECT retries.annotate('flow_note(text)', '3 10ms');
+SELECT rate FROM retries.flow_data WHERE fn = 'flow_note(text)'::regprocedure;
+
 DROP ROLE flow_stranger;

@@ -52,7 +52,9 @@ enum
 	ANN_TIMEOUT,
 	ANN_ON_EXHAUSTED,
 	ANN_DELAY_FN,
-	ANN_MAX_RUNNING				/* version 1.2 */
+	ANN_MAX_RUNNING,			/* version 1.2 */
+	ANN_MAX_RUNNING_PER_KEY,	/* version 1.2 */
+	ANN_RATE					/* version 1.2 */
 };
 
 /* Most entries a retry_on list may have (normalizing it is quadratic) */
@@ -454,23 +456,49 @@ store_policy(Oid fnoid, const Policy *policy)
 }
 
 /*
- * max_running_arg -- annotate()'s max_running, checked; 0 if not given (or
- * if the database's extension is older than 1.2, which lacks it)
+ * limit_arg -- annotate()'s argument 'argno', a limit named 'name',
+ * checked; 0 if not given (or if the database's extension is older than
+ * 1.2, which lacks it)
  */
 static int32
-max_running_arg(FunctionCallInfo fcinfo)
+limit_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 {
-	int32		max_running;
+	int32		limit;
 
-	if (PG_NARGS() <= ANN_MAX_RUNNING || PG_ARGISNULL(ANN_MAX_RUNNING))
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
 		return 0;
-	max_running = PG_GETARG_INT32(ANN_MAX_RUNNING);
-	if (max_running < 1)
+	limit = PG_GETARG_INT32(argno);
+	if (limit < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid max_running: %d is not a positive number of attempts", max_running),
+				 errmsg("invalid %s: %d is not a positive number of attempts", name, limit),
 				 errhint("Leave it NULL for no limit.")));
-	return max_running;
+	return limit;
+}
+
+/*
+ * rate_arg -- annotate()'s rate, checked, in its canonical form
+ * ('count/duration', the duration as policy_format_duration writes it);
+ * NULL if not given
+ */
+static char *
+rate_arg(FunctionCallInfo fcinfo)
+{
+	char	   *given;
+	RateSpec	rate;
+	PolicyError err;
+	char		window[64];
+
+	if (PG_NARGS() <= ANN_RATE || PG_ARGISNULL(ANN_RATE))
+		return NULL;
+	given = text_to_cstring(PG_GETARG_TEXT_PP(ANN_RATE));
+	if (!rate_parse(given, &rate, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid rate: %s", err.message),
+				 err.hint[0] ? errhint("%s", err.hint) : 0));
+	(void) policy_format_duration(rate.window, window, sizeof(window));
+	return psprintf("%d/%s", rate.count, window);
 }
 
 /*
@@ -480,7 +508,9 @@ max_running_arg(FunctionCallInfo fcinfo)
 static void
 store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 {
-	int32		max_running = max_running_arg(fcinfo);
+	int32		max_running = limit_arg(fcinfo, ANN_MAX_RUNNING, "max_running");
+	int32		per_key = limit_arg(fcinfo, ANN_MAX_RUNNING_PER_KEY, "max_running_per_key");
+	char	   *rate = rate_arg(fcinfo);
 	RetriesUserSwitch save;
 	bool		was_paused;
 
@@ -488,11 +518,11 @@ store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 		return;
 	retries_become_owner(&save);
 	SPI_connect();
-	if (max_running == 0)
+	if (max_running == 0 && per_key == 0 && rate == NULL)
 		retries_clear_limit(fnoid);
 	else
 	{
-		(void) retries_set_gate(fnoid, NULL, max_running, &was_paused);
+		(void) retries_set_gate(fnoid, NULL, max_running, per_key, rate, &was_paused);
 		retries_wake_at_commit();	/* a new limit may leave more room */
 	}
 	SPI_finish();

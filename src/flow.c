@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * flow.c
- *	  Flow control: retries.pause() and retries.resume(), the limit
- *	  max_running that retries.annotate() sets, and the holding and
- *	  release of calls that the workers do (SPEC "Flow control").
+ *	  Flow control: retries.pause() and retries.resume(), the limits
+ *	  max_running and max_running_per_key that retries.annotate() sets,
+ *	  and the holding and release of calls that the workers do (SPEC
+ *	  "Flow control").
  *
  * Gates.  A function that is paused or limited has a row in
  * retries.flow_data, its gate.  A call can be held: call_data.held, with
@@ -34,6 +35,11 @@
  * at its limit cost one write each, once, instead of being claimed again
  * and again.  Calls of a limited function that finds room are never held,
  * so a limit that does not bind costs nothing but the count.
+ * max_running_per_key is checked in the same step: a worker running an
+ * attempt of a call with a limit_key records a 64-bit hash of the key
+ * beside the function (equal hashes of different keys would make the
+ * limit stricter, never looser), and the attempt starts only if fewer
+ * than the limit of the attempts running have that key.
  *
  * Releasing.  retries_release_held() runs in the workers' short
  * transaction at the top of their loop (with the firing of schedules): it
@@ -42,7 +48,10 @@
  * earliest due of its held calls: all of them, 1,000 a transaction, for a
  * gate that no longer limits; for a limited one, max_running less the
  * attempts running and the calls released and not yet claimed, so that
- * released calls rarely meet a full gate again.  The workers do this when
+ * released calls rarely meet a full gate again.  With a limit per key,
+ * those without a key first, then those whose key has room, key by key
+ * (release_keys), so that neither a busy key's held calls hold back
+ * another key's nor are they released only to be held again.  The workers do this when
  * woken (a call scheduled, a resume), after each batch while a gate lets
  * calls go (its attempts' ends leave room), when the next held call falls
  * due, and once a second at the latest.
@@ -115,18 +124,20 @@ retries_hold_calls(Oid fnoid)
 
 /*
  * retries_set_gate -- store fnoid's gate: paused (unless NULL, which keeps
- * it) and max_running (0 for none, -1 to keep it); returns whether the
- * gate was closed before (paused or limited), and *was_paused
+ * it), max_running, max_running_per_key (0 for none) and rate (NULL for
+ * none; max_running -1 keeps all three); returns whether the gate was
+ * closed before (paused or limited), and *was_paused
  *
  * Call it as the extension's owner, inside SPI.
  */
 bool
-retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, bool *was_paused)
+retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per_key,
+				 const char *rate, bool *was_paused)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[4] = {OIDOID, BOOLOID, INT4OID, BOOLOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Oid			argtypes[6] = {OIDOID, BOOLOID, INT4OID, BOOLOID, INT4OID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 	bool		was_limited;
 
@@ -136,22 +147,32 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, bool *was_pau
 	values[2] = Int32GetDatum(max_running);
 	nulls[2] = max_running <= 0 ? 'n' : ' ';
 	values[3] = BoolGetDatum(max_running >= 0);
+	values[4] = Int32GetDatum(max_per_key);
+	nulls[4] = max_per_key <= 0 ? 'n' : ' ';
+	values[5] = rate != NULL ? CStringGetTextDatum(rate) : (Datum) 0;
+	nulls[5] = rate != NULL ? ' ' : 'n';
 	/* the old row, locked, then the new one */
 	retries_prepare_kept(&plan,
 						 "WITH old AS ("
-						 " SELECT paused, max_running FROM retries.flow_data"
+						 " SELECT paused, max_running, max_running_per_key, rate FROM retries.flow_data"
 						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
 						 " FOR UPDATE),"
 						 " new AS ("
-						 " INSERT INTO retries.flow_data AS f (fn, paused, max_running)"
+						 " INSERT INTO retries.flow_data AS f"
+						 "  (fn, paused, max_running, max_running_per_key, rate)"
 						 " VALUES ($1::pg_catalog.regprocedure, coalesce($2, false),"
-						 "  CASE WHEN $4 THEN $3 END)"
+						 "  CASE WHEN $4 THEN $3 END, CASE WHEN $4 THEN $5 END,"
+						 "  CASE WHEN $4 THEN $6 END)"
 						 " ON CONFLICT (fn) DO UPDATE SET"
 						 "  paused = coalesce($2, f.paused),"
-						 "  max_running = CASE WHEN $4 THEN $3 ELSE f.max_running END)"
+						 "  max_running = CASE WHEN $4 THEN $3 ELSE f.max_running END,"
+						 "  max_running_per_key = CASE WHEN $4 THEN $5"
+						 "   ELSE f.max_running_per_key END,"
+						 "  rate = CASE WHEN $4 THEN $6 ELSE f.rate END)"
 						 " SELECT coalesce((SELECT paused FROM old), false),"
-						 "  (SELECT max_running FROM old) IS NOT NULL",
-						 4, argtypes);
+						 "  (SELECT max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+						 "   OR rate IS NOT NULL FROM old) IS TRUE",
+						 6, argtypes);
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store the gate of function %u", fnoid);
@@ -219,9 +240,11 @@ retries_clear_limit(Oid fnoid)
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 
 	retries_prepare_kept(&plan,
-						 "UPDATE retries.flow_data SET max_running = NULL"
+						 "UPDATE retries.flow_data SET max_running = NULL,"
+						 " max_running_per_key = NULL, rate = NULL"
 						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
-						 " AND max_running IS NOT NULL",
+						 " AND (max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+						 "  OR rate IS NOT NULL)",
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not clear the limit of function %u", fnoid);
@@ -277,7 +300,7 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 
 	retries_become_owner(&save);
 	SPI_connect();
-	(void) retries_set_gate(fnoid, &pause, -1, &was_paused);
+	(void) retries_set_gate(fnoid, &pause, -1, 0, NULL, &was_paused);
 	if (pause)
 		retries_hold_calls(fnoid);
 	SPI_finish();
@@ -311,6 +334,28 @@ retries_resume(PG_FUNCTION_ARGS)
 }
 
 /*
+ * gate_rate -- the rate in column 'col' of a flow_data row into *rate;
+ * false if it has none (or one that no longer parses, which annotate()
+ * would not have stored)
+ */
+static bool
+gate_rate(HeapTuple row, TupleDesc desc, int col, RateSpec *rate)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(row, desc, col, &isnull);
+	PolicyError err;
+
+	if (isnull)
+		return false;
+	if (!rate_parse(TextDatumGetCString(d), rate, &err))
+	{
+		elog(WARNING, "retries: ignoring a stored rate: %s", err.message);
+		return false;
+	}
+	return true;
+}
+
+/*
  * retries_load_gates -- the gates that hold or limit something now, for a
  * worker's batch: *gates (in the current memory context) and how many
  *
@@ -327,8 +372,11 @@ retries_load_gates(RetriesGate **gates)
 	if (!retries_flow_available())
 		return 0;
 	retries_prepare_kept(&plan,
-						 "SELECT fn::pg_catalog.oid, paused, coalesce(max_running, 0)"
-						 " FROM retries.flow_data WHERE paused OR max_running IS NOT NULL",
+						 "SELECT fn::pg_catalog.oid, paused, coalesce(max_running, 0),"
+						 " coalesce(max_running_per_key, 0), rate"
+						 " FROM retries.flow_data"
+						 " WHERE paused OR max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+						 " OR rate IS NOT NULL",
 						 0, NULL);
 	if (SPI_execute_plan(plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the gates");
@@ -345,6 +393,8 @@ retries_load_gates(RetriesGate **gates)
 		(*gates)[i].fn = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
 		(*gates)[i].paused = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
 		(*gates)[i].max_running = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
+		(*gates)[i].max_per_key = DatumGetInt32(SPI_getbinval(row, desc, 4, &isnull));
+		(*gates)[i].has_rate = gate_rate(row, desc, 5, &(*gates)[i].rate);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return n;
@@ -370,32 +420,254 @@ retries_hold_call(int64 id, Oid fnoid)
 }
 
 /*
- * release_gate -- release up to 'room' of fnoid's held calls due by now,
- * earliest first; returns how many
+ * retries_call_limit_key -- does call 'id' have a limit_key?  If so, its
+ * hash into *key (what the workers running its attempts are counted by)
  */
-static uint64
-release_gate(Oid fnoid, int64 room, TimestampTz now)
+bool
+retries_call_limit_key(int64 id, int64 *key)
 {
 	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	bool		isnull = true;
+	Datum		d = (Datum) 0;
+
+	retries_prepare_kept(&plan,
+						 "SELECT pg_catalog.hashtextextended(limit_key, 0)"
+						 " FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the limit_key of call " INT64_FORMAT, id);
+	if (SPI_processed == 1)
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_freetuptable(SPI_tuptable);
+	if (isnull)
+		return false;
+	*key = DatumGetInt64(d);
+	return true;
+}
+
+/*
+ * release_gate -- release up to 'room' of fnoid's held calls due by now,
+ * earliest first (only those without a limit_key if 'keyless'); returns
+ * how many
+ */
+static uint64
+release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
+{
+	static SPIPlanPtr plans[2];
 	Oid			argtypes[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
 	Datum		values[3];
 
 	values[0] = ObjectIdGetDatum(fnoid);
 	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
 	values[2] = TimestampTzGetDatum(now);
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.call_data SET held = false"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
-						 "  SELECT id FROM retries.call_data"
-						 "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
-						 "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-						 "  AND next_attempt OPERATOR(pg_catalog.<=) $3"
-						 "  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
-						 " AND held",
-						 3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+	if (plans[keyless] == NULL)
+		retries_prepare_kept(&plans[keyless],
+							 psprintf("UPDATE retries.call_data SET held = false"
+									  " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
+									  "  SELECT id FROM retries.call_data"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
+									  "  AND next_attempt OPERATOR(pg_catalog.<=) $3"
+									  "  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
+									  " AND held",
+									  keyless ? " AND limit_key IS NULL" : ""),
+							 3, argtypes);
+	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not release the calls of function %u", fnoid);
 	return SPI_processed;
+}
+
+/*
+ * Where the last walk of each gate's keys stopped (see release_keys), so
+ * that the next walk goes on from there: up to KEY_CURSORS gates, in the
+ * worker's memory
+ */
+#define KEY_CURSORS				16
+static struct
+{
+	Oid			fn;
+	char	   *key;			/* NULL: from the first key */
+}			key_cursors[KEY_CURSORS];
+
+/*
+ * key_cursor -- the cursor of gate fnoid, made if need be (NULL if there
+ * is no room for it: then every walk starts from the first key)
+ */
+static char **
+key_cursor(Oid fnoid)
+{
+	for (int i = 0; i < KEY_CURSORS; i++)
+		if (key_cursors[i].fn == fnoid)
+			return &key_cursors[i].key;
+	for (int i = 0; i < KEY_CURSORS; i++)
+		if (!OidIsValid(key_cursors[i].fn))
+		{
+			key_cursors[i].fn = fnoid;
+			key_cursors[i].key = NULL;
+			return &key_cursors[i].key;
+		}
+	return NULL;
+}
+
+/*
+ * The distinct keys of fnoid's held calls, in order (after $6 in the
+ * second form): one probe of call_data_held_by_key each
+ */
+#define HELD_KEYS_CTE(after) \
+	"WITH RECURSIVE k(key) AS (" \
+	" SELECT (SELECT limit_key FROM retries.call_data" \
+	"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
+	"  AND limit_key IS NOT NULL" after \
+	"  ORDER BY limit_key LIMIT 1)" \
+	" UNION ALL" \
+	" SELECT (SELECT c.limit_key FROM retries.call_data c" \
+	"  WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held" \
+	"  AND c.limit_key OPERATOR(pg_catalog.>) k.key" \
+	"  ORDER BY c.limit_key LIMIT 1)" \
+	" FROM k WHERE k.key IS NOT NULL)"
+
+/*
+ * What release_keys runs after HELD_KEYS_CTE: for up to $7 keys, the room
+ * of each ($2, less its attempts running, whose key hashes and counts are
+ * $3 and $4, less its calls released, due and not claimed yet), and the
+ * earliest due held calls of each that fit in it, up to $5 in all; they
+ * are released, and the last key looked at is returned with each
+ */
+#define RELEASE_KEYS_QUERY \
+	", keys AS (" \
+	" SELECT k.key, $2" \
+	"  OPERATOR(pg_catalog.-) coalesce((SELECT r.n FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) r(h, n)" \
+	"   WHERE r.h OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(k.key, 0)), 0)" \
+	"  OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM retries.call_data c" \
+	"   WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"   AND c.limit_key OPERATOR(pg_catalog.=) k.key" \
+	"   AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT c.held" \
+	"   AND c.next_attempt OPERATOR(pg_catalog.<=) $5)::integer AS room" \
+	" FROM k WHERE k.key IS NOT NULL LIMIT $7)," \
+	" picked AS (" \
+	" SELECT c.id, c.next_attempt FROM keys CROSS JOIN LATERAL" \
+	" (SELECT id, next_attempt FROM retries.call_data c" \
+	"  WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"  AND c.limit_key OPERATOR(pg_catalog.=) keys.key" \
+	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held" \
+	"  AND c.next_attempt OPERATOR(pg_catalog.<=) $5" \
+	"  ORDER BY c.next_attempt" \
+	"  LIMIT CASE WHEN keys.room OPERATOR(pg_catalog.>) 0 THEN keys.room ELSE 0 END" \
+	"  FOR UPDATE SKIP LOCKED) c" \
+	" ORDER BY c.next_attempt LIMIT $8)," \
+	" released AS (" \
+	" UPDATE retries.call_data c SET held = false FROM picked p" \
+	" WHERE c.id OPERATOR(pg_catalog.=) p.id AND c.held RETURNING c.id)" \
+	" SELECT (SELECT pg_catalog.count(*) FROM released)," \
+	"  (SELECT pg_catalog.count(*) FROM keys)," \
+	"  (SELECT pg_catalog.max(key) FROM keys)"
+
+/* Most keys release_keys looks at in one transaction */
+#define RELEASE_KEYS			1000
+
+/*
+ * release_keys -- release, of fnoid's held calls that have a limit_key,
+ * those due by 'now' that the room of their key lets go, earliest first
+ * within each key, up to 'room' in all; returns how many
+ *
+ * The keys are walked in order, RELEASE_KEYS a time, from where this
+ * worker's last walk of the gate stopped, so that every key has its turn
+ * however many there are; a walk costs one index probe per key, whatever
+ * the number of held calls each has.
+ */
+static uint64
+release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
+{
+	static SPIPlanPtr plans[2];
+	Oid			argtypes[8] = {OIDOID, INT4OID, INT8ARRAYOID, INT4ARRAYOID,
+	TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	char	  **cursor = key_cursor(fnoid);
+	bool		after = cursor != NULL && *cursor != NULL;
+	int64	   *hashes;
+	int32	   *counts;
+	int			nrunning;
+	Datum	   *hd;
+	Datum	   *cd;
+	uint64		released;
+	int64		looked;
+	bool		isnull;
+	Datum		last;
+
+	nrunning = retries_gate_key_counts(fnoid, &hashes, &counts);
+	hd = palloc(sizeof(Datum) * Max(nrunning, 1));
+	cd = palloc(sizeof(Datum) * Max(nrunning, 1));
+	for (int i = 0; i < nrunning; i++)
+	{
+		hd[i] = Int64GetDatum(hashes[i]);
+		cd[i] = Int32GetDatum(counts[i]);
+	}
+	values[0] = ObjectIdGetDatum(fnoid);
+	values[1] = Int32GetDatum(max_per_key);
+	values[2] = PointerGetDatum(construct_array(hd, nrunning, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[3] = PointerGetDatum(construct_array(cd, nrunning, INT4OID, sizeof(int32),
+												true, TYPALIGN_INT));
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = after ? CStringGetTextDatum(*cursor) : (Datum) 0;
+	nulls[5] = after ? ' ' : 'n';
+	values[6] = Int32GetDatum(RELEASE_KEYS);
+	values[7] = Int64GetDatum(Min(room, RELEASE_BATCH));
+	if (plans[after] == NULL)
+		retries_prepare_kept(&plans[after],
+							 after ? HELD_KEYS_CTE("  AND limit_key OPERATOR(pg_catalog.>) $6")
+							 RELEASE_KEYS_QUERY
+							 : HELD_KEYS_CTE("  AND $6::pg_catalog.text IS NULL")
+							 RELEASE_KEYS_QUERY,
+							 8, argtypes);
+	if (SPI_execute_plan(plans[after], values, nulls, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not release the calls of function %u by key", fnoid);
+	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	looked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										 2, &isnull));
+	last = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+
+	/* the next walk goes on after the last key, or from the first */
+	if (cursor != NULL)
+	{
+		if (*cursor != NULL)
+			pfree(*cursor);
+		*cursor = NULL;
+		if (looked == RELEASE_KEYS && !isnull)
+			*cursor = MemoryContextStrdup(TopMemoryContext, TextDatumGetCString(last));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return released;
+}
+
+/*
+ * held_due -- has fnoid held calls due by 'now'?
+ */
+static bool
+held_due(Oid fnoid, TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2] = {ObjectIdGetDatum(fnoid), TimestampTzGetDatum(now)};
+	bool		found;
+
+	retries_prepare_kept(&plan,
+						 "SELECT FROM retries.call_data"
+						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+						 " AND next_attempt OPERATOR(pg_catalog.<=) $2 LIMIT 1",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look for held calls");
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return found;
 }
 
 /*
@@ -427,7 +699,8 @@ retries_release_held(TimestampTz now, bool *gated)
 		return 0;
 
 	retries_prepare_kept(&gates_plan,
-						 "SELECT fn::pg_catalog.oid, max_running FROM retries.flow_data"
+						 "SELECT fn::pg_catalog.oid, max_running, max_running_per_key, rate"
+						 " FROM retries.flow_data"
 						 " WHERE NOT paused FOR UPDATE SKIP LOCKED",
 						 0, NULL);
 	if (SPI_execute_plan(gates_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
@@ -452,23 +725,56 @@ retries_release_held(TimestampTz now, bool *gated)
 	{
 		Oid			fnoid = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
 														   1, &isnull));
-		Datum		limit = SPI_getbinval(gates->vals[i], gates->tupdesc, 2, &isnull);
+		bool		no_limit;
+		Datum		limit = SPI_getbinval(gates->vals[i], gates->tupdesc, 2, &no_limit);
+		bool		no_per_key;
+		Datum		per_key = SPI_getbinval(gates->vals[i], gates->tupdesc, 3, &no_per_key);
+		RateSpec	rate;
+		bool		has_rate = gate_rate(gates->vals[i], gates->tupdesc, 4, &rate);
+		TimestampTz rate_next = 0;
 		int64		room = RELEASE_BATCH;
+		int64		unclaimed = 0;
 		uint64		released;
 
 		CHECK_FOR_INTERRUPTS();
 		values[0] = ObjectIdGetDatum(fnoid);
 		values[1] = TimestampTzGetDatum(now);
-		if (!isnull)
+		if (!no_limit || has_rate)
 		{
 			if (SPI_execute_plan(released_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 				elog(ERROR, "retries: could not count the released calls");
-			room = DatumGetInt32(limit) - retries_gate_running(fnoid) -
-				DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
+			unclaimed = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
 			SPI_freetuptable(SPI_tuptable);
 		}
-		released = room > 0 ? release_gate(fnoid, room, now) : 0;
+		if (!no_limit)
+			room = DatumGetInt32(limit) - retries_gate_running(fnoid) - unclaimed;
+		if (has_rate)
+		{
+			/* as many as may start now; the time frees more, not a batch */
+			int64		rate_room = retries_gate_rate_room(fnoid, &rate, now, &rate_next) -
+				unclaimed;
+
+			room = Min(room, rate_room);
+		}
+		if (room <= 0)
+			released = 0;
+		else if (no_per_key)
+			released = release_gate(fnoid, room, now, false);
+		else
+		{
+			/* those without a key, then those whose key has room */
+			released = release_gate(fnoid, room, now, true);
+			if ((int64) released < room)
+				released += release_keys(fnoid, DatumGetInt32(per_key),
+										 room - released, now);
+			/* a key's attempts' ends may leave room for more */
+			if (held_due(fnoid, now))
+				*gated = true;
+		}
+		if (has_rate && (room <= 0 || released == (uint64) room) &&
+			(again == 0 || rate_next < again) && held_due(fnoid, now))
+			again = rate_next;
 		if (released == RELEASE_BATCH)
 		{
 			again = now;

@@ -160,6 +160,7 @@ start_worker(Oid dboid, int slot_no)
 	w->pid = 0;
 	w->latch = NULL;
 	w->gate_fn = InvalidOid;
+	w->gate_keyed = false;
 	SpinLockAcquire(&w->mutex);
 	w->state = WORKER_STARTING;
 	w->current_call = 0;

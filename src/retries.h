@@ -32,6 +32,8 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "rate.h"
+
 /* The SQLSTATE that retries.retry() raises; its class RT is always retried */
 #define ERRCODE_RETRIES_RETRY	MAKE_SQLSTATE('R','T','0','0','0')
 
@@ -92,14 +94,18 @@ typedef struct RetriesGate
 	Oid			fn;
 	bool		paused;
 	int32		max_running;	/* 0 when not limited */
+	int32		max_per_key;	/* max_running_per_key; 0 when not limited */
+	bool		has_rate;		/* is it rate-limited, */
+	RateSpec	rate;			/* at this rate? */
 } RetriesGate;
 
 extern bool retries_flow_available(void);
 extern int	retries_load_gates(RetriesGate **gates);
 extern void retries_hold_call(int64 id, Oid fnoid);
+extern bool retries_call_limit_key(int64 id, int64 *key);
 extern void retries_hold_calls(Oid fnoid);
 extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
-							 bool *was_paused);
+							 int32 max_per_key, const char *rate, bool *was_paused);
 extern void retries_clear_limit(Oid fnoid);
 extern void retries_gate_call(int64 id);
 extern TimestampTz retries_release_held(TimestampTz now, bool *gated);

@@ -43,7 +43,7 @@
 PG_FUNCTION_INFO_V1(retries_call);
 
 /* The columns insert_call() takes (see there) */
-#define CALL_COLUMNS		10
+#define CALL_COLUMNS		11
 
 /* How often retries.call() looks again for a key whose call just finished */
 #define KEY_RACE_ATTEMPTS	3
@@ -180,10 +180,11 @@ static struct
 				att_created_at,
 				att_updated_at,
 				att_scheduled_by,
-				att_schedule_id,	/* these four: InvalidAttrNumber at 1.1 */
+				att_schedule_id,	/* these five: InvalidAttrNumber at 1.1 */
 				att_gate,
 				att_held,
-				att_priority;
+				att_priority,
+				att_limit_key;
 }			call_data_info;
 
 /*
@@ -237,6 +238,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_gate = get_attnum(relid, "gate");
 		call_data_info.att_held = get_attnum(relid, "held");
 		call_data_info.att_priority = get_attnum(relid, "priority");
+		call_data_info.att_limit_key = get_attnum(relid, "limit_key");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
@@ -288,6 +290,12 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		SET_COLUMN(att_priority, values[9]);
 	else if (DatumGetInt32(values[9]) != 0)
 		elog(ERROR, "retries: column priority of retries.call_data is missing");
+	if (nulls[10] != 'n')
+	{
+		if (call_data_info.att_limit_key == InvalidAttrNumber)
+			elog(ERROR, "retries: column limit_key of retries.call_data is missing");
+		SET_COLUMN(att_limit_key, values[10]);
+	}
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
 
@@ -310,7 +318,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 /*
  * set_policy_columns -- fill in the columns of a new call of fnoid that
  * come from its current policy: policy_id, max_attempts, gate and held;
- * and priority 0
+ * and priority 0, no limit_key
  */
 static void
 set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *nulls)
@@ -324,6 +332,8 @@ set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *
 	nulls[8] = ' ';
 	values[9] = Int32GetDatum(0);
 	nulls[9] = ' ';
+	values[10] = (Datum) 0;
+	nulls[10] = 'n';
 }
 
 /*
@@ -332,9 +342,10 @@ set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *
  *
  * values and nulls (' ' or 'n') hold, in this order: policy_id, args,
  * max_attempts, next_attempt, scheduled_by, key, schedule_id (which
- * only keyless calls have), gate and held (see flow.c), and priority.
- * Held calls, gated ones and those of a priority other than 0 need
- * version 1.2, whose retries.call() is the only one that makes them.
+ * only keyless calls have), gate and held (see flow.c), priority and
+ * limit_key.  Held calls, gated ones, those of a priority other than 0 and
+ * those with a limit_key need version 1.2, whose retries.call() is the
+ * only one that makes them.
  */
 static int64
 insert_call(Datum *values, const char *nulls)
@@ -343,7 +354,7 @@ insert_call(Datum *values, const char *nulls)
 	static SPIPlanPtr gated_insert_plan = NULL;
 	static SPIPlanPtr find_plan = NULL;
 	Oid			argtypes[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
-	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID};
+	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID};
 	SPIPlanPtr	plan;
 	bool		isnull;
 
@@ -352,7 +363,7 @@ insert_call(Datum *values, const char *nulls)
 		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
 								  values, nulls);
 
-	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0)
+	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0 && nulls[10] == 'n')
 		plan = retries_prepare_kept(&insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
@@ -366,9 +377,9 @@ insert_call(Datum *values, const char *nulls)
 		plan = retries_prepare_kept(&gated_insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
-									"  gate, held, priority)"
+									"  gate, held, priority, limit_key)"
 									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
-									"  $8::pg_catalog.regprocedure, $9, $10)"
+									"  $8::pg_catalog.regprocedure, $9, $10, $11)"
 									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
 									" WHERE key IS NOT NULL"
 									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
@@ -409,8 +420,8 @@ insert_call(Datum *values, const char *nulls)
 }
 
 /*
- * retries_call -- SQL function retries.call(fn, args, run_at, key, priority)
- * (1.2; without priority before)
+ * retries_call -- SQL function retries.call(fn, args, run_at, key, priority,
+ * limit_key) (1.2; the first four before)
  *
  * Returns the id of the scheduled call (or, with a key, of the existing
  * unfinished call with that key).
@@ -471,6 +482,11 @@ retries_call(PG_FUNCTION_ARGS)
 	nulls[6] = 'n';
 	if (PG_NARGS() > 4)
 		values[9] = PG_GETARG_DATUM(4);
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		values[10] = PG_GETARG_DATUM(5);
+		nulls[10] = ' ';
+	}
 
 	id = insert_call(values, nulls);
 	retries_wake_at_commit();

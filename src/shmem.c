@@ -78,6 +78,7 @@ shmem_startup(void)
 		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 			SpinLockInit(&retries_shared->workers[i].mutex);
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
+		retries_shared->started_at = GetCurrentTimestamp();
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -297,24 +298,156 @@ retries_gate_running(Oid fnoid)
 }
 
 /*
+ * rate_slot -- the rate slot of fnoid in this database, or, if 'create', a
+ * new one (a free slot, or one whose rate no longer holds anything back);
+ * NULL if there is none.  The caller holds the LWLock (exclusively to
+ * create).
+ *
+ * A new slot counts a whole burst of starts at the time this shared memory
+ * was made: starts before a crash restart or a server restart are
+ * forgotten, and may have been as many as the rate allows just before it.
+ * So after a restart, a rate-limited function waits one spacing of its
+ * rate (at most its window) before its first start.
+ */
+static RetriesRateSlot *
+rate_slot(Oid fnoid, const RateSpec *rate, TimestampTz now, bool create)
+{
+	RetriesRateSlot *spare = NULL;
+
+	for (int i = 0; i < RETRIES_MAX_RATES; i++)
+	{
+		RetriesRateSlot *r = &retries_shared->rates[i];
+
+		if (r->fn == fnoid && r->dboid == MyDatabaseId)
+			return r;
+		if (spare == NULL &&
+			(!OidIsValid(r->fn) ||
+			 rate_room(&r->ring, &r->rate, now, NULL) == rate_burst(&r->rate)))
+			spare = r;
+	}
+	if (!create || spare == NULL)
+		return NULL;
+	spare->dboid = MyDatabaseId;
+	spare->fn = fnoid;
+	spare->rate = *rate;
+	rate_reset(&spare->ring, rate, retries_shared->started_at);
+	return spare;
+}
+
+/*
+ * retries_gate_rate_room -- how many attempts of fnoid 'rate' lets start
+ * at 'now', and when the next beyond those may (*next)
+ */
+int32
+retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now, TimestampTz *next)
+{
+	RetriesRateSlot *r;
+	RateRing	fresh;
+	int32		room;
+	int64		at;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	r = rate_slot(fnoid, rate, now, false);
+	if (r == NULL)
+	{
+		rate_reset(&fresh, rate, retries_shared->started_at);
+		room = rate_room(&fresh, rate, now, &at);
+	}
+	else
+		room = rate_room(&r->ring, rate, now, &at);
+	LWLockRelease(retries_shared->lock);
+	*next = (TimestampTz) at;
+	return room;
+}
+
+/*
  * retries_gate_enter -- worker 'me' may start an attempt of fnoid, which
- * at most max_running may run at once, if fewer run now: then it counts
- * among them (until retries_gate_leave) and true is returned
+ * at most max_running may run at once (0: any number), at most
+ * max_per_key of one limit_key (0: any number; 'keyed' says whether the
+ * call has a key, whose hash is 'key'), and only as often as 'rate' lets
+ * (NULL: any), if there is room for it now: then it counts among them
+ * (until retries_gate_leave; its start, for the rate) and true is returned
  *
  * The count and the entry are one step under the exclusive LWLock, so two
- * workers never both take the last room.
+ * workers never both take the last room.  If shared memory has no room to
+ * follow another rate (RETRIES_MAX_RATES functions held back by theirs at
+ * once), the attempt does not start: the bound comes first.
  */
 bool
-retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running)
+retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
+				   bool keyed, int64 key, int32 max_per_key, const RateSpec *rate)
 {
+	int			running = 0;
+	int			running_key = 0;
 	bool		room;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	room = gate_running(fnoid) < max_running;
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (!w->in_use || w->dboid != MyDatabaseId || w->gate_fn != fnoid)
+			continue;
+		running++;
+		if (keyed && w->gate_keyed && w->gate_key == key)
+			running_key++;
+	}
+	room = (max_running == 0 || running < max_running) &&
+		(!keyed || max_per_key == 0 || running_key < max_per_key);
+	if (room && rate != NULL)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		RetriesRateSlot *r = rate_slot(fnoid, rate, now, true);
+
+		room = r != NULL;
+		if (room)
+		{
+			r->rate = *rate;
+			room = rate_admit(&r->ring, rate, now, NULL);
+		}
+	}
 	if (room)
+	{
 		me->gate_fn = fnoid;
+		me->gate_keyed = keyed;
+		me->gate_key = key;
+	}
 	LWLockRelease(retries_shared->lock);
 	return room;
+}
+
+/*
+ * retries_gate_key_counts -- the key hashes of the attempts of fnoid that
+ * run now in this database with a limit_key, each once, into *keys, and
+ * how many run of each into *counts (both palloc'd); returns how many keys
+ */
+int
+retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts)
+{
+	int			n = 0;
+
+	*keys = palloc(sizeof(int64) * RETRIES_MAX_SLOTS);
+	*counts = palloc(sizeof(int32) * RETRIES_MAX_SLOTS);
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		int			k;
+
+		if (!w->in_use || w->dboid != MyDatabaseId || w->gate_fn != fnoid ||
+			!w->gate_keyed)
+			continue;
+		for (k = 0; k < n && (*keys)[k] != w->gate_key; k++)
+			;
+		if (k == n)
+		{
+			(*keys)[n] = w->gate_key;
+			(*counts)[n++] = 0;
+		}
+		(*counts)[k]++;
+	}
+	LWLockRelease(retries_shared->lock);
+	return n;
 }
 
 /*
@@ -328,6 +461,7 @@ retries_gate_leave(RetriesWorker *me)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	me->gate_fn = InvalidOid;
+	me->gate_keyed = false;
 	LWLockRelease(retries_shared->lock);
 }
 

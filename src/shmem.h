@@ -24,6 +24,8 @@
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
+#include "rate.h"
+
 /* Most databases and worker slots tracked at once */
 #define RETRIES_MAX_DATABASES	128
 #define RETRIES_MAX_SLOTS		256
@@ -40,6 +42,9 @@ StaticAssertDecl(RETRIES_MAX_SLOTS <= 256, "a slot must fit in 8 bits");
 
 /* Most attempts left behind by exiting workers remembered at once */
 #define RETRIES_MAX_INTERRUPTED	64
+
+/* Functions whose rate limits shared memory follows at once (see flow.c) */
+#define RETRIES_MAX_RATES		128
 
 /*
  * What the launcher knows of a database.  Changed only by
@@ -90,6 +95,8 @@ typedef struct RetriesWorker
 	Oid			gate_fn;		/* the limited function whose attempt it
 								 * runs (see flow.c), set only by the worker
 								 * itself, under the LWLock */
+	bool		gate_keyed;		/* that attempt's call has a limit_key, */
+	int64		gate_key;		/* whose hash this is */
 
 	/* under mutex: what the worker is doing */
 	slock_t		mutex;
@@ -133,6 +140,18 @@ typedef struct RetriesCancelWait
 	int64		call_id;		/* 0 when none */
 } RetriesCancelWait;
 
+/*
+ * The starts of the attempts of a rate-limited function (see rate.h), under
+ * the LWLock
+ */
+typedef struct RetriesRateSlot
+{
+	Oid			dboid;
+	Oid			fn;				/* InvalidOid when the slot is free */
+	RateSpec	rate;			/* the rate last applied */
+	RateRing	ring;
+} RetriesRateSlot;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -145,6 +164,8 @@ typedef struct RetriesShared
 	int			ninterrupted;	/* entries in use */
 	int			next_interrupted;	/* where the next entry goes */
 	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
+	TimestampTz started_at;		/* when this shared memory was made */
+	RetriesRateSlot rates[RETRIES_MAX_RATES];
 } RetriesShared;
 
 extern RetriesShared *retries_shared;
@@ -159,7 +180,12 @@ extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);
 extern int	retries_gate_running(Oid fnoid);
-extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running);
+extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
+							   bool keyed, int64 key, int32 max_per_key,
+							   const RateSpec *rate);
+extern int32 retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now,
+									TimestampTz *next);
+extern int	retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);
 extern void retries_gate_leave(RetriesWorker *me);
 extern void retries_cancel_wait_begin(int64 call_id);
 extern void retries_cancel_wait_end(void);

@@ -755,10 +755,18 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 		if (gates[g].fn != fnoid)
 			continue;
 		gate_touched = true;
-		if (!gates[g].paused &&
-			(gates[g].max_running == 0 ||
-			 retries_gate_enter(my_slot, fnoid, gates[g].max_running)))
-			return true;
+		if (!gates[g].paused)
+		{
+			bool		keyed = false;
+			int64		key = 0;
+
+			if (gates[g].max_per_key > 0)
+				keyed = retries_call_limit_key(call->id, &key);
+			if (retries_gate_enter(my_slot, fnoid, gates[g].max_running,
+								   keyed, key, gates[g].max_per_key,
+								   gates[g].has_rate ? &gates[g].rate : NULL))
+				return true;
+		}
 		retries_hold_call(call->id, fnoid);
 		return false;
 	}

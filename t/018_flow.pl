@@ -11,7 +11,14 @@
 #      ran;
 #   c. 2,000 calls of a paused function: none is claimed or charged while
 #      calls of another function run; resumed, each runs once;
-#   d. priorities, with one worker (so that the order of runs is the order
+#   d. max_running_per_key 1 with 4 workers: no two attempts of one
+#      limit_key ever run at once, while attempts of different keys do; 200
+#      held calls of one key do not hold back 5 calls of another key
+#      scheduled after them, and no call is charged more than its attempt;
+#   d2. rate '5/1s' with 4 workers: of 30 calls, no 0.9-second span holds
+#      more than 5 starts (as the attempts saw their start: a little later
+#      than the worker admitted them), and the 30 take at least 5 s;
+#   e. priorities, with one worker (so that the order of runs is the order
 #      of claims): a call of priority 7 scheduled after 10,000 of priority
 #      0 runs in the first batch; 300 calls of priority -5, scheduled
 #      before those 10,000, run after all of them; a call of priority 9
@@ -176,7 +183,81 @@ is($node->safe_psql('postgres',
 	't', 'c: under the limit of 2 again');
 
 ###########################################################################
-# d. priorities
+# d. max_running_per_key
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE seen_keys (key text, call bigint, running_key integer, running integer,
+						at timestamptz DEFAULT clock_timestamp());
+-- attempts of keyed() running now with this limit_key, this one included
+CREATE FUNCTION running_key(k text) RETURNS integer LANGUAGE sql AS $$
+	SELECT count(*)::integer FROM retries.workers w
+	  JOIN retries.call_data c ON c.id = w.current_call
+	 WHERE w.state = 'running' AND c.limit_key = k
+$$;
+CREATE FUNCTION keyed(k text, secs float8) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO seen_keys VALUES (k, retries.current_call(), running_key(k), running_now('keyed'));
+	PERFORM pg_sleep(secs);
+	INSERT INTO seen_keys VALUES (k, retries.current_call(), running_key(k), running_now('keyed'));
+END $$;
+SELECT retries.annotate('keyed(text,float8)', '3 10ms', max_running_per_key => 1);
+SELECT count(retries.call('keyed(text,float8)', jsonb_build_array('hot', 0.02),
+						  limit_key => 'hot'))
+  FROM generate_series(1, 200);
+SELECT count(retries.call('keyed(text,float8)', jsonb_build_array(k, 0.1), limit_key => k))
+  FROM generate_series(1, 5), unnest('{a,b,c}'::text[]) k;
+});
+wait_until($node, 'postgres', all_done(), 't', 'd: the keyed calls all run', 120);
+is( $node->safe_psql(
+		'postgres',
+		"SELECT max(running_key) || ',' || (max(running) >= 2)::text FROM seen_keys"),
+	'1,true',
+	'd: never two attempts of one key at once, while attempts of several keys run together');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT (SELECT max(at) FROM seen_keys WHERE key = 'a')"
+		  . " < (SELECT max(at) FROM seen_keys WHERE key = 'hot')"),
+	't', 'd: the calls of key a do not wait behind the 200 held calls of key hot');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) || ',' || sum(c.attempts) || ',' || count(DISTINCT s.call)"
+		  . " FROM retries.calls c LEFT JOIN (SELECT DISTINCT call FROM seen_keys) s"
+		  . " ON s.call = c.id WHERE c.fn = 'keyed(text,float8)'::regprocedure"
+		  . " AND c.state = 'succeeded'"),
+	'215,215,215', 'd: each of the 215 calls ran once and was charged one attempt');
+
+###########################################################################
+# d2. rate
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE rate_starts (call bigint, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION paced(i integer) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO rate_starts (call) VALUES (retries.current_call())
+$$;
+SELECT retries.annotate('paced(integer)', '3 10ms', rate => '5/1s');
+SELECT count(retries.call('paced(integer)', jsonb_build_array(i))) FROM generate_series(1, 30) i;
+});
+wait_until($node, 'postgres', all_done(), 't', 'd2: the rate-limited calls all run', 120);
+is( $node->safe_psql(
+		'postgres', q{
+SELECT (max(n) <= 5)::text || ',' || (max(at) - min(at) >= interval '4.9 s')::text
+  FROM (SELECT at, count(*) OVER (ORDER BY at RANGE BETWEEN interval '0.9 s' PRECEDING
+										 AND CURRENT ROW) AS n
+		  FROM rate_starts) w}),
+	'true,true', 'd2: at most 5 starts in any 0.9 s, and the 30 calls took 5 s');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(DISTINCT r.call) || ',' || count(*) || ',' ||"
+		  . " (SELECT sum(attempts) FROM retries.calls WHERE fn = 'paced(integer)'::regprocedure)"
+		  . " FROM rate_starts r"),
+	'30,30,30', 'd2: each call started once and was charged one attempt (holding charges none)');
+
+###########################################################################
+# e. priorities
 ###########################################################################
 
 $node->safe_psql(
@@ -193,7 +274,7 @@ SELECT retries.annotate('logged(text)', '3 10ms');
 wait_until($node, 'postgres',
 	"SELECT count(*) || ',' || count(*) FILTER (WHERE state = 'paused')"
 	  . " FROM retries.workers WHERE database = 'postgres'",
-	'1,1', 'd: one worker, paused');
+	'1,1', 'e: one worker, paused');
 $node->safe_psql(
 	'postgres', q{
 SELECT retries.call('logged(text)', '["first"]');
@@ -205,20 +286,20 @@ SELECT retries.call('logged(text)', '["future"]', now() + interval '1 hour', pri
 ALTER SYSTEM RESET retries.enabled;
 SELECT pg_reload_conf();
 });
-wait_until($node, 'postgres', "SELECT count(*) FROM ran", '10302', 'd: the due calls run', 120);
+wait_until($node, 'postgres', "SELECT count(*) FROM ran", '10302', 'e: the due calls run', 120);
 cmp_ok($node->safe_psql('postgres', "SELECT n FROM ran WHERE tag = 'high'"),
-	'<=', 100, 'd: the call of priority 7 runs in the first batch (of 100)');
+	'<=', 100, 'e: the call of priority 7 runs in the first batch (of 100)');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT min(n) FILTER (WHERE tag = 'low') > max(n) FILTER (WHERE tag = 'zero')"
 		  . " FROM ran"),
-	't', 'd: the calls of priority -5 run after all those of priority 0');
+	't', 'e: the calls of priority -5 run after all those of priority 0');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT state || ',' || attempts || ',' || priority FROM retries.calls"
 		  . " WHERE args = '[\"future\"]'"),
-	'scheduled,0,9', 'd: a call of priority 9 due later waits for its time');
+	'scheduled,0,9', 'e: a call of priority 9 due later waits for its time');
 is($node->safe_psql('postgres', "SELECT count(DISTINCT call) FROM ran"),
-	'10302', 'd: each call ran once');
+	'10302', 'e: each call ran once');
 
 done_testing();

@@ -24,6 +24,10 @@ SELECT retries.annotate('work_limited(bigint)', max_running => 10);
 CREATE FUNCTION work_held(id bigint) RETURNS void
 LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
 SELECT retries.annotate('work_held(bigint)');
+-- and a function limited to 1000 starts a second, for the rate's accuracy
+CREATE FUNCTION work_rated(id bigint) RETURNS void
+LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
+SELECT retries.annotate('work_rated(bigint)', rate => '1000/1s');
 
 -- Retry-heavy load: fails twice with SQLSTATE RT000, then succeeds.
 CREATE FUNCTION flaky(id bigint) RETURNS void
