@@ -112,11 +112,11 @@ test/policy_test: test/policy_test.c src/policy.c src/policy.h
 
 # So is the cron code (recurring schedules), which reports its errors the
 # policy code's way.
-test/cron_test: test/cron_test.c src/cron.c src/cron.h src/policy.c src/policy.h
+test/cron_test: test/cron_test.c test/unit.h src/cron.c src/cron.h src/policy.c src/policy.h
 	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/cron_test.c src/cron.c src/policy.c -lm
 
 # And the rate limits' code (flow control).
-test/rate_test: test/rate_test.c src/rate.c src/rate.h src/policy.c src/policy.h
+test/rate_test: test/rate_test.c test/unit.h src/rate.c src/rate.h src/policy.c src/policy.h
 	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/rate_test.c src/rate.c src/policy.c -lm
 
 .PHONY: unittest

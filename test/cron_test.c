@@ -23,20 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int	passed;
-static int	failed;
-
-#define CHECK(cond, input) \
-	do { \
-		if (cond) \
-			passed++; \
-		else \
-		{ \
-			failed++; \
-			fprintf(stderr, "%s:%d: CHECK failed: %s (input \"%s\")\n", \
-					__FILE__, __LINE__, #cond, (input)); \
-		} \
-	} while (0)
+#include "unit.h"
 
 /* parses: str is accepted */
 static CronSpec
@@ -62,16 +49,9 @@ refused(const char *str, const char *want)
 {
 	CronSpec	spec;
 	PolicyError err;
+	bool		accepted = cron_parse(str, &spec, &err);
 
-	if (cron_parse(str, &spec, &err))
-	{
-		failed++;
-		fprintf(stderr, "cron_parse accepted \"%s\"\n", str);
-		return;
-	}
-	CHECK(strstr(err.message, want) != NULL, str);
-	if (strstr(err.message, want) == NULL)
-		fprintf(stderr, "  message: %s\n  wanted:  %s\n", err.message, want);
+	check_refused("cron_parse", str, accepted, &err, want);
 }
 
 /* next_is: the first match after 'after' of expr is 'want' (as text) */

@@ -16,20 +16,7 @@
 #include <string.h>
 
 #include "rate.h"
-
-static int	passed = 0;
-static int	failed = 0;
-
-#define CHECK(cond, what) \
-	do { \
-		if (cond) \
-			passed++; \
-		else \
-		{ \
-			failed++; \
-			fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, what); \
-		} \
-	} while (0)
+#include "unit.h"
 
 static void
 parses(const char *str, int32_t count, int64_t window)
@@ -48,16 +35,9 @@ refused(const char *str, const char *want)
 {
 	RateSpec	r;
 	PolicyError err;
+	bool		accepted = rate_parse(str, &r, &err);
 
-	if (rate_parse(str, &r, &err))
-	{
-		failed++;
-		fprintf(stderr, "rate_parse accepted \"%s\"\n", str);
-		return;
-	}
-	CHECK(strstr(err.message, want) != NULL, str);
-	if (strstr(err.message, want) == NULL)
-		fprintf(stderr, "  message: %s\n  wanted:  %s\n", err.message, want);
+	check_refused("rate_parse", str, accepted, &err, want);
 }
 
 /* a small deterministic generator (xorshift64*) */
