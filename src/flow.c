@@ -420,6 +420,23 @@ retries_hold_call(int64 id, Oid fnoid)
 }
 
 /*
+ * retries_function_owner -- the owner of function fnoid (InvalidOid if it
+ * is gone)
+ */
+Oid
+retries_function_owner(Oid fnoid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
  * retries_call_limit_key -- does call 'id' have a limit_key?  If so, its
  * hash into *key (what the workers running its attempts are counted by)
  */

@@ -29,6 +29,7 @@ char	   *retries_default_policy = NULL;
 int			retries_max_attempt_time = 3600;	/* seconds; 0: no cap */
 int			retries_min_delay = 10;	/* milliseconds */
 int			retries_max_kept_attempts = 1000;
+int			retries_max_rate_limits = 1024;
 
 bool		retries_preloaded = false;
 
@@ -126,6 +127,14 @@ _PG_init(void)
 							&retries_max_workers,
 							2, 1, 64,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_rate_limits",
+							"Most rate-limited functions whose recent starts shared memory follows at once.",
+							"A function's owner may hold an eighth of them; a function that finds none waits.",
+							&retries_max_rate_limits,
+							1024, 8, 100000,
+							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("retries.batch_size",

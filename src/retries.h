@@ -46,6 +46,7 @@ extern char *retries_default_policy;
 extern int	retries_max_attempt_time;
 extern int	retries_min_delay;
 extern int	retries_max_kept_attempts;
+extern int	retries_max_rate_limits;
 
 /* Was the library loaded by shared_preload_libraries? (retries.c) */
 extern bool retries_preloaded;
@@ -103,6 +104,7 @@ extern bool retries_flow_available(void);
 extern int	retries_load_gates(RetriesGate **gates);
 extern void retries_hold_call(int64 id, Oid fnoid);
 extern bool retries_call_limit_key(int64 id, int64 *key);
+extern Oid	retries_function_owner(Oid fnoid);
 extern void retries_hold_calls(Oid fnoid);
 extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
 							 int32 max_per_key, const char *rate, bool *was_paused);

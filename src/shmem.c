@@ -28,6 +28,8 @@ RetriesShared *retries_shared = NULL;
 
 /* MaxBackends entries, right after *retries_shared */
 static RetriesCancelWait *cancel_waits = NULL;
+/* retries.max_rate_limits of them, after cancel_waits (see rate_slot) */
+static RetriesRateSlot *rate_slots = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -36,13 +38,19 @@ PG_FUNCTION_INFO_V1(retries_running_calls);
 
 /*
  * shared_size -- bytes of shared memory: RetriesShared, then a
- * RetriesCancelWait per backend
+ * RetriesCancelWait per backend, then retries.max_rate_limits rate slots
  */
+static Size
+cancel_waits_size(void)
+{
+	return MAXALIGN(mul_size(MaxBackends, sizeof(RetriesCancelWait)));
+}
+
 static Size
 shared_size(void)
 {
-	return add_size(MAXALIGN(sizeof(RetriesShared)),
-					mul_size(MaxBackends, sizeof(RetriesCancelWait)));
+	return add_size(add_size(MAXALIGN(sizeof(RetriesShared)), cancel_waits_size()),
+					mul_size(retries_max_rate_limits, sizeof(RetriesRateSlot)));
 }
 
 /*
@@ -71,6 +79,8 @@ shmem_startup(void)
 	retries_shared = ShmemInitStruct("retries", shared_size(), &found);
 	cancel_waits = (RetriesCancelWait *)
 		((char *) retries_shared + MAXALIGN(sizeof(RetriesShared)));
+	rate_slots = (RetriesRateSlot *)
+		((char *) cancel_waits + cancel_waits_size());
 	if (!found)
 	{
 		memset(retries_shared, 0, shared_size());
@@ -300,8 +310,10 @@ retries_gate_running(Oid fnoid)
 /*
  * rate_slot -- the rate slot of fnoid in this database, or, if 'create', a
  * new one (a free slot, or one whose rate no longer holds anything back);
- * NULL if there is none.  The caller holds the LWLock (exclusively to
- * create).
+ * NULL if there is none, or if the function's owner holds its quota of
+ * slots that still hold something back already (an eighth of them, so
+ * that no role can take them all from the others).  The caller holds the
+ * LWLock (exclusively to create).
  *
  * A new slot counts a whole burst of starts at the time this shared memory
  * was made: starts before a crash restart or a server restart are
@@ -310,25 +322,31 @@ retries_gate_running(Oid fnoid)
  * rate (at most its window) before its first start.
  */
 static RetriesRateSlot *
-rate_slot(Oid fnoid, const RateSpec *rate, TimestampTz now, bool create)
+rate_slot(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now, bool create)
 {
 	RetriesRateSlot *spare = NULL;
+	int			owned = 0;
 
-	for (int i = 0; i < RETRIES_MAX_RATES; i++)
+	for (int i = 0; i < retries_max_rate_limits; i++)
 	{
-		RetriesRateSlot *r = &retries_shared->rates[i];
+		RetriesRateSlot *r = &rate_slots[i];
+		bool		idle;
 
 		if (r->fn == fnoid && r->dboid == MyDatabaseId)
 			return r;
-		if (spare == NULL &&
-			(!OidIsValid(r->fn) ||
-			 rate_room(&r->ring, &r->rate, now, NULL) == rate_burst(&r->rate)))
+		idle = !OidIsValid(r->fn) ||
+			rate_room(&r->ring, &r->rate, now, NULL) == rate_burst(&r->rate);
+		if (idle && spare == NULL)
 			spare = r;
+		if (!idle && r->owner == owner)
+			owned++;
 	}
-	if (!create || spare == NULL)
+	if (!create || spare == NULL ||
+		owned >= Max(1, retries_max_rate_limits / RATE_QUOTA_SHARE))
 		return NULL;
 	spare->dboid = MyDatabaseId;
 	spare->fn = fnoid;
+	spare->owner = owner;
 	spare->rate = *rate;
 	rate_reset(&spare->ring, rate, retries_shared->started_at);
 	return spare;
@@ -347,7 +365,7 @@ retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now, Timesta
 	int64		at;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	r = rate_slot(fnoid, rate, now, false);
+	r = rate_slot(fnoid, InvalidOid, rate, now, false);
 	if (r == NULL)
 	{
 		rate_reset(&fresh, rate, retries_shared->started_at);
@@ -370,12 +388,14 @@ retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now, Timesta
  *
  * The count and the entry are one step under the exclusive LWLock, so two
  * workers never both take the last room.  If shared memory has no room to
- * follow another rate (RETRIES_MAX_RATES functions held back by theirs at
- * once), the attempt does not start: the bound comes first.
+ * follow another rate (retries.max_rate_limits functions held back by
+ * theirs at once, or the owner's share of them: see rate_slot), the
+ * attempt does not start: the bound comes first.  'owner' owns fnoid.
  */
 bool
 retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
-				   bool keyed, int64 key, int32 max_per_key, const RateSpec *rate)
+				   bool keyed, int64 key, int32 max_per_key, const RateSpec *rate,
+				   Oid owner)
 {
 	int			running = 0;
 	int			running_key = 0;
@@ -397,7 +417,7 @@ retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 	if (room && rate != NULL)
 	{
 		TimestampTz now = GetCurrentTimestamp();
-		RetriesRateSlot *r = rate_slot(fnoid, rate, now, true);
+		RetriesRateSlot *r = rate_slot(fnoid, owner, rate, now, true);
 
 		room = r != NULL;
 		if (room)

@@ -43,8 +43,9 @@ StaticAssertDecl(RETRIES_MAX_SLOTS <= 256, "a slot must fit in 8 bits");
 /* Most attempts left behind by exiting workers remembered at once */
 #define RETRIES_MAX_INTERRUPTED	64
 
-/* Functions whose rate limits shared memory follows at once (see flow.c) */
-#define RETRIES_MAX_RATES		128
+/* A role may hold 1 / RATE_QUOTA_SHARE of the rate slots (see shmem.c) */
+#define RATE_QUOTA_SHARE		8
+
 
 /*
  * What the launcher knows of a database.  Changed only by
@@ -148,6 +149,7 @@ typedef struct RetriesRateSlot
 {
 	Oid			dboid;
 	Oid			fn;				/* InvalidOid when the slot is free */
+	Oid			owner;			/* the function's owner, for the quota */
 	RateSpec	rate;			/* the rate last applied */
 	RateRing	ring;
 } RetriesRateSlot;
@@ -165,7 +167,6 @@ typedef struct RetriesShared
 	int			next_interrupted;	/* where the next entry goes */
 	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
 	TimestampTz started_at;		/* when this shared memory was made */
-	RetriesRateSlot rates[RETRIES_MAX_RATES];
 } RetriesShared;
 
 extern RetriesShared *retries_shared;
@@ -182,7 +183,7 @@ extern bool retries_call_is_running(int64 call_id);
 extern int	retries_gate_running(Oid fnoid);
 extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 							   bool keyed, int64 key, int32 max_per_key,
-							   const RateSpec *rate);
+							   const RateSpec *rate, Oid owner);
 extern int32 retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now,
 									TimestampTz *next);
 extern int	retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);

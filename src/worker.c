@@ -764,7 +764,9 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 				keyed = retries_call_limit_key(call->id, &key);
 			if (retries_gate_enter(my_slot, fnoid, gates[g].max_running,
 								   keyed, key, gates[g].max_per_key,
-								   gates[g].has_rate ? &gates[g].rate : NULL))
+								   gates[g].has_rate ? &gates[g].rate : NULL,
+								   gates[g].has_rate ? retries_function_owner(fnoid)
+								   : InvalidOid))
 				return true;
 		}
 		retries_hold_call(call->id, fnoid);

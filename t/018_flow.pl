@@ -18,6 +18,10 @@
 #   d2. rate '5/1s' with 4 workers: of 30 calls, no 0.9-second span holds
 #      more than 5 starts (as the attempts saw their start: a little later
 #      than the worker admitted them), and the 30 take at least 5 s;
+#   d3. with retries.max_rate_limits = 8, one owner may hold one rate slot:
+#      role hog's three functions limited to 1/30s each run one call between
+#      them, the others wait held, uncharged (for 30 s); another owner's
+#      rate-limited function runs all the same;
 #   e. priorities, with one worker (so that the order of runs is the order
 #      of claims): a call of priority 7 scheduled after 10,000 of priority
 #      0 runs in the first batch; 300 calls of priority -5, scheduled
@@ -36,7 +40,8 @@ use RetriesTest;
 use Test::More;
 
 my $node = retries_node('main');
-$node->append_conf('postgresql.conf', "retries.max_workers = 4\n");
+$node->append_conf('postgresql.conf',
+	"retries.max_workers = 4\nretries.max_rate_limits = 8\n");
 $node->start;
 $node->safe_psql(
 	'postgres', q{
@@ -255,6 +260,44 @@ is( $node->safe_psql(
 		  . " (SELECT sum(attempts) FROM retries.calls WHERE fn = 'paced(integer)'::regprocedure)"
 		  . " FROM rate_starts r"),
 	'30,30,30', 'd2: each call started once and was charged one attempt (holding charges none)');
+
+###########################################################################
+# d3. one owner's share of the rate slots
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE hog LOGIN;
+CREATE ROLE bystander LOGIN;
+GRANT CREATE ON SCHEMA public TO hog, bystander;
+GRANT INSERT ON rate_starts TO hog, bystander;
+SET ROLE hog;
+CREATE FUNCTION hog1() RETURNS void LANGUAGE sql AS 'INSERT INTO rate_starts (call) VALUES (retries.current_call())';
+CREATE FUNCTION hog2() RETURNS void LANGUAGE sql AS 'INSERT INTO rate_starts (call) VALUES (retries.current_call())';
+CREATE FUNCTION hog3() RETURNS void LANGUAGE sql AS 'INSERT INTO rate_starts (call) VALUES (retries.current_call())';
+SELECT retries.annotate(f, '3 10ms', rate => '1/30s')
+  FROM unnest('{hog1(),hog2(),hog3()}'::regprocedure[]) f;
+SELECT retries.call(f) FROM unnest('{hog1(),hog2(),hog3()}'::regprocedure[]) f;
+RESET ROLE;
+});
+wait_until($node, 'postgres',
+	"SELECT count(*) FILTER (WHERE state = 'succeeded') || ',' || count(*) FILTER (WHERE held)"
+	  . " || ',' || sum(attempts) FROM retries.call_data c JOIN retries.policy_data p"
+	  . " ON p.id = c.policy_id WHERE p.fn::text LIKE 'hog%'",
+	'1,2,1', 'd3: one of hog\'s three rate-limited functions runs, the others wait held, uncharged');
+$node->safe_psql(
+	'postgres', q{
+SET ROLE bystander;
+CREATE FUNCTION polite() RETURNS void LANGUAGE sql AS 'INSERT INTO rate_starts (call) VALUES (retries.current_call())';
+SELECT retries.annotate('polite()', '3 10ms', rate => '100/1s');
+SELECT retries.call('polite()') FROM generate_series(1, 3);
+RESET ROLE;
+});
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE fn = 'polite()'::regprocedure AND state = 'succeeded'",
+	'3', 'd3: another owner\'s rate-limited function runs all the same');
+$node->safe_psql('postgres',
+	"SELECT retries.cancel(id) FROM retries.calls WHERE fn::text LIKE 'hog%' AND state = 'scheduled'");
 
 ###########################################################################
 # e. priorities
