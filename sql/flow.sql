@@ -163,6 +163,7 @@ SELECT retries.annotate('flow_note(text)', '3 10ms', max_running_per_key => 0);
 SELECT retries.annotate('flow_note(text)', '3 10ms', max_running => 4, max_running_per_key => 1);
 SELECT max_running, max_running_per_key FROM retries.flow_data
  WHERE fn = 'flow_note(text)'::regprocedure;
+SELECT retries.call('flow_note(text)', '["k0"]', limit_key => repeat('k', 257));
 SELECT retries.call('flow_note(text)', '["k1"]', limit_key => 'acct-1') AS k1 \gset
 SELECT retries.call('flow_note(text)', '["k2"]', limit_key => 'acct-1') AS k2 \gset
 SELECT retries.call('flow_note(text)', '["k3"]', key => 'flow-k3', limit_key => 'acct-2') AS k3 \gset

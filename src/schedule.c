@@ -45,6 +45,12 @@ PG_FUNCTION_INFO_V1(retries_call);
 /* The columns insert_call() takes (see there) */
 #define CALL_COLUMNS		11
 
+/*
+ * The longest limit_key, in bytes: it is a column of indexes (by gate and
+ * key) whose entries must fit a btree page
+ */
+#define LIMIT_KEY_MAX		256
+
 /* How often retries.call() looks again for a key whose call just finished */
 #define KEY_RACE_ATTEMPTS	3
 
@@ -450,6 +456,12 @@ retries_call(PG_FUNCTION_ARGS)
 	retries_check_not_null(fcinfo, 2, "run_at");
 	if (PG_NARGS() > 4)
 		retries_check_not_null(fcinfo, 4, "priority");
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5) &&
+		VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(5)) > LIMIT_KEY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("limit_key is longer than %d bytes", LIMIT_KEY_MAX),
+				 errhint("Use a short name for what the limit counts, such as an account id or a host name.")));
 	fnoid = PG_GETARG_OID(0);
 	args = PG_GETARG_JSONB_P(1);
 
