@@ -129,13 +129,19 @@ _PG_init(void)
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("retries.max_rate_limits",
-							"Most rate-limited functions whose recent starts shared memory follows at once.",
-							"A function's owner may hold an eighth of them; a function that finds none waits.",
-							&retries_max_rate_limits,
-							1024, 8, 100000,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
+	/*
+	 * It sizes shared memory, which only a preloaded library has: loaded
+	 * later (CREATE EXTENSION without preloading, which warns), a
+	 * postmaster-only setting could not be defined at all.
+	 */
+	if (retries_preloaded)
+		DefineCustomIntVariable("retries.max_rate_limits",
+								"Most rate-limited functions whose recent starts shared memory follows at once.",
+								"A function's owner may hold an eighth of them; a function that finds none waits.",
+								&retries_max_rate_limits,
+								1024, 8, 100000,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 
 	DefineCustomIntVariable("retries.batch_size",
 							"Most calls one worker runs in one transaction.",
