@@ -937,6 +937,13 @@ run_batch(TimestampTz *due)
 							   psprintf("retries: call " INT64_FORMAT " attempt %d",
 										calls[i].id, calls[i].attempts + 1));
 		ok = execute_attempt(&calls[i]);
+
+		/*
+		 * The attempt has ended: no longer its call's, before it leaves the
+		 * gate (else one more attempt than the limit would seem to run,
+		 * until this worker's next call)
+		 */
+		set_state(WORKER_RUNNING, 0, InvalidOid);
 		retries_gate_leave(my_slot);
 		count_call(ok);
 		inflight_write(0, 0);
