@@ -52,7 +52,9 @@ OBJS = \
 	src/cron.o \
 	src/rate.o \
 	src/recurring.o \
-	src/schedules.o
+	src/schedules.o \
+	src/chains.o \
+	src/wait.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql
 
@@ -69,6 +71,7 @@ REGRESS = \
 	recurring \
 	schedules \
 	flow \
+	results \
 	hostile
 
 REGRESS_OPTS = \

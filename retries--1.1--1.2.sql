@@ -28,12 +28,33 @@
  * schedule that fired a call.  The workers fire due schedules in short
  * transactions of their own: the call a firing makes and the advance of
  * the schedule's next_run commit together, so each firing happens once.
+ *
+ * Results, waiting and chains (SPEC "Results, waiting and chains"): a
+ * call's return value is kept as jsonb in call_data.result, committed with
+ * its success; retries.wait() waits for a call to finish and
+ * retries.result() returns its result; retries.call(after => ...) holds a
+ * call until the calls it names have succeeded (table call_after, and
+ * call_data.waiting_on, the number of them not succeeded yet); and
+ * retries.annotate(notify => true) has each finished call of the function
+ * send NOTIFY retries_finished, '<id>' at its commit (policy_data.notify).
+ *
+ * Keys last as long as their calls (SPEC "Scheduling calls", key): the
+ * unique index call_data_key covers finished calls too, so that a request
+ * sent again after its call succeeded gets that call back instead of
+ * running it again.  Before the index is made, a key that 1.1 let two or
+ * more kept calls of a role share stays with one of them (the unfinished
+ * one, or else the latest); the older finished ones lose it (key = NULL).
  */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.2'" to load this file. \quit
 
--- the schedule that fired a call (NULL for one-off calls).  First, so that
+-- whether each finished call of the function sends NOTIFY retries_finished
+-- (retries.annotate's notify).  First of all: the workers lock policy_data
+-- before call_data (see worker.c), and so must this script.
+ALTER TABLE retries.policy_data ADD COLUMN notify boolean NOT NULL DEFAULT false;
+
+-- the schedule that fired a call (NULL for one-off calls).  Next, so that
 -- the update takes call_data's strongest lock before any other: CREATE
 -- INDEX below holds a SHARE lock, which, taken before ADD COLUMN's ACCESS
 -- EXCLUSIVE, deadlocked with workers writing their outcomes meanwhile.
@@ -46,7 +67,32 @@ ALTER TABLE retries.call_data ADD COLUMN schedule_id bigint,
 	ADD COLUMN gate regprocedure,
 	ADD COLUMN held boolean NOT NULL DEFAULT false,
 	ADD COLUMN priority integer NOT NULL DEFAULT 0,
-	ADD COLUMN limit_key text;
+	ADD COLUMN limit_key text,
+	ADD COLUMN result jsonb,
+	ADD COLUMN waiting_on integer NOT NULL DEFAULT 0 CHECK (waiting_on >= 0);
+-- result: the function's return value, as to_jsonb() gives it, written with
+-- the success (NULL for void, and until then).  waiting_on: how many of the
+-- calls named by retries.call's after have not succeeded yet; a call
+-- waiting on any is held (with no gate), and released when the last one
+-- succeeds (see src/chains.c).
+
+-- a key names one call for as long as the call is kept: of the calls of a
+-- role that 1.1 let share a key, the unfinished one keeps it, or else the
+-- latest
+WITH ranked AS (
+	SELECT id, pg_catalog.row_number() OVER (
+			   PARTITION BY scheduled_by, key
+			   ORDER BY state IN ('scheduled', 'running') DESC, id DESC) AS rank
+	  FROM retries.call_data
+	 WHERE key IS NOT NULL
+)
+UPDATE retries.call_data c SET key = NULL
+  FROM ranked r
+ WHERE c.id = r.id AND r.rank > 1;
+DROP INDEX retries.call_data_key;
+CREATE UNIQUE INDEX call_data_key ON retries.call_data
+	(scheduled_by, pg_catalog.md5(key))
+	WHERE key IS NOT NULL;
 
 -- what the workers claim from: due calls that nothing holds, earliest
 -- first; those of priority 0 here, the others in call_data_prioritized,
@@ -129,6 +175,42 @@ SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data', '');
 SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data_id_seq', '');
 
 
+-----------------------------------------------------------------------
+-- Chains: calls that run after others
+-----------------------------------------------------------------------
+
+/*
+ * call_after: one row for each call that a scheduled call still waits for
+ * (the 'after' of retries.call()).  Looked up both ways: by the call that
+ * runs first (which calls to release or cancel when it finishes) and by
+ * the call that waits (what it is waiting for).  A row goes when the
+ * first call succeeds (and the waiting call's waiting_on goes down by
+ * one) or when the waiting call is cancelled or finishes otherwise.
+ */
+CREATE TABLE retries.call_after (
+	after_id		bigint NOT NULL,	-- the call that must succeed first
+	call_id			bigint NOT NULL,	-- the call that waits for it
+	PRIMARY KEY (after_id, call_id)
+);
+CREATE INDEX call_after_call ON retries.call_after (call_id);
+COMMENT ON TABLE retries.call_after IS
+	'which calls run after which (retries.call''s after), until the first one finishes; read it through retries.calls.waiting_for';
+
+/*
+ * call_after_pending: calls that finished while a call that runs after
+ * them was locked by another transaction, so that the transaction that
+ * finished them could not release or cancel it without waiting; the
+ * workers do it once the lock is gone (see src/chains.c).
+ */
+CREATE TABLE retries.call_after_pending (
+	after_id		bigint PRIMARY KEY
+);
+COMMENT ON TABLE retries.call_after_pending IS
+	'finished calls whose followers the workers have yet to release or cancel';
+REVOKE ALL ON retries.call_after, retries.call_after_pending FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('retries.call_after', '');
+SELECT pg_catalog.pg_extension_config_dump('retries.call_after_pending', '');
+
 CREATE FUNCTION retries.schedule(name text,
 								 fn regprocedure,
 								 every text,
@@ -198,8 +280,10 @@ SELECT s.id,
 COMMENT ON VIEW retries.schedules IS
 	'recurring schedules: one row per schedule, with its next and last firing and its counters';
 
--- retries.calls gains the name of the schedule that fired each call, and
--- each call's priority and limit_key
+-- retries.calls gains the name of the schedule that fired each call,
+-- each call's priority and limit_key, its result, and the calls it still
+-- waits for (those of its 'after' that have not succeeded: only a call
+-- waiting on some looks them up)
 CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
 SELECT c.id,
 	   p.fn,
@@ -219,10 +303,22 @@ SELECT c.id,
 	   (SELECT s.name FROM retries.schedule_data s
 		 WHERE s.id = c.schedule_id) AS schedule,
 	   c.priority,
-	   c.limit_key
+	   c.limit_key,
+	   c.result,
+	   CASE WHEN c.waiting_on > 0 AND c.state = 'scheduled'
+			THEN ARRAY(SELECT a.after_id
+						 FROM retries.call_after a
+						 JOIN retries.call_data b ON b.id = a.after_id
+						WHERE a.call_id = c.id AND b.state = 'scheduled'
+						ORDER BY a.after_id)
+			ELSE '{}'::bigint[] END AS waiting_for
   FROM retries.call_data c
   JOIN retries.policy_data p ON p.id = c.policy_id
  WHERE retries.visible_role(c.scheduled_by);
+COMMENT ON COLUMN retries.calls.result IS
+	'the function''s return value as jsonb (to_jsonb), kept with the success; NULL for void and until it succeeds';
+COMMENT ON COLUMN retries.calls.waiting_for IS
+	'the calls of its after list that have not succeeded yet: it runs once they all have';
 
 GRANT SELECT ON retries.schedules TO PUBLIC;
 
@@ -363,14 +459,15 @@ CREATE FUNCTION retries.call(fn regprocedure,
 							 run_at timestamptz DEFAULT pg_catalog.now(),
 							 key text DEFAULT NULL,
 							 priority integer DEFAULT 0,
-							 limit_key text DEFAULT NULL)
+							 limit_key text DEFAULT NULL,
+							 after bigint[] DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'retries_call'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer, text) IS
-	'schedule a call of an annotated function at run_at, as the current role; among due calls higher priority runs first; limit_key is what max_running_per_key counts; returns the call id';
+COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[]) IS
+	'schedule a call of an annotated function at run_at, as the current role; among due calls higher priority runs first; limit_key is what max_running_per_key counts; it runs only after the calls in after have succeeded; returns the call id';
 SELECT retries.copy_grants('retries.call_1_1(regprocedure, jsonb, timestamptz, text)',
-						   'retries.call(regprocedure, jsonb, timestamptz, text, integer, text)');
+						   'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[])');
 DROP FUNCTION retries.call_1_1(regprocedure, jsonb, timestamptz, text);
 
 CREATE FUNCTION retries.annotate(fn regprocedure,
@@ -386,16 +483,17 @@ CREATE FUNCTION retries.annotate(fn regprocedure,
 								 delay_fn regprocedure DEFAULT NULL,
 								 max_running integer DEFAULT NULL,
 								 max_running_per_key integer DEFAULT NULL,
-								 rate text DEFAULT NULL)
+								 rate text DEFAULT NULL,
+								 notify boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'retries_annotate'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
 									 float8, text, text[], interval, regprocedure,
-									 regprocedure, integer, integer, text) IS
-	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once, max_running_per_key of one limit_key, and starts at most at rate (''100/1s'')';
+									 regprocedure, integer, integer, text, boolean) IS
+	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once, max_running_per_key of one limit_key, and starts at most at rate (''100/1s''); with notify, each finished call sends NOTIFY retries_finished';
 SELECT retries.copy_grants('retries.annotate_1_1(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure)',
-						   'retries.annotate(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer, integer, text)');
+						   'retries.annotate(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer, integer, text, boolean)');
 DROP FUNCTION retries.annotate_1_1(regprocedure, text, integer, interval, interval,
 								   float8, text, text[], interval, regprocedure, regprocedure);
 DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
@@ -457,3 +555,45 @@ SELECT c.fn,
   LEFT JOIN retries.flow_data f ON f.fn = c.fn;
 COMMENT ON VIEW retries.stats IS
 	'per function: calls by state, attempts, retries, success ratio, attempt times, the lag of the oldest due call, due calls held back and whether it is paused';
+
+-- policies gains the flow limits and pause of each function, and notify
+CREATE OR REPLACE VIEW retries.policies AS
+SELECT p.fn,
+	   pr.proowner::regrole AS owner,
+	   p.max_attempts,
+	   p.min_delay,
+	   p.max_delay,
+	   p.multiplier,
+	   p.jitter,
+	   p.retry_on,
+	   p.timeout,
+	   p.on_exhausted,
+	   p.delay_fn,
+	   retries.format_policy(p.max_attempts, p.min_delay, p.max_delay) AS policy,
+	   f.max_running,
+	   f.max_running_per_key,
+	   f.rate,
+	   coalesce(f.paused, false) AS paused,
+	   p.notify
+  FROM retries.policy_data p
+  JOIN pg_catalog.pg_proc pr ON pr.oid = p.fn
+  LEFT JOIN retries.flow_data f ON f.fn = p.fn
+ WHERE p.is_current;
+
+-----------------------------------------------------------------------
+-- Results and waiting
+-----------------------------------------------------------------------
+
+CREATE FUNCTION retries.wait(id bigint, timeout interval DEFAULT NULL)
+RETURNS retries.calls
+AS 'MODULE_PATHNAME', 'retries_wait'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.wait(bigint, interval) IS
+	'wait until a call has finished (succeeded, failed or cancelled) and return its row; raises 57014 past timeout';
+
+CREATE FUNCTION retries.result(id bigint)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'retries_result'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.result(bigint) IS
+	'the return value of a call that has succeeded, as jsonb (NULL for void); an error if it has not succeeded';

@@ -30,17 +30,25 @@ SET ROLE keys_alice;
 SELECT id, key, args FROM retries.calls ORDER BY id;
 RESET ROLE;
 
--- once the call with the key has finished, the key may be used again
--- (the worker's part is simulated here)
+-- a key names its call for as long as the call is kept: once it has
+-- succeeded, the same request gets it back and runs nothing again (the
+-- worker's part is simulated here), and so once it has failed or was
+-- cancelled
 UPDATE retries.call_data SET state = 'succeeded' WHERE id = 1;
 SET ROLE keys_alice;
-SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') AS new_call;
--- retrying the finished call by hand would give the key two unfinished
--- calls: refused
+SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') AS same_call;
 RESET ROLE;
 UPDATE retries.call_data SET state = 'failed' WHERE id = 1;
 SET ROLE keys_alice;
+SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') AS same_call;
+-- to run it again, retry it by hand: the same call, with its key
 CALL test.try($$SELECT retries.retry_now(1)$$);
+SELECT id, state, key FROM retries.calls WHERE id = 1;
+RESET ROLE;
+-- once the call is pruned, the key may be used again
+DELETE FROM retries.call_data WHERE id = 1;
+SET ROLE keys_alice;
+SELECT retries.call('send_mail(text)', '["a@example.com"]', key => 'welcome:1') <> 1 AS new_call;
 RESET ROLE;
 
 -- keys of any length are fine (the index holds a hash)

@@ -30,7 +30,8 @@ $$;
 CREATE PROCEDURE test.reset()
 LANGUAGE sql AS $$
 	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data,
-		retries.schedule_data, retries.flow_data RESTART IDENTITY;
+		retries.schedule_data, retries.flow_data, retries.call_after,
+		retries.call_after_pending RESTART IDENTITY;
 $$;
 
 -- stored(): how many rows the extension's tables hold, to show that a

@@ -54,7 +54,8 @@ enum
 	ANN_DELAY_FN,
 	ANN_MAX_RUNNING,			/* version 1.2 */
 	ANN_MAX_RUNNING_PER_KEY,	/* version 1.2 */
-	ANN_RATE					/* version 1.2 */
+	ANN_RATE,					/* version 1.2 */
+	ANN_NOTIFY					/* version 1.2 */
 };
 
 /* Most entries a retry_on list may have (normalizing it is quadratic) */
@@ -72,6 +73,7 @@ typedef struct Policy
 	int64		timeout;		/* -1 for none */
 	Oid			on_exhausted;
 	Oid			delay_fn;
+	bool		notify;			/* NOTIFY retries_finished as calls finish */
 } Policy;
 
 /*
@@ -380,6 +382,10 @@ build_policy(FunctionCallInfo fcinfo, Policy *policy)
 		check_hook(policy->delay_fn, "delay_fn", 3, argtypes, INTERVALOID,
 				   "delay_fn(attempt integer, sqlstate text, message text) RETURNS interval");
 	}
+
+	/* version 1.2; NULL means false, as the default does */
+	policy->notify = PG_NARGS() > ANN_NOTIFY && !PG_ARGISNULL(ANN_NOTIFY) &&
+		PG_GETARG_BOOL(ANN_NOTIFY);
 }
 
 /*
@@ -411,13 +417,14 @@ clear_current_policy(Oid fnoid)
 static void
 store_policy(Oid fnoid, const Policy *policy)
 {
-	static SPIPlanPtr insert_plan = NULL;
-	Oid			insert_types[12] = {OIDOID, TEXTOID, INT4OID, INTERVALOID,
+	static SPIPlanPtr insert_plans[2];
+	Oid			insert_types[13] = {OIDOID, TEXTOID, INT4OID, INTERVALOID,
 		INTERVALOID, FLOAT8OID, TEXTOID, TEXTARRAYOID, INTERVALOID, OIDOID,
-	OIDOID, OIDOID};
-	Datum		values[12];
-	char		nulls[12];
+	OIDOID, OIDOID, BOOLOID};
+	Datum		values[13];
+	char		nulls[13];
 	RetriesUserSwitch save;
+	bool		with_notify;
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = ObjectIdGetDatum(fnoid);
@@ -437,19 +444,30 @@ store_policy(Oid fnoid, const Policy *policy)
 	values[10] = ObjectIdGetDatum(policy->delay_fn);
 	nulls[10] = OidIsValid(policy->delay_fn) ? ' ' : 'n';
 	values[11] = ObjectIdGetDatum(GetUserId());
+	values[12] = BoolGetDatum(policy->notify);
 
 	retries_become_owner(&save);
 	SPI_connect();
-	retries_prepare_kept(&insert_plan,
-						 "INSERT INTO retries.policy_data (fn, fn_signature,"
-						 " max_attempts, min_delay, max_delay, multiplier,"
-						 " jitter, retry_on, timeout, on_exhausted, delay_fn,"
-						 " annotated_by)"
-						 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
-						 " $12::pg_catalog.regrole)",
-						 12, insert_types);
+	/* notify: version 1.2 */
+	with_notify = retries_chains_available();
+	if (!with_notify && policy->notify)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("notify needs version 1.2 of extension retries"),
+				 errhint("ALTER EXTENSION retries UPDATE.")));
+	if (insert_plans[with_notify] == NULL)
+		retries_prepare_kept(&insert_plans[with_notify],
+							 psprintf("INSERT INTO retries.policy_data (fn, fn_signature,"
+									  " max_attempts, min_delay, max_delay, multiplier,"
+									  " jitter, retry_on, timeout, on_exhausted, delay_fn,"
+									  " annotated_by%s)"
+									  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+									  " $12::pg_catalog.regrole%s)",
+									  with_notify ? ", notify" : "",
+									  with_notify ? ", $13" : ""),
+							 with_notify ? 13 : 12, insert_types);
 	(void) clear_current_policy(fnoid);
-	if (SPI_execute_plan(insert_plan, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(insert_plans[with_notify], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the policy of function %u", fnoid);
 	SPI_finish();
 	retries_restore_user(&save);

@@ -114,6 +114,20 @@ retries_may_see_call(Oid roleid, Oid scheduled_by)
 }
 
 /*
+ * retries_call_not_found -- raise the error of a call that does not exist
+ * or that the current role may not see: the same for both, so that the ids
+ * of other roles' calls reveal nothing
+ */
+void
+retries_call_not_found(int64 id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("call " INT64_FORMAT " does not exist", id),
+			 errdetail("A role sees only the calls it scheduled, unless it is a superuser or a member of retries_admin.")));
+}
+
+/*
  * VisibleRoleCache -- what retries_visible_role() remembers between rows
  */
 typedef struct VisibleRoleCache

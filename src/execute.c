@@ -47,6 +47,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -78,6 +79,7 @@ typedef struct CachedPolicy
 	int64		timeout;		/* -1: none */
 	Oid			on_exhausted;
 	Oid			delay_fn;
+	bool		notify;			/* NOTIFY retries_finished when a call ends */
 } CachedPolicy;
 
 /* The outcome of an attempt, as it is recorded */
@@ -91,7 +93,17 @@ typedef struct Outcome
 	char	   *detail;
 	char	   *hint;
 	char	   *context;
+	Jsonb	   *result;			/* of a success; NULL for none */
+	bool		notify;			/* the call's policy asks for NOTIFY */
 } Outcome;
+
+/* Where run_sandboxed() was when an error came */
+typedef enum SandboxStep
+{
+	STEP_ARGUMENTS,				/* converting the call's arguments */
+	STEP_FUNCTION,				/* running the function (or a hook) */
+	STEP_RESULT					/* converting its result to jsonb */
+} SandboxStep;
 
 /*
  * Outcomes waiting to be written, one column array each, in the order of
@@ -102,11 +114,11 @@ enum
 {
 	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
 	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
-	OC_DELAY, OC_NCOLUMNS
+	OC_DELAY, OC_RESULT, OC_NCOLUMNS
 };
 static const Oid outcome_column_type[OC_NCOLUMNS] = {
 	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
-	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID
+	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID
 };
 static struct
 {
@@ -115,7 +127,12 @@ static struct
 	int			size;
 	Datum	   *values[OC_NCOLUMNS];
 	bool	   *nulls[OC_NCOLUMNS];
+	bool	   *notify;			/* each outcome's Outcome.notify */
+	Size		result_bytes;	/* of the results in the list */
 }			pending;
+
+/* Results that the list may hold before they are written, in bytes */
+#define PENDING_RESULT_BYTES	(16 * 1024 * 1024)
 
 /*
  * The policy cache: a hash table and the strings of its entries, all in
@@ -197,7 +214,8 @@ execute_init(void)
 static CachedPolicy *
 get_policy(int32 policy_id)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[2];
+	bool		notify;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(policy_id)};
 	CachedPolicy *p;
@@ -217,13 +235,17 @@ get_policy(int32 policy_id)
 	p = hash_search(policy_cache, &policy_id, HASH_FIND, NULL);
 	if (p != NULL)
 		return p;
+	notify = retries_chains_available();
 
-	retries_prepare_kept(&plan,
-						 "SELECT fn, fn_signature, min_delay, max_delay, multiplier, jitter,"
-						 " retry_on, timeout, on_exhausted, delay_fn"
-						 " FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
-						 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+	/* notify: from version 1.2 */
+	if (plans[notify] == NULL)
+		retries_prepare_kept(&plans[notify],
+							 psprintf("SELECT fn, fn_signature, min_delay, max_delay, multiplier,"
+									  " jitter, retry_on, timeout, on_exhausted, delay_fn, %s"
+									  " FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
+									  notify ? "notify" : "false"),
+							 1, argtypes);
+	if (SPI_execute_plan(plans[notify], values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read policy %d", policy_id);
 	if (SPI_processed != 1)
 		return NULL;			/* someone deleted it by hand */
@@ -263,6 +285,7 @@ get_policy(int32 policy_id)
 	p->on_exhausted = isnull ? InvalidOid : DatumGetObjectId(d);
 	d = SPI_getbinval(row, desc, 10, &isnull);
 	p->delay_fn = isnull ? InvalidOid : DatumGetObjectId(d);
+	p->notify = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
 	MemoryContextSwitchTo(oldcxt);
 	return p;
 }
@@ -315,7 +338,7 @@ log_capped(const RetriesCall *call, int32 attempt, const char *cap)
  * same anyway.
  */
 static void
-evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull)
+evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull, Oid *result_type)
 {
 	MemoryContext callercxt = CurrentMemoryContext;
 	EState	   *estate = CreateExecutorState();
@@ -354,8 +377,69 @@ evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull)
 		get_typlenbyval(rettype, &typlen, &typbyval);
 		*result = valuenull ? (Datum) 0 : datumCopy(value, typbyval, typlen);
 		*isnull = valuenull;
+		*result_type = rettype;
 	}
 	FreeExecutorState(estate);
+}
+
+/*
+ * result_to_jsonb -- a function's result (of type 'type') as to_jsonb()
+ * makes it, in the caller's memory context; NULL for void or NULL
+ *
+ * to_jsonb() runs the output functions of the result's types, which are
+ * the role's code as much as the function is: the caller runs this in
+ * the call's sandbox.
+ */
+static Jsonb *
+result_to_jsonb(Oid type, Datum value, bool isnull)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	EState	   *estate;
+	int16		typlen;
+	bool		typbyval;
+	FuncExpr   *fexpr;
+	ExprState  *exprstate;
+	Datum		d;
+	bool		dnull;
+	Jsonb	   *jb;
+
+	if (isnull || type == VOIDOID)
+		return NULL;
+	estate = CreateExecutorState();
+	get_typlenbyval(type, &typlen, &typbyval);
+	MemoryContextSwitchTo(estate->es_query_cxt);
+	fexpr = makeFuncExpr(F_TO_JSONB, JSONBOID,
+						 list_make1(makeConst(type, -1, InvalidOid, typlen, value,
+											  false, typbyval)),
+						 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	exprstate = ExecInitExpr((Expr *) fexpr, NULL);
+	MemoryContextSwitchTo(callercxt);
+	d = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate), &dnull);
+	jb = dnull ? NULL : DatumGetJsonbPCopy(d);
+	FreeExecutorState(estate);
+	return jb;
+}
+
+/*
+ * check_result_size -- raise 54000 if a call's result is larger than
+ * retries.max_result_size
+ */
+static void
+check_result_size(Oid fnoid, const Jsonb *result)
+{
+	Size		limit = (Size) retries_max_result_size * 1024;
+	char		size[POLICY_FORMAT_LEN];
+	char		max[POLICY_FORMAT_LEN];
+
+	if (result == NULL || VARSIZE(result) <= limit)
+		return;
+	snprintf(size, sizeof(size), "%zu bytes", (Size) VARSIZE(result));
+	snprintf(max, sizeof(max), "%d kB", retries_max_result_size);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the result of %s is %s as jsonb, more than retries.max_result_size (%s)",
+					format_procedure(fnoid), size, max),
+			 errhint("Return less (keep large data in a table and return its key), or raise retries.max_result_size.")));
 }
 
 /*
@@ -366,10 +450,11 @@ evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull)
  *
  * For the call itself, 'stored_args' are its canonical arguments, which
  * are converted inside the sandbox (a domain's check or a default is the
- * role's code too); 'converting' tells the caller whether an error
- * happened there rather than in the function.  Hooks pass their argument
- * expressions in 'given_args'.  With 'result', the function's result is
- * returned in the caller's memory context.
+ * role's code too), and its result is returned as jsonb, converted and
+ * checked against retries.max_result_size inside the sandbox too; *step
+ * tells the caller where an error happened.  Hooks pass their argument
+ * expressions in 'given_args', and get their result as it is.  With
+ * 'result', the result is returned in the caller's memory context.
  *
  * The attempt's timeout covers everything the role's code runs, deferred
  * triggers included.  A timeout that fires as the code returns leaves a
@@ -378,17 +463,17 @@ evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull)
  */
 static ErrorData *
 run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
-			  int64 timeout, bool *converting, Datum *result, bool *isnull)
+			  int64 timeout, SandboxStep *step, Datum *result, bool *isnull)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	ErrorData  *volatile edata = NULL;
 	List	   *volatile args = given_args;
 	Sandbox		sb;
+	Oid			result_type = InvalidOid;
 
 	memset(&sb, 0, sizeof(sb));
-	if (converting)
-		*converting = false;
+	*step = STEP_FUNCTION;
 	attempt_timed_out = false;
 
 	BeginInternalSubTransaction(NULL);
@@ -402,12 +487,23 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
 								 (int) Min(timeout / 1000, INT_MAX));
 		if (stored_args != NULL)
 		{
-			*converting = true;
+			*step = STEP_ARGUMENTS;
 			args = call_args_build(fnoid, stored_args);
-			*converting = false;
+			*step = STEP_FUNCTION;
 		}
 		PushActiveSnapshot(GetTransactionSnapshot());
-		evaluate_call(fnoid, args, result, isnull);
+		evaluate_call(fnoid, args, result, isnull, &result_type);
+		if (stored_args != NULL)
+		{
+			Jsonb	   *jb;
+
+			*step = STEP_RESULT;
+			jb = result_to_jsonb(result_type, *result, *isnull);
+			check_result_size(fnoid, jb);
+			*result = PointerGetDatum(jb);
+			*isnull = jb == NULL;
+			*step = STEP_FUNCTION;
+		}
 		PopActiveSnapshot();
 		sandbox_leave(&sb);
 		if (timeout > 0)
@@ -521,6 +617,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 		Datum		result;
 		bool		isnull;
 		ErrorData  *edata;
+		SandboxStep step;
 
 		args = list_make3(makeConst(INT4OID, -1, InvalidOid, 4,
 									Int32GetDatum(attempt), false, true),
@@ -531,7 +628,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 									out->message == NULL, false));
 		edata = run_sandboxed(call->role, policy->delay_fn, NULL, args,
 							  attempt_time_limit(NULL, &capped),
-							  NULL, &result, &isnull);
+							  &step, &result, &isnull);
 		if (edata != NULL)
 		{
 			out->detail = psprintf("The attempt failed with %s: %s",
@@ -618,6 +715,9 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 			pending.nulls[c] = MemoryContextAlloc(TopTransactionContext,
 												  sizeof(bool) * pending.size);
 		}
+		pending.notify = MemoryContextAlloc(TopTransactionContext,
+											sizeof(bool) * pending.size);
+		pending.result_bytes = 0;
 	}
 	else if (pending.n == pending.size)
 	{
@@ -627,8 +727,10 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 			pending.values[c] = repalloc(pending.values[c], sizeof(Datum) * pending.size);
 			pending.nulls[c] = repalloc(pending.nulls[c], sizeof(bool) * pending.size);
 		}
+		pending.notify = repalloc(pending.notify, sizeof(bool) * pending.size);
 	}
 	row = pending.n++;
+	pending.notify[row] = out->notify;
 
 #define SET(c, value, isnull) \
 	do { \
@@ -652,8 +754,11 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 	SET_TEXT(OC_HINT, out->hint);
 	SET_TEXT(OC_CONTEXT, out->context);
 	SET(OC_DELAY, Int64GetDatum(out->delay), out->delay < 0);
+	SET(OC_RESULT, PointerGetDatum(out->result), out->result == NULL);
 #undef SET_TEXT
 #undef SET
+	if (out->result != NULL)
+		pending.result_bytes += VARSIZE(out->result);
 }
 
 /*
@@ -699,57 +804,82 @@ static void
 write_outcomes(void)
 {
 	static SPIPlanPtr plans[2];
-	SPIPlanPtr	plan;
+	bool		results = retries_chains_available();	/* version 1.2 */
 	Oid			argtypes[OC_NCOLUMNS + 1];
 	Datum		values[OC_NCOLUMNS + 1];
+	int			n = pending.n;
+	int64	   *finished_ids;
+	char	   *finished_how;
+	bool	   *finished_notify;
+	int			nfinished = 0;
 
-	if (pending.lxid != retries_local_xid() || pending.n == 0)
+	if (pending.lxid != retries_local_xid() || n == 0)
 		return;
 	retries_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
-							  pending.nulls, pending.n, argtypes, values);
+							  pending.nulls, n, argtypes, values);
 	/* and the most attempt rows kept per call */
 	argtypes[OC_NCOLUMNS] = INT4OID;
 	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);
 	log_trimming();
 	pending.n = 0;
+	pending.result_bytes = 0;
 
-	plan = retries_prepare_kept(&plans[0],
-						 "WITH done AS ("
-						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
-						 "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
-						 "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
-						 "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
-						 "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
-						 "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
-						 "  pg_catalog.unnest($12), pg_catalog.unnest($13))"
-						 "  AS d(call_id, attempt, started_at, finished_at, outcome,"
-						 "   state, next_attempt, sqlstate, message, detail, hint,"
-						 "   context, delay)),"
-						 " trimmed AS ("
-						 " DELETE FROM retries.attempt_data a USING done d"
-						 "  WHERE d.attempt OPERATOR(pg_catalog.>) $14"
-						 "  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
-						 "  AND a.attempt OPERATOR(pg_catalog.<=)"
-						 "   (d.attempt OPERATOR(pg_catalog.-) $14)),"
-						 " c AS ("
-						 " UPDATE retries.call_data c SET"
-						 "  state = d.state::retries.call_state, attempts = d.attempt,"
-						 "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
-						 "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
-						 "  last_message = coalesce(d.message, c.last_message),"
-						 "  updated_at = d.finished_at"
-						 " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
-						 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-						 "  finished_at, outcome, sqlstate, message, detail, hint, context,"
-						 "  next_delay)"
-						 " SELECT call_id, attempt, started_at, finished_at,"
-						 "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
-						 "  hint, context,"
-						 "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
-						 " FROM done",
-						 OC_NCOLUMNS + 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+	if (plans[results] == NULL)
+		retries_prepare_kept(&plans[results],
+							 psprintf("WITH done AS ("
+									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+									  "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+									  "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
+									  "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
+									  "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
+									  "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
+									  "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
+									  "  pg_catalog.unnest($14))"
+									  "  AS d(call_id, attempt, started_at, finished_at, outcome,"
+									  "   state, next_attempt, sqlstate, message, detail, hint,"
+									  "   context, delay, result)),"
+									  " trimmed AS ("
+									  " DELETE FROM retries.attempt_data a USING done d"
+									  "  WHERE d.attempt OPERATOR(pg_catalog.>) $15"
+									  "  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
+									  "  AND a.attempt OPERATOR(pg_catalog.<=)"
+									  "   (d.attempt OPERATOR(pg_catalog.-) $15)),"
+									  " c AS ("
+									  " UPDATE retries.call_data c SET"
+									  "  state = d.state::retries.call_state, attempts = d.attempt,"
+									  "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
+									  "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
+									  "  last_message = coalesce(d.message, c.last_message),"
+									  "  updated_at = d.finished_at%s"
+									  " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+									  " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+									  "  finished_at, outcome, sqlstate, message, detail, hint, context,"
+									  "  next_delay)"
+									  " SELECT call_id, attempt, started_at, finished_at,"
+									  "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
+									  "  hint, context,"
+									  "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
+									  " FROM done",
+									  results ? ", result = d.result" : ""),
+							 OC_NCOLUMNS + 1, argtypes);
+	if (SPI_execute_plan(plans[results], values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
+
+	/* the calls that finished: their waiters, NOTIFYs and followers */
+	finished_ids = palloc(sizeof(int64) * n);
+	finished_how = palloc(n);
+	finished_notify = palloc(sizeof(bool) * n);
+	for (int row = 0; row < n; row++)
+	{
+		const char *state = TextDatumGetCString(pending.values[OC_STATE][row]);
+
+		if (strcmp(state, "scheduled") == 0)
+			continue;
+		finished_ids[nfinished] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
+		finished_how[nfinished] = strcmp(state, "succeeded") == 0 ? 's' : 'f';
+		finished_notify[nfinished++] = pending.notify[row];
+	}
+	retries_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
 }
 
 /*
@@ -781,6 +911,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	bool		isnull;
 	ErrorData  *edata;
 	bool		capped;
+	SandboxStep step;
 
 	if (!OidIsValid(policy->on_exhausted) ||
 		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
@@ -791,7 +922,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
 	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, args,
 						  attempt_time_limit(NULL, &capped),
-						  NULL, &result, &isnull);
+						  &step, &result, &isnull);
 	if (edata == NULL)
 		return;
 
@@ -873,7 +1004,7 @@ execute_attempt(RetriesCall *call)
 	int32		attempt = call->attempts + 1;
 	TimestampTz started_at = GetCurrentTimestamp();
 	Outcome		out;
-	bool		converting = false;
+	SandboxStep step;
 	Datum		result;
 	bool		isnull;
 	ErrorData  *edata;
@@ -888,6 +1019,7 @@ execute_attempt(RetriesCall *call)
 		fail_without_policy(call, attempt, started_at, &out);
 		return false;
 	}
+	out.notify = policy->notify;
 
 	if (!precheck(call, policy, &out))
 	{
@@ -903,7 +1035,7 @@ execute_attempt(RetriesCall *call)
 	retries_retry_after_usecs = -1;
 	timeout = attempt_time_limit(policy, &capped);
 	edata = run_sandboxed(call->role, policy->fn, call->args, NIL, timeout,
-						  &converting, &result, &isnull);
+						  &step, &result, &isnull);
 	retries_current_call_id = 0;
 	retries_current_attempt_number = 0;
 
@@ -911,13 +1043,17 @@ execute_attempt(RetriesCall *call)
 	{
 		out.outcome = "succeeded";
 		out.state = "succeeded";
+		out.result = isnull ? NULL : DatumGetJsonbP(result);
 		pending_add(call, attempt, started_at, &out);
+		/* large results are written early, not all kept until the commit */
+		if (pending.result_bytes > PENDING_RESULT_BYTES)
+			write_outcomes();
 		return true;
 	}
 
 	set_outcome_error(&out, edata->sqlerrcode, edata->message, edata->detail,
 					  edata->hint, edata->context);
-	if (converting)
+	if (step == STEP_ARGUMENTS)
 	{
 		out.outcome = "failed";
 		out.message = psprintf("arguments can no longer be converted: %s", edata->message);
@@ -938,6 +1074,13 @@ execute_attempt(RetriesCall *call)
 					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
 											   policy->nretry_on, "57014"),
 					   &out);
+	}
+	else if (step == STEP_RESULT)
+	{
+		/* the same result would come back: not retried, whatever retry_on says */
+		out.outcome = "failed";
+		out.detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
+		finish_failure(call, policy, attempt, false, &out);
 	}
 	else
 	{
@@ -988,6 +1131,7 @@ execute_interrupted(RetriesCall *call, int32 attempt)
 		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
 		return;
 	}
+	out.notify = policy->notify;
 	out.outcome = "interrupted";
 	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
 					  "the worker running this attempt was interrupted",

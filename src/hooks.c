@@ -5,7 +5,8 @@
  *
  * - At commit, a transaction that scheduled or re-armed calls wakes the
  *   workers of its database, so that a call committed while they sleep
- *   starts within milliseconds (no polling).
+ *   starts within milliseconds (no polling); one that finished calls
+ *   wakes the backends waiting for them in retries.wait() (wait.c).
  * - CREATE EXTENSION wakes the launcher at commit; DROP EXTENSION wakes the
  *   workers at commit, and they find the extension gone and exit.
  * - The commands that need a database to themselves (DROP DATABASE, ALTER
@@ -216,12 +217,18 @@ xact_callback(XactEvent event, void *arg)
 			}
 			if (wake_workers_at_commit)
 				retries_wake_workers(MyDatabaseId);
+			retries_finished_at_end(true);
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			let_workers_back(true);
 			break;
+		case XACT_EVENT_PREPARE:
+			/* finished at COMMIT PREPARED, elsewhere: its waiters time out */
+			retries_finished_at_end(false);
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			retries_finished_at_end(false);
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			let_workers_back(false);

@@ -107,10 +107,7 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 			return;
 		}
 	}
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("call " INT64_FORMAT " does not exist", id),
-			 errdetail("A role sees only the calls it scheduled, unless it is a superuser or a member of retries_admin.")));
+	retries_call_not_found(id);
 }
 
 /*
@@ -181,11 +178,15 @@ retries_cancel(PG_FUNCTION_ARGS)
 	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
 
 	if (strcmp(call.state, "scheduled") == 0)
+	{
 		update_call(&cancel_plan,
 					"UPDATE retries.call_data"
 					" SET state = 'cancelled', updated_at = pg_catalog.now()"
 					" WHERE id OPERATOR(pg_catalog.=) $1",
 					call.id, (Datum) 0);
+		/* its waiters, NOTIFY, and the calls that run after it (chains.c) */
+		retries_calls_finished(1, &call.id, "c", NULL);
+	}
 	else
 		result = false;
 
@@ -237,7 +238,8 @@ static bool
 rearm_call(int64 id, Datum run_at)
 {
 	static SPIPlanPtr move_plan = NULL;
-	static SPIPlanPtr again_plan = NULL;
+	static SPIPlanPtr again_plans[2];
+	bool		chains = retries_chains_available();
 	RetriesUserSwitch save;
 	LockedCall	call;
 
@@ -262,15 +264,22 @@ rearm_call(int64 id, Datum run_at)
 	{
 		if (call.has_key)
 			check_key_free(&call);
-		update_call(&again_plan,
-					"UPDATE retries.call_data c"
-					" SET state = 'scheduled', next_attempt = $2,"
-					" max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
-					" updated_at = pg_catalog.now()"
-					" FROM retries.policy_data p"
-					" WHERE c.id OPERATOR(pg_catalog.=) $1"
-					" AND p.id OPERATOR(pg_catalog.=) c.policy_id",
-					call.id, run_at);
+		/* a call that waited for others (chains.c) waits no more */
+		if (again_plans[chains] == NULL)
+			update_call(&again_plans[chains],
+						psprintf("UPDATE retries.call_data c"
+								 " SET state = 'scheduled', next_attempt = $2,"
+								 " max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
+								 " updated_at = pg_catalog.now()%s"
+								 " FROM retries.policy_data p"
+								 " WHERE c.id OPERATOR(pg_catalog.=) $1"
+								 " AND p.id OPERATOR(pg_catalog.=) c.policy_id",
+								 chains ?
+								 ", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0,"
+								 " waiting_on = 0" : ""),
+						call.id, run_at);
+		else
+			update_call(&again_plans[chains], NULL, call.id, run_at);
 		/* a call of a paused or limited function waits for its gate */
 		retries_gate_call(call.id);
 	}

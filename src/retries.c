@@ -14,6 +14,7 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "policy.h"
 #include "retries.h"
@@ -28,6 +29,7 @@ char	   *retries_retention = NULL;
 char	   *retries_default_policy = NULL;
 int			retries_max_attempt_time = 3600;	/* seconds; 0: no cap */
 int			retries_min_delay = 10;	/* milliseconds */
+int			retries_max_result_size = 1024;
 int			retries_max_kept_attempts = 1000;
 int			retries_max_rate_limits = 1024;
 
@@ -173,6 +175,14 @@ _PG_init(void)
 							&retries_max_kept_attempts,
 							1000, 1, INT_MAX,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_result_size",
+							"Largest return value of a call that is kept, as jsonb; a larger one fails the attempt.",
+							NULL,
+							&retries_max_result_size,
+							1024, 1, MaxAllocSize / 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("retries.enabled",

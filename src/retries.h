@@ -20,6 +20,8 @@
  * src/claim.c			claiming due calls into the worker's memory
  * src/execute.c		running one attempt and recording its outcome
  * src/sandbox.c		running a call's code as its role, leaving nothing behind
+ * src/chains.c			calls that run after others; what finishing a call does
+ * src/wait.c			retries.wait(), retries.result(), waking waiters
  * src/hooks.c			commit wake-ups, DROP DATABASE/EXTENSION handling
  *
  *-------------------------------------------------------------------------
@@ -29,6 +31,7 @@
 
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -47,6 +50,7 @@ extern int	retries_max_attempt_time;
 extern int	retries_min_delay;
 extern int	retries_max_kept_attempts;
 extern int	retries_max_rate_limits;
+extern int	retries_max_result_size;
 
 /* Was the library loaded by shared_preload_libraries? (retries.c) */
 extern bool retries_preloaded;
@@ -64,6 +68,7 @@ extern void retries_become_owner(RetriesUserSwitch *save);
 extern void retries_restore_user(const RetriesUserSwitch *save);
 extern bool retries_sees_all_calls(Oid roleid);
 extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
+extern void retries_call_not_found(int64 id);
 extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
 								   const char *argname);
 extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
@@ -111,6 +116,28 @@ extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
 extern void retries_clear_limit(Oid fnoid);
 extern void retries_gate_call(int64 id);
 extern TimestampTz retries_release_held(TimestampTz now, bool *gated);
+
+/* chains.c: what retries.call()'s after says about a new call */
+typedef struct RetriesAfter
+{
+	int			nwaiting;		/* how many of its calls have not succeeded, */
+	int64	   *waiting;		/* these */
+	int64		failed;			/* one that failed or was cancelled, or 0 */
+	char		failed_how;		/* 'f' (failed) or 'c' (cancelled) */
+} RetriesAfter;
+
+extern bool retries_chains_released;
+extern bool retries_chains_deferred;
+extern bool retries_chains_available(void);
+extern void retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out);
+extern void retries_after_record(int64 call_id, const RetriesAfter *after);
+extern void retries_calls_finished(int n, const int64 *ids, const char *how,
+								   const bool *notify);
+extern bool retries_chains_pending(void);
+
+/* wait.c */
+extern void retries_call_finished(int64 id, bool notify);
+extern void retries_finished_at_end(bool committed);
 
 /* hooks.c */
 extern void retries_install_hooks(void);

@@ -8,10 +8,16 @@
  * arguments convert to the parameter types.  The call runs as the role that
  * scheduled it (current_user here), under the policy current now.
  *
- * A dedupe key makes scheduling idempotent per role: while that role has an
- * unfinished call with the same key, the existing call's id is returned and
- * nothing is scheduled.  A unique index over (role, hash of the key) among
- * unfinished calls settles races between concurrent transactions.
+ * A dedupe key makes scheduling idempotent per role: while that role has a
+ * call with the same key, the existing call's id is returned and nothing
+ * is scheduled.  From version 1.2 that holds for as long as the call is
+ * kept, finished or not, so that a request sent again after its call
+ * succeeded does not run it again; 1.1 compared unfinished calls only.  A
+ * unique index over (role, hash of the key) settles races between
+ * concurrent transactions.
+ *
+ * With after, the call waits for other calls to succeed first (see
+ * chains.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -43,7 +49,7 @@
 PG_FUNCTION_INFO_V1(retries_call);
 
 /* The columns insert_call() takes (see there) */
-#define CALL_COLUMNS		11
+#define CALL_COLUMNS		12
 
 /*
  * The longest limit_key, in bytes: it is a column of indexes (by gate and
@@ -186,11 +192,12 @@ static struct
 				att_created_at,
 				att_updated_at,
 				att_scheduled_by,
-				att_schedule_id,	/* these five: InvalidAttrNumber at 1.1 */
+				att_schedule_id,	/* these six: InvalidAttrNumber at 1.1 */
 				att_gate,
 				att_held,
 				att_priority,
-				att_limit_key;
+				att_limit_key,
+				att_waiting_on;
 }			call_data_info;
 
 /*
@@ -245,6 +252,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_held = get_attnum(relid, "held");
 		call_data_info.att_priority = get_attnum(relid, "priority");
 		call_data_info.att_limit_key = get_attnum(relid, "limit_key");
+		call_data_info.att_waiting_on = get_attnum(relid, "waiting_on");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
@@ -302,6 +310,10 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 			elog(ERROR, "retries: column limit_key of retries.call_data is missing");
 		SET_COLUMN(att_limit_key, values[10]);
 	}
+	if (call_data_info.att_waiting_on != InvalidAttrNumber)
+		SET_COLUMN(att_waiting_on, values[11]);
+	else if (DatumGetInt32(values[11]) != 0)
+		elog(ERROR, "retries: column waiting_on of retries.call_data is missing");
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
 
@@ -324,7 +336,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 /*
  * set_policy_columns -- fill in the columns of a new call of fnoid that
  * come from its current policy: policy_id, max_attempts, gate and held;
- * and priority 0, no limit_key
+ * and priority 0, no limit_key, waiting for no other call
  */
 static void
 set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *nulls)
@@ -340,36 +352,47 @@ set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *
 	nulls[9] = ' ';
 	values[10] = (Datum) 0;
 	nulls[10] = 'n';
+	values[11] = Int32GetDatum(0);
+	nulls[11] = ' ';
 }
 
 /*
- * insert_call -- insert the call; with a key, return the id of the role's
- * unfinished call with that key instead if there is one
+ * insert_call -- insert the call and return its id; with a key, return
+ * the id of the role's call with that key instead if there is one (kept,
+ * from 1.2; unfinished, at 1.1), and set *inserted to false
  *
  * values and nulls (' ' or 'n') hold, in this order: policy_id, args,
  * max_attempts, next_attempt, scheduled_by, key, schedule_id (which
- * only keyless calls have), gate and held (see flow.c), priority and
- * limit_key.  Held calls, gated ones, those of a priority other than 0 and
- * those with a limit_key need version 1.2, whose retries.call() is the
- * only one that makes them.
+ * only keyless calls have), gate and held (see flow.c), priority,
+ * limit_key and waiting_on (see chains.c).  Held calls, gated ones, those
+ * of a priority other than 0, those with a limit_key and those that wait
+ * for others need version 1.2, whose retries.call() is the only one that
+ * makes them.
  */
 static int64
-insert_call(Datum *values, const char *nulls)
+insert_call(Datum *values, const char *nulls, bool *inserted)
 {
 	static SPIPlanPtr insert_plan = NULL;
 	static SPIPlanPtr gated_insert_plan = NULL;
-	static SPIPlanPtr find_plan = NULL;
+	static SPIPlanPtr find_plans[2];
 	Oid			argtypes[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
-	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID};
+	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID, INT4OID};
 	SPIPlanPtr	plan;
+	bool		lasting = retries_chains_available();
 	bool		isnull;
 
+	*inserted = true;
 	/* without a key, nothing can conflict */
 	if (nulls[5] == 'n')
 		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
 								  values, nulls);
 
-	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0 && nulls[10] == 'n')
+	/*
+	 * The conflict clause names the index of 1.1, among unfinished calls;
+	 * it implies that of 1.2, among all calls, which it then names.
+	 */
+	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0 && nulls[10] == 'n' &&
+		DatumGetInt32(values[11]) == 0)
 		plan = retries_prepare_kept(&insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
@@ -383,9 +406,9 @@ insert_call(Datum *values, const char *nulls)
 		plan = retries_prepare_kept(&gated_insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
-									"  gate, held, priority, limit_key)"
+									"  gate, held, priority, limit_key, waiting_on)"
 									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
-									"  $8::pg_catalog.regprocedure, $9, $10, $11)"
+									"  $8::pg_catalog.regprocedure, $9, $10, $11, $12)"
 									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
 									" WHERE key IS NOT NULL"
 									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
@@ -400,19 +423,23 @@ insert_call(Datum *values, const char *nulls)
 			break;
 
 		/* a conflict: find the call holding the key */
-		retries_prepare_kept(&find_plan,
-					 "SELECT id FROM retries.call_data"
-					 " WHERE scheduled_by OPERATOR(pg_catalog.=) $5::pg_catalog.regrole"
-					 " AND pg_catalog.md5(key)"
-					 " OPERATOR(pg_catalog.=) pg_catalog.md5($6)"
-					 " AND key OPERATOR(pg_catalog.=) $6"
-					 " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
-					 6, argtypes);
-		if (SPI_execute_plan(find_plan, values, nulls, false, 1) != SPI_OK_SELECT)
+		*inserted = false;
+		if (find_plans[lasting] == NULL)
+			retries_prepare_kept(&find_plans[lasting],
+								 psprintf("SELECT id FROM retries.call_data"
+										  " WHERE scheduled_by OPERATOR(pg_catalog.=) $5::pg_catalog.regrole"
+										  " AND pg_catalog.md5(key)"
+										  " OPERATOR(pg_catalog.=) pg_catalog.md5($6)"
+										  " AND key OPERATOR(pg_catalog.=) $6%s",
+										  lasting ? "" :
+										  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"),
+								 6, argtypes);
+		if (SPI_execute_plan(find_plans[lasting], values, nulls, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up a call by key");
 		if (SPI_processed == 1)
 			break;
-		/* that call finished meanwhile: try to insert again */
+		/* that call finished (or was pruned) meanwhile: try to insert again */
+		*inserted = true;
 	}
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -427,10 +454,10 @@ insert_call(Datum *values, const char *nulls)
 
 /*
  * retries_call -- SQL function retries.call(fn, args, run_at, key, priority,
- * limit_key) (1.2; the first four before)
+ * limit_key, after) (1.2; the first four before)
  *
  * Returns the id of the scheduled call (or, with a key, of the existing
- * unfinished call with that key).
+ * call with that key).
  */
 Datum
 retries_call(PG_FUNCTION_ARGS)
@@ -446,6 +473,9 @@ retries_call(PG_FUNCTION_ARGS)
 	Snapshot	stmt = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
 	RetriesUserSwitch save;
 	int64		id;
+	bool		inserted;
+	RetriesAfter after;
+	bool		has_after = PG_NARGS() > 6 && !PG_ARGISNULL(6);
 
 	/* the insert may not go through the executor, which would check these */
 	PreventCommandIfReadOnly("retries.call()");
@@ -484,6 +514,8 @@ retries_call(PG_FUNCTION_ARGS)
 	SPI_connect();
 
 	retries_require_policy(fnoid, stmt, &ref);
+	if (has_after)
+		retries_after_check(PG_GETARG_ARRAYTYPE_P(6), userid, &after);
 
 	set_policy_columns(fnoid, &ref, values, nulls);
 	values[1] = JsonbPGetDatum(args);
@@ -499,8 +531,17 @@ retries_call(PG_FUNCTION_ARGS)
 		values[10] = PG_GETARG_DATUM(5);
 		nulls[10] = ' ';
 	}
+	if (has_after && (after.nwaiting > 0 || after.failed != 0))
+	{
+		/* held, with no gate: what it waits for releases it (chains.c) */
+		values[8] = BoolGetDatum(true);
+		nulls[7] = 'n';
+		values[11] = Int32GetDatum(after.nwaiting + (after.failed != 0 ? 1 : 0));
+	}
 
-	id = insert_call(values, nulls);
+	id = insert_call(values, nulls, &inserted);
+	if (has_after && inserted)
+		retries_after_record(id, &after);
 	retries_wake_at_commit();
 
 	SPI_finish();
@@ -528,6 +569,7 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 	RetriesPolicyRef ref;
 	Datum		values[CALL_COLUMNS];
 	char		nulls[CALL_COLUMNS];
+	bool		inserted;
 
 	/* many firings of one function in one statement read its policy once */
 	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))
@@ -540,6 +582,6 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 	values[5] = (Datum) 0;
 	nulls[5] = 'n';
 	values[6] = Int64GetDatum(schedule_id);
-	*id = insert_call(values, nulls);
+	*id = insert_call(values, nulls, &inserted);
 	return true;
 }

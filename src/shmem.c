@@ -27,8 +27,8 @@
 RetriesShared *retries_shared = NULL;
 
 /* MaxBackends entries, right after *retries_shared */
-static RetriesCancelWait *cancel_waits = NULL;
-/* retries.max_rate_limits of them, after cancel_waits (see rate_slot) */
+static RetriesBackendWait *backend_waits = NULL;
+/* retries.max_rate_limits of them, after backend_waits (see rate_slot) */
 static RetriesRateSlot *rate_slots = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -38,18 +38,18 @@ PG_FUNCTION_INFO_V1(retries_running_calls);
 
 /*
  * shared_size -- bytes of shared memory: RetriesShared, then a
- * RetriesCancelWait per backend, then retries.max_rate_limits rate slots
+ * RetriesBackendWait per backend, then retries.max_rate_limits rate slots
  */
 static Size
-cancel_waits_size(void)
+backend_waits_size(void)
 {
-	return MAXALIGN(mul_size(MaxBackends, sizeof(RetriesCancelWait)));
+	return MAXALIGN(mul_size(MaxBackends, sizeof(RetriesBackendWait)));
 }
 
 static Size
 shared_size(void)
 {
-	return add_size(add_size(MAXALIGN(sizeof(RetriesShared)), cancel_waits_size()),
+	return add_size(add_size(MAXALIGN(sizeof(RetriesShared)), backend_waits_size()),
 					mul_size(retries_max_rate_limits, sizeof(RetriesRateSlot)));
 }
 
@@ -77,10 +77,10 @@ shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	retries_shared = ShmemInitStruct("retries", shared_size(), &found);
-	cancel_waits = (RetriesCancelWait *)
+	backend_waits = (RetriesBackendWait *)
 		((char *) retries_shared + MAXALIGN(sizeof(RetriesShared)));
 	rate_slots = (RetriesRateSlot *)
-		((char *) cancel_waits + cancel_waits_size());
+		((char *) backend_waits + backend_waits_size());
 	if (!found)
 	{
 		memset(retries_shared, 0, shared_size());
@@ -88,6 +88,9 @@ shmem_startup(void)
 		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 			SpinLockInit(&retries_shared->workers[i].mutex);
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
+		pg_atomic_init_u32(&retries_shared->nfinish_waits, 0);
+		for (int i = 0; i < MaxBackends; i++)
+			SpinLockInit(&backend_waits[i].mutex);
 		retries_shared->started_at = GetCurrentTimestamp();
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -498,11 +501,11 @@ retries_gate_leave(RetriesWorker *me)
 void
 retries_cancel_wait_begin(int64 call_id)
 {
-	RetriesCancelWait *wait;
+	RetriesBackendWait *wait;
 
 	if (retries_shared == NULL || retries_backend_index() < 0)
 		return;
-	wait = &cancel_waits[retries_backend_index()];
+	wait = &backend_waits[retries_backend_index()];
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	if (wait->call_id == 0)
 		pg_atomic_fetch_add_u32(&retries_shared->ncancel_waits, 1);
@@ -517,11 +520,11 @@ retries_cancel_wait_begin(int64 call_id)
 void
 retries_cancel_wait_end(void)
 {
-	RetriesCancelWait *wait;
+	RetriesBackendWait *wait;
 
 	if (retries_shared == NULL || retries_backend_index() < 0)
 		return;
-	wait = &cancel_waits[retries_backend_index()];
+	wait = &backend_waits[retries_backend_index()];
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	if (wait->call_id != 0)
 		pg_atomic_fetch_sub_u32(&retries_shared->ncancel_waits, 1);
@@ -547,10 +550,95 @@ retries_cancel_waiting(int64 call_id)
 		return false;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	for (int i = 0; i < MaxBackends && !waiting; i++)
-		waiting = cancel_waits[i].call_id == call_id &&
-			cancel_waits[i].dboid == MyDatabaseId;
+		waiting = backend_waits[i].call_id == call_id &&
+			backend_waits[i].dboid == MyDatabaseId;
 	LWLockRelease(retries_shared->lock);
 	return waiting;
+}
+
+/*
+ * retries_finish_wait_begin -- announce that this backend waits for the end
+ * of call_id (of the current database), so that the commit that finishes
+ * it sets this backend's latch (see retries_wake_finish_waiters); false if
+ * there is no shared memory to announce it in (the library is not
+ * preloaded)
+ *
+ * Call it before looking at the call: a commit that comes after the look
+ * then sees the entry.
+ */
+bool
+retries_finish_wait_begin(int64 call_id)
+{
+	RetriesBackendWait *wait;
+
+	if (retries_shared == NULL || retries_backend_index() < 0)
+		return false;
+	wait = &backend_waits[retries_backend_index()];
+	SpinLockAcquire(&wait->mutex);
+	if (wait->finish_call_id == 0)
+		pg_atomic_fetch_add_u32(&retries_shared->nfinish_waits, 1);
+	wait->finish_dboid = MyDatabaseId;
+	wait->finish_call_id = call_id;
+	wait->latch = MyLatch;
+	SpinLockRelease(&wait->mutex);
+	pg_memory_barrier();
+	return true;
+}
+
+/*
+ * retries_finish_wait_end -- this backend no longer waits for a call
+ */
+void
+retries_finish_wait_end(void)
+{
+	RetriesBackendWait *wait;
+
+	if (retries_shared == NULL || retries_backend_index() < 0)
+		return;
+	wait = &backend_waits[retries_backend_index()];
+	SpinLockAcquire(&wait->mutex);
+	if (wait->finish_call_id != 0)
+		pg_atomic_fetch_sub_u32(&retries_shared->nfinish_waits, 1);
+	wait->finish_dboid = InvalidOid;
+	wait->finish_call_id = 0;
+	wait->latch = NULL;
+	SpinLockRelease(&wait->mutex);
+}
+
+/*
+ * retries_wake_finish_waiters -- set the latch of every backend waiting for
+ * the end of one of the n calls of 'ids' (of the current database), which
+ * a transaction just committed as finished
+ *
+ * Called after the commit; when nobody waits, which is the common case,
+ * it costs one read.
+ */
+void
+retries_wake_finish_waiters(const int64 *ids, int n)
+{
+	if (retries_shared == NULL || n == 0)
+		return;
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&retries_shared->nfinish_waits) == 0)
+		return;
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		RetriesBackendWait *wait = &backend_waits[i];
+		int64		call_id;
+		Latch	   *latch = NULL;
+
+		SpinLockAcquire(&wait->mutex);
+		call_id = wait->finish_dboid == MyDatabaseId ? wait->finish_call_id : 0;
+		if (call_id != 0)
+		{
+			for (int j = 0; j < n && latch == NULL; j++)
+				if (ids[j] == call_id)
+					latch = wait->latch;
+		}
+		SpinLockRelease(&wait->mutex);
+		if (latch != NULL)
+			SetLatch(latch);
+	}
 }
 
 /*

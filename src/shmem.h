@@ -132,14 +132,21 @@ typedef struct RetriesInterrupted
 } RetriesInterrupted;
 
 /*
- * A backend's cancel() waiting for the row of a call that a worker may be
- * running (see manage.c); one per backend, after RetriesShared
+ * What a backend waits for, one entry per backend, after RetriesShared:
+ * the row of a call that a worker may be running, for cancel() (see
+ * manage.c), under the LWLock; and the end of a call, for retries.wait()
+ * (see wait.c), under the entry's spinlock
  */
-typedef struct RetriesCancelWait
+typedef struct RetriesBackendWait
 {
 	Oid			dboid;
-	int64		call_id;		/* 0 when none */
-} RetriesCancelWait;
+	int64		call_id;		/* cancel(): 0 when none */
+
+	slock_t		mutex;
+	Oid			finish_dboid;
+	int64		finish_call_id; /* wait(): 0 when none */
+	Latch	   *latch;			/* the waiting backend's */
+} RetriesBackendWait;
 
 /*
  * The starts of the attempts of a rate-limited function (see rate.h), under
@@ -157,7 +164,8 @@ typedef struct RetriesRateSlot
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
-	pg_atomic_uint32 ncancel_waits; /* entries of cancel_waits in use */
+	pg_atomic_uint32 ncancel_waits; /* entries waiting for a cancel() */
+	pg_atomic_uint32 nfinish_waits; /* entries waiting for a call's end */
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
 	uint32		next_generation;	/* of worker slots */
@@ -191,5 +199,8 @@ extern void retries_gate_leave(RetriesWorker *me);
 extern void retries_cancel_wait_begin(int64 call_id);
 extern void retries_cancel_wait_end(void);
 extern bool retries_cancel_waiting(int64 call_id);
+extern bool retries_finish_wait_begin(int64 call_id);
+extern void retries_finish_wait_end(void);
+extern void retries_wake_finish_waiters(const int64 *ids, int n);
 
 #endif							/* RETRIES_SHMEM_H */

@@ -690,7 +690,8 @@ next_due(TimestampTz after)
 static void
 prune(void)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[2];
+	bool		chains;
 	Oid			argtypes[2] = {TEXTOID, INT4OID};
 	Datum		values[2];
 	TimestampTz start = GetCurrentTimestamp();
@@ -712,20 +713,29 @@ prune(void)
 			commit_transaction();
 			break;
 		}
-		retries_prepare_kept(&plan,
-							 "WITH doomed AS ("
-							 " SELECT id FROM retries.call_data"
-							 " WHERE state OPERATOR(pg_catalog.=)"
-							 " ANY ('{succeeded,failed,cancelled}')"
-							 " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
-							 "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)"
-							 " LIMIT $2 FOR UPDATE SKIP LOCKED),"
-							 " gone AS (DELETE FROM retries.attempt_data"
-							 "  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
-							 " DELETE FROM retries.call_data"
-							 " WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
-							 2, argtypes);
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		/*
+		 * A finished call whose followers are not all released or
+		 * cancelled yet (see chains.c) is kept until they are
+		 */
+		chains = retries_chains_available();
+		if (plans[chains] == NULL)
+			retries_prepare_kept(&plans[chains],
+								 psprintf("WITH doomed AS ("
+										  " SELECT id FROM retries.call_data c"
+										  " WHERE state OPERATOR(pg_catalog.=)"
+										  " ANY ('{succeeded,failed,cancelled}')"
+										  " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+										  "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)%s"
+										  " LIMIT $2 FOR UPDATE SKIP LOCKED),"
+										  " gone AS (DELETE FROM retries.attempt_data"
+										  "  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
+										  " DELETE FROM retries.call_data"
+										  " WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
+										  chains ?
+										  " AND NOT EXISTS (SELECT FROM retries.call_after a"
+										  "  WHERE a.after_id OPERATOR(pg_catalog.=) c.id)" : ""),
+								 2, argtypes);
+		if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "retries: could not prune finished calls");
 		deleted = SPI_processed;
 		PopActiveSnapshot();
@@ -1058,6 +1068,8 @@ fail_lone_call(const ErrorData *edata)
 								 5, argtypes);
 			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
+			if (SPI_processed > 0)
+				retries_calls_finished(1, &lone_call_id, "f", NULL);
 		}
 		PopActiveSnapshot();
 		SPI_finish();
@@ -1116,6 +1128,7 @@ fire_step(void)
 
 			next_fire = retries_fire_schedules(tx_now, &fire_waiting);
 			release = retries_release_held(tx_now, &gated);
+			(void) retries_chains_pending();
 			if (release != 0 && (next_fire == 0 || release < next_fire))
 				next_fire = release;
 		}
@@ -1302,7 +1315,13 @@ retries_worker_main(Datum main_arg)
 
 		if (retries_enabled)
 			fire_step();
+		retries_chains_released = false;
 		n = work_guarded(&due, &last_prune, &errors);
+		if (retries_chains_deferred)
+		{
+			fire_check = true;	/* followers left for later: look soon */
+			retries_chains_deferred = false;
+		}
 		if (errors > 0)
 		{
 			last_error = GetCurrentTimestamp();
@@ -1317,10 +1336,11 @@ retries_worker_main(Datum main_arg)
 			gated = true;
 			gate_touched = false;
 		}
-		if (n > 0 && (due == 0 || fire_waiting || gated))
+		if (n > 0 && (due == 0 || fire_waiting || gated || retries_chains_released))
 			continue;			/* a full batch: more may be due; or a call
 								 * that a queued firing or a gate waits for
-								 * may have finished */
+								 * may have finished; or the batch released
+								 * calls that ran after its own */
 		if (due != 0)
 			sleep_ms = Min(sleep_ms, retries_ms_until(due));
 		if (retries_enabled && next_fire != 0)
