@@ -167,7 +167,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 						 "SELECT id, scheduled_by::pg_catalog.oid FROM retries.call_data"
 						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
 						 1, argtypes);
-	if (SPI_execute_plan(see_plan, values, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(see_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the calls of after");
 	for (int i = 0, row = 0; i < n; i++, row++)
 	{

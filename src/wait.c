@@ -113,7 +113,11 @@ retries_call_finished(int64 id, bool notify)
 void
 retries_finished_at_end(bool committed)
 {
-	if (finished.lxid == retries_local_xid() && finished.ids != NULL && committed)
+	/*
+	 * The list is this transaction's: every transaction end empties it (the
+	 * local transaction id, cleared by the commit already, cannot tell)
+	 */
+	if (finished.ids != NULL && committed)
 		retries_wake_finish_waiters(finished.ids, finished.n);
 	finished.ids = NULL;
 	finished.n = 0;
