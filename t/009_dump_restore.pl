@@ -7,7 +7,9 @@
 #      calls that succeeded, failed (with the hook run), a call retrying
 #      with attempts > 0, and then, with execution paused, due calls, calls
 #      in the future, a cancelled call and keyed calls, scheduled by two
-#      roles; two recurring schedules, one paused and triggered once;
+#      roles; two recurring schedules, one paused and triggered once; a
+#      call that kept its result (notify on), and one that waits for
+#      another;
 #   b. pg_dump -Fc restored with pg_restore, and pg_dump -Fp run with psql,
 #      into a new cluster whose roles and functions have other OIDs than in
 #      the source (checked): retries.policies, retries.calls,
@@ -19,7 +21,8 @@
 #   d. once execution is enabled, the due calls run to completion, each
 #      exactly once, as the role that scheduled it, with its hooks (found by
 #      their new OIDs); calls moved forward with retry_now run, and a call
-#      due tomorrow stays scheduled.
+#      due tomorrow stays scheduled; the call that waits runs after the
+#      other, and keeps its result.
 #
 # With policies that stored functions as plain oids (version 1.0), b fails:
 # the restored policies name no function.
@@ -73,6 +76,7 @@ SELECT * FROM retries.calls ORDER BY id;
 SELECT * FROM retries.call_data ORDER BY id;
 SELECT * FROM retries.attempts ORDER BY call_id, attempt;
 SELECT * FROM retries.attempt_data ORDER BY call_id, attempt;
+SELECT * FROM retries.call_after ORDER BY after_id, call_id;
 });
 }
 
@@ -150,6 +154,12 @@ RETURNS interval LANGUAGE sql AS $$
 	SELECT interval '10 ms';
 $$;
 
+-- keeps a result
+CREATE FUNCTION answer(i int) RETURNS jsonb LANGUAGE sql AS $$
+	SELECT effect('answer');
+	SELECT jsonb_build_object('double', 2 * i, 'at', clock_timestamp());
+$$;
+
 -- fails at once: P0001 is not retried
 CREATE FUNCTION bad(i int) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -165,6 +175,7 @@ SELECT retries.annotate('doomed(int)', '2 10ms',
 						on_exhausted => 'exhausted(bigint)');
 SELECT retries.annotate('paced(int)', '3 1h', delay_fn => 'pace(int,text,text)');
 SELECT retries.annotate('bad(int)', NULL, max_attempts => 3, min_delay => '1s');
+SELECT retries.annotate('answer(int)', '3 10ms', notify => true);
 });
 
 # calls that run in the source cluster
@@ -176,7 +187,8 @@ for my $c (
 	[ 'flaky1', 'alice', q{'flaky(int)', '[1]'} ],
 	[ 'doomed1', 'bob', q{'doomed(int)', '[1]'} ],
 	[ 'paced1', 'alice', q{'paced(int)', '[1]'} ],
-	[ 'bad1', 'bob', q{'bad(int)', '[1]'} ])
+	[ 'bad1', 'bob', q{'bad(int)', '[1]'} ],
+	[ 'answer1', 'alice', q{'answer(int)', '[1]'} ])
 {
 	my ($name, $role, $args) = @$c;
 	$id{$name} = $src->safe_psql('app',
@@ -187,8 +199,10 @@ wait_until(
 	$src, 'app',
 	"SELECT string_agg(s, ',' ORDER BY s) FROM (SELECT state || ':' || count(*) AS s"
 	  . " FROM retries.calls GROUP BY state) x",
-	'failed:2,scheduled:1,succeeded:4',
-	'source: calls ran: 4 succeeded, 2 failed, 1 retrying');
+	'failed:2,scheduled:1,succeeded:5',
+	'source: calls ran: 5 succeeded, 2 failed, 1 retrying');
+is( $src->safe_psql('app', "SELECT result->'double' FROM retries.calls WHERE id = $id{answer1}"),
+	'2', 'source: a call kept its result');
 is( $src->safe_psql(
 		'app', "SELECT attempts, next_attempt > now() + interval '50 min'"
 		  . " FROM retries.calls WHERE id = $id{flaky1}"),
@@ -224,6 +238,12 @@ for my $c (
 		as_role($role, "SELECT retries.call($args)"));
 }
 $src->safe_psql('app', "SELECT retries.cancel($id{cancelled})");
+$id{chain_first} = $src->safe_psql('app',
+	as_role('alice', q{SELECT retries.call('answer(int)', '[5]')}));
+$id{chain_next} = $src->safe_psql('app',
+	as_role('alice', "SELECT retries.call('answer(int)', '[6]', after => ARRAY[$id{chain_first}]::bigint[])"));
+is( $src->safe_psql('app', "SELECT waiting_for FROM retries.calls WHERE id = $id{chain_next}"),
+	"{$id{chain_first}}", 'source: a call waits for another');
 
 # recurring schedules of both roles, one paused, one triggered once
 $src->safe_psql('app',
@@ -374,8 +394,18 @@ for my $db ('restored', 'plain')
 		$dst, $db,
 		"SELECT string_agg(s, ',' ORDER BY s) FROM (SELECT state || ':' || count(*) AS s"
 		  . " FROM retries.calls GROUP BY state) x",
-		'cancelled:1,failed:3,scheduled:1,succeeded:14',
+		'cancelled:1,failed:3,scheduled:1,succeeded:17',
 		"$db: every due call finished");
+	is( $dst->safe_psql(
+			$db, "SELECT string_agg(c.id::text, ',' ORDER BY e.ctid)"
+			  . " FROM effects e JOIN retries.calls c ON c.id = e.call_id"
+			  . " WHERE c.id IN ($id{chain_first}, $id{chain_next})"),
+		"$id{chain_first},$id{chain_next}",
+		"$db: the call that waited ran after the other");
+	is( $dst->safe_psql(
+			$db, "SELECT (result->>'double') || ',' || cardinality(waiting_for)"
+			  . " FROM retries.calls WHERE id = $id{chain_next}"),
+		'12,0', "$db: and kept its result");
 	is( $dst->safe_psql(
 			$db, "SELECT state, attempts FROM retries.calls WHERE id = $id{tomorrow}"),
 		'scheduled|0',

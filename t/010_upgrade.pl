@@ -12,8 +12,11 @@
 #      regprocedure, attempt_data and the id sequences are dumped, and
 #      retries.workers has busy_time, which counts the time the workers
 #      spent on calls under 1.0 too (the library serves both versions);
-#      and 1.2's: a schedule fires in the updated database, and the new
-#      retries.call (with priority) has the privileges of the old one;
+#      and 1.2's: a schedule fires in the updated database, the new
+#      retries.call (with priority and after) has the privileges of the old
+#      one, keys shared by calls under 1.0 stay with one call each (the
+#      unfinished one, or else the latest) and then name it for as long as
+#      it is kept, and a call made after another keeps its result;
 #   e. pg_dump of the upgraded database restores into a new database, whose
 #      calls and policies read the same and whose new calls run.
 
@@ -89,7 +92,10 @@ CREATE FUNCTION exhausted(call_id bigint) RETURNS void LANGUAGE sql AS $$
 	INSERT INTO hook_log VALUES (call_id);
 $$;
 
+CREATE FUNCTION keyed(id bigint) RETURNS void LANGUAGE sql AS '';
+
 SELECT retries.annotate('work(bigint)', '3 10ms');
+SELECT retries.annotate('keyed(bigint)', '3 10ms');
 SELECT retries.annotate('slow(bigint)', '3 10ms');
 SELECT retries.annotate('retrying(bigint)', '5 1h', delay_fn => 'pace(int,text,text)');
 SELECT retries.annotate('doomed(bigint)', '1 100ms', on_exhausted => 'exhausted(bigint)');
@@ -111,7 +117,7 @@ is($node->safe_psql('postgres', $fn_types),
 # who of app and bystander may run the new retries.call
 my $call_grants = q{
 SELECT string_agg(r || ':' || has_function_privilege(r,
-	'retries.call(regprocedure, jsonb, timestamptz, text, integer, text)', 'EXECUTE'), ',' ORDER BY r)
+	'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[])', 'EXECUTE'), ',' ORDER BY r)
   FROM unnest('{app,bystander}'::text[]) r};
 
 my $workers_columns = q{
@@ -121,6 +127,24 @@ SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
 is( $node->safe_psql('postgres', $workers_columns),
 	'pid,database,state,current_call,since,calls_run,errors',
 	'1.0: retries.workers has no busy_time');
+
+# keys that 1.0 let two calls share, each time once the first had
+# finished: 'dup' by a finished call and an unfinished one, 'dup2' by two
+# finished ones
+my ($dup_done, $dup2_old) = split /\|/, $node->safe_psql('postgres',
+	"SELECT retries.call('keyed(bigint)', '[1]', key => 'dup') || '|' ||"
+	  . " retries.call('keyed(bigint)', '[3]', key => 'dup2')");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE id IN ($dup_done, $dup2_old) AND state = 'succeeded'",
+	'2', '1.0: the first calls of two keys finished');
+my $dup2_new = $node->safe_psql('postgres',
+	"SELECT retries.call('keyed(bigint)', '[4]', key => 'dup2')");
+wait_until($node, 'postgres',
+	"SELECT state FROM retries.calls WHERE id = $dup2_new",
+	'succeeded', '1.0: a second call of key dup2 finished too');
+my $dup_pending = $node->safe_psql('postgres',
+	"SELECT retries.call('keyed(bigint)', '[2]', now() + interval '1 hour', 'dup')");
+isnt($dup_pending, $dup_done, '1.0: a finished call\'s key named a new call');
 
 $node->safe_psql(
 	'postgres', q{
@@ -158,6 +182,22 @@ isnt(
 	'0',
 	'calls were still pending when the update committed');
 
+# the keys 1.0 let two calls share stay with one of them
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(id || ':' || coalesce(key, '-'), ',' ORDER BY id) FROM retries.calls"
+		  . " WHERE id IN ($dup_done, $dup_pending, $dup2_old, $dup2_new)"),
+	join(',',
+		map { $_->[0] . ':' . $_->[1] } sort { $a->[0] <=> $b->[0] }
+		  ([ $dup_done, '-' ], [ $dup_pending, 'dup' ], [ $dup2_old, '-' ], [ $dup2_new, 'dup2' ])),
+	'1.2: a shared key stays with the unfinished call, or else the latest');
+is( $node->safe_psql('postgres',
+		"SELECT retries.call('keyed(bigint)', '[5]', key => 'dup') || ','"
+		  . " || retries.call('keyed(bigint)', '[6]', key => 'dup2')"),
+	"$dup_pending,$dup2_new",
+	'1.2: the key names that call, finished or not');
+$node->safe_psql('postgres', "SELECT retries.cancel($dup_pending)");
+
 # calls scheduled and a function annotated under 1.1
 $node->safe_psql(
 	'postgres', q{
@@ -171,8 +211,9 @@ SELECT retries.call('later(bigint)', '[700]');
 # c. everything finishes, once
 ###########################################################################
 
-# 4 slow + 200 + 50 later + 10 retrying + 100 + 1 succeed; 3 doomed fail
-wait_until($node, 'postgres', states(), 'failed:3,succeeded:365',
+# 4 slow + 200 + 50 later + 10 retrying + 100 + 1 succeed, and 3 keyed; 3
+# doomed fail; 1 keyed cancelled
+wait_until($node, 'postgres', states(), 'cancelled:1,failed:3,succeeded:368',
 	'every call finished');
 is( $node->safe_psql(
 		'postgres', q{
@@ -209,10 +250,11 @@ is( $node->safe_psql(
 		'postgres', q{
 SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
   FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
-	'{retries.attempt_data,retries.call_data,retries.call_data_id_seq,'
+	'{retries.attempt_data,retries.call_after,retries.call_after_pending,'
+	  . 'retries.call_data,retries.call_data_id_seq,'
 	  . 'retries.flow_data,retries.policy_data,retries.policy_data_id_seq,'
 	  . 'retries.schedule_data,retries.schedule_data_id_seq}',
-	'1.1 dumps attempts and the id sequences too, 1.2 the schedules and the gates');
+	'1.1 dumps attempts and the id sequences too, 1.2 the schedules, the gates and the chains');
 is( $node->safe_psql('postgres', $workers_columns),
 	'pid,database,state,current_call,since,calls_run,errors,busy_time',
 	'1.1: retries.workers has busy_time');
@@ -226,7 +268,7 @@ is( $node->safe_psql(
 	'1.1: busy_time counts the time the workers spent on calls, under 1.0 too');
 is( $node->safe_psql(
 		'postgres', 'SELECT string_agg(fn::text, \',\' ORDER BY fn::text) FROM retries.policies'),
-	'doomed(bigint),later(bigint),retrying(bigint),slow(bigint),work(bigint)',
+	'doomed(bigint),keyed(bigint),later(bigint),retrying(bigint),slow(bigint),work(bigint)',
 	'retries.policies lists the policies made under 1.0 and 1.1');
 is( $node->safe_psql(
 		'postgres', q{
@@ -245,6 +287,23 @@ wait_until($node, 'postgres',
 	"SELECT count(*) > 0 FROM retries.calls WHERE schedule = 'after update' AND state = 'succeeded'",
 	't', '1.2: a schedule fires after the update');
 $node->safe_psql('postgres', "SELECT retries.unschedule('after update')");
+
+# 1.2: a call after another, and its result; a function of 1.0 notifies
+# nothing unless annotated again with notify
+$node->safe_psql(
+	'postgres', q{
+CREATE FUNCTION twice(i bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 2 * i';
+SELECT retries.annotate('twice(bigint)', '3 10ms');
+});
+my $after = $node->safe_psql('postgres',
+	"SELECT retries.call('twice(bigint)', '[21]',"
+	  . " after => ARRAY[retries.call('work(bigint)', '[901]')])");
+wait_until($node, 'postgres',
+	"SELECT state || ' ' || result FROM retries.calls WHERE id = $after",
+	'succeeded 42', '1.2: a call made after another runs, and keeps its result');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(DISTINCT notify::text, ',') FROM retries.policies"),
+	'false', '1.2: the policies made before notify nothing');
 
 # 1.2 gives retries.call a priority, and the privileges the old one had
 is( $node->safe_psql('postgres', $call_grants),
