@@ -3,6 +3,7 @@
 //   node peers.js graphile-drain  N CONCURRENCY
 //   node peers.js pgboss-drain    N BATCH WORKERS
 //   node peers.js latency         retries|graphile SAMPLES
+//   node peers.js wake            cancel|worker SAMPLES
 //   node peers.js graphile-migrate
 //
 // The connection comes from BENCH_DSN.  The drains work N jobs whose task
@@ -13,8 +14,9 @@
 // same add_jobs() statement whose speed it measures.  `latency` schedules
 // single calls of work_lat() one at a time into an idle system and writes
 // the commit time of each into lat_sched; work_lat() writes its start time
-// into lat_started.  `graphile-migrate` installs graphile-worker's schema
-// and empties its queue.
+// into lat_started.  `wake` measures how soon retries.wait() returns after
+// the commit that finishes the call, into wake_ms.  `graphile-migrate`
+// installs graphile-worker's schema and empties its queue.
 
 'use strict';
 
@@ -163,6 +165,69 @@ async function latency(pool, system, samples) {
 	}
 }
 
+// untilWaiting: poll until backend `pid` sleeps on its latch in
+// retries.wait()
+async function untilWaiting(client, pid) {
+	const deadline = Date.now() + 10000;
+	for (;;) {
+		const { rows } = await client.query(
+			'SELECT wait_event FROM pg_stat_activity WHERE pid = $1', [pid]);
+		if (rows.length > 0 && rows[0].wait_event === 'Extension')
+			return;
+		if (Date.now() > deadline)
+			throw new Error(`backend ${pid} never waited`);
+		await sleep(1);
+	}
+}
+
+// wake: SAMPLES waits in one session, each for a call that ends in another
+// way.  'cancel': another session cancels the call, with synchronous_commit
+// off so that its commit does not wait for the disk, and takes
+// clock_timestamp() just before COMMIT, in the same round trip; wake_ms
+// gets the waiter's clock_timestamp() when retries.wait() returned, less
+// that.  'worker': the call is due 50 ms later and a worker runs it
+// (work_step records its start in lat_started); wake_ms gets the time from
+// the attempt's start to the waiter's return: the end of the batch, its
+// commit with the WAL flush, and the wake-up.
+async function wake(pool, how, samples) {
+	const waiter = await pool.connect();
+	const other = await pool.connect();
+	try {
+		const { rows: [{ pid }] } = await waiter.query('SELECT pg_backend_pid() AS pid');
+		await other.query('TRUNCATE wake_ms, lat_started');
+		for (let i = 1; i <= samples; i++) {
+			const runAt = how === 'cancel' ? "now() + interval '1 hour'" : "now() + interval '50 ms'";
+			const { rows: [{ id }] } = await other.query(
+				`SELECT retries.call('work_step(bigint)', jsonb_build_array($1::bigint),
+									 run_at => ${runAt}) AS id`, [i]);
+			const woke = waiter.query(
+				"SELECT clock_timestamp()::text AS t, state FROM retries.wait($1, '30s')", [id]);
+			if (how === 'cancel') {
+				await untilWaiting(other, pid);
+				const res = await other.query(
+					`SET synchronous_commit = off; BEGIN; SELECT retries.cancel(${Number(id)});
+					 SELECT clock_timestamp()::text AS t; COMMIT; RESET synchronous_commit`);
+				const { rows: [w] } = await woke;
+				if (w.state !== 'cancelled')
+					throw new Error(`wake: call ${id} is ${w.state}`);
+				await other.query(
+					'INSERT INTO wake_ms SELECT extract(epoch FROM $1::timestamptz - $2::timestamptz) * 1000',
+					[w.t, res[3].rows[0].t]);
+			} else {
+				const { rows: [w] } = await woke;
+				if (w.state !== 'succeeded')
+					throw new Error(`wake: call ${id} is ${w.state}`);
+				await other.query(
+					`INSERT INTO wake_ms SELECT extract(epoch FROM $1::timestamptz - t) * 1000
+					   FROM lat_started WHERE id = $2`, [w.t, i]);
+			}
+		}
+	} finally {
+		waiter.release();
+		other.release();
+	}
+}
+
 async function main() {
 	const [mode, ...args] = process.argv.slice(2);
 	const num = (i) => {
@@ -184,6 +249,11 @@ async function main() {
 			if (args[0] !== 'retries' && args[0] !== 'graphile')
 				throw new Error('latency: the system is retries or graphile');
 			await latency(pool, args[0], Number(args[1]));
+			break;
+		case 'wake':
+			if (args[0] !== 'cancel' && args[0] !== 'worker')
+				throw new Error('wake: the end is cancel or worker');
+			await wake(pool, args[0], num(1));
 			break;
 		case 'graphile-migrate':
 			await graphileMigrate(pool);

@@ -96,6 +96,23 @@ target('Rate 1000/1s: starts a second achieved vs the limit',
 	   `${fmt(num('rate_achieved'))}/s`, `${fmt(num('rate_limit'))}/s`,
 	   x(num('rate_achieved') / num('rate_limit')), '≥ 0.90×',
 	   num('rate_achieved') / num('rate_limit') >= 0.9);
+target('retries.wait() return after the finishing commit (a cancel), p50 / p99',
+	   `${ms(num('wake_p50_ms'))} / ${ms(num('wake_p99_ms'))}`, '—',
+	   ms(num('wake_p50_ms')), '≤ 1 ms (p50)', num('wake_p50_ms') <= 1);
+target("retries.wait() return after a worker's success (from the attempt's start), p50 / p99",
+	   `${ms(num('wake_worker_p50_ms'))} / ${ms(num('wake_worker_p99_ms'))}`, '—',
+	   ms(num('wake_worker_p50_ms')), '—', null);
+target(`Chain of ${fmt(num('chain'))} calls, each after the one before: per link p50 / p99`,
+	   `${ms(num('chain_link_p50_ms'))} / ${ms(num('chain_link_p99_ms'))}`, '—',
+	   `${r.chain_total_s} s in all`, '—', null);
+target(`Fan-out: ${fmt(num('chain'))} calls after one, started a second vs drain`,
+	   `${fmt(num('fan_out_rate'))}/s`, `${fmt(drain)}/s`,
+	   x(num('fan_out_rate') / drain), '—', null);
+target(`Fan-in: one call after ${fmt(num('chain'))}, started a second vs drain`,
+	   `${fmt(num('fan_in_rate'))}/s`, `${fmt(drain)}/s`,
+	   x(num('fan_in_rate') / drain), '—', null);
+target('Fan-in: the last call\'s start after the last of those it runs after',
+	   ms(num('fan_in_last_ms')), '—', ms(num('fan_in_last_ms')), '—', null);
 const anonMb = num('anon_growth_kb') / 1024;
 target(`Worker private memory growth over ${fmt(future)} calls`,
 	   `${anonMb.toFixed(2)} MB`, '—', `${anonMb.toFixed(2)} MB`, '≤ 5 MB',
@@ -143,7 +160,10 @@ const latencyTable = [
 	'| | p50 | p95 | p99 | max | samples |',
 	'|---|---:|---:|---:|---:|---:|',
 	...[['retries pick-up', 'latency'], ['graphile-worker pick-up', 'graphile_latency'],
-		['retries due-time lateness', 'due'], ['retries retry-delay lateness', 'retry_delay']]
+		['retries due-time lateness', 'due'], ['retries retry-delay lateness', 'retry_delay'],
+		['retries.wait() after a cancel\'s commit', 'wake'],
+		['retries.wait() after a worker\'s success', 'wake_worker'],
+		['chain: one link to the next', 'chain_link']]
 		.map(([name, k]) => `| ${name} | ${ms(num(`${k}_p50_ms`))} | ${ms(num(`${k}_p95_ms`))} | ${ms(num(`${k}_p99_ms`))} | ${ms(num(`${k}_max_ms`))} | ${r[`${k}_samples`]} |`),
 ].join('\n');
 

@@ -14,6 +14,9 @@
 --   4. forging another role's calls through the views and functions
 --   5. oversized and odd input: 1 MB arguments, 10,000-element arrays,
 --      10 kB keys, hostile text in every string argument
+--   6. code that runs as a call's result is kept: a cast to json of the
+--      role's own type, which to_jsonb() calls, runs as the role, in the
+--      call's sandbox, whatever it tries
 --
 CALL test.reset();
 \set regression_db :DBNAME
@@ -406,10 +409,53 @@ SELECT length(t), cardinality(a), (SELECT count(*) FROM jsonb_object_keys(j)) AS
 SELECT count(*) AS received_as_given FROM public.sink_log l JOIN odd ON l.t = odd.s
  WHERE l.j->>odd.s = odd.s AND l.a = '{}';
 
+-- 6. mallory's type has a cast to json, which converting the result of
+-- her function runs: it records who it runs as and the application_name it
+-- finds, sets application_name for the session, and (for the greedy one)
+-- tries to make mallory a superuser
+SET ROLE hostile_mallory;
+CREATE TYPE public.loot AS ENUM ('plain', 'greedy');
+CREATE TABLE public.loot_log (n int, who name, session_who name, app text);
+CREATE FUNCTION public.loot_json(l public.loot) RETURNS json LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.loot_log
+	SELECT count(*) OVER () + 1, current_user, session_user,
+		   current_setting('application_name')
+	  FROM (SELECT FROM public.loot_log UNION ALL SELECT) s LIMIT 1;
+	PERFORM set_config('application_name', 'looted', false);
+	IF l OPERATOR(pg_catalog.=) 'greedy' THEN
+		ALTER ROLE hostile_mallory SUPERUSER;
+	END IF;
+	RETURN to_json(l::text OPERATOR(pg_catalog.||) ' as json');
+END
+$$;
+CREATE CAST (public.loot AS json) WITH FUNCTION public.loot_json(public.loot);
+CREATE FUNCTION public.grab(l public.loot) RETURNS public.loot LANGUAGE sql AS 'SELECT l';
+SELECT retries.annotate('public.grab(public.loot)', '3 10ms', retry_on => '{RT, 42}');
+SELECT retries.call('public.grab(public.loot)', '["plain"]') AS plain_loot \gset
+SELECT retries.call('public.grab(public.loot)', '["greedy"]') AS greedy_loot \gset
+SELECT retries.call('public.grab(public.loot)', '["plain"]') AS plain_again \gset
+RESET ROLE;
+CALL test.wait_for($$(SELECT count(*) = 3 FROM retries.call_data
+					   WHERE id IN ($$ || :plain_loot || $$, $$ || :greedy_loot || $$, $$ ||
+									 :plain_again || $$) AND state::text <> 'scheduled')$$);
+-- the casts ran as mallory (in a session of hers, as it were), and each
+-- found the application_name a new session has, not the one the cast
+-- before it set; the greedy one failed, not retried, and left mallory as
+-- she was
+SELECT count(*) AS casts_kept, bool_and(who = 'hostile_mallory' AND session_who = 'hostile_mallory') AS as_mallory,
+	   bool_and(app <> 'looted') AS setting_gone
+  FROM public.loot_log;
+SELECT CASE id WHEN :greedy_loot THEN 'greedy' ELSE 'plain' END AS call, state, result,
+	   last_sqlstate, last_message
+  FROM retries.calls WHERE id IN (:plain_loot, :greedy_loot, :plain_again) ORDER BY id;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
+DROP CAST (public.loot AS json);
+
 -- nothing was hijacked by all of that either
 SELECT count(*) AS hijacked FROM public.hijacked;
 
-DROP TABLE public.hijacked, public.sink_log;
+DROP TABLE public.hijacked, public.sink_log, public.loot_log;
 DROP VIEW public.victim_view;
 DROP FUNCTION public.sink(text, int[], jsonb);
 DROP OWNED BY hostile_mallory, hostile_victim;

@@ -58,6 +58,38 @@ BEGIN
 END $$;
 SELECT retries.annotate('flaky_lat(bigint)', '3 20ms 80ms');
 
+-- Results, waiting and chains: a step that records when it started (into
+-- lat_started) and returns its id, kept as its result; what retries.wait()
+-- took to return after the finishing commit; and the shapes the step runs:
+-- a chain of n calls, each after the one before, a fan-out of one call
+-- into n, a fan-in of n calls into one.
+CREATE FUNCTION work_step(id bigint) RETURNS bigint
+LANGUAGE sql AS $$ INSERT INTO lat_started VALUES (id, clock_timestamp()) RETURNING id $$;
+SELECT retries.annotate('work_step(bigint)');
+CREATE TABLE wake_ms (ms float8 NOT NULL);
+CREATE FUNCTION bench_chain(n integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	prev	bigint := retries.call('work_step(bigint)', '[1]');
+BEGIN
+	FOR i IN 2 .. n LOOP
+		prev := retries.call('work_step(bigint)', jsonb_build_array(i), after => ARRAY[prev]);
+	END LOOP;
+END $$;
+CREATE FUNCTION bench_fan_out(n integer) RETURNS void
+LANGUAGE sql AS $$
+	SELECT count(retries.call('work_step(bigint)', jsonb_build_array(i), after => ARRAY[r.root]))
+	  FROM (SELECT retries.call('work_step(bigint)', '[0]') AS root OFFSET 0) r,
+		   generate_series(1, n) i
+$$;
+CREATE FUNCTION bench_fan_in(n integer) RETURNS void
+LANGUAGE sql AS $$
+	SELECT retries.call('work_step(bigint)', '[0]',
+						after => (SELECT array_agg(retries.call('work_step(bigint)',
+																 jsonb_build_array(i)))
+									FROM generate_series(1, n) i))
+$$;
+
 -- The ceilings: a plain queue table worked by pgbench clients.
 CREATE TABLE queue (id bigint PRIMARY KEY);
 
