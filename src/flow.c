@@ -176,6 +176,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store the gate of function %u", fnoid);
+	retries_gates_changed_at_commit();
 	*was_paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											 SPI_tuptable->tupdesc, 1, &isnull));
 	was_limited = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
@@ -250,7 +251,7 @@ retries_clear_limit(Oid fnoid)
 		elog(ERROR, "retries: could not clear the limit of function %u", fnoid);
 	/* the workers release what it held */
 	if (SPI_processed > 0)
-		retries_wake_at_commit();
+		retries_gates_changed_at_commit();
 }
 
 /*
@@ -356,11 +357,26 @@ gate_rate(HeapTuple row, TupleDesc desc, int col, RateSpec *rate)
 }
 
 /*
+ * retries_gates_generation -- how many transactions that changed a pause
+ * or limit have committed since the server started: a worker that loaded
+ * the gates at another count loads them again before its next attempt
+ */
+uint64
+retries_gates_generation(void)
+{
+	if (retries_shared == NULL)
+		return 0;
+	pg_memory_barrier();
+	return pg_atomic_read_u64(&retries_shared->gates_generation);
+}
+
+/*
  * retries_load_gates -- the gates that hold or limit something now, for a
  * worker's batch: *gates (in the current memory context) and how many
  *
- * Called inside SPI, in the batch transaction; none in a database whose
- * extension is older than 1.2.
+ * Called inside SPI, in the batch transaction, with a snapshot of its own
+ * (so that one loaded again within a batch sees a change committed since);
+ * none in a database whose extension is older than 1.2.
  */
 int
 retries_load_gates(RetriesGate **gates)
@@ -378,7 +394,7 @@ retries_load_gates(RetriesGate **gates)
 						 " WHERE paused OR max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
 						 " OR rate IS NOT NULL",
 						 0, NULL);
-	if (SPI_execute_plan(plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the gates");
 	n = (int) SPI_processed;
 	if (n == 0)

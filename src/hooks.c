@@ -61,6 +61,7 @@
 #define STOP_PAUSE_SECS			30
 
 static bool wake_workers_at_commit = false;
+static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 /* A database whose workers this transaction stopped */
 typedef struct StoppedDatabase
@@ -86,6 +87,18 @@ PG_FUNCTION_INFO_V1(retries_start_workers);
 void
 retries_wake_at_commit(void)
 {
+	wake_workers_at_commit = true;
+}
+
+/*
+ * retries_gates_changed_at_commit -- tell the workers, once the current
+ * transaction commits, that the pauses or limits of functions changed, so
+ * that an attempt that starts after the commit sees them (flow.c)
+ */
+void
+retries_gates_changed_at_commit(void)
+{
+	gates_changed_at_commit = true;
 	wake_workers_at_commit = true;
 }
 
@@ -215,9 +228,12 @@ xact_callback(XactEvent event, void *arg)
 				LWLockRelease(retries_shared->lock);
 				retries_wake_launcher();
 			}
+			if (gates_changed_at_commit)
+				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
 			if (wake_workers_at_commit)
 				retries_wake_workers(MyDatabaseId);
 			retries_finished_at_end(true);
+			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			let_workers_back(true);
@@ -229,6 +245,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			retries_finished_at_end(false);
+			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			let_workers_back(false);

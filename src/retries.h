@@ -142,6 +142,8 @@ extern void retries_finished_at_end(bool committed);
 /* hooks.c */
 extern void retries_install_hooks(void);
 extern void retries_wake_at_commit(void);
+extern void retries_gates_changed_at_commit(void);
+extern uint64 retries_gates_generation(void);
 
 /* schedule.c */
 extern uint64 retries_policy_generation;

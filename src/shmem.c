@@ -89,6 +89,7 @@ shmem_startup(void)
 			SpinLockInit(&retries_shared->workers[i].mutex);
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
 		pg_atomic_init_u32(&retries_shared->nfinish_waits, 0);
+		pg_atomic_init_u64(&retries_shared->gates_generation, 0);
 		for (int i = 0; i < MaxBackends; i++)
 			SpinLockInit(&backend_waits[i].mutex);
 		retries_shared->started_at = GetCurrentTimestamp();

@@ -166,6 +166,8 @@ typedef struct RetriesShared
 	LWLock	   *lock;
 	pg_atomic_uint32 ncancel_waits; /* entries waiting for a cancel() */
 	pg_atomic_uint32 nfinish_waits; /* entries waiting for a call's end */
+	pg_atomic_uint64 gates_generation;	/* bumped when a pause or limit
+										 * commits (see flow.c) */
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
 	uint32		next_generation;	/* of worker slots */

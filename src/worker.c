@@ -824,6 +824,7 @@ run_batch(TimestampTz *due)
 	Oid			extoid;
 	RetriesGate *gates;
 	int			ngates;
+	uint64		gates_generation;
 
 	lone_call_id = 0;
 	start_transaction();
@@ -854,6 +855,7 @@ run_batch(TimestampTz *due)
 	}
 
 	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
+	gates_generation = retries_gates_generation();
 	ngates = retries_load_gates(&gates);
 	claimed_at = GetCurrentTimestamp();
 
@@ -937,7 +939,16 @@ run_batch(TimestampTz *due)
 		if (retries_cancel_waiting(calls[i].id))
 			continue;
 
-		/* a paused function, or a limited one with no room: hold the call */
+		/*
+		 * A paused function, or a limited one with no room: hold the call.
+		 * The gates as they are now: a pause or limit that committed since
+		 * they were loaded applies to this attempt too.
+		 */
+		if (retries_gates_generation() != gates_generation)
+		{
+			gates_generation = retries_gates_generation();
+			ngates = retries_load_gates(&gates);
+		}
 		if (ngates > 0 && !pass_gate(&calls[i], gates, ngates))
 			continue;
 
