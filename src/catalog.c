@@ -19,6 +19,7 @@
 #include "catalog/namespace.h"
 #include "common/int.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -116,15 +117,32 @@ retries_may_see_call(Oid roleid, Oid scheduled_by)
 /*
  * retries_call_not_found -- raise the error of a call that does not exist
  * or that the current role may not see: the same for both, so that the ids
- * of other roles' calls reveal nothing
+ * of other roles' calls reveal nothing; 'argname' names the argument that
+ * gave the id, if it is not the function's only one
  */
 void
-retries_call_not_found(int64 id)
+retries_call_not_found(int64 id, const char *argname)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 argname ?
+			 errmsg("%s: call " INT64_FORMAT " does not exist", argname, id) :
 			 errmsg("call " INT64_FORMAT " does not exist", id),
 			 errdetail("A role sees only the calls it scheduled, unless it is a superuser or a member of retries_admin.")));
+}
+
+/*
+ * retries_id_array -- n ids as an int8[] Datum
+ */
+Datum
+retries_id_array(const int64 *ids, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /*

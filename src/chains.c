@@ -89,33 +89,6 @@ cmp_int64(const void *a, const void *b)
 }
 
 /*
- * id_array -- n ids as an int8[] Datum
- */
-static Datum
-id_array(const int64 *ids, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int64GetDatum(ids[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-/*
- * after_not_found -- the error of a call in after that does not exist or
- * that the caller may not see (the same, as for retries.cancel())
- */
-static void
-after_not_found(int64 id)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("after: call " INT64_FORMAT " does not exist", id),
-			 errdetail("A role sees only the calls it scheduled, unless it is a superuser or a member of retries_admin.")));
-}
-
-/*
  * retries_after_check -- read the calls of retries.call()'s after list
  * (an int8[]) for a new call that 'caller' schedules: *out says which of
  * them the new call waits for, and whether one has failed or was
@@ -160,7 +133,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	}
 	qsort(ids, n, sizeof(int64), cmp_int64);
 	n = (int) qunique(ids, n, sizeof(int64), cmp_int64);
-	values[0] = id_array(ids, n);
+	values[0] = retries_id_array(ids, n);
 
 	/* each call exists, and the caller may see it */
 	retries_prepare_kept(&see_plan,
@@ -180,7 +153,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 								  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[row],
 																 SPI_tuptable->tupdesc,
 																 2, &isnull))))
-			after_not_found(ids[i]);
+			retries_call_not_found(ids[i], "after");
 	}
 	SPI_freetuptable(SPI_tuptable);
 
@@ -209,7 +182,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	}
 	/* pruned between the two reads: it had finished, and is unknown now */
 	if (SPI_processed != (uint64) n)
-		after_not_found(ids[0]);
+		retries_call_not_found(ids[0], "after");
 	SPI_freetuptable(SPI_tuptable);
 }
 
@@ -236,7 +209,7 @@ retries_after_record(int64 call_id, const RetriesAfter *after)
 		firsts[n++] = after->failed;
 	if (n == 0)
 		return;
-	values[0] = id_array(firsts, n);
+	values[0] = retries_id_array(firsts, n);
 	values[1] = Int64GetDatum(call_id);
 	retries_prepare_kept(&plan,
 						 "INSERT INTO retries.call_after (after_id, call_id)"
@@ -261,7 +234,7 @@ release_followers(const int64 *ids, int n)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		values[1] = {id_array(ids, n)};
+	Datum		values[1] = {retries_id_array(ids, n)};
 	bool		isnull;
 	uint64		released;
 
@@ -373,7 +346,7 @@ cancel_followers(const int64 *ids, const char *how, int n)
 		CHECK_FOR_INTERRUPTS();
 		for (int i = 0; i < level_n; i++)
 			failed[i] = BoolGetDatum(level_how[i] == 'f');
-		values[0] = id_array(level_ids, level_n);
+		values[0] = retries_id_array(level_ids, level_n);
 		values[1] = PointerGetDatum(construct_array(failed, level_n, BOOLOID, 1, true,
 													TYPALIGN_CHAR));
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
@@ -438,7 +411,7 @@ notify_flags(const int64 *ids, int n)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		values[1] = {id_array(ids, n)};
+	Datum		values[1] = {retries_id_array(ids, n)};
 	bool	   *notify = palloc0(sizeof(bool) * n);
 
 	if (!retries_chains_available())
@@ -512,7 +485,7 @@ retries_calls_finished(int n, const int64 *ids, const char *how, const bool *not
 	{
 		static SPIPlanPtr plan = NULL;
 		Oid			argtypes[1] = {INT8ARRAYOID};
-		Datum		values[1] = {id_array(failed, nfailed)};
+		Datum		values[1] = {retries_id_array(failed, nfailed)};
 
 		/* a call that still waited (cancelled by hand) waits no more */
 		retries_prepare_kept(&plan,

@@ -143,20 +143,6 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 }
 
 /*
- * id_array -- the int64s of 'ids' (n of them) as an int8[] datum
- */
-static Datum
-id_array(const int64 *ids, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int64GetDatum(ids[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-/*
  * lock_claimed -- lock the calls of 'ids' (nids Datums) that are still due
  * by 'now' and not locked by another worker, leaving out the 'nskip' of
  * 'skip' (which this batch may hold already: SKIP LOCKED does not skip
@@ -175,7 +161,7 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(now);
-	values[2] = id_array(skip, nskip);
+	values[2] = retries_id_array(skip, nskip);
 	/* version 1.2 only: its callers look for its indexes first */
 	retries_prepare_kept(&plan,
 						 "SELECT id, policy_id, args, attempts, max_attempts,"
@@ -249,7 +235,7 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 	values[0] = Int32GetDatum(above ? 1 : PG_INT32_MIN);
 	values[1] = Int32GetDatum(above ? PG_INT32_MAX : -1);
 	values[2] = TimestampTzGetDatum(now);
-	values[3] = id_array(skip, nskip);
+	values[3] = retries_id_array(skip, nskip);
 	values[4] = Int32GetDatum(limit);
 	retries_prepare_kept(&plan,
 						 PRIORITIES_CTE
@@ -471,7 +457,7 @@ claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 	params->params[1].isnull = false;
 	params->params[1].pflags = PARAM_FLAG_CONST;
 	params->params[1].ptype = TIMESTAMPTZOID;
-	params->params[2].value = id_array(skip, nskip);
+	params->params[2].value = retries_id_array(skip, nskip);
 	params->params[2].isnull = false;
 	params->params[2].pflags = PARAM_FLAG_CONST;
 	params->params[2].ptype = INT8ARRAYOID;

@@ -107,7 +107,7 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 			return;
 		}
 	}
-	retries_call_not_found(id);
+	retries_call_not_found(id, NULL);
 }
 
 /*

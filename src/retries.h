@@ -68,7 +68,8 @@ extern void retries_become_owner(RetriesUserSwitch *save);
 extern void retries_restore_user(const RetriesUserSwitch *save);
 extern bool retries_sees_all_calls(Oid roleid);
 extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
-extern void retries_call_not_found(int64 id);
+extern void retries_call_not_found(int64 id, const char *argname);
+extern Datum retries_id_array(const int64 *ids, int n);
 extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
 								   const char *argname);
 extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);

@@ -174,7 +174,7 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 															 SPI_tuptable->tupdesc,
 															 2, &isnull))))
-		retries_call_not_found(id);
+		retries_call_not_found(id, NULL);
 
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -285,7 +285,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (call.row == (Datum) 0)
-		retries_call_not_found(id); /* pruned between the two reads */
+		retries_call_not_found(id, NULL); /* pruned between the two reads */
 	return call.row;
 }
 
