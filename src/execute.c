@@ -443,6 +443,32 @@ check_result_size(Oid fnoid, const Jsonb *result)
 }
 
 /*
+ * evaluate_in_sandbox -- what run_sandboxed() runs in its subtransaction:
+ * the call, and, for the call itself ('keep'), its result converted to
+ * jsonb and checked (*step says which is under way)
+ *
+ * A function of its own, not inlined, so that its locals are not those of
+ * run_sandboxed(), which a longjmp out of the subtransaction could clobber.
+ */
+static pg_noinline void
+evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
+					Datum *result, bool *isnull)
+{
+	Oid			result_type = InvalidOid;
+	Jsonb	   *jb;
+
+	evaluate_call(fnoid, args, result, isnull, &result_type);
+	if (!keep)
+		return;
+	*step = STEP_RESULT;
+	jb = result_to_jsonb(result_type, *result, *isnull);
+	check_result_size(fnoid, jb);
+	*result = PointerGetDatum(jb);
+	*isnull = jb == NULL;
+	*step = STEP_FUNCTION;
+}
+
+/*
  * run_sandboxed -- run a function (the call, or one of its hooks) as
  * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
  * return its ErrorData (in the caller's memory context) and roll the
@@ -470,7 +496,6 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
 	ErrorData  *volatile edata = NULL;
 	List	   *volatile args = given_args;
 	Sandbox		sb;
-	Oid			result_type = InvalidOid;
 
 	memset(&sb, 0, sizeof(sb));
 	*step = STEP_FUNCTION;
@@ -492,18 +517,7 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
 			*step = STEP_FUNCTION;
 		}
 		PushActiveSnapshot(GetTransactionSnapshot());
-		evaluate_call(fnoid, args, result, isnull, &result_type);
-		if (stored_args != NULL)
-		{
-			Jsonb	   *jb;
-
-			*step = STEP_RESULT;
-			jb = result_to_jsonb(result_type, *result, *isnull);
-			check_result_size(fnoid, jb);
-			*result = PointerGetDatum(jb);
-			*isnull = jb == NULL;
-			*step = STEP_FUNCTION;
-		}
+		evaluate_in_sandbox(fnoid, args, stored_args != NULL, step, result, isnull);
 		PopActiveSnapshot();
 		sandbox_leave(&sb);
 		if (timeout > 0)

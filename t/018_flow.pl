@@ -225,7 +225,14 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT max(running_key) || ',' || (max(running) >= 2)::text FROM seen_keys"),
 	'1,true',
-	'd: never two attempts of one key at once, while attempts of several keys run together');
+	'd: never two attempts of one key at once, while attempts of several keys run together')
+  or diag($node->safe_psql(
+	'postgres', q{
+SELECT s.*, (SELECT string_agg(a.attempt || ':' || a.started_at || '..' || a.finished_at, ' ')
+			   FROM retries.attempts a WHERE a.call_id = s.call) AS attempts
+  FROM seen_keys s
+ WHERE s.key IN (SELECT key FROM seen_keys WHERE running_key > 1)
+ ORDER BY s.at}));
 is( $node->safe_psql(
 		'postgres',
 		"SELECT (SELECT max(at) FROM seen_keys WHERE key = 'a')"
