@@ -416,6 +416,13 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role,
  * time is a parameter, not clock_timestamp() in the query: a volatile
  * function cannot bound the index scan, and a million future calls would
  * be read on every wake-up.
+ *
+ * The query reads with the batch's snapshot (the active one), as the rest
+ * of the batch does: a call it claims is then one that the batch's reads
+ * see, its policy and limit_key too.  With a newer snapshot, it claimed
+ * calls made (of functions annotated) after the batch began, whose policy
+ * and limit_key the batch then could not see: their per-key limit was not
+ * applied (t/018 d).
  */
 Claim *
 claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
@@ -471,7 +478,7 @@ claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 	/* the batch's resources: no call's subtransaction releases them */
 	Assert(CurrentResourceOwner == TopTransactionResourceOwner);
 	claim->cplan = GetCachedPlan(source, params, CurrentResourceOwner, NULL);
-	claim->snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	claim->snapshot = RegisterSnapshot(GetActiveSnapshot());
 	claim->query = CreateQueryDesc(linitial_node(PlannedStmt, claim->cplan->stmt_list),
 								   source->query_string, claim->snapshot,
 								   InvalidSnapshot, &claim->receiver.pub,

@@ -785,7 +785,8 @@ retries_release_held(TimestampTz now, bool *gated)
 		if (has_rate)
 		{
 			/* as many as may start now; the time frees more, not a batch */
-			int64		rate_room = retries_gate_rate_room(fnoid, &rate, now, &rate_next) -
+			int64		rate_room = retries_gate_rate_room(fnoid, retries_function_owner(fnoid),
+														   &rate, now, &rate_next) -
 				unclaimed;
 
 			room = Min(room, rate_room);

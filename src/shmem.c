@@ -312,12 +312,28 @@ retries_gate_running(Oid fnoid)
 }
 
 /*
+ * rate_idle -- does a rate slot hold nothing back at 'now' (every start of
+ * its burst allowed)?  A free slot is idle too.
+ */
+static bool
+rate_idle(const RetriesRateSlot *r, TimestampTz now)
+{
+	return !OidIsValid(r->fn) ||
+		rate_room(&r->ring, &r->rate, now, NULL) == rate_burst(&r->rate);
+}
+
+/*
  * rate_slot -- the rate slot of fnoid in this database, or, if 'create', a
  * new one (a free slot, or one whose rate no longer holds anything back);
- * NULL if there is none, or if the function's owner holds its quota of
- * slots that still hold something back already (an eighth of them, so
- * that no role can take them all from the others).  The caller holds the
- * LWLock (exclusively to create).
+ * NULL if there is none, or if the function's owner (unless InvalidOid)
+ * holds its quota of slots that still hold something back already (an
+ * eighth of them, so that no role can take them all from the others), and
+ * then *full is set.  The caller holds the LWLock (exclusively to create).
+ *
+ * A slot of the function that holds nothing back counts as a new one: its
+ * function waits while the owner's other functions hold the quota, as a
+ * function without a slot does.  (Handing it out regardless let a role's
+ * functions run past the quota, one per old slot of its.)
  *
  * A new slot counts a whole burst of starts at the time this shared memory
  * was made: starts before a crash restart or a server restart are
@@ -326,8 +342,10 @@ retries_gate_running(Oid fnoid)
  * rate (at most its window) before its first start.
  */
 static RetriesRateSlot *
-rate_slot(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now, bool create)
+rate_slot(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now, bool create,
+		  bool *full)
 {
+	RetriesRateSlot *mine = NULL;
 	RetriesRateSlot *spare = NULL;
 	int			owned = 0;
 
@@ -337,16 +355,25 @@ rate_slot(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now, bool crea
 		bool		idle;
 
 		if (r->fn == fnoid && r->dboid == MyDatabaseId)
-			return r;
-		idle = !OidIsValid(r->fn) ||
-			rate_room(&r->ring, &r->rate, now, NULL) == rate_burst(&r->rate);
+		{
+			mine = r;
+			continue;
+		}
+		idle = rate_idle(r, now);
 		if (idle && spare == NULL)
 			spare = r;
-		if (!idle && r->owner == owner)
+		if (!idle && OidIsValid(owner) && r->owner == owner)
 			owned++;
 	}
-	if (!create || spare == NULL ||
-		owned >= Max(1, retries_max_rate_limits / RATE_QUOTA_SHARE))
+	*full = OidIsValid(owner) &&
+		owned >= Max(1, retries_max_rate_limits / RATE_QUOTA_SHARE);
+	if (mine != NULL && !rate_idle(mine, now))
+		return mine;
+	if (*full)
+		return NULL;
+	if (mine != NULL)
+		return mine;
+	if (!create || spare == NULL)
 		return NULL;
 	spare->dboid = MyDatabaseId;
 	spare->fn = fnoid;
@@ -357,20 +384,29 @@ rate_slot(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now, bool crea
 }
 
 /*
- * retries_gate_rate_room -- how many attempts of fnoid 'rate' lets start
- * at 'now', and when the next beyond those may (*next)
+ * retries_gate_rate_room -- how many attempts of fnoid (owned by 'owner')
+ * 'rate' lets start at 'now', and when the next beyond those may (*next);
+ * none while the owner holds its quota of rate slots (then *next is a
+ * second away, when the release looks again)
  */
 int32
-retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now, TimestampTz *next)
+retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now,
+					   TimestampTz *next)
 {
 	RetriesRateSlot *r;
 	RateRing	fresh;
 	int32		room;
 	int64		at;
+	bool		full;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	r = rate_slot(fnoid, InvalidOid, rate, now, false);
-	if (r == NULL)
+	r = rate_slot(fnoid, owner, rate, now, false, &full);
+	if (r == NULL && full)
+	{
+		room = 0;
+		at = now + USECS_PER_SEC;
+	}
+	else if (r == NULL)
 	{
 		rate_reset(&fresh, rate, retries_shared->started_at);
 		room = rate_room(&fresh, rate, now, &at);
@@ -421,7 +457,8 @@ retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 	if (room && rate != NULL)
 	{
 		TimestampTz now = GetCurrentTimestamp();
-		RetriesRateSlot *r = rate_slot(fnoid, owner, rate, now, true);
+		bool		full;
+		RetriesRateSlot *r = rate_slot(fnoid, owner, rate, now, true, &full);
 
 		room = r != NULL;
 		if (room)

@@ -194,8 +194,8 @@ extern int	retries_gate_running(Oid fnoid);
 extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 							   bool keyed, int64 key, int32 max_per_key,
 							   const RateSpec *rate, Oid owner);
-extern int32 retries_gate_rate_room(Oid fnoid, const RateSpec *rate, TimestampTz now,
-									TimestampTz *next);
+extern int32 retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate,
+									TimestampTz now, TimestampTz *next);
 extern int	retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);
 extern void retries_gate_leave(RetriesWorker *me);
 extern void retries_cancel_wait_begin(int64 call_id);

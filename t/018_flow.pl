@@ -312,6 +312,46 @@ wait_until($node, 'postgres',
 $node->safe_psql('postgres',
 	"SELECT retries.cancel(id) FROM retries.calls WHERE fn::text LIKE 'hog%' AND state = 'scheduled'");
 
+# a slot that its function's rate no longer holds anything back with is no
+# way past the quota: hoarder's function a ran once (its slot idles after
+# 2 s); then b's call, due first, takes the owner's one slot, and a's call
+# must wait until b's slot idles, 2 s after b started
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE hoarder LOGIN;
+GRANT CREATE ON SCHEMA public TO hoarder;
+GRANT INSERT ON rate_starts TO hoarder;
+SET ROLE hoarder;
+CREATE TABLE hoarded (fn text, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION hoard_a() RETURNS void LANGUAGE sql AS 'INSERT INTO hoarded (fn) VALUES (''a'')';
+CREATE FUNCTION hoard_b() RETURNS void LANGUAGE sql AS 'INSERT INTO hoarded (fn) VALUES (''b'')';
+SELECT retries.annotate(f, '3 10ms', rate => '1/2s')
+  FROM unnest('{hoard_a(),hoard_b()}'::regprocedure[]) f;
+SELECT retries.call('hoard_a()');
+RESET ROLE;
+});
+wait_until($node, 'postgres', "SELECT count(*) FROM hoarded", '1',
+	'd3: the first function of hoarder runs');
+wait_until($node, 'postgres',
+	"SELECT clock_timestamp() > max(at) + interval '2.2 s' FROM hoarded", 't',
+	'd3: its slot idles');
+$node->safe_psql(
+	'postgres', q{
+SET ROLE hoarder;
+SELECT retries.call('hoard_b()');
+SELECT retries.call('hoard_a()', run_at => now() + interval '10 ms');
+RESET ROLE;
+});
+wait_until($node, 'postgres', "SELECT count(*) FROM hoarded", '3',
+	'd3: the other two calls run');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(fn, ',' ORDER BY at) || ' '"
+		  . " || (max(at) - min(at) FILTER (WHERE fn = 'b') >= interval '1.9 s')"
+		  . " FROM hoarded WHERE at > (SELECT min(at) FROM hoarded)"),
+	'b,a true',
+	'd3: b runs, and a, whose slot idled, waits for b\'s to idle: the owner holds one slot at a time');
+
 ###########################################################################
 # e. priorities
 ###########################################################################
