@@ -88,6 +88,9 @@ target(`Drain beside ${fmt(num('held'))} held calls of a paused function vs drai
 	   `${fmt(num('drain_beside_held'))}/s`, `${fmt(drain)}/s`,
 	   x(num('drain_beside_held') / drain), '≥ 0.90×',
 	   num('drain_beside_held') / drain >= 0.9);
+target(`Idle worker CPU beside ${fmt(num('held'))} held calls of a paused function, over 10 s`,
+	   `${r.idle_held_cpu_pct}% (${r.idle_held_cpu_ticks} ticks)`, '—', `${r.idle_held_cpu_pct}%`,
+	   '< 1% of a core', num('idle_held_cpu_pct') < 1);
 target('Rate 1000/1s: starts in the busiest 990 ms vs the limit',
 	   `${fmt(num('rate_busiest_window'))}`, `${fmt(num('rate_limit'))}`,
 	   x(num('rate_busiest_window') / num('rate_limit')), '≤ 1×',
