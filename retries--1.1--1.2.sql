@@ -594,6 +594,6 @@ COMMENT ON FUNCTION retries.wait(bigint, interval) IS
 CREATE FUNCTION retries.result(id bigint)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'retries_result'
-LANGUAGE C STABLE PARALLEL RESTRICTED;
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION retries.result(bigint) IS
 	'the return value of a call that has succeeded, as jsonb (NULL for void); an error if it has not succeeded';

@@ -383,41 +383,47 @@ evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull, Oid *result_ty
 }
 
 /*
+ * to_jsonb() as called for results of one type: its FmgrInfo, whose
+ * fn_expr tells it the type of its argument, in a memory context of its
+ * own, made again when a result of another type comes (a batch mostly
+ * calls one function)
+ */
+static MemoryContext to_jsonb_cxt = NULL;
+static Oid	to_jsonb_type = InvalidOid;
+static FmgrInfo to_jsonb_flinfo;
+
+/*
  * result_to_jsonb -- a function's result (of type 'type') as to_jsonb()
  * makes it, in the caller's memory context; NULL for void or NULL
  *
- * to_jsonb() runs the output functions of the result's types, which are
- * the role's code as much as the function is: the caller runs this in
- * the call's sandbox.
+ * to_jsonb() runs the output functions of the result's types (and their
+ * casts to json), which are the role's code as much as the function is:
+ * the caller runs this in the call's sandbox.
  */
 static Jsonb *
 result_to_jsonb(Oid type, Datum value, bool isnull)
 {
-	MemoryContext callercxt = CurrentMemoryContext;
-	EState	   *estate;
-	int16		typlen;
-	bool		typbyval;
-	FuncExpr   *fexpr;
-	ExprState  *exprstate;
-	Datum		d;
-	bool		dnull;
-	Jsonb	   *jb;
-
 	if (isnull || type == VOIDOID)
 		return NULL;
-	estate = CreateExecutorState();
-	get_typlenbyval(type, &typlen, &typbyval);
-	MemoryContextSwitchTo(estate->es_query_cxt);
-	fexpr = makeFuncExpr(F_TO_JSONB, JSONBOID,
-						 list_make1(makeConst(type, -1, InvalidOid, typlen, value,
-											  false, typbyval)),
+	if (to_jsonb_cxt == NULL || to_jsonb_type != type)
+	{
+		MemoryContext oldcxt;
+
+		if (to_jsonb_cxt != NULL)
+			MemoryContextDelete(to_jsonb_cxt);
+		to_jsonb_cxt = AllocSetContextCreate(TopMemoryContext, "retries to_jsonb",
+											 ALLOCSET_SMALL_SIZES);
+		to_jsonb_type = InvalidOid;
+		oldcxt = MemoryContextSwitchTo(to_jsonb_cxt);
+		fmgr_info_cxt(F_TO_JSONB, &to_jsonb_flinfo, to_jsonb_cxt);
+		to_jsonb_flinfo.fn_expr = (Node *)
+			makeFuncExpr(F_TO_JSONB, JSONBOID,
+						 list_make1(makeNullConst(type, -1, InvalidOid)),
 						 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-	exprstate = ExecInitExpr((Expr *) fexpr, NULL);
-	MemoryContextSwitchTo(callercxt);
-	d = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate), &dnull);
-	jb = dnull ? NULL : DatumGetJsonbPCopy(d);
-	FreeExecutorState(estate);
-	return jb;
+		MemoryContextSwitchTo(oldcxt);
+		to_jsonb_type = type;
+	}
+	return DatumGetJsonbP(FunctionCall1(&to_jsonb_flinfo, value));
 }
 
 /*
