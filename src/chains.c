@@ -201,14 +201,16 @@ retries_after_record(int64 call_id, const RetriesAfter *after)
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT8ARRAYOID, INT8OID};
 	Datum		values[2];
-	int64	   *firsts = palloc(sizeof(int64) * (after->nwaiting + 1));
+	int64	   *firsts;
 	int			n = after->nwaiting;
 
-	memcpy(firsts, after->waiting, sizeof(int64) * n);
+	if (n == 0 && after->failed == 0)
+		return;					/* it waits for nothing */
+	firsts = palloc(sizeof(int64) * (n + 1));
+	if (n > 0)
+		memcpy(firsts, after->waiting, sizeof(int64) * n);
 	if (after->failed != 0)
 		firsts[n++] = after->failed;
-	if (n == 0)
-		return;
 	values[0] = retries_id_array(firsts, n);
 	values[1] = Int64GetDatum(call_id);
 	retries_prepare_kept(&plan,
