@@ -26,8 +26,10 @@
  * per call, so instead each worker keeps a tiny file of its own,
  * pg_retries/<database>.<slot>, holding the call and attempt in flight: it
  * is written before each attempt starts and cleared when the attempt's
- * outcome is recorded.  A process kill leaves the file behind (the page
- * cache outlives the process), and the next worker to start in that slot
+ * outcome is recorded.  The worker maps the file into its memory, so that
+ * each of those writes is a store, not a system call.  A process kill
+ * leaves the file behind (the page cache outlives the process, and the
+ * mapping is of the page cache), and the next worker to start in that slot
  * records the attempt as 'interrupted', which counts toward max_attempts.
  * Only that call is charged; its batch-mates run again uncharged.
  *
@@ -80,6 +82,8 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xact.h"
@@ -140,7 +144,8 @@ typedef struct InFlight
 
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
-static int	inflight_fd = -1;
+/* The in-flight file, mapped (see "The crash rule" above) */
+static volatile InFlight *inflight_map = NULL;
 /* What the in-flight file holds now */
 static InFlight inflight = {0, 0, InvalidOid};
 
@@ -235,18 +240,26 @@ inflight_path(char *path, size_t len, Oid dboid, int slot_no)
 /*
  * inflight_write -- note the call and attempt now in flight (0 for none)
  *
- * No fsync: the file has to survive the death of this process, not of the
- * machine.
+ * The call id goes last, after the rest, and is cleared first: a process
+ * killed between two of these stores leaves either no call in flight (its
+ * attempt had not started) or a whole record, never a call with another
+ * call's attempt.  No fsync: the file has to survive the death of this
+ * process, not of the machine.
  */
 static void
 inflight_write(int64 call_id, int32 attempt)
 {
 	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid};
 
-	if (pwrite(inflight_fd, &rec, sizeof(rec), 0) != sizeof(rec))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("retries: could not write in-flight file: %m")));
+	inflight_map->call_id = 0;
+	if (call_id != 0)
+	{
+		pg_write_barrier();
+		inflight_map->attempt = rec.attempt;
+		inflight_map->extension = rec.extension;
+		pg_write_barrier();
+		inflight_map->call_id = call_id;
+	}
 	inflight = rec;
 }
 
@@ -257,17 +270,35 @@ static void
 inflight_open(void)
 {
 	char		path[MAXPGPATH];
+	int			fd;
+	struct stat st;
+	InFlight	empty = {0, 0, InvalidOid};
+	void	   *map;
 
 	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not create directory \"%s\": %m", INFLIGHT_DIR)));
 	inflight_path(path, sizeof(path), MyDatabaseId, my_slot->slot_no);
-	inflight_fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
-	if (inflight_fd < 0)
+	fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
+	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not open \"%s\": %m", path)));
+	/* a new file is empty: give it its record, then map it */
+	if (fstat(fd, &st) < 0 ||
+		(st.st_size < (off_t) sizeof(InFlight) &&
+		 pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty)))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not write \"%s\": %m", path)));
+	map = mmap(NULL, sizeof(InFlight), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not map \"%s\": %m", path)));
+	close(fd);					/* the mapping stays */
+	inflight_map = (volatile InFlight *) map;
 }
 
 /*
