@@ -731,10 +731,19 @@ retries_release_held(TimestampTz now, bool *gated)
 	if (!retries_flow_available())
 		return 0;
 
+	/*
+	 * Only gates that hold calls: one that holds none has nothing to
+	 * release, and is neither locked nor looked at further (a limit that
+	 * does not bind then costs one index probe here)
+	 */
 	retries_prepare_kept(&gates_plan,
-						 "SELECT fn::pg_catalog.oid, max_running, max_running_per_key, rate"
-						 " FROM retries.flow_data"
-						 " WHERE NOT paused FOR UPDATE SKIP LOCKED",
+						 "SELECT f.fn::pg_catalog.oid, f.max_running, f.max_running_per_key, f.rate"
+						 " FROM retries.flow_data f"
+						 " WHERE NOT f.paused"
+						 " AND EXISTS (SELECT FROM retries.call_data c"
+						 "  WHERE c.gate OPERATOR(pg_catalog.=) f.fn"
+						 "  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held)"
+						 " FOR UPDATE OF f SKIP LOCKED",
 						 0, NULL);
 	if (SPI_execute_plan(gates_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the gates");
