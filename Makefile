@@ -106,9 +106,11 @@ include $(PGXS)
 
 # The TAP tests spend most of their time waiting (for workers, restarts,
 # deadlines), each on clusters of its own: three at a time halve the
-# suite's time on two cores.  (PGXS sets PROVE_FLAGS empty; a PROVE_FLAGS
-# given to make replaces this.)
-PROVE_FLAGS += -j3
+# suite's time on two cores.  Added to a PROVE_FLAGS given to make, too:
+# pg_buildext (trixie on) runs `make installcheck PROVE_FLAGS=--verbose`,
+# which would otherwise run them one by one.  A later -j given to make
+# (PROVE_FLAGS=-j1) wins.
+override PROVE_FLAGS += -j3
 
 # PGXS tracks no header dependencies: rebuild every object when a header
 # of ours changes (a stale object with an old shared-memory layout is a
