@@ -108,8 +108,8 @@ include $(PGXS)
 # deadlines), each on clusters of its own: three at a time halve the
 # suite's time on two cores.  Added to a PROVE_FLAGS given to make, too:
 # pg_buildext (trixie on) runs `make installcheck PROVE_FLAGS=--verbose`,
-# which would otherwise run them one by one.  A later -j given to make
-# (PROVE_FLAGS=-j1) wins.
+# which would otherwise run them one by one.  (So a -j given that way comes
+# before this one, and prove keeps the last: -j3 holds.)
 override PROVE_FLAGS += -j3
 
 # PGXS tracks no header dependencies: rebuild every object when a header
