@@ -109,7 +109,7 @@ BEGIN
 	IF mode = 'later' AND retries.current_attempt() = 1 THEN
 		PERFORM retries.retry('come back in an hour', after => '1 hour');
 	ELSIF mode = 'slow' THEN
-		PERFORM pg_sleep(0.3);
+		PERFORM pg_advisory_xact_lock_shared(4343);	-- until this session lets go
 	END IF;
 	INSERT INTO flow_log (note) VALUES (mode);
 END
@@ -119,9 +119,11 @@ SELECT retries.pause('flow_mixed(text)');
 SELECT retries.call('flow_mixed(text)', '["later"]') AS later \gset
 SELECT retries.resume('flow_mixed(text)');
 CALL test.wait_for($$(SELECT attempts = 1 FROM retries.call_data WHERE id = $$ || :later || $$)$$);
+SELECT pg_advisory_lock(4343);
 SELECT retries.call('flow_mixed(text)', '["slow"]') AS slow \gset
 CALL test.wait_for($$(SELECT state = 'running' FROM retries.calls WHERE id = $$ || :slow || $$)$$);
 SELECT count(retries.call('flow_mixed(text)', '["quick"]')) FROM generate_series(1, 3);
+SELECT pg_advisory_unlock(4343);
 CALL test.wait_for($$(SELECT count(*) = 3 FROM flow_log WHERE note = 'quick')$$);
 SELECT state, attempts FROM retries.calls WHERE id = :later;
 SELECT retries.cancel(:later);

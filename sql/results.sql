@@ -120,7 +120,9 @@ SELECT retries.annotate('chain_step(text)', '3 10ms');
 SELECT retries.annotate('chain_fail(text)', '3 10ms');
 
 -- a chain: b after a, c after b; b and c wait, held, and show what for
-SELECT retries.call('chain_step(text)', '["a"]', run_at => now() + interval '300 ms') AS a \gset
+-- (a is due in an hour, so that it is still scheduled when looked at, and
+-- then made due)
+SELECT retries.call('chain_step(text)', '["a"]', run_at => now() + interval '1 hour') AS a \gset
 SELECT retries.call('chain_step(text)', '["b"]', after => ARRAY[:a]::bigint[]) AS b \gset
 SELECT retries.call('chain_step(text)', '["c"]', after => ARRAY[:b]::bigint[]) AS c \gset
 SELECT id = :a AS is_a, state, waiting_for = '{}' AS waits_for_none,
@@ -128,6 +130,7 @@ SELECT id = :a AS is_a, state, waiting_for = '{}' AS waits_for_none,
 	   waiting_for = ARRAY[:b]::bigint[] AS waits_for_b
   FROM retries.calls WHERE id IN (:a, :b, :c) ORDER BY id;
 SELECT held FROM retries.stats WHERE fn = 'chain_step(text)'::regprocedure;
+SELECT retries.reschedule(:a, now()) AS a_due;
 SELECT state, result FROM retries.wait(:c, '60s');
 SELECT string_agg(step, ' ' ORDER BY at) AS order_run FROM chain_log;
 SELECT id, state, waiting_for FROM retries.calls WHERE id IN (:a, :b, :c) ORDER BY id;

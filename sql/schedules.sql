@@ -179,8 +179,11 @@ CALL test.wait_for($$(SELECT bool_and(state = 'succeeded') FROM retries.calls WH
 SELECT retries.unschedule('allower');
 
 -- a function that loses its policy: its firings are skipped (and logged)
+-- (in one transaction: no firing can come between)
+BEGIN;
 SELECT retries.schedule('orphan', 'sched_note(text)', '1s', '["orphan"]');
 SELECT retries.unannotate('sched_note(text)');
+COMMIT;
 CALL test.wait_for($$(SELECT skipped >= 1 FROM retries.schedules WHERE name = 'orphan')$$);
 SELECT firings FROM retries.schedules WHERE name = 'orphan';
 SELECT retries.annotate('sched_note(text)', '3 1s');

@@ -15,10 +15,13 @@
 # What is fair to ask.  With retries.max_workers = 2 the long call takes
 # one of the two workers, and the other one is left for everything else:
 # the short calls here each sleep 2 ms, so one worker can do at best half
-# of what two do, and the test asks for 0.3 of the baseline throughput.  A
-# single idle worker picks up a call that falls due as fast as two do, so
-# the p95 pick-up latency may grow only by noise: at most 5 times the
-# baseline's plus 50 ms.
+# of what two do, and the test asks for 0.2 of the baseline throughput
+# (the two are measured a minute apart while other TAP tests run beside
+# this one, and their load differs: 0.5 is typical, 0.3 has been seen; a
+# worker held by the long call would do nothing for 30 s).  A single idle
+# worker picks up a call that falls due as fast as two do, so the p95
+# pick-up latency may grow only by noise: at most 5 times the baseline's
+# plus 100 ms (held, it would be seconds).
 #
 # Then the gate opens, and the long call must have succeeded once, in one
 # attempt of at least 30 s, with its effect there exactly once.
@@ -171,12 +174,12 @@ is( $node->safe_psql(
 SELECT state, current_call = $long FROM retries.workers WHERE pid = $long_pid}),
 	"running|t",
 	'the long call kept its worker all along');
-cmp_ok($long_rate, '>=', 0.3 * $base_rate,
-	"throughput with the long call running is at least 0.3 of the baseline"
+cmp_ok($long_rate, '>=', 0.2 * $base_rate,
+	"throughput with the long call running is at least 0.2 of the baseline"
 	  . " ($long_rate vs $base_rate calls/s)");
-cmp_ok($long_p95, '<=', 5 * $base_p95 + 50,
+cmp_ok($long_p95, '<=', 5 * $base_p95 + 100,
 	"p95 pick-up latency with the long call running is at most 5 times the"
-	  . " baseline's + 50 ms ($long_p95 vs $base_p95 ms)");
+	  . " baseline's + 100 ms ($long_p95 vs $base_p95 ms)");
 
 ###########################################################################
 # Visible all along, for minutes if need be

@@ -143,9 +143,10 @@ $node->safe_psql('postgres',
 
 # two schedules made in one transaction: the same origin, the same
 # occurrences every 10 s; they differ only in catch_up.  Each outage below
-# starts right after a firing and ends 4 to 6 s after an occurrence, so
-# that the latest missed one is well past the slack and the next one well
-# ahead.
+# starts right after a firing, at occurrence T, and ends at T + 13 s, 3 s
+# after the occurrence it misses: the latest missed one is well past the
+# slack, and the next one, at T + 20 s (made half a second ahead), is
+# still 6.5 s ahead, however long the start takes.
 $node->safe_psql(
 	'postgres', q{
 BEGIN;
@@ -165,8 +166,17 @@ my $difference =
   . " || ',' || sum(missed) FILTER (WHERE name = 'nocatch')"
   . " FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')";
 
-# outage_test(LABEL, OUTAGE): OUTAGE stops the firings for about 15 s and
-# returns when they could start again
+# sleep_until(T): sleep until Unix time T (now, if it is past)
+sub sleep_until
+{
+	my ($t) = @_;
+	my $left = $t - Time::HiRes::time();
+	usleep(int($left * 1e6)) if $left > 0;
+	return;
+}
+
+# outage_test(LABEL, OUTAGE): OUTAGE->(END) stops the firings until END (a
+# Unix time) and returns when they could start again
 sub outage_test
 {
 	my ($label, $outage) = @_;
@@ -182,7 +192,12 @@ sub outage_test
 		't', "$label: both schedules fire");
 	my ($fired_before, $missed_before) = split /,/,
 	  $node->safe_psql('postgres', $difference);
-	my $outage_end = $outage->();
+	# the occurrence the outage misses, and when the outage ends
+	my ($missed_at, $end) = split /\|/,
+	  $node->safe_psql('postgres',
+		"SELECT max(next_run), extract(epoch FROM max(next_run) + interval '3 s')"
+		  . " FROM retries.schedule_data WHERE name IN ('catch', 'nocatch')");
+	my $outage_end = $outage->($end);
 	wait_until($node, 'postgres', $caught_up, 't',
 		"$label: both schedules are fired past now after it");
 	my ($fired_after, $missed_after, $nocatch_missed) = split /,/,
@@ -200,18 +215,20 @@ sub outage_test
 			  . " FROM retries.call_data c"
 			  . " JOIN retries.schedule_data s ON s.id = c.schedule_id"
 			  . " WHERE c.created_at >= '$outage_end'"
-			  . " AND c.created_at < '$outage_end'::timestamptz + interval '3.5 s'"
+			  . " AND c.created_at < '$missed_at'::timestamptz + interval '9.4 s'"
 		),
 		'1,0',
-		"$label: the catch-up firing ran right after the outage, and only it");
+		"$label: the catch-up firing ran after the outage, and only it, before the next occurrence"
+	);
 	return;
 }
 
 outage_test(
 	'b',
 	sub {
+		my ($end) = @_;
 		$node->stop('fast');
-		sleep(14);    # the outage itself: one firing of every 10 s, or two
+		sleep_until($end);
 		$node->start;
 		return $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 	});
@@ -219,16 +236,17 @@ outage_test(
 outage_test(
 	'c',
 	sub {
+		my ($end) = @_;
 		$node->safe_psql('postgres',
 			"ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()");
 		wait_until($node, 'postgres',
 			"SELECT count(*) FROM retries.workers WHERE state = 'paused'",
 			'2', 'c: the workers are paused');
-		sleep(14);    # the pause itself
-		my $end = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+		sleep_until($end);
+		my $resumed = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 		$node->safe_psql('postgres',
 			"ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()");
-		return $end;
+		return $resumed;
 	});
 is(accounted($node, '^(no)?catch$'), '',
 	'b, c: one call per firing, one effect per call, every occurrence accounted for');
@@ -294,6 +312,10 @@ $node->wait_for_catchup($standby);
 # the standby's rows move only by replay: while the primary is stopped,
 # nothing changes on the standby
 $node->stop('fast');
+# (the stop waits for the standby to receive the last WAL, not to replay it)
+wait_until($standby, 'postgres',
+	"SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()",
+	't', 'd: the standby has replayed all it received');
 my $frozen =
   $standby->safe_psql('postgres',
 	"SELECT firings || ',' || next_run FROM retries.schedule_data WHERE name = 'failover'");

@@ -172,10 +172,12 @@ wait_until($node, 'postgres', workers_query('postgres'), '1', 'd: one worker');
 my ($first, $follower) = split /\|/, $node->safe_psql(
 	'postgres', q{
 SELECT id || '|' || retries.call('answer(integer)', '[8]', after => ARRAY[id])
-  FROM (SELECT retries.call('answer(integer)', '[7]', run_at => now() + interval '1 second') AS id) s
+  FROM (SELECT retries.call('answer(integer)', '[7]', run_at => now() + interval '1 hour') AS id) s
 });
 my $locker = $node->background_psql('postgres');
 $locker->query_safe("BEGIN; SELECT retries.reschedule($follower, now())");
+# the first call is made due only once its follower is locked
+$node->safe_psql('postgres', "SELECT retries.reschedule($first, now())");
 wait_until($node, 'postgres',
 	"SELECT state FROM retries.calls WHERE id = $first",
 	'succeeded', 'd: the first call succeeds while its follower is locked');
