@@ -145,8 +145,8 @@ $node->safe_psql('postgres',
 # occurrences every 10 s; they differ only in catch_up.  Each outage below
 # starts right after a firing, at occurrence T, and ends at T + 13 s, 3 s
 # after the occurrence it misses: the latest missed one is well past the
-# slack, and the next one, at T + 20 s (made half a second ahead), is
-# still 6.5 s ahead, however long the start takes.
+# slack, and the start has 6.5 s before the next one, at T + 20 s, is made
+# (half a second ahead).
 $node->safe_psql(
 	'postgres', q{
 BEGIN;
