@@ -56,7 +56,7 @@ OBJS = \
 	src/chains.o \
 	src/wait.o
 
-DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql
+DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql retries--1.2--1.3.sql
 
 REGRESS = \
 	setup \

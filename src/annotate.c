@@ -166,7 +166,6 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 	HeapTuple	tup = lookup_function(fnoid, argname);
 	Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
 	bool		ok;
-	AclResult	aclresult;
 	char		what[NAMEDATALEN + 16];
 
 	snprintf(what, sizeof(what), "%s function", argname);
@@ -185,9 +184,7 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 						argname, format_procedure(fnoid)),
 				 errdetail("It must be %s.", expected)));
 
-	aclresult = retries_proc_aclcheck(fnoid, GetUserId(), ACL_EXECUTE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
+	retries_check_call_privilege(fnoid, GetUserId());
 }
 
 /*

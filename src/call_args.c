@@ -586,6 +586,30 @@ canonicalize_named(const FuncParams *params, Jsonb *args)
 }
 
 /*
+ * check_args_size -- raise 54000 if a call's arguments, as jsonb, are
+ * larger than retries.max_args_size: a worker reads a call's arguments
+ * into its memory, and the workers run every role's calls
+ */
+static void
+check_args_size(const Jsonb *args)
+{
+	Size		limit = (Size) retries_max_args_size * 1024;
+	char		max[64];
+
+	if (VARSIZE(args) <= limit)
+		return;
+	if (retries_max_args_size % 1024 == 0)
+		snprintf(max, sizeof(max), "%dMB", retries_max_args_size / 1024);
+	else
+		snprintf(max, sizeof(max), "%dkB", retries_max_args_size);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("args is %zu bytes as jsonb, more than retries.max_args_size (%s)",
+					(Size) VARSIZE(args), max),
+			 errhint("Keep large data in a table and pass its key, or have a superuser raise retries.max_args_size.")));
+}
+
+/*
  * call_args_canonicalize -- check a call's arguments against its function
  * and return them in the canonical form that is stored
  */
@@ -596,6 +620,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 	Jsonb	   *result;
 	int			nestlevel;
 
+	check_args_size(args);
 	load_params(fnoid, &params);
 
 	if (JB_ROOT_IS_SCALAR(args))
@@ -612,6 +637,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 	if (nestlevel >= 0)
 		AtEOXact_GUC(true, nestlevel);
 
+	check_args_size(result);
 	return result;
 }
 

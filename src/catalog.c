@@ -18,8 +18,10 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "common/int.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -29,9 +31,11 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "policy.h"
 #include "retries.h"
 
@@ -105,6 +109,89 @@ retries_sees_all_calls(Oid roleid)
 }
 
 /*
+ * retries_call_privilege -- what a direct call of function fnoid by 'role'
+ * needs that the role lacks: EXECUTE on the function, USAGE on its schema
+ * (a direct call names the function, and a name is looked up only in
+ * schemas the role may use; retries takes an OID, so it checks both).
+ * NULL if it lacks nothing, else a message that says what it lacks; the
+ * function must exist.
+ */
+char *
+retries_call_privilege(Oid fnoid, Oid role)
+{
+	Oid			nspoid = get_func_namespace(fnoid);
+
+	if (retries_proc_aclcheck(fnoid, role, ACL_EXECUTE) != ACLCHECK_OK)
+		return psprintf("role \"%s\" has no EXECUTE privilege on function %s",
+						GetUserNameFromId(role, false), format_procedure(fnoid));
+	if (retries_namespace_aclcheck(nspoid, role, ACL_USAGE) != ACLCHECK_OK)
+		return psprintf("role \"%s\" has no USAGE privilege on schema %s of function %s",
+						GetUserNameFromId(role, false),
+						quote_identifier(get_namespace_name(nspoid)),
+						format_procedure(fnoid));
+	return NULL;
+}
+
+/*
+ * retries_check_call_privilege -- raise 42501, as a direct call would,
+ * unless 'role' may use the schema of function fnoid and execute it
+ */
+void
+retries_check_call_privilege(Oid fnoid, Oid role)
+{
+	Oid			nspoid = get_func_namespace(fnoid);
+	AclResult	aclresult;
+
+	aclresult = retries_namespace_aclcheck(nspoid, role, ACL_USAGE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_SCHEMA, get_namespace_name(nspoid));
+	aclresult = retries_proc_aclcheck(fnoid, role, ACL_EXECUTE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
+}
+
+/*
+ * retries_login_privilege -- what 'role' lacks to log in to this database
+ * now, as a login would find it: LOGIN, a VALID UNTIL not yet past, CONNECT
+ * on the database.  NULL if nothing, else a message and *hint.
+ */
+char *
+retries_login_privilege(Oid role, const char **hint)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(role));
+	Form_pg_authid form;
+	char	   *name;
+	bool		isnull;
+	Datum		until;
+	char	   *lacks = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for role %u", role);
+	form = (Form_pg_authid) GETSTRUCT(tup);
+	name = pstrdup(NameStr(form->rolname));
+	until = SysCacheGetAttr(AUTHOID, tup, Anum_pg_authid_rolvaliduntil, &isnull);
+	if (!form->rolcanlogin)
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call is not permitted to log in", name);
+		*hint = "Calls run as the role that scheduled them; give it LOGIN, or schedule as a role that has it.";
+	}
+	else if (!isnull && DatumGetTimestampTz(until) < GetCurrentTimestamp())
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call has expired (VALID UNTIL %s)",
+						 name, timestamptz_to_str(DatumGetTimestampTz(until)));
+		*hint = "ALTER ROLE ... VALID UNTIL a later time, or schedule as another role.";
+	}
+	else if (retries_database_aclcheck(MyDatabaseId, role, ACL_CONNECT) != ACLCHECK_OK)
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call may not connect to database \"%s\"",
+						 name, get_database_name(MyDatabaseId));
+		*hint = "GRANT CONNECT ON DATABASE to the role, or schedule as another role.";
+	}
+	ReleaseSysCache(tup);
+	return lacks;
+}
+
+/*
  * retries_may_see_call -- may 'roleid' see a call that 'scheduled_by'
  * scheduled?  Only its own, unless it sees all.
  */
@@ -146,6 +233,32 @@ retries_id_array(const int64 *ids, int n)
 }
 
 /*
+ * retries_reads_all_calls -- may this role read every role's calls, in the
+ * views and through retries.wait() and retries.result(), and see the
+ * workers of every database?
+ *
+ * Those that see and manage them all may, and so may roles with the
+ * privileges of pg_read_all_stats, which PostgreSQL lets read every
+ * session's activity; they may not manage other roles' calls.
+ */
+bool
+retries_reads_all_calls(Oid roleid)
+{
+	return retries_sees_all_calls(roleid) ||
+		has_privs_of_role(roleid, ROLE_PG_READ_ALL_STATS);
+}
+
+/*
+ * retries_may_read_call -- may 'roleid' read a call that 'scheduled_by'
+ * scheduled?
+ */
+bool
+retries_may_read_call(Oid roleid, Oid scheduled_by)
+{
+	return roleid == scheduled_by || retries_reads_all_calls(roleid);
+}
+
+/*
  * VisibleRoleCache -- what retries_visible_role() remembers between rows
  */
 typedef struct VisibleRoleCache
@@ -177,7 +290,7 @@ retries_visible_role(PG_FUNCTION_ARGS)
 			fcinfo->flinfo->fn_extra = cache;
 		}
 		cache->userid = userid;
-		cache->sees_all = retries_sees_all_calls(userid);
+		cache->sees_all = retries_reads_all_calls(userid);
 	}
 	PG_RETURN_BOOL(cache->sees_all || scheduled_by == userid);
 }

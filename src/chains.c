@@ -28,11 +28,16 @@
  *
  * retries.call() reads the calls of its after list with a share lock on
  * their rows, kept until its transaction ends: a worker cannot claim one
- * of them meanwhile (SKIP LOCKED) and a cancel() waits; and one that a
- * worker is running is read once its batch has committed.  So either the
- * new call sees that it has finished, or the transaction that finishes it
- * sees the new call's rows of call_after.  A call named in after that has
- * already succeeded is not waited for; one that has failed or was
+ * of them meanwhile (SKIP LOCKED) and a cancel() waits.  So either the new
+ * call sees that it has finished, or the transaction that finishes it
+ * sees the new call's rows of call_after.  A call that a worker is running
+ * (its row locked by the worker's batch) is not waited for (SPEC
+ * "Containment": retries.call() returns at once): it is read as the
+ * statement's snapshot sees it, and, if unfinished, also listed in
+ * call_after_pending, in the new call's transaction; if the batch that
+ * runs it commits its end without seeing the new call's rows, the workers
+ * find it there and release or cancel the new call.  A call named in after
+ * that has already succeeded is not waited for; one that has failed or was
  * cancelled has the new call cancelled at once.
  *
  * A call scheduled again by hand (retry_now, reschedule of a failed or
@@ -111,6 +116,8 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	bool	   *nulls;
 	int			n;
 	int64	   *ids;
+	char	  **states;
+	bool	   *locked;
 
 	memset(out, 0, sizeof(*out));
 	if (ARR_NDIM(after) > 1)
@@ -135,13 +142,15 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	n = (int) qunique(ids, n, sizeof(int64), cmp_int64);
 	values[0] = retries_id_array(ids, n);
 
-	/* each call exists, and the caller may see it */
+	/* each call exists, and the caller may see it; and its state */
 	retries_prepare_kept(&see_plan,
-						 "SELECT id, scheduled_by::pg_catalog.oid FROM retries.call_data"
+						 "SELECT id, scheduled_by::pg_catalog.oid, state::pg_catalog.text"
+						 " FROM retries.call_data"
 						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
 						 1, argtypes);
 	if (SPI_execute_plan(see_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the calls of after");
+	states = palloc(sizeof(char *) * n);
 	for (int i = 0, row = 0; i < n; i++, row++)
 	{
 		bool		isnull;
@@ -154,36 +163,57 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 																 SPI_tuptable->tupdesc,
 																 2, &isnull))))
 			retries_call_not_found(ids[i], "after");
+		states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 3);
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	/* then their states, locked */
+	/*
+	 * then their states, locked; those locked by another transaction (a
+	 * worker running them) keep the state read above, and are noted for
+	 * the workers (see the head of the file)
+	 */
 	retries_prepare_kept(&lock_plan,
 						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id FOR SHARE",
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
+						 " FOR SHARE SKIP LOCKED",
 						 1, argtypes);
 	if (SPI_execute_plan(lock_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock the calls of after");
-	out->waiting = palloc(sizeof(int64) * n);
+	locked = palloc0(sizeof(bool) * n);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		bool		isnull;
 		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
 													 SPI_tuptable->tupdesc, 1, &isnull));
-		char	   *state = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
 
-		if (strcmp(state, "scheduled") == 0)
-			out->waiting[out->nwaiting++] = id;
-		else if (strcmp(state, "succeeded") != 0 && out->failed == 0)
+		for (int i = 0; i < n; i++)
+			if (ids[i] == id)
+			{
+				locked[i] = true;
+				states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
+			}
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	out->waiting = palloc(sizeof(int64) * n);
+	out->running = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		/* pruned between the two reads: it had finished, and is unknown now */
+		if (states[i] == NULL)
+			retries_call_not_found(ids[i], "after");
+		if (strcmp(states[i], "scheduled") == 0)
 		{
-			out->failed = id;
-			out->failed_how = strcmp(state, "failed") == 0 ? 'f' : 'c';
+			out->waiting[out->nwaiting++] = ids[i];
+			if (!locked[i])
+				out->running[out->nrunning++] = ids[i];
+		}
+		else if (strcmp(states[i], "succeeded") != 0 && out->failed == 0)
+		{
+			out->failed = ids[i];
+			out->failed_how = strcmp(states[i], "failed") == 0 ? 'f' : 'c';
 		}
 	}
-	/* pruned between the two reads: it had finished, and is unknown now */
-	if (SPI_processed != (uint64) n)
-		retries_call_not_found(ids[0], "after");
-	SPI_freetuptable(SPI_tuptable);
 }
 
 /*
@@ -220,6 +250,22 @@ retries_after_record(int64 call_id, const RetriesAfter *after)
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record the calls that call " INT64_FORMAT " runs after",
 			 call_id);
+	if (after->nrunning > 0)
+	{
+		static SPIPlanPtr pending_plan = NULL;
+		Oid			pending_types[1] = {INT8ARRAYOID};
+		Datum		pending_values[1];
+
+		/* being run: the workers look again once the run is over */
+		pending_values[0] = retries_id_array(after->running, after->nrunning);
+		retries_prepare_kept(&pending_plan,
+							 "INSERT INTO retries.call_after_pending (after_id)"
+							 " SELECT pg_catalog.unnest($1) ON CONFLICT DO NOTHING",
+							 1, pending_types);
+		if (SPI_execute_plan(pending_plan, pending_values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not note the running calls that call " INT64_FORMAT " runs after",
+				 call_id);
+	}
 	if (after->failed != 0)
 		cancel_followers(&after->failed, &after->failed_how, 1);
 }
@@ -505,40 +551,70 @@ retries_calls_finished(int n, const int64 *ids, const char *how, const bool *not
  * listed in call_after_pending, those that are no longer locked by
  * another transaction (see the head of the file); true if any was released
  *
- * Called by a worker, as its superuser, in its short transaction before a
- * batch, inside SPI.
+ * An entry goes once its call's row can be share-locked: the call is
+ * finished (its followers are dealt with now), or it is unfinished and no
+ * worker runs it (its followers' rows of call_after, committed before the
+ * entry was seen, are seen by whatever transaction finishes it later), or
+ * it is gone.  An entry whose call is locked (a worker's batch runs it)
+ * stays for a later look.  Called by a worker, as its superuser, in its
+ * short transaction before a batch, inside SPI.
  */
 bool
 retries_chains_pending(void)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr pending_plan = NULL;
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr present_plan = NULL;
+	static SPIPlanPtr done_plan = NULL;
 	Oid			argtypes[1] = {INT4OID};
+	Oid			id_types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {Int32GetDatum(PENDING_BATCH)};
+	int64	   *ids;
+	bool	   *done;
+	int			n;
 	int64	   *succeeded;
 	int64	   *failed;
 	char	   *failed_how;
+	int64	   *gone;
 	int			nsucceeded = 0;
 	int			nfailed = 0;
+	int			ngone = 0;
 	bool		released = false;
 
 	if (!retries_chains_available())
 		return false;
-	retries_prepare_kept(&plan,
-						 "DELETE FROM retries.call_after_pending p"
-						 " WHERE after_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-						 "  SELECT after_id FROM retries.call_after_pending"
-						 "  LIMIT $1 FOR UPDATE SKIP LOCKED))"
-						 " RETURNING p.after_id, (SELECT c.state::pg_catalog.text"
-						 "  FROM retries.call_data c"
-						 "  WHERE c.id OPERATOR(pg_catalog.=) p.after_id)",
+	retries_prepare_kept(&pending_plan,
+						 "SELECT after_id FROM retries.call_after_pending"
+						 " LIMIT $1 FOR UPDATE SKIP LOCKED",
 						 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
+	if (SPI_execute_plan(pending_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the finished calls whose followers wait");
-	if (SPI_processed == 0)
+	n = (int) SPI_processed;
+	if (n == 0)
 		return false;
-	succeeded = palloc(sizeof(int64) * SPI_processed);
-	failed = palloc(sizeof(int64) * SPI_processed);
-	failed_how = palloc(SPI_processed);
+	ids = palloc(sizeof(int64) * n);
+	done = palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	values[0] = retries_id_array(ids, n);
+
+	/* the calls that no other transaction holds, and their states */
+	retries_prepare_kept(&lock_plan,
+						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
+						 " FOR SHARE SKIP LOCKED",
+						 1, id_types);
+	if (SPI_execute_plan(lock_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the finished calls whose followers wait");
+	succeeded = palloc(sizeof(int64) * n);
+	failed = palloc(sizeof(int64) * n);
+	failed_how = palloc(n);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		bool		isnull;
@@ -546,9 +622,10 @@ retries_chains_pending(void)
 													 SPI_tuptable->tupdesc, 1, &isnull));
 		char	   *state = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
 
-		/* gone (pruned by hand), or not finished (a bug): nothing to do */
-		if (state == NULL || strcmp(state, "scheduled") == 0)
-			continue;
+		for (int i = 0; i < n; i++)
+			done[i] |= ids[i] == id;
+		if (strcmp(state, "scheduled") == 0)
+			continue;			/* not run now: whoever finishes it sees */
 		if (strcmp(state, "succeeded") == 0)
 			succeeded[nsucceeded++] = id;
 		else
@@ -558,6 +635,41 @@ retries_chains_pending(void)
 		}
 	}
 	SPI_freetuptable(SPI_tuptable);
+
+	/* of the others, those that are gone (pruned by hand) are done too */
+	retries_prepare_kept(&present_plan,
+						 "SELECT id FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
+						 1, id_types);
+	if (SPI_execute_plan(present_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the finished calls whose followers wait");
+	gone = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		bool		present = false;
+
+		for (uint64 row = 0; row < SPI_processed && !present; row++)
+		{
+			bool		isnull;
+
+			present = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+												  SPI_tuptable->tupdesc, 1, &isnull)) == ids[i];
+		}
+		if (done[i] || !present)
+			gone[ngone++] = ids[i];
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	values[0] = retries_id_array(gone, ngone);
+	retries_prepare_kept(&done_plan,
+						 "DELETE FROM retries.call_after_pending"
+						 " WHERE after_id OPERATOR(pg_catalog.=) ANY ($1)",
+						 1, id_types);
+	if (SPI_execute_plan(done_plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not forget the finished calls whose followers waited");
+	if (ngone < n)
+		retries_chains_deferred = true; /* look again soon */
+
 	if (nsucceeded > 0)
 		released = release_followers(succeeded, nsucceeded) > 0;
 	if (nfailed > 0)

@@ -11,27 +11,42 @@
  * other workers have locked: with calls all due at the same moment, that
  * cost three times what the step itself does.
  *
+ * One role per batch (SPEC "Containment").  A batch transaction holds the
+ * calls of one role only: what one call does to its transaction or its
+ * process (a FATAL error, a worker that must exit) can then roll back or
+ * run again only calls of the same role.  A batch first picks its role
+ * and that role's earliest due call (claim_heads), then takes more of the
+ * same role's calls (claim_prioritized and claim_begin, given the role).
+ *
  * Fairness between roles.  Earliest first alone would let one role's
  * backlog of due calls hold back every other role's due calls until it is
- * drained.  So a batch first takes the earliest due call of each role that
- * has one (claim_heads), going round the roles from where the worker's
- * last batch stopped, through index call_data_due_by_role (version 1.2),
- * and only then the rest, earliest first.  A role with a due call gets one
- * run in each batch, whatever the others have due.
+ * drained.  So claim_heads goes round the roles that have due calls, from
+ * the one after the role of the worker's last batch, through index
+ * call_data_due_by_role (version 1.2): each role with a due call has a
+ * batch in turn, whatever the others have due.  A role that the worker
+ * loop says to pass over (one that holds all the other workers of the
+ * database) is taken only if no other role has a call to claim.  Without
+ * the index (a database at 1.1), or when every role's earliest due call is
+ * locked by another worker, the batch takes the role of the first call it
+ * can claim at all.
  *
- * Priorities (version 1.2).  The heads are each role's earliest due call
- * of priority 0 or above.  After them, a batch takes the due calls of
- * priority above 0, highest first, then those of priority 0 earliest
- * first, then those below 0: calls below 0 run only when no other call is
- * due (they give up their role's turn).  Fairness comes first: a role
- * cannot take the heads of the other roles by raising its calls'
- * priority, only the rest of the batch, as an older backlog would.  Calls
- * of priority 0 are in index call_data_due, the others in
+ * Priorities (version 1.2).  Within a role's batch, its due calls of
+ * priority above 0 come first, highest first, then those of priority 0,
+ * earliest first.  Calls below 0 run only when no call of priority 0 or
+ * above is due, of any role (they give up their role's turn): then a batch
+ * is made of one role's calls below 0.  Fairness comes first: a role
+ * cannot take the other roles' turns by raising its calls' priority.
+ * Calls of priority 0 are in index call_data_due, the others in
  * call_data_prioritized, on (priority, next_attempt): claim_prioritized
  * walks the distinct priorities in it (one index probe each, as
  * claim_heads walks roles) and reads only the due calls of each, so that
  * neither future calls of a high priority nor a backlog of low ones are
  * scanned by every batch.
+ *
+ * Arguments.  A claimed call's arguments are copied into the batch's
+ * memory only if they are small (CLAIM_INLINE_ARGS); larger ones stay on
+ * disk, and are read when the call's attempt starts (execute.c), so that a
+ * batch never holds more than a bounded amount of other calls' arguments.
  *
  * A cursor (a portal) would keep the query's place, but portals are a
  * namespace that the called functions share with the worker: a call could
@@ -48,6 +63,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -123,22 +139,49 @@ claim_destroy(DestReceiver *self)
 /* Most roles claim_heads() looks at in one batch */
 #define HEADS_MAX_ROLES			32
 
+/* Largest arguments (as stored, uncompressed) copied when claimed */
+#define CLAIM_INLINE_ARGS		(64 * 1024)
+
 /*
- * copy_call -- copy a claimed row (id, policy_id, args, attempts,
- * max_attempts, scheduled_by) into a RetriesCall; the arguments go into
- * the transaction's memory, which the calls' subtransactions do not free
+ * The columns every claim returns, in copy_call()'s order; the last says
+ * whether the call's last attempt was interrupted
+ */
+#define CLAIM_COLUMNS \
+	"id, policy_id, args, attempts, max_attempts, scheduled_by::pg_catalog.oid," \
+	" coalesce(attempts OPERATOR(pg_catalog.>) 0" \
+	"  AND last_sqlstate OPERATOR(pg_catalog.=) '57P01', false)"
+#define CLAIM_NCOLUMNS			7
+
+/*
+ * The due calls of one role: the row comparisons bound an index scan of
+ * call_data_due_by_role to the role's due calls ($4 is the role)
+ */
+#define OF_ROLE(due) \
+	" AND (scheduled_by::pg_catalog.oid, next_attempt)" \
+	"  OPERATOR(pg_catalog.>=) ($4, '-infinity'::pg_catalog.timestamptz)" \
+	" AND (scheduled_by::pg_catalog.oid, next_attempt)" \
+	"  OPERATOR(pg_catalog.<=) ($4, " due ")"
+
+/*
+ * copy_call -- copy a claimed row (CLAIM_COLUMNS) into a RetriesCall; the
+ * arguments, if small, go into the transaction's memory, which the calls'
+ * subtransactions do not free; large ones are left to be read later
  */
 static void
 copy_call(RetriesCall *call, Datum *values, bool *nulls)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	struct varlena *args = (struct varlena *) DatumGetPointer(values[2]);
 
 	call->id = DatumGetInt64(values[0]);
 	call->policy_id = DatumGetInt32(values[1]);
-	call->args = DatumGetJsonbPCopy(values[2]);
+	call->args_deferred = VARATT_IS_EXTENDED(args) &&
+		toast_raw_datum_size(values[2]) > CLAIM_INLINE_ARGS;
+	call->args = call->args_deferred ? NULL : DatumGetJsonbPCopy(values[2]);
 	call->attempts = DatumGetInt32(values[3]);
 	call->max_attempts = nulls[4] ? 0 : DatumGetInt32(values[4]);
 	call->role = DatumGetObjectId(values[5]);
+	call->lone = DatumGetBool(values[6]);
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -164,8 +207,7 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	values[2] = retries_id_array(skip, nskip);
 	/* version 1.2 only: its callers look for its indexes first */
 	retries_prepare_kept(&plan,
-						 "SELECT id, policy_id, args, attempts, max_attempts,"
-						 " scheduled_by::pg_catalog.oid"
+						 "SELECT " CLAIM_COLUMNS
 						 " FROM retries.call_data"
 						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
 						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
@@ -179,10 +221,10 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	n = (int) SPI_processed;
 	for (int i = 0; i < n; i++)
 	{
-		Datum		row[6];
-		bool		nulls[6];
+		Datum		row[CLAIM_NCOLUMNS];
+		bool		nulls[CLAIM_NCOLUMNS];
 
-		for (int c = 0; c < 6; c++)
+		for (int c = 0; c < CLAIM_NCOLUMNS; c++)
 			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
 								   c + 1, &nulls[c]);
 		copy_call(&calls[i], row, nulls);
@@ -213,8 +255,9 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 
 /*
  * claim_prioritized -- claim up to 'limit' due calls of priority above 0
- * ('above') or below it, highest priority first, then earliest, into
- * calls[0..], leaving out the 'nskip' calls of 'skip'; returns how many
+ * ('above') or below it, of 'role' (or of any role, if InvalidOid),
+ * highest priority first, then earliest, into calls[0..], leaving out the
+ * 'nskip' calls of 'skip'; returns how many
  *
  * Two statements, as claim_heads(): the first finds the calls, the
  * second locks them.  Returns 0 in a database whose extension is older
@@ -222,11 +265,12 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
  */
 int
 claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
-				  const int64 *skip, int nskip)
+				  Oid role, const int64 *skip, int nskip)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[5] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, INT4OID};
-	Datum		values[5];
+	Oid			types[6] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, INT4OID,
+	OIDOID};
+	Datum		values[6];
 	Datum	   *ids;
 	int			nids;
 
@@ -237,6 +281,7 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = retries_id_array(skip, nskip);
 	values[4] = Int32GetDatum(limit);
+	values[5] = ObjectIdGetDatum(role);
 	retries_prepare_kept(&plan,
 						 PRIORITIES_CTE
 						 " SELECT d.id FROM p CROSS JOIN LATERAL"
@@ -248,10 +293,12 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 						 "  AND (priority, next_attempt)"
 						 "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
 						 "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
+						 "  AND ($6 OPERATOR(pg_catalog.=) 0"
+						 "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
 						 "  ORDER BY priority, next_attempt LIMIT $5) d"
 						 " WHERE p.priority IS NOT NULL"
 						 " LIMIT $5",
-						 5, types);
+						 6, types);
 	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for due calls by priority");
 	nids = (int) SPI_processed;
@@ -308,41 +355,45 @@ claim_next_prioritized(TimestampTz after)
 }
 
 /*
- * claim_heads -- claim the earliest due call of each role that has one,
- * up to 'limit' calls, into calls[0..]; returns how many
+ * claim_heads -- claim the earliest due call of one role: the first, going
+ * round the roles that have due calls (of priority 0 or above), whose
+ * earliest due call is not locked by another worker; returns 1, or 0 if
+ * none is
  *
  * The roles are taken in OID order, round from the one after *last_role,
- * which is left at the last role looked at, so that the next batch goes on
- * from there; at most HEADS_MAX_ROLES roles are looked at.  Two statements,
- * whatever the number of roles: the first walks the roles that have
- * scheduled calls, one index probe each (the recursive CTEs skip from one
- * role to the next in call_data_due_by_role), and finds each one's
- * earliest due call (the row comparisons bound that scan to the role's due
- * calls; "scheduled_by = r AND next_attempt <= now" could have the planner
- * walk call_data_due through every other role's due calls instead); the
- * second locks them (SKIP LOCKED: a head that another worker holds is being
- * served).  Leaves out the 'nskip' calls of 'skip'.  Does nothing (and
- * returns 0) in a database whose extension is older than 1.2, which lacks
- * the index that makes this cheap.
+ * which is left at the role claimed (or at the last one looked at), so
+ * that the next batch goes on from there; at most HEADS_MAX_ROLES roles
+ * are looked at.  The 'navoid' roles of 'avoid' are taken only if no
+ * other role's call can be claimed.  The first statement walks the roles
+ * that have scheduled calls, one index probe each (the recursive CTEs
+ * skip from one role to the next in call_data_due_by_role), and finds each
+ * one's earliest due call (the row comparisons bound that scan to the
+ * role's due calls; "scheduled_by = r AND next_attempt <= now" could have
+ * the planner walk call_data_due through every other role's due calls
+ * instead); then they are locked one at a time (SKIP LOCKED: a call that
+ * another worker holds is being served), until one is: a batch holds the
+ * calls of one role only.  Leaves out the 'nskip' calls of 'skip'.  Does
+ * nothing (and returns 0) in a database whose extension is older than
+ * 1.2, which lacks the index that makes this cheap.
  */
 int
-claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role,
-			const int64 *skip, int nskip)
+claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
+			const Oid *avoid, int navoid, const int64 *skip, int nskip)
 {
 	static SPIPlanPtr find_plans[2];
 	SPIPlanPtr	plan;
 	Oid			find_types[3] = {OIDOID, TIMESTAMPTZOID, INT4OID};
 	Datum		find_values[3];
+	Oid		   *roles;
 	Datum	   *ids;
 	int			nids;
 
-	if (limit <= 0 ||
-		!OidIsValid(get_relname_relid("call_data_due_by_role", retries_schema_oid())))
+	if (!OidIsValid(get_relname_relid("call_data_due_by_role", retries_schema_oid())))
 		return 0;
 
 	find_values[0] = ObjectIdGetDatum(*last_role);
 	find_values[1] = TimestampTzGetDatum(now);
-	find_values[2] = Int32GetDatum(Min(limit, HEADS_MAX_ROLES));
+	find_values[2] = Int32GetDatum(HEADS_MAX_ROLES);
 	plan = retries_prepare_unheld(find_plans,
 						 "WITH RECURSIVE"
 						 " after_last(role) AS ("
@@ -387,6 +438,7 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role,
 	if (SPI_processed == 0)
 		return 0;
 
+	roles = palloc(sizeof(Oid) * SPI_processed);
 	ids = palloc(sizeof(Datum) * SPI_processed);
 	nids = 0;
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -397,20 +449,38 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role,
 		*last_role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 													SPI_tuptable->tupdesc, 1, &isnull));
 		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
-		if (!isnull && nids < limit)
+		if (!isnull)
+		{
+			roles[nids] = *last_role;
 			ids[nids++] = d;
+		}
 	}
 	SPI_freetuptable(SPI_tuptable);
-	if (nids == 0)
-		return 0;
 
-	return lock_claimed(ids, nids, now, skip, nskip, calls);
+	/* the roles not to pass over first, then those */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < nids; i++)
+		{
+			bool		avoided = false;
+
+			for (int a = 0; a < navoid; a++)
+				avoided |= avoid[a] == roles[i];
+			if (avoided != (pass == 1))
+				continue;
+			if (lock_claimed(&ids[i], 1, now, skip, nskip, calls) == 1)
+			{
+				*last_role = roles[i];
+				return 1;
+			}
+		}
+	return 0;
 }
 
 /*
  * claim_begin -- start the query that claims up to 'limit' calls of
- * priority 0 due by 'now', earliest first, leaving out the 'nskip' calls
- * of 'skip'; claim_more() fetches them
+ * priority 0 due by 'now', of 'role' (or of any role, if InvalidOid),
+ * earliest first, leaving out the 'nskip' calls of 'skip'; claim_more()
+ * fetches them
  *
  * Called in the batch transaction, outside any call's subtransaction.  The
  * time is a parameter, not clock_timestamp() in the query: a volatile
@@ -425,27 +495,40 @@ claim_heads(RetriesCall *calls, int limit, TimestampTz now, Oid *last_role,
  * applied (t/018 d).
  */
 Claim *
-claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
+claim_begin(int limit, TimestampTz now, Oid role, const int64 *skip, int nskip)
 {
-	static SPIPlanPtr plans[2];
+	static SPIPlanPtr any_plans[2];
+	static SPIPlanPtr role_plans[2];
 	SPIPlanPtr	plan;
-	Oid			argtypes[3] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID};
+	Oid			argtypes[4] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, OIDOID};
+	int			nargs = OidIsValid(role) ? 4 : 3;
 	CachedPlanSource *source;
 	ParamListInfo params;
 	Claim	   *claim;
 	MemoryContext oldcxt;
 
-	plan = retries_prepare_unheld(plans,
-						 "SELECT id, policy_id, args, attempts, max_attempts,"
-						 " scheduled_by::pg_catalog.oid"
-						 " FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-						 " ORDER BY next_attempt"
-						 " LIMIT $1"
-						 " FOR UPDATE SKIP LOCKED",
-						 3, argtypes);
+	if (OidIsValid(role))
+		plan = retries_prepare_unheld(role_plans,
+							 "SELECT " CLAIM_COLUMNS
+							 " FROM retries.call_data"
+							 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+							 OF_ROLE("$2")
+							 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+							 " ORDER BY scheduled_by, next_attempt"
+							 " LIMIT $1"
+							 " FOR UPDATE SKIP LOCKED",
+							 4, argtypes);
+	else
+		plan = retries_prepare_unheld(any_plans,
+							 "SELECT " CLAIM_COLUMNS
+							 " FROM retries.call_data"
+							 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+							 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+							 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+							 " ORDER BY next_attempt"
+							 " LIMIT $1"
+							 " FOR UPDATE SKIP LOCKED",
+							 3, argtypes);
 	source = linitial(SPI_plan_get_plan_sources(plan));
 
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -454,8 +537,8 @@ claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 									   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(claim->cxt);
 
-	params = makeParamList(3);
-	params->numParams = 3;
+	params = makeParamList(nargs);
+	params->numParams = nargs;
 	params->params[0].value = Int32GetDatum(limit);
 	params->params[0].isnull = false;
 	params->params[0].pflags = PARAM_FLAG_CONST;
@@ -468,6 +551,13 @@ claim_begin(int limit, TimestampTz now, const int64 *skip, int nskip)
 	params->params[2].isnull = false;
 	params->params[2].pflags = PARAM_FLAG_CONST;
 	params->params[2].ptype = INT8ARRAYOID;
+	if (OidIsValid(role))
+	{
+		params->params[3].value = ObjectIdGetDatum(role);
+		params->params[3].isnull = false;
+		params->params[3].pflags = PARAM_FLAG_CONST;
+		params->params[3].ptype = OIDOID;
+	}
 
 	claim->receiver.pub.receiveSlot = claim_receive;
 	claim->receiver.pub.rStartup = claim_startup;
@@ -536,4 +626,46 @@ claim_end(Claim *claim)
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(claim->cxt);
 	pfree(claim);
+}
+
+/*
+ * claim_ids -- claim those of the calls of 'ids' (nids) that are due by
+ * 'now' and not locked by another worker, into calls[0..]; returns how
+ * many
+ */
+int
+claim_ids(RetriesCall *calls, const int64 *ids, int nids, TimestampTz now)
+{
+	static SPIPlanPtr plans[2];
+	SPIPlanPtr	plan;
+	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	int			n;
+
+	values[0] = retries_id_array(ids, nids);
+	values[1] = TimestampTzGetDatum(now);
+	plan = retries_prepare_unheld(plans,
+								  "SELECT " CLAIM_COLUMNS
+								  " FROM retries.call_data"
+								  " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+								  " AND state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+								  " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+								  " ORDER BY next_attempt"
+								  " FOR UPDATE SKIP LOCKED",
+								  2, types);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not claim calls by id");
+	n = (int) SPI_processed;
+	for (int i = 0; i < n; i++)
+	{
+		Datum		row[CLAIM_NCOLUMNS];
+		bool		nulls[CLAIM_NCOLUMNS];
+
+		for (int c = 0; c < CLAIM_NCOLUMNS; c++)
+			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								   c + 1, &nulls[c]);
+		copy_call(&calls[i], row, nulls);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return n;
 }

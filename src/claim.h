@@ -14,14 +14,16 @@
 
 typedef struct Claim Claim;
 
-extern int	claim_heads(RetriesCall *calls, int limit, TimestampTz now,
-						Oid *last_role, const int64 *skip, int nskip);
+extern int	claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
+						const Oid *avoid, int navoid, const int64 *skip, int nskip);
 extern int	claim_prioritized(RetriesCall *calls, int limit, TimestampTz now,
-							  bool above, const int64 *skip, int nskip);
+							  bool above, Oid role, const int64 *skip, int nskip);
 extern TimestampTz claim_next_prioritized(TimestampTz after);
-extern Claim *claim_begin(int limit, TimestampTz now, const int64 *skip,
-						  int nskip);
+extern Claim *claim_begin(int limit, TimestampTz now, Oid role,
+						  const int64 *skip, int nskip);
 extern int	claim_more(Claim *claim, RetriesCall *calls, int count);
 extern void claim_end(Claim *claim);
+extern int	claim_ids(RetriesCall *calls, const int64 *ids, int nids,
+					  TimestampTz now);
 
 #endif							/* RETRIES_CLAIM_H */

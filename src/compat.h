@@ -18,6 +18,7 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/rel.h"
 #if PG_VERSION_NUM >= 170000
 #include "storage/procnumber.h"
@@ -58,6 +59,8 @@
 	object_aclcheck(ProcedureRelationId, (fnoid), (roleid), (mode))
 #define retries_database_aclcheck(dboid, roleid, mode) \
 	object_aclcheck(DatabaseRelationId, (dboid), (roleid), (mode))
+#define retries_namespace_aclcheck(nspoid, roleid, mode) \
+	object_aclcheck(NamespaceRelationId, (nspoid), (roleid), (mode))
 #define retries_proc_ownercheck(fnoid, roleid) \
 	object_ownercheck(ProcedureRelationId, (fnoid), (roleid))
 #define retries_database_ownercheck(dboid, roleid) \
@@ -69,6 +72,8 @@
 	pg_proc_aclcheck((fnoid), (roleid), (mode))
 #define retries_database_aclcheck(dboid, roleid, mode) \
 	pg_database_aclcheck((dboid), (roleid), (mode))
+#define retries_namespace_aclcheck(nspoid, roleid, mode) \
+	pg_namespace_aclcheck((nspoid), (roleid), (mode))
 #define retries_proc_ownercheck(fnoid, roleid) \
 	pg_proc_ownercheck((fnoid), (roleid))
 #define retries_database_ownercheck(dboid, roleid) \
@@ -120,6 +125,26 @@
 #define retries_backend_index() \
 	(MyBackendId == InvalidBackendId || MyBackendId > MaxBackends ? \
 	 -1 : (int) MyBackendId - 1)
+#endif
+
+/*
+ * A setting's record, to give a built-in one a check hook: find_option()
+ * is exported from 16 on; before, the table of settings is searched
+ */
+#if PG_VERSION_NUM >= 160000
+#define retries_find_setting(name)	find_option((name), false, true, ERROR)
+#else
+static inline struct config_generic *
+retries_find_setting(const char *name)
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+
+	for (int i = 0; i < n; i++)
+		if (pg_strcasecmp(vars[i]->name, name) == 0)
+			return vars[i];
+	return NULL;
+}
 #endif
 
 #endif							/* RETRIES_COMPAT_H */

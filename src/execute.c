@@ -142,8 +142,26 @@ static MemoryContext policy_cache_cxt = NULL;
 static HTAB *policy_cache = NULL;
 static Oid	policy_data_relid = InvalidOid;
 static bool policy_cache_stale = true;	/* look up policy_data first */
+/*
+ * The time limit of an attempt (its policy's timeout, or the cap
+ * retries.max_attempt_time): when it passes, the attempt is cancelled as a
+ * statement timeout would cancel a statement.  A function may trap that
+ * cancel (EXCEPTION WHEN query_canceled) and go on; so the limit holds by
+ * two more means: an attempt that returns after its cancel is failed as a
+ * timeout all the same (run_sandboxed), and one that is still running
+ * ATTEMPT_KILL_GRACE_MS after its cancel ends with the worker, which is
+ * told to exit as if by SIGTERM: no code can trap that.  The attempt is
+ * then charged as interrupted (see worker.c), and the calls that shared
+ * its batch, all of its role (see worker.c), run again uncharged.
+ */
+#define ATTEMPT_KILL_GRACE_MS	2000
+
 static TimeoutId attempt_timeout_id;
+static TimeoutId attempt_kill_id;
 static volatile sig_atomic_t attempt_timed_out = false;
+static volatile sig_atomic_t attempt_killed = false;
+/* The limit of the attempt under way, as text, for the log */
+static char attempt_limit_text[POLICY_FORMAT_LEN];
 
 /*
  * attempt_timeout_handler -- the policy's timeout has passed: cancel the
@@ -156,6 +174,31 @@ attempt_timeout_handler(void)
 	QueryCancelPending = true;
 	InterruptPending = true;
 	SetLatch(MyLatch);
+}
+
+/*
+ * attempt_kill_handler -- the attempt trapped its cancel and went on: the
+ * worker exits at its next check for interrupts, as after SIGTERM
+ */
+static void
+attempt_kill_handler(void)
+{
+	attempt_killed = true;
+	ProcDiePending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * execute_attempt_killed -- whether the worker is exiting because an
+ * attempt went on past its time limit after its cancel; if so, the limit
+ * as text into *limit
+ */
+bool
+execute_attempt_killed(const char **limit)
+{
+	*limit = attempt_limit_text;
+	return attempt_killed;
 }
 
 /*
@@ -203,6 +246,7 @@ execute_init(void)
 	create_policy_cache();
 	CacheRegisterRelcacheCallback(policy_cache_invalidate, (Datum) 0);
 	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
+	attempt_kill_id = RegisterTimeout(USER_TIMEOUT, attempt_kill_handler);
 }
 
 /*
@@ -475,6 +519,31 @@ evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
 }
 
 /*
+ * arm_time_limit -- start the clocks of an attempt's time limit: its
+ * cancel, and the end of the worker if it traps the cancel (see the top
+ * of the file)
+ */
+static void
+arm_time_limit(int64 timeout)
+{
+	int			ms = (int) Min(timeout / 1000, INT_MAX - ATTEMPT_KILL_GRACE_MS);
+
+	policy_format_duration(timeout, attempt_limit_text, sizeof(attempt_limit_text));
+	enable_timeout_after(attempt_timeout_id, ms);
+	enable_timeout_after(attempt_kill_id, ms + ATTEMPT_KILL_GRACE_MS);
+}
+
+/*
+ * disarm_time_limit -- stop them
+ */
+static void
+disarm_time_limit(void)
+{
+	disable_timeout(attempt_timeout_id, false);
+	disable_timeout(attempt_kill_id, false);
+}
+
+/*
  * run_sandboxed -- run a function (the call, or one of its hooks) as
  * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
  * return its ErrorData (in the caller's memory context) and roll the
@@ -494,8 +563,9 @@ evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
  * cancel the worker's own bookkeeping or the next call.
  */
 static ErrorData *
-run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
-			  int64 timeout, SandboxStep *step, Datum *result, bool *isnull)
+run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
+			  List *given_args, int64 timeout, SandboxStep *step, Datum *result,
+			  bool *isnull)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -514,20 +584,29 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
 	{
 		sandbox_enter(&sb, role);
 		if (timeout > 0)
-			enable_timeout_after(attempt_timeout_id,
-								 (int) Min(timeout / 1000, INT_MAX));
+			arm_time_limit(timeout);
 		if (stored_args != NULL)
 		{
 			*step = STEP_ARGUMENTS;
+			if (argcxt != NULL)
+				MemoryContextSwitchTo(argcxt);
 			args = call_args_build(fnoid, stored_args);
+			MemoryContextSwitchTo(oldcxt);
 			*step = STEP_FUNCTION;
 		}
 		PushActiveSnapshot(GetTransactionSnapshot());
 		evaluate_in_sandbox(fnoid, args, stored_args != NULL, step, result, isnull);
 		PopActiveSnapshot();
 		sandbox_leave(&sb);
+
+		/* it trapped its cancel and returned: a timeout all the same */
+		if (attempt_timed_out)
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("canceling the attempt after its time limit"),
+					 errdetail("The function went on after it was cancelled; its effects were rolled back.")));
 		if (timeout > 0)
-			disable_timeout(attempt_timeout_id, false);
+			disarm_time_limit();
 
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
@@ -536,7 +615,7 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, List *given_args,
 	PG_CATCH();
 	{
 		if (timeout > 0)
-			disable_timeout(attempt_timeout_id, false);
+			disarm_time_limit();
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
@@ -567,35 +646,30 @@ set_outcome_error(Outcome *out, int sqlerrcode, const char *message,
 }
 
 /*
- * precheck -- why this call cannot run at all, or NULL if it can
+ * precheck -- can this call's attempt start?  It cannot if its role or its
+ * function is gone, or if the role may no longer do what a direct call of
+ * the function needs: log in to this database (LOGIN, VALID UNTIL,
+ * CONNECT), EXECUTE the function, use its schema.  Each of those fails the
+ * call for good, with 42501 for a privilege, whatever retry_on says.
  *
- * Fills 'out' with a failure naming the reason.
+ * Fills 'out' with a failure naming the reason, and returns false.
  */
 static bool
 precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 {
-	HeapTuple	tup;
-	bool		canlogin;
-	char	   *rolname;
+	const char *hint = NULL;
+	char	   *lacks;
 
-	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(call->role));
-	if (!HeapTupleIsValid(tup))
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
 	{
 		set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
 						  psprintf("role %u that scheduled the call no longer exists",
 								   call->role), NULL, NULL, NULL);
 		return false;
 	}
-	canlogin = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
-	rolname = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
-	ReleaseSysCache(tup);
-	if (!canlogin)
+	if ((lacks = retries_login_privilege(call->role, &hint)) != NULL)
 	{
-		set_outcome_error(out, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
-						  psprintf("role \"%s\" that scheduled the call is not permitted to log in",
-								   rolname),
-						  NULL, "Calls run as the role that scheduled them; give it LOGIN, or schedule as a role that has it.",
-						  NULL);
+		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL, hint, NULL);
 		return false;
 	}
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(policy->fn)))
@@ -605,12 +679,11 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 						  NULL, NULL, NULL);
 		return false;
 	}
-	if (retries_proc_aclcheck(policy->fn, call->role, ACL_EXECUTE) != ACLCHECK_OK)
+	if ((lacks = retries_call_privilege(policy->fn, call->role)) != NULL)
 	{
-		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
-						  psprintf("role \"%s\" no longer has EXECUTE on function %s",
-								   rolname, policy->fn_signature),
-						  NULL, NULL, NULL);
+		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL,
+						  "A call needs what a direct call of its function needs, at each attempt.",
+						  NULL);
 		return false;
 	}
 	return true;
@@ -646,7 +719,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 									CStringGetTextDatum(out->message ? out->message : ""),
 									out->message == NULL, false));
-		edata = run_sandboxed(call->role, policy->delay_fn, NULL, args,
+		edata = run_sandboxed(call->role, policy->delay_fn, NULL, NULL, args,
 							  attempt_time_limit(NULL, &capped),
 							  &step, &result, &isnull);
 		if (edata != NULL)
@@ -940,7 +1013,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
-	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, args,
+	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, NULL, args,
 						  attempt_time_limit(NULL, &capped),
 						  &step, &result, &isnull);
 	if (edata == NULL)
@@ -1012,6 +1085,36 @@ execute_finish_batch(void)
 }
 
 /*
+ * read_args -- the stored arguments of call 'id', which its batch has
+ * claimed, copied into the current memory context (for calls whose
+ * arguments were too large to copy when they were claimed: see claim.c)
+ */
+static Jsonb *
+read_args(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		isnull;
+	Datum		d;
+	Jsonb	   *args;
+
+	retries_prepare_kept(&plan,
+						 "SELECT args FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not read the arguments of call " INT64_FORMAT, id);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	/* SPI left its procedure's memory current */
+	MemoryContextSwitchTo(cxt);
+	args = DatumGetJsonbPCopy(d);
+	SPI_freetuptable(SPI_tuptable);
+	return args;
+}
+
+/*
  * execute_attempt -- run the next attempt of a claimed call and record it
  *
  * Called by a worker inside its batch transaction and SPI connection.
@@ -1030,6 +1133,8 @@ execute_attempt(RetriesCall *call)
 	ErrorData  *edata;
 	int64		timeout;
 	bool		capped;
+	Jsonb	   *args;
+	MemoryContext argcxt = NULL;
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
@@ -1054,8 +1159,22 @@ execute_attempt(RetriesCall *call)
 	retries_current_attempt_number = attempt;
 	retries_retry_after_usecs = -1;
 	timeout = attempt_time_limit(policy, &capped);
-	edata = run_sandboxed(call->role, policy->fn, call->args, NIL, timeout,
+	args = call->args;
+	if (call->args_deferred)
+	{
+		/* large: read now, and freed with what is made of them */
+		MemoryContext oldcxt;
+
+		argcxt = AllocSetContextCreate(CurrentMemoryContext, "retries call arguments",
+									   ALLOCSET_DEFAULT_SIZES);
+		oldcxt = MemoryContextSwitchTo(argcxt);
+		args = read_args(call->id);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	edata = run_sandboxed(call->role, policy->fn, args, argcxt, NIL, timeout,
 						  &step, &result, &isnull);
+	if (argcxt != NULL)
+		MemoryContextDelete(argcxt);
 	retries_current_call_id = 0;
 	retries_current_attempt_number = 0;
 
@@ -1085,6 +1204,8 @@ execute_attempt(RetriesCall *call)
 
 		policy_format_duration(timeout, buf, sizeof(buf));
 		out.outcome = "timeout";
+		/* whatever the function raised once it was cancelled */
+		strlcpy(out.sqlstate, "57014", sizeof(out.sqlstate));
 		out.message = capped ?
 			psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
 			psprintf("attempt timed out after %s", buf);

@@ -15,10 +15,14 @@ typedef struct RetriesCall
 {
 	int64		id;
 	int32		policy_id;
-	Jsonb	   *args;			/* canonical, as stored */
+	Jsonb	   *args;			/* canonical, as stored; NULL if deferred */
+	bool		args_deferred;	/* too large to copy when claimed: read
+								 * when its attempt starts (see claim.c) */
 	int32		attempts;		/* made before this one */
 	int32		max_attempts;	/* 0 when unlimited */
 	Oid			role;			/* scheduled_by */
+	bool		lone;			/* its last attempt was interrupted: it
+								 * runs alone in its batch (see worker.c) */
 } RetriesCall;
 
 extern void execute_init(void);
@@ -26,5 +30,6 @@ extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
 extern void execute_interrupted(RetriesCall *call, int32 attempt);
 extern Oid	execute_call_function(const RetriesCall *call);
+extern bool execute_attempt_killed(const char **limit);
 
 #endif							/* RETRIES_EXECUTE_H */

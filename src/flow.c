@@ -17,12 +17,14 @@
  * and a call made while it is paused is made held.  retries.call() reads
  * whether a function is paused with its policy, under a share lock on the
  * function (as an object) kept until its transaction ends, and pause()
- * takes that lock exclusively before it holds the calls already made: no
- * call slips past it.  Holding them waits for the calls that a worker has
- * claimed (their rows are locked), so when pause() returns no attempt of
- * the function runs.  A worker that claims a call of a function that its
- * batch sees paused (a call made by a library older than 1.2, say) holds
- * it instead of running it.
+ * takes that lock exclusively before it holds the calls already made.
+ * retries.call() takes that lock only if it is free (an uncommitted pause
+ * must not keep other roles waiting), so a call made meanwhile can slip
+ * past the pause, unheld; so a worker that claims a call of a function
+ * that its batch sees paused (such a call, or one made by a library older
+ * than 1.2) holds it instead of running it.  Holding them waits for the
+ * calls that a worker has claimed (their rows are locked), so when pause()
+ * returns no attempt of the function runs.
  *
  * Limiting.  max_running is enforced when an attempt starts: the worker
  * counts, under the exclusive LWLock of shared memory, the workers of the
@@ -215,7 +217,9 @@ retries_gate_call(int64 id)
 		return;
 	fnoid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 										   SPI_tuptable->tupdesc, 1, &isnull));
-	LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessShareLock);
+	/* if free: see current_policy() in schedule.c */
+	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
+										 AccessShareLock);
 	retries_prepare_kept(&hold_plan,
 						 "UPDATE retries.call_data c SET gate = p.fn, held = true"
 						 " FROM retries.policy_data p, retries.flow_data f"
@@ -513,6 +517,120 @@ release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 }
 
 /*
+ * The role whose call each gate released last (see release_fairly), so
+ * that the next release goes on from the role after it: up to
+ * ROLE_CURSORS gates, in the worker's memory
+ */
+#define ROLE_CURSORS			16
+static struct
+{
+	Oid			fn;
+	Oid			role;
+}			role_cursors[ROLE_CURSORS];
+
+/*
+ * role_cursor -- the cursor of gate fnoid, made if need be (NULL if there
+ * is no room for it: then every release starts from the first role)
+ */
+static Oid *
+role_cursor(Oid fnoid)
+{
+	for (int i = 0; i < ROLE_CURSORS; i++)
+		if (role_cursors[i].fn == fnoid)
+			return &role_cursors[i].role;
+	for (int i = 0; i < ROLE_CURSORS; i++)
+		if (!OidIsValid(role_cursors[i].fn))
+		{
+			role_cursors[i].fn = fnoid;
+			role_cursors[i].role = InvalidOid;
+			return &role_cursors[i].role;
+		}
+	return NULL;
+}
+
+/*
+ * release_fairly -- as release_gate(), but in turns between the roles that
+ * scheduled the held calls (SPEC "Authorization": limits that roles share
+ * are shared fairly): the earliest due held call of each role, going round
+ * the roles from the one after the role released last, then the second
+ * earliest of each, and so on; returns how many
+ *
+ * The roles are walked through index call_data_held_by_role (version 1.3),
+ * one probe each, and each role's due held calls read from it, earliest
+ * first, at most 'room' of each.  Without the index, release_gate().
+ */
+static uint64
+release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
+{
+	static SPIPlanPtr plans[2];
+	Oid			argtypes[4] = {OIDOID, INT8OID, TIMESTAMPTZOID, OIDOID};
+	Datum		values[4];
+	Oid		   *cursor;
+	uint64		released;
+	bool		isnull;
+	Datum		last;
+
+	if (!OidIsValid(get_relname_relid("call_data_held_by_role", retries_schema_oid())))
+		return release_gate(fnoid, room, now, keyless);
+	cursor = role_cursor(fnoid);
+	values[0] = ObjectIdGetDatum(fnoid);
+	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = ObjectIdGetDatum(cursor != NULL ? *cursor : InvalidOid);
+	if (plans[keyless] == NULL)
+		retries_prepare_kept(&plans[keyless],
+							 psprintf("WITH RECURSIVE roles(r) AS ("
+									  " SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+									  "  ORDER BY gate, scheduled_by LIMIT 1)"
+									  " UNION ALL"
+									  " SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+									  "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.>) roles.r"
+									  "  ORDER BY gate, scheduled_by LIMIT 1)"
+									  " FROM roles WHERE roles.r IS NOT NULL),"
+									  " picked AS ("
+									  " SELECT c.id, roles.r, pg_catalog.row_number() OVER (ORDER BY c.turn,"
+									  "  roles.r OPERATOR(pg_catalog.<=) $4, roles.r, c.next_attempt) AS pos"
+									  " FROM roles CROSS JOIN LATERAL"
+									  " (SELECT id, next_attempt,"
+									  "   pg_catalog.row_number() OVER (ORDER BY next_attempt) AS turn"
+									  "  FROM retries.call_data"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
+									  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+									  "   OPERATOR(pg_catalog.>=) (roles.r, '-infinity'::pg_catalog.timestamptz)"
+									  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+									  "   OPERATOR(pg_catalog.<=) (roles.r, $3)"
+									  "  ORDER BY gate, scheduled_by, next_attempt LIMIT $2) c"
+									  " WHERE roles.r IS NOT NULL),"
+									  " chosen AS (SELECT id, r, pos FROM picked ORDER BY pos LIMIT $2),"
+									  " released AS ("
+									  " UPDATE retries.call_data SET held = false"
+									  " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
+									  "  SELECT id FROM retries.call_data"
+									  "  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))"
+									  "  AND held FOR UPDATE SKIP LOCKED))"
+									  " AND held RETURNING id)"
+									  " SELECT (SELECT pg_catalog.count(*) FROM released),"
+									  "  (SELECT c.r FROM chosen c JOIN released USING (id)"
+									  "   ORDER BY c.pos DESC LIMIT 1)",
+									  keyless ? " AND limit_key IS NULL" : ""),
+							 4, argtypes);
+	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not release the calls of function %u", fnoid);
+	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	last = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (cursor != NULL && !isnull)
+		*cursor = DatumGetObjectId(last);
+	SPI_freetuptable(SPI_tuptable);
+	return released;
+}
+
+/*
  * Where the last walk of each gate's keys stopped (see release_keys), so
  * that the next walk goes on from there: up to KEY_CURSORS gates, in the
  * worker's memory
@@ -802,12 +920,14 @@ retries_release_held(TimestampTz now, bool *gated)
 		}
 		if (room <= 0)
 			released = 0;
+		else if (no_limit && !has_rate && no_per_key)
+			released = release_gate(fnoid, room, now, false);	/* all of them */
 		else if (no_per_key)
-			released = release_gate(fnoid, room, now, false);
+			released = release_fairly(fnoid, room, now, false);
 		else
 		{
 			/* those without a key, then those whose key has room */
-			released = release_gate(fnoid, room, now, true);
+			released = release_fairly(fnoid, room, now, true);
 			if ((int64) released < room)
 				released += release_keys(fnoid, DatumGetInt32(per_key),
 										 room - released, now);

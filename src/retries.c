@@ -30,6 +30,8 @@ char	   *retries_default_policy = NULL;
 int			retries_max_attempt_time = 3600;	/* seconds; 0: no cap */
 int			retries_min_delay = 10;	/* milliseconds */
 int			retries_max_result_size = 1024;
+int			retries_max_args_size = 1024;
+int			retries_max_worker_memory = 256 * 1024;
 int			retries_max_kept_attempts = 1000;
 int			retries_max_rate_limits = 1024;
 
@@ -182,6 +184,22 @@ _PG_init(void)
 							NULL,
 							&retries_max_result_size,
 							1024, 1, MaxAllocSize / 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_args_size",
+							"Largest arguments of a call, as jsonb; retries.call() and retries.schedule() refuse larger ones.",
+							"A superuser's setting: the workers read every role's arguments into their memory.",
+							&retries_max_args_size,
+							1024, 1, MaxAllocSize / 1024,
+							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_worker_memory",
+							"Memory a worker may have grown to after a batch before it exits, to be replaced by a fresh one.",
+							"Caches that calls fill (compiled functions, catalog entries, time zones) live as long as the worker. 0 means no bound.",
+							&retries_max_worker_memory,
+							256 * 1024, 0, INT_MAX / 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 

@@ -51,6 +51,8 @@ extern int	retries_min_delay;
 extern int	retries_max_kept_attempts;
 extern int	retries_max_rate_limits;
 extern int	retries_max_result_size;
+extern int	retries_max_args_size;
+extern int	retries_max_worker_memory;
 
 /* Was the library loaded by shared_preload_libraries? (retries.c) */
 extern bool retries_preloaded;
@@ -68,6 +70,11 @@ extern void retries_become_owner(RetriesUserSwitch *save);
 extern void retries_restore_user(const RetriesUserSwitch *save);
 extern bool retries_sees_all_calls(Oid roleid);
 extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
+extern bool retries_reads_all_calls(Oid roleid);
+extern bool retries_may_read_call(Oid roleid, Oid scheduled_by);
+extern char *retries_call_privilege(Oid fnoid, Oid role);
+extern void retries_check_call_privilege(Oid fnoid, Oid role);
+extern char *retries_login_privilege(Oid role, const char **hint);
 extern void retries_call_not_found(int64 id, const char *argname);
 extern Datum retries_id_array(const int64 *ids, int n);
 extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
@@ -123,6 +130,9 @@ typedef struct RetriesAfter
 {
 	int			nwaiting;		/* how many of its calls have not succeeded, */
 	int64	   *waiting;		/* these */
+	int			nrunning;		/* how many of those another transaction
+								 * holds locked (a worker running them), */
+	int64	   *running;		/* these */
 	int64		failed;			/* one that failed or was cancelled, or 0 */
 	char		failed_how;		/* 'f' (failed) or 'c' (cancelled) */
 } RetriesAfter;

@@ -62,6 +62,19 @@
  * they have INITIALLY DEFERRED triggers; ProcessUtility (hooks.c) sees SET
  * CONSTRAINTS and COPY FROM.
  *
+ * What escapes an ERROR (SPEC "Containment").  Settings that turn an
+ * error into the end of the process (exit_on_error) or end it by
+ * themselves (transaction_timeout, from PostgreSQL 17) are pinned: the
+ * worker sets them off for its life at sandbox_init(), as a setting forced
+ * on a session (PGC_S_OVERRIDE, which postgresql.conf cannot undo), and
+ * gives them a check hook that refuses to turn them on while a call's code
+ * runs: SET, set_config() and a function's SET clause fail with 55P02,
+ * and ALTER ROLE ... SET of them is skipped as a login skips a setting it
+ * cannot apply.  Process-wide state that a call can set and SQL can read
+ * back, the seed of random(), is reseeded before a call of another role
+ * than the last one runs.  The rest (a function that traps its own
+ * cancel, memory) is the worker's business (execute.c, worker.c).
+ *
  * Not covered: state that a C extension keeps in process memory of its own
  * (dblink's named connections, for one) is the extension's, unknown here,
  * as it is to DISCARD ALL; doc/operations.md says so.
@@ -92,6 +105,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -105,6 +119,8 @@
 
 /* Between sandbox_enter() and the end of the attempt */
 static bool in_sandbox = false;
+/* From the start of sandbox_enter() to the end of the attempt */
+static bool settings_pinned = false;
 /* The attempt may have queued deferred trigger events, or set constraints */
 static bool attempt_defers = false;
 /* The transaction's SET CONSTRAINTS state is no longer as declared */
@@ -113,6 +129,73 @@ static bool transaction_changed = false;
 /* The worker's own session user, which it gets back after every attempt */
 static Oid	worker_session_userid = InvalidOid;
 static bool worker_session_superuser = false;
+/* The role whose code ran last, and whether the seed of random() is its */
+static Oid	last_role = InvalidOid;
+
+/* The check hooks the pinned settings had (see pin_settings) */
+static GucBoolCheckHook prev_exit_on_error_check = NULL;
+static GucIntCheckHook prev_transaction_timeout_check = NULL;
+
+/*
+ * refuse_pinned -- a check hook's refusal of a pinned setting
+ */
+static bool
+refuse_pinned(const char *name)
+{
+	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+	GUC_check_errmsg("parameter \"%s\" cannot be turned on in a call", name);
+	GUC_check_errdetail("A retries worker runs the calls of every role: what ends the process would end the others' calls too.");
+	return false;
+}
+
+/*
+ * check_exit_on_error -- check hook of exit_on_error in a worker
+ */
+static bool
+check_exit_on_error(bool *newval, void **extra, GucSource source)
+{
+	if (*newval && settings_pinned)
+		return refuse_pinned("exit_on_error");
+	return prev_exit_on_error_check == NULL ||
+		prev_exit_on_error_check(newval, extra, source);
+}
+
+/*
+ * check_transaction_timeout -- check hook of transaction_timeout in a
+ * worker
+ */
+static bool
+check_transaction_timeout(int *newval, void **extra, GucSource source)
+{
+	if (*newval != 0 && settings_pinned)
+		return refuse_pinned("transaction_timeout");
+	return prev_transaction_timeout_check == NULL ||
+		prev_transaction_timeout_check(newval, extra, source);
+}
+
+/*
+ * pin_settings -- pin the settings that end the process (see the top of
+ * the file): off for the worker's life, and not to be turned on by calls
+ */
+static void
+pin_settings(void)
+{
+	struct config_generic *rec = retries_find_setting("exit_on_error");
+
+	if (rec != NULL && rec->vartype == PGC_BOOL)
+	{
+		prev_exit_on_error_check = ((struct config_bool *) rec)->check_hook;
+		((struct config_bool *) rec)->check_hook = check_exit_on_error;
+		SetConfigOption("exit_on_error", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	}
+	rec = retries_find_setting("transaction_timeout");
+	if (rec != NULL && rec->vartype == PGC_INT)
+	{
+		prev_transaction_timeout_check = ((struct config_int *) rec)->check_hook;
+		((struct config_int *) rec)->check_hook = check_transaction_timeout;
+		SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	}
+}
 
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
@@ -208,6 +291,25 @@ sandbox_init(void)
 	worker_session_superuser = GetSessionUserIsSuperuser();
 	prev_ExecutorEnd = ExecutorEnd_hook;
 	ExecutorEnd_hook = sandbox_executor_end;
+
+	pin_settings();
+}
+
+/*
+ * reseed_random -- give random() a seed no earlier call chose
+ *
+ * setseed() takes a float8 in [-1, 1]: 53 random bits of one make the
+ * sequence that follows as unpredictable as a fresh session's.
+ */
+static void
+reseed_random(void)
+{
+	uint64		bits;
+
+	if (!pg_strong_random(&bits, sizeof(bits)))
+		bits = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
+	(void) DirectFunctionCall1(setseed,
+							   Float8GetDatum((double) (bits >> 11) / (double) (UINT64CONST(1) << 52) - 1.0));
 }
 
 /*
@@ -373,6 +475,12 @@ sandbox_enter(Sandbox *sb, Oid role)
 	RoleSettings *rs = role_settings(role);
 
 	Assert(!in_sandbox);
+	if (role != last_role)
+	{
+		reseed_random();
+		last_role = role;
+	}
+	settings_pinned = true;
 	sb->role = role;
 	GetUserIdAndSecContext(&sb->saved_userid, &sb->saved_sec_context);
 	SetSessionAuthorization(role, superuser_arg(role));
@@ -472,6 +580,7 @@ sandbox_leave(Sandbox *sb)
 	in_sandbox = false;
 	disable_timeout(STATEMENT_TIMEOUT, false);
 	AtEOXact_GUC(false, sb->guc_nestlevel);
+	settings_pinned = false;
 	SetUserIdAndSecContext(sb->saved_userid, sb->saved_sec_context);
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 }
@@ -487,6 +596,7 @@ void
 sandbox_reset_session(const Sandbox *sb)
 {
 	in_sandbox = false;
+	settings_pinned = false;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 
 	/*
@@ -512,5 +622,6 @@ void
 sandbox_abort(void)
 {
 	in_sandbox = false;
+	settings_pinned = false;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 }

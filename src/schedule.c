@@ -90,7 +90,12 @@ static struct
  * function, kept until the transaction ends, and with the latest snapshot:
  * retries.pause() takes that lock exclusively before it holds the calls
  * already made, so it sees every call made before it, and every call made
- * after it sees the pause.
+ * after it sees the pause.  The lock is taken only if it is free: a
+ * pause() (or a DROP FUNCTION) left uncommitted by the function's owner
+ * must not keep other roles, or a worker firing a schedule, waiting (SPEC
+ * "Containment").  A call made without it may miss a pause that commits
+ * later, and be made unheld: the worker that claims it sees the pause
+ * and holds it then, uncharged (see flow.c).
  */
 static bool
 current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
@@ -112,7 +117,8 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 
 	if (flow)
 	{
-		LockDatabaseObject(ProcedureRelationId, fnoid, 0, AccessShareLock);
+		(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
+											 AccessShareLock);
 		retries_prepare_kept(&gated_plan,
 							 "SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
 							 "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused)"
@@ -464,7 +470,6 @@ retries_call(PG_FUNCTION_ARGS)
 {
 	Oid			fnoid;
 	Jsonb	   *args;
-	AclResult	aclresult;
 	HeapTuple	tup;
 	RetriesPolicyRef ref;
 	Datum		values[CALL_COLUMNS];
@@ -502,9 +507,7 @@ retries_call(PG_FUNCTION_ARGS)
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
 	ReleaseSysCache(tup);
 
-	aclresult = retries_proc_aclcheck(fnoid, userid, ACL_EXECUTE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
+	retries_check_call_privilege(fnoid, userid);
 
 	/* the arguments are converted as the caller, under its settings */
 	args = call_args_canonicalize(fnoid, args);

@@ -100,20 +100,17 @@ typedef struct FoundSchedule
 } FoundSchedule;
 
 /*
- * check_function -- the function exists and the current role may execute it
+ * check_function -- the function exists and the current role may call it
+ * (USAGE on its schema, EXECUTE on it)
  */
 static void
 check_function(Oid fnoid)
 {
-	AclResult	aclresult;
-
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fnoid)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
-	aclresult = retries_proc_aclcheck(fnoid, GetUserId(), ACL_EXECUTE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
+	retries_check_call_privilege(fnoid, GetUserId());
 }
 
 /*
@@ -403,6 +400,9 @@ trigger_action(const FoundSchedule *found, Datum *result)
 	Datum		values[2];
 	int64		call_id;
 
+	/* the call runs as the schedule's owner, who must be able to call it */
+	check_function(found->fn);
+	retries_check_call_privilege(found->fn, found->owner);
 	if (!retries_insert_fired_call(found->fn, found->args, found->owner,
 								   found->id, GetCurrentTransactionStartTimestamp(),
 								   &call_id))
@@ -573,7 +573,20 @@ static void
 fire(Firing *f, TimestampTz at)
 {
 	int64		call_id;
+	char	   *lacks;
 
+	/* the owner may no longer call it: as for a call, no call is made */
+	if (SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(f->fn)) &&
+		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(f->owner)) &&
+		(lacks = retries_call_privilege(f->fn, f->owner)) != NULL)
+	{
+		ereport(LOG,
+				(errmsg("retries: schedule \"%s\" skipped a firing: %s",
+						f->name, lacks),
+				 errhint("Grant the privilege again, or drop the schedule with retries.unschedule().")));
+		f->skipped++;
+		return;
+	}
 	if (!retries_insert_fired_call(f->fn, f->args, f->owner, f->id, at, &call_id))
 	{
 		ereport(LOG,

@@ -722,6 +722,7 @@ retries_worker_status(PG_FUNCTION_ARGS)
 	Oid			userid = GetUserId();
 	RetriesWorker copy[RETRIES_MAX_SLOTS];
 	TimestampTz now;
+	bool		reads_all;
 	int			natts;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -749,6 +750,7 @@ retries_worker_status(PG_FUNCTION_ARGS)
 	LWLockRelease(retries_shared->lock);
 	/* after the copy: no busy period began later than this */
 	now = GetCurrentTimestamp();
+	reads_all = retries_reads_all_calls(userid);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
@@ -756,14 +758,16 @@ retries_worker_status(PG_FUNCTION_ARGS)
 		Datum		values[WORKER_STATUS_COLS];
 		bool		nulls[WORKER_STATUS_COLS] = {false};
 
-		if (!w->in_use || w->pid == 0)
+		/* the workers of other databases are for those who read all */
+		if (!w->in_use || w->pid == 0 ||
+			(w->dboid != MyDatabaseId && !reads_all))
 			continue;
 		values[0] = Int32GetDatum(w->pid);
 		values[1] = ObjectIdGetDatum(w->dboid);
 		values[2] = CStringGetTextDatum(worker_state_name(w->state));
 		values[3] = Int64GetDatum(w->current_call);
 		nulls[3] = w->current_call == 0 ||
-			!retries_may_see_call(userid, w->current_role);
+			!retries_may_read_call(userid, w->current_role);
 		values[4] = TimestampTzGetDatum(w->since);
 		nulls[4] = w->since == 0;
 		values[5] = Int64GetDatum(w->calls_run);
@@ -813,7 +817,7 @@ retries_running_calls(PG_FUNCTION_ARGS)
 		RetriesWorker *w = &copy[i];
 
 		if (w->in_use && w->dboid == MyDatabaseId && w->current_call != 0 &&
-			retries_may_see_call(userid, w->current_role))
+			retries_may_read_call(userid, w->current_role))
 			ids[n++] = Int64GetDatum(w->current_call);
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));

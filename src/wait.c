@@ -170,7 +170,7 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 							 true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up call " INT64_FORMAT, id);
 	if (SPI_processed != 1 ||
-		!retries_may_see_call(save.saved_userid,
+		!retries_may_read_call(save.saved_userid,
 							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 															 SPI_tuptable->tupdesc,
 															 2, &isnull))))

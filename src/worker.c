@@ -129,8 +129,14 @@
 #define INFLIGHT_DIR			"pg_retries"
 /* Calls a worker leaves alone because it could not even fail them */
 #define SKIP_MAX				64
-/* How long an interrupted attempt that no one charged is remembered */
+/*
+ * How long an interrupted attempt that no one charged is remembered: one
+ * that an exiting worker noted (its successor claims the call at once),
+ * and one that could not be charged because a session held its call's row
+ * locked (which a role may do for as long as it likes)
+ */
 #define INTERRUPTED_KEEP_MS		60000
+#define INTERRUPTED_LOCKED_KEEP_MS	(3600 * 1000)
 /* Longest time between two looks at the schedules */
 #define FIRE_CHECK_MS			1000
 
@@ -162,6 +168,11 @@ static int64 skipped[SKIP_MAX];
 static int	nskipped = 0;
 /* The role whose due call claim_heads() took last (see claim.c) */
 static Oid	last_role = InvalidOid;
+/*
+ * A call whose last attempt was interrupted, claimed by a batch of other
+ * calls: it runs alone, in the next batch (see "Containment" above)
+ */
+static int64 lone_next = 0;
 
 /*
  * Schedules (see "Schedules" above): when the next one is due (0: none
@@ -189,6 +200,7 @@ static bool extension_replaced = false;
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
 static bool take_interrupted(Oid extension, int64 call_id, int32 attempt);
+static void note_interrupted(Oid extension, int64 call_id, int32 attempt, int keep_ms);
 
 /*
  * The worker's memory: worker_cxt lives as long as the process (what it
@@ -327,12 +339,21 @@ lock_extension(void)
 
 /*
  * charge_interrupted -- record the attempt a dead worker left in flight,
- * if its batch did not commit (the call still has fewer attempts)
+ * if its batch did not commit (the call still has fewer attempts); false
+ * if the call's row is locked by another transaction, so that the attempt
+ * could not be charged now
+ *
+ * The row is locked SKIP LOCKED: a session may hold it for as long as it
+ * likes (a reschedule() left uncommitted), and recovery must not wait for
+ * it (SPEC "Containment").  A locked call cannot be claimed either; the
+ * attempt is noted in shared memory for INTERRUPTED_LOCKED_KEEP_MS, and the
+ * worker that claims the call once the lock is gone charges it then.
  */
-static void
+static bool
 charge_interrupted(const InFlight *rec)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr exists_plan = NULL;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(rec->call_id)};
 	RetriesCall call;
@@ -346,36 +367,57 @@ charge_interrupted(const InFlight *rec)
 						 " FROM retries.call_data"
 						 " WHERE id OPERATOR(pg_catalog.=) $1"
 						 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " FOR UPDATE",
+						 " FOR UPDATE SKIP LOCKED",
 						 1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		return;
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
+	if (SPI_processed != 1)
+	{
+		/* finished or gone (nothing to charge), or locked (later) */
+		retries_prepare_kept(&exists_plan,
+							 "SELECT FROM retries.call_data"
+							 " WHERE id OPERATOR(pg_catalog.=) $1"
+							 " AND state OPERATOR(pg_catalog.=) 'scheduled'",
+							 1, argtypes);
+		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
+		if (SPI_processed == 0)
+			return true;
+		ereport(LOG,
+				(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
+						rec->attempt, rec->call_id)));
+		note_interrupted(rec->extension, rec->call_id, rec->attempt,
+						 INTERRUPTED_LOCKED_KEEP_MS);
+		return false;
+	}
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
+	memset(&call, 0, sizeof(call));
 	call.id = rec->call_id;
 	call.policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
 	call.attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
 	d = SPI_getbinval(row, desc, 3, &isnull);
 	call.max_attempts = isnull ? 0 : DatumGetInt32(d);
 	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
-	call.args = NULL;
 
 	/* its ring entry, if worker_exit() left one, is done with too */
 	(void) take_interrupted(rec->extension, rec->call_id, rec->attempt);
 	if (call.attempts >= rec->attempt)
-		return;					/* its batch committed after all */
+		return true;			/* its batch committed after all */
 
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
 					rec->attempt, rec->call_id)));
 	execute_interrupted(&call, rec->attempt);
+	return true;
 }
 
 /*
  * recover_slot -- charge what the in-flight file of one slot holds; true if
- * it held anything, for clear_slot() to clear once the charge has
- * committed.  Runs inside a transaction and SPI connection.
+ * it held anything that is now dealt with, for clear_slot() to clear once
+ * the charge has committed (a charge left for later stays in the file, and
+ * in shared memory: see charge_interrupted).  Runs inside a transaction
+ * and SPI connection.
  */
 static bool
 recover_slot(int slot_no)
@@ -394,7 +436,7 @@ recover_slot(int slot_no)
 
 	/* a record of an extension since dropped is only cleared */
 	if (held && rec.extension == my_extension)
-		charge_interrupted(&rec);
+		held = charge_interrupted(&rec);
 	return held;
 }
 
@@ -605,19 +647,38 @@ release_slot(int code, Datum arg)
 static void
 worker_exit(int code, Datum arg)
 {
-	RetriesInterrupted *e;
+	const char *limit;
 
 	if (inflight.call_id == 0)
 		return;
+	if (execute_attempt_killed(&limit))
+		ereport(LOG,
+				(errmsg("retries: the worker exits: attempt %d of call " INT64_FORMAT " went on past its time limit (%s) after it was cancelled",
+						inflight.attempt, inflight.call_id, limit),
+				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
+				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
+	note_interrupted(inflight.extension, inflight.call_id, inflight.attempt,
+					 INTERRUPTED_KEEP_MS);
+}
+
+/*
+ * note_interrupted -- remember, for 'keep_ms', that this attempt of a call
+ * was interrupted and is not charged yet, for take_interrupted()
+ */
+static void
+note_interrupted(Oid extension, int64 call_id, int32 attempt, int keep_ms)
+{
+	RetriesInterrupted *e;
+
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	e = &retries_shared->interrupted[retries_shared->next_interrupted];
 	if (!OidIsValid(e->dboid))
 		retries_shared->ninterrupted++;
 	e->dboid = MyDatabaseId;
-	e->extension = inflight.extension;
-	e->call_id = inflight.call_id;
-	e->attempt = inflight.attempt;
-	e->noted_at = GetCurrentTimestamp();
+	e->extension = extension;
+	e->call_id = call_id;
+	e->attempt = attempt;
+	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
 	retries_shared->next_interrupted =
 		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
 	LWLockRelease(retries_shared->lock);
@@ -631,7 +692,7 @@ worker_exit(int code, Datum arg)
  * Called with the call claimed, so its row is locked: the entry, made
  * before the lock was released, is there to be seen; and by a worker that
  * charges the attempt from its predecessor's in-flight file, so that the
- * entry goes.  An entry that no one took within INTERRUPTED_KEEP_MS (the
+ * entry goes.  An entry that no one took in time (INTERRUPTED_KEEP_MS: the
  * call was cancelled meanwhile, say) goes too: otherwise every attempt
  * would look through the entries, under the lock, forever.
  */
@@ -655,8 +716,7 @@ take_interrupted(Oid extension, int64 call_id, int32 attempt)
 			continue;
 		match = e->dboid == MyDatabaseId && e->extension == extension &&
 			e->call_id == call_id && e->attempt == attempt;
-		if (match ||
-			TimestampDifferenceExceeds(e->noted_at, now, INTERRUPTED_KEEP_MS))
+		if (match || now > e->keep_until)
 		{
 			e->dboid = InvalidOid;
 			retries_shared->ninterrupted--;
@@ -832,6 +892,99 @@ claimed_ids(const RetriesCall *calls, int n)
 }
 
 /*
+ * busy_roles -- the roles that hold all the other workers of this database
+ * (running an attempt of one of their calls), into roles[]; returns how
+ * many (none with one worker: it cannot leave another one free)
+ *
+ * Read without the locks: a hint for claim_heads(), which passes over such
+ * a role while another has due calls, so that one role's long calls never
+ * take the last free worker from the others.
+ */
+static int
+busy_roles(Oid *roles)
+{
+	int			n = 0;
+	int			others = retries_max_workers - 1;
+	Oid			running[RETRIES_MAX_SLOTS];
+	int			nrunning = 0;
+
+	if (others < 1)
+		return 0;
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		Oid			role;
+
+		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		role = w->state == WORKER_RUNNING ? w->current_role : InvalidOid;
+		SpinLockRelease(&w->mutex);
+		if (OidIsValid(role))
+			running[nrunning++] = role;
+	}
+	for (int i = 0; i < nrunning; i++)
+	{
+		int			count = 0;
+		bool		listed = false;
+
+		for (int j = 0; j < nrunning; j++)
+			count += running[j] == running[i];
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == running[i];
+		if (count >= others && !listed)
+			roles[n++] = running[i];
+	}
+	return n;
+}
+
+/*
+ * claim_first -- claim the first call of a batch, which makes it a batch
+ * of that call's role (see claim.c); returns 1, or 0 if no call is due
+ *
+ * That call is: the one the last batch left to run alone (its last
+ * attempt was interrupted), if it is still due; else the earliest due call
+ * of the next role in turn (claim_heads); else, when each of those is
+ * locked by another worker (or the database is at 1.1, without the index
+ * of the turns), the first due call that can be claimed, of a priority
+ * above 0, then of 0; else, when no call of priority 0 or above is due,
+ * one below 0 (*below_zero is set: the batch is of such calls).
+ */
+static int
+claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
+{
+	Oid			avoid[RETRIES_MAX_SLOTS];
+	int			n = 0;
+
+	*below_zero = false;
+	if (lone_next != 0)
+	{
+		int64		id = lone_next;
+
+		lone_next = 0;
+		if (claim_ids(calls, &id, 1, now) == 1)
+			return 1;
+	}
+	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
+					skipped, nskipped);
+	if (n == 0)
+		n = claim_prioritized(calls, 1, now, true, InvalidOid, skipped, nskipped);
+	if (n == 0)
+	{
+		Claim	   *any = claim_begin(1, now, InvalidOid, skipped, nskipped);
+
+		n = claim_more(any, calls, 1);
+		claim_end(any);
+	}
+	if (n == 0)
+	{
+		n = claim_prioritized(calls, 1, now, false, InvalidOid, skipped, nskipped);
+		*below_zero = n > 0;
+	}
+	return n;
+}
+
+/*
  * run_batch -- one batch transaction; returns the number of calls claimed
  * and sets *due to when the next call is due, or to 0 if more may be due
  * now (a full batch, or one cut short) or none is scheduled at all
@@ -851,6 +1004,8 @@ run_batch(TimestampTz *due)
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
 	Claim	   *claim;
+	Oid			role;			/* whose calls the batch holds */
+	bool		below_zero;		/* a batch of calls of priority below 0 */
 	int			limit = one_by_one > 0 ? 1 : retries_batch_size;
 	Oid			extoid;
 	RetriesGate *gates;
@@ -890,21 +1045,37 @@ run_batch(TimestampTz *due)
 	ngates = retries_load_gates(&gates);
 	claimed_at = GetCurrentTimestamp();
 
-	/*
-	 * First the earliest due call of each role that has one, then the due
-	 * calls of a priority above 0, then the rest of priority 0, earliest
-	 * first, then those below 0 (see claim.c), leaving out the calls left
-	 * alone and those already claimed
-	 */
-	n = claim_heads(calls, limit, claimed_at, &last_role, skipped, nskipped);
-	n += claim_prioritized(calls + n, limit - n, claimed_at, true,
-						   claimed_ids(calls, n), nskipped + n);
+	/* the batch's role and its first call (see claim.c) */
+	n = claim_first(calls, claimed_at, &below_zero);
+	role = n > 0 ? calls[0].role : InvalidOid;
+	claimed_all = n > 0;
 	if (one_by_one > 0 && n > 0)
 	{
 		lone_call_id = calls[0].id;
 		lone_attempt = calls[0].attempts + 1;
 	}
-	claim = claim_begin(limit, claimed_at, claimed_ids(calls, n), nskipped + n);
+
+	/*
+	 * Then, unless that call runs alone, more of the role's calls: those of
+	 * a priority above 0, then those of priority 0 earliest first, through
+	 * a query that goes on from step to step; or, for a batch of calls
+	 * below 0, those, leaving out the calls left alone and those already
+	 * claimed
+	 */
+	claim = NULL;
+	if (n > 0 && !calls[0].lone && limit > 1)
+	{
+		if (!below_zero)
+		{
+			n += claim_prioritized(calls + n, limit - n, claimed_at, true, role,
+								   claimed_ids(calls, n), nskipped + n);
+			claim = claim_begin(limit, claimed_at, role, claimed_ids(calls, n),
+								nskipped + n);
+		}
+		zero_done = below_zero;
+	}
+	else
+		zero_done = true;
 
 	for (int i = 0;; i++, ran++)
 	{
@@ -913,9 +1084,10 @@ run_batch(TimestampTz *due)
 		/*
 		 * An attempt that fired deferred triggers leaves the transaction's
 		 * constraint modes changed for good: the next call must start in a
-		 * new transaction (see sandbox.c).
+		 * new transaction (see sandbox.c).  A call whose last attempt was
+		 * interrupted runs alone.
 		 */
-		if (i > 0 && (ShutdownRequestPending ||
+		if (i > 0 && (ShutdownRequestPending || calls[0].lone ||
 					  sandbox_transaction_changed() ||
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
@@ -923,38 +1095,37 @@ run_batch(TimestampTz *due)
 
 		/*
 		 * All claimed calls have run: claim as many again, of priority 0,
-		 * and once none of those is left, below 0
+		 * and once none of those is left, of a batch below 0, below 0
 		 */
 		if (i == n)
 		{
 			int			want = Min(Max(n, 1), limit - n);
 
-			if (want <= 0 || !claimed_all)
+			if (want <= 0 || !claimed_all || n == 0 || calls[0].lone)
 				break;
 			got = 0;
 			if (!zero_done)
 			{
 				got = claim_more(claim, calls + n, want);
 				zero_done = got < want;
+				claimed_all = got == want;
 			}
-			if (zero_done)
+			else if (below_zero)
 			{
-				int			more = claim_prioritized(calls + n + got, want - got,
-													 claimed_at, false,
-													 claimed_ids(calls, n + got),
-													 nskipped + n + got);
-
-				claimed_all = more == want - got;
-				got += more;
+				got = claim_prioritized(calls + n, want, claimed_at, false, role,
+										claimed_ids(calls, n), nskipped + n);
+				claimed_all = got == want;
 			}
 			n += got;
 			if (got == 0)
 				break;
-			if (one_by_one > 0)
-			{
-				lone_call_id = calls[0].id;
-				lone_attempt = calls[0].attempts + 1;
-			}
+		}
+
+		/* a call whose last attempt was interrupted: the next batch, alone */
+		if (i > 0 && calls[i].lone)
+		{
+			lone_next = calls[i].id;
+			break;
 		}
 
 		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1))
@@ -1000,11 +1171,17 @@ run_batch(TimestampTz *due)
 		count_call(ok);
 		inflight_write(0, 0);
 	}
-	claim_end(claim);
+	if (claim != NULL)
+		claim_end(claim);
 	execute_finish_batch();
 
+	/*
+	 * Nothing more of this role's is due now; other roles' calls may be,
+	 * which the next batch takes at once (*due stays 0).  Only a batch that
+	 * found nothing to claim looks for when the next call falls due.
+	 */
 	*due = 0;
-	if (!claimed_all && ran == n)
+	if (n == 0)
 		*due = next_due(claimed_at);
 
 	PopActiveSnapshot();
@@ -1094,14 +1271,18 @@ fail_lone_call(const ErrorData *edata)
 		if (lock_extension() == my_extension)
 		{
 			retries_prepare_kept(&plan,
-								 "WITH c AS ("
-								 " UPDATE retries.call_data SET state = 'failed', attempts = $2,"
-								 "  last_sqlstate = $3, last_message = $4,"
-								 "  updated_at = pg_catalog.now()"
+								 "WITH l AS ("
+								 " SELECT id FROM retries.call_data"
 								 " WHERE id OPERATOR(pg_catalog.=) $1"
 								 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
 								 " AND attempts OPERATOR(pg_catalog.<) $2"
-								 " RETURNING id)"
+								 " FOR UPDATE SKIP LOCKED),"
+								 " c AS ("
+								 " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
+								 "  last_sqlstate = $3, last_message = $4,"
+								 "  updated_at = pg_catalog.now()"
+								 " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
+								 " RETURNING d.id)"
 								 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
 								 "  finished_at, outcome, sqlstate, message, detail)"
 								 " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
@@ -1254,6 +1435,33 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 }
 
 /*
+ * grown_too_much -- has the worker's memory grown past
+ * retries.max_worker_memory?  Then it exits, between its transactions,
+ * and the launcher starts another one in its place.
+ *
+ * What a worker keeps from one transaction to the next is its caches, and
+ * calls fill them: compiled functions, catalog entries, time zones, each
+ * kept as long as the process.  A role whose calls touch thousands of
+ * objects could otherwise make every worker hold them for good.
+ */
+static bool
+grown_too_much(void)
+{
+	Size		used;
+
+	if (retries_max_worker_memory <= 0)
+		return false;
+	used = MemoryContextMemAllocated(TopMemoryContext, true);
+	if (used <= (Size) retries_max_worker_memory * 1024)
+		return false;
+	ereport(LOG,
+			(errmsg("retries: the worker exits to be replaced: its memory has grown to %zu kB, past retries.max_worker_memory (%d kB)",
+					used / 1024, retries_max_worker_memory),
+			 errdetail("The caches that calls fill live as long as the worker process.")));
+	return true;
+}
+
+/*
  * retries_worker_main -- entry point of a per-database worker
  */
 void
@@ -1372,6 +1580,8 @@ retries_worker_main(Datum main_arg)
 		/* paused: n and due stay 0, and the worker sleeps */
 		if (n < 0)
 			break;				/* the extension was dropped */
+		if (n > 0 && grown_too_much())
+			proc_exit(0);		/* the launcher starts a fresh one */
 		if (n > 0 && (gated || gate_touched))
 		{
 			fire_check = true;	/* the batch's calls may leave a gate room */

@@ -1,0 +1,555 @@
+# Containment and authorization: what escapes an attempt costs only the
+# role that caused it, and a call needs exactly what a direct call of its
+# function would.  SPEC.md, "Isolation", its parts "Containment" and
+# "Authorization".
+#
+# mallory is the attacker: an ordinary LOGIN role with the default grants
+# and a schema of her own.  alice is the victim: her table alice.log, whose
+# serial column counts every run of alice.work(n), committed or not, and
+# her functions.  One worker (retries.max_workers = 1), so that the
+# attacker's calls and the victim's run in the same process, one after the
+# other.  Each section re-runs a finding of the hostile review as written:
+#
+#   a. a call that turns its errors into FATALs (set_config('exit_on_error',
+#      ...), or ALTER ROLE ... SET exit_on_error) and retries every 10 ms:
+#      alice's calls, scheduled beside it, still finish, each run exactly
+#      once (her sequence advances once per call), and the worker never
+#      exits;
+#   b. a function given by OID skips no privilege: without USAGE on its
+#      schema, retries.call() and retries.schedule() refuse it (42501), an
+#      attempt made after USAGE was revoked fails with 42501, not retried,
+#      and retries.policies does not list it;
+#   c. the attempt cap holds against a function that traps its cancel: one
+#      that traps it once and returns is recorded as a timeout (57014),
+#      not a success; one that traps it forever is ended by the worker's
+#      exit and charged as interrupted, near the cap;
+#   d. no lock that a role holds stalls the worker: a call it locked after
+#      its attempt was interrupted does not keep the restarted worker from
+#      other roles' calls, and retries.call(after => ...) returns at once
+#      while the call it names runs;
+#   e. a function's max_running and rate are shared fairly: 100 calls of
+#      mallory's do not keep alice's call of the same function waiting;
+#   f. arguments are bounded: over retries.max_args_size they are refused
+#      (54000); large ones already stored do not all sit in a worker's
+#      memory at once;
+#   g. the rest: the random seed a call sets does not reach the next
+#      role's call; a role past VALID UNTIL, without CONNECT or without
+#      LOGIN gets 42501; dropping a function names no other role's
+#      schedule; retries.workers shows no other database's workers.
+#
+# For development, RETRIES_CONTAINMENT_ONLY=REGEX runs only the sections
+# whose letters match (the setup always runs).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $DB = 'postgres';
+
+my $node = retries_node('containment');
+$node->append_conf(
+	'postgresql.conf', q{
+retries.max_workers = 1
+retries.max_attempt_time = '3s'
+});
+$node->start;
+
+# section(LETTER): whether to run that section
+sub section
+{
+	my ($letter) = @_;
+	my $only = $ENV{RETRIES_CONTAINMENT_ONLY};
+	return !defined $only || $letter =~ /$only/;
+}
+
+# sql(ROLE, SQL): run SQL as ROLE (SET ROLE), its output; dies on error
+sub sql
+{
+	my ($role, $sql) = @_;
+	return $node->safe_psql($DB, "SET ROLE $role;\n$sql");
+}
+
+# fails_with(ROLE, SQL, SQLSTATE, NAME): SQL as ROLE fails with SQLSTATE;
+# returns its error message
+sub fails_with
+{
+	my ($role, $sql, $sqlstate, $name) = @_;
+	my ($ret, $out, $err) = $node->psql($DB,
+		"\\set VERBOSITY verbose\nSET ROLE $role;\n$sql", on_error_stop => 1);
+	isnt($ret, 0, "$name: refused");
+	like($err, qr/ERROR:  $sqlstate:/, "$name: with $sqlstate") or diag($err);
+	return $err;
+}
+
+# history(ID): the call's attempts, as "n:outcome sqlstate" joined by ','
+sub history
+{
+	my ($id) = @_;
+	return $node->safe_psql($DB,
+		"SELECT string_agg(attempt || ':' || outcome || coalesce(' ' || sqlstate, ''), ','"
+		  . " ORDER BY attempt) FROM retries.attempts WHERE call_id = $id");
+}
+
+# worker_exits(OFFSET): the lines of the log since OFFSET that say a retries
+# worker exited or was terminated
+sub worker_exits
+{
+	my ($offset) = @_;
+	return grep { /retries worker.*(exited|terminat)/ || /FATAL/ }
+	  split /\n/, slurp_file($node->logfile, $offset);
+}
+
+$node->safe_psql(
+	$DB, q{
+CREATE EXTENSION retries;
+CREATE ROLE alice LOGIN;
+CREATE ROLE mallory LOGIN;
+CREATE SCHEMA alice AUTHORIZATION alice;
+CREATE SCHEMA mallory AUTHORIZATION mallory;
+SET ROLE alice;
+CREATE TABLE alice.log (id serial PRIMARY KEY, n int NOT NULL);
+CREATE FUNCTION alice.work(n int) RETURNS void LANGUAGE sql
+	AS $$ INSERT INTO alice.log (n) VALUES (n) $$;
+SELECT retries.annotate('alice.work(int)', '5 1s');
+RESET ROLE;
+});
+wait_until($node, 'postgres', workers_query($DB), '1', 'one worker');
+
+# alice_calls(FROM, TO): alice schedules work(FROM..TO); returns the ids
+# as "first,last"
+sub alice_calls
+{
+	my ($from, $to) = @_;
+	return sql('alice',
+		"SELECT min(id) || ',' || max(id) FROM (SELECT retries.call('alice.work(int)',"
+		  . " jsonb_build_array(g)) AS id FROM generate_series($from, $to) g) s");
+}
+
+###########################################################################
+# a. a FATAL from one role's call
+###########################################################################
+
+if (section('a'))
+{
+	my $offset = -s $node->logfile;
+
+	sql('mallory', q{
+CREATE FUNCTION mallory.eoe() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM set_config('exit_on_error', 'on', false);
+	RAISE EXCEPTION 'boom' USING ERRCODE = 'RT001';
+END $$;
+SELECT retries.annotate('mallory.eoe()', '10ms');
+SELECT count(retries.call('mallory.eoe()')) FROM generate_series(1, 20);
+});
+	my $seq_before = sql('alice',
+		'SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM alice.log_id_seq');
+	my ($first, $last) = split /,/, alice_calls(1, 10);
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.calls WHERE id BETWEEN $first AND $last"
+		  . " AND state = 'succeeded'",
+		'10', 'a: alice\'s 10 calls all succeed beside the poison', 20);
+	is( $node->safe_psql($DB,
+			"SELECT sum(attempts) FROM retries.calls WHERE id BETWEEN $first AND $last"),
+		'10', 'a: each in one attempt');
+	is(sql('alice', 'SELECT last_value FROM alice.log_id_seq'),
+		$seq_before + 10, 'a: her function ran exactly once per call');
+	is( $node->safe_psql($DB,
+			"SELECT string_agg(DISTINCT a.outcome || ' ' || a.sqlstate || ' ' || a.message, '; ')"
+			  . " FROM retries.attempts a JOIN retries.calls c ON c.id = a.call_id"
+			  . " WHERE c.fn = 'mallory.eoe()'::regprocedure"),
+		'failed 55P02 parameter "exit_on_error" cannot be turned on in a call',
+		'a: the poison\'s set_config() fails, as a clear error of its own');
+	my @exits = worker_exits($offset);
+	ok(!@exits, 'a: the worker never exited') or diag(join("\n", @exits[0 .. 4]));
+	sql('mallory',
+		"SELECT count(retries.cancel(id)) FROM retries.calls WHERE fn = 'mallory.eoe()'::regprocedure");
+
+	# the same through the role's settings, with a plain error
+	$offset = -s $node->logfile;
+	$node->safe_psql($DB, 'ALTER ROLE mallory SET exit_on_error = on');
+	sql('mallory', q{
+CREATE FUNCTION mallory.div(i int) RETURNS int LANGUAGE sql AS $$ SELECT 1 / i $$;
+SELECT retries.annotate('mallory.div(int)', '10ms', retry_on => '{RT, 22012}');
+SELECT count(retries.call('mallory.div(int)', '[0]')) FROM generate_series(1, 20);
+});
+	($first, $last) = split /,/, alice_calls(11, 20);
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.calls WHERE id BETWEEN $first AND $last"
+		  . " AND state = 'succeeded'",
+		'10', 'a: with ALTER ROLE ... SET exit_on_error too', 20);
+	is( $node->safe_psql($DB,
+			"SELECT sum(attempts) FROM retries.calls WHERE id BETWEEN $first AND $last"),
+		'10', 'a: each in one attempt');
+	is( $node->safe_psql($DB,
+			"SELECT DISTINCT sqlstate FROM retries.attempts a JOIN retries.calls c ON c.id = a.call_id"
+			  . " WHERE c.fn = 'mallory.div(int)'::regprocedure"),
+		'22012', 'a: the role\'s own error is what its attempts record');
+	@exits = worker_exits($offset);
+	ok(!@exits, 'a: the worker never exited') or diag(join("\n", @exits[0 .. 4]));
+	sql('mallory',
+		"SELECT count(retries.cancel(id)) FROM retries.calls WHERE fn = 'mallory.div(int)'::regprocedure");
+	$node->safe_psql($DB, 'ALTER ROLE mallory RESET exit_on_error');
+}
+
+###########################################################################
+# b. a function given by OID
+###########################################################################
+
+if (section('b'))
+{
+	sql('alice', q{
+CREATE FUNCTION alice.export_secret(dest text) RETURNS text
+	LANGUAGE sql SECURITY DEFINER
+	AS $$ SELECT 'alice-secret-42 as ' || current_user || ' for ' || dest $$;
+SELECT retries.annotate('alice.export_secret(text)', '3 10ms');
+});
+	my $oid = $node->safe_psql($DB,
+		"SELECT 'alice.export_secret(text)'::regprocedure::oid");
+	fails_with('mallory', "SELECT retries.call($oid, '[\"mallory\"]')",
+		'42501', 'b: retries.call() by OID without USAGE on the schema');
+	fails_with('mallory', "SELECT retries.schedule('steal', $oid, '1s', '[\"mallory\"]')",
+		'42501', 'b: retries.schedule() by OID without USAGE on the schema');
+	is(sql('mallory', "SELECT count(*) FROM retries.policies WHERE fn::oid = $oid"),
+		'0', 'b: retries.policies does not list it to her');
+	is(sql('alice', "SELECT count(*) FROM retries.policies WHERE fn::oid = $oid"),
+		'1', 'b: it lists it to its owner');
+
+	# granted, scheduled, then revoked: the attempt is refused, not retried
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
+		'1', 'b: execution paused');
+	sql('alice', 'GRANT USAGE ON SCHEMA alice TO mallory');
+	my $id = sql('mallory', "SELECT retries.call($oid, '[\"mallory\"]')");
+	sql('alice', 'REVOKE USAGE ON SCHEMA alice FROM mallory');
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
+		'failed', 'b: a call made before USAGE was revoked fails');
+	is(history($id), '1:failed 42501', 'b: with 42501, at its first attempt, not retried');
+	is($node->safe_psql($DB, "SELECT result IS NULL FROM retries.calls WHERE id = $id"),
+		't', 'b: and the secret never left');
+}
+
+###########################################################################
+# c. a function that traps its cancel
+###########################################################################
+
+if (section('c'))
+{
+	my $offset = -s $node->logfile;
+	sql('mallory', q{
+CREATE FUNCTION mallory.trap_once() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	BEGIN
+		PERFORM pg_sleep(30);
+	EXCEPTION WHEN query_canceled THEN
+		RETURN 'caught it';
+	END;
+	RETURN 'slept';
+END $$;
+SELECT retries.annotate('mallory.trap_once()', '2 10ms');
+CREATE FUNCTION mallory.trap_all() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	caught int := 0;
+BEGIN
+	FOR i IN 1 .. 30 LOOP
+		BEGIN
+			PERFORM pg_sleep(1);
+		EXCEPTION WHEN query_canceled THEN
+			caught := caught + 1;
+		END;
+	END LOOP;
+	RETURN 'caught ' || caught || ' cancels';
+END $$;
+SELECT retries.annotate('mallory.trap_all()', '1 10ms');
+});
+	my $t0 = time();
+	my $once = sql('mallory', "SELECT retries.call('mallory.trap_once()')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $once",
+		'failed', 'c: the call that traps its cancel once fails');
+	is(history($once), '1:timeout 57014',
+		'c: its attempt is recorded as a timeout, not as a success');
+	cmp_ok(time() - $t0, '<', 15, 'c: near the cap of 3 s');
+
+	$t0 = time();
+	my $all = sql('mallory', "SELECT retries.call('mallory.trap_all()')");
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.attempts WHERE call_id = $all", '1',
+		'c: the call that traps every cancel has its first attempt recorded', 30);
+	my $took = time() - $t0;
+	cmp_ok($took, '<', 15, "c: near the cap, not after its 30 s ($took s)");
+	like(history($all), qr/^1:(timeout 57014|interrupted 57P01)$/,
+		'c: as a timeout or an interrupted attempt');
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $all",
+		'failed', 'c: and the call fails after its two attempts', 60);
+	unlike(history($all), qr/succeeded/, 'c: never recorded as a success');
+	my ($a1, $a2) = split /,/, alice_calls(30, 31);
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.calls WHERE id IN ($a1, $a2) AND state = 'succeeded'",
+		'2', 'c: then the worker runs alice\'s calls');
+	ok(slurp_file($node->logfile, $offset) =~
+		  /the worker exits: attempt \d+ of call $all went on past its time limit/,
+		'c: the log says why the worker exited');
+}
+
+###########################################################################
+# d. locks that a role holds
+###########################################################################
+
+if (section('d'))
+{
+	sql('alice', q{
+CREATE FUNCTION alice.slow(s float8) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(s) $$;
+SELECT retries.annotate('alice.slow(float8)', '3 100ms');
+});
+
+	# after => returns at once while the call it names runs
+	my $slow = sql('alice', "SELECT retries.call('alice.slow(float8)', '[2]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $slow",
+		'running', 'd: the slow call runs');
+	my $t0 = time();
+	my $next = sql('alice',
+		"SELECT retries.call('alice.work(int)', '[40]', after => ARRAY[${slow}::bigint])");
+	my $took = time() - $t0;
+	cmp_ok($took, '<', 1.5, "d: retries.call(after => ...) returns at once ($took s)");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $next",
+		'succeeded', 'd: and the follower runs after it');
+	is( $node->safe_psql($DB,
+			"SELECT (SELECT min(started_at) FROM retries.attempts WHERE call_id = $next)"
+			  . " >= (SELECT max(finished_at) FROM retries.attempts WHERE call_id = $slow)"),
+		't', 'd: after it, not before');
+
+	# a session that holds the row of a call interrupted mid-attempt, as
+	# retries.call(after => ...) did before 1.3 (it skips a locked row
+	# now): the session's share lock waits for the worker's batch, and
+	# holds the row once the worker is gone
+	$slow = sql('alice', "SELECT retries.call('alice.slow(float8)', '[2]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $slow",
+		'running', 'd: another slow call runs');
+	my $locker = $node->background_psql($DB);
+	my $locker_pid = $locker->query_safe('SELECT pg_backend_pid()');
+	$locker->query_until(qr/locking/,
+		"\\echo locking\nBEGIN;\n"
+		  . "SELECT id FROM retries.call_data WHERE id = $slow FOR SHARE;\n");
+	wait_until($node, $DB,
+		"SELECT wait_event_type FROM pg_stat_activity WHERE pid = $locker_pid",
+		'Lock', 'd: the session waits for the worker\'s batch');
+	$node->safe_psql($DB,
+		"SELECT pg_terminate_backend(pid) FROM retries.workers WHERE current_call = $slow");
+	# the locker now holds the call's row; the next worker starts
+	wait_until($node, $DB,
+		"SELECT state FROM pg_stat_activity WHERE pid = $locker_pid",
+		'idle in transaction', 'd: the session holds the interrupted call locked');
+	my ($b1, $b2) = split /,/, alice_calls(41, 42);
+	my $m = sql('mallory', q{
+CREATE FUNCTION mallory.ok() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;
+SELECT retries.annotate('mallory.ok()', '3 10ms');
+SELECT retries.call('mallory.ok()');
+});
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $m",
+		'succeeded', 'd: another role\'s call runs meanwhile', 20);
+	is($node->safe_psql($DB, "SELECT count(*) FROM retries.workers WHERE state = 'starting'"),
+		'0', 'd: no worker waits in starting');
+	is(history($slow), '', 'd: the locked call is neither run nor charged meanwhile');
+	$locker->query_safe('COMMIT');
+	$locker->quit;
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $slow",
+		'succeeded', 'd: once the lock is gone, the call runs again');
+	is(history($slow), '1:interrupted 57P01,2:succeeded',
+		'd: with its interrupted attempt charged, once');
+}
+
+###########################################################################
+# e. limits shared fairly between roles
+###########################################################################
+
+if (section('e'))
+{
+	$node->safe_psql($DB, q{
+CREATE SCHEMA shared;
+GRANT USAGE ON SCHEMA shared TO PUBLIC;
+ALTER SCHEMA shared OWNER TO alice;
+});
+	sql('alice', q{
+CREATE FUNCTION shared.work(n int) RETURNS void LANGUAGE sql
+	AS $$ INSERT INTO alice.log (n) VALUES (n) $$;
+SELECT retries.annotate('shared.work(int)', '3 10ms', max_running => 1, rate => '2/1s');
+});
+	sql('mallory',
+		"SELECT count(retries.call('shared.work(int)', jsonb_build_array(g)))"
+		  . " FROM generate_series(1, 100) g");
+	# the gate has held mallory's calls
+	wait_until($node, $DB,
+		"SELECT count(*) > 0 FROM retries.calls c JOIN retries.attempts a ON a.call_id = c.id"
+		  . " WHERE c.fn = 'shared.work(int)'::regprocedure",
+		't', 'e: mallory\'s calls have begun to run');
+	my $t0 = time();
+	my $id = sql('alice', "SELECT retries.call('shared.work(int)', '[500]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
+		'succeeded', 'e: alice\'s call runs', 60);
+	my $took = time() - $t0;
+	cmp_ok($took, '<', 6,
+		"e: within a few of the rate's windows, not after mallory's 100 ($took s)");
+	cmp_ok(
+		$node->safe_psql($DB,
+			"SELECT count(*) FROM retries.calls WHERE fn = 'shared.work(int)'::regprocedure"
+			  . " AND scheduled_by = 'mallory'::regrole AND state = 'scheduled'"),
+		'>', 80, 'e: while most of mallory\'s still wait');
+	sql('mallory',
+		"SELECT count(retries.cancel(id)) FROM retries.calls"
+		  . " WHERE fn = 'shared.work(int)'::regprocedure AND state = 'scheduled'");
+}
+
+###########################################################################
+# f. arguments
+###########################################################################
+
+if (section('f'))
+{
+	my $err = fails_with('alice',
+		"SELECT retries.call('alice.work(int)', jsonb_build_array(repeat('x', 2000000)))",
+		'54000', 'f: arguments over retries.max_args_size');
+	like($err, qr/retries\.max_args_size/, 'f: the error names the setting');
+
+	# stored under a raised limit: the worker holds them one at a time
+	sql('alice', q{
+CREATE TABLE alice.sizes (n int);
+CREATE FUNCTION alice.big(s text) RETURNS void LANGUAGE sql
+	AS $$ INSERT INTO alice.sizes VALUES (length(s)) $$;
+SELECT retries.annotate('alice.big(text)', '3 10ms');
+});
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
+		'1', 'f: execution paused');
+	# (of priority 1: the calls of a priority above 0 are claimed all at
+	# once, and with them, before 1.3, their arguments)
+	$node->safe_psql($DB,
+		"SET retries.max_args_size = '64MB'; SET ROLE alice;"
+		  . " SELECT count(retries.call('alice.big(text)', jsonb_build_array(repeat('y', 16000000)),"
+		  . "  priority => 1))"
+		  . " FROM generate_series(1, 12)");
+	my $pid = $node->safe_psql($DB, 'SELECT pid FROM retries.workers');
+	# AddressSanitizer keeps freed memory for a while (scripts/sanitize)
+	my $sanitized = slurp_file("/proc/$pid/maps") =~ /libasan/;
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+	my $peak = 0;
+	my $until = time() + 120;
+	while (time() < $until)
+	{
+		for my $p (split /\n/, $node->safe_psql($DB, 'SELECT pid FROM retries.workers'))
+		{
+			open(my $fh, '<', "/proc/$p/status") or next;
+			while (<$fh>)
+			{
+				$peak = $1 if /^RssAnon:\s+(\d+) kB/ && $1 > $peak;
+			}
+			close $fh;
+		}
+		last if sql('alice', 'SELECT count(*) FROM alice.sizes') eq '12';
+		usleep(20_000);
+	}
+	is(sql('alice', q{SELECT count(*) || ' ' || min(n) FROM alice.sizes}),
+		'12 16000000', 'f: the 12 calls of 16 MB each ran');
+	SKIP:
+	{
+		skip 'the server runs under AddressSanitizer', 1 if $sanitized;
+		cmp_ok($peak, '<', 120 * 1024,
+			"f: the worker's anonymous memory stayed under 120 MB,"
+			  . " not 12 x 16 MB (peak $peak kB)");
+	}
+}
+
+###########################################################################
+# g. the rest
+###########################################################################
+
+if (section('g'))
+{
+	# the random seed
+	$node->safe_psql($DB, 'CREATE TABLE public.draws (who text, r float8)');
+	$node->safe_psql($DB, 'GRANT INSERT ON public.draws TO PUBLIC');
+	my $m = sql('mallory', q{
+CREATE FUNCTION mallory.seed() RETURNS void LANGUAGE sql AS $$ SELECT setseed(0.42) $$;
+SELECT retries.annotate('mallory.seed()', '3 10ms');
+SELECT retries.call('mallory.seed()');
+});
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $m",
+		'succeeded', 'g: mallory sets the seed');
+	my $a = sql('alice', q{
+CREATE FUNCTION alice.draw() RETURNS void LANGUAGE sql
+	AS $$ INSERT INTO public.draws VALUES ('alice', random()) $$;
+SELECT retries.annotate('alice.draw()', '3 10ms');
+SELECT retries.call('alice.draw()');
+});
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $a",
+		'succeeded', 'g: alice draws');
+	my $seeded = $node->safe_psql($DB, 'SELECT setseed(0.42); SELECT random()');
+	isnt($node->safe_psql($DB, "SELECT r FROM public.draws WHERE who = 'alice'"),
+		(split /\n/, $seeded)[-1], 'g: alice\'s draw is not the one the seed makes');
+
+	# login rights at each attempt
+	$node->safe_psql($DB, q{
+CREATE ROLE carol LOGIN;
+GRANT USAGE ON SCHEMA alice TO carol;
+GRANT INSERT ON alice.log TO carol;
+GRANT USAGE ON SEQUENCE alice.log_id_seq TO carol;
+});
+	my @cases = (
+		[ 'VALID UNTIL in the past', "ALTER ROLE carol VALID UNTIL '2000-01-01'",
+			"ALTER ROLE carol VALID UNTIL 'infinity'" ],
+		[ 'no CONNECT on the database',
+			"REVOKE CONNECT ON DATABASE $DB FROM PUBLIC",
+			"GRANT CONNECT ON DATABASE $DB TO PUBLIC" ],
+		[ 'NOLOGIN', 'ALTER ROLE carol NOLOGIN', 'ALTER ROLE carol LOGIN' ]);
+	for my $case (@cases)
+	{
+		my ($what, $take, $give) = @$case;
+		$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+		wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
+			'1', "g: execution paused ($what)");
+		my $id = sql('carol', "SELECT retries.call('alice.work(int)', '[77]')");
+		$node->safe_psql($DB, $take);
+		$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+		wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
+			'failed', "g: $what: carol's call fails");
+		is(history($id), '1:failed 42501', "g: $what: with 42501, not retried");
+		$node->safe_psql($DB, $give);
+	}
+
+	# dropping a function names no other role's schedule
+	sql('mallory', q{
+GRANT USAGE ON SCHEMA mallory TO PUBLIC;
+CREATE FUNCTION mallory.tick() RETURNS void LANGUAGE sql AS $$ SELECT $$;
+SELECT retries.annotate('mallory.tick()', '3 10ms');
+SELECT retries.schedule('mallory-own-schedule', 'mallory.tick()', '1h');
+});
+	sql('alice',
+		"SELECT retries.schedule('alice-payroll-run-for-ACME', 'mallory.tick()', '1h')");
+	my ($ret, $out, $err) = $node->psql($DB,
+		'SET ROLE mallory; DROP FUNCTION mallory.tick()');
+	is($ret, 0, 'g: mallory drops her function');
+	unlike($err, qr/ACME/, 'g: no NOTICE names alice\'s schedule');
+	like($err, qr/mallory-own-schedule/, 'g: her own schedule is named');
+
+	# the workers of another database
+	$node->safe_psql($DB, 'CREATE DATABASE other');
+	$node->safe_psql('other', 'CREATE EXTENSION retries');
+	wait_until($node, $DB, workers_query('other'), '1', 'g: a worker in another database');
+	is(sql('mallory', "SELECT count(*) FROM retries.workers WHERE database <> '$DB'"),
+		'0', 'g: mallory sees no worker of another database');
+	$node->safe_psql($DB, 'CREATE ROLE watcher LOGIN IN ROLE pg_read_all_stats');
+	is(sql('watcher', "SELECT count(*) FROM retries.workers WHERE database = 'other'"),
+		'1', 'g: a member of pg_read_all_stats does');
+}
+
+no_crash($node, 0, 'no crash in the server log');
+$node->stop;
+done_testing();
