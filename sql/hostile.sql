@@ -299,12 +299,18 @@ SELECT retries.annotate('public.sink(text,int[],jsonb)', '1 1s');
 ALTER SYSTEM SET retries.enabled = off;
 SELECT pg_reload_conf();
 CALL test.workers_see(false);
--- a 1 MB text argument and a 10,000-element array are stored whole
+-- arguments over retries.max_args_size (1MB by default) are refused
+CALL test.try($$SELECT retries.call('public.sink(text,int[],jsonb)',
+	jsonb_build_array(repeat('x', 1024 * 1024), '{}', '{}'))$$);
+-- under a limit a superuser raised, a 1 MB text argument and a
+-- 10,000-element array are stored whole
+SET retries.max_args_size = '4MB';
 SELECT retries.call('public.sink(text,int[],jsonb)',
 					jsonb_build_array(repeat('x', 1024 * 1024),
 									  (SELECT jsonb_agg(i) FROM generate_series(1, 10000) i),
 									  (SELECT jsonb_object_agg(i::text, repeat('y', 100))
 										 FROM generate_series(1, 10000) i))) AS big \gset
+RESET retries.max_args_size;
 SELECT length(args->>0) AS text_length, array_length((args->>1)::int[], 1) AS array_length,
 	   (SELECT count(*) FROM jsonb_object_keys(args->2)) AS object_keys
   FROM retries.calls WHERE id = :big;

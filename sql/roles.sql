@@ -1,6 +1,7 @@
 --
 -- roles: each role sees and manages only its own calls; retries_admin and
--- superusers see and manage all
+-- superusers see and manage all; a call needs what a direct call of its
+-- function needs
 --
 CALL test.reset();
 CREATE FUNCTION task(n int) RETURNS void LANGUAGE sql AS '';
@@ -86,6 +87,52 @@ SELECT retries.call('public.task(int)', '[10]', key => 'a') <>
 RESET search_path;
 DROP SCHEMA evil CASCADE;
 
+-- a call needs what a direct call needs: USAGE on the function's schema
+-- too, also when the function is given by OID; and a role sees in
+-- retries.policies only the functions it may call
+CREATE SCHEMA roles_private;
+CREATE FUNCTION roles_private.secret(dest text) RETURNS text LANGUAGE sql
+	SECURITY DEFINER AS $$ SELECT 'secret for ' || dest $$;
+SELECT retries.annotate('roles_private.secret(text)', '3 1s');
+SELECT 'roles_private.secret(text)'::regprocedure::oid AS secret_oid \gset
+SET ROLE roles_alice;
+CALL test.try(format($$SELECT retries.call(%s, '["alice"]')$$, :secret_oid));
+CALL test.try(format($$SELECT retries.schedule('steal', %s, '1h', '["alice"]')$$, :secret_oid));
+SELECT fn FROM retries.policies ORDER BY fn::text;
+RESET ROLE;
+GRANT USAGE ON SCHEMA roles_private TO roles_alice;
+SET ROLE roles_alice;
+SELECT retries.call(:secret_oid, '["alice"]') > 0 AS scheduled;
+SELECT fn FROM retries.policies ORDER BY fn::text;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION roles_private.secret(text) FROM PUBLIC;
+SET ROLE roles_alice;
+CALL test.try(format($$SELECT retries.call(%s, '["alice"]')$$, :secret_oid));
+SELECT fn FROM retries.policies ORDER BY fn::text;
+RESET ROLE;
+-- a member of retries_admin sees every policy
+SET ROLE roles_admin;
+SELECT fn FROM retries.policies ORDER BY fn::text;
+RESET ROLE;
+DROP SCHEMA roles_private CASCADE;
+
+-- dropping a function names only one's own schedules: another role's is
+-- counted, not named
+CREATE ROLE roles_owner;
+GRANT CREATE, USAGE ON SCHEMA public TO roles_owner;
+SET ROLE roles_owner;
+CREATE FUNCTION public.roles_tick() RETURNS void LANGUAGE sql AS '';
+SELECT retries.annotate('public.roles_tick()', '3 1s');
+SELECT retries.schedule('owners-own', 'public.roles_tick()', '1h') > 0 AS made;
+RESET ROLE;
+SET ROLE roles_bob;
+SELECT retries.schedule('bobs-private-plan', 'public.roles_tick()', '1h') > 0 AS made;
+RESET ROLE;
+SET ROLE roles_owner;
+DROP FUNCTION public.roles_tick();
+RESET ROLE;
+SELECT count(*) AS schedules_left FROM retries.schedule_data;
+
 DROP FUNCTION task(int), schedule_as_owner();
-DROP OWNED BY roles_alice, roles_bob, roles_admin;
-DROP ROLE roles_alice, roles_bob, roles_admin;
+DROP OWNED BY roles_alice, roles_bob, roles_admin, roles_owner;
+DROP ROLE roles_alice, roles_bob, roles_admin, roles_owner;

@@ -123,12 +123,12 @@ retries_call_privilege(Oid fnoid, Oid role)
 
 	if (retries_proc_aclcheck(fnoid, role, ACL_EXECUTE) != ACLCHECK_OK)
 		return psprintf("role \"%s\" has no EXECUTE privilege on function %s",
-						GetUserNameFromId(role, false), format_procedure(fnoid));
+						GetUserNameFromId(role, false), format_procedure_qualified(fnoid));
 	if (retries_namespace_aclcheck(nspoid, role, ACL_USAGE) != ACLCHECK_OK)
 		return psprintf("role \"%s\" has no USAGE privilege on schema %s of function %s",
 						GetUserNameFromId(role, false),
 						quote_identifier(get_namespace_name(nspoid)),
-						format_procedure(fnoid));
+						format_procedure_qualified(fnoid));
 	return NULL;
 }
 

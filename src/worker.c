@@ -5,13 +5,27 @@
  *	  sleeps until the next one is due or a new one is committed.
  *
  * A batch is one transaction: the worker claims up to retries.batch_size
- * due calls with FOR UPDATE SKIP LOCKED (so no two workers ever run the
- * same call) into its own memory (claim.c), runs each in a
+ * due calls of one role with FOR UPDATE SKIP LOCKED (so no two workers
+ * ever run the same call) into its own memory (claim.c), runs each in a
  * subtransaction and the sandbox of its role (sandbox.c) and records its
  * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
  * does not hold the others' commits for long, or after a call that changed
  * the transaction for good.  Calls claimed but not reached are simply
- * released at commit.
+ * released at commit.  The roles take turns, a batch each (claim.c).
+ *
+ * Containment (SPEC "Containment").  The sandbox contains what raises an
+ * ERROR.  What escapes one (the process's exit, which rolls back its batch
+ * and has the calls of the batch run again) must cost only the role whose
+ * call caused it, so a batch holds the calls of one role, and a call whose
+ * last attempt was interrupted (by the worker's exit, or a crash) runs
+ * alone, in a batch of its own: if it makes the worker exit again, no
+ * other call is rolled back with it, and each time it is charged an
+ * attempt, until it fails.  Such a call, claimed behind others, ends its
+ * batch before it, and the next batch claims it alone (lone_next).  The
+ * worker leaves the last free worker of the database to other roles
+ * (busy_roles), replaces itself when the caches that calls fill have grown
+ * too much (grown_too_much), and waits for no lock that a role can hold:
+ * a call row that another transaction holds is skipped and come back to.
  *
  * A call may run for minutes, and the calls claimed after it stay locked
  * until it ends, out of the other workers' reach.  So a batch claims in
@@ -191,6 +205,8 @@ static int	fire_errors = 0;
  */
 static bool gated = false;
 static bool gate_touched = false;
+/* followers left for later (see chains.c): the next sleep is short */
+static bool chains_recheck = false;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
@@ -1570,6 +1586,7 @@ retries_worker_main(Datum main_arg)
 		if (retries_chains_deferred)
 		{
 			fire_check = true;	/* followers left for later: look soon */
+			chains_recheck = true;
 			retries_chains_deferred = false;
 		}
 		if (errors > 0)
@@ -1597,6 +1614,12 @@ retries_worker_main(Datum main_arg)
 			sleep_ms = Min(sleep_ms, retries_ms_until(due));
 		if (retries_enabled && next_fire != 0)
 			sleep_ms = Min(sleep_ms, retries_ms_until(next_fire));
+		if (chains_recheck)
+		{
+			/* followers left for later: look again within FIRE_CHECK_MS */
+			sleep_ms = Min(sleep_ms, FIRE_CHECK_MS);
+			chains_recheck = false;
+		}
 		if (sleep_ms <= 0)
 			continue;			/* due since the claim */
 

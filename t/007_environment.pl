@@ -401,11 +401,11 @@ retry_work_now('roles_d', "state = 'scheduled'");
 wait_until(
 	$node, 'roles_d',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'work(bigint)'::regprocedure"
-	  . " AND state = 'failed' AND last_sqlstate = '28000'"
+	  . " AND state = 'failed' AND last_sqlstate = '42501'"
 	  . " AND last_message = 'role \"bob\" that scheduled the call is not permitted to log in'",
 	'10', 'd: his pending calls fail: he may not log in');
 $node->safe_psql('roles_d', 'ALTER ROLE bob LOGIN');
-retry_work_now('roles_d', "state = 'failed' AND last_sqlstate = '28000'");
+retry_work_now('roles_d', "state = 'failed' AND last_sqlstate = '42501'");
 all_ran_once('roles_d', 11, 20,
 	'd: LOGIN given back, retried by hand, they run, once');
 no_crash($node, $offset, 'd: no crash in the server log');

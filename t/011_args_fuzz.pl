@@ -45,6 +45,8 @@ diag("011_args_fuzz: seed $seed, $count documents"
 	  . " (repeat with RETRIES_FUZZ_SEED=$seed)");
 
 my $node = retries_node('args_fuzz');
+# the ~1 MB strings are more than 1 MB as jsonb (retries.max_args_size)
+$node->append_conf('postgresql.conf', "retries.max_args_size = '4MB'\n");
 $node->start;
 
 # The functions: name => [parameter type, signature].  Each records what it

@@ -236,6 +236,23 @@ SELECT retries.annotate('alice.export_secret(text)', '3 10ms');
 	is(history($id), '1:failed 42501', 'b: with 42501, at its first attempt, not retried');
 	is($node->safe_psql($DB, "SELECT result IS NULL FROM retries.calls WHERE id = $id"),
 		't', 'b: and the secret never left');
+
+	# a schedule made before USAGE was revoked: its firings make no call
+	sql('alice', 'GRANT USAGE ON SCHEMA alice TO mallory');
+	sql('mallory',
+		"SELECT retries.schedule('steal', $oid, '1 second', '[\"mallory\"]')");
+	sql('alice', 'REVOKE USAGE ON SCHEMA alice FROM mallory');
+	my $made = sql('mallory',
+		"SELECT count(*) FROM retries.calls WHERE fn = 'alice.export_secret(text)'::regprocedure");
+	wait_until($node, $DB,
+		"SELECT skipped >= 2 FROM retries.schedules WHERE name = 'steal'",
+		't', 'b: the schedule\'s firings are skipped');
+	is( sql('mallory',
+			"SELECT count(*) FROM retries.calls WHERE fn = 'alice.export_secret(text)'::regprocedure"),
+		$made, 'b: and make no call');
+	fails_with('mallory', "SELECT retries.trigger('steal')",
+		'42501', 'b: retries.trigger() of it');
+	sql('mallory', "SELECT retries.unschedule('steal')");
 }
 
 ###########################################################################
@@ -269,7 +286,7 @@ BEGIN
 	END LOOP;
 	RETURN 'caught ' || caught || ' cancels';
 END $$;
-SELECT retries.annotate('mallory.trap_all()', '1 10ms');
+SELECT retries.annotate('mallory.trap_all()', '1 2s');
 });
 	my $t0 = time();
 	my $once = sql('mallory', "SELECT retries.call('mallory.trap_once()')");
@@ -288,9 +305,34 @@ SELECT retries.annotate('mallory.trap_all()', '1 10ms');
 	cmp_ok($took, '<', 15, "c: near the cap, not after its 30 s ($took s)");
 	like(history($all), qr/^1:(timeout 57014|interrupted 57P01)$/,
 		'c: as a timeout or an interrupted attempt');
+	# its second attempt runs alone: 20 calls of the same role due just
+	# before it are not in its batch, and are not run again when it ends
+	# the worker again (their sequence counts each run)
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
+		'1', 'c: execution paused before its second attempt is due');
+	is($node->safe_psql($DB, "SELECT next_attempt > now() FROM retries.calls WHERE id = $all"),
+		't', 'c: (it is not due yet)');
+	sql('mallory', qq{
+CREATE SEQUENCE mallory.runs;
+CREATE FUNCTION mallory.count() RETURNS void LANGUAGE sql AS \$\$ SELECT nextval('mallory.runs') \$\$;
+SELECT retries.annotate('mallory.count()', '3 10ms');
+SELECT count(retries.call('mallory.count()',
+	run_at => (SELECT next_attempt - interval '100 ms' FROM retries.calls WHERE id = $all)))
+  FROM generate_series(1, 20);
+});
+	wait_until($node, $DB, "SELECT next_attempt <= now() FROM retries.calls WHERE id = $all",
+		't', 'c: its second attempt falls due');
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $all",
 		'failed', 'c: and the call fails after its two attempts', 60);
 	unlike(history($all), qr/succeeded/, 'c: never recorded as a success');
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.calls WHERE fn = 'mallory.count()'::regprocedure"
+		  . " AND state = 'succeeded'",
+		'20', 'c: the calls due beside it succeed');
+	is(sql('mallory', 'SELECT last_value FROM mallory.runs'), '20',
+		'c: each run once: none shared a batch with the attempt that ended the worker');
 	my ($a1, $a2) = split /,/, alice_calls(30, 31);
 	wait_until($node, $DB,
 		"SELECT count(*) FROM retries.calls WHERE id IN ($a1, $a2) AND state = 'succeeded'",
@@ -548,6 +590,49 @@ SELECT retries.schedule('mallory-own-schedule', 'mallory.tick()', '1h');
 	$node->safe_psql($DB, 'CREATE ROLE watcher LOGIN IN ROLE pg_read_all_stats');
 	is(sql('watcher', "SELECT count(*) FROM retries.workers WHERE database = 'other'"),
 		'1', 'g: a member of pg_read_all_stats does');
+}
+
+###########################################################################
+# h. one role's long calls do not take the last free worker
+###########################################################################
+
+if (section('h'))
+{
+	$node->safe_psql($DB, q{
+ALTER SYSTEM SET retries.max_workers = 2;
+SELECT pg_reload_conf();
+CREATE ROLE zed LOGIN;
+GRANT USAGE ON SCHEMA alice TO zed;
+GRANT INSERT ON alice.log TO zed;
+GRANT USAGE ON SEQUENCE alice.log_id_seq TO zed;
+});
+	wait_until($node, 'postgres', workers_query($DB), '2', 'h: two workers');
+	sql('mallory', q{
+CREATE FUNCTION mallory.hog() RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(2.5) $$;
+SELECT retries.annotate('mallory.hog()', '1 10ms');
+});
+	my $l1 = sql('mallory', "SELECT retries.call('mallory.hog()')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $l1",
+		'running', 'h: a long call of mallory runs');
+	# her second one is due before zed's, and she comes first in turn
+	my ($l2, $q) = split /\|/, $node->safe_psql($DB, q{
+BEGIN;
+SET LOCAL ROLE mallory;
+SELECT retries.call('mallory.hog()', run_at => now() - interval '1 second');
+SET LOCAL ROLE zed;
+SELECT retries.call('alice.work(int)', '[900]');
+COMMIT;
+}) =~ /(\d+)\s+(\d+)/ ? ($1 . '|' . $2) : ('0|0');
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $q",
+		'succeeded', 'h: zed\'s call runs', 20);
+	is( $node->safe_psql($DB,
+			"SELECT (SELECT finished_at FROM retries.attempts WHERE call_id = $q)"
+			  . " < (SELECT finished_at FROM retries.attempts WHERE call_id = $l1)"),
+		't', 'h: while her first long call still runs, on the other worker');
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $l2",
+		'succeeded', 'h: and her second one runs after', 20);
+	$node->safe_psql($DB,
+		'ALTER SYSTEM RESET retries.max_workers; SELECT pg_reload_conf()');
 }
 
 no_crash($node, 0, 'no crash in the server log');
