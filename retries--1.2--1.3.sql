@@ -5,7 +5,7 @@
  *	  after it, so new and upgraded databases get the same objects by the
  *	  same statements.
  *
- * Containment and authorization (SPEC "Isolation"): what one role's calls
+ * Containment and authorization (doc/operations.md): what one role's calls
  * can reach or learn of the others'.  Most of it is in the library, which
  * serves databases still at 1.2 too; what needs the schema is here:
  *

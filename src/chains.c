@@ -31,8 +31,8 @@
  * of them meanwhile (SKIP LOCKED) and a cancel() waits.  So either the new
  * call sees that it has finished, or the transaction that finishes it
  * sees the new call's rows of call_after.  A call that a worker is running
- * (its row locked by the worker's batch) is not waited for (SPEC
- * "Containment": retries.call() returns at once): it is read as the
+ * (its row locked by the worker's batch) is not waited for (retries.call() returns at once:
+ * doc/operations.md, "Containment"): it is read as the
  * statement's snapshot sees it, and, if unfinished, also listed in
  * call_after_pending, in the new call's transaction; if the batch that
  * runs it commits its end without seeing the new call's rows, the workers

@@ -11,7 +11,7 @@
  * other workers have locked: with calls all due at the same moment, that
  * cost three times what the step itself does.
  *
- * One role per batch (SPEC "Containment").  A batch transaction holds the
+ * One role per batch (doc/operations.md, "Containment").  A batch transaction holds the
  * calls of one role only: what one call does to its transaction or its
  * process (a FATAL error, a worker that must exit) can then roll back or
  * run again only calls of the same role.  A batch first picks its role

@@ -550,8 +550,8 @@ role_cursor(Oid fnoid)
 
 /*
  * release_fairly -- as release_gate(), but in turns between the roles that
- * scheduled the held calls (SPEC "Authorization": limits that roles share
- * are shared fairly): the earliest due held call of each role, going round
+ * scheduled the held calls, so that limits that roles share are shared
+ * fairly (doc/operations.md, "Authorization"): the earliest due held call of each role, going round
  * the roles from the one after the role released last, then the second
  * earliest of each, and so on; returns how many
  *

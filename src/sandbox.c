@@ -62,7 +62,7 @@
  * they have INITIALLY DEFERRED triggers; ProcessUtility (hooks.c) sees SET
  * CONSTRAINTS and COPY FROM.
  *
- * What escapes an ERROR (SPEC "Containment").  Settings that turn an
+ * What escapes an ERROR (doc/operations.md, "Containment").  Settings that turn an
  * error into the end of the process (exit_on_error) or end it by
  * themselves (transaction_timeout, from PostgreSQL 17) are pinned: the
  * worker sets them off for its life at sandbox_init(), as a setting forced

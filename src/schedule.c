@@ -92,8 +92,8 @@ static struct
  * already made, so it sees every call made before it, and every call made
  * after it sees the pause.  The lock is taken only if it is free: a
  * pause() (or a DROP FUNCTION) left uncommitted by the function's owner
- * must not keep other roles, or a worker firing a schedule, waiting (SPEC
- * "Containment").  A call made without it may miss a pause that commits
+ * must not keep other roles, or a worker firing a schedule, waiting
+ * (doc/operations.md, "Containment").  A call made without it may miss a pause that commits
  * later, and be made unheld: the worker that claims it sees the pause
  * and holds it then, uncharged (see flow.c).
  */

@@ -13,7 +13,7 @@
  * the transaction for good.  Calls claimed but not reached are simply
  * released at commit.  The roles take turns, a batch each (claim.c).
  *
- * Containment (SPEC "Containment").  The sandbox contains what raises an
+ * Containment (doc/operations.md, "Containment").  The sandbox contains what raises an
  * ERROR.  What escapes one (the process's exit, which rolls back its batch
  * and has the calls of the batch run again) must cost only the role whose
  * call caused it, so a batch holds the calls of one role, and a call whose
@@ -361,7 +361,7 @@ lock_extension(void)
  *
  * The row is locked SKIP LOCKED: a session may hold it for as long as it
  * likes (a reschedule() left uncommitted), and recovery must not wait for
- * it (SPEC "Containment").  A locked call cannot be claimed either; the
+ * it (doc/operations.md, "Containment").  A locked call cannot be claimed either; the
  * attempt is noted in shared memory for INTERRUPTED_LOCKED_KEEP_MS, and the
  * worker that claims the call once the lock is gone charges it then.
  */
