@@ -26,19 +26,19 @@
  * and the workers look at that list in their short transaction before
  * each batch, at least once a second, until it is done.
  *
- * retries.call() reads the calls of its after list with a share lock on
- * their rows, kept until its transaction ends: a worker cannot claim one
- * of them meanwhile (SKIP LOCKED) and a cancel() waits.  So either the new
- * call sees that it has finished, or the transaction that finishes it
- * sees the new call's rows of call_after.  A call that a worker is running
- * (its row locked by the worker's batch) is not waited for (retries.call() returns at once:
- * doc/operations.md, "Containment"): it is read as the
- * statement's snapshot sees it, and, if unfinished, also listed in
- * call_after_pending, in the new call's transaction; if the batch that
- * runs it commits its end without seeing the new call's rows, the workers
- * find it there and release or cancel the new call.  A call named in after
- * that has already succeeded is not waited for; one that has failed or was
- * cancelled has the new call cancelled at once.
+ * retries.call() reads the calls of its after list with a share lock on their
+ * rows, kept until its transaction ends: a worker cannot claim one of them
+ * meanwhile (SKIP LOCKED) and a cancel() waits.  So either the new call sees
+ * that it has finished, or the transaction that finishes it sees the new
+ * call's rows of call_after.  A call that a worker is running (its row locked
+ * by the worker's batch) is not waited for (retries.call() returns at once:
+ * doc/operations.md, "Containment"): it is read as the statement's snapshot
+ * sees it, and, if unfinished, also listed in call_after_pending, in the new
+ * call's transaction; if the batch that runs it commits its end without
+ * seeing the new call's rows, the workers find it there and release or cancel
+ * the new call.  A call named in after that has already succeeded is not
+ * waited for; one that has failed or was cancelled has the new call cancelled
+ * at once.
  *
  * A call scheduled again by hand (retry_now, reschedule of a failed or
  * cancelled call) waits for nothing any more.

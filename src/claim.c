@@ -11,12 +11,12 @@
  * other workers have locked: with calls all due at the same moment, that
  * cost three times what the step itself does.
  *
- * One role per batch (doc/operations.md, "Containment").  A batch transaction holds the
- * calls of one role only: what one call does to its transaction or its
- * process (a FATAL error, a worker that must exit) can then roll back or
- * run again only calls of the same role.  A batch first picks its role
- * and that role's earliest due call (claim_heads), then takes more of the
- * same role's calls (claim_prioritized and claim_begin, given the role).
+ * One role per batch (doc/operations.md, "Containment").  A batch transaction
+ * holds the calls of one role only: what one call does to its transaction or
+ * its process (a FATAL error, a worker that must exit) can then roll back or
+ * run again only calls of the same role.  A batch first picks its role and
+ * that role's earliest due call (claim_heads), then takes more of the same
+ * role's calls (claim_prioritized and claim_begin, given the role).
  *
  * Fairness between roles.  Earliest first alone would let one role's
  * backlog of due calls hold back every other role's due calls until it is

@@ -550,10 +550,10 @@ role_cursor(Oid fnoid)
 
 /*
  * release_fairly -- as release_gate(), but in turns between the roles that
- * scheduled the held calls, so that limits that roles share are shared
- * fairly (doc/operations.md, "Authorization"): the earliest due held call of each role, going round
- * the roles from the one after the role released last, then the second
- * earliest of each, and so on; returns how many
+ * scheduled the held calls, so that limits that roles share are shared fairly
+ * (doc/operations.md, "Authorization"): the earliest due held call of each
+ * role, going round the roles from the one after the role released last, then
+ * the second earliest of each, and so on; returns how many
  *
  * The roles are walked through index call_data_held_by_role (version 1.3),
  * one probe each, and each role's due held calls read from it, earliest

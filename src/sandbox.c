@@ -62,18 +62,18 @@
  * they have INITIALLY DEFERRED triggers; ProcessUtility (hooks.c) sees SET
  * CONSTRAINTS and COPY FROM.
  *
- * What escapes an ERROR (doc/operations.md, "Containment").  Settings that turn an
- * error into the end of the process (exit_on_error) or end it by
- * themselves (transaction_timeout, from PostgreSQL 17) are pinned: the
- * worker sets them off for its life at sandbox_init(), as a setting forced
- * on a session (PGC_S_OVERRIDE, which postgresql.conf cannot undo), and
- * gives them a check hook that refuses to turn them on while a call's code
- * runs: SET, set_config() and a function's SET clause fail with 55P02,
- * and ALTER ROLE ... SET of them is skipped as a login skips a setting it
- * cannot apply.  Process-wide state that a call can set and SQL can read
- * back, the seed of random(), is reseeded before a call of another role
- * than the last one runs.  The rest (a function that traps its own
- * cancel, memory) is the worker's business (execute.c, worker.c).
+ * What escapes an ERROR (doc/operations.md, "Containment").  Settings that
+ * turn an error into the end of the process (exit_on_error) or end it by
+ * themselves (transaction_timeout, from PostgreSQL 17) are pinned: the worker
+ * sets them off for its life at sandbox_init(), as a setting forced on a
+ * session (PGC_S_OVERRIDE, which postgresql.conf cannot undo), and gives them
+ * a check hook that refuses to turn them on while a call's code runs: SET,
+ * set_config() and a function's SET clause fail with 55P02, and ALTER ROLE
+ * ... SET of them is skipped as a login skips a setting it cannot
+ * apply.  Process-wide state that a call can set and SQL can read back, the
+ * seed of random(), is reseeded before a call of another role than the last
+ * one runs.  The rest (a function that traps its own cancel, memory) is the
+ * worker's business (execute.c, worker.c).
  *
  * Not covered: state that a C extension keeps in process memory of its own
  * (dblink's named connections, for one) is the extension's, unknown here,

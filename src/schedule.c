@@ -86,16 +86,16 @@ static struct
  * 'stmt' is the snapshot of the statement that called retries.call() (NULL
  * if there is none, which disables the reuse of the last lookup).
  *
- * Whether the function is paused is read under a share lock on the
- * function, kept until the transaction ends, and with the latest snapshot:
+ * Whether the function is paused is read under a share lock on the function,
+ * kept until the transaction ends, and with the latest snapshot:
  * retries.pause() takes that lock exclusively before it holds the calls
  * already made, so it sees every call made before it, and every call made
- * after it sees the pause.  The lock is taken only if it is free: a
- * pause() (or a DROP FUNCTION) left uncommitted by the function's owner
- * must not keep other roles, or a worker firing a schedule, waiting
- * (doc/operations.md, "Containment").  A call made without it may miss a pause that commits
- * later, and be made unheld: the worker that claims it sees the pause
- * and holds it then, uncharged (see flow.c).
+ * after it sees the pause.  The lock is taken only if it is free: a pause()
+ * (or a DROP FUNCTION) left uncommitted by the function's owner must not keep
+ * other roles, or a worker firing a schedule, waiting (doc/operations.md,
+ * "Containment").  A call made without it may miss a pause that commits later,
+ * and be made unheld: the worker that claims it sees the pause and holds it
+ * then, uncharged (see flow.c).
  */
 static bool
 current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)

@@ -13,19 +13,19 @@
  * the transaction for good.  Calls claimed but not reached are simply
  * released at commit.  The roles take turns, a batch each (claim.c).
  *
- * Containment (doc/operations.md, "Containment").  The sandbox contains what raises an
- * ERROR.  What escapes one (the process's exit, which rolls back its batch
- * and has the calls of the batch run again) must cost only the role whose
- * call caused it, so a batch holds the calls of one role, and a call whose
- * last attempt was interrupted (by the worker's exit, or a crash) runs
- * alone, in a batch of its own: if it makes the worker exit again, no
- * other call is rolled back with it, and each time it is charged an
- * attempt, until it fails.  Such a call, claimed behind others, ends its
- * batch before it, and the next batch claims it alone (lone_next).  The
- * worker leaves the last free worker of the database to other roles
- * (busy_roles), replaces itself when the caches that calls fill have grown
- * too much (grown_too_much), and waits for no lock that a role can hold:
- * a call row that another transaction holds is skipped and come back to.
+ * Containment (doc/operations.md, "Containment").  The sandbox contains what
+ * raises an ERROR.  What escapes one (the process's exit, which rolls back its
+ * batch and has the calls of the batch run again) must cost only the role
+ * whose call caused it, so a batch holds the calls of one role, and a call
+ * whose last attempt was interrupted (by the worker's exit, or a crash) runs
+ * alone, in a batch of its own: if it makes the worker exit again, no other
+ * call is rolled back with it, and each time it is charged an attempt, until
+ * it fails.  Such a call, claimed behind others, ends its batch before it, and
+ * the next batch claims it alone (lone_next).  The worker leaves the last free
+ * worker of the database to other roles (busy_roles), replaces itself when
+ * the caches that calls fill have grown too much (grown_too_much), and waits
+ * for no lock that a role can hold: a call row that another transaction holds
+ * is skipped and come back to.
  *
  * A call may run for minutes, and the calls claimed after it stay locked
  * until it ends, out of the other workers' reach.  So a batch claims in
@@ -360,10 +360,10 @@ lock_extension(void)
  * could not be charged now
  *
  * The row is locked SKIP LOCKED: a session may hold it for as long as it
- * likes (a reschedule() left uncommitted), and recovery must not wait for
- * it (doc/operations.md, "Containment").  A locked call cannot be claimed either; the
- * attempt is noted in shared memory for INTERRUPTED_LOCKED_KEEP_MS, and the
- * worker that claims the call once the lock is gone charges it then.
+ * likes (a reschedule() left uncommitted), and recovery must not wait for it
+ * (doc/operations.md, "Containment").  A locked call cannot be claimed either;
+ * the attempt is noted in shared memory for INTERRUPTED_LOCKED_KEEP_MS, and
+ * the worker that claims the call once the lock is gone charges it then.
  */
 static bool
 charge_interrupted(const InFlight *rec)
