@@ -326,10 +326,10 @@ names_this_extension(Node *parsetree)
 }
 
 /*
- * find_option -- the option called NAME in a list of DefElems, or NULL
+ * find_defelem -- the option called NAME in a list of DefElems, or NULL
  */
 static DefElem *
-find_option(List *options, const char *name)
+find_defelem(List *options, const char *name)
 {
 	ListCell   *lc;
 
@@ -365,12 +365,12 @@ workers_in_the_way(Node *parsetree)
 				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
 			break;
 		case T_CreatedbStmt:
-			opt = find_option(((CreatedbStmt *) parsetree)->options, "template");
+			opt = find_defelem(((CreatedbStmt *) parsetree)->options, "template");
 			if (opt != NULL && opt->arg != NULL)
 				return get_database_oid(defGetString(opt), true);
 			break;
 		case T_AlterDatabaseStmt:
-			if (find_option(((AlterDatabaseStmt *) parsetree)->options,
+			if (find_defelem(((AlterDatabaseStmt *) parsetree)->options,
 							"tablespace") != NULL)
 				return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname,
 										true);
