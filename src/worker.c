@@ -1016,7 +1016,6 @@ run_batch(TimestampTz *due)
 	int			got;
 	bool		claimed_all = true; /* more calls may be claimed */
 	bool		zero_done = false;	/* the calls of priority 0 are all claimed */
-	int			ran = 0;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz claimed_at;
 	Claim	   *claim;
@@ -1093,7 +1092,7 @@ run_batch(TimestampTz *due)
 	else
 		zero_done = true;
 
-	for (int i = 0;; i++, ran++)
+	for (int i = 0;; i++)
 	{
 		bool		ok;
 
