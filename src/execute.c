@@ -162,6 +162,10 @@ static volatile sig_atomic_t attempt_timed_out = false;
 static volatile sig_atomic_t attempt_killed = false;
 /* The limit of the attempt under way, as text, for the log */
 static char attempt_limit_text[POLICY_FORMAT_LEN];
+/* The worker's, told when on_exhausted starts and ends (execute_init) */
+static ExecuteHookPhase hook_phase_callback = NULL;
+
+static void record_hook_error(int64 call_id, int32 attempt, const char *error);
 
 /*
  * attempt_timeout_handler -- the policy's timeout has passed: cancel the
@@ -241,8 +245,9 @@ create_policy_cache(void)
  * execute_init -- set up what attempts need (once per worker)
  */
 void
-execute_init(void)
+execute_init(ExecuteHookPhase hook_phase)
 {
+	hook_phase_callback = hook_phase;
 	create_policy_cache();
 	CacheRegisterRelcacheCallback(policy_cache_invalidate, (Datum) 0);
 	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
@@ -996,9 +1001,6 @@ record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 static void
 run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 attempt)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
-	Datum		values[3];
 	List	   *args;
 	Datum		result;
 	bool		isnull;
@@ -1013,16 +1015,35 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
+	if (hook_phase_callback != NULL)
+		hook_phase_callback(call->id, attempt, true);
 	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, NULL, args,
 						  attempt_time_limit(NULL, &capped),
 						  &step, &result, &isnull);
+	if (hook_phase_callback != NULL)
+		hook_phase_callback(call->id, attempt, false);
 	if (edata == NULL)
 		return;
+	record_hook_error(call->id, attempt, psprintf("%s: %s",
+												  unpack_sql_state(edata->sqlerrcode),
+												  edata->message));
+}
 
-	values[0] = Int64GetDatum(call->id);
+/*
+ * record_hook_error -- add the error of its on_exhausted hook to an
+ * attempt's row
+ */
+static void
+record_hook_error(int64 call_id, int32 attempt, const char *error)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
+	Datum		values[3];
+
+
+	values[0] = Int64GetDatum(call_id);
 	values[1] = Int32GetDatum(attempt);
-	values[2] = CStringGetTextDatum(psprintf("%s: %s", unpack_sql_state(edata->sqlerrcode),
-											 edata->message));
+	values[2] = CStringGetTextDatum(error);
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.attempt_data SET on_exhausted_error = $3"
 						 " WHERE call_id OPERATOR(pg_catalog.=) $1"
@@ -1030,7 +1051,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 						 3, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
-			 call->id);
+			 call_id);
 }
 
 /*
@@ -1260,7 +1281,7 @@ execute_call_function(const RetriesCall *call)
  * fails if that was its last attempt
  */
 void
-execute_interrupted(RetriesCall *call, int32 attempt)
+execute_interrupted(RetriesCall *call, int32 attempt, bool in_hook)
 {
 	CachedPolicy *policy = get_policy(call->policy_id);
 	Outcome		out;
@@ -1274,6 +1295,19 @@ execute_interrupted(RetriesCall *call, int32 attempt)
 	}
 	out.notify = policy->notify;
 	out.outcome = "interrupted";
+	if (in_hook)
+	{
+		/* the call had failed for good: it fails, its hook is not run again */
+		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+						  "the worker was interrupted while the on_exhausted hook of this failed attempt ran",
+						  "The call had failed for good; the record of its failure was rolled back with the hook, whose effects were rolled back too.",
+						  NULL, NULL);
+		out.state = "failed";
+		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		record_hook_error(call->id, attempt,
+						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
+		return;
+	}
 	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
 					  "the worker running this attempt was interrupted",
 					  "The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.",

@@ -25,10 +25,13 @@ typedef struct RetriesCall
 								 * runs alone in its batch (see worker.c) */
 } RetriesCall;
 
-extern void execute_init(void);
+/* Told when a call's on_exhausted hook starts and ends (see execute.c) */
+typedef void (*ExecuteHookPhase) (int64 call_id, int32 attempt, bool running);
+
+extern void execute_init(ExecuteHookPhase hook_phase);
 extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
-extern void execute_interrupted(RetriesCall *call, int32 attempt);
+extern void execute_interrupted(RetriesCall *call, int32 attempt, bool in_hook);
 extern Oid	execute_call_function(const RetriesCall *call);
 extern bool execute_attempt_killed(const char **limit);
 

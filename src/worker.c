@@ -160,6 +160,7 @@ typedef struct InFlight
 	int64		call_id;		/* 0: nothing in flight */
 	int32		attempt;
 	Oid			extension;		/* the extension the call belongs to */
+	int32		hook;			/* 1: its on_exhausted hook was running */
 } InFlight;
 
 static RetriesWorker *my_slot = NULL;
@@ -167,7 +168,7 @@ static int	my_slot_index = -1;
 /* The in-flight file, mapped (see "The crash rule" above) */
 static volatile InFlight *inflight_map = NULL;
 /* What the in-flight file holds now */
-static InFlight inflight = {0, 0, InvalidOid};
+static InFlight inflight = {0, 0, InvalidOid, 0};
 
 /*
  * After a batch failed outside its calls: how many calls to run one per
@@ -215,8 +216,11 @@ static bool extension_replaced = false;
 
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
-static bool take_interrupted(Oid extension, int64 call_id, int32 attempt);
-static void note_interrupted(Oid extension, int64 call_id, int32 attempt, int keep_ms);
+static bool take_interrupted(Oid extension, int64 call_id, int32 attempt,
+							 bool *hook);
+static void note_interrupted(Oid extension, int64 call_id, int32 attempt,
+							 bool hook, int keep_ms);
+static void inflight_write_hook(int64 call_id, int32 attempt, bool hook);
 
 /*
  * The worker's memory: worker_cxt lives as long as the process (what it
@@ -277,7 +281,18 @@ inflight_path(char *path, size_t len, Oid dboid, int slot_no)
 static void
 inflight_write(int64 call_id, int32 attempt)
 {
-	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid};
+	inflight_write_hook(call_id, attempt, false);
+}
+
+/*
+ * inflight_write_hook -- inflight_write(), saying whether the call's
+ * on_exhausted hook is what runs
+ */
+static void
+inflight_write_hook(int64 call_id, int32 attempt, bool hook)
+{
+	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid,
+	hook ? 1 : 0};
 
 	inflight_map->call_id = 0;
 	if (call_id != 0)
@@ -285,10 +300,38 @@ inflight_write(int64 call_id, int32 attempt)
 		pg_write_barrier();
 		inflight_map->attempt = rec.attempt;
 		inflight_map->extension = rec.extension;
+		inflight_map->hook = rec.hook;
 		pg_write_barrier();
 		inflight_map->call_id = call_id;
 	}
 	inflight = rec;
+}
+
+/*
+ * hook_phase -- execute.c's callback: the on_exhausted hook of this attempt
+ * of a call starts ('running') or ends
+ *
+ * A worker that exits, or a crash, while a hook runs must not run the
+ * hook again: the batch that recorded the call's failure is rolled back
+ * with the hook, and charging the attempt would fail the call again and
+ * run the hook again, and so on for ever if it is what ends the worker
+ * (one that catches its cancel past its time limit).  So the in-flight
+ * record says so, and whoever charges the attempt fails the call without
+ * its hook (execute_interrupted).  Outside a hook the record is what it
+ * was (nothing, when the hook ran for a charged attempt).
+ */
+static void
+hook_phase(int64 call_id, int32 attempt, bool running)
+{
+	static InFlight saved;
+
+	if (running)
+	{
+		saved = inflight;
+		inflight_write_hook(call_id, attempt, true);
+	}
+	else
+		inflight_write_hook(saved.call_id, saved.attempt, false);
 }
 
 /*
@@ -300,7 +343,7 @@ inflight_open(void)
 	char		path[MAXPGPATH];
 	int			fd;
 	struct stat st;
-	InFlight	empty = {0, 0, InvalidOid};
+	InFlight	empty = {0, 0, InvalidOid, 0};
 	void	   *map;
 
 	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
@@ -374,6 +417,7 @@ charge_interrupted(const InFlight *rec)
 	Datum		values[1] = {Int64GetDatum(rec->call_id)};
 	RetriesCall call;
 	bool		isnull;
+	bool		hook;
 	HeapTuple	row;
 	TupleDesc	desc;
 	Datum		d;
@@ -402,7 +446,7 @@ charge_interrupted(const InFlight *rec)
 		ereport(LOG,
 				(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
 						rec->attempt, rec->call_id)));
-		note_interrupted(rec->extension, rec->call_id, rec->attempt,
+		note_interrupted(rec->extension, rec->call_id, rec->attempt, rec->hook != 0,
 						 INTERRUPTED_LOCKED_KEEP_MS);
 		return false;
 	}
@@ -417,14 +461,14 @@ charge_interrupted(const InFlight *rec)
 	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
 
 	/* its ring entry, if worker_exit() left one, is done with too */
-	(void) take_interrupted(rec->extension, rec->call_id, rec->attempt);
+	(void) take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook);
 	if (call.attempts >= rec->attempt)
 		return true;			/* its batch committed after all */
 
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
 					rec->attempt, rec->call_id)));
-	execute_interrupted(&call, rec->attempt);
+	execute_interrupted(&call, rec->attempt, rec->hook != 0);
 	return true;
 }
 
@@ -469,7 +513,7 @@ clear_slot(int slot_no)
 {
 	char		path[MAXPGPATH];
 	int			fd;
-	InFlight	empty = {0, 0, 0};
+	InFlight	empty = {0, 0, 0, 0};
 
 	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
 	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
@@ -674,7 +718,7 @@ worker_exit(int code, Datum arg)
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
 	note_interrupted(inflight.extension, inflight.call_id, inflight.attempt,
-					 INTERRUPTED_KEEP_MS);
+					 inflight.hook != 0, INTERRUPTED_KEEP_MS);
 }
 
 /*
@@ -682,7 +726,8 @@ worker_exit(int code, Datum arg)
  * was interrupted and is not charged yet, for take_interrupted()
  */
 static void
-note_interrupted(Oid extension, int64 call_id, int32 attempt, int keep_ms)
+note_interrupted(Oid extension, int64 call_id, int32 attempt, bool hook,
+				 int keep_ms)
 {
 	RetriesInterrupted *e;
 
@@ -694,6 +739,7 @@ note_interrupted(Oid extension, int64 call_id, int32 attempt, int keep_ms)
 	e->extension = extension;
 	e->call_id = call_id;
 	e->attempt = attempt;
+	e->hook = hook;
 	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
 	retries_shared->next_interrupted =
 		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
@@ -713,11 +759,12 @@ note_interrupted(Oid extension, int64 call_id, int32 attempt, int keep_ms)
  * would look through the entries, under the lock, forever.
  */
 static bool
-take_interrupted(Oid extension, int64 call_id, int32 attempt)
+take_interrupted(Oid extension, int64 call_id, int32 attempt, bool *hook)
 {
 	TimestampTz now;
 	bool		found = false;
 
+	*hook = false;
 	if (retries_shared->ninterrupted == 0)
 		return false;			/* unlocked read: entries exist before the claim */
 
@@ -737,6 +784,7 @@ take_interrupted(Oid extension, int64 call_id, int32 attempt)
 			e->dboid = InvalidOid;
 			retries_shared->ninterrupted--;
 			found |= match;
+			*hook |= match && e->hook;
 		}
 	}
 	LWLockRelease(retries_shared->lock);
@@ -1095,6 +1143,7 @@ run_batch(TimestampTz *due)
 	for (int i = 0;; i++)
 	{
 		bool		ok;
+		bool		hook;
 
 		/*
 		 * An attempt that fired deferred triggers leaves the transaction's
@@ -1143,12 +1192,12 @@ run_batch(TimestampTz *due)
 			break;
 		}
 
-		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1))
+		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1, &hook))
 		{
 			ereport(LOG,
 					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
 							calls[i].attempts + 1, calls[i].id)));
-			execute_interrupted(&calls[i], calls[i].attempts + 1);
+			execute_interrupted(&calls[i], calls[i].attempts + 1, hook);
 			continue;
 		}
 
@@ -1526,7 +1575,7 @@ retries_worker_main(Datum main_arg)
 	if (!present)
 		proc_exit(0);
 
-	execute_init();
+	execute_init(hook_phase);
 	sandbox_init();
 	inflight_open();
 	recover();

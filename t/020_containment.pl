@@ -331,6 +331,38 @@ SELECT count(retries.call('mallory.count()',
 		'20', 'c: the calls due beside it succeed');
 	is(sql('mallory', 'SELECT last_value FROM mallory.runs'), '20',
 		'c: each run once: none shared a batch with the attempt that ended the worker');
+	# an on_exhausted hook that traps its cancel: the worker's exit ends
+	# it, and the call stays failed, its hook not run again
+	sql('mallory', q{
+CREATE SEQUENCE mallory.hook_runs;
+CREATE FUNCTION mallory.stubborn_hook(id bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM nextval('mallory.hook_runs');
+	FOR i IN 1 .. 30 LOOP
+		BEGIN
+			PERFORM pg_sleep(1);
+		EXCEPTION WHEN query_canceled THEN
+			NULL;
+		END;
+	END LOOP;
+END $$;
+CREATE FUNCTION mallory.fails() RETURNS void LANGUAGE sql AS $$ SELECT 1 / 0 $$;
+SELECT retries.annotate('mallory.fails()', '3 10ms',
+						on_exhausted => 'mallory.stubborn_hook(bigint)');
+});
+	$t0 = time();
+	my $hooked = sql('mallory', "SELECT retries.call('mallory.fails()')");
+	wait_until($node, $DB,
+		"SELECT state || ' ' || (SELECT string_agg(outcome || ' ' || coalesce(on_exhausted_error, '-'), ',')"
+		  . " FROM retries.attempts WHERE call_id = $hooked)"
+		  . " FROM retries.calls WHERE id = $hooked",
+		'failed interrupted 57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again',
+		'c: a call whose on_exhausted traps its cancel ends failed, the hook ended', 30);
+	$took = time() - $t0;
+	cmp_ok($took, '<', 15, "c: near the cap ($took s)");
+	stays_true($node, $DB, 'SELECT last_value = 1 FROM mallory.hook_runs',
+		2, 'c: its hook ran once, and is not run again');
+
 	my ($a1, $a2) = split /,/, alice_calls(30, 31);
 	wait_until($node, $DB,
 		"SELECT count(*) FROM retries.calls WHERE id IN ($a1, $a2) AND state = 'succeeded'",
