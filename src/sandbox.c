@@ -37,10 +37,12 @@
  *	  CONSTRAINTS ALL IMMEDIATE takes effect retroactively), so an error
  *	  they raise fails this attempt only, and never runs as the worker;
  *	- every cursor is closed (WITH HOLD ones too, which a commit would
- *	  otherwise run to completion as the worker); temp objects are dropped
- *	  (a role without TEMP on the database may not have made them, even if
- *	  an earlier call made the worker's temp schema); large-object
- *	  descriptors are closed (LISTEN, PostgreSQL refuses in a worker);
+ *	  otherwise run to completion as the worker); temp objects are dropped,
+ *	  also those made in the temp schema named by its own name (pg_temp_3),
+ *	  which PostgreSQL does not note as a use of it (a role without TEMP on
+ *	  the database may not have made them, even if an earlier call made the
+ *	  worker's temp schema); large-object descriptors are closed (LISTEN,
+ *	  PostgreSQL refuses in a worker);
  *	- the GUC nest level is rolled back, whatever the code set (SET, SET
  *	  LOCAL, set_config, is_local or not), and the user restored.
  * If the code raised instead, the subtransaction's abort undoes all of
@@ -89,6 +91,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_db_role_setting.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/prepare.h"
@@ -526,6 +530,42 @@ fire_deferred(void)
 }
 
 /*
+ * temp_objects_left -- is there anything in the worker's temp schema?
+ *
+ * PostgreSQL notes that a transaction used its temp schema when it is
+ * named pg_temp or a temp table is opened, but not when the schema is
+ * named by its own name (pg_temp_3): a call could create a type there,
+ * say a domain named text, that every later call of any role, and the
+ * worker, would find first.  Every object of a schema depends on it, so
+ * one probe of pg_depend tells whether the schema holds anything.
+ */
+static bool
+temp_objects_left(void)
+{
+	Oid			tempns;
+	Oid			temptoast;
+	Relation	rel;
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	bool		found;
+
+	GetTempNamespaceState(&tempns, &temptoast);
+	if (!OidIsValid(tempns))
+		return false;
+	CommandCounterIncrement();
+	rel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_pg_depend_refclassid,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(NamespaceRelationId));
+	ScanKeyInit(&keys[1], Anum_pg_depend_refobjid,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(tempns));
+	scan = systable_beginscan(rel, DependReferenceIndexId, true, NULL, 2, keys);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * drop_temp_objects -- drop the temp objects the attempt made, if any
  *
  * The worker's temp schema is made once, by the first call that needs it,
@@ -535,7 +575,8 @@ fire_deferred(void)
 static void
 drop_temp_objects(const Sandbox *sb)
 {
-	if ((MyXactFlags & XACT_FLAGS_ACCESSEDTEMPNAMESPACE) == 0)
+	if ((MyXactFlags & XACT_FLAGS_ACCESSEDTEMPNAMESPACE) == 0 &&
+		!temp_objects_left())
 		return;
 	if (retries_database_aclcheck(MyDatabaseId, sb->role, ACL_CREATE_TEMP) != ACLCHECK_OK)
 		ereport(ERROR,

@@ -665,6 +665,68 @@ COMMIT;
 		'ALTER SYSTEM RESET retries.max_workers; SELECT pg_reload_conf()');
 }
 
+###########################################################################
+# i. objects left in the worker's temp schema, named by its own name
+###########################################################################
+
+if (section('i'))
+{
+	# (found by the hostile review of 1.3: PostgreSQL notes the use of the
+	# temp schema only when it is called pg_temp; a domain named text left
+	# in pg_temp_N was found first by every later call, of every role, and
+	# its CHECK ran mallory's code as them, a superuser included)
+	sql('alice', q{
+CREATE TABLE alice.secret (s text);
+INSERT INTO alice.secret VALUES ('alice-top-secret');
+CREATE FUNCTION alice.typed(n int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE msg text := 'n=' || n;
+BEGIN INSERT INTO alice.log (n) VALUES (n); END $$;
+SELECT retries.annotate('alice.typed(int)', '3 10ms');
+});
+	my $plant = sql('mallory', q{
+CREATE TABLE mallory.loot (who text, what text);
+GRANT INSERT ON mallory.loot TO PUBLIC;
+GRANT USAGE ON SCHEMA mallory TO PUBLIC;
+CREATE FUNCTION mallory.evil(v text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO mallory.loot VALUES (current_user, v);
+	BEGIN
+		INSERT INTO mallory.loot SELECT current_user, s FROM alice.secret;
+	EXCEPTION WHEN others THEN NULL;
+	END;
+	RETURN true;
+EXCEPTION WHEN others THEN RETURN true;
+END $$;
+CREATE FUNCTION mallory.plant() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE ns oid := pg_my_temp_schema();
+BEGIN
+	IF ns = 0 THEN
+		CREATE TEMP TABLE t (x int);
+		RETURN 'made';
+	END IF;
+	PERFORM set_config('search_path', ns::regnamespace::text, true);
+	EXECUTE 'CREATE DOMAIN text AS pg_catalog.text CHECK (mallory.evil(VALUE))';
+	RETURN 'planted';
+END $$;
+SELECT retries.annotate('mallory.plant()', '1 10ms');
+SELECT retries.call('mallory.plant()');
+});
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $plant",
+		'succeeded', 'i: mallory makes the worker\'s temp schema');
+	$plant = sql('mallory', "SELECT retries.call('mallory.plant()')");
+	wait_until($node, $DB, "SELECT state || ' ' || result FROM retries.calls WHERE id = $plant",
+		'succeeded "planted"', 'i: and plants a domain named text in it, by its name');
+	is( $node->safe_psql($DB,
+			"SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+			  . " WHERE n.nspname LIKE 'pg_temp%'"),
+		'0', 'i: which is dropped at the end of her attempt');
+	my $a = sql('alice', "SELECT retries.call('alice.typed(int)', '[7]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $a",
+		'succeeded', 'i: alice\'s call runs');
+	is(sql('mallory', 'SELECT count(*) FROM mallory.loot'), '0',
+		'i: and mallory\'s code never ran in it');
+}
+
 no_crash($node, 0, 'no crash in the server log');
 $node->stop;
 done_testing();
