@@ -67,6 +67,8 @@
 	object_ownercheck(DatabaseRelationId, (dboid), (roleid))
 #define retries_extension_ownercheck(extoid, roleid) \
 	object_ownercheck(ExtensionRelationId, (extoid), (roleid))
+#define retries_class_ownercheck(relid, roleid) \
+	object_ownercheck(RelationRelationId, (relid), (roleid))
 #else
 #define retries_proc_aclcheck(fnoid, roleid, mode) \
 	pg_proc_aclcheck((fnoid), (roleid), (mode))
@@ -80,6 +82,8 @@
 	pg_database_ownercheck((dboid), (roleid))
 #define retries_extension_ownercheck(extoid, roleid) \
 	pg_extension_ownercheck((extoid), (roleid))
+#define retries_class_ownercheck(relid, roleid) \
+	pg_class_ownercheck((relid), (roleid))
 #endif
 
 /* The sequence of an identity column: looked up by Relation from 17 on */

@@ -695,6 +695,20 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 }
 
 /*
+ * hook_privilege -- what 'role' lacks to call a hook of its call's policy
+ * (on_exhausted, delay_fn) as a direct call would, or NULL: the hook runs
+ * as the role, and the function may be gone or its privileges revoked
+ * since the policy was written
+ */
+static char *
+hook_privilege(Oid hook, Oid role)
+{
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
+		return psprintf("function %u no longer exists", hook);
+	return retries_call_privilege(hook, role);
+}
+
+/*
  * choose_delay -- the delay before the next attempt after a retryable error,
  * or false (with 'out' set to a failure) when delay_fn says to stop or fails
  */
@@ -710,6 +724,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 
 	if (OidIsValid(policy->delay_fn))
 	{
+		char	   *lacks;
 		bool		capped;
 		List	   *args;
 		Datum		result;
@@ -724,9 +739,23 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 									CStringGetTextDatum(out->message ? out->message : ""),
 									out->message == NULL, false));
+		if ((lacks = hook_privilege(policy->delay_fn, call->role)) != NULL)
+		{
+			out->detail = psprintf("The attempt failed with %s: %s",
+								   out->sqlstate, out->message ? out->message : "");
+			set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
+							  psprintf("delay_fn %s failed: %s",
+									   format_procedure(policy->delay_fn), lacks),
+							  out->detail, NULL, NULL);
+			return false;
+		}
+		if (hook_phase_callback != NULL)
+			hook_phase_callback(call->id, attempt, HOOK_DELAY_FN);
 		edata = run_sandboxed(call->role, policy->delay_fn, NULL, NULL, args,
 							  attempt_time_limit(NULL, &capped),
 							  &step, &result, &isnull);
+		if (hook_phase_callback != NULL)
+			hook_phase_callback(call->id, attempt, HOOK_NONE);
 		if (edata != NULL)
 		{
 			out->detail = psprintf("The attempt failed with %s: %s",
@@ -1001,6 +1030,7 @@ record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 static void
 run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 attempt)
 {
+	char	   *lacks;
 	List	   *args;
 	Datum		result;
 	bool		isnull;
@@ -1015,13 +1045,18 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
+	if ((lacks = hook_privilege(policy->on_exhausted, call->role)) != NULL)
+	{
+		record_hook_error(call->id, attempt, psprintf("42501: %s", lacks));
+		return;
+	}
 	if (hook_phase_callback != NULL)
-		hook_phase_callback(call->id, attempt, true);
+		hook_phase_callback(call->id, attempt, HOOK_ON_EXHAUSTED);
 	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, NULL, args,
 						  attempt_time_limit(NULL, &capped),
 						  &step, &result, &isnull);
 	if (hook_phase_callback != NULL)
-		hook_phase_callback(call->id, attempt, false);
+		hook_phase_callback(call->id, attempt, HOOK_NONE);
 	if (edata == NULL)
 		return;
 	record_hook_error(call->id, attempt, psprintf("%s: %s",
@@ -1281,7 +1316,7 @@ execute_call_function(const RetriesCall *call)
  * fails if that was its last attempt
  */
 void
-execute_interrupted(RetriesCall *call, int32 attempt, bool in_hook)
+execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 {
 	CachedPolicy *policy = get_policy(call->policy_id);
 	Outcome		out;
@@ -1295,7 +1330,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, bool in_hook)
 	}
 	out.notify = policy->notify;
 	out.outcome = "interrupted";
-	if (in_hook)
+	if (in_hook == HOOK_ON_EXHAUSTED)
 	{
 		/* the call had failed for good: it fails, its hook is not run again */
 		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
@@ -1306,6 +1341,19 @@ execute_interrupted(RetriesCall *call, int32 attempt, bool in_hook)
 		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
 		record_hook_error(call->id, attempt,
 						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
+		return;
+	}
+	if (in_hook == HOOK_DELAY_FN)
+	{
+		/* as when delay_fn fails: the call fails, naming it */
+		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+						  psprintf("delay_fn %s was interrupted (it went on past its time limit, or the server crashed or the worker was killed)",
+								   format_procedure(policy->delay_fn)),
+						  "The attempt had failed with a retryable error, and its delay_fn ran to choose the delay; the record of the attempt was rolled back with it.",
+						  NULL, NULL);
+		out.state = "failed";
+		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		run_on_exhausted(call, policy, attempt);
 		return;
 	}
 	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,

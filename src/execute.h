@@ -25,13 +25,21 @@ typedef struct RetriesCall
 								 * runs alone in its batch (see worker.c) */
 } RetriesCall;
 
-/* Told when a call's on_exhausted hook starts and ends (see execute.c) */
-typedef void (*ExecuteHookPhase) (int64 call_id, int32 attempt, bool running);
+/* Which hook of a call's policy runs (see execute.c) */
+typedef enum ExecuteHook
+{
+	HOOK_NONE = 0,
+	HOOK_ON_EXHAUSTED,
+	HOOK_DELAY_FN
+} ExecuteHook;
+
+/* Told when a hook of a call starts (which) and ends (HOOK_NONE) */
+typedef void (*ExecuteHookPhase) (int64 call_id, int32 attempt, ExecuteHook which);
 
 extern void execute_init(ExecuteHookPhase hook_phase);
 extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
-extern void execute_interrupted(RetriesCall *call, int32 attempt, bool in_hook);
+extern void execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook);
 extern Oid	execute_call_function(const RetriesCall *call);
 extern bool execute_attempt_killed(const char **limit);
 

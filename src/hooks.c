@@ -24,6 +24,11 @@
  *   back at once, and the attempts it cut short count as interrupted, like
  *   any other.
  *
+ * - The commands that lock a table strongly before they check their role
+ *   may (CREATE RULE, CREATE TRIGGER, a foreign key that references it)
+ *   are refused before they lock one of the extension's tables, so that a
+ *   role cannot queue a lock that every worker would wait behind.
+ *
  * - Inside a worker, the sandbox of an attempt learns of the commands that
  *   leave something for the end of the transaction (sandbox.c).
  *
@@ -35,7 +40,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
@@ -45,7 +52,9 @@
 #include "commands/defrem.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
@@ -466,6 +475,108 @@ command_would_run(Node *parsetree, Oid dboid, bool isTopLevel)
 }
 
 /*
+ * check_extension_relation -- raise 42501, as PostgreSQL would after
+ * locking it, if 'rv' names a relation of the extension's schema on which
+ * the current role lacks the privilege 'mode' (ACL_REFERENCES,
+ * ACL_TRIGGER), or ownership for ACL_NO_RIGHTS
+ */
+static void
+check_extension_relation(const RangeVar *rv, AclMode mode)
+{
+	Oid			relid;
+	Oid			nspoid = get_namespace_oid("retries", true);
+
+	if (rv == NULL || !OidIsValid(nspoid))
+		return;
+	relid = RangeVarGetRelid(rv, NoLock, true);
+	if (!OidIsValid(relid) || get_rel_namespace(relid) != nspoid ||
+		superuser())
+		return;
+	if (mode == ACL_NO_RIGHTS ?
+		!retries_class_ownercheck(relid, GetUserId()) :
+		pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
+		aclcheck_error(mode == ACL_NO_RIGHTS ? ACLCHECK_NOT_OWNER : ACLCHECK_NO_PRIV,
+					   get_relkind_objtype(get_rel_relkind(relid)), get_rel_name(relid));
+}
+
+/*
+ * check_foreign_keys -- check_extension_relation() for the tables that the
+ * foreign keys among these constraints (Constraint nodes, or ColumnDefs
+ * with theirs) reference
+ */
+static void
+check_foreign_keys(List *elements)
+{
+	ListCell   *lc;
+
+	foreach(lc, elements)
+	{
+		Node	   *node = lfirst(lc);
+		List	   *constraints = NIL;
+		ListCell   *c;
+
+		if (IsA(node, Constraint))
+			constraints = list_make1(node);
+		else if (IsA(node, ColumnDef))
+			constraints = ((ColumnDef *) node)->constraints;
+		foreach(c, constraints)
+		{
+			Constraint *con = lfirst_node(Constraint, c);
+
+			if (con->contype == CONSTR_FOREIGN)
+				check_extension_relation(con->pktable, ACL_REFERENCES);
+		}
+	}
+}
+
+/*
+ * refuse_lock_before_check -- refuse, before PostgreSQL locks anything,
+ * the commands that lock one of the extension's tables strongly before
+ * they check their role's right to: CREATE RULE (ACCESS EXCLUSIVE), CREATE
+ * TRIGGER and a foreign key referencing it (SHARE ROW EXCLUSIVE)
+ *
+ * A role that holds a lock on the table in another transaction (reading
+ * retries.calls is enough) would have such a command wait for it, and
+ * every worker, retries.call() and reader of the views queue behind that
+ * waiting lock for as long as the role likes, to be refused in the end
+ * (doc/operations.md, "Containment").  Refused now, with the error
+ * PostgreSQL would give.
+ */
+static void
+refuse_lock_before_check(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_RuleStmt:
+			check_extension_relation(((RuleStmt *) parsetree)->relation, ACL_NO_RIGHTS);
+			break;
+		case T_CreateTrigStmt:
+			check_extension_relation(((CreateTrigStmt *) parsetree)->relation, ACL_TRIGGER);
+			break;
+		case T_CreateStmt:
+			check_foreign_keys(((CreateStmt *) parsetree)->tableElts);
+			check_foreign_keys(((CreateStmt *) parsetree)->constraints);
+			break;
+		case T_AlterTableStmt:
+			{
+				ListCell   *lc;
+
+				foreach(lc, ((AlterTableStmt *) parsetree)->cmds)
+				{
+					AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+					if (cmd->def != NULL &&
+						(cmd->subtype == AT_AddConstraint || cmd->subtype == AT_AddColumn))
+						check_foreign_keys(list_make1(cmd->def));
+				}
+				break;
+			}
+		default:
+			break;
+	}
+}
+
+/*
  * refuse_unless_owner -- refuse a command on extension retries to a role
  * that does not own it, as PostgreSQL would, but before PostgreSQL locks
  * the extension
@@ -502,6 +613,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	Oid			dboid;
 
 	refuse_unless_owner(pstmt->utilityStmt);
+	refuse_lock_before_check(pstmt->utilityStmt);
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (OidIsValid(dboid) &&

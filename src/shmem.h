@@ -128,7 +128,7 @@ typedef struct RetriesInterrupted
 	Oid			extension;		/* the extension the call belongs to */
 	int64		call_id;
 	int32		attempt;
-	bool		hook;			/* its on_exhausted hook was running */
+	int32		hook;			/* the hook that was running (execute.h) */
 	TimestampTz keep_until;		/* forgotten after this, if no one took it */
 } RetriesInterrupted;
 

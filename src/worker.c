@@ -160,7 +160,7 @@ typedef struct InFlight
 	int64		call_id;		/* 0: nothing in flight */
 	int32		attempt;
 	Oid			extension;		/* the extension the call belongs to */
-	int32		hook;			/* 1: its on_exhausted hook was running */
+	int32		hook;			/* an ExecuteHook: the hook that was running */
 } InFlight;
 
 static RetriesWorker *my_slot = NULL;
@@ -217,10 +217,10 @@ static bool extension_replaced = false;
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
 static bool take_interrupted(Oid extension, int64 call_id, int32 attempt,
-							 bool *hook);
+							 ExecuteHook *hook);
 static void note_interrupted(Oid extension, int64 call_id, int32 attempt,
-							 bool hook, int keep_ms);
-static void inflight_write_hook(int64 call_id, int32 attempt, bool hook);
+							 ExecuteHook hook, int keep_ms);
+static void inflight_write_hook(int64 call_id, int32 attempt, ExecuteHook hook);
 
 /*
  * The worker's memory: worker_cxt lives as long as the process (what it
@@ -281,7 +281,7 @@ inflight_path(char *path, size_t len, Oid dboid, int slot_no)
 static void
 inflight_write(int64 call_id, int32 attempt)
 {
-	inflight_write_hook(call_id, attempt, false);
+	inflight_write_hook(call_id, attempt, HOOK_NONE);
 }
 
 /*
@@ -289,10 +289,10 @@ inflight_write(int64 call_id, int32 attempt)
  * on_exhausted hook is what runs
  */
 static void
-inflight_write_hook(int64 call_id, int32 attempt, bool hook)
+inflight_write_hook(int64 call_id, int32 attempt, ExecuteHook hook)
 {
 	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid,
-	hook ? 1 : 0};
+	(int32) hook};
 
 	inflight_map->call_id = 0;
 	if (call_id != 0)
@@ -308,30 +308,31 @@ inflight_write_hook(int64 call_id, int32 attempt, bool hook)
 }
 
 /*
- * hook_phase -- execute.c's callback: the on_exhausted hook of this attempt
- * of a call starts ('running') or ends
+ * hook_phase -- execute.c's callback: a hook of this attempt of a call
+ * starts ('which') or ends (HOOK_NONE)
  *
  * A worker that exits, or a crash, while a hook runs must not run the
- * hook again: the batch that recorded the call's failure is rolled back
- * with the hook, and charging the attempt would fail the call again and
- * run the hook again, and so on for ever if it is what ends the worker
- * (one that catches its cancel past its time limit).  So the in-flight
- * record says so, and whoever charges the attempt fails the call without
- * its hook (execute_interrupted).  Outside a hook the record is what it
- * was (nothing, when the hook ran for a charged attempt).
+ * hook again: the batch that recorded the attempt is rolled back with the
+ * hook, and charging the attempt would run the hook again (on_exhausted
+ * when the attempts are used up, delay_fn to choose the delay), and so on
+ * for ever if it is what ends the worker (one that catches its cancel past
+ * its time limit).  So the in-flight record names the hook, and whoever
+ * charges the attempt fails the call without running it again
+ * (execute_interrupted).  After a hook the record is what it was before
+ * (nothing, when the hook ran for a charged attempt).
  */
 static void
-hook_phase(int64 call_id, int32 attempt, bool running)
+hook_phase(int64 call_id, int32 attempt, ExecuteHook which)
 {
 	static InFlight saved;
 
-	if (running)
+	if (which != HOOK_NONE)
 	{
 		saved = inflight;
-		inflight_write_hook(call_id, attempt, true);
+		inflight_write_hook(call_id, attempt, which);
 	}
 	else
-		inflight_write_hook(saved.call_id, saved.attempt, false);
+		inflight_write_hook(saved.call_id, saved.attempt, HOOK_NONE);
 }
 
 /*
@@ -417,7 +418,7 @@ charge_interrupted(const InFlight *rec)
 	Datum		values[1] = {Int64GetDatum(rec->call_id)};
 	RetriesCall call;
 	bool		isnull;
-	bool		hook;
+	ExecuteHook hook;
 	HeapTuple	row;
 	TupleDesc	desc;
 	Datum		d;
@@ -446,8 +447,8 @@ charge_interrupted(const InFlight *rec)
 		ereport(LOG,
 				(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
 						rec->attempt, rec->call_id)));
-		note_interrupted(rec->extension, rec->call_id, rec->attempt, rec->hook != 0,
-						 INTERRUPTED_LOCKED_KEEP_MS);
+		note_interrupted(rec->extension, rec->call_id, rec->attempt,
+						 (ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
 		return false;
 	}
 	row = SPI_tuptable->vals[0];
@@ -468,7 +469,7 @@ charge_interrupted(const InFlight *rec)
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
 					rec->attempt, rec->call_id)));
-	execute_interrupted(&call, rec->attempt, rec->hook != 0);
+	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook);
 	return true;
 }
 
@@ -718,7 +719,7 @@ worker_exit(int code, Datum arg)
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
 	note_interrupted(inflight.extension, inflight.call_id, inflight.attempt,
-					 inflight.hook != 0, INTERRUPTED_KEEP_MS);
+					 (ExecuteHook) inflight.hook, INTERRUPTED_KEEP_MS);
 }
 
 /*
@@ -726,7 +727,7 @@ worker_exit(int code, Datum arg)
  * was interrupted and is not charged yet, for take_interrupted()
  */
 static void
-note_interrupted(Oid extension, int64 call_id, int32 attempt, bool hook,
+note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook hook,
 				 int keep_ms)
 {
 	RetriesInterrupted *e;
@@ -759,12 +760,12 @@ note_interrupted(Oid extension, int64 call_id, int32 attempt, bool hook,
  * would look through the entries, under the lock, forever.
  */
 static bool
-take_interrupted(Oid extension, int64 call_id, int32 attempt, bool *hook)
+take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook)
 {
 	TimestampTz now;
 	bool		found = false;
 
-	*hook = false;
+	*hook = HOOK_NONE;
 	if (retries_shared->ninterrupted == 0)
 		return false;			/* unlocked read: entries exist before the claim */
 
@@ -784,7 +785,8 @@ take_interrupted(Oid extension, int64 call_id, int32 attempt, bool *hook)
 			e->dboid = InvalidOid;
 			retries_shared->ninterrupted--;
 			found |= match;
-			*hook |= match && e->hook;
+			if (match)
+				*hook = (ExecuteHook) e->hook;
 		}
 	}
 	LWLockRelease(retries_shared->lock);
@@ -1143,7 +1145,7 @@ run_batch(TimestampTz *due)
 	for (int i = 0;; i++)
 	{
 		bool		ok;
-		bool		hook;
+		ExecuteHook hook;
 
 		/*
 		 * An attempt that fired deferred triggers leaves the transaction's

@@ -251,6 +251,30 @@ SELECT retries.annotate('alice.export_secret(text)', '3 10ms');
 	fails_with('mallory', "SELECT retries.trigger('steal')",
 		'42501', 'b: retries.trigger() of it');
 	sql('mallory', "SELECT retries.unschedule('steal')");
+
+	# a hook the role may no longer call (USAGE revoked on its schema since
+	# the policy was written) is not run: its error is recorded (found by
+	# the hostile review of 1.3)
+	$node->safe_psql($DB, q{
+CREATE SCHEMA hooks;
+GRANT USAGE ON SCHEMA hooks TO PUBLIC;
+CREATE TABLE hooks.ran (n int);
+GRANT INSERT ON hooks.ran TO PUBLIC;
+CREATE FUNCTION hooks.after_failure(id bigint) RETURNS void LANGUAGE sql
+	AS $$ INSERT INTO hooks.ran VALUES (1) $$;
+CREATE FUNCTION public.always_fails() RETURNS void LANGUAGE sql AS $$ SELECT 1 / 0 $$;
+SELECT retries.annotate('public.always_fails()', '1 10ms',
+						on_exhausted => 'hooks.after_failure(bigint)');
+REVOKE USAGE ON SCHEMA hooks FROM PUBLIC;
+});
+	my $h = sql('mallory', "SELECT retries.call('public.always_fails()')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $h",
+		'failed', 'b: a call whose on_exhausted is in a schema it may not use fails');
+	is( $node->safe_psql($DB,
+			"SELECT on_exhausted_error FROM retries.attempts WHERE call_id = $h"),
+		'42501: role "mallory" has no USAGE privilege on schema hooks of function hooks.after_failure(bigint)',
+		'b: its on_exhausted is not run, and the reason is recorded');
+	is($node->safe_psql($DB, 'SELECT count(*) FROM hooks.ran'), '0', 'b: (it did not run)');
 }
 
 ###########################################################################
@@ -363,6 +387,39 @@ SELECT retries.annotate('mallory.fails()', '3 10ms',
 	stays_true($node, $DB, 'SELECT last_value = 1 FROM mallory.hook_runs',
 		2, 'c: its hook ran once, and is not run again');
 
+	# a delay_fn that traps its cancel: the call fails, naming it, and its
+	# delay_fn is not run again (found by the hostile review of 1.3: the
+	# charge of the interrupted attempt ran it again, for ever)
+	sql('mallory', q{
+CREATE SEQUENCE mallory.delay_runs;
+CREATE FUNCTION mallory.stubborn_delay(a int, s text, m text) RETURNS interval LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM nextval('mallory.delay_runs');
+	LOOP
+		BEGIN
+			PERFORM pg_sleep(1);
+		EXCEPTION WHEN query_canceled THEN
+			NULL;
+		END;
+	END LOOP;
+END $$;
+CREATE FUNCTION mallory.busy() RETURNS void LANGUAGE sql AS $$ SELECT retries.retry() $$;
+SELECT retries.annotate('mallory.busy()', '5 10ms',
+						delay_fn => 'mallory.stubborn_delay(int,text,text)');
+});
+	$t0 = time();
+	my $delayed = sql('mallory', "SELECT retries.call('mallory.busy()')");
+	wait_until($node, $DB,
+		"SELECT state || ' ' || attempts || ' ' || last_sqlstate FROM retries.calls WHERE id = $delayed",
+		'failed 1 57P01', 'c: a call whose delay_fn traps its cancel fails', 30);
+	like($node->safe_psql($DB, "SELECT last_message FROM retries.calls WHERE id = $delayed"),
+		qr/^delay_fn mallory\.stubborn_delay\(integer,text,text\) was interrupted/,
+		'c: naming its delay_fn');
+	$took = time() - $t0;
+	cmp_ok($took, '<', 15, "c: near the cap ($took s)");
+	stays_true($node, $DB, 'SELECT last_value = 1 FROM mallory.delay_runs',
+		2, 'c: its delay_fn ran once, and is not run again');
+
 	my ($a1, $a2) = split /,/, alice_calls(30, 31);
 	wait_until($node, $DB,
 		"SELECT count(*) FROM retries.calls WHERE id IN ($a1, $a2) AND state = 'succeeded'",
@@ -437,6 +494,35 @@ SELECT retries.call('mallory.ok()');
 		'succeeded', 'd: once the lock is gone, the call runs again');
 	is(history($slow), '1:interrupted 57P01,2:succeeded',
 		'd: with its interrupted attempt charged, once');
+
+	# (found by the hostile review of 1.3) commands that PostgreSQL lets
+	# queue a strong lock on a table before it checks the role may run
+	# them: queued behind mallory's own open transaction, they held every
+	# worker, retries.call() and reader of the views; refused at once now
+	my $reader = $node->background_psql($DB);
+	$reader->query_safe("SET ROLE mallory; BEGIN; SELECT count(*) FROM retries.calls");
+	for my $cmd (
+		'CREATE RULE r AS ON INSERT TO retries.call_data DO INSTEAD NOTHING',
+		'CREATE TRIGGER t BEFORE INSERT ON retries.call_data'
+		  . ' FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()',
+		'CREATE TABLE mallory.fk (c bigint REFERENCES retries.call_data (id))',
+		'CREATE TABLE mallory.fk2 (c bigint); ALTER TABLE mallory.fk2'
+		  . ' ADD FOREIGN KEY (c) REFERENCES retries.call_data (id)')
+	{
+		my $t0 = time();
+		my ($ret, $out, $err) = $node->psql($DB, "SET ROLE mallory; $cmd",
+			timeout => 30);
+		my $took = time() - $t0;
+		isnt($ret, 0, "d: refused: $cmd");
+		ok($took < 5, "d: at once, not after mallory's transaction ($took s)");
+		like($err, qr/must be owner of table call_data|permission denied for table call_data/,
+			'd: with the error PostgreSQL would give');
+	}
+	my $c = sql('alice', "SELECT retries.call('alice.work(int)', '[43]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
+		'succeeded', 'd: and alice\'s calls are scheduled and run meanwhile', 10);
+	$reader->query_safe('COMMIT');
+	$reader->quit;
 }
 
 ###########################################################################
