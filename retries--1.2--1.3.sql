@@ -10,9 +10,11 @@
  * serves databases still at 1.2 too; what needs the schema is here:
  *
  * - a gate (see src/flow.c) releases the calls it holds in turns between
- *   the roles that scheduled them, so that one role's backlog of calls of
- *   a limited function cannot keep another role's calls of it waiting
- *   (index call_data_held_by_role; without it, at 1.2, earliest first);
+ *   the roles that scheduled them, also within each limit_key, so that one
+ *   role's backlog of calls of a limited function, or of a key, cannot
+ *   keep another role's calls of it waiting (index call_data_held_by_role,
+ *   and call_data_held_by_key by role too; without them, at 1.2, earliest
+ *   first);
  * - retries.policies lists only the annotated functions that the role may
  *   call (EXECUTE on the function, USAGE on its schema) or whose owner's
  *   calls it may read;
@@ -25,8 +27,12 @@
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.3'" to load this file. \quit
 
 -- what a limited gate releases: in turns between the roles whose calls it
--- holds (one index probe per role), earliest first within each role
+-- holds (one index probe per role), earliest first within each role; and,
+-- for a limit per key, the same within each key
 CREATE INDEX call_data_held_by_role ON retries.call_data (gate, scheduled_by, next_attempt)
+	WHERE state = 'scheduled' AND held;
+DROP INDEX retries.call_data_held_by_key;
+CREATE INDEX call_data_held_by_key ON retries.call_data (gate, limit_key, scheduled_by, next_attempt)
 	WHERE state = 'scheduled' AND held;
 
 -- a role sees the policies of the functions it may call, and those that

@@ -685,8 +685,12 @@ key_cursor(Oid fnoid)
  * What release_keys runs after HELD_KEYS_CTE: for up to $7 keys, the room
  * of each ($2, less its attempts running, whose key hashes and counts are
  * $3 and $4, less its calls released, due and not claimed yet), and the
- * earliest due held calls of each that fit in it, up to $5 in all; they
- * are released, and the last key looked at is returned with each
+ * earliest due held calls of each that fit in it, up to $8 in all, in
+ * turns between the roles that scheduled them (the earliest of each role,
+ * from the role after $9, then the second of each, ...; the roles of a
+ * key walked through call_data_held_by_key, one probe each, version 1.3);
+ * they are released (SKIP LOCKED), and the number released, the keys
+ * looked at, the last of them and the role released last are returned
  */
 #define RELEASE_KEYS_QUERY \
 	", keys AS (" \
@@ -700,30 +704,58 @@ key_cursor(Oid fnoid)
 	"   AND c.next_attempt OPERATOR(pg_catalog.<=) $5)::integer AS room" \
 	" FROM k WHERE k.key IS NOT NULL LIMIT $7)," \
 	" picked AS (" \
-	" SELECT c.id, c.next_attempt FROM keys CROSS JOIN LATERAL" \
-	" (SELECT id, next_attempt FROM retries.call_data c" \
-	"  WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
-	"  AND c.limit_key OPERATOR(pg_catalog.=) keys.key" \
-	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held" \
-	"  AND c.next_attempt OPERATOR(pg_catalog.<=) $5" \
-	"  ORDER BY c.next_attempt" \
-	"  LIMIT CASE WHEN keys.room OPERATOR(pg_catalog.>) 0 THEN keys.room ELSE 0 END" \
-	"  FOR UPDATE SKIP LOCKED) c" \
-	" ORDER BY c.next_attempt LIMIT $8)," \
+	" SELECT t.id, t.role, t.pos FROM keys CROSS JOIN LATERAL" \
+	" (SELECT x.id, x.role, pg_catalog.row_number() OVER (ORDER BY x.turn," \
+	"   x.role OPERATOR(pg_catalog.<=) $9, x.role, x.next_attempt) AS pos" \
+	"  FROM (WITH RECURSIVE rr(role) AS (" \
+	"   SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data" \
+	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"    AND limit_key OPERATOR(pg_catalog.=) keys.key" \
+	"    AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
+	"    ORDER BY gate, limit_key, scheduled_by LIMIT 1)" \
+	"   UNION ALL" \
+	"   SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data" \
+	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"    AND limit_key OPERATOR(pg_catalog.=) keys.key" \
+	"    AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
+	"    AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.>) rr.role" \
+	"    ORDER BY gate, limit_key, scheduled_by LIMIT 1)" \
+	"   FROM rr WHERE rr.role IS NOT NULL)" \
+	"   SELECT c.id, c.next_attempt, c.turn, rr.role FROM rr CROSS JOIN LATERAL" \
+	"   (SELECT id, next_attempt," \
+	"     pg_catalog.row_number() OVER (ORDER BY next_attempt) AS turn" \
+	"    FROM retries.call_data" \
+	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"    AND limit_key OPERATOR(pg_catalog.=) keys.key" \
+	"    AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) rr.role" \
+	"    AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
+	"    AND next_attempt OPERATOR(pg_catalog.<=) $5" \
+	"    ORDER BY gate, limit_key, scheduled_by, next_attempt" \
+	"    LIMIT CASE WHEN keys.room OPERATOR(pg_catalog.>) 0 THEN keys.room ELSE 0 END) c" \
+	"   WHERE rr.role IS NOT NULL) x) t" \
+	"  WHERE t.pos OPERATOR(pg_catalog.<=) keys.room)," \
+	" chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $8)," \
 	" released AS (" \
-	" UPDATE retries.call_data c SET held = false FROM picked p" \
-	" WHERE c.id OPERATOR(pg_catalog.=) p.id AND c.held RETURNING c.id)" \
+	" UPDATE retries.call_data c SET held = false" \
+	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT id FROM retries.call_data" \
+	"  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))" \
+	"  AND held FOR UPDATE SKIP LOCKED))" \
+	" AND c.held RETURNING c.id)" \
 	" SELECT (SELECT pg_catalog.count(*) FROM released)," \
 	"  (SELECT pg_catalog.count(*) FROM keys)," \
-	"  (SELECT pg_catalog.max(key) FROM keys)"
+	"  (SELECT pg_catalog.max(key) FROM keys)," \
+	"  (SELECT c.role FROM chosen c JOIN released USING (id)" \
+	"   ORDER BY c.pos DESC LIMIT 1)"
 
 /* Most keys release_keys looks at in one transaction */
 #define RELEASE_KEYS			1000
 
 /*
  * release_keys -- release, of fnoid's held calls that have a limit_key,
- * those due by 'now' that the room of their key lets go, earliest first
- * within each key, up to 'room' in all; returns how many
+ * those due by 'now' that the room of their key lets go, in turns between
+ * roles within each key, earliest first within each role, up to 'room' in
+ * all; returns how many
  *
  * The keys are walked in order, RELEASE_KEYS a time, from where this
  * worker's last walk of the gate stopped, so that every key has its turn
@@ -734,11 +766,12 @@ static uint64
 release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 {
 	static SPIPlanPtr plans[2];
-	Oid			argtypes[8] = {OIDOID, INT4OID, INT8ARRAYOID, INT4ARRAYOID,
-	TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[9] = {OIDOID, INT4OID, INT8ARRAYOID, INT4ARRAYOID,
+	TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, OIDOID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	char	  **cursor = key_cursor(fnoid);
+	Oid		   *last_role = role_cursor(fnoid);
 	bool		after = cursor != NULL && *cursor != NULL;
 	int64	   *hashes;
 	int32	   *counts;
@@ -748,7 +781,9 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 	uint64		released;
 	int64		looked;
 	bool		isnull;
+	bool		role_isnull;
 	Datum		last;
+	Datum		role;
 
 	nrunning = retries_gate_key_counts(fnoid, &hashes, &counts);
 	hd = palloc(sizeof(Datum) * Max(nrunning, 1));
@@ -769,19 +804,23 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 	nulls[5] = after ? ' ' : 'n';
 	values[6] = Int32GetDatum(RELEASE_KEYS);
 	values[7] = Int64GetDatum(Min(room, RELEASE_BATCH));
+	values[8] = ObjectIdGetDatum(last_role != NULL ? *last_role : InvalidOid);
 	if (plans[after] == NULL)
 		retries_prepare_kept(&plans[after],
 							 after ? HELD_KEYS_CTE("  AND limit_key OPERATOR(pg_catalog.>) $6")
 							 RELEASE_KEYS_QUERY
 							 : HELD_KEYS_CTE("  AND $6::pg_catalog.text IS NULL")
 							 RELEASE_KEYS_QUERY,
-							 8, argtypes);
+							 9, argtypes);
 	if (SPI_execute_plan(plans[after], values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not release the calls of function %u by key", fnoid);
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
 	looked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 										 2, &isnull));
+	role = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &role_isnull);
+	if (last_role != NULL && !role_isnull)
+		*last_role = DatumGetObjectId(role);
 	last = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 
 	/* the next walk goes on after the last key, or from the first */

@@ -564,6 +564,7 @@ SELECT retries.annotate('shared.work(int)', '3 10ms', max_running => 1, rate => 
 	sql('mallory',
 		"SELECT count(retries.cancel(id)) FROM retries.calls"
 		  . " WHERE fn = 'shared.work(int)'::regprocedure AND state = 'scheduled'");
+
 }
 
 ###########################################################################
@@ -747,6 +748,35 @@ COMMIT;
 			"SELECT (SELECT finished_at FROM retries.attempts WHERE call_id = $q)"
 			  . " < (SELECT started_at FROM retries.attempts WHERE call_id = $l2)"),
 		't', 'h: after zed\'s, although it was due first');
+
+	# fair within a limit_key too (found by the hostile review of 1.3):
+	# with two workers and one attempt of a key at a time, mallory queues
+	# 30 calls under alice's key; alice's call of that key waits for a
+	# turn, not for the 30
+	$node->safe_psql($DB, q{
+CREATE SCHEMA IF NOT EXISTS keyed;
+GRANT USAGE ON SCHEMA keyed TO PUBLIC;
+CREATE FUNCTION keyed.slow(n int) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.3) $$;
+SELECT retries.annotate('keyed.slow(int)', '3 10ms', max_running_per_key => 1);
+});
+	sql('mallory',
+		"SELECT count(retries.call('keyed.slow(int)', jsonb_build_array(g),"
+		  . " limit_key => 'alice-customer-7')) FROM generate_series(1, 30) g");
+	wait_until($node, $DB,
+		"SELECT count(*) > 5 FROM retries.calls WHERE fn = 'keyed.slow(int)'::regprocedure"
+		  . " AND state = 'scheduled' AND id IN (SELECT id FROM retries.call_data WHERE held)",
+		't', 'h: the key\'s limit holds most of mallory\'s calls');
+	my $t0 = time();
+	my $k = sql('zed',
+		"SELECT retries.call('keyed.slow(int)', '[700]', limit_key => 'alice-customer-7')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $k",
+		'succeeded', 'h: another role\'s call of the key runs', 60);
+	my $took = time() - $t0;
+	cmp_ok($took, '<', 4,
+		"h: within a few of mallory's calls of the key, not after her 30 ($took s)");
+	sql('mallory',
+		"SELECT count(retries.cancel(id)) FROM retries.calls"
+		  . " WHERE fn = 'keyed.slow(int)'::regprocedure AND state = 'scheduled'");
 	$node->safe_psql($DB,
 		'ALTER SYSTEM RESET retries.max_workers; SELECT pg_reload_conf()');
 }
