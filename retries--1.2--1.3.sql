@@ -28,11 +28,13 @@
 
 -- what a limited gate releases: in turns between the roles whose calls it
 -- holds (one index probe per role), earliest first within each role; and,
--- for a limit per key, the same within each key
-CREATE INDEX call_data_held_by_role ON retries.call_data (gate, scheduled_by, next_attempt)
-	WHERE state = 'scheduled' AND held;
+-- for a limit per key, the same within each key.  The DROP first: it
+-- takes call_data's strongest lock before any other, as the workers'
+-- batches lock their tables in another order (see retries--1.1--1.2.sql).
 DROP INDEX retries.call_data_held_by_key;
 CREATE INDEX call_data_held_by_key ON retries.call_data (gate, limit_key, scheduled_by, next_attempt)
+	WHERE state = 'scheduled' AND held;
+CREATE INDEX call_data_held_by_role ON retries.call_data (gate, scheduled_by, next_attempt)
 	WHERE state = 'scheduled' AND held;
 
 -- a role sees the policies of the functions it may call, and those that
