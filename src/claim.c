@@ -186,6 +186,29 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 }
 
 /*
+ * copy_claimed -- copy the rows of the last SPI statement, a claim's
+ * (CLAIM_COLUMNS), into calls[0..]; returns how many
+ */
+static int
+copy_claimed(RetriesCall *calls)
+{
+	int			n = (int) SPI_processed;
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		row[CLAIM_NCOLUMNS];
+		bool		nulls[CLAIM_NCOLUMNS];
+
+		for (int c = 0; c < CLAIM_NCOLUMNS; c++)
+			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								   c + 1, &nulls[c]);
+		copy_call(&calls[i], row, nulls);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+/*
  * lock_claimed -- lock the calls of 'ids' (nids Datums) that are still due
  * by 'now' and not locked by another worker, leaving out the 'nskip' of
  * 'skip' (which this batch may hold already: SKIP LOCKED does not skip
@@ -199,7 +222,6 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	static SPIPlanPtr plan = NULL;
 	Oid			types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
 	Datum		values[3];
-	int			n;
 
 	values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
@@ -218,19 +240,7 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 						 3, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim due calls");
-	n = (int) SPI_processed;
-	for (int i = 0; i < n; i++)
-	{
-		Datum		row[CLAIM_NCOLUMNS];
-		bool		nulls[CLAIM_NCOLUMNS];
-
-		for (int c = 0; c < CLAIM_NCOLUMNS; c++)
-			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-								   c + 1, &nulls[c]);
-		copy_call(&calls[i], row, nulls);
-	}
-	SPI_freetuptable(SPI_tuptable);
-	return n;
+	return copy_claimed(calls);
 }
 
 /*
@@ -640,7 +650,6 @@ claim_ids(RetriesCall *calls, const int64 *ids, int nids, TimestampTz now)
 	SPIPlanPtr	plan;
 	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	Datum		values[2];
-	int			n;
 
 	values[0] = retries_id_array(ids, nids);
 	values[1] = TimestampTzGetDatum(now);
@@ -655,17 +664,5 @@ claim_ids(RetriesCall *calls, const int64 *ids, int nids, TimestampTz now)
 								  2, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim calls by id");
-	n = (int) SPI_processed;
-	for (int i = 0; i < n; i++)
-	{
-		Datum		row[CLAIM_NCOLUMNS];
-		bool		nulls[CLAIM_NCOLUMNS];
-
-		for (int c = 0; c < CLAIM_NCOLUMNS; c++)
-			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-								   c + 1, &nulls[c]);
-		copy_call(&calls[i], row, nulls);
-	}
-	SPI_freetuptable(SPI_tuptable);
-	return n;
+	return copy_claimed(calls);
 }

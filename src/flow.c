@@ -517,33 +517,38 @@ release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 }
 
 /*
- * The role whose call each gate released last (see release_fairly), so
- * that the next release goes on from the role after it: up to
- * ROLE_CURSORS gates, in the worker's memory
+ * Where each gate's releases go on from, in the worker's memory, for up to
+ * GATE_CURSORS gates: the key after which its last walk of keys stopped
+ * (release_keys), and the role whose call it released last
+ * (release_fairly, release_keys)
  */
-#define ROLE_CURSORS			16
-static struct
+#define GATE_CURSORS			16
+typedef struct GateCursor
 {
 	Oid			fn;
-	Oid			role;
-}			role_cursors[ROLE_CURSORS];
+	char	   *key;			/* NULL: from the first key */
+	Oid			role;			/* InvalidOid: from the first role */
+} GateCursor;
+static GateCursor gate_cursors[GATE_CURSORS];
 
 /*
- * role_cursor -- the cursor of gate fnoid, made if need be (NULL if there
- * is no room for it: then every release starts from the first role)
+ * gate_cursor -- the cursor of gate fnoid, made if need be (NULL if there
+ * is no room for it: then every release starts from the first key and
+ * role)
  */
-static Oid *
-role_cursor(Oid fnoid)
+static GateCursor *
+gate_cursor(Oid fnoid)
 {
-	for (int i = 0; i < ROLE_CURSORS; i++)
-		if (role_cursors[i].fn == fnoid)
-			return &role_cursors[i].role;
-	for (int i = 0; i < ROLE_CURSORS; i++)
-		if (!OidIsValid(role_cursors[i].fn))
+	for (int i = 0; i < GATE_CURSORS; i++)
+		if (gate_cursors[i].fn == fnoid)
+			return &gate_cursors[i];
+	for (int i = 0; i < GATE_CURSORS; i++)
+		if (!OidIsValid(gate_cursors[i].fn))
 		{
-			role_cursors[i].fn = fnoid;
-			role_cursors[i].role = InvalidOid;
-			return &role_cursors[i].role;
+			gate_cursors[i].fn = fnoid;
+			gate_cursors[i].key = NULL;
+			gate_cursors[i].role = InvalidOid;
+			return &gate_cursors[i];
 		}
 	return NULL;
 }
@@ -565,18 +570,18 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 	static SPIPlanPtr plans[2];
 	Oid			argtypes[4] = {OIDOID, INT8OID, TIMESTAMPTZOID, OIDOID};
 	Datum		values[4];
-	Oid		   *cursor;
+	GateCursor *cursor;
 	uint64		released;
 	bool		isnull;
 	Datum		last;
 
 	if (!OidIsValid(get_relname_relid("call_data_held_by_role", retries_schema_oid())))
 		return release_gate(fnoid, room, now, keyless);
-	cursor = role_cursor(fnoid);
+	cursor = gate_cursor(fnoid);
 	values[0] = ObjectIdGetDatum(fnoid);
 	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
 	values[2] = TimestampTzGetDatum(now);
-	values[3] = ObjectIdGetDatum(cursor != NULL ? *cursor : InvalidOid);
+	values[3] = ObjectIdGetDatum(cursor != NULL ? cursor->role : InvalidOid);
 	if (plans[keyless] == NULL)
 		retries_prepare_kept(&plans[keyless],
 							 psprintf("WITH RECURSIVE roles(r) AS ("
@@ -625,41 +630,9 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 													SPI_tuptable->tupdesc, 1, &isnull));
 	last = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (cursor != NULL && !isnull)
-		*cursor = DatumGetObjectId(last);
+		cursor->role = DatumGetObjectId(last);
 	SPI_freetuptable(SPI_tuptable);
 	return released;
-}
-
-/*
- * Where the last walk of each gate's keys stopped (see release_keys), so
- * that the next walk goes on from there: up to KEY_CURSORS gates, in the
- * worker's memory
- */
-#define KEY_CURSORS				16
-static struct
-{
-	Oid			fn;
-	char	   *key;			/* NULL: from the first key */
-}			key_cursors[KEY_CURSORS];
-
-/*
- * key_cursor -- the cursor of gate fnoid, made if need be (NULL if there
- * is no room for it: then every walk starts from the first key)
- */
-static char **
-key_cursor(Oid fnoid)
-{
-	for (int i = 0; i < KEY_CURSORS; i++)
-		if (key_cursors[i].fn == fnoid)
-			return &key_cursors[i].key;
-	for (int i = 0; i < KEY_CURSORS; i++)
-		if (!OidIsValid(key_cursors[i].fn))
-		{
-			key_cursors[i].fn = fnoid;
-			key_cursors[i].key = NULL;
-			return &key_cursors[i].key;
-		}
-	return NULL;
 }
 
 /*
@@ -770,9 +743,8 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 	TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, OIDOID};
 	Datum		values[9];
 	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	char	  **cursor = key_cursor(fnoid);
-	Oid		   *last_role = role_cursor(fnoid);
-	bool		after = cursor != NULL && *cursor != NULL;
+	GateCursor *cursor = gate_cursor(fnoid);
+	bool		after = cursor != NULL && cursor->key != NULL;
 	int64	   *hashes;
 	int32	   *counts;
 	int			nrunning;
@@ -800,11 +772,11 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 	values[3] = PointerGetDatum(construct_array(cd, nrunning, INT4OID, sizeof(int32),
 												true, TYPALIGN_INT));
 	values[4] = TimestampTzGetDatum(now);
-	values[5] = after ? CStringGetTextDatum(*cursor) : (Datum) 0;
+	values[5] = after ? CStringGetTextDatum(cursor->key) : (Datum) 0;
 	nulls[5] = after ? ' ' : 'n';
 	values[6] = Int32GetDatum(RELEASE_KEYS);
 	values[7] = Int64GetDatum(Min(room, RELEASE_BATCH));
-	values[8] = ObjectIdGetDatum(last_role != NULL ? *last_role : InvalidOid);
+	values[8] = ObjectIdGetDatum(cursor != NULL ? cursor->role : InvalidOid);
 	if (plans[after] == NULL)
 		retries_prepare_kept(&plans[after],
 							 after ? HELD_KEYS_CTE("  AND limit_key OPERATOR(pg_catalog.>) $6")
@@ -819,18 +791,18 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 	looked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 										 2, &isnull));
 	role = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &role_isnull);
-	if (last_role != NULL && !role_isnull)
-		*last_role = DatumGetObjectId(role);
+	if (cursor != NULL && !role_isnull)
+		cursor->role = DatumGetObjectId(role);
 	last = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 
 	/* the next walk goes on after the last key, or from the first */
 	if (cursor != NULL)
 	{
-		if (*cursor != NULL)
-			pfree(*cursor);
-		*cursor = NULL;
+		if (cursor->key != NULL)
+			pfree(cursor->key);
+		cursor->key = NULL;
 		if (looked == RELEASE_KEYS && !isnull)
-			*cursor = MemoryContextStrdup(TopMemoryContext, TextDatumGetCString(last));
+			cursor->key = MemoryContextStrdup(TopMemoryContext, TextDatumGetCString(last));
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return released;

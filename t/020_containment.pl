@@ -89,6 +89,23 @@ sub fails_with
 	return $err;
 }
 
+# pause_execution(NAME): retries.enabled = off, and the worker paused (a
+# test named NAME); resume_execution(): on again
+sub pause_execution
+{
+	my ($name) = @_;
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
+		'1', $name);
+	return;
+}
+
+sub resume_execution
+{
+	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+	return;
+}
+
 # history(ID): the call's attempts, as "n:outcome sqlstate" joined by ','
 sub history
 {
@@ -224,13 +241,11 @@ SELECT retries.annotate('alice.export_secret(text)', '3 10ms');
 		'1', 'b: it lists it to its owner');
 
 	# granted, scheduled, then revoked: the attempt is refused, not retried
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
-		'1', 'b: execution paused');
+	pause_execution('b: execution paused');
 	sql('alice', 'GRANT USAGE ON SCHEMA alice TO mallory');
 	my $id = sql('mallory', "SELECT retries.call($oid, '[\"mallory\"]')");
 	sql('alice', 'REVOKE USAGE ON SCHEMA alice FROM mallory');
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+	resume_execution();
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
 		'failed', 'b: a call made before USAGE was revoked fails');
 	is(history($id), '1:failed 42501', 'b: with 42501, at its first attempt, not retried');
@@ -330,9 +345,7 @@ SELECT retries.annotate('mallory.trap_all()', '1 2s');
 	# its second attempt runs alone: 20 calls of the same role due just
 	# before it are not in its batch, and are not run again when it ends
 	# the worker again (their sequence counts each run)
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
-		'1', 'c: execution paused before its second attempt is due');
+	pause_execution('c: execution paused before its second attempt is due');
 	is($node->safe_psql($DB, "SELECT next_attempt > now() FROM retries.calls WHERE id = $all"),
 		't', 'c: (it is not due yet)');
 	sql('mallory', qq{
@@ -345,7 +358,7 @@ SELECT count(retries.call('mallory.count()',
 });
 	wait_until($node, $DB, "SELECT next_attempt <= now() FROM retries.calls WHERE id = $all",
 		't', 'c: its second attempt falls due');
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+	resume_execution();
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $all",
 		'failed', 'c: and the call fails after its two attempts', 60);
 	unlike(history($all), qr/succeeded/, 'c: never recorded as a success');
@@ -585,9 +598,7 @@ CREATE FUNCTION alice.big(s text) RETURNS void LANGUAGE sql
 	AS $$ INSERT INTO alice.sizes VALUES (length(s)) $$;
 SELECT retries.annotate('alice.big(text)', '3 10ms');
 });
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
-		'1', 'f: execution paused');
+	pause_execution('f: execution paused');
 	# (of priority 1: the calls of a priority above 0 are claimed all at
 	# once, and with them, before 1.3, their arguments)
 	$node->safe_psql($DB,
@@ -598,7 +609,7 @@ SELECT retries.annotate('alice.big(text)', '3 10ms');
 	my $pid = $node->safe_psql($DB, 'SELECT pid FROM retries.workers');
 	# AddressSanitizer keeps freed memory for a while (scripts/sanitize)
 	my $sanitized = slurp_file("/proc/$pid/maps") =~ /libasan/;
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+	resume_execution();
 	my $peak = 0;
 	my $until = time() + 120;
 	while (time() < $until)
@@ -671,12 +682,10 @@ GRANT USAGE ON SEQUENCE alice.log_id_seq TO carol;
 	for my $case (@cases)
 	{
 		my ($what, $take, $give) = @$case;
-		$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-		wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
-			'1', "g: execution paused ($what)");
+		pause_execution("g: execution paused ($what)");
 		my $id = sql('carol', "SELECT retries.call('alice.work(int)', '[77]')");
 		$node->safe_psql($DB, $take);
-		$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = on; SELECT pg_reload_conf()');
+		resume_execution();
 		wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
 			'failed', "g: $what: carol's call fails");
 		is(history($id), '1:failed 42501', "g: $what: with 42501, not retried");
