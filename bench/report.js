@@ -288,6 +288,13 @@ and 100,000 daily schedules beside ordinary calls:
 [benchmarks-schedules.md](benchmarks-schedules.md), written by
 \`bench/schedules\`, which \`bench/run\` runs last.
 
+## Changes measured side by side
+
+What a change costs is measured against the code before it, in one run
+(\`bench/compare\`, instruction counts under callgrind):
+[benchmarks-containment.md](benchmarks-containment.md) for the
+containment of 1.3 (one role per batch, the checks at each attempt).
+
 ## Reproduce
 
     bench/run            # as root or with sudo, about 20 minutes (and 15 for bench/schedules)
