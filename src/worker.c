@@ -344,8 +344,11 @@ inflight_open(void)
 	char		path[MAXPGPATH];
 	int			fd;
 	struct stat st;
-	InFlight	empty = {0, 0, InvalidOid, 0};
+	InFlight	empty;
 	void	   *map;
+
+	/* zeroed whole: its padding is written to the file too */
+	memset(&empty, 0, sizeof(empty));
 
 	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
 		ereport(ERROR,
@@ -514,7 +517,9 @@ clear_slot(int slot_no)
 {
 	char		path[MAXPGPATH];
 	int			fd;
-	InFlight	empty = {0, 0, 0, 0};
+	InFlight	empty;
+
+	memset(&empty, 0, sizeof(empty));
 
 	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
 	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);

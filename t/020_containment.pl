@@ -628,6 +628,25 @@ SELECT retries.annotate('alice.big(text)', '3 10ms');
 	}
 	is(sql('alice', q{SELECT count(*) || ' ' || min(n) FROM alice.sizes}),
 		'12 16000000', 'f: the 12 calls of 16 MB each ran');
+	# a worker whose memory has grown past retries.max_worker_memory after
+	# a batch is replaced by a fresh one, and the calls go on
+	my $offset = -s $node->logfile;
+	my $before = $node->safe_psql($DB, 'SELECT pid FROM retries.workers');
+	$node->safe_psql($DB,
+		"ALTER SYSTEM SET retries.max_worker_memory = '1kB'; SELECT pg_reload_conf()");
+	my ($m1, $m2) = split /,/, alice_calls(60, 61);
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.calls WHERE id IN ($m1, $m2) AND state = 'succeeded'",
+		'2', 'f: calls run under a tiny retries.max_worker_memory');
+	$node->safe_psql($DB,
+		'ALTER SYSTEM RESET retries.max_worker_memory; SELECT pg_reload_conf()');
+	ok(slurp_file($node->logfile, $offset) =~
+		  /the worker exits to be replaced: its memory has grown to \d+ kB, past retries.max_worker_memory \(1 kB\)/,
+		'f: the worker exits to be replaced, and says why');
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.workers WHERE pid <> $before", '1',
+		'f: and a fresh worker has taken its place');
+
 	SKIP:
 	{
 		skip 'the server runs under AddressSanitizer', 1 if $sanitized;
