@@ -109,45 +109,59 @@ retries_sees_all_calls(Oid roleid)
 }
 
 /*
- * retries_call_privilege -- what a direct call of function fnoid by 'role'
- * needs that the role lacks: EXECUTE on the function, USAGE on its schema
- * (a direct call names the function, and a name is looked up only in
- * schemas the role may use; retries takes an OID, so it checks both).
- * NULL if it lacks nothing, else a message that says what it lacks; the
- * function must exist.
+ * lacked_call_privilege -- which privilege of a direct call of function
+ * fnoid 'role' lacks, as a direct call checks them: USAGE on its schema
+ * (OBJECT_SCHEMA: a direct call names the function, and a name is looked
+ * up only in schemas the role may use; retries takes an OID, so it checks
+ * that too), then EXECUTE on it (OBJECT_FUNCTION); false if neither
+ */
+static bool
+lacked_call_privilege(Oid fnoid, Oid role, ObjectType *what, Oid *nspoid)
+{
+	*nspoid = get_func_namespace(fnoid);
+	*what = OBJECT_SCHEMA;
+	if (retries_namespace_aclcheck(*nspoid, role, ACL_USAGE) != ACLCHECK_OK)
+		return true;
+	*what = OBJECT_FUNCTION;
+	return retries_proc_aclcheck(fnoid, role, ACL_EXECUTE) != ACLCHECK_OK;
+}
+
+/*
+ * retries_call_privilege -- NULL if 'role' may call function fnoid as a
+ * direct call would (lacked_call_privilege), else a message that says
+ * what it lacks; the function must exist
  */
 char *
 retries_call_privilege(Oid fnoid, Oid role)
 {
-	Oid			nspoid = get_func_namespace(fnoid);
+	ObjectType	what;
+	Oid			nspoid;
 
-	if (retries_proc_aclcheck(fnoid, role, ACL_EXECUTE) != ACLCHECK_OK)
-		return psprintf("role \"%s\" has no EXECUTE privilege on function %s",
-						GetUserNameFromId(role, false), format_procedure_qualified(fnoid));
-	if (retries_namespace_aclcheck(nspoid, role, ACL_USAGE) != ACLCHECK_OK)
+	if (!lacked_call_privilege(fnoid, role, &what, &nspoid))
+		return NULL;
+	if (what == OBJECT_SCHEMA)
 		return psprintf("role \"%s\" has no USAGE privilege on schema %s of function %s",
 						GetUserNameFromId(role, false),
 						quote_identifier(get_namespace_name(nspoid)),
 						format_procedure_qualified(fnoid));
-	return NULL;
+	return psprintf("role \"%s\" has no EXECUTE privilege on function %s",
+					GetUserNameFromId(role, false), format_procedure_qualified(fnoid));
 }
 
 /*
- * retries_check_call_privilege -- raise 42501, as a direct call would,
- * unless 'role' may use the schema of function fnoid and execute it
+ * retries_check_call_privilege -- raise 42501, with the error a direct
+ * call would give, unless 'role' may call function fnoid
  */
 void
 retries_check_call_privilege(Oid fnoid, Oid role)
 {
-	Oid			nspoid = get_func_namespace(fnoid);
-	AclResult	aclresult;
+	ObjectType	what;
+	Oid			nspoid;
 
-	aclresult = retries_namespace_aclcheck(nspoid, role, ACL_USAGE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_SCHEMA, get_namespace_name(nspoid));
-	aclresult = retries_proc_aclcheck(fnoid, role, ACL_EXECUTE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
+	if (lacked_call_privilege(fnoid, role, &what, &nspoid))
+		aclcheck_error(ACLCHECK_NO_PRIV, what,
+					   what == OBJECT_SCHEMA ? get_namespace_name(nspoid) :
+					   get_func_name(fnoid));
 }
 
 /*

@@ -94,6 +94,44 @@ cmp_int64(const void *a, const void *b)
 }
 
 /*
+ * share_lock_calls -- share-lock those of the n calls of 'ids' that no
+ * other transaction holds locked (SKIP LOCKED: a worker running one, a
+ * cancel() not yet committed, or a role's own open transaction must not
+ * keep this one waiting): locked[i] says whether ids[i] was, and, if so,
+ * states[i] is its state then; a call that is gone is not locked
+ */
+static void
+share_lock_calls(const int64 *ids, int n, bool *locked, char **states)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8ARRAYOID};
+	Datum		values[1] = {retries_id_array(ids, n)};
+
+	retries_prepare_kept(&plan,
+						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
+						 " FOR SHARE SKIP LOCKED",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock calls that others run after");
+	memset(locked, 0, sizeof(bool) * n);
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (ids[i] == id)
+			{
+				locked[i] = true;
+				states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
+			}
+	}
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
  * retries_after_check -- read the calls of retries.call()'s after list
  * (an int8[]) for a new call that 'caller' schedules: *out says which of
  * them the new call waits for, and whether one has failed or was
@@ -109,7 +147,6 @@ void
 retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 {
 	static SPIPlanPtr see_plan = NULL;
-	static SPIPlanPtr lock_plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
 	Datum		values[1];
 	Datum	   *elems;
@@ -172,36 +209,13 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	 * worker running them) keep the state read above, and are noted for
 	 * the workers (see the head of the file)
 	 */
-	retries_prepare_kept(&lock_plan,
-						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
-						 " FOR SHARE SKIP LOCKED",
-						 1, argtypes);
-	if (SPI_execute_plan(lock_plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock the calls of after");
-	locked = palloc0(sizeof(bool) * n);
-	for (uint64 row = 0; row < SPI_processed; row++)
-	{
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-
-		for (int i = 0; i < n; i++)
-			if (ids[i] == id)
-			{
-				locked[i] = true;
-				states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
-			}
-	}
-	SPI_freetuptable(SPI_tuptable);
+	locked = palloc(sizeof(bool) * n);
+	share_lock_calls(ids, n, locked, states);
 
 	out->waiting = palloc(sizeof(int64) * n);
 	out->running = palloc(sizeof(int64) * n);
 	for (int i = 0; i < n; i++)
 	{
-		/* pruned between the two reads: it had finished, and is unknown now */
-		if (states[i] == NULL)
-			retries_call_not_found(ids[i], "after");
 		if (strcmp(states[i], "scheduled") == 0)
 		{
 			out->waiting[out->nwaiting++] = ids[i];
@@ -563,7 +577,6 @@ bool
 retries_chains_pending(void)
 {
 	static SPIPlanPtr pending_plan = NULL;
-	static SPIPlanPtr lock_plan = NULL;
 	static SPIPlanPtr present_plan = NULL;
 	static SPIPlanPtr done_plan = NULL;
 	Oid			argtypes[1] = {INT4OID};
@@ -571,6 +584,7 @@ retries_chains_pending(void)
 	Datum		values[1] = {Int32GetDatum(PENDING_BATCH)};
 	int64	   *ids;
 	bool	   *done;
+	char	  **states;
 	int			n;
 	int64	   *succeeded;
 	int64	   *failed;
@@ -593,7 +607,7 @@ retries_chains_pending(void)
 	if (n == 0)
 		return false;
 	ids = palloc(sizeof(int64) * n);
-	done = palloc0(sizeof(bool) * n);
+	done = palloc(sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -605,36 +619,23 @@ retries_chains_pending(void)
 	values[0] = retries_id_array(ids, n);
 
 	/* the calls that no other transaction holds, and their states */
-	retries_prepare_kept(&lock_plan,
-						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
-						 " FOR SHARE SKIP LOCKED",
-						 1, id_types);
-	if (SPI_execute_plan(lock_plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock the finished calls whose followers wait");
+	states = palloc(sizeof(char *) * n);
+	share_lock_calls(ids, n, done, states);
 	succeeded = palloc(sizeof(int64) * n);
 	failed = palloc(sizeof(int64) * n);
 	failed_how = palloc(n);
-	for (uint64 row = 0; row < SPI_processed; row++)
+	for (int i = 0; i < n; i++)
 	{
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-		char	   *state = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
-
-		for (int i = 0; i < n; i++)
-			done[i] |= ids[i] == id;
-		if (strcmp(state, "scheduled") == 0)
-			continue;			/* not run now: whoever finishes it sees */
-		if (strcmp(state, "succeeded") == 0)
-			succeeded[nsucceeded++] = id;
+		if (!done[i] || strcmp(states[i], "scheduled") == 0)
+			continue;			/* locked; or not run now: whoever finishes it sees */
+		if (strcmp(states[i], "succeeded") == 0)
+			succeeded[nsucceeded++] = ids[i];
 		else
 		{
-			failed[nfailed] = id;
-			failed_how[nfailed++] = strcmp(state, "failed") == 0 ? 'f' : 'c';
+			failed[nfailed] = ids[i];
+			failed_how[nfailed++] = strcmp(states[i], "failed") == 0 ? 'f' : 'c';
 		}
 	}
-	SPI_freetuptable(SPI_tuptable);
 
 	/* of the others, those that are gone (pruned by hand) are done too */
 	retries_prepare_kept(&present_plan,

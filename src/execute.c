@@ -162,7 +162,7 @@ static volatile sig_atomic_t attempt_timed_out = false;
 static volatile sig_atomic_t attempt_killed = false;
 /* The limit of the attempt under way, as text, for the log */
 static char attempt_limit_text[POLICY_FORMAT_LEN];
-/* The worker's, told when on_exhausted starts and ends (execute_init) */
+/* The worker's, told when a hook starts and ends (execute_init) */
 static ExecuteHookPhase hook_phase_callback = NULL;
 
 static void record_hook_error(int64 call_id, int32 attempt, const char *error);
@@ -695,17 +695,46 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 }
 
 /*
- * hook_privilege -- what 'role' lacks to call a hook of its call's policy
- * (on_exhausted, delay_fn) as a direct call would, or NULL: the hook runs
- * as the role, and the function may be gone or its privileges revoked
- * since the policy was written
+ * run_hook -- run a hook of a call's policy (on_exhausted, delay_fn) with
+ * these argument expressions, as run_sandboxed() runs it: as the call's
+ * role, under retries.max_attempt_time, with the worker told which hook
+ * runs (see hook_phase in worker.c); on error, its ErrorData
+ *
+ * The hook runs only if the role may call it as a direct call would: it
+ * may have been dropped, or its privileges revoked, since the policy was
+ * written.  If not, the error is a 42501 (or a 42883) that says so.
  */
-static char *
-hook_privilege(Oid hook, Oid role)
+static ErrorData *
+run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
+		 List *args, Datum *result, bool *isnull)
 {
+	ErrorData  *edata;
+	char	   *lacks;
+	int			sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
+	bool		capped;
+	SandboxStep step;
+
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
-		return psprintf("function %u no longer exists", hook);
-	return retries_call_privilege(hook, role);
+	{
+		sqlerrcode = ERRCODE_UNDEFINED_FUNCTION;
+		lacks = psprintf("function %u no longer exists", hook);
+	}
+	else
+		lacks = retries_call_privilege(hook, call->role);
+	if (lacks != NULL)
+	{
+		edata = palloc0(sizeof(ErrorData));
+		edata->sqlerrcode = sqlerrcode;
+		edata->message = lacks;
+		return edata;
+	}
+	if (hook_phase_callback != NULL)
+		hook_phase_callback(call->id, attempt, which);
+	edata = run_sandboxed(call->role, hook, NULL, NULL, args,
+						  attempt_time_limit(NULL, &capped), &step, result, isnull);
+	if (hook_phase_callback != NULL)
+		hook_phase_callback(call->id, attempt, HOOK_NONE);
+	return edata;
 }
 
 /*
@@ -724,13 +753,10 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 
 	if (OidIsValid(policy->delay_fn))
 	{
-		char	   *lacks;
-		bool		capped;
 		List	   *args;
 		Datum		result;
 		bool		isnull;
 		ErrorData  *edata;
-		SandboxStep step;
 
 		args = list_make3(makeConst(INT4OID, -1, InvalidOid, 4,
 									Int32GetDatum(attempt), false, true),
@@ -739,23 +765,8 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 									CStringGetTextDatum(out->message ? out->message : ""),
 									out->message == NULL, false));
-		if ((lacks = hook_privilege(policy->delay_fn, call->role)) != NULL)
-		{
-			out->detail = psprintf("The attempt failed with %s: %s",
-								   out->sqlstate, out->message ? out->message : "");
-			set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
-							  psprintf("delay_fn %s failed: %s",
-									   format_procedure(policy->delay_fn), lacks),
-							  out->detail, NULL, NULL);
-			return false;
-		}
-		if (hook_phase_callback != NULL)
-			hook_phase_callback(call->id, attempt, HOOK_DELAY_FN);
-		edata = run_sandboxed(call->role, policy->delay_fn, NULL, NULL, args,
-							  attempt_time_limit(NULL, &capped),
-							  &step, &result, &isnull);
-		if (hook_phase_callback != NULL)
-			hook_phase_callback(call->id, attempt, HOOK_NONE);
+		edata = run_hook(call, attempt, HOOK_DELAY_FN, policy->delay_fn, args,
+						 &result, &isnull);
 		if (edata != NULL)
 		{
 			out->detail = psprintf("The attempt failed with %s: %s",
@@ -1030,13 +1041,10 @@ record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 static void
 run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 attempt)
 {
-	char	   *lacks;
 	List	   *args;
 	Datum		result;
 	bool		isnull;
 	ErrorData  *edata;
-	bool		capped;
-	SandboxStep step;
 
 	if (!OidIsValid(policy->on_exhausted) ||
 		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
@@ -1045,18 +1053,8 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
-	if ((lacks = hook_privilege(policy->on_exhausted, call->role)) != NULL)
-	{
-		record_hook_error(call->id, attempt, psprintf("42501: %s", lacks));
-		return;
-	}
-	if (hook_phase_callback != NULL)
-		hook_phase_callback(call->id, attempt, HOOK_ON_EXHAUSTED);
-	edata = run_sandboxed(call->role, policy->on_exhausted, NULL, NULL, args,
-						  attempt_time_limit(NULL, &capped),
-						  &step, &result, &isnull);
-	if (hook_phase_callback != NULL)
-		hook_phase_callback(call->id, attempt, HOOK_NONE);
+	edata = run_hook(call, attempt, HOOK_ON_EXHAUSTED, policy->on_exhausted, args,
+					 &result, &isnull);
 	if (edata == NULL)
 		return;
 	record_hook_error(call->id, attempt, psprintf("%s: %s",
@@ -1074,7 +1072,6 @@ record_hook_error(int64 call_id, int32 attempt, const char *error)
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
 	Datum		values[3];
-
 
 	values[0] = Int64GetDatum(call_id);
 	values[1] = Int32GetDatum(attempt);

@@ -517,6 +517,25 @@ release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 }
 
 /*
+ * The end of a release in turns between roles (release_fairly,
+ * release_keys): the calls of CTE chosen (id, role, pos) that no other
+ * transaction holds are released (CTE released), and LAST_RELEASED_ROLE
+ * is the role of the last of them in turn, where the next release goes
+ * on from
+ */
+#define RELEASE_CHOSEN \
+	" released AS (" \
+	" UPDATE retries.call_data SET held = false" \
+	" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT id FROM retries.call_data" \
+	"  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))" \
+	"  AND held FOR UPDATE SKIP LOCKED))" \
+	" AND held RETURNING id)"
+#define LAST_RELEASED_ROLE \
+	"(SELECT c.role FROM chosen c JOIN released USING (id)" \
+	" ORDER BY c.pos DESC LIMIT 1)"
+
+/*
  * Where each gate's releases go on from, in the worker's memory, for up to
  * GATE_CURSORS gates: the key after which its last walk of keys stopped
  * (release_keys), and the role whose call it released last
@@ -597,7 +616,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 									  "  ORDER BY gate, scheduled_by LIMIT 1)"
 									  " FROM roles WHERE roles.r IS NOT NULL),"
 									  " picked AS ("
-									  " SELECT c.id, roles.r, pg_catalog.row_number() OVER (ORDER BY c.turn,"
+									  " SELECT c.id, roles.r AS role, pg_catalog.row_number() OVER (ORDER BY c.turn,"
 									  "  roles.r OPERATOR(pg_catalog.<=) $4, roles.r, c.next_attempt) AS pos"
 									  " FROM roles CROSS JOIN LATERAL"
 									  " (SELECT id, next_attempt,"
@@ -611,17 +630,10 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 									  "   OPERATOR(pg_catalog.<=) (roles.r, $3)"
 									  "  ORDER BY gate, scheduled_by, next_attempt LIMIT $2) c"
 									  " WHERE roles.r IS NOT NULL),"
-									  " chosen AS (SELECT id, r, pos FROM picked ORDER BY pos LIMIT $2),"
-									  " released AS ("
-									  " UPDATE retries.call_data SET held = false"
-									  " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
-									  "  SELECT id FROM retries.call_data"
-									  "  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))"
-									  "  AND held FOR UPDATE SKIP LOCKED))"
-									  " AND held RETURNING id)"
-									  " SELECT (SELECT pg_catalog.count(*) FROM released),"
-									  "  (SELECT c.r FROM chosen c JOIN released USING (id)"
-									  "   ORDER BY c.pos DESC LIMIT 1)",
+									  " chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $2),"
+									  RELEASE_CHOSEN
+									  " SELECT (SELECT pg_catalog.count(*) FROM released), "
+									  LAST_RELEASED_ROLE,
 									  keyless ? " AND limit_key IS NULL" : ""),
 							 4, argtypes);
 	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_SELECT)
@@ -708,18 +720,11 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 	"   WHERE rr.role IS NOT NULL) x) t" \
 	"  WHERE t.pos OPERATOR(pg_catalog.<=) keys.room)," \
 	" chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $8)," \
-	" released AS (" \
-	" UPDATE retries.call_data c SET held = false" \
-	" WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT id FROM retries.call_data" \
-	"  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))" \
-	"  AND held FOR UPDATE SKIP LOCKED))" \
-	" AND c.held RETURNING c.id)" \
+	RELEASE_CHOSEN \
 	" SELECT (SELECT pg_catalog.count(*) FROM released)," \
 	"  (SELECT pg_catalog.count(*) FROM keys)," \
-	"  (SELECT pg_catalog.max(key) FROM keys)," \
-	"  (SELECT c.role FROM chosen c JOIN released USING (id)" \
-	"   ORDER BY c.pos DESC LIMIT 1)"
+	"  (SELECT pg_catalog.max(key) FROM keys), " \
+	LAST_RELEASED_ROLE
 
 /* Most keys release_keys looks at in one transaction */
 #define RELEASE_KEYS			1000
