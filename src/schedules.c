@@ -42,7 +42,13 @@
  * Overlap.  The previous firing's call (last_call) still unfinished:
  * 'skip' counts the firing as skipped; 'queue' marks the schedule queued
  * (one firing at most waits; a second is skipped), and the worker fires it
- * as soon as it sees that call finished; 'allow' fires regardless.
+ * as soon as it sees that call finished; 'allow' fires regardless.  Under
+ * 'skip' and 'queue', firings that pass while that call is unfinished are
+ * skipped, never missed, however late a worker sees them: they would not
+ * have run anyway.  A worker that finds a due schedule locked by another
+ * (which is firing it, and may then go on to run a call for seconds)
+ * looks again within FIRE_LOCKED_USECS, so that an idle worker decides the
+ * next firing on time and next_run never lags behind.
  *
  * IDENTIFICATION
  *	  src/schedules.c
@@ -83,6 +89,8 @@ PG_FUNCTION_INFO_V1(retries_trigger);
 #define FIRE_BATCH				1000
 /* How long to leave a full batch of due firings to the worker firing them */
 #define FIRE_BUSY_USECS			(10 * INT64CONST(1000))
+/* How soon to look again at schedules that another worker had locked */
+#define FIRE_LOCKED_USECS		(100 * INT64CONST(1000))
 /* Most missed firings of a cron schedule counted one by one */
 #define MISSED_SCAN_MAX			1000000
 
@@ -560,8 +568,18 @@ advance(Firing *f, TimestampTz now)
 			next = retries_every_next(&every, tz, f->origin, now);
 	}
 	on_time = now - latest <= f->catch_up + FIRING_SLACK_USECS;
-	f->missed += on_time ? due - 1 : due;
 	f->next_run = next;
+	if (f->busy && f->overlap != 'a')
+	{
+		/*
+		 * The previous call is unfinished: these firings would not have
+		 * run had a worker looked on time, so they are skipped, not missed
+		 * (fire_one decides the latest one when it is on time)
+		 */
+		f->skipped += on_time ? due - 1 : due;
+		return on_time;
+	}
+	f->missed += on_time ? due - 1 : due;
 	return on_time;
 }
 
@@ -860,8 +878,14 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 			return now + FIRE_BUSY_USECS;
 		return now;
 	}
-	if (found > 0)
-		(void) fire_rows(due_plan, due_values, now, horizon, &wait_until);
+	/*
+	 * Some of them locked by another worker, which is firing them: look
+	 * again soon, so that this worker, maybe the only idle one, decides
+	 * their next firing on time even if that worker goes on to run a call
+	 */
+	if (found > 0 &&
+		fire_rows(due_plan, due_values, now, horizon, &wait_until) < (uint64) found)
+		wait_until = Min(wait_until, now + FIRE_LOCKED_USECS);
 	values[0] = TimestampTzGetDatum(horizon);
 	values[1] = Int32GetDatum(FIRE_BATCH);
 	(void) fire_rows(queued_plan, values, now, horizon, &wait_until);

@@ -11,7 +11,10 @@
 #   d. a standby fires nothing; promoted, it fires the schedules it
 #      replayed, and the invariants of a. hold across the failover;
 #   e. (before d.) one role's thousands of due schedules do not hold back
-#      another role's firing.
+#      another role's firing;
+#   f. (before d.) overlap 'skip' of a call longer than the period, with
+#      one of the two workers idle: the occurrences passed while the call
+#      runs are skipped, none missed, and next_run never falls behind.
 
 use strict;
 use warnings;
@@ -294,6 +297,55 @@ is( $node->safe_psql(
 $node->safe_psql('postgres',
 	"SELECT count(retries.unschedule(name)) FROM retries.schedule_data"
 	  . " WHERE name ~ '^(hog|fair)'");
+
+###########################################################################
+# f. overlap 'skip' counts what it skips, and next_run keeps time: a 2.5 s
+#    call every second, made right after another schedule was dropped (the
+#    two workers then race for the first firing).  The worker that fires
+#    goes on to run the call; the idle one must decide the occurrences that
+#    pass meanwhile, within a second of each.
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE FUNCTION long_note(s text) RETURNS void LANGUAGE sql AS $$
+	SELECT note(s); SELECT pg_sleep(2.5);
+$$;
+SELECT retries.annotate('long_note(text)', '5 10ms');
+SELECT retries.schedule('warmup', 'note(text)', '1s', '["warmup"]');
+});
+wait_until($node, 'postgres',
+	"SELECT firings >= 2 FROM retries.schedules WHERE name = 'warmup'",
+	't', 'f: a first schedule fires');
+$node->safe_psql(
+	'postgres', q{
+SELECT retries.unschedule('warmup');
+SELECT retries.schedule('long', 'long_note(text)', '1s', '["long"]',
+						overlap => 'skip');
+});
+my $max_lag = 0;
+my $deadline = time() + $RetriesTest::DEADLINE;
+my $counts;
+while (time() < $deadline)
+{
+	my ($lag, $err) = query_value($node, 'postgres',
+		"SELECT extract(epoch FROM now() - next_run), firings || ' ' || skipped"
+		  . " || ' ' || missed FROM retries.schedules WHERE name = 'long'");
+	next if !defined $lag;
+	($lag, $counts) = split /\|/, $lag;
+	chomp $counts;
+	$max_lag = $lag if $lag > $max_lag;
+	last if (split / /, $counts)[0] >= 3;
+	usleep(100_000);
+}
+my ($firings, $skipped, $missed) = split / /, $counts // '0 0 0';
+cmp_ok($firings, '>=', 3, 'f: the long schedule fired three times');
+is($missed, 0, "f: nothing counted missed with a worker up ($counts)");
+cmp_ok($skipped, '>=', 2 * ($firings - 1),
+	'f: each second that passed while a call ran was skipped');
+cmp_ok($max_lag, '<=', 1.0,
+	'f: next_run was never more than a second behind now');
+$node->safe_psql('postgres', "SELECT retries.unschedule('long')");
 
 ###########################################################################
 # d. a standby fires nothing; promoted, it fires
