@@ -72,6 +72,7 @@
 static bool wake_workers_at_commit = false;
 static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
+static bool databases_changed_at_commit = false;
 /* A database whose workers this transaction stopped */
 typedef struct StoppedDatabase
 {
@@ -142,7 +143,8 @@ let_workers_back(bool committed)
 	list_free_deep(stopped_databases);
 	stopped_databases = NIL;
 	extension_gone = false;
-	retries_wake_launcher();
+	/* a dropped database must be forgotten before any worker starts */
+	retries_reread_databases();
 }
 
 /*
@@ -235,8 +237,10 @@ xact_callback(XactEvent event, void *arg)
 				if (db != NULL)
 					db->paused_until = 0;
 				LWLockRelease(retries_shared->lock);
-				retries_wake_launcher();
+				databases_changed_at_commit = true;
 			}
+			if (databases_changed_at_commit)
+				retries_reread_databases();
 			if (gates_changed_at_commit)
 				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
 			if (wake_workers_at_commit)
@@ -245,6 +249,7 @@ xact_callback(XactEvent event, void *arg)
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
+			databases_changed_at_commit = false;
 			let_workers_back(true);
 			break;
 		case XACT_EVENT_PREPARE:
@@ -257,6 +262,7 @@ xact_callback(XactEvent event, void *arg)
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
+			databases_changed_at_commit = false;
 			let_workers_back(false);
 			break;
 		default:
@@ -374,10 +380,10 @@ workers_in_the_way(Node *parsetree)
 				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
 			break;
 		case T_CreatedbStmt:
+			/* without TEMPLATE, template1 is copied */
 			opt = find_defelem(((CreatedbStmt *) parsetree)->options, "template");
-			if (opt != NULL && opt->arg != NULL)
-				return get_database_oid(defGetString(opt), true);
-			break;
+			return get_database_oid(opt != NULL && opt->arg != NULL ?
+									defGetString(opt) : "template1", true);
 		case T_AlterDatabaseStmt:
 			if (find_defelem(((AlterDatabaseStmt *) parsetree)->options,
 							"tablespace") != NULL)
@@ -600,6 +606,25 @@ refuse_unless_owner(Node *parsetree)
 }
 
 /*
+ * changes_databases -- does the command create, drop or alter a database
+ * (its template flag or whether it allows connections), so that the
+ * launcher must read pg_database again once it commits?
+ */
+static bool
+changes_databases(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_CreatedbStmt:
+		case T_DropdbStmt:
+		case T_AlterDatabaseStmt:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
  * process_utility -- stop the workers that would be in the way of the
  * command, if it would run, then run it; the launcher lets them back when
  * the (sub)transaction ends
@@ -616,6 +641,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	refuse_lock_before_check(pstmt->utilityStmt);
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
+	if (changes_databases(pstmt->utilityStmt))
+		databases_changed_at_commit = true;
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))

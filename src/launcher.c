@@ -9,6 +9,12 @@
  * to no database, only reading pg_database: each database that allows
  * connections and is not a template is probed by starting one worker,
  * which looks for the extension and reports back through shared memory.
+ * No worker is ever started in a database that the launcher's last read
+ * of pg_database did not list so (RetriesDatabase.listed): the commands
+ * that create, drop or alter a database, and CREATE EXTENSION, have it
+ * read pg_database again as they commit, so a template (template1 with
+ * the extension in it) or a dropped database never gets one, and a new
+ * database gets its workers at once.
  * Databases with the extension get retries.max_workers workers; the others
  * are left alone until CREATE EXTENSION wakes the launcher at commit.
  * A database whose workers were stopped (DROP DATABASE, DROP EXTENSION)
@@ -279,6 +285,9 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 
 	if (now < db->paused_until)
 		return db->paused_until;
+	/* not seen in pg_database as a database to serve (yet): no worker */
+	if (!db->listed)
+		return 0;
 	if (now < db->next_start && db->state != DB_NO_EXTENSION)
 		return db->next_start;
 
@@ -415,7 +424,11 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	}
 	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
-		if (retries_find_database(seen[j], true) == NULL && !complained)
+		RetriesDatabase *db = retries_find_database(seen[j], true);
+
+		if (db != NULL)
+			db->listed = true;
+		else if (!complained)
 		{
 			ereport(LOG,
 					(errmsg("retries: no room to track database %u: workers serve at most %d databases",
@@ -506,8 +519,11 @@ retries_launcher_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		read = reaped ||
+		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+		read = reaped || retries_shared->reread_databases ||
 			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
+		retries_shared->reread_databases = false;
+		LWLockRelease(retries_shared->lock);
 		if (read)
 		{
 			nseen = read_databases(seen);

@@ -181,6 +181,25 @@ retries_wake_launcher(void)
 }
 
 /*
+ * retries_reread_databases -- make the launcher read pg_database again now
+ * (a database was created, dropped or altered, or got the extension)
+ *
+ * Until it has, it starts no worker in a database that it has not seen
+ * there allowing connections and not a template.
+ */
+void
+retries_reread_databases(void)
+{
+	if (retries_shared == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	retries_shared->reread_databases = true;
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * retries_wake_workers -- wake every worker of a database, so that a call
  * just committed is picked up at once
  */

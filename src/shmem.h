@@ -72,6 +72,8 @@ typedef struct RetriesDatabase
 	bool		recovered;		/* interrupted attempts charged since start */
 	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
 	TimestampTz next_start;		/* do not start workers before this */
+	bool		listed;			/* in the launcher's last read of pg_database
+								 * (allows connections, not a template) */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -171,6 +173,7 @@ typedef struct RetriesShared
 										 * commits (see flow.c) */
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
+	bool		reread_databases;	/* pg_database changed: read it again */
 	uint32		next_generation;	/* of worker slots */
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
@@ -188,6 +191,7 @@ extern RetriesDatabase *retries_find_database(Oid dboid, bool create);
 extern void retries_set_db_state(RetriesDatabase *db, RetriesDbState state);
 extern void retries_copy_worker(int slot, RetriesWorker *copy);
 extern void retries_wake_launcher(void);
+extern void retries_reread_databases(void);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);

@@ -9,7 +9,13 @@
 #   d. ALTER DATABASE ... RENAME is not held up by them either, and they
 #      come back in the renamed database;
 #   e. a call left in flight by a killed worker is not charged to another
-#      call after DROP EXTENSION and CREATE EXTENSION reuse its id.
+#      call after DROP EXTENSION and CREATE EXTENSION reuse its id;
+#   f. no worker ever connects to a template, to a database that does not
+#      allow connections, or to a dropped database: with the extension in
+#      template1, CREATE DATABASE right after CREATE DATABASE ... TEMPLATE
+#      template1 takes no longer than without it (timed against the same
+#      without the extension), and CREATE DATABASE ... TEMPLATE template0
+#      starts no worker.
 #
 # The extension is also installed in 'postgres', whose workers must not be
 # disturbed by any of this.
@@ -24,6 +30,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
+use Time::HiRes;
 
 my $node = retries_node('databases');
 $node->start;
@@ -209,6 +216,62 @@ is( $node->safe_psql(
 		"SELECT string_agg(attempt || ':' || outcome, ',') FROM retries.attempts"),
 	'1:succeeded',
 	'e: no interrupted attempt was charged to it');
+
+###########################################################################
+# f. templates, databases that refuse connections, dropped databases
+###########################################################################
+
+my $no_template_worker =
+  "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'retries worker'"
+  . " AND datname IN (SELECT datname FROM pg_database"
+  . "  WHERE datistemplate OR NOT datallowconn)";
+
+# create_pairs(TAG): five times, CREATE DATABASE ... TEMPLATE template1 and
+# right after it a plain CREATE DATABASE (template1 too); the seconds the
+# plain ones took, in all
+sub create_pairs
+{
+	my ($tag) = @_;
+	my $total = 0;
+
+	for my $i (1 .. 5)
+	{
+		$node->safe_psql('postgres', "CREATE DATABASE ${tag}_x$i TEMPLATE template1");
+		my $t0 = Time::HiRes::time();
+		$node->safe_psql('postgres', "CREATE DATABASE ${tag}_y$i");
+		$total += Time::HiRes::time() - $t0;
+	}
+	return $total;
+}
+
+$node->safe_psql('template1', 'CREATE EXTENSION retries');
+stays_true($node, 'postgres', $no_template_worker, 2,
+	'f: CREATE EXTENSION in template1 starts no worker there');
+my $with = create_pairs('with');
+stays_true($node, 'postgres', $no_template_worker, 2,
+	'f: CREATE DATABASE ... TEMPLATE template1 starts no worker in template1');
+$node->safe_psql('template1', 'DROP EXTENSION retries');
+my $without = create_pairs('without');
+cmp_ok($with, '<=', 1.5 * $without + 1,
+	sprintf('f: CREATE DATABASE after a copy of template1 with the extension'
+		  . ' took %.2f s in all, %.2f s without it', $with, $without));
+is( $node->safe_psql(
+		'with_y1', "SELECT count(*) FROM pg_extension WHERE extname = 'retries'"),
+	'1', 'f: the databases copied from template1 have the extension');
+wait_until($node, 'postgres', workers_query('with_y1'),
+	'2', 'f: and their workers', 15);
+
+$node->safe_psql('postgres', 'CREATE DATABASE from0 TEMPLATE template0');
+$node->safe_psql('postgres', 'CREATE DATABASE closed ALLOW_CONNECTIONS false');
+$node->safe_psql('postgres',
+	"DROP DATABASE $_") for (map { ("with_x$_", "with_y$_") } 1 .. 5);
+stays_true($node, 'postgres', $no_template_worker, 2,
+	'f: no worker in template0 or in a database that refuses connections');
+my $log = slurp_file($node->logfile);
+my @refused = $log =~ /^.*(?:is not currently accepting connections|database \d+ does not exist).*$/mg;
+is(scalar(@refused), 0,
+	'f: no worker tried to connect to a template, a closed or a dropped database')
+  or diag(join("\n", @refused));
 
 ###########################################################################
 # through all this, the workers of postgres carried on
