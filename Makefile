@@ -36,6 +36,7 @@ OBJS = \
 	src/retries.o \
 	src/policy.o \
 	src/catalog.o \
+	src/function_names.o \
 	src/call_args.o \
 	src/annotate.o \
 	src/schedule.o \
@@ -56,7 +57,8 @@ OBJS = \
 	src/chains.o \
 	src/wait.o
 
-DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql retries--1.2--1.3.sql
+DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql retries--1.2--1.3.sql \
+	retries--1.3--1.4.sql
 
 REGRESS = \
 	setup \

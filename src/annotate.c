@@ -463,6 +463,11 @@ store_policy(Oid fnoid, const Policy *policy)
 									  with_notify ? ", notify" : "",
 									  with_notify ? ", $13" : ""),
 							 with_notify ? 13 : 12, insert_types);
+	{
+		Oid			fns[3] = {fnoid, policy->on_exhausted, policy->delay_fn};
+
+		retries_register_functions(fns, lengthof(fns));
+	}
 	(void) clear_current_policy(fnoid);
 	if (SPI_execute_plan(insert_plans[with_notify], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the policy of function %u", fnoid);

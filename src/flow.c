@@ -113,12 +113,12 @@ retries_hold_calls(Oid fnoid)
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 
 	retries_prepare_kept(&plan,
-						 "UPDATE retries.call_data SET gate = $1::pg_catalog.regprocedure,"
+						 "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
 						 " held = true"
 						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
 						 " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 						 "  SELECT id FROM retries.policy_data"
-						 "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure))",
+						 "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid))",
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not hold the calls of function %u", fnoid);
@@ -157,12 +157,12 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 	retries_prepare_kept(&plan,
 						 "WITH old AS ("
 						 " SELECT paused, max_running, max_running_per_key, rate FROM retries.flow_data"
-						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 						 " FOR UPDATE),"
 						 " new AS ("
 						 " INSERT INTO retries.flow_data AS f"
 						 "  (fn, paused, max_running, max_running_per_key, rate)"
-						 " VALUES ($1::pg_catalog.regprocedure, coalesce($2, false),"
+						 " VALUES ($1::pg_catalog.oid, coalesce($2, false),"
 						 "  CASE WHEN $4 THEN $3 END, CASE WHEN $4 THEN $5 END,"
 						 "  CASE WHEN $4 THEN $6 END)"
 						 " ON CONFLICT (fn) DO UPDATE SET"
@@ -175,6 +175,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 						 "  (SELECT max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
 						 "   OR rate IS NOT NULL FROM old) IS TRUE",
 						 6, argtypes);
+	retries_register_functions(&fnoid, 1);
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store the gate of function %u", fnoid);
@@ -247,7 +248,7 @@ retries_clear_limit(Oid fnoid)
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.flow_data SET max_running = NULL,"
 						 " max_running_per_key = NULL, rate = NULL"
-						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 						 " AND (max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
 						 "  OR rate IS NOT NULL)",
 						 1, argtypes);
@@ -432,7 +433,7 @@ retries_hold_call(int64 id, Oid fnoid)
 	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(fnoid)};
 
 	retries_prepare_kept(&plan,
-						 "UPDATE retries.call_data SET gate = $2::pg_catalog.regprocedure,"
+						 "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
 						 " held = true WHERE id OPERATOR(pg_catalog.=) $1",
 						 2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
@@ -504,7 +505,7 @@ release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 							 psprintf("UPDATE retries.call_data SET held = false"
 									  " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
 									  "  SELECT id FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
 									  "  AND next_attempt OPERATOR(pg_catalog.<=) $3"
 									  "  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
@@ -605,12 +606,12 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 		retries_prepare_kept(&plans[keyless],
 							 psprintf("WITH RECURSIVE roles(r) AS ("
 									  " SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 									  "  ORDER BY gate, scheduled_by LIMIT 1)"
 									  " UNION ALL"
 									  " SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 									  "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.>) roles.r"
 									  "  ORDER BY gate, scheduled_by LIMIT 1)"
@@ -622,7 +623,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 									  " (SELECT id, next_attempt,"
 									  "   pg_catalog.row_number() OVER (ORDER BY next_attempt) AS turn"
 									  "  FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
 									  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
 									  "   OPERATOR(pg_catalog.>=) (roles.r, '-infinity'::pg_catalog.timestamptz)"
@@ -654,13 +655,13 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 #define HELD_KEYS_CTE(after) \
 	"WITH RECURSIVE k(key) AS (" \
 	" SELECT (SELECT limit_key FROM retries.call_data" \
-	"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
 	"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
 	"  AND limit_key IS NOT NULL" after \
 	"  ORDER BY limit_key LIMIT 1)" \
 	" UNION ALL" \
 	" SELECT (SELECT c.limit_key FROM retries.call_data c" \
-	"  WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"  WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
 	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held" \
 	"  AND c.limit_key OPERATOR(pg_catalog.>) k.key" \
 	"  ORDER BY c.limit_key LIMIT 1)" \
@@ -683,7 +684,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 	"  OPERATOR(pg_catalog.-) coalesce((SELECT r.n FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) r(h, n)" \
 	"   WHERE r.h OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(k.key, 0)), 0)" \
 	"  OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM retries.call_data c" \
-	"   WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"   WHERE c.gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
 	"   AND c.limit_key OPERATOR(pg_catalog.=) k.key" \
 	"   AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT c.held" \
 	"   AND c.next_attempt OPERATOR(pg_catalog.<=) $5)::integer AS room" \
@@ -694,13 +695,13 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 	"   x.role OPERATOR(pg_catalog.<=) $9, x.role, x.next_attempt) AS pos" \
 	"  FROM (WITH RECURSIVE rr(role) AS (" \
 	"   SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data" \
-	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
 	"    AND limit_key OPERATOR(pg_catalog.=) keys.key" \
 	"    AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
 	"    ORDER BY gate, limit_key, scheduled_by LIMIT 1)" \
 	"   UNION ALL" \
 	"   SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data" \
-	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
 	"    AND limit_key OPERATOR(pg_catalog.=) keys.key" \
 	"    AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
 	"    AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.>) rr.role" \
@@ -710,7 +711,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 	"   (SELECT id, next_attempt," \
 	"     pg_catalog.row_number() OVER (ORDER BY next_attempt) AS turn" \
 	"    FROM retries.call_data" \
-	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure" \
+	"    WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
 	"    AND limit_key OPERATOR(pg_catalog.=) keys.key" \
 	"    AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) rr.role" \
 	"    AND state OPERATOR(pg_catalog.=) 'scheduled' AND held" \
@@ -826,7 +827,7 @@ held_due(Oid fnoid, TimestampTz now)
 
 	retries_prepare_kept(&plan,
 						 "SELECT FROM retries.call_data"
-						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2 LIMIT 1",
 						 2, argtypes);
@@ -887,13 +888,13 @@ retries_release_held(TimestampTz now, bool *gated)
 	/* released, due and not claimed yet (a retry waiting its delay is not) */
 	retries_prepare_kept(&released_plan,
 						 "SELECT count(*) FROM retries.call_data"
-						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
 						 " AND next_attempt OPERATOR(pg_catalog.<=) $2",
 						 2, argtypes);
 	retries_prepare_kept(&next_plan,
 						 "SELECT min(next_attempt) FROM retries.call_data"
-						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.regprocedure"
+						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 						 " AND next_attempt OPERATOR(pg_catalog.>) $2",
 						 2, argtypes);

@@ -625,6 +625,27 @@ changes_databases(Node *parsetree)
 }
 
 /*
+ * renames_functions -- may the command change the signature of a function:
+ * rename it or move it, or rename or move its schema or a type of its
+ * arguments?
+ */
+static bool
+renames_functions(Node *parsetree)
+{
+	ObjectType	type;
+
+	if (IsA(parsetree, RenameStmt))
+		type = ((RenameStmt *) parsetree)->renameType;
+	else if (IsA(parsetree, AlterObjectSchemaStmt))
+		type = ((AlterObjectSchemaStmt *) parsetree)->objectType;
+	else
+		return false;
+	return type == OBJECT_FUNCTION || type == OBJECT_PROCEDURE ||
+		type == OBJECT_ROUTINE || type == OBJECT_SCHEMA ||
+		type == OBJECT_TYPE || type == OBJECT_DOMAIN || type == OBJECT_TABLE;
+}
+
+/*
  * process_utility -- stop the workers that would be in the way of the
  * command, if it would run, then run it; the launcher lets them back when
  * the (sub)transaction ends
@@ -643,6 +664,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
 		databases_changed_at_commit = true;
+	if (renames_functions(pstmt->utilityStmt))
+		retries_wake_at_commit();	/* they follow it (function_names.c) */
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))

@@ -414,7 +414,7 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
 									"  gate, held, priority, limit_key, waiting_on)"
 									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
-									"  $8::pg_catalog.regprocedure, $9, $10, $11, $12)"
+									"  $8::pg_catalog.oid, $9, $10, $11, $12)"
 									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
 									" WHERE key IS NOT NULL"
 									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"

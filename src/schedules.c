@@ -229,7 +229,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 	retries_prepare_kept(&plan,
 						 "INSERT INTO retries.schedule_data AS s (name, owner, fn, every,"
 						 " args, timezone, overlap, catch_up, origin, next_run)"
-						 " VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.regprocedure,"
+						 " VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.oid,"
 						 " $4, $5, $6, $7, $8, $9, $10)"
 						 " ON CONFLICT (owner, name) DO UPDATE SET fn = excluded.fn,"
 						 " every = excluded.every, args = excluded.args,"
@@ -238,6 +238,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 						 " next_run = excluded.next_run, queued = false"
 						 " RETURNING id",
 						 10, argtypes);
+	retries_register_functions(&fnoid, 1);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store schedule \"%s\"", name);

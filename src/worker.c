@@ -197,6 +197,7 @@ static int64 lone_next = 0;
 static TimestampTz next_fire = 0;
 static bool fire_waiting = false;
 static TimestampTz last_fire_check = 0;
+static TimestampTz last_names_check = 0;
 static bool fire_check = true;
 static int	fire_errors = 0;
 /*
@@ -1098,6 +1099,21 @@ run_batch(TimestampTz *due)
 	}
 
 	/*
+	 * A database restored or upgraded: its function references mapped
+	 * again first, in a transaction of their own (this one's snapshot
+	 * shows the old ones).  Then the signatures that renames changed.
+	 */
+	if (retries_check_function_names(true))
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		*due = GetCurrentTimestamp();
+		return 0;
+	}
+	retries_refresh_function_names();
+
+	/*
 	 * policy_data before call_data, in the order in which retries.call()
 	 * and the update scripts (1.0 to 1.1 alters policy_data, then 1.1 to 1.2
 	 * call_data) lock them: a batch that had claimed calls and then read a
@@ -1442,6 +1458,37 @@ fire_step(void)
 }
 
 /*
+ * names_step -- at most every FIRE_CHECK_MS, paused or not, map the
+ * database's function references again if it was restored or upgraded
+ * under the worker (see function_names.c), in a transaction of its own;
+ * an error is logged, and the worker carries on
+ */
+static void
+names_step(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(last_names_check, now, FIRE_CHECK_MS))
+		return;
+	last_names_check = now;
+	PG_TRY();
+	{
+		start_transaction();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension)
+			(void) retries_check_function_names(true);
+		PopActiveSnapshot();
+		commit_transaction();
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+	}
+	PG_END_TRY();
+}
+
+/*
  * work_guarded -- prune if it is time, then run a batch unless paused
  * (run_batch()'s result, or 0), surviving an error
  *
@@ -1583,6 +1630,7 @@ retries_worker_main(Datum main_arg)
 		proc_exit(0);
 
 	execute_init(hook_phase);
+	retries_watch_function_names();
 	sandbox_init();
 	inflight_open();
 	recover();
@@ -1634,6 +1682,7 @@ retries_worker_main(Datum main_arg)
 			}
 		}
 
+		names_step();
 		if (retries_enabled)
 			fire_step();
 		retries_chains_released = false;

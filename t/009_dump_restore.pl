@@ -71,9 +71,12 @@ sub snapshot
 	return $node->safe_psql(
 		$db, q{
 SELECT * FROM retries.policies ORDER BY fn::text;
-SELECT * FROM retries.policy_data ORDER BY id;
+SELECT to_jsonb(p) || jsonb_build_object('fn', fn::regprocedure,
+		'on_exhausted', on_exhausted::regprocedure, 'delay_fn', delay_fn::regprocedure)
+  FROM retries.policy_data p ORDER BY id;
 SELECT * FROM retries.calls ORDER BY id;
-SELECT * FROM retries.call_data ORDER BY id;
+SELECT to_jsonb(c) || jsonb_build_object('gate', gate::regprocedure)
+  FROM retries.call_data c ORDER BY id;
 SELECT * FROM retries.attempts ORDER BY call_id, attempt;
 SELECT * FROM retries.attempt_data ORDER BY call_id, attempt;
 SELECT * FROM retries.call_after ORDER BY after_id, call_id;
@@ -255,7 +258,7 @@ $src->safe_psql('app',
 		  SELECT retries.pause_schedule('often');
 		  SELECT retries.trigger('often');}));
 my $schedules_query = q{
-SELECT string_agg(concat_ws('|', name, owner, fn, every, args, timezone, overlap, catch_up,
+SELECT string_agg(concat_ws('|', name, owner, fn::regprocedure, every, args, timezone, overlap, catch_up,
 							paused, origin, next_run, firings, skipped, missed,
 							(SELECT count(*) FROM retries.call_data c WHERE c.schedule_id = s.id)),
 				  E'\n' ORDER BY name)
@@ -331,6 +334,10 @@ for my $db ('restored', 'plain')
 	ok( $alice != $src_alice && $ok != $src_ok && $hook != $src_hook,
 		"$db: alice, ok(int) and the hook have other OIDs than in the source");
 
+	wait_until($dst, $db,
+		"SELECT count(*) FROM retries.function_names"
+		  . " WHERE ext <> (SELECT oid FROM pg_extension WHERE extname = 'retries')",
+		'0', "$db: the workers map the function references again");
 	is(snapshot($dst, $db), $before,
 		"$db: policies, calls and attempts read the same as in the source");
 	is($dst->safe_psql($db, $schedules_query), $schedules_before,

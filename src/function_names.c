@@ -1,0 +1,417 @@
+/*-------------------------------------------------------------------------
+ *
+ * function_names.c
+ *	  Function references that survive pg_upgrade, pg_dump and renames.
+ *
+ * The extension's tables refer to functions by OID (policy_data.fn,
+ * .on_exhausted, .delay_fn, schedule_data.fn, flow_data.fn, call_data.gate),
+ * so that nothing on the path of a call looks a function up by name.  But
+ * neither pg_upgrade nor pg_dump and restore keep the OIDs of functions
+ * (and pg_upgrade refuses regprocedure columns, which pg_dump would have
+ * restored by name).  So every function that those columns refer to is
+ * also in retries.function_names (version 1.4), with its schema-qualified
+ * signature (format_procedure_qualified: every name in it qualified, so
+ * that it means the same under any search_path) and 'ext', the OID of the
+ * extension when the row was written.
+ *
+ * Remapping.  pg_upgrade and a restore make the extension anew, with a new
+ * OID: rows whose ext differs came from another cluster or database, and
+ * every function OID in the tables then names nothing, or the wrong
+ * function.  retries_check_function_names() finds such rows and, under an
+ * exclusive lock on function_names (one remapper at a time), maps each old
+ * OID to the function its signature names now (to_regprocedure, with
+ * search_path pg_catalog, pg_temp), or to none: a policy of a function that
+ * is gone stops being current (its calls fail as those of a dropped
+ * function), its schedules keep OID 0 (their firings are skipped), its
+ * limits go.  Workers check before each batch (a query on a table of a
+ * few rows) and sessions before they first act as the extension's owner;
+ * nothing reads a function OID before that.  The remap invalidates
+ * policy_data's relcache entry, so that every worker drops the policies it
+ * cached.
+ *
+ * Renames.  A rename keeps the OID, so calls, policies and schedules are
+ * unaffected; only the signature must follow, for the next upgrade.  The
+ * workers note every change to pg_proc, pg_namespace and pg_type
+ * (syscache callbacks) and then rewrite the signatures that changed
+ * (retries_refresh_function_names), and the commands that rename a
+ * function, a schema or a type wake them as they commit.
+ *
+ * IDENTIFICATION
+ *	  src/function_names.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+#include "retries.h"
+
+PG_FUNCTION_INFO_V1(retries_function_signature);
+
+/* This session found the references current (never reset: see the top) */
+static bool checked = false;
+/* A check is under way in this process (it acts as the owner itself) */
+static bool checking = false;
+/* A function, schema or type changed since the signatures were refreshed */
+static bool names_changed = true;
+
+/*
+ * retries_function_signature -- SQL function
+ * retries.function_signature(oid): format_procedure_qualified, or NULL if
+ * there is no such function
+ */
+Datum
+retries_function_signature(PG_FUNCTION_ARGS)
+{
+	Oid			fn = PG_GETARG_OID(0);
+
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(format_procedure_qualified(fn)));
+}
+
+/*
+ * retries_function_names_available -- has this database's extension
+ * function_names (1.4)?
+ */
+bool
+retries_function_names_available(void)
+{
+	return OidIsValid(get_relname_relid("function_names", retries_schema_oid()));
+}
+
+/*
+ * retries_register_functions -- note the signatures of the n functions of
+ * 'fns' (InvalidOid entries skipped) in function_names, before a table
+ * refers to them
+ *
+ * Call it as the extension's owner, inside SPI.  Nothing to do in a
+ * database at 1.3 or older.
+ */
+void
+retries_register_functions(const Oid *fns, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {OIDARRAYOID, TEXTARRAYOID, OIDOID};
+	Datum		values[3];
+	Datum	   *oids = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *sigs = palloc(sizeof(Datum) * Max(n, 1));
+	int			m = 0;
+
+	if (!retries_function_names_available())
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		if (!OidIsValid(fns[i]))
+			continue;
+		oids[m] = ObjectIdGetDatum(fns[i]);
+		sigs[m] = CStringGetTextDatum(format_procedure_qualified(fns[i]));
+		m++;
+	}
+	if (m == 0)
+		return;
+	values[0] = PointerGetDatum(construct_array(oids, m, OIDOID, sizeof(Oid),
+												true, TYPALIGN_INT));
+	values[1] = PointerGetDatum(construct_array(sigs, m, TEXTOID, -1,
+												false, TYPALIGN_INT));
+	values[2] = ObjectIdGetDatum(get_extension_oid("retries", false));
+	retries_prepare_kept(&plan,
+						 "INSERT INTO retries.function_names AS f (fn, signature, ext)"
+						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)),"
+						 "  (VALUES ($3)) e"
+						 " ON CONFLICT (fn) DO UPDATE SET signature = excluded.signature,"
+						 "  ext = excluded.ext"
+						 " WHERE f.signature OPERATOR(pg_catalog.<>) excluded.signature"
+						 "  OR f.ext OPERATOR(pg_catalog.<>) excluded.ext",
+						 3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not note the signatures of %d functions", m);
+}
+
+/*
+ * The statements of a remap, in order, with $1 the oid[] of the old OIDs,
+ * $2 that of the new ones (0: the function is gone), $3 the extension's
+ * OID and $4 the int4[] of the ids of the policies that were current
+ * (made not current by the first statement, so that the unique index on
+ * each function's current policy is not checked against OIDs half
+ * mapped: an old OID of one function may be the new OID of another).
+ * flow_data and function_names, keyed by OID, are rewritten whole for the
+ * same reason.
+ */
+#define REMAP_MAP \
+	"WITH m AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.oid[])," \
+	" pg_catalog.unnest($2::pg_catalog.oid[])) AS m(old, new)) "
+#define REMAPPED(col) \
+	"coalesce((SELECT m.new FROM m WHERE m.old OPERATOR(pg_catalog.=) " col "), 0)"
+#define HOOK_REMAPPED(col) \
+	"CASE WHEN " col " IS NOT NULL THEN " REMAPPED(col) " END"
+
+static const char *const remap_statements[] = {
+	REMAP_MAP
+	"UPDATE retries.policy_data p SET fn = " REMAPPED("p.fn") ","
+	" on_exhausted = " HOOK_REMAPPED("p.on_exhausted") ","
+	" delay_fn = " HOOK_REMAPPED("p.delay_fn")
+	" WHERE $3 IS NOT NULL AND $4 IS NOT NULL",
+	"UPDATE retries.policy_data SET is_current = true"
+	" WHERE id OPERATOR(pg_catalog.=) ANY ($4) AND fn OPERATOR(pg_catalog.<>) 0"
+	" AND $1 IS NOT NULL AND $2 IS NOT NULL AND $3 IS NOT NULL",
+	REMAP_MAP
+	"UPDATE retries.schedule_data s SET fn = " REMAPPED("s.fn")
+	" WHERE $3 IS NOT NULL AND $4 IS NOT NULL",
+	REMAP_MAP
+	"UPDATE retries.call_data c SET gate = NULLIF(" REMAPPED("c.gate") ", 0),"
+	" held = c.held AND " REMAPPED("c.gate") " OPERATOR(pg_catalog.<>) 0"
+	" WHERE c.gate IS NOT NULL AND $3 IS NOT NULL AND $4 IS NOT NULL",
+	REMAP_MAP
+	", d AS (DELETE FROM retries.flow_data RETURNING *)"
+	" INSERT INTO retries.flow_data (fn, paused, max_running, max_running_per_key, rate)"
+	" SELECT m.new, d.paused, d.max_running, d.max_running_per_key, d.rate"
+	" FROM d JOIN m ON m.old OPERATOR(pg_catalog.=) d.fn"
+	" WHERE m.new OPERATOR(pg_catalog.<>) 0 AND $3 IS NOT NULL AND $4 IS NOT NULL",
+	REMAP_MAP
+	", d AS (DELETE FROM retries.function_names RETURNING *)"
+	" INSERT INTO retries.function_names (fn, signature, ext)"
+	" SELECT m.new, d.signature, $3 FROM d JOIN m ON m.old OPERATOR(pg_catalog.=) d.fn"
+	" WHERE m.new OPERATOR(pg_catalog.<>) 0 AND $4 IS NOT NULL",
+};
+
+/*
+ * datum_array -- the n Datums of 'elems' as an oid[] or int4[] Datum
+ */
+static Datum
+datum_array(Datum *elems, uint64 n, Oid type)
+{
+	return PointerGetDatum(construct_array(elems, (int) n, type, 4, true,
+										   TYPALIGN_INT));
+}
+
+/*
+ * column_of -- column 'col' of the n rows of SPI_tuptable, as Datums
+ */
+static Datum *
+column_of(int col, uint64 n)
+{
+	Datum	   *values = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		values[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+								  col, &isnull);
+	}
+	return values;
+}
+
+/*
+ * remap -- map every function OID of the tables to the function that its
+ * signature in function_names now names (see "Remapping" at the top).
+ * Inside SPI, as the extension's owner, function_names locked.
+ */
+static void
+remap(Oid ext)
+{
+	static SPIPlanPtr plans[lengthof(remap_statements)];
+	static SPIPlanPtr map_plan = NULL;
+	static SPIPlanPtr uncurrent_plan = NULL;
+	Oid			argtypes[4] = {OIDARRAYOID, OIDARRAYOID, OIDOID, INT4ARRAYOID};
+	Datum		values[4];
+	uint64		n;
+	int			save_nestlevel;
+
+	/* qualified signatures, read under a search_path no role controls */
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	retries_prepare_kept(&map_plan,
+						 "SELECT fn, coalesce(pg_catalog.to_regprocedure(signature)::pg_catalog.oid, 0)"
+						 " FROM retries.function_names",
+						 0, NULL);
+	if (SPI_execute_plan(map_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read retries.function_names");
+	AtEOXact_GUC(true, save_nestlevel);
+	n = SPI_processed;
+	values[0] = datum_array(column_of(1, n), n, OIDOID);
+	values[1] = datum_array(column_of(2, n), n, OIDOID);
+	values[2] = ObjectIdGetDatum(ext);
+
+	retries_prepare_kept(&uncurrent_plan,
+						 "UPDATE retries.policy_data SET is_current = false"
+						 " WHERE is_current RETURNING id",
+						 0, NULL);
+	if (SPI_execute_plan(uncurrent_plan, NULL, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "retries: could not read the current policies");
+	values[3] = datum_array(column_of(1, SPI_processed), SPI_processed, INT4OID);
+
+	for (size_t i = 0; i < lengthof(remap_statements); i++)
+	{
+		retries_prepare_kept(&plans[i], remap_statements[i], 4, argtypes);
+		if (SPI_execute_plan(plans[i], values, NULL, false, 0) < 0)
+			elog(ERROR, "retries: could not map the functions of a restored or upgraded database");
+	}
+	/* every worker drops the policies it cached */
+	CacheInvalidateRelcacheByRelid(get_relname_relid("policy_data", retries_schema_oid()));
+	ereport(LOG,
+			(errmsg("retries: the function references of database \"%s\" were mapped again after an upgrade or a restore (%d functions)",
+					get_database_name(MyDatabaseId), (int) n)));
+}
+
+/*
+ * stale_references -- are there rows of function_names written under
+ * another extension (another cluster or database)?  Inside SPI.
+ */
+static bool
+stale_references(Oid ext)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(ext)};
+
+	retries_prepare_kept(&plan,
+						 "SELECT FROM retries.function_names"
+						 " WHERE ext OPERATOR(pg_catalog.<>) $1 LIMIT 1",
+						 1, argtypes);
+	/* not read-only: a fresh snapshot, once the lock is had */
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read retries.function_names");
+	return SPI_processed > 0;
+}
+
+/*
+ * retries_check_function_names -- remap the function references if they
+ * came from another cluster or database (see "Remapping" at the top)
+ *
+ * A session checks once; a worker ('always') before each batch.  Runs
+ * its own SPI connection, as the caller (the extension's owner, or a
+ * worker).  In a read-only transaction nothing can be written, and
+ * nothing is checked.  Returns whether it remapped: the policies the
+ * caller's snapshot shows are then the old ones.
+ */
+bool
+retries_check_function_names(bool always)
+{
+	Oid			ext;
+	volatile bool remapped = false;
+
+	if ((checked && !always) || checking || creating_extension ||
+		XactReadOnly || RecoveryInProgress() ||
+		!retries_function_names_available())
+		return false;
+	checking = true;
+	PG_TRY();
+	{
+		ext = get_extension_oid("retries", false);
+		SPI_connect();
+		if (stale_references(ext))
+		{
+			LockRelationOid(get_relname_relid("function_names", retries_schema_oid()),
+							ExclusiveLock);
+			if (stale_references(ext))
+			{
+				remap(ext);
+				remapped = true;
+			}
+		}
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		checking = false;
+	}
+	PG_END_TRY();
+	checked = true;
+	return remapped;
+}
+
+/*
+ * names_changed_callback -- syscache callback: a function, schema or type
+ * changed, so a signature may have
+ */
+static void
+names_changed_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	names_changed = true;
+}
+
+/*
+ * retries_watch_function_names -- have the signatures refreshed after any
+ * change to a function, schema or type (once per worker)
+ */
+void
+retries_watch_function_names(void)
+{
+	CacheRegisterSyscacheCallback(PROCOID, names_changed_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, names_changed_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(TYPEOID, names_changed_callback, (Datum) 0);
+}
+
+/*
+ * The rows of function_names (and the current policies, whose
+ * fn_signature messages show) whose signature no longer names their
+ * function, locked, and rewritten; those that another transaction holds
+ * locked (an annotate() not yet committed) are left for the next time,
+ * as a worker must not wait for a role's transaction.  Returns whether
+ * any was left.
+ */
+#define REFRESH_STATEMENT(table, key, sig, extra) \
+	"WITH s AS (SELECT " key ", retries.function_signature(fn) AS sig" \
+	"  FROM retries." table " WHERE " extra "), " \
+	" stale AS (SELECT " key " FROM s WHERE s.sig IS NOT NULL" \
+	"  AND s.sig OPERATOR(pg_catalog.<>) (SELECT " sig " FROM retries." table " t" \
+	"   WHERE t." key " OPERATOR(pg_catalog.=) s." key ")), " \
+	" locked AS (SELECT t." key " FROM retries." table " t" \
+	"  WHERE t." key " OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT " key " FROM stale))" \
+	"  FOR UPDATE SKIP LOCKED), " \
+	" done AS (UPDATE retries." table " t SET " sig " = s.sig FROM s, locked l" \
+	"  WHERE t." key " OPERATOR(pg_catalog.=) l." key \
+	"  AND s." key " OPERATOR(pg_catalog.=) l." key " RETURNING 1) " \
+	"SELECT (SELECT count(*) FROM stale) OPERATOR(pg_catalog.>) (SELECT count(*) FROM done)"
+
+static const char *const refresh_statements[] = {
+	REFRESH_STATEMENT("function_names", "fn", "signature", "true"),
+	REFRESH_STATEMENT("policy_data", "id", "fn_signature", "is_current"),
+};
+
+/*
+ * retries_refresh_function_names -- if a function, schema or type changed,
+ * rewrite the signatures that no longer name
+ * their function
+ *
+ * Run by the workers, inside SPI, references current.  A row whose
+ * function is gone keeps its signature: the drop trigger removes it.
+ */
+void
+retries_refresh_function_names(void)
+{
+	static SPIPlanPtr plans[lengthof(refresh_statements)];
+
+	if (!names_changed || !retries_function_names_available())
+		return;
+	names_changed = false;
+	for (size_t i = 0; i < lengthof(refresh_statements); i++)
+	{
+		bool		isnull;
+
+		retries_prepare_kept(&plans[i], refresh_statements[i], 0, NULL);
+		if (SPI_execute_plan(plans[i], NULL, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not refresh the signatures of functions");
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull)))
+			names_changed = true;	/* some were locked: next time */
+	}
+}
