@@ -145,12 +145,13 @@ retries_register_functions(const Oid *fns, int n)
 /*
  * The statements of a remap, in order, with $1 the oid[] of the old OIDs,
  * $2 that of the new ones (0: the function is gone), $3 the extension's
- * OID and $4 the int4[] of the ids of the policies that were current
- * (made not current by the first statement, so that the unique index on
- * each function's current policy is not checked against OIDs half
- * mapped: an old OID of one function may be the new OID of another).
- * flow_data and function_names, keyed by OID, are rewritten whole for the
- * same reason.
+ * OID, $4 the int4[] of the ids of the policies that were current (made
+ * not current first, so that the unique index on each function's current
+ * policy is not checked against OIDs half mapped: an old OID of one
+ * function may be the new OID of another), $5 the text[] of the
+ * signatures and $6 flow_data as a jsonb array.  flow_data and
+ * function_names, keyed by OID, are emptied and written again, for the
+ * same reason, from what was read before.
  */
 #define REMAP_MAP \
 	"WITH m AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.oid[])," \
@@ -164,37 +165,44 @@ static const char *const remap_statements[] = {
 	REMAP_MAP
 	"UPDATE retries.policy_data p SET fn = " REMAPPED("p.fn") ","
 	" on_exhausted = " HOOK_REMAPPED("p.on_exhausted") ","
-	" delay_fn = " HOOK_REMAPPED("p.delay_fn")
-	" WHERE $3 IS NOT NULL AND $4 IS NOT NULL",
+	" delay_fn = " HOOK_REMAPPED("p.delay_fn"),
 	"UPDATE retries.policy_data SET is_current = true"
-	" WHERE id OPERATOR(pg_catalog.=) ANY ($4) AND fn OPERATOR(pg_catalog.<>) 0"
-	" AND $1 IS NOT NULL AND $2 IS NOT NULL AND $3 IS NOT NULL",
+	" WHERE id OPERATOR(pg_catalog.=) ANY ($4) AND fn OPERATOR(pg_catalog.<>) 0",
 	REMAP_MAP
-	"UPDATE retries.schedule_data s SET fn = " REMAPPED("s.fn")
-	" WHERE $3 IS NOT NULL AND $4 IS NOT NULL",
+	"UPDATE retries.schedule_data s SET fn = " REMAPPED("s.fn"),
 	REMAP_MAP
 	"UPDATE retries.call_data c SET gate = NULLIF(" REMAPPED("c.gate") ", 0),"
 	" held = c.held AND " REMAPPED("c.gate") " OPERATOR(pg_catalog.<>) 0"
-	" WHERE c.gate IS NOT NULL AND $3 IS NOT NULL AND $4 IS NOT NULL",
+	" WHERE c.gate IS NOT NULL",
+	"DELETE FROM retries.flow_data",
 	REMAP_MAP
-	", d AS (DELETE FROM retries.flow_data RETURNING *)"
-	" INSERT INTO retries.flow_data (fn, paused, max_running, max_running_per_key, rate)"
-	" SELECT m.new, d.paused, d.max_running, d.max_running_per_key, d.rate"
-	" FROM d JOIN m ON m.old OPERATOR(pg_catalog.=) d.fn"
-	" WHERE m.new OPERATOR(pg_catalog.<>) 0 AND $3 IS NOT NULL AND $4 IS NOT NULL",
-	REMAP_MAP
-	", d AS (DELETE FROM retries.function_names RETURNING *)"
-	" INSERT INTO retries.function_names (fn, signature, ext)"
-	" SELECT m.new, d.signature, $3 FROM d JOIN m ON m.old OPERATOR(pg_catalog.=) d.fn"
-	" WHERE m.new OPERATOR(pg_catalog.<>) 0 AND $4 IS NOT NULL",
+	"INSERT INTO retries.flow_data"
+	" SELECT (pg_catalog.jsonb_populate_record(NULL::retries.flow_data,"
+	"  f OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('fn', m.new))).*"
+	" FROM pg_catalog.jsonb_array_elements($6) f"
+	" JOIN m ON m.old OPERATOR(pg_catalog.=)"
+	"  (f OPERATOR(pg_catalog.->>) 'fn')::pg_catalog.oid"
+	" WHERE m.new OPERATOR(pg_catalog.<>) 0"
+	" ON CONFLICT DO NOTHING",
+	"DELETE FROM retries.function_names",
+	"INSERT INTO retries.function_names (fn, signature, ext)"
+	" SELECT n.fn, n.signature, $3"
+	" FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.oid[]),"
+	"  pg_catalog.unnest($5::pg_catalog.text[])) AS n(fn, signature)"
+	" WHERE n.fn OPERATOR(pg_catalog.<>) 0"
+	" ON CONFLICT DO NOTHING",
 };
 
 /*
- * datum_array -- the n Datums of 'elems' as an oid[] or int4[] Datum
+ * datum_array -- the n Datums of 'elems' as an array of 'type' (a
+ * pass-by-value type of 4 bytes, or text)
  */
 static Datum
 datum_array(Datum *elems, uint64 n, Oid type)
 {
+	if (type == TEXTOID)
+		return PointerGetDatum(construct_array(elems, (int) n, TEXTOID, -1, false,
+											   TYPALIGN_INT));
 	return PointerGetDatum(construct_array(elems, (int) n, type, 4, true,
 										   TYPALIGN_INT));
 }
@@ -218,6 +226,21 @@ column_of(int col, uint64 n)
 }
 
 /*
+ * read_one -- the one value of a query without parameters, kept in the
+ * caller's memory
+ */
+static Datum
+read_one(SPIPlanPtr *plan, const char *query, int expected)
+{
+	bool		isnull;
+
+	retries_prepare_kept(plan, query, 0, NULL);
+	if (SPI_execute_plan(*plan, NULL, NULL, false, 0) != expected)
+		elog(ERROR, "retries: could not run: %s", query);
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+}
+
+/*
  * remap -- map every function OID of the tables to the function that its
  * signature in function_names now names (see "Remapping" at the top).
  * Inside SPI, as the extension's owner, function_names locked.
@@ -228,8 +251,10 @@ remap(Oid ext)
 	static SPIPlanPtr plans[lengthof(remap_statements)];
 	static SPIPlanPtr map_plan = NULL;
 	static SPIPlanPtr uncurrent_plan = NULL;
-	Oid			argtypes[4] = {OIDARRAYOID, OIDARRAYOID, OIDOID, INT4ARRAYOID};
-	Datum		values[4];
+	static SPIPlanPtr flow_plan = NULL;
+	Oid			argtypes[6] = {OIDARRAYOID, OIDARRAYOID, OIDOID, INT4ARRAYOID,
+	TEXTARRAYOID, JSONBOID};
+	Datum		values[6];
 	uint64		n;
 	int			save_nestlevel;
 
@@ -239,8 +264,8 @@ remap(Oid ext)
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	retries_prepare_kept(&map_plan,
-						 "SELECT fn, coalesce(pg_catalog.to_regprocedure(signature)::pg_catalog.oid, 0)"
-						 " FROM retries.function_names",
+						 "SELECT fn, coalesce(pg_catalog.to_regprocedure(signature)::pg_catalog.oid, 0),"
+						 " signature FROM retries.function_names",
 						 0, NULL);
 	if (SPI_execute_plan(map_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read retries.function_names");
@@ -249,6 +274,11 @@ remap(Oid ext)
 	values[0] = datum_array(column_of(1, n), n, OIDOID);
 	values[1] = datum_array(column_of(2, n), n, OIDOID);
 	values[2] = ObjectIdGetDatum(ext);
+	values[4] = datum_array(column_of(3, n), n, TEXTOID);
+	values[5] = read_one(&flow_plan,
+						 "SELECT coalesce(pg_catalog.jsonb_agg(f), '[]')"
+						 " FROM retries.flow_data f",
+						 SPI_OK_SELECT);
 
 	retries_prepare_kept(&uncurrent_plan,
 						 "UPDATE retries.policy_data SET is_current = false"
@@ -260,7 +290,7 @@ remap(Oid ext)
 
 	for (size_t i = 0; i < lengthof(remap_statements); i++)
 	{
-		retries_prepare_kept(&plans[i], remap_statements[i], 4, argtypes);
+		retries_prepare_kept(&plans[i], remap_statements[i], 6, argtypes);
 		if (SPI_execute_plan(plans[i], values, NULL, false, 0) < 0)
 			elog(ERROR, "retries: could not map the functions of a restored or upgraded database");
 	}

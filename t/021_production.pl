@@ -1,0 +1,216 @@
+# Living in a production cluster: what the rest of the database pays, and
+# functions that change under the extension.
+#
+#   a. DDL that drops no function runs no statement on the extension's
+#      tables, counted by pg_stat_statements (track = all, which counts the
+#      statements of event triggers): CREATE and DROP of tables, indexes,
+#      views, types and schemas; a DROP FUNCTION of a function the
+#      extension does not know runs one lookup in retries.function_names;
+#      a database still at 1.3 (whose drop trigger ran four statements for
+#      every DROP) shows what is counted;
+#   b. ALTER FUNCTION ... RENAME, ... SET SCHEMA and ALTER SCHEMA ... RENAME
+#      keep the policy, the calls, the schedule and the limits of an
+#      annotated function; the views show the new name, the workers
+#      rewrite its signature, and its calls run; CREATE OR REPLACE keeps
+#      them too;
+#   c. a function dropped and created again under the same signature is
+#      another function: its calls fail, the annotation is gone;
+#   d. function references that came from elsewhere (the extension's OID
+#      in function_names differs, as after pg_upgrade or a restore) are
+#      mapped by signature at a session's first call of the extension,
+#      before the workers see them, and a signature that names nothing
+#      any more leaves its policy not current.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+my $node = retries_node('production');
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'retries, pg_stat_statements'
+pg_stat_statements.track = all
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION retries; CREATE EXTENSION pg_stat_statements');
+
+###########################################################################
+# a. what DDL costs
+###########################################################################
+
+# extension_statements(DB): the statements on the extension's tables that
+# pg_stat_statements counted in DB since the last reset, one per line
+sub extension_statements
+{
+	my ($db) = @_;
+	return $node->safe_psql(
+		$db, q{
+SELECT string_agg(calls || ' ' || regexp_replace(query, '\s+', ' ', 'g'), E'\n' ORDER BY query)
+  FROM pg_stat_statements
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND query ~ 'retries\.(policy_data|call_data|flow_data|schedule_data|function_names|attempt_data|call_after)'});
+}
+
+my $ddl = q{
+CREATE SCHEMA scratch;
+CREATE TABLE scratch.t (a int PRIMARY KEY, b text);
+CREATE INDEX ON scratch.t (b);
+CREATE VIEW scratch.v AS SELECT * FROM scratch.t;
+CREATE TYPE scratch.mood AS ENUM ('ok');
+DROP VIEW scratch.v;
+DROP INDEX scratch.t_b_idx;
+DROP TABLE scratch.t;
+DROP TYPE scratch.mood;
+DROP SCHEMA scratch;
+};
+
+$node->safe_psql('postgres', 'SELECT pg_stat_statements_reset()');
+$node->safe_psql('postgres', $ddl);
+is(extension_statements('postgres'), '',
+	'a: DDL that drops no function runs no statement on the extension\'s tables');
+
+$node->safe_psql('postgres',
+	"CREATE FUNCTION unknown() RETURNS void LANGUAGE sql AS ''");
+$node->safe_psql('postgres', 'SELECT pg_stat_statements_reset()');
+$node->safe_psql('postgres', 'DROP FUNCTION unknown()');
+like(extension_statements('postgres'),
+	qr/^1 SELECT array_agg\(f\.fn\) FROM retries\.function_names f WHERE f\.fn = ANY \(fns\)$/,
+	'a: dropping a function the extension does not know: one lookup in function_names');
+
+# the same in a database whose extension is still at 1.3
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old',
+	"CREATE EXTENSION retries VERSION '1.3'; CREATE EXTENSION pg_stat_statements");
+$node->safe_psql('old', 'SELECT pg_stat_statements_reset()');
+$node->safe_psql('old', $ddl);
+my $old = extension_statements('old');
+my $n = () = $old =~ /^\d+ /mg;
+cmp_ok($n, '>=', 4,
+	"a: at 1.3 the same DDL ran statements on them ($n: the drop trigger's)");
+
+###########################################################################
+# b. renames follow
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE effects (tag text);
+CREATE SCHEMA before;
+CREATE FUNCTION before.note(tag text) RETURNS void LANGUAGE sql AS
+	'INSERT INTO effects VALUES (tag)';
+SELECT retries.annotate('before.note(text)', '3 10ms', max_running => 2);
+SELECT retries.schedule('nightly', 'before.note(text)', '0 3 * * *', '["night"]');
+SELECT retries.call('before.note(text)', '["later"]', run_at => now() + interval '1 hour');
+});
+$node->safe_psql(
+	'postgres', q{
+ALTER FUNCTION before.note(text) RENAME TO noted;
+CREATE SCHEMA middle;
+ALTER FUNCTION before.noted(text) SET SCHEMA middle;
+ALTER SCHEMA middle RENAME TO after;
+CREATE OR REPLACE FUNCTION after.noted(tag text) RETURNS void LANGUAGE sql AS
+	'INSERT INTO effects VALUES (upper(tag))';
+});
+is( $node->safe_psql(
+		'postgres', q{
+SELECT (SELECT fn || ' ' || max_running FROM retries.policies)
+	|| ' | ' || (SELECT fn FROM retries.schedules)
+	|| ' | ' || (SELECT string_agg(fn::text, ',') FROM retries.calls)}),
+	'after.noted(text) 2 | after.noted(text) | after.noted(text)',
+	'b: the policy, its limit, the schedule and the call follow the renames');
+wait_until($node, 'postgres',
+	"SELECT signature FROM retries.function_names WHERE fn = 'after.noted(text)'::regprocedure",
+	'after.noted(pg_catalog.text)', 'b: the workers rewrite the stored signature');
+wait_until($node, 'postgres',
+	"SELECT fn_signature FROM retries.policy_data WHERE is_current",
+	'after.noted(pg_catalog.text)', 'b: and the policy\'s, which messages show');
+my $id = $node->safe_psql('postgres',
+	"SELECT retries.call('after.noted(text)', '[\"now\"]')");
+wait_until($node, 'postgres',
+	"SELECT state FROM retries.calls WHERE id = $id",
+	'succeeded', 'b: a call of the renamed function runs');
+is($node->safe_psql('postgres', 'SELECT string_agg(tag, \',\') FROM effects'),
+	'NOW', 'b: with the body CREATE OR REPLACE gave it');
+
+###########################################################################
+# c. dropped and created again: another function
+###########################################################################
+
+my $pending = $node->safe_psql('postgres',
+	"SELECT retries.call('after.noted(text)', '[\"gone\"]', run_at => now() + interval '2 seconds')");
+$node->safe_psql(
+	'postgres', q{
+DROP FUNCTION after.noted(text);
+CREATE FUNCTION after.noted(tag text) RETURNS void LANGUAGE sql AS
+	'INSERT INTO effects VALUES (tag)';
+});
+is( $node->safe_psql(
+		'postgres',
+		"SELECT (SELECT count(*) FROM retries.policies) || ',' || (SELECT count(*) FROM retries.schedules)"
+		  . " || ',' || (SELECT count(*) FROM retries.function_names)"),
+	'0,0,0',
+	'c: the dropped function took its annotation, schedule and name with it');
+wait_until($node, 'postgres',
+	"SELECT state || ' ' || last_sqlstate FROM retries.calls WHERE id = $pending",
+	'failed 42883', 'c: its pending call fails: the new function is another one');
+
+###########################################################################
+# d. references from elsewhere are mapped before use
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE FUNCTION kept(tag text) RETURNS void LANGUAGE sql AS 'INSERT INTO effects VALUES (tag)';
+CREATE FUNCTION lost(tag text) RETURNS void LANGUAGE sql AS 'INSERT INTO effects VALUES (tag)';
+SELECT retries.annotate('kept(text)', '3 10ms');
+SELECT retries.annotate('lost(text)', '3 10ms');
+});
+# as pg_upgrade leaves them: the OIDs of another cluster, under an
+# extension of another OID (here: kept's and lost's swapped, and lost's
+# signature naming nothing), and the first call of the extension in the
+# same transaction, so that no worker sees them first
+is( $node->safe_psql(
+		'postgres', q{
+BEGIN;
+UPDATE retries.policy_data SET is_current = false WHERE is_current;
+UPDATE retries.policy_data p SET fn = CASE fn WHEN 'kept(text)'::regprocedure
+	THEN 'lost(text)'::regprocedure ELSE 'kept(text)'::regprocedure END
+ WHERE fn_signature IN ('public.kept(pg_catalog.text)', 'public.lost(pg_catalog.text)');
+UPDATE retries.policy_data SET is_current = true
+ WHERE id IN (SELECT max(id) FROM retries.policy_data
+			   WHERE fn_signature IN ('public.kept(pg_catalog.text)', 'public.lost(pg_catalog.text)')
+			   GROUP BY fn_signature);
+DELETE FROM retries.function_names;
+INSERT INTO retries.function_names VALUES
+	('lost(text)'::regprocedure, 'public.kept(pg_catalog.text)', 1),
+	('kept(text)'::regprocedure, 'public.gone(pg_catalog.text)', 1);
+SELECT retries.call('kept(text)', '["mapped"]') IS NOT NULL;
+COMMIT;
+}),
+	't', 'd: the first call of a session maps the references, and finds kept\'s policy');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT string_agg(fn::regprocedure::text || ':' || signature, ',' ORDER BY signature)
+  FROM retries.function_names
+ WHERE ext = (SELECT oid FROM pg_extension WHERE extname = 'retries')}),
+	'kept(text):public.kept(pg_catalog.text)',
+	'd: function_names names kept under this extension, and lost no more');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(fn::text, ',') FROM retries.policies"),
+	'kept(text)', 'd: lost\'s policy, whose signature names nothing, is not current');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM effects WHERE tag = 'mapped'",
+	'1', 'd: the call runs kept');
+ok($node->log_contains(
+		qr/function references of database "postgres" were mapped again/),
+	'd: the remap is logged');
+
+$node->stop;
+done_testing();
