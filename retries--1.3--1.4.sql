@@ -77,14 +77,17 @@ COMMENT ON FUNCTION retries.function_signature(oid) IS
 
 /*
  * function_names: the functions that the extension's tables refer to, by
- * OID and by qualified signature.  ext is the OID of the extension when
- * the row was written: a row with another one came from another cluster
- * (pg_upgrade) or database (pg_dump), and its fn means nothing here until
- * it is mapped again by signature.
+ * OID, by qualified signature and by owner.  ext is the OID of the
+ * extension when the row was written: a row with another one came from
+ * another cluster (pg_upgrade) or database (pg_dump), and its fn means
+ * nothing here until it is mapped again by signature, to a function of
+ * the same owner only (role OIDs are kept by pg_upgrade, and regrole
+ * restores by name).
  */
 CREATE TABLE retries.function_names (
 	fn				oid PRIMARY KEY,
 	signature		text NOT NULL,
+	owner			regrole NOT NULL,
 	ext				oid NOT NULL
 );
 COMMENT ON TABLE retries.function_names IS
@@ -92,16 +95,16 @@ COMMENT ON TABLE retries.function_names IS
 REVOKE ALL ON retries.function_names FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('retries.function_names', '');
 
-INSERT INTO retries.function_names (fn, signature, ext)
-SELECT r.fn, retries.function_signature(r.fn), e.oid
+INSERT INTO retries.function_names (fn, signature, owner, ext)
+SELECT r.fn, retries.function_signature(r.fn), pr.proowner, e.oid
   FROM (SELECT fn FROM retries.policy_data
 		UNION SELECT on_exhausted FROM retries.policy_data
 		UNION SELECT delay_fn FROM retries.policy_data
 		UNION SELECT fn FROM retries.schedule_data
-		UNION SELECT fn FROM retries.flow_data) r,
+		UNION SELECT fn FROM retries.flow_data) r
+  JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn,
 	   pg_catalog.pg_extension e
- WHERE e.extname = 'retries'
-   AND retries.function_signature(r.fn) IS NOT NULL;
+ WHERE e.extname = 'retries';
 
 CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
 SELECT c.id,

@@ -11,8 +11,8 @@
  * restored by name).  So every function that those columns refer to is
  * also in retries.function_names (version 1.4), with its schema-qualified
  * signature (format_procedure_qualified: every name in it qualified, so
- * that it means the same under any search_path) and 'ext', the OID of the
- * extension when the row was written.
+ * that it means the same under any search_path), its owner, and 'ext',
+ * the OID of the extension when the row was written.
  *
  * Remapping.  pg_upgrade and a restore make the extension anew, with a new
  * OID: rows whose ext differs came from another cluster or database, and
@@ -20,7 +20,10 @@
  * function.  retries_check_function_names() finds such rows and, under an
  * exclusive lock on function_names (one remapper at a time), maps each old
  * OID to the function its signature names now (to_regprocedure, with
- * search_path pg_catalog, pg_temp), or to none: a policy of a function that
+ * search_path pg_catalog, pg_temp) if that function has the same owner
+ * (role OIDs survive pg_upgrade; regrole restores by name), so that a
+ * function someone else made under that name is never taken for it; or
+ * else to none: a policy of a function that
  * is gone stops being current (its calls fail as those of a dropped
  * function), its schedules keep OID 0 (their firings are skipped), its
  * limits go.  Workers check before each batch (a query on a table of a
@@ -30,9 +33,9 @@
  * cached.
  *
  * Renames.  A rename keeps the OID, so calls, policies and schedules are
- * unaffected; only the signature must follow, for the next upgrade.  The
- * workers note every change to pg_proc, pg_namespace and pg_type
- * (syscache callbacks) and then rewrite the signatures that changed
+ * unaffected; only the signature (and owner) must follow, for the next
+ * upgrade.  The workers note every change to pg_proc, pg_namespace and
+ * pg_type (syscache callbacks) and then rewrite the signatures that changed
  * (retries_refresh_function_names), and the commands that rename a
  * function, a schema or a type wake them as they commit.
  *
@@ -130,12 +133,15 @@ retries_register_functions(const Oid *fns, int n)
 												false, TYPALIGN_INT));
 	values[2] = ObjectIdGetDatum(get_extension_oid("retries", false));
 	retries_prepare_kept(&plan,
-						 "INSERT INTO retries.function_names AS f (fn, signature, ext)"
-						 " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)),"
-						 "  (VALUES ($3)) e"
+						 "INSERT INTO retries.function_names AS f (fn, signature, owner, ext)"
+						 " SELECT n.fn, n.signature, p.proowner, $3"
+						 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+						 "  AS n(fn, signature)"
+						 " JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) n.fn"
 						 " ON CONFLICT (fn) DO UPDATE SET signature = excluded.signature,"
-						 "  ext = excluded.ext"
+						 "  owner = excluded.owner, ext = excluded.ext"
 						 " WHERE f.signature OPERATOR(pg_catalog.<>) excluded.signature"
+						 "  OR f.owner OPERATOR(pg_catalog.<>) excluded.owner"
 						 "  OR f.ext OPERATOR(pg_catalog.<>) excluded.ext",
 						 3, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
@@ -171,7 +177,8 @@ static const char *const remap_statements[] = {
 	REMAP_MAP
 	"UPDATE retries.schedule_data s SET fn = " REMAPPED("s.fn"),
 	REMAP_MAP
-	"UPDATE retries.call_data c SET gate = NULLIF(" REMAPPED("c.gate") ", 0),"
+	"UPDATE retries.call_data c SET gate = CASE WHEN " REMAPPED("c.gate")
+	"  OPERATOR(pg_catalog.<>) 0 THEN " REMAPPED("c.gate") " END,"
 	" held = c.held AND " REMAPPED("c.gate") " OPERATOR(pg_catalog.<>) 0"
 	" WHERE c.gate IS NOT NULL",
 	"DELETE FROM retries.flow_data",
@@ -185,11 +192,11 @@ static const char *const remap_statements[] = {
 	" WHERE m.new OPERATOR(pg_catalog.<>) 0"
 	" ON CONFLICT DO NOTHING",
 	"DELETE FROM retries.function_names",
-	"INSERT INTO retries.function_names (fn, signature, ext)"
-	" SELECT n.fn, n.signature, $3"
+	"INSERT INTO retries.function_names (fn, signature, owner, ext)"
+	" SELECT n.fn, n.signature, p.proowner, $3"
 	" FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.oid[]),"
 	"  pg_catalog.unnest($5::pg_catalog.text[])) AS n(fn, signature)"
-	" WHERE n.fn OPERATOR(pg_catalog.<>) 0"
+	" JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) n.fn"
 	" ON CONFLICT DO NOTHING",
 };
 
@@ -263,9 +270,13 @@ remap(Oid ext)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* a function of the same name but of another owner is not it */
 	retries_prepare_kept(&map_plan,
-						 "SELECT fn, coalesce(pg_catalog.to_regprocedure(signature)::pg_catalog.oid, 0),"
-						 " signature FROM retries.function_names",
+						 "SELECT f.fn, coalesce(p.oid, 0), f.signature"
+						 " FROM retries.function_names f"
+						 " LEFT JOIN pg_catalog.pg_proc p"
+						 "  ON p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(f.signature)"
+						 "  AND p.proowner OPERATOR(pg_catalog.=) f.owner::pg_catalog.oid",
 						 0, NULL);
 	if (SPI_execute_plan(map_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read retries.function_names");
@@ -391,30 +402,38 @@ retries_watch_function_names(void)
 }
 
 /*
- * The rows of function_names (and the current policies, whose
- * fn_signature messages show) whose signature no longer names their
- * function, locked, and rewritten; those that another transaction holds
+ * The rows of function_names whose signature or owner no longer are their
+ * function's (and then the current policies, whose fn_signature messages
+ * show), locked, and rewritten; those that another transaction holds
  * locked (an annotate() not yet committed) are left for the next time,
- * as a worker must not wait for a role's transaction.  Returns whether
+ * as a worker must not wait for a role's transaction.  Each says whether
  * any was left.
  */
-#define REFRESH_STATEMENT(table, key, sig, extra) \
-	"WITH s AS (SELECT " key ", retries.function_signature(fn) AS sig" \
-	"  FROM retries." table " WHERE " extra "), " \
-	" stale AS (SELECT " key " FROM s WHERE s.sig IS NOT NULL" \
-	"  AND s.sig OPERATOR(pg_catalog.<>) (SELECT " sig " FROM retries." table " t" \
-	"   WHERE t." key " OPERATOR(pg_catalog.=) s." key ")), " \
-	" locked AS (SELECT t." key " FROM retries." table " t" \
-	"  WHERE t." key " OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT " key " FROM stale))" \
-	"  FOR UPDATE SKIP LOCKED), " \
-	" done AS (UPDATE retries." table " t SET " sig " = s.sig FROM s, locked l" \
-	"  WHERE t." key " OPERATOR(pg_catalog.=) l." key \
-	"  AND s." key " OPERATOR(pg_catalog.=) l." key " RETURNING 1) " \
-	"SELECT (SELECT count(*) FROM stale) OPERATOR(pg_catalog.>) (SELECT count(*) FROM done)"
+#define EQ " OPERATOR(pg_catalog.=) "
+#define NE " OPERATOR(pg_catalog.<>) "
+#define STALE_OR_LEFT \
+	"SELECT (SELECT pg_catalog.count(*) FROM stale)" \
+	" OPERATOR(pg_catalog.>) (SELECT pg_catalog.count(*) FROM done)"
 
 static const char *const refresh_statements[] = {
-	REFRESH_STATEMENT("function_names", "fn", "signature", "true"),
-	REFRESH_STATEMENT("policy_data", "id", "fn_signature", "is_current"),
+	"WITH s AS (SELECT f.fn, retries.function_signature(f.fn) AS sig, p.proowner AS own"
+	"  FROM retries.function_names f JOIN pg_catalog.pg_proc p ON p.oid" EQ "f.fn),"
+	" stale AS (SELECT s.fn FROM s JOIN retries.function_names t ON t.fn" EQ "s.fn"
+	"  WHERE s.sig" NE "t.signature OR s.own" NE "t.owner::pg_catalog.oid),"
+	" locked AS (SELECT t.fn FROM retries.function_names t"
+	"  WHERE t.fn" EQ "ANY (ARRAY(SELECT fn FROM stale)) FOR UPDATE SKIP LOCKED),"
+	" done AS (UPDATE retries.function_names t SET signature = s.sig, owner = s.own"
+	"  FROM s, locked l WHERE t.fn" EQ "l.fn AND s.fn" EQ "l.fn RETURNING 1) "
+	STALE_OR_LEFT,
+	"WITH s AS (SELECT p.id, f.signature AS sig FROM retries.policy_data p"
+	"  JOIN retries.function_names f ON f.fn" EQ "p.fn"
+	"  WHERE p.is_current AND p.fn_signature" NE "f.signature),"
+	" stale AS (SELECT id FROM s),"
+	" locked AS (SELECT t.id FROM retries.policy_data t"
+	"  WHERE t.id" EQ "ANY (ARRAY(SELECT id FROM stale)) FOR UPDATE SKIP LOCKED),"
+	" done AS (UPDATE retries.policy_data t SET fn_signature = s.sig"
+	"  FROM s, locked l WHERE t.id" EQ "l.id AND s.id" EQ "l.id RETURNING 1) "
+	STALE_OR_LEFT,
 };
 
 /*

@@ -1460,8 +1460,9 @@ fire_step(void)
 /*
  * names_step -- at most every FIRE_CHECK_MS, paused or not, map the
  * database's function references again if it was restored or upgraded
- * under the worker (see function_names.c), in a transaction of its own;
- * an error is logged, and the worker carries on
+ * under the worker, or else rewrite the signatures that renames changed
+ * (see function_names.c), in a transaction of its own; an error is
+ * logged, and the worker carries on
  */
 static void
 names_step(void)
@@ -1476,8 +1477,13 @@ names_step(void)
 	{
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension)
-			(void) retries_check_function_names(true);
+		if (lock_extension() == my_extension &&
+			!retries_check_function_names(true))
+		{
+			SPI_connect();
+			retries_refresh_function_names();
+			SPI_finish();
+		}
 		PopActiveSnapshot();
 		commit_transaction();
 	}

@@ -19,7 +19,10 @@
 #      in function_names differs, as after pg_upgrade or a restore) are
 #      mapped by signature at a session's first call of the extension,
 #      before the workers see them, and a signature that names nothing
-#      any more leaves its policy not current.
+#      any more leaves its policy not current;
+#   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
+#      while calls run (t/010 does it from 1.0): every call runs once, and
+#      the updated database names its functions in function_names.
 
 use strict;
 use warnings;
@@ -211,6 +214,50 @@ wait_until($node, 'postgres',
 ok($node->log_contains(
 		qr/function references of database "postgres" were mapped again/),
 	'd: the remap is logged');
+
+###########################################################################
+# e. updates from each version under running calls
+###########################################################################
+
+my $latest = $node->safe_psql('postgres',
+	"SELECT default_version FROM pg_available_extensions WHERE name = 'retries'");
+for my $version ('1.1', '1.2', '1.3')
+{
+	(my $db = "from_$version") =~ s/\./_/;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql(
+		$db, qq{
+CREATE EXTENSION retries VERSION '$version';
+CREATE TABLE done (id int PRIMARY KEY);
+CREATE FUNCTION quick(id int) RETURNS void LANGUAGE sql AS 'INSERT INTO done VALUES (id)';
+CREATE FUNCTION slow(id int) RETURNS void LANGUAGE sql AS
+	'SELECT pg_sleep(0.3); INSERT INTO done VALUES (id)';
+SELECT retries.annotate('quick(int)', '3 10ms');
+SELECT retries.annotate('slow(int)', '3 10ms');
+SELECT count(retries.call('slow(int)', jsonb_build_array(i))) FROM generate_series(1, 10) i;
+SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_series(11, 300) i;
+});
+	wait_until($node, $db,
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'retries worker'"
+		  . " AND datname = current_database() AND query ~ 'slow'",
+		't', "e: $version: a slow call is running");
+	$node->safe_psql($db, 'ALTER EXTENSION retries UPDATE', timeout => 60);
+	$node->safe_psql($db,
+		"SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_series(301, 400) i"
+	);
+	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'retries'"),
+		$latest, "e: $version: updated to $latest while calls ran");
+	wait_until($node, $db,
+		"SELECT count(*) FILTER (WHERE state = 'succeeded') || ' of ' || count(*)"
+		  . " FROM retries.calls",
+		'400 of 400', "e: $version: every call succeeded");
+	is( $node->safe_psql(
+			$db,
+			"SELECT count(*) || ' ' || count(DISTINCT id) || ' '"
+			  . " || (SELECT count(*) FROM retries.function_names)"
+			  . " FROM done"),
+		'400 400 2', "e: $version: each call's effect once; both functions named");
+}
 
 $node->stop;
 done_testing();
