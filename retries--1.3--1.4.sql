@@ -267,8 +267,12 @@ BEGIN
 		RETURN;
 	END IF;
 	-- of those, the ones the extension refers to: all are in function_names
+	-- (under this extension: rows from before a restore name other OIDs)
 	SELECT array_agg(f.fn) INTO fns
-	  FROM retries.function_names f WHERE f.fn = ANY (fns);
+	  FROM retries.function_names f
+	 WHERE f.fn = ANY (fns)
+	   AND f.ext = (SELECT e.oid FROM pg_catalog.pg_extension e
+					 WHERE e.extname = 'retries');
 	IF fns IS NULL THEN
 		RETURN;
 	END IF;

@@ -23,21 +23,27 @@
  * search_path pg_catalog, pg_temp) if that function has the same owner
  * (role OIDs survive pg_upgrade; regrole restores by name), so that a
  * function someone else made under that name is never taken for it; or
- * else to none: a policy of a function that
- * is gone stops being current (its calls fail as those of a dropped
- * function), its schedules keep OID 0 (their firings are skipped), its
- * limits go.  Workers check before each batch (a query on a table of a
- * few rows) and sessions before they first act as the extension's owner;
- * nothing reads a function OID before that.  The remap invalidates
- * policy_data's relcache entry, so that every worker drops the policies it
- * cached.
+ * else to none: a policy of a function that is gone stops being current
+ * (its calls fail as those of a dropped function), its schedules keep
+ * OID 0 (their firings are skipped), its limits go.  Only a worker
+ * remaps, before its batch, in a transaction of its own, and only while
+ * retries.enabled is on: a restore is made with it off
+ * (doc/operations.md), so no remap happens with part of the tables loaded
+ * and the rest still to come with the old OIDs.  A session checks before
+ * it first acts as the extension's owner, and raises 55000 while the
+ * references are stale; nothing reads a function OID before that.  The
+ * remap invalidates policy_data's relcache entry, so that every worker
+ * drops the policies it cached.
  *
  * Renames.  A rename keeps the OID, so calls, policies and schedules are
  * unaffected; only the signature (and owner) must follow, for the next
- * upgrade.  The workers note every change to pg_proc, pg_namespace and
- * pg_type (syscache callbacks) and then rewrite the signatures that changed
- * (retries_refresh_function_names), and the commands that rename a
- * function, a schema or a type wake them as they commit.
+ * upgrade.  The commands that rename, move or give away a function, or
+ * rename or move a schema, a type or a table (whose row type a function
+ * may take), bump the database's names_generation in shared memory as
+ * they commit, and wake its workers (hooks.c); a worker that sees it
+ * changed rewrites the signatures and owners that changed
+ * (retries_refresh_function_names).  Other DDL makes no worker read the
+ * extension's tables.
  *
  * IDENTIFICATION
  *	  src/function_names.c
@@ -62,6 +68,7 @@
 #include "utils/syscache.h"
 
 #include "retries.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(retries_function_signature);
 
@@ -69,8 +76,12 @@ PG_FUNCTION_INFO_V1(retries_function_signature);
 static bool checked = false;
 /* A check is under way in this process (it acts as the owner itself) */
 static bool checking = false;
-/* A function, schema or type changed since the signatures were refreshed */
+/* The signatures were refreshed after this many renames in the database */
+static uint64 names_seen = 0;
+/* Not refreshed yet, or some rows were locked last time */
 static bool names_changed = true;
+/* This process is a worker, which checks before each batch itself */
+static bool in_worker = false;
 
 /*
  * retries_function_signature -- SQL function
@@ -250,7 +261,7 @@ read_one(SPIPlanPtr *plan, const char *query, int expected)
 /*
  * remap -- map every function OID of the tables to the function that its
  * signature in function_names now names (see "Remapping" at the top).
- * Inside SPI, as the extension's owner, function_names locked.
+ * Inside SPI, in a worker, function_names locked.
  */
 static void
 remap(Oid ext)
@@ -334,22 +345,30 @@ stale_references(Oid ext)
 }
 
 /*
- * retries_check_function_names -- remap the function references if they
- * came from another cluster or database (see "Remapping" at the top)
+ * retries_check_function_names -- in a worker, remap the function
+ * references if they came from another cluster or database; in a session,
+ * refuse to go on until a worker has (see "Remapping" at the top)
  *
- * A session checks once; a worker ('always') before each batch.  Runs
- * its own SPI connection, as the caller (the extension's owner, or a
- * worker).  In a read-only transaction nothing can be written, and
- * nothing is checked.  Returns whether it remapped: the policies the
- * caller's snapshot shows are then the old ones.
+ * A session checks once, and then not again (the OIDs of a database's
+ * functions change only by pg_upgrade or a restore, which no session
+ * lives through); it never remaps itself: that would take the lock on
+ * function_names, and write, in the caller's transaction, which the caller
+ * could keep open (holding every other role's calls back) or roll back
+ * (undoing the remap).  A worker ('remap') checks before each batch, and
+ * remaps in a transaction of its own.  Runs its own SPI connection.  In a
+ * read-only transaction nothing is checked.  Returns whether it found them
+ * stale (and remapped them, or waited for another worker that did): the
+ * policies the caller's snapshot shows are then the old ones.
  */
 bool
-retries_check_function_names(bool always)
+retries_check_function_names(bool remap_here)
 {
 	Oid			ext;
 	volatile bool remapped = false;
+	volatile bool stale = false;
 
-	if ((checked && !always) || checking || creating_extension ||
+	if ((checked && !remap_here) || (in_worker && !remap_here) ||
+		checking || creating_extension ||
 		XactReadOnly || RecoveryInProgress() ||
 		!retries_function_names_available())
 		return false;
@@ -358,15 +377,15 @@ retries_check_function_names(bool always)
 	{
 		ext = get_extension_oid("retries", false);
 		SPI_connect();
-		if (stale_references(ext))
+		stale = stale_references(ext);
+		if (stale && remap_here)
 		{
 			LockRelationOid(get_relname_relid("function_names", retries_schema_oid()),
 							ExclusiveLock);
 			if (stale_references(ext))
-			{
 				remap(ext);
-				remapped = true;
-			}
+			/* or another worker did, since this transaction's snapshot */
+			remapped = true;
 		}
 		SPI_finish();
 	}
@@ -375,30 +394,36 @@ retries_check_function_names(bool always)
 		checking = false;
 	}
 	PG_END_TRY();
+	if (stale && !remap_here)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the function references of database \"%s\" come from another cluster or database",
+						get_database_name(MyDatabaseId)),
+				 errdetail("pg_upgrade or a restore made them; the workers map them to this database's functions at their next batch."),
+				 errhint("Try again in a moment; the workers map them only while retries.enabled is on.")));
 	checked = true;
 	return remapped;
 }
 
 /*
- * names_changed_callback -- syscache callback: a function, schema or type
- * changed, so a signature may have
+ * retries_function_names_current -- are the function references current
+ * (so that their signatures may be refreshed)?  Inside SPI.
  */
-static void
-names_changed_callback(Datum arg, int cacheid, uint32 hashvalue)
+bool
+retries_function_names_current(void)
 {
-	names_changed = true;
+	return retries_function_names_available() &&
+		!stale_references(get_extension_oid("retries", false));
 }
 
 /*
- * retries_watch_function_names -- have the signatures refreshed after any
- * change to a function, schema or type (once per worker)
+ * retries_watch_function_names -- tell retries_check_function_names that
+ * this process is a worker (once per worker)
  */
 void
 retries_watch_function_names(void)
 {
-	CacheRegisterSyscacheCallback(PROCOID, names_changed_callback, (Datum) 0);
-	CacheRegisterSyscacheCallback(NAMESPACEOID, names_changed_callback, (Datum) 0);
-	CacheRegisterSyscacheCallback(TYPEOID, names_changed_callback, (Datum) 0);
+	in_worker = true;
 }
 
 /*
@@ -437,9 +462,28 @@ static const char *const refresh_statements[] = {
 };
 
 /*
- * retries_refresh_function_names -- if a function, schema or type changed,
- * rewrite the signatures that no longer name
- * their function
+ * retries_names_refresh_due -- has a rename committed since the last
+ * refresh (or is there none yet)?
+ */
+bool
+retries_names_refresh_due(void)
+{
+	return names_changed || retries_names_generation(MyDatabaseId) != names_seen;
+}
+
+/*
+ * retries_names_refresh_failed -- the refresh's transaction did not commit:
+ * do it again
+ */
+void
+retries_names_refresh_failed(void)
+{
+	names_changed = true;
+}
+
+/*
+ * retries_refresh_function_names -- once at the start, and after a rename
+ * committed, rewrite the signatures and owners that changed
  *
  * Run by the workers, inside SPI, references current.  A row whose
  * function is gone keeps its signature: the drop trigger removes it.
@@ -448,10 +492,14 @@ void
 retries_refresh_function_names(void)
 {
 	static SPIPlanPtr plans[lengthof(refresh_statements)];
+	uint64		generation = retries_names_generation(MyDatabaseId);
 
-	if (!names_changed || !retries_function_names_available())
+	if ((!names_changed && generation == names_seen) ||
+		!retries_function_names_available())
 		return;
+	/* done, unless an error comes (retries_names_refresh_failed) */
 	names_changed = false;
+	names_seen = generation;
 	for (size_t i = 0; i < lengthof(refresh_statements); i++)
 	{
 		bool		isnull;

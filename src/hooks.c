@@ -73,6 +73,7 @@ static bool wake_workers_at_commit = false;
 static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 static bool databases_changed_at_commit = false;
+static bool names_changed_at_commit = false;
 /* A database whose workers this transaction stopped */
 typedef struct StoppedDatabase
 {
@@ -241,6 +242,8 @@ xact_callback(XactEvent event, void *arg)
 			}
 			if (databases_changed_at_commit)
 				retries_reread_databases();
+			if (names_changed_at_commit)
+				retries_names_changed(MyDatabaseId);
 			if (gates_changed_at_commit)
 				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
 			if (wake_workers_at_commit)
@@ -250,6 +253,7 @@ xact_callback(XactEvent event, void *arg)
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
+			names_changed_at_commit = false;
 			let_workers_back(true);
 			break;
 		case XACT_EVENT_PREPARE:
@@ -263,6 +267,7 @@ xact_callback(XactEvent event, void *arg)
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
+			names_changed_at_commit = false;
 			let_workers_back(false);
 			break;
 		default:
@@ -625,9 +630,9 @@ changes_databases(Node *parsetree)
 }
 
 /*
- * renames_functions -- may the command change the signature of a function:
- * rename it or move it, or rename or move its schema or a type of its
- * arguments?
+ * renames_functions -- may the command change the signature or the owner
+ * of a function: rename it, move it or give it away, or rename or move
+ * its schema or a type of its arguments?
  */
 static bool
 renames_functions(Node *parsetree)
@@ -638,6 +643,12 @@ renames_functions(Node *parsetree)
 		type = ((RenameStmt *) parsetree)->renameType;
 	else if (IsA(parsetree, AlterObjectSchemaStmt))
 		type = ((AlterObjectSchemaStmt *) parsetree)->objectType;
+	else if (IsA(parsetree, AlterOwnerStmt))
+	{
+		type = ((AlterOwnerStmt *) parsetree)->objectType;
+		return type == OBJECT_FUNCTION || type == OBJECT_PROCEDURE ||
+			type == OBJECT_ROUTINE;
+	}
 	else
 		return false;
 	return type == OBJECT_FUNCTION || type == OBJECT_PROCEDURE ||
@@ -665,7 +676,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	if (changes_databases(pstmt->utilityStmt))
 		databases_changed_at_commit = true;
 	if (renames_functions(pstmt->utilityStmt))
-		retries_wake_at_commit();	/* they follow it (function_names.c) */
+		names_changed_at_commit = true;
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))

@@ -144,9 +144,12 @@ extern bool retries_chains_available(void);
 /* function_names.c */
 extern bool retries_function_names_available(void);
 extern void retries_register_functions(const Oid *fns, int n);
-extern bool retries_check_function_names(bool always);
+extern bool retries_check_function_names(bool remap_here);
+extern bool retries_function_names_current(void);
 extern void retries_watch_function_names(void);
 extern void retries_refresh_function_names(void);
+extern bool retries_names_refresh_due(void);
+extern void retries_names_refresh_failed(void);
 extern void retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out);
 extern void retries_after_record(int64 call_id, const RetriesAfter *after);
 extern void retries_calls_finished(int n, const int64 *ids, const char *how,

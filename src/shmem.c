@@ -200,6 +200,44 @@ retries_reread_databases(void)
 }
 
 /*
+ * retries_names_changed -- a rename committed in database dboid: bump its
+ * names_generation and wake its workers, which then refresh the
+ * signatures they keep (function_names.c)
+ */
+void
+retries_names_changed(Oid dboid)
+{
+	RetriesDatabase *db;
+
+	if (retries_shared == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(dboid, false);
+	if (db != NULL)
+		db->names_generation++;
+	LWLockRelease(retries_shared->lock);
+	retries_wake_workers(dboid);
+}
+
+/*
+ * retries_names_generation -- database dboid's names_generation (0 if it
+ * has no entry)
+ */
+uint64
+retries_names_generation(Oid dboid)
+{
+	RetriesDatabase *db;
+	uint64		generation = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = retries_find_database(dboid, false);
+	if (db != NULL)
+		generation = db->names_generation;
+	LWLockRelease(retries_shared->lock);
+	return generation;
+}
+
+/*
  * retries_wake_workers -- wake every worker of a database, so that a call
  * just committed is picked up at once
  */

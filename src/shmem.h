@@ -74,6 +74,8 @@ typedef struct RetriesDatabase
 	TimestampTz next_start;		/* do not start workers before this */
 	bool		listed;			/* in the launcher's last read of pg_database
 								 * (allows connections, not a template) */
+	uint64		names_generation;	/* bumped when a rename commits (see
+									 * function_names.c) */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -192,6 +194,8 @@ extern void retries_set_db_state(RetriesDatabase *db, RetriesDbState state);
 extern void retries_copy_worker(int slot, RetriesWorker *copy);
 extern void retries_wake_launcher(void);
 extern void retries_reread_databases(void);
+extern void retries_names_changed(Oid dboid);
+extern uint64 retries_names_generation(Oid dboid);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);

@@ -197,7 +197,6 @@ static int64 lone_next = 0;
 static TimestampTz next_fire = 0;
 static bool fire_waiting = false;
 static TimestampTz last_fire_check = 0;
-static TimestampTz last_names_check = 0;
 static bool fire_check = true;
 static int	fire_errors = 0;
 /*
@@ -1101,7 +1100,7 @@ run_batch(TimestampTz *due)
 	/*
 	 * A database restored or upgraded: its function references mapped
 	 * again first, in a transaction of their own (this one's snapshot
-	 * shows the old ones).  Then the signatures that renames changed.
+	 * shows the old ones).
 	 */
 	if (retries_check_function_names(true))
 	{
@@ -1111,7 +1110,6 @@ run_batch(TimestampTz *due)
 		*due = GetCurrentTimestamp();
 		return 0;
 	}
-	retries_refresh_function_names();
 
 	/*
 	 * policy_data before call_data, in the order in which retries.call()
@@ -1430,8 +1428,10 @@ fire_step(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		next_fire = 0;
 		fire_waiting = false;
+		/* stale function references: the next batch maps them first */
 		if (lock_extension() == my_extension &&
-			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())))
+			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())) &&
+			(!retries_function_names_available() || retries_function_names_current()))
 		{
 			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
 			TimestampTz release;
@@ -1458,30 +1458,28 @@ fire_step(void)
 }
 
 /*
- * names_step -- at most every FIRE_CHECK_MS, paused or not, map the
- * database's function references again if it was restored or upgraded
- * under the worker, or else rewrite the signatures that renames changed
- * (see function_names.c), in a transaction of its own; an error is
- * logged, and the worker carries on
+ * names_step -- paused or not, once at the start and after each rename
+ * that committed, rewrite the signatures that renames changed, unless the
+ * references are stale (a batch maps them: see function_names.c), in a
+ * transaction of its own; an error is logged, the worker carries on, and
+ * tries again at its next turn
  */
 static void
 names_step(void)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
-	TimestampTz now = GetCurrentTimestamp();
 
-	if (!TimestampDifferenceExceeds(last_names_check, now, FIRE_CHECK_MS))
+	if (!retries_names_refresh_due())
 		return;
-	last_names_check = now;
 	PG_TRY();
 	{
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension &&
-			!retries_check_function_names(true))
+		if (lock_extension() == my_extension)
 		{
 			SPI_connect();
-			retries_refresh_function_names();
+			if (retries_function_names_current())
+				retries_refresh_function_names();
 			SPI_finish();
 		}
 		PopActiveSnapshot();
@@ -1490,6 +1488,7 @@ names_step(void)
 	PG_CATCH();
 	{
 		recover_from_error(oldcxt, NULL);
+		retries_names_refresh_failed();
 	}
 	PG_END_TRY();
 }

@@ -12,20 +12,23 @@
 #      another;
 #   b. pg_dump -Fc restored with pg_restore, and pg_dump -Fp run with psql,
 #      into a new cluster whose roles and functions have other OIDs than in
-#      the source (checked): retries.policies, retries.calls,
+#      the source (checked), execution paused: retries.calls,
 #      retries.attempts, the schedules and the tables under them read the
-#      same, as text, ids included;
-#   c. the identity sequences go on above the restored ids (a new call, a
-#      new policy and a new schedule get larger ids), and keys still
-#      deduplicate;
+#      same, as text, ids included, functions by the signatures that
+#      retries.function_names keeps; until a worker maps the references
+#      (only while execution is on), a session's call is refused (55000);
+#   c. execution on: a worker maps the references, and retries.policies
+#      reads as in the source; the identity sequences go on above the
+#      restored ids (a new call, a new policy and a new schedule get larger
+#      ids), and keys still deduplicate;
 #   d. once execution is enabled, the due calls run to completion, each
 #      exactly once, as the role that scheduled it, with its hooks (found by
 #      their new OIDs); calls moved forward with retry_now run, and a call
 #      due tomorrow stays scheduled; the call that waits runs after the
 #      other, and keeps its result.
 #
-# With policies that stored functions as plain oids (version 1.0), b fails:
-# the restored policies name no function.
+# With policies that stored functions as plain oids and no signatures
+# (version 1.0), c fails: the restored policies name no function.
 
 use strict;
 use warnings;
@@ -64,18 +67,22 @@ sub as_role
 }
 
 # snapshot(NODE, DB): the extension's views and tables, as text, in a
-# stable order
+# stable order; functions by the signature function_names keeps for their
+# OID, which reads the same before the references are mapped again in a
+# restored database (its OIDs are the source's until then) and in the
+# source
 sub snapshot
 {
 	my ($node, $db) = @_;
 	return $node->safe_psql(
 		$db, q{
-SELECT * FROM retries.policies ORDER BY fn::text;
-SELECT to_jsonb(p) || jsonb_build_object('fn', fn::regprocedure,
-		'on_exhausted', on_exhausted::regprocedure, 'delay_fn', delay_fn::regprocedure)
+CREATE FUNCTION pg_temp.sig(o oid) RETURNS text LANGUAGE sql AS
+	'SELECT signature FROM retries.function_names WHERE fn = o';
+SELECT to_jsonb(p) || jsonb_build_object('fn', pg_temp.sig(fn),
+		'on_exhausted', pg_temp.sig(on_exhausted), 'delay_fn', pg_temp.sig(delay_fn))
   FROM retries.policy_data p ORDER BY id;
-SELECT * FROM retries.calls ORDER BY id;
-SELECT to_jsonb(c) || jsonb_build_object('gate', gate::regprocedure)
+SELECT to_jsonb(c) - 'fn' FROM retries.calls c ORDER BY id;
+SELECT to_jsonb(c) || jsonb_build_object('gate', pg_temp.sig(gate))
   FROM retries.call_data c ORDER BY id;
 SELECT * FROM retries.attempts ORDER BY call_id, attempt;
 SELECT * FROM retries.attempt_data ORDER BY call_id, attempt;
@@ -258,13 +265,16 @@ $src->safe_psql('app',
 		  SELECT retries.pause_schedule('often');
 		  SELECT retries.trigger('often');}));
 my $schedules_query = q{
-SELECT string_agg(concat_ws('|', name, owner, fn::regprocedure, every, args, timezone, overlap, catch_up,
+SELECT string_agg(concat_ws('|', name, owner,
+							(SELECT f.signature FROM retries.function_names f WHERE f.fn = s.fn), every, args, timezone, overlap, catch_up,
 							paused, origin, next_run, firings, skipped, missed,
 							(SELECT count(*) FROM retries.call_data c WHERE c.schedule_id = s.id)),
 				  E'\n' ORDER BY name)
   FROM retries.schedule_data s};
 my $schedules_before = $src->safe_psql('app', $schedules_query);
-like($schedules_before, qr/^nightly\|alice\|ok\(integer\)\|30 2 \* \* \*.*\noften\|bob\|.*\|t\|.*\|1\|0\|0\|1$/s,
+my $policies_before =
+  $src->safe_psql('app', 'SELECT * FROM retries.policies ORDER BY fn::text');
+like($schedules_before, qr/^nightly\|alice\|public\.ok\(integer\)\|30 2 \* \* \*.*\noften\|bob\|.*\|t\|.*\|1\|0\|0\|1$/s,
 	'source: two schedules, one paused with one triggered call');
 my $max_schedule =
   $src->safe_psql('app', 'SELECT max(id) FROM retries.schedule_data');
@@ -273,7 +283,7 @@ my $max_id = $src->safe_psql('app', 'SELECT max(id) FROM retries.call_data');
 my $max_policy =
   $src->safe_psql('app', 'SELECT max(id) FROM retries.policy_data');
 my $before = snapshot($src, 'app');
-like($before, qr/shop\.typed\(shop\.mood,text\)/,
+like($before, qr/shop\.typed\(shop\.mood,pg_catalog\.text\)/,
 	'source: snapshot shows the qualified signature');
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
@@ -334,14 +344,29 @@ for my $db ('restored', 'plain')
 	ok( $alice != $src_alice && $ok != $src_ok && $hook != $src_hook,
 		"$db: alice, ok(int) and the hook have other OIDs than in the source");
 
-	wait_until($dst, $db,
-		"SELECT count(*) FROM retries.function_names"
-		  . " WHERE ext <> (SELECT oid FROM pg_extension WHERE extname = 'retries')",
-		'0', "$db: the workers map the function references again");
 	is(snapshot($dst, $db), $before,
 		"$db: policies, calls and attempts read the same as in the source");
 	is($dst->safe_psql($db, $schedules_query), $schedules_before,
 		"$db: schedules read the same as in the source, with their calls");
+	my ($ret, $out, $err) = $dst->psql($db,
+		as_role('alice', q{SELECT retries.call('ok(int)', '[499]')}));
+	like($err, qr/ERROR:  the function references of database "$db" come from another cluster or database/,
+		"$db: while paused, before a worker maps the references, a call is refused (55000)");
+}
+
+###########################################################################
+# c. execution on: the references mapped, then sequences and keys
+###########################################################################
+
+set_enabled($dst, 1);
+for my $db ('restored', 'plain')
+{
+	wait_until($dst, $db,
+		"SELECT count(*) FROM retries.function_names"
+		  . " WHERE ext <> (SELECT oid FROM pg_extension WHERE extname = 'retries')",
+		'0', "$db: a worker maps the function references");
+	is($dst->safe_psql($db, 'SELECT * FROM retries.policies ORDER BY fn::text'),
+		$policies_before, "$db: retries.policies reads as in the source");
 	cmp_ok(
 		$dst->safe_psql($db,
 			as_role('alice', q{SELECT retries.schedule('new', 'ok(int)', '1 hour', '[9]')})),
@@ -353,7 +378,7 @@ for my $db ('restored', 'plain')
 		"$db: extension at the current version");
 
 	#######################################################################
-	# c. sequences and keys
+	# sequences and keys
 	#######################################################################
 
 	my $new = $dst->safe_psql($db,
@@ -385,7 +410,6 @@ SELECT retries.annotate('fresh()', '2 10ms');
 # d. the pending calls run in the new cluster
 ###########################################################################
 
-set_enabled($dst, 1);
 for my $db ('restored', 'plain')
 {
 	$dst->safe_psql($db,

@@ -17,9 +17,10 @@
 #      another function: its calls fail, the annotation is gone;
 #   d. function references that came from elsewhere (the extension's OID
 #      in function_names differs, as after pg_upgrade or a restore) are
-#      mapped by signature at a session's first call of the extension,
-#      before the workers see them, and a signature that names a function
-#      of another owner leaves its policy not current;
+#      refused to sessions, and mapped by signature by a worker once
+#      execution is on (never while paused, as during a restore); a
+#      signature that names a function of another owner leaves its policy
+#      not current;
 #   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
 #      while calls run (t/010 does it from 1.0): every call runs once, and
 #      the updated database names its functions in function_names.
@@ -48,6 +49,15 @@ $node->safe_psql('postgres', 'CREATE EXTENSION retries; CREATE EXTENSION pg_stat
 # a. what DDL costs
 ###########################################################################
 
+# current_setting_workers(): retries.max_workers, as text
+sub current_setting_workers
+{
+	return $node->safe_psql('postgres', "SELECT current_setting('retries.max_workers')");
+}
+
+my $tables =
+  'retries\.(policy_data|call_data|flow_data|schedule_data|function_names|attempt_data|call_after)';
+
 # extension_statements(DB): the statements on the extension's tables that
 # pg_stat_statements counted in DB since the last reset, one per line
 sub extension_statements
@@ -58,7 +68,7 @@ sub extension_statements
 SELECT string_agg(calls || ' ' || regexp_replace(query, '\s+', ' ', 'g'), E'\n' ORDER BY query)
   FROM pg_stat_statements
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND query ~ 'retries\.(policy_data|call_data|flow_data|schedule_data|function_names|attempt_data|call_after)'});
+   AND query ~ '} . $tables . q{'});
 }
 
 my $ddl = q{
@@ -74,17 +84,25 @@ DROP TYPE scratch.mood;
 DROP SCHEMA scratch;
 };
 
+# the workers paused, so that their own work (firing schedules, batches)
+# does not count: what is left is what the DDL made anyone run
+$node->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+wait_until($node, 'postgres',
+	"SELECT count(*) FILTER (WHERE state = 'paused') FROM retries.workers WHERE database = current_database()",
+	current_setting_workers(), 'a: the workers have started, and are paused');
 $node->safe_psql('postgres', 'SELECT pg_stat_statements_reset()');
 $node->safe_psql('postgres', $ddl);
-is(extension_statements('postgres'), '',
-	'a: DDL that drops no function runs no statement on the extension\'s tables');
+stays_true($node, 'postgres',
+	"SELECT count(*) = 0 FROM pg_stat_statements WHERE query ~ '$tables'", 2,
+	'a: DDL that drops no function runs no statement on the extension\'s tables, in the session or in a worker')
+  or diag(extension_statements('postgres'));
 
 $node->safe_psql('postgres',
 	"CREATE FUNCTION unknown() RETURNS void LANGUAGE sql AS ''");
 $node->safe_psql('postgres', 'SELECT pg_stat_statements_reset()');
 $node->safe_psql('postgres', 'DROP FUNCTION unknown()');
 like(extension_statements('postgres'),
-	qr/^1 SELECT array_agg\(f\.fn\) FROM retries\.function_names f WHERE f\.fn = ANY \(fns\)$/,
+	qr/^1 SELECT array_agg\(f\.fn\) FROM retries\.function_names f WHERE f\.fn = ANY \(fns\) AND f\.ext = \(SELECT e\.oid FROM pg_catalog\.pg_extension e WHERE e\.extname = \$\d+\)$/,
 	'a: dropping a function the extension does not know: one lookup in function_names');
 
 # the same in a database whose extension is still at 1.3
@@ -97,6 +115,7 @@ my $old = extension_statements('old');
 my $n = () = $old =~ /^\d+ /mg;
 cmp_ok($n, '>=', 4,
 	"a: at 1.3 the same DDL ran statements on them ($n: the drop trigger's)");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()');
 
 ###########################################################################
 # b. renames follow
@@ -180,11 +199,14 @@ SELECT retries.annotate('lost(text)', '3 10ms');
 });
 # as pg_upgrade leaves them: the OIDs of another cluster, under an
 # extension of another OID (here: kept's and lost's swapped, and lost's
-# signature naming a function of another owner, which is not it), and the
-# first call of the extension in the same transaction, so that no worker
-# sees them first
-is( $node->safe_psql(
-		'postgres', q{
+# signature naming a function of another owner, which is not it), made in
+# one transaction while the workers are paused (as during a restore)
+$node->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+wait_until($node, 'postgres',
+	"SELECT count(*) FILTER (WHERE state = 'paused') FROM retries.workers WHERE database = current_database()", current_setting_workers(),
+	'd: the workers are paused');
+$node->safe_psql(
+	'postgres', q{
 BEGIN;
 UPDATE retries.policy_data SET is_current = false WHERE is_current;
 UPDATE retries.policy_data p SET fn = CASE fn WHEN 'kept(text)'::regprocedure
@@ -198,10 +220,22 @@ DELETE FROM retries.function_names;
 INSERT INTO retries.function_names VALUES
 	('lost(text)'::regprocedure, 'public.kept(pg_catalog.text)', current_user::regrole, 1),
 	('kept(text)'::regprocedure, 'public.stolen(pg_catalog.text)', current_user::regrole, 1);
-SELECT retries.call('kept(text)', '["mapped"]') IS NOT NULL;
 COMMIT;
-}),
-	't', 'd: the first call of a session maps the references, and finds kept\'s policy');
+});
+my ($ret, $stdout, $stderr) = $node->psql('postgres',
+	"SELECT retries.call('kept(text)', '[\"mapped\"]')");
+like($stderr, qr/ERROR:  the function references of database "postgres" come from another cluster or database/,
+	'd: meanwhile a session is refused (55000), not given the policy of the OID it names');
+stays_true($node, 'postgres',
+	"SELECT count(*) = 2 FROM retries.function_names WHERE ext = 1", 2,
+	'd: paused workers do not map them');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.function_names WHERE ext = 1", '0',
+	'd: a worker maps them once execution is on');
+is( $node->safe_psql('postgres',
+		"SELECT retries.call('kept(text)', '[\"mapped\"]') IS NOT NULL"),
+	't', 'd: then a call finds kept\'s policy');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(fn::regprocedure::text || ':' || signature, ',' ORDER BY signature)
