@@ -53,7 +53,7 @@ CREATE FUNCTION running_now(fname text) RETURNS integer LANGUAGE sql AS $$
 	SELECT count(*)::integer FROM retries.workers w
 	  JOIN retries.call_data c ON c.id = w.current_call
 	  JOIN retries.policy_data p ON p.id = c.policy_id
-	 WHERE w.state = 'running' AND p.fn::text LIKE fname || '(%'
+	 WHERE w.state = 'running' AND p.fn::regprocedure::text LIKE fname || '(%'
 $$;
 CREATE FUNCTION limited(i integer, secs float8) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -302,7 +302,7 @@ RESET ROLE;
 wait_until($node, 'postgres',
 	"SELECT count(*) FILTER (WHERE state = 'succeeded') || ',' || count(*) FILTER (WHERE held)"
 	  . " || ',' || sum(attempts) FROM retries.call_data c JOIN retries.policy_data p"
-	  . " ON p.id = c.policy_id WHERE p.fn::text LIKE 'hog%'",
+	  . " ON p.id = c.policy_id WHERE p.fn::regprocedure::text LIKE 'hog%'",
 	'1,2,1', 'd3: one of hog\'s three rate-limited functions runs, the others wait held, uncharged');
 $node->safe_psql(
 	'postgres', q{
