@@ -702,7 +702,7 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
  *
  * The hook runs only if the role may call it as a direct call would: it
  * may have been dropped, or its privileges revoked, since the policy was
- * written.  If not, the error is a 42501 (or a 42883) that says so.
+ * written.  If not, the error is a 42501 that says so.
  */
 static ErrorData *
 run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
@@ -710,21 +710,17 @@ run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
 {
 	ErrorData  *edata;
 	char	   *lacks;
-	int			sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
 	bool		capped;
 	SandboxStep step;
 
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
-	{
-		sqlerrcode = ERRCODE_UNDEFINED_FUNCTION;
 		lacks = psprintf("function %u no longer exists", hook);
-	}
 	else
 		lacks = retries_call_privilege(hook, call->role);
 	if (lacks != NULL)
 	{
 		edata = palloc0(sizeof(ErrorData));
-		edata->sqlerrcode = sqlerrcode;
+		edata->sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
 		edata->message = lacks;
 		return edata;
 	}

@@ -570,17 +570,16 @@ advance(Firing *f, TimestampTz now)
 	}
 	on_time = now - latest <= f->catch_up + FIRING_SLACK_USECS;
 	f->next_run = next;
+
+	/*
+	 * The firings passed, but the latest one when it is on time (fire_one
+	 * decides that one).  With the previous call unfinished, they would not
+	 * have run had a worker looked on time: skipped, not missed.
+	 */
 	if (f->busy && f->overlap != 'a')
-	{
-		/*
-		 * The previous call is unfinished: these firings would not have
-		 * run had a worker looked on time, so they are skipped, not missed
-		 * (fire_one decides the latest one when it is on time)
-		 */
 		f->skipped += on_time ? due - 1 : due;
-		return on_time;
-	}
-	f->missed += on_time ? due - 1 : due;
+	else
+		f->missed += on_time ? due - 1 : due;
 	return on_time;
 }
 

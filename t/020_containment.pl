@@ -290,6 +290,18 @@ REVOKE USAGE ON SCHEMA hooks FROM PUBLIC;
 		'42501: role "mallory" has no USAGE privilege on schema hooks of function hooks.after_failure(bigint)',
 		'b: its on_exhausted is not run, and the reason is recorded');
 	is($node->safe_psql($DB, 'SELECT count(*) FROM hooks.ran'), '0', 'b: (it did not run)');
+
+	# nor one that was dropped since: recorded as 42501 too
+	my $hook = $node->safe_psql($DB,
+		"SELECT 'hooks.after_failure(bigint)'::regprocedure::oid");
+	$node->safe_psql($DB, 'DROP FUNCTION hooks.after_failure(bigint)');
+	my $d = sql('mallory', "SELECT retries.call('public.always_fails()')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $d",
+		'failed', 'b: a call whose on_exhausted was dropped fails');
+	is( $node->safe_psql($DB,
+			"SELECT on_exhausted_error FROM retries.attempts WHERE call_id = $d"),
+		"42501: function $hook no longer exists",
+		'b: the dropped on_exhausted is not run, and the reason is recorded as 42501');
 }
 
 ###########################################################################
