@@ -4,21 +4,22 @@
  *
  * 1.4 lets pg_upgrade upgrade a cluster that uses retries in place.
  *
- * - The extension's tables refer to functions by OID (type oid), no longer
- *   by regprocedure: pg_upgrade refuses user tables with regproc or
+ * - The extension's tables refer to functions by key, no longer by
+ *   regprocedure: pg_upgrade refuses user tables with regproc or
  *   regprocedure columns, because it keeps the OIDs of types, relations
  *   and roles but not those of functions.  Columns policy_data.fn,
  *   .on_exhausted, .delay_fn, schedule_data.fn, flow_data.fn and
- *   call_data.gate change type.  Both types are the same four bytes: the
- *   change rewrites no table and rebuilds no index.
- * - retries.function_names keeps, for each function those columns refer
- *   to, its qualified signature and the OID of the extension it was
- *   written under.  After pg_upgrade, or pg_dump and restore, the
- *   extension has another OID; the first worker or session that uses
- *   the database then maps every stored OID to the function that the
- *   signature now names (see src/function_names.c), before anything runs.
- *   The signatures follow ALTER FUNCTION ... RENAME / SET SCHEMA and
- *   ALTER SCHEMA ... RENAME.
+ *   call_data.gate become type oid (the same four bytes: no table is
+ *   rewritten) and hold keys of the new table retries.function_names,
+ *   numbers of the extension's own that pg_dump and pg_upgrade keep.
+ * - retries.function_names keeps, for each key, its function's OID, its
+ *   schema-qualified signature, its owner, and the OID of the extension
+ *   the row was written under.  After pg_upgrade, or pg_dump and restore,
+ *   the extension has another OID: such a row names its function by
+ *   signature and owner, until a worker writes the new OID (see
+ *   src/function_names.c).  No other row has to change, so there is no
+ *   moment at which half the references are mapped.  Signatures follow
+ *   ALTER FUNCTION ... RENAME / SET SCHEMA and ALTER SCHEMA ... RENAME.
  * - The drop event trigger reads the extension's tables only when a
  *   function was dropped, and then looks the dropped functions up in
  *   function_names (its primary key) before anything else: DDL that drops
@@ -75,25 +76,42 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION retries.function_signature(oid) IS
 	'the schema-qualified signature of a function, as retries.function_names keeps it; NULL if there is no such function';
 
+CREATE FUNCTION retries.resolve_function(signature text, owner regrole)
+RETURNS oid
+AS 'MODULE_PATHNAME', 'retries_resolve_function'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION retries.resolve_function(text, regrole) IS
+	'the OID of the function that a qualified signature names, if owner owns it; NULL otherwise';
+
 /*
- * function_names: the functions that the extension's tables refer to, by
- * OID, by qualified signature and by owner.  ext is the OID of the
- * extension when the row was written: a row with another one came from
- * another cluster (pg_upgrade) or database (pg_dump), and its fn means
- * nothing here until it is mapped again by signature, to a function of
- * the same owner only (role OIDs are kept by pg_upgrade, and regrole
- * restores by name).
+ * function_names: every function the extension's tables refer to.  Those
+ * tables hold its key (a number of this table's own, which pg_dump and
+ * pg_upgrade keep as any number), never its OID; only this table knows
+ * the OID, and knows it only under the extension that wrote it (ext): a
+ * row written under another (another cluster, pg_upgrade; another
+ * database, a restore) names its function by signature and owner until a
+ * worker writes the OID anew (src/function_names.c).  fn = 0: the
+ * function was dropped, for good.
  */
+CREATE SEQUENCE retries.function_keys AS integer;
 CREATE TABLE retries.function_names (
-	fn				oid PRIMARY KEY,
+	key				oid PRIMARY KEY
+					DEFAULT pg_catalog.nextval('retries.function_keys')::pg_catalog.oid,
+	fn				oid NOT NULL,
 	signature		text NOT NULL,
 	owner			regrole NOT NULL,
 	ext				oid NOT NULL
 );
+CREATE UNIQUE INDEX function_names_fn ON retries.function_names (fn, ext)
+	WHERE fn <> 0;
+ALTER SEQUENCE retries.function_keys OWNED BY retries.function_names.key;
+COMMENT ON SEQUENCE retries.function_keys IS
+	'the keys of retries.function_names';
 COMMENT ON TABLE retries.function_names IS
-	'the qualified signature of every function the extension refers to, so that pg_upgrade and pg_dump keep the references';
+	'the functions the extension refers to, by key, with their qualified signatures and owners, so that pg_upgrade and pg_dump keep the references';
 REVOKE ALL ON retries.function_names FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('retries.function_names', '');
+SELECT pg_catalog.pg_extension_config_dump('retries.function_keys', '');
 
 INSERT INTO retries.function_names (fn, signature, owner, ext)
 SELECT r.fn, retries.function_signature(r.fn), pr.proowner, e.oid
@@ -101,14 +119,47 @@ SELECT r.fn, retries.function_signature(r.fn), pr.proowner, e.oid
 		UNION SELECT on_exhausted FROM retries.policy_data
 		UNION SELECT delay_fn FROM retries.policy_data
 		UNION SELECT fn FROM retries.schedule_data
-		UNION SELECT fn FROM retries.flow_data) r
+		UNION SELECT fn FROM retries.flow_data
+		UNION SELECT gate FROM retries.call_data WHERE gate IS NOT NULL) r
   JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn,
 	   pg_catalog.pg_extension e
- WHERE e.extname = 'retries';
+ WHERE e.extname = 'retries'
+ ORDER BY r.fn;
+
+-- every reference becomes a key; one to a function gone meanwhile, 0
+CREATE FUNCTION pg_temp.key_of(f oid) RETURNS oid
+LANGUAGE sql STABLE
+AS $$ SELECT coalesce((SELECT k.key FROM retries.function_names k WHERE k.fn = f), 0) $$;
+UPDATE retries.policy_data
+   SET fn = pg_temp.key_of(fn),
+	   on_exhausted = CASE WHEN on_exhausted IS NOT NULL THEN pg_temp.key_of(on_exhausted) END,
+	   delay_fn = CASE WHEN delay_fn IS NOT NULL THEN pg_temp.key_of(delay_fn) END;
+UPDATE retries.schedule_data SET fn = pg_temp.key_of(fn);
+UPDATE retries.flow_data SET fn = pg_temp.key_of(fn);
+UPDATE retries.call_data SET gate = pg_temp.key_of(gate) WHERE gate IS NOT NULL;
+
+/*
+ * function_refs: the function each key stands for here and now (NULL: it
+ * is gone): the stored OID under this extension, else the function that
+ * the signature names, if the same role owns it.  The views read function
+ * names through it.
+ */
+CREATE VIEW retries.function_refs AS
+SELECT k.key,
+	   CASE WHEN k.ext = (SELECT e.oid FROM pg_catalog.pg_extension e
+						   WHERE e.extname = 'retries')
+			THEN NULLIF(k.fn, 0)
+			WHEN k.fn <> 0
+			THEN retries.resolve_function(k.signature, k.owner)
+	   END::regprocedure AS fn
+  FROM retries.function_names k;
+COMMENT ON VIEW retries.function_refs IS
+	'the function that each key of retries.function_names stands for in this database (NULL: it is gone); read by the other views';
+REVOKE ALL ON retries.function_refs FROM PUBLIC;
 
 CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
 SELECT c.id,
-	   p.fn::regprocedure AS fn,
+	   r.fn,
 	   c.args,
 	   CASE WHEN c.state = 'scheduled'
 				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
@@ -136,6 +187,7 @@ SELECT c.id,
 			ELSE '{}'::bigint[] END AS waiting_for
   FROM retries.call_data c
   JOIN retries.policy_data p ON p.id = c.policy_id
+  LEFT JOIN retries.function_refs r ON r.key = p.fn
  WHERE retries.visible_role(c.scheduled_by);
 
 CREATE OR REPLACE VIEW retries.stats WITH (security_barrier) AS
@@ -172,7 +224,7 @@ WITH visible AS (
 	 WHERE a.finished_at IS NOT NULL
 	 GROUP BY v.fn
 )
-SELECT c.fn::regprocedure AS fn,
+SELECT (SELECT r.fn FROM retries.function_refs r WHERE r.key = c.fn) AS fn,
 	   c.scheduled,
 	   c.running,
 	   c.succeeded,
@@ -193,7 +245,7 @@ SELECT c.fn::regprocedure AS fn,
   LEFT JOIN retries.flow_data f ON f.fn = c.fn;
 
 CREATE OR REPLACE VIEW retries.policies WITH (security_barrier) AS
-SELECT p.fn::regprocedure AS fn,
+SELECT r.fn,
 	   pr.proowner::regrole AS owner,
 	   p.max_attempts,
 	   p.min_delay,
@@ -202,8 +254,10 @@ SELECT p.fn::regprocedure AS fn,
 	   p.jitter,
 	   p.retry_on,
 	   p.timeout,
-	   p.on_exhausted::regprocedure AS on_exhausted,
-	   p.delay_fn::regprocedure AS delay_fn,
+	   (SELECT h.fn FROM retries.function_refs h
+		 WHERE h.key = p.on_exhausted) AS on_exhausted,
+	   (SELECT h.fn FROM retries.function_refs h
+		 WHERE h.key = p.delay_fn) AS delay_fn,
 	   retries.format_policy(p.max_attempts, p.min_delay, p.max_delay) AS policy,
 	   f.max_running,
 	   f.max_running_per_key,
@@ -211,7 +265,8 @@ SELECT p.fn::regprocedure AS fn,
 	   coalesce(f.paused, false) AS paused,
 	   p.notify
   FROM retries.policy_data p
-  JOIN pg_catalog.pg_proc pr ON pr.oid = p.fn
+  JOIN retries.function_refs r ON r.key = p.fn
+  JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn
   LEFT JOIN retries.flow_data f ON f.fn = p.fn
  WHERE p.is_current
    AND (retries.visible_role(pr.proowner::regrole)
@@ -221,7 +276,7 @@ SELECT p.fn::regprocedure AS fn,
 CREATE OR REPLACE VIEW retries.schedules WITH (security_barrier) AS
 SELECT s.id,
 	   s.name,
-	   s.fn::regprocedure AS fn,
+	   (SELECT r.fn FROM retries.function_refs r WHERE r.key = s.fn) AS fn,
 	   s.every,
 	   s.args,
 	   s.timezone,
@@ -247,7 +302,9 @@ SELECT s.id,
 /*
  * A dropped function takes its schedules with it (see 1.3 for the
  * NOTICEs).  The dropped objects are looked at first: a DROP that drops
- * no function reads none of the extension's tables.
+ * no function reads none of the extension's tables.  The keys of the
+ * dropped functions keep their rows in function_names, with fn = 0: a
+ * function made later under the same name is another one.
  */
 CREATE OR REPLACE FUNCTION retries.forget_dropped_functions()
 RETURNS event_trigger
@@ -256,6 +313,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	fns oid[];
+	keys oid[];
 	gone record;
 	dropper oid;
 	sees_all boolean;
@@ -266,25 +324,35 @@ BEGIN
 	IF fns IS NULL OR pg_catalog.to_regclass('retries.function_names') IS NULL THEN
 		RETURN;
 	END IF;
-	-- of those, the ones the extension refers to: all are in function_names
-	-- (under this extension: rows from before a restore name other OIDs)
-	SELECT array_agg(f.fn) INTO fns
-	  FROM retries.function_names f
-	 WHERE f.fn = ANY (fns)
-	   AND f.ext = (SELECT e.oid FROM pg_catalog.pg_extension e
-					 WHERE e.extname = 'retries');
-	IF fns IS NULL THEN
+	-- the keys of those the extension refers to; a row written under
+	-- another extension (not yet written anew after a restore) by what its
+	-- signature names
+	WITH hit AS (
+		SELECT k.key,
+			   CASE WHEN k.ext = e.oid THEN k.fn
+					ELSE retries.resolve_function(k.signature, k.owner) END AS fn
+		  FROM retries.function_names k, pg_catalog.pg_extension e
+		 WHERE e.extname = 'retries' AND k.fn <> 0
+		   AND ((k.ext = e.oid AND k.fn = ANY (fns))
+				OR (k.ext <> e.oid
+					AND retries.resolve_function(k.signature, k.owner) = ANY (fns)))
+	), forgotten AS (
+		UPDATE retries.function_names k SET fn = 0, ext = e.oid
+		  FROM hit, pg_catalog.pg_extension e
+		 WHERE k.key = hit.key AND e.extname = 'retries'
+	)
+	SELECT array_agg(hit.key), array_agg(hit.fn) INTO keys, fns FROM hit;
+	IF keys IS NULL THEN
 		RETURN;
 	END IF;
-	DELETE FROM retries.function_names WHERE fn = ANY (fns);
 	UPDATE retries.policy_data p
 	   SET is_current = false
-	 WHERE p.is_current AND p.fn = ANY (fns);
+	 WHERE p.is_current AND p.fn = ANY (keys);
 	-- its held calls are let go, to fail as any call of a dropped function
 	UPDATE retries.call_data c
 	   SET gate = NULL, held = false
-	 WHERE c.gate = ANY (fns) AND c.state = 'scheduled';
-	DELETE FROM retries.flow_data f WHERE f.fn = ANY (fns);
+	 WHERE c.gate = ANY (keys) AND c.state = 'scheduled';
+	DELETE FROM retries.flow_data f WHERE f.fn = ANY (keys);
 	SELECT r.oid, r.rolsuper OR pg_catalog.pg_has_role(r.oid, a.oid, 'USAGE')
 	  INTO dropper, sees_all
 	  FROM pg_catalog.pg_roles r
@@ -293,10 +361,11 @@ BEGIN
 								session_user);
 	FOR gone IN
 		DELETE FROM retries.schedule_data s
-		 USING pg_catalog.pg_event_trigger_dropped_objects() d
-		 WHERE s.fn = ANY (fns)
+		 USING ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(fns)) AS m(key, fn),
+			   pg_catalog.pg_event_trigger_dropped_objects() d
+		 WHERE s.fn = m.key
 		   AND d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-		   AND d.objid = s.fn
+		   AND d.objid = m.fn
 		RETURNING s.name, s.owner, d.object_identity
 	LOOP
 		IF gone.owner::oid = dropper OR sees_all THEN

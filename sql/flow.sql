@@ -130,7 +130,7 @@ SELECT retries.cancel(:later);
 
 -- a new annotation without max_running lifts the limit
 SELECT retries.annotate('flow_slow(float8)', '3 10ms');
-SELECT max_running FROM retries.flow_data WHERE fn = 'flow_slow(float8)'::regprocedure;
+SELECT max_running FROM retries.flow_data WHERE fn = test.key('flow_slow(float8)');
 
 -- a dropped function's held calls are let go, and fail as any call of a
 -- dropped function when the workers next look (within 10 s; here, the
@@ -143,7 +143,7 @@ DROP FUNCTION flow_doomed();
 SELECT retries.call('flow_note(text)', '["wake"]') AS wake \gset
 CALL test.wait_finished(:doomed);
 SELECT state, attempts, last_sqlstate FROM retries.calls WHERE id = :doomed;
-SELECT count(*) AS gates_of_dropped FROM retries.flow_data WHERE fn::oid NOT IN (SELECT oid FROM pg_proc);
+SELECT count(*) AS gates_of_dropped FROM retries.flow_data WHERE fn NOT IN (SELECT key FROM retries.function_refs WHERE fn IS NOT NULL);
 
 -- priority: 0 unless given, shown in retries.calls, never null; with a key
 -- too; the key names the call, whatever priority a second call asks
@@ -164,7 +164,7 @@ SELECT retries.cancel(id) FROM retries.calls WHERE id IN (:p0, :pm2, :p3);
 SELECT retries.annotate('flow_note(text)', '3 10ms', max_running_per_key => 0);
 SELECT retries.annotate('flow_note(text)', '3 10ms', max_running => 4, max_running_per_key => 1);
 SELECT max_running, max_running_per_key FROM retries.flow_data
- WHERE fn = 'flow_note(text)'::regprocedure;
+ WHERE fn = test.key('flow_note(text)');
 SELECT retries.call('flow_note(text)', '["k0"]', limit_key => repeat('k', 257));
 SELECT retries.call('flow_note(text)', '["k1"]', limit_key => 'acct-1') AS k1 \gset
 SELECT retries.call('flow_note(text)', '["k2"]', limit_key => 'acct-1') AS k2 \gset
@@ -175,7 +175,7 @@ CALL test.wait_finished(:k3);
 SELECT args, state, attempts, limit_key FROM retries.calls WHERE id IN (:k1, :k2, :k3) ORDER BY id;
 SELECT retries.annotate('flow_note(text)', '3 10ms');
 SELECT max_running, max_running_per_key FROM retries.flow_data
- WHERE fn = 'flow_note(text)'::regprocedure;
+ WHERE fn = test.key('flow_note(text)');
 
 -- rate: 'count/duration', stored in its canonical form; a bad one names
 -- its bad part; a new annotation without it lifts it
@@ -184,11 +184,11 @@ SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '0/1s');
 SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '10/1 second');
 SELECT retries.annotate('flow_note(text)', '3 10ms', rate => '10/0.5ms');
 SELECT retries.annotate('flow_note(text)', '3 10ms', rate => ' 100 / 1000ms ');
-SELECT rate FROM retries.flow_data WHERE fn = 'flow_note(text)'::regprocedure;
+SELECT rate FROM retries.flow_data WHERE fn = test.key('flow_note(text)');
 SELECT retries.call('flow_note(text)', '["paced"]') AS paced \gset
 CALL test.wait_finished(:paced);
 SELECT state, attempts FROM retries.calls WHERE id = :paced;
 SELECT retries.annotate('flow_note(text)', '3 10ms');
-SELECT rate FROM retries.flow_data WHERE fn = 'flow_note(text)'::regprocedure;
+SELECT rate FROM retries.flow_data WHERE fn = test.key('flow_note(text)');
 
 DROP ROLE flow_stranger;

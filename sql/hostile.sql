@@ -406,7 +406,7 @@ ALTER SYSTEM RESET retries.enabled;
 SELECT pg_reload_conf();
 CALL test.wait_for($$(SELECT count(*) = 0 FROM retries.call_data c
 					   JOIN retries.policy_data p ON p.id = c.policy_id
-					  WHERE p.fn = 'public.sink(text,int[],jsonb)'::regprocedure
+					  WHERE p.fn = test.key('public.sink(text,int[],jsonb)')
 						AND c.state::text = 'scheduled')$$);
 SELECT c.state, count(*) FROM retries.calls c
  WHERE c.fn = 'public.sink(text,int[],jsonb)'::regprocedure GROUP BY c.state;

@@ -27,6 +27,9 @@ END
 $$;
 
 -- reset(): forget every policy, call and attempt, and restart the ids
+-- the key by which the extension's tables refer to a function (1.4)
+CREATE FUNCTION test.key(fn regprocedure) RETURNS oid
+LANGUAGE sql STABLE AS $$ SELECT key FROM retries.function_refs r WHERE r.fn = key.fn $$;
 CREATE PROCEDURE test.reset()
 LANGUAGE sql AS $$
 	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data,

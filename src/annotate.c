@@ -395,10 +395,12 @@ clear_current_policy(Oid fnoid)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
+	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
 
 	/* retries.call() must not go on using the policy it looked up last */
 	retries_policy_generation++;
+	if (!OidIsValid(DatumGetObjectId(values[0])))
+		return 0;
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.policy_data SET is_current = false"
 						 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
@@ -463,11 +465,10 @@ store_policy(Oid fnoid, const Policy *policy)
 									  with_notify ? ", notify" : "",
 									  with_notify ? ", $13" : ""),
 							 with_notify ? 13 : 12, insert_types);
-	{
-		Oid			fns[3] = {fnoid, policy->on_exhausted, policy->delay_fn};
-
-		retries_register_functions(fns, lengthof(fns));
-	}
+	/* the tables refer to functions by key (function_names.c) */
+	values[0] = ObjectIdGetDatum(retries_function_key(fnoid, true));
+	values[9] = ObjectIdGetDatum(retries_function_key(policy->on_exhausted, true));
+	values[10] = ObjectIdGetDatum(retries_function_key(policy->delay_fn, true));
 	(void) clear_current_policy(fnoid);
 	if (SPI_execute_plan(insert_plans[with_notify], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the policy of function %u", fnoid);

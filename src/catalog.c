@@ -81,8 +81,6 @@ retries_become_owner(RetriesUserSwitch *save)
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
 	SetUserIdAndSecContext(owner,
 						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	/* before anything reads a function OID (see function_names.c) */
-	retries_check_function_names(false);
 }
 
 /*

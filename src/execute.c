@@ -68,7 +68,8 @@
 typedef struct CachedPolicy
 {
 	int32		id;				/* hash key */
-	Oid			fn;
+	Oid			fn;				/* InvalidOid: gone */
+	Oid			fn_key;			/* its key (function_names.c), its gate's id */
 	char	   *fn_signature;
 	int64		min_delay;
 	int64		max_delay;		/* -1: fixed delay */
@@ -264,9 +265,14 @@ static CachedPolicy *
 get_policy(int32 policy_id)
 {
 	static SPIPlanPtr plans[2];
+	static CachedPolicy unresolved;
 	bool		notify;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(policy_id)};
+	Oid			fn_key;
+	Oid			fn;
+	Oid			on_exhausted;
+	Oid			delay_fn;
 	CachedPolicy *p;
 	bool		found;
 	HeapTuple	row;
@@ -301,9 +307,24 @@ get_policy(int32 policy_id)
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 
+	/*
+	 * The functions, by their keys (function_names.c); a function not
+	 * found (a restore under way) is looked up again next time
+	 */
+	fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+	fn = retries_key_function(fn_key);
+	d = SPI_getbinval(row, desc, 9, &isnull);
+	on_exhausted = isnull ? InvalidOid : retries_key_function(DatumGetObjectId(d));
+	d = SPI_getbinval(row, desc, 10, &isnull);
+	delay_fn = isnull ? InvalidOid : retries_key_function(DatumGetObjectId(d));
+
 	oldcxt = MemoryContextSwitchTo(policy_cache_cxt);
-	p = hash_search(policy_cache, &policy_id, HASH_ENTER, &found);
-	p->fn = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+	if (OidIsValid(fn))
+		p = hash_search(policy_cache, &policy_id, HASH_ENTER, &found);
+	else
+		p = &unresolved;
+	p->fn = fn;
+	p->fn_key = fn_key;
 	p->fn_signature = SPI_getvalue(row, desc, 2);
 	(void) retries_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 3, &isnull)),
 									 &p->min_delay);
@@ -330,10 +351,8 @@ get_policy(int32 policy_id)
 	p->timeout = -1;
 	if (!isnull)
 		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->timeout);
-	d = SPI_getbinval(row, desc, 9, &isnull);
-	p->on_exhausted = isnull ? InvalidOid : DatumGetObjectId(d);
-	d = SPI_getbinval(row, desc, 10, &isnull);
-	p->delay_fn = isnull ? InvalidOid : DatumGetObjectId(d);
+	p->on_exhausted = on_exhausted;
+	p->delay_fn = delay_fn;
 	p->notify = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
 	MemoryContextSwitchTo(oldcxt);
 	return p;
@@ -1293,13 +1312,15 @@ execute_attempt(RetriesCall *call)
 
 /*
  * execute_call_function -- the function a call calls, InvalidOid if its
- * policy is gone (execute_attempt fails such a call)
+ * policy or function is gone (execute_attempt fails such a call), and in
+ * *key its key (function_names.c), which names its gate
  */
 Oid
-execute_call_function(const RetriesCall *call)
+execute_call_function(const RetriesCall *call, Oid *key)
 {
 	CachedPolicy *policy = get_policy(call->policy_id);
 
+	*key = policy != NULL ? policy->fn_key : InvalidOid;
 	return policy != NULL ? policy->fn : InvalidOid;
 }
 

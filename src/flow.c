@@ -8,7 +8,8 @@
  *
  * Gates.  A function that is paused or limited has a row in
  * retries.flow_data, its gate.  A call can be held: call_data.held, with
- * call_data.gate naming the function.  A held call is in none of the
+ * call_data.gate naming the function (by its key, from version 1.4: see
+ * function_names.c; the gates in memory are keyed by it too).  A held call is in none of the
  * indexes that the workers claim from (their predicates say NOT held), so
  * held calls cost the claiming nothing, however many there are, and are
  * never claimed, so never charged an attempt.
@@ -99,7 +100,8 @@ retries_flow_available(void)
 
 /*
  * retries_hold_calls -- hold every scheduled call of fnoid that is not
- * held, the released ones too, under gate fnoid
+ * held, the released ones too, under its gate (its key: see
+ * function_names.c)
  *
  * Call it as the extension's owner, inside SPI, with the function locked
  * exclusively (see the top of the file).  A call that a worker has claimed
@@ -110,8 +112,10 @@ retries_hold_calls(Oid fnoid)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
+	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
 
+	if (!OidIsValid(DatumGetObjectId(values[0])))
+		return;					/* no policy refers to it */
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
 						 " held = true"
@@ -143,7 +147,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 	bool		isnull;
 	bool		was_limited;
 
-	values[0] = ObjectIdGetDatum(fnoid);
+	values[0] = ObjectIdGetDatum(retries_function_key(fnoid, true));
 	values[1] = BoolGetDatum(paused != NULL && *paused);
 	nulls[1] = paused == NULL ? 'n' : ' ';
 	values[2] = Int32GetDatum(max_running);
@@ -175,7 +179,6 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 						 "  (SELECT max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
 						 "   OR rate IS NOT NULL FROM old) IS TRUE",
 						 6, argtypes);
-	retries_register_functions(&fnoid, 1);
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store the gate of function %u", fnoid);
@@ -216,8 +219,9 @@ retries_gate_call(int64 id)
 		elog(ERROR, "retries: could not find the function of call " INT64_FORMAT, id);
 	if (SPI_processed != 1)
 		return;
-	fnoid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
+	fnoid = retries_key_function(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+																SPI_tuptable->tupdesc,
+																1, &isnull)));
 	/* if free: see current_policy() in schedule.c */
 	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
 										 AccessShareLock);
@@ -243,8 +247,10 @@ retries_clear_limit(Oid fnoid)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
+	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
 
+	if (!OidIsValid(DatumGetObjectId(values[0])))
+		return;					/* it has no gate */
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.flow_data SET max_running = NULL,"
 						 " max_running_per_key = NULL, rate = NULL"
@@ -423,14 +429,15 @@ retries_load_gates(RetriesGate **gates)
 
 /*
  * retries_hold_call -- hold call 'id', which the worker claimed (its row is
- * locked), under gate fnoid, instead of running it
+ * locked), under 'gate' (its function's key: see function_names.c),
+ * instead of running it
  */
 void
-retries_hold_call(int64 id, Oid fnoid)
+retries_hold_call(int64 id, Oid gate)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT8OID, OIDOID};
-	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(fnoid)};
+	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(gate)};
 
 	retries_prepare_kept(&plan,
 						 "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
@@ -486,18 +493,18 @@ retries_call_limit_key(int64 id, int64 *key)
 }
 
 /*
- * release_gate -- release up to 'room' of fnoid's held calls due by now,
+ * release_gate -- release up to 'room' of gate's held calls due by now,
  * earliest first (only those without a limit_key if 'keyless'); returns
  * how many
  */
 static uint64
-release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
+release_gate(Oid gate, int64 room, TimestampTz now, bool keyless)
 {
 	static SPIPlanPtr plans[2];
 	Oid			argtypes[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
 	Datum		values[3];
 
-	values[0] = ObjectIdGetDatum(fnoid);
+	values[0] = ObjectIdGetDatum(gate);
 	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
 	values[2] = TimestampTzGetDatum(now);
 	if (plans[keyless] == NULL)
@@ -513,7 +520,7 @@ release_gate(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 									  keyless ? " AND limit_key IS NULL" : ""),
 							 3, argtypes);
 	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not release the calls of function %u", fnoid);
+		elog(ERROR, "retries: could not release the calls of gate %u", gate);
 	return SPI_processed;
 }
 
@@ -552,20 +559,20 @@ typedef struct GateCursor
 static GateCursor gate_cursors[GATE_CURSORS];
 
 /*
- * gate_cursor -- the cursor of gate fnoid, made if need be (NULL if there
+ * gate_cursor -- the cursor of 'gate', made if need be (NULL if there
  * is no room for it: then every release starts from the first key and
  * role)
  */
 static GateCursor *
-gate_cursor(Oid fnoid)
+gate_cursor(Oid gate)
 {
 	for (int i = 0; i < GATE_CURSORS; i++)
-		if (gate_cursors[i].fn == fnoid)
+		if (gate_cursors[i].fn == gate)
 			return &gate_cursors[i];
 	for (int i = 0; i < GATE_CURSORS; i++)
 		if (!OidIsValid(gate_cursors[i].fn))
 		{
-			gate_cursors[i].fn = fnoid;
+			gate_cursors[i].fn = gate;
 			gate_cursors[i].key = NULL;
 			gate_cursors[i].role = InvalidOid;
 			return &gate_cursors[i];
@@ -585,7 +592,7 @@ gate_cursor(Oid fnoid)
  * first, at most 'room' of each.  Without the index, release_gate().
  */
 static uint64
-release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
+release_fairly(Oid gate, int64 room, TimestampTz now, bool keyless)
 {
 	static SPIPlanPtr plans[2];
 	Oid			argtypes[4] = {OIDOID, INT8OID, TIMESTAMPTZOID, OIDOID};
@@ -596,9 +603,9 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 	Datum		last;
 
 	if (!OidIsValid(get_relname_relid("call_data_held_by_role", retries_schema_oid())))
-		return release_gate(fnoid, room, now, keyless);
-	cursor = gate_cursor(fnoid);
-	values[0] = ObjectIdGetDatum(fnoid);
+		return release_gate(gate, room, now, keyless);
+	cursor = gate_cursor(gate);
+	values[0] = ObjectIdGetDatum(gate);
 	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = ObjectIdGetDatum(cursor != NULL ? cursor->role : InvalidOid);
@@ -638,7 +645,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 									  keyless ? " AND limit_key IS NULL" : ""),
 							 4, argtypes);
 	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not release the calls of function %u", fnoid);
+		elog(ERROR, "retries: could not release the calls of gate %u", gate);
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
 	last = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
@@ -649,7 +656,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 }
 
 /*
- * The distinct keys of fnoid's held calls, in order (after $6 in the
+ * The distinct keys of gate's held calls, in order (after $6 in the
  * second form): one probe of call_data_held_by_key each
  */
 #define HELD_KEYS_CTE(after) \
@@ -731,7 +738,7 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
 #define RELEASE_KEYS			1000
 
 /*
- * release_keys -- release, of fnoid's held calls that have a limit_key,
+ * release_keys -- release, of gate's held calls that have a limit_key,
  * those due by 'now' that the room of their key lets go, in turns between
  * roles within each key, earliest first within each role, up to 'room' in
  * all; returns how many
@@ -742,14 +749,14 @@ release_fairly(Oid fnoid, int64 room, TimestampTz now, bool keyless)
  * the number of held calls each has.
  */
 static uint64
-release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
+release_keys(Oid gate, int32 max_per_key, int64 room, TimestampTz now)
 {
 	static SPIPlanPtr plans[2];
 	Oid			argtypes[9] = {OIDOID, INT4OID, INT8ARRAYOID, INT4ARRAYOID,
 	TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, OIDOID};
 	Datum		values[9];
 	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	GateCursor *cursor = gate_cursor(fnoid);
+	GateCursor *cursor = gate_cursor(gate);
 	bool		after = cursor != NULL && cursor->key != NULL;
 	int64	   *hashes;
 	int32	   *counts;
@@ -763,7 +770,7 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 	Datum		last;
 	Datum		role;
 
-	nrunning = retries_gate_key_counts(fnoid, &hashes, &counts);
+	nrunning = retries_gate_key_counts(gate, &hashes, &counts);
 	hd = palloc(sizeof(Datum) * Max(nrunning, 1));
 	cd = palloc(sizeof(Datum) * Max(nrunning, 1));
 	for (int i = 0; i < nrunning; i++)
@@ -771,7 +778,7 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 		hd[i] = Int64GetDatum(hashes[i]);
 		cd[i] = Int32GetDatum(counts[i]);
 	}
-	values[0] = ObjectIdGetDatum(fnoid);
+	values[0] = ObjectIdGetDatum(gate);
 	values[1] = Int32GetDatum(max_per_key);
 	values[2] = PointerGetDatum(construct_array(hd, nrunning, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
@@ -791,7 +798,7 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 							 RELEASE_KEYS_QUERY,
 							 9, argtypes);
 	if (SPI_execute_plan(plans[after], values, nulls, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not release the calls of function %u by key", fnoid);
+		elog(ERROR, "retries: could not release the calls of gate %u by key", gate);
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
 	looked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
@@ -815,14 +822,14 @@ release_keys(Oid fnoid, int32 max_per_key, int64 room, TimestampTz now)
 }
 
 /*
- * held_due -- has fnoid held calls due by 'now'?
+ * held_due -- has gate held calls due by 'now'?
  */
 static bool
-held_due(Oid fnoid, TimestampTz now)
+held_due(Oid gate, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(fnoid), TimestampTzGetDatum(now)};
+	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
 	bool		found;
 
 	retries_prepare_kept(&plan,
@@ -900,7 +907,7 @@ retries_release_held(TimestampTz now, bool *gated)
 						 2, argtypes);
 	for (uint64 i = 0; i < ngates; i++)
 	{
-		Oid			fnoid = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
+		Oid			gate = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
 														   1, &isnull));
 		bool		no_limit;
 		Datum		limit = SPI_getbinval(gates->vals[i], gates->tupdesc, 2, &no_limit);
@@ -914,7 +921,7 @@ retries_release_held(TimestampTz now, bool *gated)
 		uint64		released;
 
 		CHECK_FOR_INTERRUPTS();
-		values[0] = ObjectIdGetDatum(fnoid);
+		values[0] = ObjectIdGetDatum(gate);
 		values[1] = TimestampTzGetDatum(now);
 		if (!no_limit || has_rate)
 		{
@@ -925,11 +932,11 @@ retries_release_held(TimestampTz now, bool *gated)
 			SPI_freetuptable(SPI_tuptable);
 		}
 		if (!no_limit)
-			room = DatumGetInt32(limit) - retries_gate_running(fnoid) - unclaimed;
+			room = DatumGetInt32(limit) - retries_gate_running(gate) - unclaimed;
 		if (has_rate)
 		{
 			/* as many as may start now; the time frees more, not a batch */
-			int64		rate_room = retries_gate_rate_room(fnoid, retries_function_owner(fnoid),
+			int64		rate_room = retries_gate_rate_room(gate, retries_function_owner(retries_key_function(gate)),
 														   &rate, now, &rate_next) -
 				unclaimed;
 
@@ -938,22 +945,22 @@ retries_release_held(TimestampTz now, bool *gated)
 		if (room <= 0)
 			released = 0;
 		else if (no_limit && !has_rate && no_per_key)
-			released = release_gate(fnoid, room, now, false);	/* all of them */
+			released = release_gate(gate, room, now, false);	/* all of them */
 		else if (no_per_key)
-			released = release_fairly(fnoid, room, now, false);
+			released = release_fairly(gate, room, now, false);
 		else
 		{
 			/* those without a key, then those whose key has room */
-			released = release_fairly(fnoid, room, now, true);
+			released = release_fairly(gate, room, now, true);
 			if ((int64) released < room)
-				released += release_keys(fnoid, DatumGetInt32(per_key),
+				released += release_keys(gate, DatumGetInt32(per_key),
 										 room - released, now);
 			/* a key's attempts' ends may leave room for more */
-			if (held_due(fnoid, now))
+			if (held_due(gate, now))
 				*gated = true;
 		}
 		if (has_rate && (room <= 0 || released == (uint64) room) &&
-			(again == 0 || rate_next < again) && held_due(fnoid, now))
+			(again == 0 || rate_next < again) && held_due(gate, now))
 			again = rate_next;
 		if (released == RELEASE_BATCH)
 		{

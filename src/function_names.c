@@ -3,47 +3,38 @@
  * function_names.c
  *	  Function references that survive pg_upgrade, pg_dump and renames.
  *
- * The extension's tables refer to functions by OID (policy_data.fn,
- * .on_exhausted, .delay_fn, schedule_data.fn, flow_data.fn, call_data.gate),
- * so that nothing on the path of a call looks a function up by name.  But
- * neither pg_upgrade nor pg_dump and restore keep the OIDs of functions
- * (and pg_upgrade refuses regprocedure columns, which pg_dump would have
- * restored by name).  So every function that those columns refer to is
- * also in retries.function_names (version 1.4), with its schema-qualified
- * signature (format_procedure_qualified: every name in it qualified, so
- * that it means the same under any search_path), its owner, and 'ext',
- * the OID of the extension when the row was written.
+ * From version 1.4 the extension's tables refer to functions by key
+ * (policy_data.fn, .on_exhausted, .delay_fn, schedule_data.fn,
+ * flow_data.fn, call_data.gate): a number of the extension's own, which
+ * pg_dump and pg_upgrade keep as they keep any number.  Only
+ * retries.function_names knows, for each key, the function's OID, its
+ * schema-qualified signature (format_procedure_qualified: every name in
+ * it qualified, so that it means the same under any search_path), its
+ * owner, and 'ext', the OID of the extension the row was written under.
  *
- * Remapping.  pg_upgrade and a restore make the extension anew, with a new
- * OID: rows whose ext differs came from another cluster or database, and
- * every function OID in the tables then names nothing, or the wrong
- * function.  retries_check_function_names() finds such rows and, under an
- * exclusive lock on function_names (one remapper at a time), maps each old
- * OID to the function its signature names now (to_regprocedure, with
- * search_path pg_catalog, pg_temp) if that function has the same owner
- * (role OIDs survive pg_upgrade; regrole restores by name), so that a
- * function someone else made under that name is never taken for it; or
- * else to none: a policy of a function that is gone stops being current
- * (its calls fail as those of a dropped function), its schedules keep
- * OID 0 (their firings are skipped), its limits go.  Only a worker
- * remaps, before its batch, in a transaction of its own, and only while
- * retries.enabled is on: a restore is made with it off
- * (doc/operations.md), so no remap happens with part of the tables loaded
- * and the rest still to come with the old OIDs.  A session checks before
- * it first acts as the extension's owner, and raises 55000 while the
- * references are stale; nothing reads a function OID before that.  The
- * remap invalidates policy_data's relcache entry, so that every worker
- * drops the policies it cached.
+ * A row is current when its ext is this database's extension: its fn is
+ * the function (0: dropped, for good).  pg_upgrade and a restore make the
+ * extension anew, with a new OID, so every row they bring is stale: its
+ * fn is an OID of another cluster or database, which means nothing here,
+ * or a function someone else made.  A stale row names its function by
+ * signature, to a function of the same owner only (role OIDs survive
+ * pg_upgrade, and regrole restores by name), so that a function another
+ * role made under that name, or under that OID, is never taken for it
+ * (retries_resolve_function).  The workers write stale rows anew
+ * (refresh_stale), but nothing waits for them: every reader resolves a
+ * stale row itself, so there is no moment, during a restore or after,
+ * at which some references are mapped and others not, and no other table
+ * is ever rewritten.  Version 1.3 and older store OIDs: there, a key is
+ * the function's OID.
  *
- * Renames.  A rename keeps the OID, so calls, policies and schedules are
- * unaffected; only the signature (and owner) must follow, for the next
- * upgrade.  The commands that rename, move or give away a function, or
- * rename or move a schema, a type or a table (whose row type a function
- * may take), bump the database's names_generation in shared memory as
- * they commit, and wake its workers (hooks.c); a worker that sees it
- * changed rewrites the signatures and owners that changed
- * (retries_refresh_function_names).  Other DDL makes no worker read the
- * extension's tables.
+ * Renames keep the OID, so calls, policies and schedules are unaffected;
+ * only the signature (and owner) must follow, for the next upgrade.  The
+ * commands that rename, move or give away a function, or rename or move
+ * a schema, a type or a relation (whose row type a function may take),
+ * bump the database's names_generation in shared memory as they commit,
+ * and wake its workers (hooks.c); a worker that sees it changed rewrites
+ * the signatures and owners that changed.  Other DDL makes no worker read
+ * the extension's tables.
  *
  * IDENTIFICATION
  *	  src/function_names.c
@@ -53,35 +44,36 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "retries.h"
 #include "shmem.h"
 
 PG_FUNCTION_INFO_V1(retries_function_signature);
+PG_FUNCTION_INFO_V1(retries_resolve_function);
 
-/* This session found the references current (never reset: see the top) */
-static bool checked = false;
-/* A check is under way in this process (it acts as the owner itself) */
-static bool checking = false;
+/* How often a worker looks for stale rows to write anew, at most */
+#define STALE_CHECK_MS 10000
+
 /* The signatures were refreshed after this many renames in the database */
 static uint64 names_seen = 0;
 /* Not refreshed yet, or some rows were locked last time */
 static bool names_changed = true;
-/* This process is a worker, which checks before each batch itself */
-static bool in_worker = false;
+/* When this worker last looked for stale rows */
+static TimestampTz stale_checked_at = 0;
 
 /*
  * retries_function_signature -- SQL function
@@ -99,6 +91,76 @@ retries_function_signature(PG_FUNCTION_ARGS)
 }
 
 /*
+ * lookup_signature -- the function a qualified signature names, under a
+ * search_path no role controls; InvalidOid if none (PostgreSQL 15's
+ * to_regprocedure raises an error for an unknown argument type: caught,
+ * in a subtransaction of its own)
+ */
+static Oid
+lookup_signature(text *signature)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile Oid fn = InvalidOid;
+	int			save_nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		LOCAL_FCINFO(fcinfo, 1);
+		Datum		result;
+
+		InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+		fcinfo->args[0].value = PointerGetDatum(signature);
+		fcinfo->args[0].isnull = false;
+		result = to_regprocedure(fcinfo);
+		if (!fcinfo->isnull)
+			fn = DatumGetObjectId(result);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	CurrentResourceOwner = oldowner;
+	AtEOXact_GUC(true, save_nestlevel);
+	return fn;
+}
+
+/*
+ * retries_resolve_function -- SQL function
+ * retries.resolve_function(signature text, owner regrole): the OID of the
+ * function the signature names, if 'owner' owns it; NULL otherwise
+ */
+Datum
+retries_resolve_function(PG_FUNCTION_ARGS)
+{
+	Oid			fn = lookup_signature(PG_GETARG_TEXT_PP(0));
+	Oid			owner = PG_GETARG_OID(1);
+	HeapTuple	tup;
+	bool		same_owner;
+
+	if (!OidIsValid(fn))
+		PG_RETURN_NULL();
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	if (!HeapTupleIsValid(tup))
+		PG_RETURN_NULL();
+	same_owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner == owner;
+	ReleaseSysCache(tup);
+	if (!same_owner)
+		PG_RETURN_NULL();
+	PG_RETURN_OID(fn);
+}
+
+/*
  * retries_function_names_available -- has this database's extension
  * function_names (1.4)?
  */
@@ -108,350 +170,127 @@ retries_function_names_available(void)
 	return OidIsValid(get_relname_relid("function_names", retries_schema_oid()));
 }
 
+#define EXT_OID RETRIES_EXT_OID
+#define EQ " OPERATOR(pg_catalog.=) "
+#define NE " OPERATOR(pg_catalog.<>) "
+
 /*
- * retries_register_functions -- note the signatures of the n functions of
- * 'fns' (InvalidOid entries skipped) in function_names, before a table
- * refers to them
- *
- * Call it as the extension's owner, inside SPI.  Nothing to do in a
- * database at 1.3 or older.
+ * read_oid -- run a kept plan with one oid argument; the oid of its first
+ * row's first column, InvalidOid if no row (or NULL)
  */
-void
-retries_register_functions(const Oid *fns, int n)
+static Oid
+read_oid(SPIPlanPtr *plan, const char *query, Oid arg)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {OIDARRAYOID, TEXTARRAYOID, OIDOID};
-	Datum		values[3];
-	Datum	   *oids = palloc(sizeof(Datum) * Max(n, 1));
-	Datum	   *sigs = palloc(sizeof(Datum) * Max(n, 1));
-	int			m = 0;
-
-	if (!retries_function_names_available())
-		return;
-	for (int i = 0; i < n; i++)
-	{
-		if (!OidIsValid(fns[i]))
-			continue;
-		oids[m] = ObjectIdGetDatum(fns[i]);
-		sigs[m] = CStringGetTextDatum(format_procedure_qualified(fns[i]));
-		m++;
-	}
-	if (m == 0)
-		return;
-	values[0] = PointerGetDatum(construct_array(oids, m, OIDOID, sizeof(Oid),
-												true, TYPALIGN_INT));
-	values[1] = PointerGetDatum(construct_array(sigs, m, TEXTOID, -1,
-												false, TYPALIGN_INT));
-	values[2] = ObjectIdGetDatum(get_extension_oid("retries", false));
-	retries_prepare_kept(&plan,
-						 "INSERT INTO retries.function_names AS f (fn, signature, owner, ext)"
-						 " SELECT n.fn, n.signature, p.proowner, $3"
-						 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
-						 "  AS n(fn, signature)"
-						 " JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) n.fn"
-						 " ON CONFLICT (fn) DO UPDATE SET signature = excluded.signature,"
-						 "  owner = excluded.owner, ext = excluded.ext"
-						 " WHERE f.signature OPERATOR(pg_catalog.<>) excluded.signature"
-						 "  OR f.owner OPERATOR(pg_catalog.<>) excluded.owner"
-						 "  OR f.ext OPERATOR(pg_catalog.<>) excluded.ext",
-						 3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not note the signatures of %d functions", m);
-}
-
-/*
- * The statements of a remap, in order, with $1 the oid[] of the old OIDs,
- * $2 that of the new ones (0: the function is gone), $3 the extension's
- * OID, $4 the int4[] of the ids of the policies that were current (made
- * not current first, so that the unique index on each function's current
- * policy is not checked against OIDs half mapped: an old OID of one
- * function may be the new OID of another), $5 the text[] of the
- * signatures and $6 flow_data as a jsonb array.  flow_data and
- * function_names, keyed by OID, are emptied and written again, for the
- * same reason, from what was read before.
- */
-#define REMAP_MAP \
-	"WITH m AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.oid[])," \
-	" pg_catalog.unnest($2::pg_catalog.oid[])) AS m(old, new)) "
-#define REMAPPED(col) \
-	"coalesce((SELECT m.new FROM m WHERE m.old OPERATOR(pg_catalog.=) " col "), 0)"
-#define HOOK_REMAPPED(col) \
-	"CASE WHEN " col " IS NOT NULL THEN " REMAPPED(col) " END"
-
-static const char *const remap_statements[] = {
-	REMAP_MAP
-	"UPDATE retries.policy_data p SET fn = " REMAPPED("p.fn") ","
-	" on_exhausted = " HOOK_REMAPPED("p.on_exhausted") ","
-	" delay_fn = " HOOK_REMAPPED("p.delay_fn"),
-	"UPDATE retries.policy_data SET is_current = true"
-	" WHERE id OPERATOR(pg_catalog.=) ANY ($4) AND fn OPERATOR(pg_catalog.<>) 0",
-	REMAP_MAP
-	"UPDATE retries.schedule_data s SET fn = " REMAPPED("s.fn"),
-	REMAP_MAP
-	"UPDATE retries.call_data c SET gate = CASE WHEN " REMAPPED("c.gate")
-	"  OPERATOR(pg_catalog.<>) 0 THEN " REMAPPED("c.gate") " END,"
-	" held = c.held AND " REMAPPED("c.gate") " OPERATOR(pg_catalog.<>) 0"
-	" WHERE c.gate IS NOT NULL",
-	"DELETE FROM retries.flow_data",
-	REMAP_MAP
-	"INSERT INTO retries.flow_data"
-	" SELECT (pg_catalog.jsonb_populate_record(NULL::retries.flow_data,"
-	"  f OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('fn', m.new))).*"
-	" FROM pg_catalog.jsonb_array_elements($6) f"
-	" JOIN m ON m.old OPERATOR(pg_catalog.=)"
-	"  (f OPERATOR(pg_catalog.->>) 'fn')::pg_catalog.oid"
-	" WHERE m.new OPERATOR(pg_catalog.<>) 0"
-	" ON CONFLICT DO NOTHING",
-	"DELETE FROM retries.function_names",
-	"INSERT INTO retries.function_names (fn, signature, owner, ext)"
-	" SELECT n.fn, n.signature, p.proowner, $3"
-	" FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.oid[]),"
-	"  pg_catalog.unnest($5::pg_catalog.text[])) AS n(fn, signature)"
-	" JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) n.fn"
-	" ON CONFLICT DO NOTHING",
-};
-
-/*
- * datum_array -- the n Datums of 'elems' as an array of 'type' (a
- * pass-by-value type of 4 bytes, or text)
- */
-static Datum
-datum_array(Datum *elems, uint64 n, Oid type)
-{
-	if (type == TEXTOID)
-		return PointerGetDatum(construct_array(elems, (int) n, TEXTOID, -1, false,
-											   TYPALIGN_INT));
-	return PointerGetDatum(construct_array(elems, (int) n, type, 4, true,
-										   TYPALIGN_INT));
-}
-
-/*
- * column_of -- column 'col' of the n rows of SPI_tuptable, as Datums
- */
-static Datum *
-column_of(int col, uint64 n)
-{
-	Datum	   *values = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		values[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-								  col, &isnull);
-	}
-	return values;
-}
-
-/*
- * read_one -- the one value of a query without parameters, kept in the
- * caller's memory
- */
-static Datum
-read_one(SPIPlanPtr *plan, const char *query, int expected)
-{
-	bool		isnull;
-
-	retries_prepare_kept(plan, query, 0, NULL);
-	if (SPI_execute_plan(*plan, NULL, NULL, false, 0) != expected)
-		elog(ERROR, "retries: could not run: %s", query);
-	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-}
-
-/*
- * remap -- map every function OID of the tables to the function that its
- * signature in function_names now names (see "Remapping" at the top).
- * Inside SPI, in a worker, function_names locked.
- */
-static void
-remap(Oid ext)
-{
-	static SPIPlanPtr plans[lengthof(remap_statements)];
-	static SPIPlanPtr map_plan = NULL;
-	static SPIPlanPtr uncurrent_plan = NULL;
-	static SPIPlanPtr flow_plan = NULL;
-	Oid			argtypes[6] = {OIDARRAYOID, OIDARRAYOID, OIDOID, INT4ARRAYOID,
-	TEXTARRAYOID, JSONBOID};
-	Datum		values[6];
-	uint64		n;
-	int			save_nestlevel;
-
-	/* qualified signatures, read under a search_path no role controls */
-	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	/* a function of the same name but of another owner is not it */
-	retries_prepare_kept(&map_plan,
-						 "SELECT f.fn, coalesce(p.oid, 0), f.signature"
-						 " FROM retries.function_names f"
-						 " LEFT JOIN pg_catalog.pg_proc p"
-						 "  ON p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(f.signature)"
-						 "  AND p.proowner OPERATOR(pg_catalog.=) f.owner::pg_catalog.oid",
-						 0, NULL);
-	if (SPI_execute_plan(map_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not read retries.function_names");
-	AtEOXact_GUC(true, save_nestlevel);
-	n = SPI_processed;
-	values[0] = datum_array(column_of(1, n), n, OIDOID);
-	values[1] = datum_array(column_of(2, n), n, OIDOID);
-	values[2] = ObjectIdGetDatum(ext);
-	values[4] = datum_array(column_of(3, n), n, TEXTOID);
-	values[5] = read_one(&flow_plan,
-						 "SELECT coalesce(pg_catalog.jsonb_agg(f), '[]')"
-						 " FROM retries.flow_data f",
-						 SPI_OK_SELECT);
-
-	retries_prepare_kept(&uncurrent_plan,
-						 "UPDATE retries.policy_data SET is_current = false"
-						 " WHERE is_current RETURNING id",
-						 0, NULL);
-	if (SPI_execute_plan(uncurrent_plan, NULL, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "retries: could not read the current policies");
-	values[3] = datum_array(column_of(1, SPI_processed), SPI_processed, INT4OID);
-
-	for (size_t i = 0; i < lengthof(remap_statements); i++)
-	{
-		retries_prepare_kept(&plans[i], remap_statements[i], 6, argtypes);
-		if (SPI_execute_plan(plans[i], values, NULL, false, 0) < 0)
-			elog(ERROR, "retries: could not map the functions of a restored or upgraded database");
-	}
-	/* every worker drops the policies it cached */
-	CacheInvalidateRelcacheByRelid(get_relname_relid("policy_data", retries_schema_oid()));
-	ereport(LOG,
-			(errmsg("retries: the function references of database \"%s\" were mapped again after an upgrade or a restore (%d functions)",
-					get_database_name(MyDatabaseId), (int) n)));
-}
-
-/*
- * stale_references -- are there rows of function_names written under
- * another extension (another cluster or database)?  Inside SPI.
- */
-static bool
-stale_references(Oid ext)
-{
-	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(ext)};
+	Datum		values[1] = {ObjectIdGetDatum(arg)};
+	bool		isnull;
+	Datum		d;
 
-	retries_prepare_kept(&plan,
-						 "SELECT FROM retries.function_names"
-						 " WHERE ext OPERATOR(pg_catalog.<>) $1 LIMIT 1",
-						 1, argtypes);
-	/* not read-only: a fresh snapshot, once the lock is had */
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not read retries.function_names");
-	return SPI_processed > 0;
+	retries_prepare_kept(plan, query, 1, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 1) < 0)
+		elog(ERROR, "retries: could not run: %s", query);
+	if (SPI_processed == 0)
+		return InvalidOid;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? InvalidOid : DatumGetObjectId(d);
 }
 
 /*
- * retries_check_function_names -- in a worker, remap the function
- * references if they came from another cluster or database; in a session,
- * refuse to go on until a worker has (see "Remapping" at the top)
+ * retries_function_key -- the key of function fn (InvalidOid if none);
+ * with 'create', made if it has none yet
  *
- * A session checks once, and then not again (the OIDs of a database's
- * functions change only by pg_upgrade or a restore, which no session
- * lives through); it never remaps itself: that would take the lock on
- * function_names, and write, in the caller's transaction, which the caller
- * could keep open (holding every other role's calls back) or roll back
- * (undoing the remap).  A worker ('remap') checks before each batch, and
- * remaps in a transaction of its own.  Runs its own SPI connection.  In a
- * read-only transaction nothing is checked.  Returns whether it found them
- * stale (and remapped them, or waited for another worker that did): the
- * policies the caller's snapshot shows are then the old ones.
+ * A current row first; else a stale one whose signature names fn (a
+ * restored or upgraded database that no worker has written anew yet).
+ * Call it as the extension's owner, inside SPI.  In a database at 1.3 or
+ * older, fn itself.
  */
-bool
-retries_check_function_names(bool remap_here)
+Oid
+retries_function_key(Oid fn, bool create)
 {
-	Oid			ext;
-	volatile bool remapped = false;
-	volatile bool stale = false;
+	static SPIPlanPtr find_plan = NULL;
+	static SPIPlanPtr insert_plan = NULL;
+	Oid			key;
 
-	if ((checked && !remap_here) || (in_worker && !remap_here) ||
-		checking || creating_extension ||
-		XactReadOnly || RecoveryInProgress() ||
-		!retries_function_names_available())
-		return false;
-	checking = true;
-	PG_TRY();
-	{
-		ext = get_extension_oid("retries", false);
-		SPI_connect();
-		stale = stale_references(ext);
-		if (stale && remap_here)
-		{
-			LockRelationOid(get_relname_relid("function_names", retries_schema_oid()),
-							ExclusiveLock);
-			if (stale_references(ext))
-				remap(ext);
-			/* or another worker did, since this transaction's snapshot */
-			remapped = true;
-		}
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		checking = false;
-	}
-	PG_END_TRY();
-	if (stale && !remap_here)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the function references of database \"%s\" come from another cluster or database",
-						get_database_name(MyDatabaseId)),
-				 errdetail("pg_upgrade or a restore made them; the workers map them to this database's functions at their next batch."),
-				 errhint("Try again in a moment; the workers map them only while retries.enabled is on.")));
-	checked = true;
-	return remapped;
+	if (!OidIsValid(fn) || !retries_function_names_available())
+		return fn;
+	key = read_oid(&find_plan, "SELECT " RETRIES_KEY_OF("$1"), fn);
+	if (OidIsValid(key) || !create)
+		return key;
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
+		elog(ERROR, "retries: function %u does not exist", fn);
+	key = read_oid(&insert_plan,
+				   "INSERT INTO retries.function_names (fn, signature, owner, ext)"
+				   " SELECT p.oid, retries.function_signature(p.oid), p.proowner, " EXT_OID
+				   " FROM pg_catalog.pg_proc p WHERE p.oid" EQ "$1"
+				   " ON CONFLICT (fn, ext) WHERE fn" NE "0 DO NOTHING"
+				   " RETURNING key",
+				   fn);
+	/* or another transaction made it meanwhile */
+	return OidIsValid(key) ? key : retries_function_key(fn, false);
 }
 
 /*
- * retries_function_names_current -- are the function references current
- * (so that their signatures may be refreshed)?  Inside SPI.
+ * retries_key_function -- the function that key stands for here and now,
+ * InvalidOid if it is gone.  Inside SPI.  In a database at 1.3 or older,
+ * the key itself.
  */
-bool
-retries_function_names_current(void)
+Oid
+retries_key_function(Oid key)
 {
-	return retries_function_names_available() &&
-		!stale_references(get_extension_oid("retries", false));
+	static SPIPlanPtr plan = NULL;
+
+	if (!OidIsValid(key) || !retries_function_names_available())
+		return key;
+	return read_oid(&plan,
+					"SELECT CASE WHEN k.ext" EQ EXT_OID " THEN k.fn"
+					" WHEN k.fn" NE "0 THEN retries.resolve_function(k.signature, k.owner) END"
+					" FROM retries.function_names k WHERE k.key" EQ "$1",
+					key);
 }
 
 /*
- * retries_watch_function_names -- tell retries_check_function_names that
- * this process is a worker (once per worker)
+ * Rows written under another extension, written anew: the function their
+ * signature names (0 if none), under this extension.  A row whose
+ * function already has a current row (one was made while a restore was
+ * under way) is left stale: readers still resolve it.  Rows another
+ * transaction holds are left for the next time.
  */
-void
-retries_watch_function_names(void)
-{
-	in_worker = true;
-}
+static const char *const stale_statement =
+"WITH s AS (SELECT k.key, coalesce(retries.resolve_function(k.signature, k.owner), 0) AS fn"
+"  FROM retries.function_names k WHERE k.ext" NE EXT_OID
+"  FOR UPDATE SKIP LOCKED),"
+" r AS (SELECT s.key, s.fn, pg_catalog.row_number() OVER (PARTITION BY s.fn ORDER BY s.key) AS n"
+"  FROM s)"
+" UPDATE retries.function_names k SET fn = r.fn, ext = " EXT_OID
+" FROM r WHERE k.key" EQ "r.key AND (r.fn" EQ "0 OR (r.n" EQ "1 AND NOT EXISTS"
+"  (SELECT FROM retries.function_names c"
+"   WHERE c.fn" EQ "r.fn AND c.ext" EQ EXT_OID ")))";
 
 /*
- * The rows of function_names whose signature or owner no longer are their
+ * The current rows whose signature or owner no longer are their
  * function's (and then the current policies, whose fn_signature messages
  * show), locked, and rewritten; those that another transaction holds
  * locked (an annotate() not yet committed) are left for the next time,
  * as a worker must not wait for a role's transaction.  Each says whether
  * any was left.
  */
-#define EQ " OPERATOR(pg_catalog.=) "
-#define NE " OPERATOR(pg_catalog.<>) "
 #define STALE_OR_LEFT \
 	"SELECT (SELECT pg_catalog.count(*) FROM stale)" \
 	" OPERATOR(pg_catalog.>) (SELECT pg_catalog.count(*) FROM done)"
 
 static const char *const refresh_statements[] = {
-	"WITH s AS (SELECT f.fn, retries.function_signature(f.fn) AS sig, p.proowner AS own"
-	"  FROM retries.function_names f JOIN pg_catalog.pg_proc p ON p.oid" EQ "f.fn),"
-	" stale AS (SELECT s.fn FROM s JOIN retries.function_names t ON t.fn" EQ "s.fn"
+	"WITH s AS (SELECT f.key, retries.function_signature(f.fn) AS sig, p.proowner AS own"
+	"  FROM retries.function_names f JOIN pg_catalog.pg_proc p ON p.oid" EQ "f.fn"
+	"  WHERE f.ext" EQ EXT_OID "),"
+	" stale AS (SELECT s.key FROM s JOIN retries.function_names t ON t.key" EQ "s.key"
 	"  WHERE s.sig" NE "t.signature OR s.own" NE "t.owner::pg_catalog.oid),"
-	" locked AS (SELECT t.fn FROM retries.function_names t"
-	"  WHERE t.fn" EQ "ANY (ARRAY(SELECT fn FROM stale)) FOR UPDATE SKIP LOCKED),"
+	" locked AS (SELECT t.key FROM retries.function_names t"
+	"  WHERE t.key" EQ "ANY (ARRAY(SELECT key FROM stale)) FOR UPDATE SKIP LOCKED),"
 	" done AS (UPDATE retries.function_names t SET signature = s.sig, owner = s.own"
-	"  FROM s, locked l WHERE t.fn" EQ "l.fn AND s.fn" EQ "l.fn RETURNING 1) "
+	"  FROM s, locked l WHERE t.key" EQ "l.key AND s.key" EQ "l.key RETURNING 1) "
 	STALE_OR_LEFT,
 	"WITH s AS (SELECT p.id, f.signature AS sig FROM retries.policy_data p"
-	"  JOIN retries.function_names f ON f.fn" EQ "p.fn"
+	"  JOIN retries.function_names f ON f.key" EQ "p.fn"
 	"  WHERE p.is_current AND p.fn_signature" NE "f.signature),"
 	" stale AS (SELECT id FROM s),"
 	" locked AS (SELECT t.id FROM retries.policy_data t"
@@ -463,12 +302,15 @@ static const char *const refresh_statements[] = {
 
 /*
  * retries_names_refresh_due -- has a rename committed since the last
- * refresh (or is there none yet)?
+ * refresh (or is there none yet), or is it time to look for stale rows?
  */
 bool
 retries_names_refresh_due(void)
 {
-	return names_changed || retries_names_generation(MyDatabaseId) != names_seen;
+	return names_changed ||
+		retries_names_generation(MyDatabaseId) != names_seen ||
+		TimestampDifferenceExceeds(stale_checked_at, GetCurrentTimestamp(),
+								   STALE_CHECK_MS);
 }
 
 /*
@@ -482,20 +324,31 @@ retries_names_refresh_failed(void)
 }
 
 /*
- * retries_refresh_function_names -- once at the start, and after a rename
- * committed, rewrite the signatures and owners that changed
+ * retries_refresh_function_names -- write stale rows anew (see the top);
+ * once at the start, and after a rename committed, rewrite the signatures
+ * and owners that changed
  *
- * Run by the workers, inside SPI, references current.  A row whose
- * function is gone keeps its signature: the drop trigger removes it.
+ * Run by the workers, inside SPI.  A current row whose function is gone
+ * keeps its signature: the drop trigger sets its fn to 0.
  */
 void
 retries_refresh_function_names(void)
 {
+	static SPIPlanPtr stale_plan = NULL;
 	static SPIPlanPtr plans[lengthof(refresh_statements)];
 	uint64		generation = retries_names_generation(MyDatabaseId);
 
-	if ((!names_changed && generation == names_seen) ||
-		!retries_function_names_available())
+	stale_checked_at = GetCurrentTimestamp();
+	if (!retries_function_names_available())
+		return;
+	retries_prepare_kept(&stale_plan, stale_statement, 0, NULL);
+	if (SPI_execute_plan(stale_plan, NULL, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not write the function references of a restored or upgraded database anew");
+	if (SPI_processed > 0)
+		ereport(LOG,
+				(errmsg("retries: %d function references of database \"%s\" written anew after an upgrade or a restore",
+						(int) SPI_processed, get_database_name(MyDatabaseId))));
+	if (!names_changed && generation == names_seen)
 		return;
 	/* done, unless an error comes (retries_names_refresh_failed) */
 	names_changed = false;

@@ -632,13 +632,15 @@ changes_databases(Node *parsetree)
 /*
  * renames_functions -- may the command change the signature or the owner
  * of a function: rename it, move it or give it away, or rename or move
- * its schema or a type of its arguments?
+ * its schema or a type of its arguments (a relation's row type too)?
  */
 static bool
 renames_functions(Node *parsetree)
 {
 	ObjectType	type;
 
+	if (IsA(parsetree, ReassignOwnedStmt))
+		return true;
 	if (IsA(parsetree, RenameStmt))
 		type = ((RenameStmt *) parsetree)->renameType;
 	else if (IsA(parsetree, AlterObjectSchemaStmt))
@@ -653,7 +655,9 @@ renames_functions(Node *parsetree)
 		return false;
 	return type == OBJECT_FUNCTION || type == OBJECT_PROCEDURE ||
 		type == OBJECT_ROUTINE || type == OBJECT_SCHEMA ||
-		type == OBJECT_TYPE || type == OBJECT_DOMAIN || type == OBJECT_TABLE;
+		type == OBJECT_TYPE || type == OBJECT_DOMAIN || type == OBJECT_TABLE ||
+		type == OBJECT_VIEW || type == OBJECT_MATVIEW ||
+		type == OBJECT_FOREIGN_TABLE || type == OBJECT_EXTENSION;
 }
 
 /*

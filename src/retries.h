@@ -105,7 +105,7 @@ extern List *call_args_build(Oid fnoid, Jsonb *args);
 /* flow.c */
 typedef struct RetriesGate
 {
-	Oid			fn;
+	Oid			fn;				/* the function's key (function_names.c) */
 	bool		paused;
 	int32		max_running;	/* 0 when not limited */
 	int32		max_per_key;	/* max_running_per_key; 0 when not limited */
@@ -141,12 +141,29 @@ extern bool retries_chains_released;
 extern bool retries_chains_deferred;
 extern bool retries_chains_available(void);
 
-/* function_names.c */
+/*
+ * function_names.c.  RETRIES_KEY_OF(fn) is SQL for the key of function
+ * fn (an SQL expression of type oid), NULL if it has none: as
+ * retries_function_key(fn, false), inside a query.
+ */
+#define RETRIES_EXT_OID \
+	"(SELECT e.oid FROM pg_catalog.pg_extension e" \
+	" WHERE e.extname OPERATOR(pg_catalog.=) 'retries')"
+#define RETRIES_KEY_OF(fn) \
+	"COALESCE(" \
+	" (SELECT k.key FROM retries.function_names k" \
+	"  WHERE k.fn OPERATOR(pg_catalog.=) " fn \
+	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
+	"  AND k.ext OPERATOR(pg_catalog.=) " RETRIES_EXT_OID \
+	"  ORDER BY k.key LIMIT 1)," \
+	" (SELECT k.key FROM retries.function_names k" \
+	"  WHERE k.ext OPERATOR(pg_catalog.<>) " RETRIES_EXT_OID \
+	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
+	"  AND retries.resolve_function(k.signature, k.owner) OPERATOR(pg_catalog.=) " fn \
+	"  ORDER BY k.key LIMIT 1))"
 extern bool retries_function_names_available(void);
-extern void retries_register_functions(const Oid *fns, int n);
-extern bool retries_check_function_names(bool remap_here);
-extern bool retries_function_names_current(void);
-extern void retries_watch_function_names(void);
+extern Oid	retries_function_key(Oid fn, bool create);
+extern Oid	retries_key_function(Oid key);
 extern void retries_refresh_function_names(void);
 extern bool retries_names_refresh_due(void);
 extern void retries_names_refresh_failed(void);
@@ -175,6 +192,7 @@ typedef struct RetriesPolicyRef
 	int32		max_attempts;	/* 0 when unlimited */
 	bool		unlimited;
 	bool		gated;			/* paused: new calls are made held (flow.c) */
+	Oid			fn_key;			/* the function's key (function_names.c) */
 } RetriesPolicyRef;
 
 extern void retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);

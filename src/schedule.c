@@ -100,12 +100,16 @@ static struct
 static bool
 current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr gated_plan = NULL;
+	static SPIPlanPtr plans[2];
+	static SPIPlanPtr gated_plans[2];
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 	bool		isnull;
 	bool		flow = retries_flow_available();
+	/* from 1.4 the tables hold keys (function_names.c) */
+	bool		names = retries_function_names_available();
+	const char *fn_is = names ? " OPERATOR(pg_catalog.=) " RETRIES_KEY_OF("$1")
+		: " OPERATOR(pg_catalog.=) $1";
 
 	if (stmt != NULL && last_policy.fn == fnoid &&
 		last_policy.lxid == retries_local_xid() && last_policy.curcid == stmt->curcid &&
@@ -119,23 +123,27 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	{
 		(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
 											 AccessShareLock);
-		retries_prepare_kept(&gated_plan,
-							 "SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
-							 "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused)"
-							 " FROM retries.policy_data p"
-							 " WHERE p.fn OPERATOR(pg_catalog.=) $1 AND p.is_current",
-							 1, argtypes);
-		if (SPI_execute_snapshot(gated_plan, values, NULL, GetLatestSnapshot(),
+		if (gated_plans[names] == NULL)
+			retries_prepare_kept(&gated_plans[names],
+								 psprintf("SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
+										  "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused),"
+										  "  p.fn::pg_catalog.oid"
+										  " FROM retries.policy_data p"
+										  " WHERE p.fn%s AND p.is_current", fn_is),
+								 1, argtypes);
+		if (SPI_execute_snapshot(gated_plans[names], values, NULL, GetLatestSnapshot(),
 								 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up the policy of function %u", fnoid);
 	}
 	else
 	{
-		retries_prepare_kept(&plan,
-							 "SELECT id, max_attempts, false FROM retries.policy_data"
-							 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
-							 1, argtypes);
-		if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		if (plans[names] == NULL)
+			retries_prepare_kept(&plans[names],
+								 psprintf("SELECT id, max_attempts, false, fn::pg_catalog.oid"
+										  " FROM retries.policy_data"
+										  " WHERE fn%s AND is_current", fn_is),
+								 1, argtypes);
+		if (SPI_execute_plan(plans[names], values, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up the policy of function %u", fnoid);
 	}
 	if (SPI_processed == 0)
@@ -150,6 +158,8 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 		ref->max_attempts = 0;
 	ref->gated = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											SPI_tuptable->tupdesc, 3, &isnull));
+	ref->fn_key = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 4, &isnull));
 
 	last_policy.fn = InvalidOid;
 	if (stmt != NULL)
@@ -340,17 +350,17 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 }
 
 /*
- * set_policy_columns -- fill in the columns of a new call of fnoid that
+ * set_policy_columns -- fill in the columns of a new call that
  * come from its current policy: policy_id, max_attempts, gate and held;
  * and priority 0, no limit_key, waiting for no other call
  */
 static void
-set_policy_columns(Oid fnoid, const RetriesPolicyRef *ref, Datum *values, char *nulls)
+set_policy_columns(const RetriesPolicyRef *ref, Datum *values, char *nulls)
 {
 	values[0] = Int32GetDatum(ref->policy_id);
 	values[2] = Int32GetDatum(ref->max_attempts);
 	nulls[2] = ref->unlimited ? 'n' : ' ';
-	values[7] = ObjectIdGetDatum(fnoid);
+	values[7] = ObjectIdGetDatum(ref->fn_key);	/* the gate */
 	nulls[7] = ref->gated ? ' ' : 'n';
 	values[8] = BoolGetDatum(ref->gated);
 	nulls[8] = ' ';
@@ -520,7 +530,7 @@ retries_call(PG_FUNCTION_ARGS)
 	if (has_after)
 		retries_after_check(PG_GETARG_ARRAYTYPE_P(6), userid, &after);
 
-	set_policy_columns(fnoid, &ref, values, nulls);
+	set_policy_columns(&ref, values, nulls);
 	values[1] = JsonbPGetDatum(args);
 	values[3] = retries_clamp_run_at(PG_GETARG_DATUM(2));
 	values[4] = ObjectIdGetDatum(userid);
@@ -578,7 +588,7 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))
 		return false;
 	memset(nulls, ' ', sizeof(nulls));
-	set_policy_columns(fnoid, &ref, values, nulls);
+	set_policy_columns(&ref, values, nulls);
 	values[1] = args;
 	values[3] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
 	values[4] = ObjectIdGetDatum(role);

@@ -218,7 +218,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = ObjectIdGetDatum(save.saved_userid);
-	values[2] = ObjectIdGetDatum(fnoid);
+	values[2] = ObjectIdGetDatum(policy.fn_key);
 	values[3] = CStringGetTextDatum(every_text);
 	values[4] = JsonbPGetDatum(args);
 	values[5] = CStringGetTextDatum(tz_name);
@@ -238,7 +238,6 @@ retries_schedule(PG_FUNCTION_ARGS)
 						 " next_run = excluded.next_run, queued = false"
 						 " RETURNING id",
 						 10, argtypes);
-	retries_register_functions(&fnoid, 1);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store schedule \"%s\"", name);
@@ -314,6 +313,8 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	found->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 6, &isnull));
 	found->every = SPI_getvalue(row, desc, 7);
 	found->timezone = SPI_getvalue(row, desc, 8);
+	/* schedule_data holds the function's key (function_names.c) */
+	found->fn = retries_key_function(found->fn);
 }
 
 /*
@@ -499,7 +500,8 @@ typedef struct Firing
 } Firing;
 
 /*
- * read_firing -- a row of the due-schedules query as a Firing
+ * read_firing -- a row of the due-schedules query as a Firing (InvalidOid
+ * as its fn if the function is gone)
  */
 static void
 read_firing(HeapTuple row, TupleDesc desc, Firing *f)
@@ -509,7 +511,6 @@ read_firing(HeapTuple row, TupleDesc desc, Firing *f)
 
 	memset(f, 0, sizeof(*f));
 	f->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-	f->fn = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
 	f->args = SPI_getbinval(row, desc, 3, &isnull);
 	f->owner = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
 	f->name = SPI_getvalue(row, desc, 5);
@@ -523,6 +524,8 @@ read_firing(HeapTuple row, TupleDesc desc, Firing *f)
 	f->next_run = DatumGetTimestampTz(SPI_getbinval(row, desc, 11, &isnull));
 	f->queued = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
 	f->busy = DatumGetBool(SPI_getbinval(row, desc, 13, &isnull));
+	/* by its key (function_names.c); runs a query: read last */
+	f->fn = retries_key_function(DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull)));
 }
 
 /*
@@ -593,6 +596,15 @@ fire(Firing *f, TimestampTz at)
 	int64		call_id;
 	char	   *lacks;
 
+	if (!OidIsValid(f->fn))
+	{
+		ereport(LOG,
+				(errmsg("retries: schedule \"%s\" skipped a firing: its function no longer exists",
+						f->name),
+				 errhint("Drop the schedule with retries.unschedule().")));
+		f->skipped++;
+		return;
+	}
 	/* the owner may no longer call it: as for a call, no call is made */
 	if (SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(f->fn)) &&
 		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(f->owner)) &&

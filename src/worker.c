@@ -920,11 +920,12 @@ prune(void)
 static bool
 pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 {
-	Oid			fnoid = execute_call_function(call);
+	Oid			gate;
+	Oid			fnoid = execute_call_function(call, &gate);
 
 	for (int g = 0; g < ngates; g++)
 	{
-		if (gates[g].fn != fnoid)
+		if (gates[g].fn != gate)
 			continue;
 		gate_touched = true;
 		if (!gates[g].paused)
@@ -934,14 +935,14 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 
 			if (gates[g].max_per_key > 0)
 				keyed = retries_call_limit_key(call->id, &key);
-			if (retries_gate_enter(my_slot, fnoid, gates[g].max_running,
+			if (retries_gate_enter(my_slot, gate, gates[g].max_running,
 								   keyed, key, gates[g].max_per_key,
 								   gates[g].has_rate ? &gates[g].rate : NULL,
 								   gates[g].has_rate ? retries_function_owner(fnoid)
 								   : InvalidOid))
 				return true;
 		}
-		retries_hold_call(call->id, fnoid);
+		retries_hold_call(call->id, gate);
 		return false;
 	}
 	return true;
@@ -1095,20 +1096,6 @@ run_batch(TimestampTz *due)
 		commit_transaction();
 		extension_replaced = OidIsValid(extoid);
 		return -1;
-	}
-
-	/*
-	 * A database restored or upgraded: its function references mapped
-	 * again first, in a transaction of their own (this one's snapshot
-	 * shows the old ones).
-	 */
-	if (retries_check_function_names(true))
-	{
-		PopActiveSnapshot();
-		SPI_finish();
-		commit_transaction();
-		*due = GetCurrentTimestamp();
-		return 0;
 	}
 
 	/*
@@ -1428,10 +1415,8 @@ fire_step(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		next_fire = 0;
 		fire_waiting = false;
-		/* stale function references: the next batch maps them first */
 		if (lock_extension() == my_extension &&
-			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())) &&
-			(!retries_function_names_available() || retries_function_names_current()))
+			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())))
 		{
 			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
 			TimestampTz release;
@@ -1458,11 +1443,12 @@ fire_step(void)
 }
 
 /*
- * names_step -- paused or not, once at the start and after each rename
- * that committed, rewrite the signatures that renames changed, unless the
- * references are stale (a batch maps them: see function_names.c), in a
- * transaction of its own; an error is logged, the worker carries on, and
- * tries again at its next turn
+ * names_step -- paused or not, at the start, after each rename that
+ * committed, and every few seconds, write the function references that a
+ * restore or pg_upgrade brought anew and rewrite the signatures that
+ * renames changed (see function_names.c), in a transaction of its own;
+ * an error is logged, the worker carries on, and tries again at its next
+ * turn
  */
 static void
 names_step(void)
@@ -1478,8 +1464,7 @@ names_step(void)
 		if (lock_extension() == my_extension)
 		{
 			SPI_connect();
-			if (retries_function_names_current())
-				retries_refresh_function_names();
+			retries_refresh_function_names();
 			SPI_finish();
 		}
 		PopActiveSnapshot();
@@ -1635,7 +1620,6 @@ retries_worker_main(Datum main_arg)
 		proc_exit(0);
 
 	execute_init(hook_phase);
-	retries_watch_function_names();
 	sandbox_init();
 	inflight_open();
 	recover();
