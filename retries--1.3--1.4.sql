@@ -11,7 +11,9 @@
  *   .on_exhausted, .delay_fn, schedule_data.fn, flow_data.fn and
  *   call_data.gate become type oid (the same four bytes: no table is
  *   rewritten) and hold keys of the new table retries.function_names,
- *   numbers of the extension's own that pg_dump and pg_upgrade keep.
+ *   numbers of the extension's own that pg_dump and pg_upgrade keep.  The
+ *   functions referred to before the update keep their OIDs as keys, so
+ *   no row of those tables changes.
  * - retries.function_names keeps, for each key, its function's OID, its
  *   schema-qualified signature, its owner, and the OID of the extension
  *   the row was written under.  After pg_upgrade, or pg_dump and restore,
@@ -76,6 +78,13 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION retries.function_signature(oid) IS
 	'the schema-qualified signature of a function, as retries.function_names keeps it; NULL if there is no such function';
 
+CREATE FUNCTION retries.origin()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_origin'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION retries.origin() IS
+	'this instance of the extension, as retries.function_names marks its rows: a hash of the cluster''s system identifier and the extension''s OID';
+
 CREATE FUNCTION retries.resolve_function(signature text, owner regrole)
 RETURNS oid
 AS 'MODULE_PATHNAME', 'retries_resolve_function'
@@ -87,22 +96,23 @@ COMMENT ON FUNCTION retries.resolve_function(text, regrole) IS
  * function_names: every function the extension's tables refer to.  Those
  * tables hold its key (a number of this table's own, which pg_dump and
  * pg_upgrade keep as any number), never its OID; only this table knows
- * the OID, and knows it only under the extension that wrote it (ext): a
+ * the OID, and knows it only under the extension that wrote it (origin: a
+ * hash of the cluster's system identifier and the extension's OID): a
  * row written under another (another cluster, pg_upgrade; another
  * database, a restore) names its function by signature and owner until a
  * worker writes the OID anew (src/function_names.c).  fn = 0: the
  * function was dropped, for good.
  */
-CREATE SEQUENCE retries.function_keys AS integer;
+CREATE SEQUENCE retries.function_keys;
 CREATE TABLE retries.function_names (
 	key				oid PRIMARY KEY
 					DEFAULT pg_catalog.nextval('retries.function_keys')::pg_catalog.oid,
 	fn				oid NOT NULL,
 	signature		text NOT NULL,
 	owner			regrole NOT NULL,
-	ext				oid NOT NULL
+	origin			bigint NOT NULL
 );
-CREATE UNIQUE INDEX function_names_fn ON retries.function_names (fn, ext)
+CREATE UNIQUE INDEX function_names_fn ON retries.function_names (fn, origin)
 	WHERE fn <> 0;
 ALTER SEQUENCE retries.function_keys OWNED BY retries.function_names.key;
 COMMENT ON SEQUENCE retries.function_keys IS
@@ -113,30 +123,33 @@ REVOKE ALL ON retries.function_names FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('retries.function_names', '');
 SELECT pg_catalog.pg_extension_config_dump('retries.function_keys', '');
 
-INSERT INTO retries.function_names (fn, signature, owner, ext)
-SELECT r.fn, retries.function_signature(r.fn), pr.proowner, e.oid
+/*
+ * The functions referred to so far keep their OIDs as their keys: the
+ * tables need no change, and a worker or session that read a reference
+ * just before this update committed reads the same function after it.
+ * Later keys come from the sequence, above those.
+ */
+INSERT INTO retries.function_names (key, fn, signature, owner, origin)
+SELECT r.fn, r.fn, retries.function_signature(r.fn), pr.proowner, retries.origin()
   FROM (SELECT fn FROM retries.policy_data
 		UNION SELECT on_exhausted FROM retries.policy_data
 		UNION SELECT delay_fn FROM retries.policy_data
 		UNION SELECT fn FROM retries.schedule_data
 		UNION SELECT fn FROM retries.flow_data
 		UNION SELECT gate FROM retries.call_data WHERE gate IS NOT NULL) r
-  JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn,
-	   pg_catalog.pg_extension e
- WHERE e.extname = 'retries'
+  JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn
  ORDER BY r.fn;
 
--- every reference becomes a key; one to a function gone meanwhile, 0
-CREATE FUNCTION pg_temp.key_of(f oid) RETURNS oid
-LANGUAGE sql STABLE
-AS $$ SELECT coalesce((SELECT k.key FROM retries.function_names k WHERE k.fn = f), 0) $$;
-UPDATE retries.policy_data
-   SET fn = pg_temp.key_of(fn),
-	   on_exhausted = CASE WHEN on_exhausted IS NOT NULL THEN pg_temp.key_of(on_exhausted) END,
-	   delay_fn = CASE WHEN delay_fn IS NOT NULL THEN pg_temp.key_of(delay_fn) END;
-UPDATE retries.schedule_data SET fn = pg_temp.key_of(fn);
-UPDATE retries.flow_data SET fn = pg_temp.key_of(fn);
-UPDATE retries.call_data SET gate = pg_temp.key_of(gate) WHERE gate IS NOT NULL;
+-- above every OID referred to, a dropped function's too: a key never
+-- stands for two functions
+SELECT pg_catalog.setval('retries.function_keys', max(r.fn::bigint))
+  FROM (SELECT fn FROM retries.policy_data
+		UNION SELECT on_exhausted FROM retries.policy_data
+		UNION SELECT delay_fn FROM retries.policy_data
+		UNION SELECT fn FROM retries.schedule_data
+		UNION SELECT fn FROM retries.flow_data
+		UNION SELECT gate FROM retries.call_data) r
+HAVING max(r.fn::bigint) > 0;
 
 /*
  * function_refs: the function each key stands for here and now (NULL: it
@@ -146,9 +159,7 @@ UPDATE retries.call_data SET gate = pg_temp.key_of(gate) WHERE gate IS NOT NULL;
  */
 CREATE VIEW retries.function_refs AS
 SELECT k.key,
-	   CASE WHEN k.ext = (SELECT e.oid FROM pg_catalog.pg_extension e
-						   WHERE e.extname = 'retries')
-			THEN NULLIF(k.fn, 0)
+	   CASE WHEN k.origin = retries.origin() THEN NULLIF(k.fn, 0)
 			WHEN k.fn <> 0
 			THEN retries.resolve_function(k.signature, k.owner)
 	   END::regprocedure AS fn
@@ -329,17 +340,17 @@ BEGIN
 	-- signature names
 	WITH hit AS (
 		SELECT k.key,
-			   CASE WHEN k.ext = e.oid THEN k.fn
+			   CASE WHEN k.origin = retries.origin() THEN k.fn
 					ELSE retries.resolve_function(k.signature, k.owner) END AS fn
-		  FROM retries.function_names k, pg_catalog.pg_extension e
-		 WHERE e.extname = 'retries' AND k.fn <> 0
-		   AND ((k.ext = e.oid AND k.fn = ANY (fns))
-				OR (k.ext <> e.oid
+		  FROM retries.function_names k
+		 WHERE k.fn <> 0
+		   AND ((k.origin = retries.origin() AND k.fn = ANY (fns))
+				OR (k.origin <> retries.origin()
 					AND retries.resolve_function(k.signature, k.owner) = ANY (fns)))
 	), forgotten AS (
-		UPDATE retries.function_names k SET fn = 0, ext = e.oid
-		  FROM hit, pg_catalog.pg_extension e
-		 WHERE k.key = hit.key AND e.extname = 'retries'
+		UPDATE retries.function_names k SET fn = 0, origin = retries.origin()
+		  FROM hit
+		 WHERE k.key = hit.key
 	)
 	SELECT array_agg(hit.key), array_agg(hit.fn) INTO keys, fns FROM hit;
 	IF keys IS NULL THEN

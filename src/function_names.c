@@ -10,11 +10,17 @@
  * retries.function_names knows, for each key, the function's OID, its
  * schema-qualified signature (format_procedure_qualified: every name in
  * it qualified, so that it means the same under any search_path), its
- * owner, and 'ext', the OID of the extension the row was written under.
+ * owner, and its 'origin', the instance of the extension it was written
+ * under: a hash of the cluster's system identifier (which initdb draws at
+ * random, and pg_upgrade does not carry over) and the extension's OID
+ * (which differs between two databases of a cluster, as OIDs are drawn
+ * from one counter), retries.origin().
  *
- * A row is current when its ext is this database's extension: its fn is
- * the function (0: dropped, for good).  pg_upgrade and a restore make the
- * extension anew, with a new OID, so every row they bring is stale: its
+ * A row is current when its origin is this database's: its fn is the
+ * function (0: dropped, for good).  pg_upgrade and a restore make the
+ * extension anew, in another cluster or database, so every row they
+ * bring is stale, even when the new extension's OID happens to be the
+ * old one's (two clusters made alike draw the same OIDs): its
  * fn is an OID of another cluster or database, which means nothing here,
  * or a function someone else made.  A stale row names its function by
  * signature, to a function of the same owner only (role OIDs survive
@@ -44,6 +50,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "common/hashfn.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -64,6 +72,7 @@
 
 PG_FUNCTION_INFO_V1(retries_function_signature);
 PG_FUNCTION_INFO_V1(retries_resolve_function);
+PG_FUNCTION_INFO_V1(retries_origin);
 
 /* How often a worker looks for stale rows to write anew, at most */
 #define STALE_CHECK_MS 10000
@@ -88,6 +97,21 @@ retries_function_signature(PG_FUNCTION_ARGS)
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(format_procedure_qualified(fn)));
+}
+
+/*
+ * retries_origin -- SQL function retries.origin(): this instance of the
+ * extension (see the top)
+ */
+Datum
+retries_origin(PG_FUNCTION_ARGS)
+{
+	uint64		parts[2];
+
+	parts[0] = GetSystemIdentifier();
+	parts[1] = get_extension_oid("retries", false);
+	PG_RETURN_INT64((int64) hash_bytes_extended((const unsigned char *) parts,
+												sizeof(parts), 0));
 }
 
 /*
@@ -170,7 +194,7 @@ retries_function_names_available(void)
 	return OidIsValid(get_relname_relid("function_names", retries_schema_oid()));
 }
 
-#define EXT_OID RETRIES_EXT_OID
+#define ORIGIN RETRIES_ORIGIN
 #define EQ " OPERATOR(pg_catalog.=) "
 #define NE " OPERATOR(pg_catalog.<>) "
 
@@ -219,10 +243,10 @@ retries_function_key(Oid fn, bool create)
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
 		elog(ERROR, "retries: function %u does not exist", fn);
 	key = read_oid(&insert_plan,
-				   "INSERT INTO retries.function_names (fn, signature, owner, ext)"
-				   " SELECT p.oid, retries.function_signature(p.oid), p.proowner, " EXT_OID
+				   "INSERT INTO retries.function_names (fn, signature, owner, origin)"
+				   " SELECT p.oid, retries.function_signature(p.oid), p.proowner, " ORIGIN
 				   " FROM pg_catalog.pg_proc p WHERE p.oid" EQ "$1"
-				   " ON CONFLICT (fn, ext) WHERE fn" NE "0 DO NOTHING"
+				   " ON CONFLICT (fn, origin) WHERE fn" NE "0 DO NOTHING"
 				   " RETURNING key",
 				   fn);
 	/* or another transaction made it meanwhile */
@@ -242,7 +266,7 @@ retries_key_function(Oid key)
 	if (!OidIsValid(key) || !retries_function_names_available())
 		return key;
 	return read_oid(&plan,
-					"SELECT CASE WHEN k.ext" EQ EXT_OID " THEN k.fn"
+					"SELECT CASE WHEN k.origin" EQ ORIGIN " THEN k.fn"
 					" WHEN k.fn" NE "0 THEN retries.resolve_function(k.signature, k.owner) END"
 					" FROM retries.function_names k WHERE k.key" EQ "$1",
 					key);
@@ -250,21 +274,23 @@ retries_key_function(Oid key)
 
 /*
  * Rows written under another extension, written anew: the function their
- * signature names (0 if none), under this extension.  A row whose
+ * signature names (0 if none, or if it was dropped there), under this
+ * extension.  A row whose
  * function already has a current row (one was made while a restore was
  * under way) is left stale: readers still resolve it.  Rows another
  * transaction holds are left for the next time.
  */
 static const char *const stale_statement =
-"WITH s AS (SELECT k.key, coalesce(retries.resolve_function(k.signature, k.owner), 0) AS fn"
-"  FROM retries.function_names k WHERE k.ext" NE EXT_OID
+"WITH s AS (SELECT k.key, coalesce(CASE WHEN k.fn" NE "0"
+"  THEN retries.resolve_function(k.signature, k.owner) END, 0) AS fn"
+"  FROM retries.function_names k WHERE k.origin" NE ORIGIN
 "  FOR UPDATE SKIP LOCKED),"
 " r AS (SELECT s.key, s.fn, pg_catalog.row_number() OVER (PARTITION BY s.fn ORDER BY s.key) AS n"
 "  FROM s)"
-" UPDATE retries.function_names k SET fn = r.fn, ext = " EXT_OID
+" UPDATE retries.function_names k SET fn = r.fn, origin = " ORIGIN
 " FROM r WHERE k.key" EQ "r.key AND (r.fn" EQ "0 OR (r.n" EQ "1 AND NOT EXISTS"
 "  (SELECT FROM retries.function_names c"
-"   WHERE c.fn" EQ "r.fn AND c.ext" EQ EXT_OID ")))";
+"   WHERE c.fn" EQ "r.fn AND c.origin" EQ ORIGIN ")))";
 
 /*
  * The current rows whose signature or owner no longer are their
@@ -281,7 +307,7 @@ static const char *const stale_statement =
 static const char *const refresh_statements[] = {
 	"WITH s AS (SELECT f.key, retries.function_signature(f.fn) AS sig, p.proowner AS own"
 	"  FROM retries.function_names f JOIN pg_catalog.pg_proc p ON p.oid" EQ "f.fn"
-	"  WHERE f.ext" EQ EXT_OID "),"
+	"  WHERE f.origin" EQ ORIGIN "),"
 	" stale AS (SELECT s.key FROM s JOIN retries.function_names t ON t.key" EQ "s.key"
 	"  WHERE s.sig" NE "t.signature OR s.own" NE "t.owner::pg_catalog.oid),"
 	" locked AS (SELECT t.key FROM retries.function_names t"

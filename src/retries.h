@@ -146,18 +146,16 @@ extern bool retries_chains_available(void);
  * fn (an SQL expression of type oid), NULL if it has none: as
  * retries_function_key(fn, false), inside a query.
  */
-#define RETRIES_EXT_OID \
-	"(SELECT e.oid FROM pg_catalog.pg_extension e" \
-	" WHERE e.extname OPERATOR(pg_catalog.=) 'retries')"
+#define RETRIES_ORIGIN "retries.origin()"
 #define RETRIES_KEY_OF(fn) \
 	"COALESCE(" \
 	" (SELECT k.key FROM retries.function_names k" \
 	"  WHERE k.fn OPERATOR(pg_catalog.=) " fn \
 	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
-	"  AND k.ext OPERATOR(pg_catalog.=) " RETRIES_EXT_OID \
+	"  AND k.origin OPERATOR(pg_catalog.=) " RETRIES_ORIGIN \
 	"  ORDER BY k.key LIMIT 1)," \
 	" (SELECT k.key FROM retries.function_names k" \
-	"  WHERE k.ext OPERATOR(pg_catalog.<>) " RETRIES_EXT_OID \
+	"  WHERE k.origin OPERATOR(pg_catalog.<>) " RETRIES_ORIGIN \
 	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
 	"  AND retries.resolve_function(k.signature, k.owner) OPERATOR(pg_catalog.=) " fn \
 	"  ORDER BY k.key LIMIT 1))"

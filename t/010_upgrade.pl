@@ -245,15 +245,15 @@ SELECT count(*) FROM hook_log h JOIN retries.calls c ON c.id = h.call_id
 
 is( $node->safe_psql('postgres', $fn_types),
 	'fn:oid,on_exhausted:oid,delay_fn:oid',
-	'1.4 stores functions by OID (1.1 to 1.3 as regprocedure, which pg_upgrade refuses)');
+	'1.4 stores functions by key, of type oid (1.1 to 1.3 as regprocedure, which pg_upgrade refuses)');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FILTER (WHERE f.fn IS NULL) || ',' || (count(*) > 4)
   FROM (SELECT fn FROM retries.policy_data UNION SELECT on_exhausted FROM retries.policy_data
 		UNION SELECT delay_fn FROM retries.policy_data) r
-  LEFT JOIN retries.function_names f ON f.fn = r.fn
+  LEFT JOIN retries.function_names f ON f.key = r.fn
    AND f.fn = to_regprocedure(f.signature)
-   AND f.ext = (SELECT oid FROM pg_extension WHERE extname = 'retries')
+   AND f.origin = retries.origin()
  WHERE r.fn IS NOT NULL}),
 	'0,true',
 	'1.4 names every function a policy refers to in function_names');
@@ -263,7 +263,7 @@ SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
   FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
 	'{retries.attempt_data,retries.call_after,retries.call_after_pending,'
 	  . 'retries.call_data,retries.call_data_id_seq,'
-	  . 'retries.flow_data,retries.function_names,'
+	  . 'retries.flow_data,retries.function_keys,retries.function_names,'
 	  . 'retries.policy_data,retries.policy_data_id_seq,'
 	  . 'retries.schedule_data,retries.schedule_data_id_seq}',
 	'1.1 dumps attempts and the id sequences too, 1.2 the schedules, the gates and the chains');
@@ -345,8 +345,8 @@ $node->command_ok(
 	'pg_restore into a new database');
 wait_until($node, 'copy',
 	"SELECT count(*) FROM retries.function_names"
-	  . " WHERE ext <> (SELECT oid FROM pg_extension WHERE extname = 'retries')",
-	'0', 'the workers of the copy map its function references again');
+	  . " WHERE origin <> retries.origin()",
+	'0', 'the workers of the copy write its function references anew');
 is($node->safe_psql('copy', $snapshot),
 	$before, 'the copy has the same policies, calls, attempts and effects');
 my $new = $node->safe_psql('copy', q{SELECT retries.call('work(bigint)', '[800]')});

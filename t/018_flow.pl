@@ -53,7 +53,8 @@ CREATE FUNCTION running_now(fname text) RETURNS integer LANGUAGE sql AS $$
 	SELECT count(*)::integer FROM retries.workers w
 	  JOIN retries.call_data c ON c.id = w.current_call
 	  JOIN retries.policy_data p ON p.id = c.policy_id
-	 WHERE w.state = 'running' AND p.fn::regprocedure::text LIKE fname || '(%'
+	  JOIN retries.function_refs r ON r.key = p.fn
+	 WHERE w.state = 'running' AND r.fn::text LIKE fname || '(%'
 $$;
 CREATE FUNCTION limited(i integer, secs float8) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -175,7 +176,7 @@ is( $node->safe_psql(
 		'postgres',
 		"SELECT count(*) || ',' || sum(attempts) || ',' || bool_and(held)"
 		  . " FROM retries.call_data c JOIN retries.policy_data p ON p.id = c.policy_id"
-		  . " WHERE p.fn = 'limited(integer,float8)'::regprocedure AND c.state = 'scheduled'"),
+		  . " WHERE p.fn = (SELECT key FROM retries.function_refs WHERE fn = 'limited(integer,float8)'::regprocedure) AND c.state = 'scheduled'"),
 	'2000,0,true',
 	'c: all 2,000 calls of the paused function wait, held, with no attempt');
 is($node->safe_psql('postgres',
@@ -302,7 +303,7 @@ RESET ROLE;
 wait_until($node, 'postgres',
 	"SELECT count(*) FILTER (WHERE state = 'succeeded') || ',' || count(*) FILTER (WHERE held)"
 	  . " || ',' || sum(attempts) FROM retries.call_data c JOIN retries.policy_data p"
-	  . " ON p.id = c.policy_id WHERE p.fn::regprocedure::text LIKE 'hog%'",
+	  . " ON p.id = c.policy_id JOIN retries.function_refs r ON r.key = p.fn WHERE r.fn::text LIKE 'hog%'",
 	'1,2,1', 'd3: one of hog\'s three rate-limited functions runs, the others wait held, uncharged');
 $node->safe_psql(
 	'postgres', q{

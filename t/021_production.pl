@@ -5,7 +5,8 @@
 #      tables, counted by pg_stat_statements (track = all, which counts the
 #      statements of event triggers): CREATE and DROP of tables, indexes,
 #      views, types and schemas; a DROP FUNCTION of a function the
-#      extension does not know runs one lookup in retries.function_names;
+#      extension does not know runs one statement, a lookup in
+#      retries.function_names;
 #      a database still at 1.3 (whose drop trigger ran four statements for
 #      every DROP) shows what is counted;
 #   b. ALTER FUNCTION ... RENAME, ... SET SCHEMA and ALTER SCHEMA ... RENAME
@@ -15,12 +16,13 @@
 #      them too;
 #   c. a function dropped and created again under the same signature is
 #      another function: its calls fail, the annotation is gone;
-#   d. function references that came from elsewhere (the extension's OID
-#      in function_names differs, as after pg_upgrade or a restore) are
-#      refused to sessions, and mapped by signature by a worker once
-#      execution is on (never while paused, as during a restore); a
-#      signature that names a function of another owner leaves its policy
-#      not current;
+#   d. rows of function_names that came from elsewhere (written under an
+#      extension of another OID, as after pg_upgrade or a restore, with
+#      OIDs that name other functions here) are read by signature and
+#      owner at once, by sessions and views, in the transaction that made
+#      them: a call finds the policy its signature names, never the one
+#      of the OID; a signature that names a function of another owner
+#      names nothing; a worker writes the rows anew, and the calls run;
 #   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
 #      while calls run (t/010 does it from 1.0): every call runs once, and
 #      the updated database names its functions in function_names.
@@ -102,8 +104,8 @@ $node->safe_psql('postgres',
 $node->safe_psql('postgres', 'SELECT pg_stat_statements_reset()');
 $node->safe_psql('postgres', 'DROP FUNCTION unknown()');
 like(extension_statements('postgres'),
-	qr/^1 SELECT array_agg\(f\.fn\) FROM retries\.function_names f WHERE f\.fn = ANY \(fns\) AND f\.ext = \(SELECT e\.oid FROM pg_catalog\.pg_extension e WHERE e\.extname = \$\d+\)$/,
-	'a: dropping a function the extension does not know: one lookup in function_names');
+	qr/\A1 WITH hit AS \( SELECT k\.key, [^\n]* FROM retries\.function_names k WHERE [^\n]*\z/,
+	'a: dropping a function the extension does not know: one statement, a lookup in function_names');
 
 # the same in a database whose extension is still at 1.3
 $node->safe_psql('postgres', 'CREATE DATABASE old');
@@ -176,7 +178,7 @@ CREATE FUNCTION after.noted(tag text) RETURNS void LANGUAGE sql AS
 is( $node->safe_psql(
 		'postgres',
 		"SELECT (SELECT count(*) FROM retries.policies) || ',' || (SELECT count(*) FROM retries.schedules)"
-		  . " || ',' || (SELECT count(*) FROM retries.function_names)"),
+		  . " || ',' || (SELECT count(*) FROM retries.function_names WHERE fn <> 0)"),
 	'0,0,0',
 	'c: the dropped function took its annotation, schedule and name with it');
 wait_until($node, 'postgres',
@@ -189,70 +191,55 @@ wait_until($node, 'postgres',
 
 $node->safe_psql(
 	'postgres', q{
-CREATE FUNCTION kept(tag text) RETURNS void LANGUAGE sql AS 'INSERT INTO effects VALUES (tag)';
-CREATE FUNCTION lost(tag text) RETURNS void LANGUAGE sql AS 'INSERT INTO effects VALUES (tag)';
+CREATE FUNCTION kept(tag text) RETURNS void LANGUAGE sql AS
+	$$INSERT INTO effects VALUES ('kept ' || tag)$$;
+CREATE FUNCTION lost(tag text) RETURNS void LANGUAGE sql AS
+	$$INSERT INTO effects VALUES ('lost ' || tag)$$;
 CREATE ROLE mallory;
-CREATE FUNCTION stolen(tag text) RETURNS void LANGUAGE sql AS 'INSERT INTO effects VALUES (tag)';
+CREATE FUNCTION stolen(tag text) RETURNS void LANGUAGE sql AS
+	$$INSERT INTO effects VALUES ('stolen ' || tag)$$;
 ALTER FUNCTION stolen(text) OWNER TO mallory;
 SELECT retries.annotate('kept(text)', '3 10ms');
 SELECT retries.annotate('lost(text)', '3 10ms');
 });
-# as pg_upgrade leaves them: the OIDs of another cluster, under an
-# extension of another OID (here: kept's and lost's swapped, and lost's
-# signature naming a function of another owner, which is not it), made in
-# one transaction while the workers are paused (as during a restore)
-$node->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-wait_until($node, 'postgres',
-	"SELECT count(*) FILTER (WHERE state = 'paused') FROM retries.workers WHERE database = current_database()", current_setting_workers(),
-	'd: the workers are paused');
-$node->safe_psql(
+# as pg_upgrade or a restore leaves them: under an extension of another
+# OID, with OIDs of another cluster, here each naming the other function;
+# and lost's signature naming a function of another owner, which is not
+# it.  All in one transaction, which no worker can have seen.
+my $stale = $node->safe_psql(
 	'postgres', q{
 BEGIN;
-UPDATE retries.policy_data SET is_current = false WHERE is_current;
-UPDATE retries.policy_data p SET fn = CASE fn WHEN 'kept(text)'::regprocedure
-	THEN 'lost(text)'::regprocedure ELSE 'kept(text)'::regprocedure END
- WHERE fn_signature IN ('public.kept(pg_catalog.text)', 'public.lost(pg_catalog.text)');
-UPDATE retries.policy_data SET is_current = true
- WHERE id IN (SELECT max(id) FROM retries.policy_data
-			   WHERE fn_signature IN ('public.kept(pg_catalog.text)', 'public.lost(pg_catalog.text)')
-			   GROUP BY fn_signature);
-DELETE FROM retries.function_names;
-INSERT INTO retries.function_names VALUES
-	('lost(text)'::regprocedure, 'public.kept(pg_catalog.text)', current_user::regrole, 1),
-	('kept(text)'::regprocedure, 'public.stolen(pg_catalog.text)', current_user::regrole, 1);
+UPDATE retries.function_names SET origin = 1,
+	signature = CASE fn WHEN 'lost(text)'::regprocedure
+				THEN 'public.stolen(pg_catalog.text)' ELSE signature END;
+UPDATE retries.function_names SET fn = 4294967295 WHERE fn = 'kept(text)'::regprocedure;
+UPDATE retries.function_names SET fn = 'kept(text)'::regprocedure WHERE fn = 'lost(text)'::regprocedure;
+UPDATE retries.function_names SET fn = 'lost(text)'::regprocedure WHERE fn = 4294967295;
+SELECT string_agg(fn::text, ',' ORDER BY fn::text) FROM retries.policies;
+SELECT retries.call('kept(text)', '["read"]') IS NOT NULL;
 COMMIT;
 });
+is($stale, "kept(text)\nt", 'd: in that transaction, the views and a call read kept by its signature');
 my ($ret, $stdout, $stderr) = $node->psql('postgres',
-	"SELECT retries.call('kept(text)', '[\"mapped\"]')");
-like($stderr, qr/ERROR:  the function references of database "postgres" come from another cluster or database/,
-	'd: meanwhile a session is refused (55000), not given the policy of the OID it names');
-stays_true($node, 'postgres',
-	"SELECT count(*) = 2 FROM retries.function_names WHERE ext = 1", 2,
-	'd: paused workers do not map them');
-$node->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()');
+	"SELECT retries.call('lost(text)', '[\"never\"]')");
+like($stderr, qr/ERROR:  function lost\(text\) is not annotated/,
+	'd: lost\'s OID does not give it kept\'s policy, nor does the signature of another owner\'s function');
 wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.function_names WHERE ext = 1", '0',
-	'd: a worker maps them once execution is on');
-is( $node->safe_psql('postgres',
-		"SELECT retries.call('kept(text)', '[\"mapped\"]') IS NOT NULL"),
-	't', 'd: then a call finds kept\'s policy');
+	"SELECT count(*) FROM retries.function_names WHERE origin = 1", '0',
+	'd: a worker writes the rows anew');
 is( $node->safe_psql(
 		'postgres', q{
-SELECT string_agg(fn::regprocedure::text || ':' || signature, ',' ORDER BY signature)
-  FROM retries.function_names
- WHERE ext = (SELECT oid FROM pg_extension WHERE extname = 'retries')}),
-	'kept(text):public.kept(pg_catalog.text)',
-	'd: function_names names kept under this extension, and lost no more');
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(fn::text, ',') FROM retries.policies"),
-	'kept(text)',
-	'd: lost\'s policy, whose signature names a function of another owner, is not current');
+SELECT string_agg(CASE WHEN fn = 0 THEN 'gone' ELSE fn::regprocedure::text END
+				  || ':' || signature, ',' ORDER BY signature)
+  FROM retries.function_names}),
+	'gone:after.noted(pg_catalog.text),kept(text):public.kept(pg_catalog.text),gone:public.stolen(pg_catalog.text)',
+	'd: kept\'s under this extension, the other gone, and the one dropped in c not brought back by its namesake');
 wait_until($node, 'postgres',
-	"SELECT count(*) FROM effects WHERE tag = 'mapped'",
-	'1', 'd: the call runs kept');
+	"SELECT string_agg(tag, ',' ORDER BY tag) FROM effects WHERE tag ~ '^(kept|lost|stolen)'",
+	'kept read', 'd: the call runs kept, and nothing else ran');
 ok($node->log_contains(
-		qr/function references of database "postgres" were mapped again/),
-	'd: the remap is logged');
+		qr/3 function references of database "postgres" written anew after an upgrade or a restore/),
+	'd: the rewrite is logged');
 
 ###########################################################################
 # e. updates from each version under running calls
