@@ -11,7 +11,8 @@
  *   .on_exhausted, .delay_fn, schedule_data.fn, flow_data.fn and
  *   call_data.gate become type oid (the same four bytes: no table is
  *   rewritten) and hold keys of the new table retries.function_names,
- *   numbers of the extension's own that pg_dump and pg_upgrade keep.  The
+ *   numbers of the extension's own, drawn at random, that pg_dump and
+ *   pg_upgrade keep.  The
  *   functions referred to before the update keep their OIDs as keys, so
  *   no row of those tables changes.
  * - retries.function_names keeps, for each key, its function's OID, its
@@ -88,7 +89,7 @@ COMMENT ON FUNCTION retries.origin() IS
 CREATE FUNCTION retries.resolve_function(signature text, owner regrole)
 RETURNS oid
 AS 'MODULE_PATHNAME', 'retries_resolve_function'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION retries.resolve_function(text, regrole) IS
 	'the OID of the function that a qualified signature names, if owner owns it; NULL otherwise';
 
@@ -103,10 +104,8 @@ COMMENT ON FUNCTION retries.resolve_function(text, regrole) IS
  * worker writes the OID anew (src/function_names.c).  fn = 0: the
  * function was dropped, for good.
  */
-CREATE SEQUENCE retries.function_keys;
 CREATE TABLE retries.function_names (
-	key				oid PRIMARY KEY
-					DEFAULT pg_catalog.nextval('retries.function_keys')::pg_catalog.oid,
+	key				oid PRIMARY KEY,
 	fn				oid NOT NULL,
 	signature		text NOT NULL,
 	owner			regrole NOT NULL,
@@ -114,20 +113,16 @@ CREATE TABLE retries.function_names (
 );
 CREATE UNIQUE INDEX function_names_fn ON retries.function_names (fn, origin)
 	WHERE fn <> 0;
-ALTER SEQUENCE retries.function_keys OWNED BY retries.function_names.key;
-COMMENT ON SEQUENCE retries.function_keys IS
-	'the keys of retries.function_names';
 COMMENT ON TABLE retries.function_names IS
 	'the functions the extension refers to, by key, with their qualified signatures and owners, so that pg_upgrade and pg_dump keep the references';
 REVOKE ALL ON retries.function_names FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('retries.function_names', '');
-SELECT pg_catalog.pg_extension_config_dump('retries.function_keys', '');
 
 /*
  * The functions referred to so far keep their OIDs as their keys: the
  * tables need no change, and a worker or session that read a reference
  * just before this update committed reads the same function after it.
- * Later keys come from the sequence, above those.
+ * Later keys are drawn at random (src/function_names.c).
  */
 INSERT INTO retries.function_names (key, fn, signature, owner, origin)
 SELECT r.fn, r.fn, retries.function_signature(r.fn), pr.proowner, retries.origin()
@@ -139,17 +134,6 @@ SELECT r.fn, r.fn, retries.function_signature(r.fn), pr.proowner, retries.origin
 		UNION SELECT gate FROM retries.call_data WHERE gate IS NOT NULL) r
   JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn
  ORDER BY r.fn;
-
--- above every OID referred to, a dropped function's too: a key never
--- stands for two functions
-SELECT pg_catalog.setval('retries.function_keys', max(r.fn::bigint))
-  FROM (SELECT fn FROM retries.policy_data
-		UNION SELECT on_exhausted FROM retries.policy_data
-		UNION SELECT delay_fn FROM retries.policy_data
-		UNION SELECT fn FROM retries.schedule_data
-		UNION SELECT fn FROM retries.flow_data
-		UNION SELECT gate FROM retries.call_data) r
-HAVING max(r.fn::bigint) > 0;
 
 /*
  * function_refs: the function each key stands for here and now (NULL: it

@@ -148,9 +148,22 @@ lookup_signature(text *signature)
 	}
 	PG_CATCH();
 	{
+		ErrorData  *edata;
+
 		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		/*
+		 * a name that names nothing (classes 42 and 22: a type or schema
+		 * unknown, a bad name); a cancel or anything else goes on
+		 */
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		if (strncmp(unpack_sql_state(edata->sqlerrcode), "42", 2) != 0 &&
+			strncmp(unpack_sql_state(edata->sqlerrcode), "22", 2) != 0)
+			ReThrowError(edata);
+		FreeErrorData(edata);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
@@ -223,6 +236,14 @@ read_oid(SPIPlanPtr *plan, const char *query, Oid arg)
  * retries_function_key -- the key of function fn (InvalidOid if none);
  * with 'create', made if it has none yet
  *
+ * A new key is drawn at random (pg_strong_random), never from a sequence:
+ * a restore that is not one transaction loads function_names after
+ * CREATE EXTENSION has committed, and a key that a role's annotate() took
+ * meanwhile must not be one that the restored references use (the
+ * restore's row would then fail to load, and those references name the
+ * role's function).  Which key a role gets is out of its hands, and the
+ * odds that it equals one of n keys of the dump are n in 2^32.
+ *
  * A current row first; else a stale one whose signature names fn (a
  * restored or upgraded database that no worker has written anew yet).
  * Call it as the extension's owner, inside SPI.  In a database at 1.3 or
@@ -242,15 +263,35 @@ retries_function_key(Oid fn, bool create)
 		return key;
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
 		elog(ERROR, "retries: function %u does not exist", fn);
-	key = read_oid(&insert_plan,
-				   "INSERT INTO retries.function_names (fn, signature, owner, origin)"
-				   " SELECT p.oid, retries.function_signature(p.oid), p.proowner, " ORIGIN
-				   " FROM pg_catalog.pg_proc p WHERE p.oid" EQ "$1"
-				   " ON CONFLICT (fn, origin) WHERE fn" NE "0 DO NOTHING"
-				   " RETURNING key",
-				   fn);
-	/* or another transaction made it meanwhile */
-	return OidIsValid(key) ? key : retries_function_key(fn, false);
+	for (int tries = 0; tries < 16; tries++)
+	{
+		Oid			argtypes[2] = {OIDOID, OIDOID};
+		Datum		values[2];
+		uint32		drawn;
+
+		if (!pg_strong_random(&drawn, sizeof(drawn)))
+			elog(ERROR, "retries: could not draw a random key");
+		if (drawn == InvalidOid)
+			continue;
+		values[0] = ObjectIdGetDatum(fn);
+		values[1] = ObjectIdGetDatum((Oid) drawn);
+		retries_prepare_kept(&insert_plan,
+							 "INSERT INTO retries.function_names (key, fn, signature, owner, origin)"
+							 " SELECT $2, p.oid, retries.function_signature(p.oid), p.proowner, " ORIGIN
+							 " FROM pg_catalog.pg_proc p WHERE p.oid" EQ "$1"
+							 " ON CONFLICT DO NOTHING RETURNING key",
+							 2, argtypes);
+		if (SPI_execute_plan(insert_plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "retries: could not note function %u", fn);
+		if (SPI_processed == 1)
+			return (Oid) drawn;
+		/* another transaction noted it meanwhile, or the key is taken */
+		key = retries_function_key(fn, false);
+		if (OidIsValid(key))
+			return key;
+	}
+	elog(ERROR, "retries: could not draw a free key for function %u", fn);
+	return InvalidOid;			/* keep the compiler quiet */
 }
 
 /*

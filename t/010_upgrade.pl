@@ -263,7 +263,7 @@ SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
   FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
 	'{retries.attempt_data,retries.call_after,retries.call_after_pending,'
 	  . 'retries.call_data,retries.call_data_id_seq,'
-	  . 'retries.flow_data,retries.function_keys,retries.function_names,'
+	  . 'retries.flow_data,retries.function_names,'
 	  . 'retries.policy_data,retries.policy_data_id_seq,'
 	  . 'retries.schedule_data,retries.schedule_data_id_seq}',
 	'1.1 dumps attempts and the id sequences too, 1.2 the schedules, the gates and the chains');

@@ -1247,7 +1247,8 @@ section(
 ###########################################################################
 
 my $pwn_policy = sql("SELECT id FROM retries.policy_data"
-	  . " WHERE fn = 'attacker.pwn()'::regprocedure AND is_current");
+	  . " WHERE fn = (SELECT key FROM retries.function_refs WHERE fn = 'attacker.pwn()'::regprocedure)"
+	  . " AND is_current");
 
 section(
 	'the claim cursor cannot be replaced: forged rows never run as a superuser',

@@ -23,6 +23,12 @@
 #      them: a call finds the policy its signature names, never the one
 #      of the OID; a signature that names a function of another owner
 #      names nothing; a worker writes the rows anew, and the calls run;
+#   f. a restore that is not one transaction, during which another role
+#      annotates functions of its own between CREATE EXTENSION and the
+#      data (pg_restore --section=pre-data, then the rest): the keys that
+#      role's functions took are not the restored ones, so no restored
+#      policy, schedule or call of the victim names the other role's
+#      functions, whatever else the restore loses;
 #   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
 #      while calls run (t/010 does it from 1.0): every call runs once, and
 #      the updated database names its functions in function_names.
@@ -238,8 +244,69 @@ wait_until($node, 'postgres',
 	"SELECT string_agg(tag, ',' ORDER BY tag) FROM effects WHERE tag ~ '^(kept|lost|stolen)'",
 	'kept read', 'd: the call runs kept, and nothing else ran');
 ok($node->log_contains(
-		qr/3 function references of database "postgres" written anew after an upgrade or a restore/),
+		qr/\d function references? of database "postgres" written anew after an upgrade or a restore/),
 	'd: the rewrite is logged');
+
+###########################################################################
+# f. a role at work during a restore takes no restored key
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE victim LOGIN;
+CREATE ROLE thief LOGIN;
+CREATE DATABASE source OWNER victim;
+CREATE DATABASE target;
+GRANT CREATE ON DATABASE target TO thief;
+});
+$node->safe_psql(
+	'source', q{
+CREATE EXTENSION retries;
+SET ROLE victim;
+CREATE TABLE ran (fn text, who text DEFAULT current_user);
+CREATE FUNCTION v1() RETURNS void LANGUAGE sql AS $$INSERT INTO ran (fn) VALUES ('v1')$$;
+CREATE FUNCTION v2() RETURNS void LANGUAGE sql AS $$INSERT INTO ran (fn) VALUES ('v2')$$;
+CREATE FUNCTION v3() RETURNS void LANGUAGE sql AS $$INSERT INTO ran (fn) VALUES ('v3')$$;
+SELECT retries.annotate('v1()', '3 1s');
+SELECT retries.annotate('v2()', '3 1s');
+SELECT retries.annotate('v3()', '3 1s');
+SELECT retries.schedule('v', 'v1()', '1 hour');
+SELECT retries.call('v2()', run_at => now() + interval '1 hour');
+});
+my $dumpdir = PostgreSQL::Test::Utils::tempdir;
+$node->command_ok([ 'pg_dump', '-Fc', '-f', "$dumpdir/s.dump", '-d', $node->connstr('source') ],
+	'f: pg_dump');
+$node->command_ok(
+	[ 'pg_restore', '--section=pre-data', '-d', $node->connstr('target'), "$dumpdir/s.dump" ],
+	'f: pg_restore, pre-data');
+$node->safe_psql(
+	'target', q{
+SET ROLE thief;
+CREATE SCHEMA t;
+CREATE FUNCTION t.t1() RETURNS void LANGUAGE sql AS $$INSERT INTO public.ran (fn) VALUES ('thief')$$;
+CREATE FUNCTION t.t2() RETURNS void LANGUAGE sql AS $$INSERT INTO public.ran (fn) VALUES ('thief')$$;
+CREATE FUNCTION t.t3() RETURNS void LANGUAGE sql AS $$INSERT INTO public.ran (fn) VALUES ('thief')$$;
+GRANT USAGE ON SCHEMA t TO PUBLIC;
+SELECT retries.annotate('t.t1()', '3 1s');
+SELECT retries.annotate('t.t2()', '3 1s');
+SELECT retries.annotate('t.t3()', '3 1s');
+});
+# its policies took ids the restore needs: that table's data fails
+$node->command_checks_all(
+	[ 'pg_restore', '--section=data', '--section=post-data', '-d', $node->connstr('target'),
+	  "$dumpdir/s.dump" ],
+	1, [qr/^$/], [qr/policy_data/],
+	'f: pg_restore of the data: the policies taken meanwhile make it fail, as for any table with a serial key');
+is( $node->safe_psql(
+		'target', q{
+SELECT (SELECT count(*) FROM retries.function_names WHERE owner = 'victim'::regrole)
+	|| ',' || (SELECT count(*) FROM retries.schedules s WHERE s.fn::text LIKE 't.%')
+	|| ',' || (SELECT count(*) FROM retries.calls c WHERE c.scheduled_by = 'victim'::regrole
+			   AND c.fn::text LIKE 't.%')
+	|| ',' || (SELECT count(*) FROM retries.policies p WHERE p.owner = 'thief'::regrole
+			   AND p.fn::text NOT LIKE 't.%')}),
+	'3,0,0,0',
+	'f: the victim\'s keys were restored, and none of its schedules, calls or policies names the thief\'s functions');
 
 ###########################################################################
 # e. updates from each version under running calls
