@@ -167,17 +167,29 @@ retries_copy_worker(int slot, RetriesWorker *copy)
 }
 
 /*
+ * wake_launcher -- set the launcher's latch; with 'reread', make it read
+ * pg_database again first
+ */
+static void
+wake_launcher(bool reread)
+{
+	if (retries_shared == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, reread ? LW_EXCLUSIVE : LW_SHARED);
+	if (reread)
+		retries_shared->reread_databases = true;
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * retries_wake_launcher -- make the launcher look at the databases now
  */
 void
 retries_wake_launcher(void)
 {
-	if (retries_shared == NULL)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	wake_launcher(false);
 }
 
 /*
@@ -190,13 +202,7 @@ retries_wake_launcher(void)
 void
 retries_reread_databases(void)
 {
-	if (retries_shared == NULL)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	retries_shared->reread_databases = true;
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	wake_launcher(true);
 }
 
 /*
