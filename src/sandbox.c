@@ -9,7 +9,7 @@
  * code a call reaches (its function, the conversion of its arguments, the
  * triggers its statements fire, deferred ones too, its on_exhausted and
  * delay_fn hooks) is untrusted: it belongs to whoever scheduled the call.
- * The rule is that of SPEC "Isolation": every piece of it runs as the
+ * The rule (doc/operations.md, "Isolation"): every piece of it runs as the
  * call's role, sees the settings a login session of that role would start
  * with, and nothing it does outlives its attempt or runs later as the
  * worker or as another call.

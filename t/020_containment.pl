@@ -1,7 +1,7 @@
 # Containment and authorization: what escapes an attempt costs only the
 # role that caused it, and a call needs exactly what a direct call of its
-# function would.  SPEC.md, "Isolation", its parts "Containment" and
-# "Authorization".
+# function would.  doc/operations.md, "Containment: what escapes an
+# attempt", and doc/reference.md, "Security model".
 #
 # mallory is the attacker: an ordinary LOGIN role with the default grants
 # and a schema of her own.  alice is the victim: her table alice.log, whose
