@@ -10,6 +10,20 @@
  * run names its objects and operators with their schema, so the caller's
  * search_path cannot redirect them.
  *
+ * Restores.  A restore that is not one transaction (pg_restore without
+ * --single-transaction, psql -f of a plain dump) commits the restored
+ * CREATE EXTENSION before it loads the tables, with the id sequences back
+ * at 1.  A policy, call or schedule that another session made meanwhile
+ * would take an id that the dump's rows need: that table's data would
+ * fail to load, and the restored rows that refer to those ids (a call's
+ * policy_id) would name the other session's rows, so that a restored call
+ * of one role could run another role's function.  So a CREATE EXTENSION
+ * made by a restore (hooks.c tells it by the settings pg_dump's output
+ * starts with) holds a session lock on the extension, which no role can
+ * take otherwise, until its session ends; meanwhile the extension's
+ * functions refuse other sessions (55000) and the workers run nothing in
+ * the database.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -19,6 +33,7 @@
 #include "catalog/namespace.h"
 #include "common/int.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -27,6 +42,8 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -59,8 +76,76 @@ retries_schema_oid(void)
 	return nspoid;
 }
 
+/* The sub-id of the restore lock on the extension (PostgreSQL's are 0) */
+#define RESTORE_LOCK_SUBID 1
+
 /*
- * retries_become_owner -- act as the owner of the extension's objects
+ * restore_locktag -- the tag of the lock a restore holds on extension ext
+ * (see "Restores" at the top)
+ */
+static void
+restore_locktag(LOCKTAG *tag, Oid ext)
+{
+	SET_LOCKTAG_OBJECT(*tag, MyDatabaseId, ExtensionRelationId, ext,
+					   RESTORE_LOCK_SUBID);
+}
+
+/* The restore lock this session holds, if any */
+static bool restore_held = false;
+static LOCKTAG restore_held_tag;
+
+/*
+ * release_restore_lock -- before_shmem_exit callback: PostgreSQL releases
+ * a session's advisory locks as it ends, but not its other session locks
+ */
+static void
+release_restore_lock(int code, Datum arg)
+{
+	if (restore_held)
+		LockRelease(&restore_held_tag, ExclusiveLock, true);
+	restore_held = false;
+}
+
+/*
+ * retries_hold_for_restore -- this session is restoring the extension:
+ * hold it until the session ends (see "Restores" at the top)
+ */
+void
+retries_hold_for_restore(void)
+{
+	static bool registered = false;
+
+	/* an extension this session restored before, and dropped since */
+	release_restore_lock(0, (Datum) 0);
+	if (!registered)
+		before_shmem_exit(release_restore_lock, (Datum) 0);
+	registered = true;
+	restore_locktag(&restore_held_tag, get_extension_oid("retries", false));
+	(void) LockAcquire(&restore_held_tag, ExclusiveLock, true, false);
+	restore_held = true;
+}
+
+/*
+ * retries_being_restored -- is another session restoring the extension?
+ */
+bool
+retries_being_restored(void)
+{
+	LOCKTAG		tag;
+	Oid			ext = get_extension_oid("retries", true);
+
+	if (!OidIsValid(ext))
+		return false;
+	restore_locktag(&tag, ext);
+	if (LockAcquire(&tag, ShareLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	LockRelease(&tag, ShareLock, false);
+	return false;
+}
+
+/*
+ * retries_become_owner -- act as the owner of the extension's objects,
+ * unless another session is restoring them (55000)
  *
  * Saves the current identity in *save; retries_restore_user() puts it back.
  * On error, transaction abort restores it, so no PG_TRY is needed.
@@ -68,9 +153,22 @@ retries_schema_oid(void)
 void
 retries_become_owner(RetriesUserSwitch *save)
 {
+	static LocalTransactionId checked = InvalidLocalTransactionId;
 	HeapTuple	tup;
 	Oid			owner;
 	Oid			nspoid = retries_schema_oid();
+
+	/* once per transaction: a restore starts with CREATE EXTENSION */
+	if (checked != retries_local_xid())
+	{
+		if (retries_being_restored())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("extension \"retries\" is being restored in this database"),
+					 errdetail("The session restoring a dump created it, and holds it until that session ends."),
+					 errhint("Try again once the restore is over; pg_locks shows the restoring session's ExclusiveLock on the extension.")));
+		checked = retries_local_xid();
+	}
 
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
 	if (!HeapTupleIsValid(tup))

@@ -54,8 +54,10 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 
 #include "compat.h"
@@ -73,6 +75,8 @@ static bool wake_workers_at_commit = false;
 static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 static bool databases_changed_at_commit = false;
+/* This transaction's CREATE EXTENSION retries is a restore's (see below) */
+static bool created_by_restore = false;
 /* A database whose workers this transaction stopped */
 typedef struct StoppedDatabase
 {
@@ -250,6 +254,7 @@ xact_callback(XactEvent event, void *arg)
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
+			created_by_restore = false;
 			let_workers_back(true);
 			break;
 		case XACT_EVENT_PREPARE:
@@ -263,6 +268,7 @@ xact_callback(XactEvent event, void *arg)
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
+			created_by_restore = false;
 			let_workers_back(false);
 			break;
 		default:
@@ -276,11 +282,14 @@ xact_callback(XactEvent event, void *arg)
  *
  * Warns if the library is not preloaded (calls would never run); otherwise
  * has the launcher start this database's workers once CREATE EXTENSION
- * commits.
+ * commits.  A restore's CREATE EXTENSION holds the extension until its
+ * session ends (see "Restores" in catalog.c).
  */
 Datum
 retries_start_workers(PG_FUNCTION_ARGS)
 {
+	if (created_by_restore)
+		retries_hold_for_restore();
 	if (!retries_preloaded)
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -625,6 +634,20 @@ changes_databases(Node *parsetree)
 }
 
 /*
+ * restores_extension -- is the command CREATE EXTENSION retries run by a
+ * restore?  Told by two settings that the output of pg_dump (restored by
+ * pg_restore or psql) sets first, and that CREATE EXTENSION does not see
+ * otherwise: check_function_bodies and row_security both off.
+ */
+static bool
+restores_extension(Node *parsetree)
+{
+	return IsA(parsetree, CreateExtensionStmt) &&
+		strcmp(((CreateExtensionStmt *) parsetree)->extname, "retries") == 0 &&
+		!check_function_bodies && !row_security;
+}
+
+/*
  * process_utility -- stop the workers that would be in the way of the
  * command, if it would run, then run it; the launcher lets them back when
  * the (sub)transaction ends
@@ -643,6 +666,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
 		databases_changed_at_commit = true;
+	if (restores_extension(pstmt->utilityStmt))
+		created_by_restore = true;
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))

@@ -153,6 +153,8 @@
 #define INTERRUPTED_LOCKED_KEEP_MS	(3600 * 1000)
 /* Longest time between two looks at the schedules */
 #define FIRE_CHECK_MS			1000
+/* How often to look whether a restore of the database is over */
+#define RESTORE_CHECK_MS		1000
 
 /* What the in-flight file holds */
 typedef struct InFlight
@@ -1096,6 +1098,15 @@ run_batch(TimestampTz *due)
 		extension_replaced = OidIsValid(extoid);
 		return -1;
 	}
+	/* a restore under way: nothing runs before its tables are loaded */
+	if (retries_being_restored())
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		*due = TimestampTzPlusMilliseconds(start, RESTORE_CHECK_MS);
+		return 0;
+	}
 
 	/*
 	 * policy_data before call_data, in the order in which retries.call()
@@ -1414,7 +1425,7 @@ fire_step(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		next_fire = 0;
 		fire_waiting = false;
-		if (lock_extension() == my_extension &&
+		if (lock_extension() == my_extension && !retries_being_restored() &&
 			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())))
 		{
 			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();

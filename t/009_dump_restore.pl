@@ -22,7 +22,15 @@
 #      exactly once, as the role that scheduled it, with its hooks (found by
 #      their new OIDs); calls moved forward with retry_now run, and a call
 #      due tomorrow stays scheduled; the call that waits runs after the
-#      other, and keeps its result.
+#      other, and keeps its result;
+#   e. a restore that is not one transaction, held open between its
+#      CREATE EXTENSION and its data (psql running the plain dump, its
+#      schema fed, its COPYs not yet): another
+#      role's annotate() and a call are refused with 55000, so that nothing
+#      takes an id the dump's rows need (a policy made then would take id 1,
+#      the COPY of policy_data would fail, and the restored calls of
+#      policy 1 would run that role's function); once the restoring session
+#      ends, the database reads as the source and the role may annotate.
 #
 # With policies that stored functions as plain oids (version 1.0), b fails:
 # the restored policies name no function.
@@ -445,6 +453,54 @@ SELECT string_agg(c.id || ':' || e.attempt || ':' || e.cluster, ',' ORDER BY c.i
 		'1,2',
 		"$db: the retrying call's attempts go on from the restored history");
 }
+
+###########################################################################
+# e. a restore held open: other sessions wait for its end
+###########################################################################
+
+# paused, as a restore should be made, so that the restored calls stay as
+# they are to be compared
+set_enabled($dst, 0, 'plain');
+open(my $fh, '<', "$tmp/app.sql") or die "cannot read $tmp/app.sql: $!";
+my $dump = do { local $/; <$fh> };
+close($fh);
+# psql's restricted mode (\restrict, which pg_dump writes first since
+# PostgreSQL 15.14) refuses the meta-commands that background_psql waits by
+$dump =~ s/^\\(?:un)?restrict .*\n//mg;
+# its first part: the schema, the extension's included, up to the first
+# COPY (psql reading a script from a pipe does not run the statements
+# after a COPY's data until it has more input or its end)
+my $split = index($dump, "\nCOPY ");
+ok($split > index($dump, 'CREATE EXTENSION IF NOT EXISTS retries'),
+	'e: the plain dump makes the extension before it loads any table');
+$dst->safe_psql('postgres', 'CREATE DATABASE held');
+$dst->safe_psql('held', q{
+CREATE SCHEMA carols AUTHORIZATION carol;
+CREATE FUNCTION carols.mine() RETURNS void LANGUAGE sql AS 'SELECT 1';
+ALTER FUNCTION carols.mine() OWNER TO carol;
+});
+my $restore = $dst->background_psql('held');
+$restore->query_safe(substr($dump, 0, $split + 1));
+is($dst->safe_psql('held', "SELECT count(*) FROM pg_extension WHERE extname = 'retries'"),
+	'1', 'e: the restoring session has created the extension, and goes on');
+my ($ret, $out, $err) = $dst->psql('held',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: meanwhile another role\'s annotate() is refused (55000), taking no policy id');
+($ret, $out, $err) = $dst->psql('held',
+	as_role('alice', q{SELECT retries.call('ok(int)', '[500]')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: and so is a call');
+# the rest, then the end of its input: it loads the tables and ends
+$restore->{stdin} .= substr($dump, $split + 1);
+ok($restore->quit, 'e: the restore goes on to its end, with no error');
+is(snapshot($dst, 'held'), $before,
+	'e: once restored, policies, calls and attempts read as in the source');
+$dst->safe_psql('held',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+is( $dst->safe_psql('held',
+		"SELECT count(*) FROM retries.policies WHERE fn = 'carols.mine()'::regprocedure"),
+	'1', 'e: and the role may annotate');
 
 $src->stop;
 $dst->stop;
