@@ -21,8 +21,9 @@
  * made by a restore (hooks.c tells it by the settings pg_dump's output
  * starts with) holds a session lock on the extension, which no role can
  * take otherwise, until its session ends; meanwhile the extension's
- * functions refuse other sessions (55000) and the workers run nothing in
- * the database.
+ * functions refuse every session (55000), the restoring one too (it runs
+ * other roles' code: CHECK constraints, triggers), and the workers run
+ * nothing in the database.
  *
  *-------------------------------------------------------------------------
  */
@@ -101,7 +102,7 @@ static LOCKTAG restore_held_tag;
 static void
 release_restore_lock(int code, Datum arg)
 {
-	if (restore_held)
+	if (restore_held && retries_lock_held_by_me(&restore_held_tag, ExclusiveLock))
 		LockRelease(&restore_held_tag, ExclusiveLock, true);
 	restore_held = false;
 }
@@ -109,6 +110,10 @@ release_restore_lock(int code, Datum arg)
 /*
  * retries_hold_for_restore -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
+ *
+ * Only the extension's install script, run by CREATE EXTENSION, may call
+ * it: a role that could take the lock otherwise could shut every other
+ * role out.
  */
 void
 retries_hold_for_restore(void)
@@ -126,7 +131,9 @@ retries_hold_for_restore(void)
 }
 
 /*
- * retries_being_restored -- is another session restoring the extension?
+ * retries_being_restored -- is a session restoring the extension?  This
+ * one too: a restore runs code of other roles (a CHECK constraint, a
+ * trigger, a SECURITY DEFINER function they call) in its own session.
  */
 bool
 retries_being_restored(void)
@@ -137,6 +144,8 @@ retries_being_restored(void)
 	if (!OidIsValid(ext))
 		return false;
 	restore_locktag(&tag, ext);
+	if (restore_held && retries_lock_held_by_me(&tag, ExclusiveLock))
+		return true;
 	if (LockAcquire(&tag, ShareLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 		return true;
 	LockRelease(&tag, ShareLock, false);
@@ -153,22 +162,20 @@ retries_being_restored(void)
 void
 retries_become_owner(RetriesUserSwitch *save)
 {
-	static LocalTransactionId checked = InvalidLocalTransactionId;
 	HeapTuple	tup;
 	Oid			owner;
 	Oid			nspoid = retries_schema_oid();
 
-	/* once per transaction: a restore starts with CREATE EXTENSION */
-	if (checked != retries_local_xid())
-	{
-		if (retries_being_restored())
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("extension \"retries\" is being restored in this database"),
-					 errdetail("The session restoring a dump created it, and holds it until that session ends."),
-					 errhint("Try again once the restore is over; pg_locks shows the restoring session's ExclusiveLock on the extension.")));
-		checked = retries_local_xid();
-	}
+	/*
+	 * every time: a transaction begun before a restore that drops and makes
+	 * the extension again (pg_dump --clean) lives on through it
+	 */
+	if (retries_being_restored())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"retries\" is being restored in this database"),
+				 errdetail("The session restoring a dump created it, and holds it until that session ends; its functions are refused meanwhile, in that session too."),
+				 errhint("Try again once the restore is over; pg_locks shows the restoring session's ExclusiveLock on the extension.")));
 
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
 	if (!HeapTupleIsValid(tup))

@@ -288,7 +288,9 @@ xact_callback(XactEvent event, void *arg)
 Datum
 retries_start_workers(PG_FUNCTION_ARGS)
 {
-	if (created_by_restore)
+	/* only from the install script that CREATE EXTENSION runs */
+	if (created_by_restore && creating_extension &&
+		CurrentExtensionObject == get_extension_oid("retries", true))
 		retries_hold_for_restore();
 	if (!retries_preloaded)
 		ereport(WARNING,

@@ -29,8 +29,12 @@
 #      role's annotate() and a call are refused with 55000, so that nothing
 #      takes an id the dump's rows need (a policy made then would take id 1,
 #      the COPY of policy_data would fail, and the restored calls of
-#      policy 1 would run that role's function); once the restoring session
-#      ends, the database reads as the source and the role may annotate.
+#      policy 1 would run that role's function), in the restoring session
+#      too (which runs other roles' CHECKs and triggers); once the
+#      restoring session ends, the database reads as the source and the
+#      role may annotate; a role that sets pg_dump's settings and runs
+#      CREATE EXTENSION IF NOT EXISTS and the install script's function
+#      holds nothing.
 #
 # With policies that stored functions as plain oids (version 1.0), b fails:
 # the restored policies name no function.
@@ -479,7 +483,7 @@ CREATE SCHEMA carols AUTHORIZATION carol;
 CREATE FUNCTION carols.mine() RETURNS void LANGUAGE sql AS 'SELECT 1';
 ALTER FUNCTION carols.mine() OWNER TO carol;
 });
-my $restore = $dst->background_psql('held');
+my $restore = $dst->background_psql('held', on_error_stop => 0);
 $restore->query_safe(substr($dump, 0, $split + 1));
 is($dst->safe_psql('held', "SELECT count(*) FROM pg_extension WHERE extname = 'retries'"),
 	'1', 'e: the restoring session has created the extension, and goes on');
@@ -491,9 +495,16 @@ like($err, qr/ERROR:  extension "retries" is being restored in this database/,
 	as_role('alice', q{SELECT retries.call('ok(int)', '[500]')}));
 like($err, qr/ERROR:  extension "retries" is being restored in this database/,
 	'e: and so is a call');
+# the restoring session runs other roles' code (a CHECK, a trigger, a
+# SECURITY DEFINER function they made): refused there too
+$restore->query(q{SELECT retries.annotate('carols.mine()', '3 1s')});
+like($restore->{stderr}, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: and so is the restoring session itself');
+$restore->{stderr} = '';
 # the rest, then the end of its input: it loads the tables and ends
 $restore->{stdin} .= substr($dump, $split + 1);
-ok($restore->quit, 'e: the restore goes on to its end, with no error');
+ok($restore->quit, 'e: the restore goes on to its end');
+is($restore->{stderr}, '', 'e: with no error');
 is(snapshot($dst, 'held'), $before,
 	'e: once restored, policies, calls and attempts read as in the source');
 $dst->safe_psql('held',
@@ -501,6 +512,20 @@ $dst->safe_psql('held',
 is( $dst->safe_psql('held',
 		"SELECT count(*) FROM retries.policies WHERE fn = 'carols.mine()'::regprocedure"),
 	'1', 'e: and the role may annotate');
+
+# a role that plays restore (the settings of pg_dump's output, CREATE
+# EXTENSION IF NOT EXISTS, then the install script's own function) takes
+# no lock: only the install script run by CREATE EXTENSION may
+my $player = $dst->background_psql('held', on_error_stop => 0);
+$player->query(q{SET ROLE carol; SET check_function_bodies = off; SET row_security = off;
+BEGIN; CREATE EXTENSION IF NOT EXISTS retries; SELECT retries.start_workers(); COMMIT;});
+is( $dst->safe_psql('held',
+		"SELECT count(*) FROM pg_locks WHERE locktype = 'object' AND objsubid = 1"),
+	'0', 'e: a role playing restore holds nothing');
+is( $dst->safe_psql('held',
+		as_role('alice', q{SELECT retries.call('ok(int)', '[501]') IS NOT NULL})),
+	't', 'e: and the others\' calls go on');
+$player->quit;
 
 $src->stop;
 $dst->stop;
