@@ -20,7 +20,9 @@
  * of one role could run another role's function.  So a CREATE EXTENSION
  * made by a restore (hooks.c tells it by the settings pg_dump's output
  * starts with) holds a session lock on the extension, which no role can
- * take otherwise, until its session ends; meanwhile the extension's
+ * take otherwise (a superuser's CREATE EXTENSION [IF NOT EXISTS] under
+ * pg_dump's check_function_bodies = off), until its session ends;
+ * meanwhile the extension's
  * functions refuse every session (55000), the restoring one too (it runs
  * other roles' code: CHECK constraints, triggers), and the workers run
  * nothing in the database.
@@ -111,9 +113,8 @@ release_restore_lock(int code, Datum arg)
  * retries_hold_for_restore -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
  *
- * Only the extension's install script, run by CREATE EXTENSION, may call
- * it: a role that could take the lock otherwise could shut every other
- * role out.
+ * Only a superuser's CREATE EXTENSION may call it (hooks.c): a role that
+ * could take the lock otherwise could shut every other role out.
  */
 void
 retries_hold_for_restore(void)
@@ -153,6 +154,20 @@ retries_being_restored(void)
 }
 
 /*
+ * refuse_while_restored -- 55000 if a session restores the extension
+ */
+static void
+refuse_while_restored(void)
+{
+	if (retries_being_restored())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"retries\" is being restored in this database"),
+				 errdetail("The session restoring a dump created it, and holds it until that session ends; its functions are refused meanwhile, in that session too."),
+				 errhint("Try again once the restore is over; pg_locks shows the restoring session's ExclusiveLock on the extension.")));
+}
+
+/*
  * retries_become_owner -- act as the owner of the extension's objects,
  * unless another session is restoring them (55000)
  *
@@ -170,12 +185,7 @@ retries_become_owner(RetriesUserSwitch *save)
 	 * every time: a transaction begun before a restore that drops and makes
 	 * the extension again (pg_dump --clean) lives on through it
 	 */
-	if (retries_being_restored())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"retries\" is being restored in this database"),
-				 errdetail("The session restoring a dump created it, and holds it until that session ends; its functions are refused meanwhile, in that session too."),
-				 errhint("Try again once the restore is over; pg_locks shows the restoring session's ExclusiveLock on the extension.")));
+	refuse_while_restored();
 
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
 	if (!HeapTupleIsValid(tup))
@@ -189,11 +199,15 @@ retries_become_owner(RetriesUserSwitch *save)
 }
 
 /*
- * retries_restore_user -- undo retries_become_owner()
+ * retries_restore_user -- undo retries_become_owner(), after checking
+ * again that no session restores the extension: a statement that passed
+ * the first check may have waited for a restore's DROP EXTENSION and then
+ * written into the tables it made again (so what it wrote rolls back)
  */
 void
 retries_restore_user(const RetriesUserSwitch *save)
 {
+	refuse_while_restored();
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
 }
 

@@ -57,7 +57,6 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rls.h"
 #include "utils/syscache.h"
 
 #include "compat.h"
@@ -75,8 +74,6 @@ static bool wake_workers_at_commit = false;
 static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 static bool databases_changed_at_commit = false;
-/* This transaction's CREATE EXTENSION retries is a restore's (see below) */
-static bool created_by_restore = false;
 /* A database whose workers this transaction stopped */
 typedef struct StoppedDatabase
 {
@@ -254,7 +251,6 @@ xact_callback(XactEvent event, void *arg)
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
-			created_by_restore = false;
 			let_workers_back(true);
 			break;
 		case XACT_EVENT_PREPARE:
@@ -268,7 +264,6 @@ xact_callback(XactEvent event, void *arg)
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
-			created_by_restore = false;
 			let_workers_back(false);
 			break;
 		default:
@@ -282,16 +277,11 @@ xact_callback(XactEvent event, void *arg)
  *
  * Warns if the library is not preloaded (calls would never run); otherwise
  * has the launcher start this database's workers once CREATE EXTENSION
- * commits.  A restore's CREATE EXTENSION holds the extension until its
- * session ends (see "Restores" in catalog.c).
+ * commits.
  */
 Datum
 retries_start_workers(PG_FUNCTION_ARGS)
 {
-	/* only from the install script that CREATE EXTENSION runs */
-	if (created_by_restore && creating_extension &&
-		CurrentExtensionObject == get_extension_oid("retries", true))
-		retries_hold_for_restore();
 	if (!retries_preloaded)
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -636,17 +626,19 @@ changes_databases(Node *parsetree)
 }
 
 /*
- * restores_extension -- is the command CREATE EXTENSION retries run by a
- * restore?  Told by two settings that the output of pg_dump (restored by
- * pg_restore or psql) sets first, and that CREATE EXTENSION does not see
- * otherwise: check_function_bodies and row_security both off.
+ * restores_extension -- is the command CREATE EXTENSION [IF NOT EXISTS]
+ * retries run by a restore, as a superuser?  Told by the setting that the
+ * output of pg_dump (restored by pg_restore or psql) makes first:
+ * check_function_bodies off.  Only a superuser, who alone may create the
+ * extension, may take the restore lock: another role could shut every
+ * other role out with it.
  */
 static bool
 restores_extension(Node *parsetree)
 {
 	return IsA(parsetree, CreateExtensionStmt) &&
 		strcmp(((CreateExtensionStmt *) parsetree)->extname, "retries") == 0 &&
-		!check_function_bodies && !row_security;
+		!check_function_bodies && superuser();
 }
 
 /*
@@ -668,8 +660,6 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
 		databases_changed_at_commit = true;
-	if (restores_extension(pstmt->utilityStmt))
-		created_by_restore = true;
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))
@@ -690,6 +680,15 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/*
+	 * A restore: the extension made (or found: IF NOT EXISTS, with the
+	 * extension in the template) is held before this transaction commits,
+	 * so that no other session sees it unheld (see "Restores" in catalog.c)
+	 */
+	if (restores_extension(pstmt->utilityStmt) &&
+		OidIsValid(get_extension_oid("retries", true)))
+		retries_hold_for_restore();
 }
 
 /*

@@ -34,7 +34,8 @@
 #      restoring session ends, the database reads as the source and the
 #      role may annotate; a role that sets pg_dump's settings and runs
 #      CREATE EXTENSION IF NOT EXISTS and the install script's function
-#      holds nothing.
+#      holds nothing; the same restore into a database that has the
+#      extension already (from template1) with row_security on is held too.
 #
 # With policies that stored functions as plain oids (version 1.0), b fails:
 # the restored policies name no function.
@@ -512,6 +513,29 @@ $dst->safe_psql('held',
 is( $dst->safe_psql('held',
 		"SELECT count(*) FROM retries.policies WHERE fn = 'carols.mine()'::regprocedure"),
 	'1', 'e: and the role may annotate');
+
+# the same with the extension already in the database (as when it is in
+# template1), which the restore's CREATE EXTENSION IF NOT EXISTS finds,
+# and a dump made with --enable-row-security
+(my $dump2 = $dump) =~ s/^SET row_security = off;$/SET row_security = on;/m;
+my $split2 = index($dump2, "\nCOPY ");
+$dst->safe_psql('postgres', 'CREATE DATABASE held2');
+$dst->safe_psql('held2', q{
+CREATE EXTENSION retries;
+CREATE SCHEMA carols AUTHORIZATION carol;
+CREATE FUNCTION carols.mine() RETURNS void LANGUAGE sql AS 'SELECT 1';
+ALTER FUNCTION carols.mine() OWNER TO carol;
+});
+my $restore2 = $dst->background_psql('held2', on_error_stop => 0);
+$restore2->query(substr($dump2, 0, $split2 + 1));
+($ret, $out, $err) = $dst->psql('held2',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: with the extension already there and row_security on, an annotate() is refused too');
+$restore2->{stdin} .= substr($dump2, $split2 + 1);
+$restore2->quit;
+is(snapshot($dst, 'held2'), $before,
+	'e: and that restore reads as the source');
 
 # a role that plays restore (the settings of pg_dump's output, CREATE
 # EXTENSION IF NOT EXISTS, then the install script's own function) takes
