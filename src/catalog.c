@@ -19,10 +19,9 @@
  * policy_id) would name the other session's rows, so that a restored call
  * of one role could run another role's function.  So a CREATE EXTENSION
  * made by a restore (hooks.c tells it by the settings pg_dump's output
- * starts with) holds a session lock on the extension, which no role can
- * take otherwise (a superuser's CREATE EXTENSION [IF NOT EXISTS] under
- * pg_dump's check_function_bodies = off), until its session ends;
- * meanwhile the extension's
+ * starts with: a superuser's CREATE EXTENSION [IF NOT EXISTS] under
+ * check_function_bodies = off) holds the extension, noted in shared
+ * memory, until its session ends; meanwhile the extension's
  * functions refuse every session (55000), the restoring one too (it runs
  * other roles' code: CHECK constraints, triggers), and the workers run
  * nothing in the database.
@@ -46,7 +45,6 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
-#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -58,6 +56,7 @@
 #include "compat.h"
 #include "policy.h"
 #include "retries.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(retries_visible_role);
 PG_FUNCTION_INFO_V1(retries_grant_as_user);
@@ -79,78 +78,55 @@ retries_schema_oid(void)
 	return nspoid;
 }
 
-/* The sub-id of the restore lock on the extension (PostgreSQL's are 0) */
-#define RESTORE_LOCK_SUBID 1
-
 /*
- * restore_locktag -- the tag of the lock a restore holds on extension ext
- * (see "Restores" at the top)
+ * forget_restores -- before_shmem_exit callback: this session ends, and
+ * with it any restore it made
  */
 static void
-restore_locktag(LOCKTAG *tag, Oid ext)
+forget_restores(int code, Datum arg)
 {
-	SET_LOCKTAG_OBJECT(*tag, MyDatabaseId, ExtensionRelationId, ext,
-					   RESTORE_LOCK_SUBID);
-}
-
-/* The restore lock this session holds, if any */
-static bool restore_held = false;
-static LOCKTAG restore_held_tag;
-
-/*
- * release_restore_lock -- before_shmem_exit callback: PostgreSQL releases
- * a session's advisory locks as it ends, but not its other session locks
- */
-static void
-release_restore_lock(int code, Datum arg)
-{
-	if (restore_held && retries_lock_held_by_me(&restore_held_tag, ExclusiveLock))
-		LockRelease(&restore_held_tag, ExclusiveLock, true);
-	restore_held = false;
+	retries_forget_restores();
 }
 
 /*
  * retries_hold_for_restore -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
  *
- * Only a superuser's CREATE EXTENSION may call it (hooks.c): a role that
- * could take the lock otherwise could shut every other role out.
+ * Noted in shared memory, not as a lock: PostgreSQL releases a session
+ * lock when a transaction of the session aborts, and a restore goes on
+ * after errors.  Only a superuser's CREATE EXTENSION may call it
+ * (hooks.c): a role that could hold the extension otherwise could shut
+ * every other role out.  Without the library preloaded there is no
+ * shared memory, and nothing runs the calls either.
  */
 void
 retries_hold_for_restore(void)
 {
 	static bool registered = false;
 
-	/* an extension this session restored before, and dropped since */
-	release_restore_lock(0, (Datum) 0);
+	if (retries_shared == NULL)
+		return;
 	if (!registered)
-		before_shmem_exit(release_restore_lock, (Datum) 0);
+		before_shmem_exit(forget_restores, (Datum) 0);
 	registered = true;
-	restore_locktag(&restore_held_tag, get_extension_oid("retries", false));
-	(void) LockAcquire(&restore_held_tag, ExclusiveLock, true, false);
-	restore_held = true;
+	if (!retries_note_restore(MyDatabaseId))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many databases are being restored at once"),
+				 errdetail("retries notes at most %d restores at a time.", RETRIES_MAX_DATABASES),
+				 errhint("Restore the others first.")));
 }
 
 /*
- * retries_being_restored -- is a session restoring the extension?  This
- * one too: a restore runs code of other roles (a CHECK constraint, a
- * trigger, a SECURITY DEFINER function they call) in its own session.
+ * retries_being_restored -- the PID of a session restoring this database's
+ * extension, 0 if none; this one's too: a restore runs code of other roles
+ * (a CHECK constraint, a trigger, a SECURITY DEFINER function they call)
+ * in its own session
  */
-bool
+pid_t
 retries_being_restored(void)
 {
-	LOCKTAG		tag;
-	Oid			ext = get_extension_oid("retries", true);
-
-	if (!OidIsValid(ext))
-		return false;
-	restore_locktag(&tag, ext);
-	if (restore_held && retries_lock_held_by_me(&tag, ExclusiveLock))
-		return true;
-	if (LockAcquire(&tag, ShareLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	LockRelease(&tag, ShareLock, false);
-	return false;
+	return retries_shared != NULL ? retries_restoring(MyDatabaseId) : 0;
 }
 
 /*
@@ -159,12 +135,14 @@ retries_being_restored(void)
 static void
 refuse_while_restored(void)
 {
-	if (retries_being_restored())
+	pid_t		pid = retries_being_restored();
+
+	if (pid != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"retries\" is being restored in this database"),
-				 errdetail("The session restoring a dump created it, and holds it until that session ends; its functions are refused meanwhile, in that session too."),
-				 errhint("Try again once the restore is over; pg_locks shows the restoring session's ExclusiveLock on the extension.")));
+				 errdetail("The session of PID %d, restoring a dump, made it, and holds it until that session ends; its functions are refused meanwhile, in that session too.", (int) pid),
+				 errhint("Try again once the restore is over.")));
 }
 
 /*

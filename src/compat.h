@@ -43,13 +43,6 @@
 #define retries_local_xid()	(MyProc->lxid)
 #endif
 
-/* Whether this backend holds a lock in exactly that mode: 17 adds a flag */
-#if PG_VERSION_NUM >= 170000
-#define retries_lock_held_by_me(tag, mode)	LockHeldByMe(tag, mode, false)
-#else
-#define retries_lock_held_by_me(tag, mode)	LockHeldByMe(tag, mode)
-#endif
-
 /*
  * Strings from ParseLongOption(): malloc'ed up to 15, in the GUC memory
  * context from 16 on.

@@ -90,6 +90,7 @@ shmem_startup(void)
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
 		pg_atomic_init_u32(&retries_shared->nfinish_waits, 0);
 		pg_atomic_init_u64(&retries_shared->gates_generation, 0);
+		pg_atomic_init_u32(&retries_shared->nrestores, 0);
 		for (int i = 0; i < MaxBackends; i++)
 			SpinLockInit(&backend_waits[i].mutex);
 		retries_shared->started_at = GetCurrentTimestamp();
@@ -203,6 +204,75 @@ void
 retries_reread_databases(void)
 {
 	wake_launcher(true);
+}
+
+/*
+ * retries_note_restore -- this session restores database dboid's
+ * extension; false if there is no room to note it
+ */
+bool
+retries_note_restore(Oid dboid)
+{
+	bool		noted = false;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_DATABASES && !noted; i++)
+	{
+		RetriesRestore *r = &retries_shared->restores[i];
+
+		if (!OidIsValid(r->dboid) || (r->dboid == dboid && r->pid == MyProcPid))
+		{
+			if (!OidIsValid(r->dboid))
+				pg_atomic_fetch_add_u32(&retries_shared->nrestores, 1);
+			r->dboid = dboid;
+			r->pid = MyProcPid;
+			noted = true;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+	return noted;
+}
+
+/*
+ * retries_forget_restores -- this session restores nothing any more (it
+ * ends)
+ */
+void
+retries_forget_restores(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesRestore *r = &retries_shared->restores[i];
+
+		if (r->pid == MyProcPid && OidIsValid(r->dboid))
+		{
+			pg_atomic_fetch_sub_u32(&retries_shared->nrestores, 1);
+			r->dboid = InvalidOid;
+			r->pid = 0;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * retries_restoring -- the PID of a session restoring database dboid's
+ * extension, 0 if none
+ */
+pid_t
+retries_restoring(Oid dboid)
+{
+	pid_t		pid = 0;
+
+	/* mostly none: no lock taken on the path of every call then */
+	if (pg_atomic_read_u32(&retries_shared->nrestores) == 0)
+		return 0;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_DATABASES && pid == 0; i++)
+		if (retries_shared->restores[i].dboid == dboid)
+			pid = retries_shared->restores[i].pid;
+	LWLockRelease(retries_shared->lock);
+	return pid;
 }
 
 /*

@@ -164,6 +164,13 @@ typedef struct RetriesRateSlot
 	RateRing	ring;
 } RetriesRateSlot;
 
+/* A session restoring a database's extension (see catalog.c, "Restores") */
+typedef struct RetriesRestore
+{
+	Oid			dboid;			/* InvalidOid: free */
+	pid_t		pid;
+} RetriesRestore;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -176,6 +183,8 @@ typedef struct RetriesShared
 	bool		reread_databases;	/* pg_database changed: read it again */
 	uint32		next_generation;	/* of worker slots */
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
+	pg_atomic_uint32 nrestores; /* entries of restores[] in use */
+	RetriesRestore restores[RETRIES_MAX_DATABASES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
 	int			ninterrupted;	/* entries in use */
 	int			next_interrupted;	/* where the next entry goes */
@@ -192,6 +201,9 @@ extern void retries_set_db_state(RetriesDatabase *db, RetriesDbState state);
 extern void retries_copy_worker(int slot, RetriesWorker *copy);
 extern void retries_wake_launcher(void);
 extern void retries_reread_databases(void);
+extern bool retries_note_restore(Oid dboid);
+extern void retries_forget_restores(void);
+extern pid_t retries_restoring(Oid dboid);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);
