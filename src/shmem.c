@@ -86,7 +86,10 @@ shmem_startup(void)
 		memset(retries_shared, 0, shared_size());
 		retries_shared->lock = &(GetNamedLWLockTranche("retries"))->lock;
 		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+		{
 			SpinLockInit(&retries_shared->workers[i].mutex);
+			pg_atomic_init_u32(&retries_shared->workers[i].woken, 0);
+		}
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
 		pg_atomic_init_u32(&retries_shared->nfinish_waits, 0);
 		pg_atomic_init_u64(&retries_shared->gates_generation, 0);
@@ -277,7 +280,8 @@ retries_restoring(Oid dboid)
 
 /*
  * retries_wake_workers -- wake every worker of a database, so that a call
- * just committed is picked up at once
+ * or schedule just committed is picked up at once (the flag first: see
+ * RetriesWorker.woken; SetLatch() orders the two)
  */
 void
 retries_wake_workers(Oid dboid)
@@ -290,7 +294,10 @@ retries_wake_workers(Oid dboid)
 		RetriesWorker *w = &retries_shared->workers[i];
 
 		if (w->in_use && w->dboid == dboid && w->latch != NULL)
+		{
+			pg_atomic_write_u32(&w->woken, 1);
 			SetLatch(w->latch);
+		}
 	}
 	LWLockRelease(retries_shared->lock);
 }

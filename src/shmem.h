@@ -101,6 +101,14 @@ typedef struct RetriesWorker
 	bool		gate_keyed;		/* that attempt's call has a limit_key, */
 	int64		gate_key;		/* whose hash this is */
 
+	/*
+	 * Set by retries_wake_workers() before it sets the latch, taken by the
+	 * worker before it sleeps.  The latch alone can be lost: a call that
+	 * waits (pg_sleep(), a lock, a buffer being read by another process)
+	 * sleeps on the same latch and resets it.
+	 */
+	pg_atomic_uint32 woken;
+
 	/* under mutex: what the worker is doing */
 	slock_t		mutex;
 	RetriesWorkerState state;

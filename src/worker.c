@@ -76,8 +76,9 @@
  * Schedules.  At the top of its loop, a worker fires the recurring
  * schedules that are due (schedules.c), in a short transaction before its
  * batch, so that a long call never holds a schedule's row locked: when the
- * next one is due, when a firing waits in a queue, when woken, and at least
- * every FIRE_CHECK_MS.  An error there is logged and the worker tries
+ * next one is due, when a firing waits in a queue, when woken, and, while
+ * it runs calls, at least every FIRE_CHECK_MS.  A wake-up is a flag in the
+ * worker's slot as well as its latch: a call that waits resets the latch.  An error there is logged and the worker tries
  * again later, while its batches go on.  The same transaction releases
  * the held calls that the gates of paused or limited functions let go
  * (flow.c); while a gate lets calls go, the worker also does it after
@@ -1688,6 +1689,12 @@ retries_worker_main(Datum main_arg)
 		}
 		if (sleep_ms <= 0)
 			continue;			/* due since the claim */
+		if (pg_atomic_exchange_u32(&my_slot->woken, 0) != 0)
+		{
+			/* woken while it ran calls, which may have reset the latch */
+			fire_check = true;
+			continue;
+		}
 
 		/* idle: send whatever statistics are left before sleeping */
 		pgstat_report_stat(true);
