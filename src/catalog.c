@@ -21,7 +21,8 @@
  * made by a restore (hooks.c tells it by the settings pg_dump's output
  * starts with: a superuser's CREATE EXTENSION [IF NOT EXISTS] under
  * check_function_bodies = off) holds the extension, noted in shared
- * memory, until its session ends; meanwhile the extension's
+ * memory, until its session ends (or the transaction of that CREATE
+ * EXTENSION rolls back, undoing it); meanwhile the extension's
  * functions refuse every session (55000), the restoring one too (it runs
  * other roles' code: CHECK constraints, triggers), and the workers run
  * nothing in the database.
@@ -78,6 +79,27 @@ retries_schema_oid(void)
 	return nspoid;
 }
 
+/* This session holds the extension for a restore */
+static bool hold_noted = false;
+
+/* ... and took the hold in the current transaction */
+static bool hold_new_in_xact = false;
+
+/*
+ * retries_restore_xact_end -- the current transaction ends: a hold that it
+ * took goes if it aborted (the CREATE EXTENSION that took it is undone)
+ */
+void
+retries_restore_xact_end(bool committed)
+{
+	if (hold_new_in_xact && !committed)
+	{
+		retries_forget_restores();
+		hold_noted = false;
+	}
+	hold_new_in_xact = false;
+}
+
 /*
  * forget_restores -- before_shmem_exit callback: this session ends, and
  * with it any restore it made
@@ -109,6 +131,9 @@ retries_hold_for_restore(void)
 	if (!registered)
 		before_shmem_exit(forget_restores, (Datum) 0);
 	registered = true;
+	if (!hold_noted)
+		hold_new_in_xact = true;
+	hold_noted = true;
 	if (!retries_note_restore(MyDatabaseId))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -247,6 +247,7 @@ xact_callback(XactEvent event, void *arg)
 			if (wake_workers_at_commit)
 				retries_wake_workers(MyDatabaseId);
 			retries_finished_at_end(true);
+			retries_restore_xact_end(true);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
@@ -260,6 +261,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			retries_finished_at_end(false);
+			retries_restore_xact_end(false);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;

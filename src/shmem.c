@@ -216,24 +216,30 @@ retries_reread_databases(void)
 bool
 retries_note_restore(Oid dboid)
 {
-	bool		noted = false;
+	RetriesRestore *free_entry = NULL;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_DATABASES && !noted; i++)
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
 	{
 		RetriesRestore *r = &retries_shared->restores[i];
 
-		if (!OidIsValid(r->dboid) || (r->dboid == dboid && r->pid == MyProcPid))
+		if (r->dboid == dboid && r->pid == MyProcPid)
 		{
-			if (!OidIsValid(r->dboid))
-				pg_atomic_fetch_add_u32(&retries_shared->nrestores, 1);
-			r->dboid = dboid;
-			r->pid = MyProcPid;
-			noted = true;
+			/* noted already: one entry per session and database */
+			LWLockRelease(retries_shared->lock);
+			return true;
 		}
+		if (!OidIsValid(r->dboid) && free_entry == NULL)
+			free_entry = r;
+	}
+	if (free_entry != NULL)
+	{
+		pg_atomic_fetch_add_u32(&retries_shared->nrestores, 1);
+		free_entry->dboid = dboid;
+		free_entry->pid = MyProcPid;
 	}
 	LWLockRelease(retries_shared->lock);
-	return noted;
+	return free_entry != NULL;
 }
 
 /*

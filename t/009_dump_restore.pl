@@ -35,7 +35,9 @@
 #      role may annotate; a role that sets pg_dump's settings and runs
 #      CREATE EXTENSION IF NOT EXISTS and the install script's function
 #      holds nothing; the same restore into a database that has the
-#      extension already (from template1) with row_security on is held too.
+#      extension already (from template1) with row_security on is held too;
+#      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back holds
+#      nothing.
 #
 # With policies that stored functions as plain oids (version 1.0), b fails:
 # the restored policies name no function.
@@ -556,6 +558,16 @@ is( $dst->safe_psql('held',
 		as_role('alice', q{SELECT retries.call('ok(int)', '[501]') IS NOT NULL})),
 	't', 'e: and the others\' calls go on');
 $player->quit;
+
+# a superuser's CREATE EXTENSION under pg_dump's settings whose transaction
+# rolls back holds nothing after it (the session goes on, connected)
+my $undone = $dst->background_psql('held', on_error_stop => 0);
+$undone->query(q{SET check_function_bodies = off;
+BEGIN; CREATE EXTENSION IF NOT EXISTS retries; ROLLBACK;});
+($ret, $out, $err) = $dst->psql('held',
+	as_role('alice', q{SELECT retries.call('ok(int)', '[502]') IS NOT NULL}));
+is("$out$err", 't', 'e: a CREATE EXTENSION rolled back holds nothing');
+$undone->quit;
 
 $src->stop;
 $dst->stop;
