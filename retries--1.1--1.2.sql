@@ -13,7 +13,7 @@
  * role's by more than a batch.  The library serves a database still at
  * 1.1 too, without the fair part (it looks for the index).
  *
- * Flow control (SPEC "Flow control"): retries.pause() and resume(),
+ * Flow control (doc/operations.md, "Flow control"): retries.pause() and resume(),
  * max_running, max_running_per_key and rate on retries.annotate(), and
  * priority and limit_key on retries.call() (due calls of a higher
  * priority are claimed first; see src/claim.c).  The
@@ -22,14 +22,16 @@
  * from) until the workers release them, no more at a time than the limit
  * allows; see src/flow.c.
  *
- * It also brings recurring schedules (SPEC "Recurring schedules"): a
+ * It also brings recurring schedules (doc/operations.md, "Recurring
+ * schedules"): a
  * table of schedules, the functions that manage them, the view
  * retries.schedules, and a column schedule_id in call_data naming the
  * schedule that fired a call.  The workers fire due schedules in short
  * transactions of their own: the call a firing makes and the advance of
  * the schedule's next_run commit together, so each firing happens once.
  *
- * Results, waiting and chains (SPEC "Results, waiting and chains"): a
+ * Results, waiting and chains (doc/operations.md, "Results, waiting and
+ * chains"): a
  * call's return value is kept as jsonb in call_data.result, committed with
  * its success; retries.wait() waits for a call to finish and
  * retries.result() returns its result; retries.call(after => ...) holds a
@@ -38,7 +40,7 @@
  * retries.annotate(notify => true) has each finished call of the function
  * send NOTIFY retries_finished, '<id>' at its commit (policy_data.notify).
  *
- * Keys last as long as their calls (SPEC "Scheduling calls", key): the
+ * Keys last as long as their calls (doc/reference.md, retries.call, key): the
  * unique index call_data_key covers finished calls too, so that a request
  * sent again after its call succeeded gets that call back instead of
  * running it again.  Before the index is made, a key that 1.1 let two or

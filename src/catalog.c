@@ -10,6 +10,23 @@
  * run names its objects and operators with their schema, so the caller's
  * search_path cannot redirect them.
  *
+ * Restores.  A restore that is not one transaction (pg_restore without
+ * --single-transaction, psql -f of a plain dump) commits the restored
+ * CREATE EXTENSION before it loads the tables, with the id sequences back
+ * at 1.  A policy, call or schedule that another session made meanwhile
+ * would take an id that the dump's rows need: that table's data would
+ * fail to load, and the restored rows that refer to those ids (a call's
+ * policy_id) would name the other session's rows, so that a restored call
+ * of one role could run another role's function.  So a CREATE EXTENSION
+ * made by a restore (hooks.c tells it by the settings pg_dump's output
+ * starts with: a superuser's CREATE EXTENSION [IF NOT EXISTS] under
+ * check_function_bodies = off) holds the extension, noted in shared
+ * memory, until its session ends (or the transaction of that CREATE
+ * EXTENSION rolls back, undoing it); meanwhile the extension's
+ * functions refuse every session (55000), the restoring one too (it runs
+ * other roles' code: CHECK constraints, triggers), and the workers run
+ * nothing in the database.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -19,6 +36,7 @@
 #include "catalog/namespace.h"
 #include "common/int.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -27,6 +45,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -38,6 +57,7 @@
 #include "compat.h"
 #include "policy.h"
 #include "retries.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(retries_visible_role);
 PG_FUNCTION_INFO_V1(retries_grant_as_user);
@@ -59,8 +79,100 @@ retries_schema_oid(void)
 	return nspoid;
 }
 
+/* This session holds the extension for a restore */
+static bool hold_noted = false;
+
+/* ... and took the hold in the current transaction */
+static bool hold_new_in_xact = false;
+
 /*
- * retries_become_owner -- act as the owner of the extension's objects
+ * retries_restore_xact_end -- the current transaction ends: a hold that it
+ * took goes if it aborted (the CREATE EXTENSION that took it is undone)
+ */
+void
+retries_restore_xact_end(bool committed)
+{
+	if (hold_new_in_xact && !committed)
+	{
+		retries_forget_restores();
+		hold_noted = false;
+	}
+	hold_new_in_xact = false;
+}
+
+/*
+ * forget_restores -- before_shmem_exit callback: this session ends, and
+ * with it any restore it made
+ */
+static void
+forget_restores(int code, Datum arg)
+{
+	retries_forget_restores();
+}
+
+/*
+ * retries_hold_for_restore -- this session is restoring the extension:
+ * hold it until the session ends (see "Restores" at the top)
+ *
+ * Noted in shared memory, not as a lock: PostgreSQL releases a session
+ * lock when a transaction of the session aborts, and a restore goes on
+ * after errors.  Only a superuser's CREATE EXTENSION may call it
+ * (hooks.c): a role that could hold the extension otherwise could shut
+ * every other role out.  Without the library preloaded there is no
+ * shared memory, and nothing runs the calls either.
+ */
+void
+retries_hold_for_restore(void)
+{
+	static bool registered = false;
+
+	if (retries_shared == NULL)
+		return;
+	if (!registered)
+		before_shmem_exit(forget_restores, (Datum) 0);
+	registered = true;
+	if (!hold_noted)
+		hold_new_in_xact = true;
+	hold_noted = true;
+	if (!retries_note_restore(MyDatabaseId))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many databases are being restored at once"),
+				 errdetail("retries notes at most %d restores at a time.", RETRIES_MAX_DATABASES),
+				 errhint("Restore the others first.")));
+}
+
+/*
+ * retries_being_restored -- the PID of a session restoring this database's
+ * extension, 0 if none; this one's too: a restore runs code of other roles
+ * (a CHECK constraint, a trigger, a SECURITY DEFINER function they call)
+ * in its own session
+ */
+pid_t
+retries_being_restored(void)
+{
+	return retries_shared != NULL ? retries_restoring(MyDatabaseId) : 0;
+}
+
+/*
+ * refuse_while_restored -- 55000 if a session restores the extension
+ */
+static void
+refuse_while_restored(void)
+{
+	pid_t		pid = retries_being_restored();
+
+	if (pid != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"retries\" is being restored in this database"),
+				 errdetail("The session of PID %d, restoring a dump, made it, and holds it until that session ends; its functions are refused meanwhile, in that session too.", (int) pid),
+				 errhint("Try again once the restore is over.")));
+}
+
+/*
+ * retries_become_owner -- act as the owner of the extension's objects,
+ * unless another session is restoring them (55000)
  *
  * Saves the current identity in *save; retries_restore_user() puts it back.
  * On error, transaction abort restores it, so no PG_TRY is needed.
@@ -71,6 +183,12 @@ retries_become_owner(RetriesUserSwitch *save)
 	HeapTuple	tup;
 	Oid			owner;
 	Oid			nspoid = retries_schema_oid();
+
+	/*
+	 * every time: a transaction begun before a restore that drops and makes
+	 * the extension again (pg_dump --clean) lives on through it
+	 */
+	refuse_while_restored();
 
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
 	if (!HeapTupleIsValid(tup))
@@ -84,11 +202,15 @@ retries_become_owner(RetriesUserSwitch *save)
 }
 
 /*
- * retries_restore_user -- undo retries_become_owner()
+ * retries_restore_user -- undo retries_become_owner(), after checking
+ * again that no session restores the extension: a statement that passed
+ * the first check may have waited for a restore's DROP EXTENSION and then
+ * written into the tables it made again (so what it wrote rolls back)
  */
 void
 retries_restore_user(const RetriesUserSwitch *save)
 {
+	refuse_while_restored();
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
 }
 

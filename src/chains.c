@@ -94,6 +94,30 @@ cmp_int64(const void *a, const void *b)
 }
 
 /*
+ * rows_of_ids -- for each of the n calls of 'ids', the row of SPI_tuptable
+ * whose first column is its id, or -1 if none
+ */
+static int *
+rows_of_ids(const int64 *ids, int n)
+{
+	int		   *rows = palloc(sizeof(int) * n);
+
+	for (int i = 0; i < n; i++)
+		rows[i] = -1;
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (ids[i] == id)
+				rows[i] = (int) row;
+	}
+	return rows;
+}
+
+/*
  * share_lock_calls -- share-lock those of the n calls of 'ids' that no
  * other transaction holds locked (SKIP LOCKED: a worker running one, a
  * cancel() not yet committed, or a role's own open transaction must not
@@ -106,6 +130,7 @@ share_lock_calls(const int64 *ids, int n, bool *locked, char **states)
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
 	Datum		values[1] = {retries_id_array(ids, n)};
+	int		   *rows;
 
 	retries_prepare_kept(&plan,
 						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
@@ -114,19 +139,12 @@ share_lock_calls(const int64 *ids, int n, bool *locked, char **states)
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock calls that others run after");
-	memset(locked, 0, sizeof(bool) * n);
-	for (uint64 row = 0; row < SPI_processed; row++)
+	rows = rows_of_ids(ids, n);
+	for (int i = 0; i < n; i++)
 	{
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-
-		for (int i = 0; i < n; i++)
-			if (ids[i] == id)
-			{
-				locked[i] = true;
-				states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);
-			}
+		locked[i] = rows[i] >= 0;
+		if (locked[i])
+			states[i] = SPI_getvalue(SPI_tuptable->vals[rows[i]], SPI_tuptable->tupdesc, 2);
 	}
 	SPI_freetuptable(SPI_tuptable);
 }
@@ -475,6 +493,7 @@ notify_flags(const int64 *ids, int n)
 	Oid			argtypes[1] = {INT8ARRAYOID};
 	Datum		values[1] = {retries_id_array(ids, n)};
 	bool	   *notify = palloc0(sizeof(bool) * n);
+	int		   *rows;
 
 	if (!retries_chains_available())
 		return notify;
@@ -485,16 +504,9 @@ notify_flags(const int64 *ids, int n)
 						 1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up which calls notify");
-	for (uint64 row = 0; row < SPI_processed; row++)
-	{
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-
-		for (int i = 0; i < n; i++)
-			if (ids[i] == id)
-				notify[i] = true;
-	}
+	rows = rows_of_ids(ids, n);
+	for (int i = 0; i < n; i++)
+		notify[i] = rows[i] >= 0;
 	SPI_freetuptable(SPI_tuptable);
 	return notify;
 }

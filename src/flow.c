@@ -3,8 +3,8 @@
  * flow.c
  *	  Flow control: retries.pause() and retries.resume(), the limits
  *	  max_running and max_running_per_key that retries.annotate() sets,
- *	  and the holding and release of calls that the workers do (SPEC
- *	  "Flow control").
+ *	  and the holding and release of calls that the workers do (see
+ *	  doc/operations.md, "Flow control").
  *
  * Gates.  A function that is paused or limited has a row in
  * retries.flow_data, its gate.  A call can be held: call_data.held, with

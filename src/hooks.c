@@ -54,6 +54,7 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
@@ -249,6 +250,7 @@ xact_callback(XactEvent event, void *arg)
 			if (wake_workers_at_commit)
 				retries_wake_workers(MyDatabaseId);
 			retries_finished_at_end(true);
+			retries_restore_xact_end(true);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
@@ -263,6 +265,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			retries_finished_at_end(false);
+			retries_restore_xact_end(false);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
@@ -661,6 +664,22 @@ renames_functions(Node *parsetree)
 }
 
 /*
+ * restores_extension -- is the command CREATE EXTENSION [IF NOT EXISTS]
+ * retries run by a restore, as a superuser?  Told by the setting that the
+ * output of pg_dump (restored by pg_restore or psql) makes first:
+ * check_function_bodies off.  Only a superuser, who alone may create the
+ * extension, may take the restore lock: another role could shut every
+ * other role out with it.
+ */
+static bool
+restores_extension(Node *parsetree)
+{
+	return IsA(parsetree, CreateExtensionStmt) &&
+		strcmp(((CreateExtensionStmt *) parsetree)->extname, "retries") == 0 &&
+		!check_function_bodies && superuser();
+}
+
+/*
  * process_utility -- stop the workers that would be in the way of the
  * command, if it would run, then run it; the launcher lets them back when
  * the (sub)transaction ends
@@ -701,6 +720,15 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/*
+	 * A restore: the extension made (or found: IF NOT EXISTS, with the
+	 * extension in the template) is held before this transaction commits,
+	 * so that no other session sees it unheld (see "Restores" in catalog.c)
+	 */
+	if (restores_extension(pstmt->utilityStmt) &&
+		OidIsValid(get_extension_oid("retries", true)))
+		retries_hold_for_restore();
 }
 
 /*

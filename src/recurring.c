@@ -6,7 +6,8 @@
  *
  * A cron expression names wall-clock minutes (src/cron.c finds the next
  * one); this file turns each into an instant with PostgreSQL's own
- * time-zone code, by the rules of SPEC "Recurring schedules":
+ * time-zone code, by these rules (doc/operations.md, "Recurring
+ * schedules"):
  *
  *	- a wall-clock time that a daylight-saving shift skips (02:30 on the
  *	  spring-forward night in America/New_York, or any time of 30 December

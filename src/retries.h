@@ -67,6 +67,9 @@ typedef struct RetriesUserSwitch
 /* catalog.c */
 extern Oid	retries_schema_oid(void);
 extern void retries_become_owner(RetriesUserSwitch *save);
+extern void retries_hold_for_restore(void);
+extern void retries_restore_xact_end(bool committed);
+extern pid_t retries_being_restored(void);
 extern void retries_restore_user(const RetriesUserSwitch *save);
 extern bool retries_sees_all_calls(Oid roleid);
 extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);

@@ -9,7 +9,7 @@
  * code a call reaches (its function, the conversion of its arguments, the
  * triggers its statements fire, deferred ones too, its on_exhausted and
  * delay_fn hooks) is untrusted: it belongs to whoever scheduled the call.
- * The rule is that of SPEC "Isolation": every piece of it runs as the
+ * The rule (doc/operations.md, "Isolation"): every piece of it runs as the
  * call's role, sees the settings a login session of that role would start
  * with, and nothing it does outlives its attempt or runs later as the
  * worker or as another call.
@@ -77,6 +77,10 @@
  * one runs.  The rest (a function that traps its own cancel, memory) is the
  * worker's business (execute.c, worker.c).
  *
+ * JIT.  A third hook, the planner's, tells the worker's own statements from
+ * a call's: the worker's are planned without JIT (see sandbox_planner), a
+ * call's as its role's session would plan them.
+ *
  * Not covered: state that a C extension keeps in process memory of its own
  * (dblink's named connections, for one) is the extension's, unknown here,
  * as it is to DISCARD ALL; doc/operations.md says so.
@@ -99,10 +103,12 @@
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "jit/jit.h"
 #include "libpq/be-fsstubs.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/planner.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
@@ -284,6 +290,33 @@ sandbox_note_utility(Node *stmt)
 		attempt_defers = true;
 }
 
+static planner_hook_type prev_planner = NULL;
+
+/*
+ * sandbox_planner -- plan a statement: one of the worker's own (outside the
+ * sandbox) is never JIT-compiled
+ *
+ * The worker keeps its plans for its life and runs each of them thousands
+ * of times a second.  A plan whose estimate crossed jit_above_cost (the
+ * statistics of a table at a bad moment) would compile its expressions
+ * again at every execution, for milliseconds each.  A call's statements
+ * are planned as in a login session of its role, JIT included.
+ */
+static PlannedStmt *
+sandbox_planner(Query *parse, const char *query_string, int cursorOptions,
+				ParamListInfo boundParams)
+{
+	PlannedStmt *result;
+
+	if (prev_planner != NULL)
+		result = prev_planner(parse, query_string, cursorOptions, boundParams);
+	else
+		result = standard_planner(parse, query_string, cursorOptions, boundParams);
+	if (!in_sandbox)
+		result->jitFlags = PGJIT_NONE;
+	return result;
+}
+
 /*
  * sandbox_init -- install the sandbox's hooks (once per worker; ordinary
  * backends never run a sandbox and do not have them)
@@ -295,6 +328,8 @@ sandbox_init(void)
 	worker_session_superuser = GetSessionUserIsSuperuser();
 	prev_ExecutorEnd = ExecutorEnd_hook;
 	ExecutorEnd_hook = sandbox_executor_end;
+	prev_planner = planner_hook;
+	planner_hook = sandbox_planner;
 
 	pin_settings();
 }

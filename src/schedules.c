@@ -3,7 +3,7 @@
  * schedules.c
  *	  Recurring schedules: retries.schedule(), unschedule(),
  *	  pause_schedule(), resume_schedule(), trigger(), and the firing that
- *	  the workers do (SPEC "Recurring schedules").
+ *	  the workers do (see doc/operations.md, "Recurring schedules").
  *
  * A schedule is a row of retries.schedule_data: a function, its arguments
  * (converted to the parameter types when the schedule is made, as for

@@ -86,10 +86,14 @@ shmem_startup(void)
 		memset(retries_shared, 0, shared_size());
 		retries_shared->lock = &(GetNamedLWLockTranche("retries"))->lock;
 		for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+		{
 			SpinLockInit(&retries_shared->workers[i].mutex);
+			pg_atomic_init_u32(&retries_shared->workers[i].woken, 0);
+		}
 		pg_atomic_init_u32(&retries_shared->ncancel_waits, 0);
 		pg_atomic_init_u32(&retries_shared->nfinish_waits, 0);
 		pg_atomic_init_u64(&retries_shared->gates_generation, 0);
+		pg_atomic_init_u32(&retries_shared->nrestores, 0);
 		for (int i = 0; i < MaxBackends; i++)
 			SpinLockInit(&backend_waits[i].mutex);
 		retries_shared->started_at = GetCurrentTimestamp();
@@ -167,17 +171,29 @@ retries_copy_worker(int slot, RetriesWorker *copy)
 }
 
 /*
+ * wake_launcher -- set the launcher's latch; with 'reread', make it read
+ * pg_database again first
+ */
+static void
+wake_launcher(bool reread)
+{
+	if (retries_shared == NULL)
+		return;
+	LWLockAcquire(retries_shared->lock, reread ? LW_EXCLUSIVE : LW_SHARED);
+	if (reread)
+		retries_shared->reread_databases = true;
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * retries_wake_launcher -- make the launcher look at the databases now
  */
 void
 retries_wake_launcher(void)
 {
-	if (retries_shared == NULL)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	wake_launcher(false);
 }
 
 /*
@@ -190,12 +206,61 @@ retries_wake_launcher(void)
 void
 retries_reread_databases(void)
 {
-	if (retries_shared == NULL)
-		return;
+	wake_launcher(true);
+}
+
+/*
+ * retries_note_restore -- this session restores database dboid's
+ * extension; false if there is no room to note it
+ */
+bool
+retries_note_restore(Oid dboid)
+{
+	RetriesRestore *free_entry = NULL;
+
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	retries_shared->reread_databases = true;
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesRestore *r = &retries_shared->restores[i];
+
+		if (r->dboid == dboid && r->pid == MyProcPid)
+		{
+			/* noted already: one entry per session and database */
+			LWLockRelease(retries_shared->lock);
+			return true;
+		}
+		if (!OidIsValid(r->dboid) && free_entry == NULL)
+			free_entry = r;
+	}
+	if (free_entry != NULL)
+	{
+		pg_atomic_fetch_add_u32(&retries_shared->nrestores, 1);
+		free_entry->dboid = dboid;
+		free_entry->pid = MyProcPid;
+	}
+	LWLockRelease(retries_shared->lock);
+	return free_entry != NULL;
+}
+
+/*
+ * retries_forget_restores -- this session restores nothing any more (it
+ * ends)
+ */
+void
+retries_forget_restores(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesRestore *r = &retries_shared->restores[i];
+
+		if (r->pid == MyProcPid && OidIsValid(r->dboid))
+		{
+			pg_atomic_fetch_sub_u32(&retries_shared->nrestores, 1);
+			r->dboid = InvalidOid;
+			r->pid = 0;
+		}
+	}
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -238,8 +303,29 @@ retries_names_generation(Oid dboid)
 }
 
 /*
+ * retries_restoring -- the PID of a session restoring database dboid's
+ * extension, 0 if none
+ */
+pid_t
+retries_restoring(Oid dboid)
+{
+	pid_t		pid = 0;
+
+	/* mostly none: no lock taken on the path of every call then */
+	if (pg_atomic_read_u32(&retries_shared->nrestores) == 0)
+		return 0;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_DATABASES && pid == 0; i++)
+		if (retries_shared->restores[i].dboid == dboid)
+			pid = retries_shared->restores[i].pid;
+	LWLockRelease(retries_shared->lock);
+	return pid;
+}
+
+/*
  * retries_wake_workers -- wake every worker of a database, so that a call
- * just committed is picked up at once
+ * or schedule just committed is picked up at once (the flag first: see
+ * RetriesWorker.woken; SetLatch() orders the two)
  */
 void
 retries_wake_workers(Oid dboid)
@@ -252,7 +338,10 @@ retries_wake_workers(Oid dboid)
 		RetriesWorker *w = &retries_shared->workers[i];
 
 		if (w->in_use && w->dboid == dboid && w->latch != NULL)
+		{
+			pg_atomic_write_u32(&w->woken, 1);
 			SetLatch(w->latch);
+		}
 	}
 	LWLockRelease(retries_shared->lock);
 }

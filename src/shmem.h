@@ -103,6 +103,14 @@ typedef struct RetriesWorker
 	bool		gate_keyed;		/* that attempt's call has a limit_key, */
 	int64		gate_key;		/* whose hash this is */
 
+	/*
+	 * Set by retries_wake_workers() before it sets the latch, taken by the
+	 * worker before it sleeps.  The latch alone can be lost: a call that
+	 * waits (pg_sleep(), a lock, a buffer being read by another process)
+	 * sleeps on the same latch and resets it.
+	 */
+	pg_atomic_uint32 woken;
+
 	/* under mutex: what the worker is doing */
 	slock_t		mutex;
 	RetriesWorkerState state;
@@ -166,6 +174,13 @@ typedef struct RetriesRateSlot
 	RateRing	ring;
 } RetriesRateSlot;
 
+/* A session restoring a database's extension (see catalog.c, "Restores") */
+typedef struct RetriesRestore
+{
+	Oid			dboid;			/* InvalidOid: free */
+	pid_t		pid;
+} RetriesRestore;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -178,6 +193,8 @@ typedef struct RetriesShared
 	bool		reread_databases;	/* pg_database changed: read it again */
 	uint32		next_generation;	/* of worker slots */
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
+	pg_atomic_uint32 nrestores; /* entries of restores[] in use */
+	RetriesRestore restores[RETRIES_MAX_DATABASES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
 	int			ninterrupted;	/* entries in use */
 	int			next_interrupted;	/* where the next entry goes */
@@ -196,6 +213,9 @@ extern void retries_wake_launcher(void);
 extern void retries_reread_databases(void);
 extern void retries_names_changed(Oid dboid);
 extern uint64 retries_names_generation(Oid dboid);
+extern bool retries_note_restore(Oid dboid);
+extern void retries_forget_restores(void);
+extern pid_t retries_restoring(Oid dboid);
 extern void retries_wake_workers(Oid dboid);
 extern void retries_stop_workers(Oid dboid, int pause_secs);
 extern bool retries_call_is_running(int64 call_id);

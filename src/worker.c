@@ -76,8 +76,9 @@
  * Schedules.  At the top of its loop, a worker fires the recurring
  * schedules that are due (schedules.c), in a short transaction before its
  * batch, so that a long call never holds a schedule's row locked: when the
- * next one is due, when a firing waits in a queue, when woken, and at least
- * every FIRE_CHECK_MS.  An error there is logged and the worker tries
+ * next one is due, when a firing waits in a queue, when woken, and, while
+ * it runs calls, at least every FIRE_CHECK_MS.  A wake-up is a flag in the
+ * worker's slot as well as its latch: a call that waits resets the latch.  An error there is logged and the worker tries
  * again later, while its batches go on.  The same transaction releases
  * the held calls that the gates of paused or limited functions let go
  * (flow.c); while a gate lets calls go, the worker also does it after
@@ -153,6 +154,8 @@
 #define INTERRUPTED_LOCKED_KEEP_MS	(3600 * 1000)
 /* Longest time between two looks at the schedules */
 #define FIRE_CHECK_MS			1000
+/* How often to look whether a restore of the database is over */
+#define RESTORE_CHECK_MS		1000
 
 /* What the in-flight file holds */
 typedef struct InFlight
@@ -1097,6 +1100,15 @@ run_batch(TimestampTz *due)
 		extension_replaced = OidIsValid(extoid);
 		return -1;
 	}
+	/* a restore under way: nothing runs before its tables are loaded */
+	if (retries_being_restored())
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		*due = TimestampTzPlusMilliseconds(start, RESTORE_CHECK_MS);
+		return 0;
+	}
 
 	/*
 	 * policy_data before call_data, in the order in which retries.call()
@@ -1415,7 +1427,7 @@ fire_step(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		next_fire = 0;
 		fire_waiting = false;
-		if (lock_extension() == my_extension &&
+		if (lock_extension() == my_extension && !retries_being_restored() &&
 			OidIsValid(get_relname_relid("schedule_data", retries_schema_oid())))
 		{
 			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
@@ -1461,7 +1473,7 @@ names_step(void)
 	{
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension)
+		if (lock_extension() == my_extension && !retries_being_restored())
 		{
 			SPI_connect();
 			retries_refresh_function_names();
@@ -1715,6 +1727,12 @@ retries_worker_main(Datum main_arg)
 		}
 		if (sleep_ms <= 0)
 			continue;			/* due since the claim */
+		if (pg_atomic_exchange_u32(&my_slot->woken, 0) != 0)
+		{
+			/* woken while it ran calls, which may have reset the latch */
+			fire_check = true;
+			continue;
+		}
 
 		/* idle: send whatever statistics are left before sleeping */
 		pgstat_report_stat(true);

@@ -1,6 +1,6 @@
 # Workers killed at random points of their loop, 20 times in a row, under
 # load: every call ends exactly once, its effects happen exactly once, and
-# its attempts are counted as SPEC.md's crash rule says.
+# its attempts are counted as doc/operations.md, "Crashes", says.
 #
 # A few thousand calls of work(arg) and work_exhaust(arg) are scheduled over
 # some 12 s (a little less than the kills take), partly spread out and partly in bursts (so that workers run
@@ -372,7 +372,7 @@ SELECT id || ': succeeded at ' || attempts || ', fail_first ' || fail_first
 #
 # A crash restart also kills the other workers, and one of them may be cut
 # short after it noted its attempt in flight but before the function's first
-# line: that attempt is charged, as SPEC's crash rule says, though no process
+# line: that attempt is charged, as "Crashes" says, though no process
 # logged its start.  Such a charge is made by the first worker after the
 # restart, before any call runs again, so it is accepted only for an attempt
 # that nobody started and that was charged in that window.  Likewise a

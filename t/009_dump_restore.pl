@@ -26,7 +26,22 @@
 #      exactly once, as the role that scheduled it, with its hooks (found by
 #      their new OIDs); calls moved forward with retry_now run, and a call
 #      due tomorrow stays scheduled; the call that waits runs after the
-#      other, and keeps its result.
+#      other, and keeps its result;
+#   e. a restore that is not one transaction, held open between its
+#      CREATE EXTENSION and its data (psql running the plain dump, its
+#      schema fed, its COPYs not yet): another
+#      role's annotate() and a call are refused with 55000, so that nothing
+#      takes an id the dump's rows need (a policy made then would take id 1,
+#      the COPY of policy_data would fail, and the restored calls of
+#      policy 1 would run that role's function), in the restoring session
+#      too (which runs other roles' CHECKs and triggers); once the
+#      restoring session ends, the database reads as the source and the
+#      role may annotate; a role that sets pg_dump's settings and runs
+#      CREATE EXTENSION IF NOT EXISTS and the install script's function
+#      holds nothing; the same restore into a database that has the
+#      extension already (from template1) with row_security on is held too;
+#      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back holds
+#      nothing.
 #
 # With policies that stored functions as plain oids and no signatures
 # (version 1.0), c fails: the restored policies name no function.
@@ -479,6 +494,114 @@ SELECT string_agg(c.id || ':' || e.attempt || ':' || e.cluster, ',' ORDER BY c.i
 		'1,2',
 		"$db: the retrying call's attempts go on from the restored history");
 }
+
+###########################################################################
+# e. a restore held open: other sessions wait for its end
+###########################################################################
+
+# paused, as a restore should be made, so that the restored calls stay as
+# they are to be compared
+set_enabled($dst, 0, 'plain');
+open(my $fh, '<', "$tmp/app.sql") or die "cannot read $tmp/app.sql: $!";
+my $dump = do { local $/; <$fh> };
+close($fh);
+# psql's restricted mode (\restrict, which pg_dump writes first since
+# PostgreSQL 15.14) refuses the meta-commands that background_psql waits by
+$dump =~ s/^\\(?:un)?restrict .*\n//mg;
+# its first part: the schema, the extension's included, up to the first
+# COPY (psql reading a script from a pipe does not run the statements
+# after a COPY's data until it has more input or its end)
+my $split = index($dump, "\nCOPY ");
+ok($split > index($dump, 'CREATE EXTENSION IF NOT EXISTS retries'),
+	'e: the plain dump makes the extension before it loads any table');
+$dst->safe_psql('postgres', 'CREATE DATABASE held');
+$dst->safe_psql('held', q{
+CREATE SCHEMA carols AUTHORIZATION carol;
+CREATE FUNCTION carols.mine() RETURNS void LANGUAGE sql AS 'SELECT 1';
+ALTER FUNCTION carols.mine() OWNER TO carol;
+});
+my $restore = $dst->background_psql('held', on_error_stop => 0);
+$restore->query_safe(substr($dump, 0, $split + 1));
+is($dst->safe_psql('held', "SELECT count(*) FROM pg_extension WHERE extname = 'retries'"),
+	'1', 'e: the restoring session has created the extension, and goes on');
+my ($ret, $out, $err) = $dst->psql('held',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: meanwhile another role\'s annotate() is refused (55000), taking no policy id');
+($ret, $out, $err) = $dst->psql('held',
+	as_role('alice', q{SELECT retries.call('ok(int)', '[500]')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: and so is a call');
+# the restoring session runs other roles' code (a CHECK, a trigger, a
+# SECURITY DEFINER function they made): refused there too
+$restore->query(q{SELECT retries.annotate('carols.mine()', '3 1s')});
+like($restore->{stderr}, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: and so is the restoring session itself');
+$restore->{stderr} = '';
+# and an error in the restoring session (there, the one just raised; a
+# restore goes on after errors) lets go of nothing
+($ret, $out, $err) = $dst->psql('held',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: after an error in the restoring session, another role is still refused');
+# the rest, then the end of its input: it loads the tables and ends
+$restore->{stdin} .= substr($dump, $split + 1);
+ok($restore->quit, 'e: the restore goes on to its end');
+is($restore->{stderr}, '', 'e: with no error');
+is(snapshot($dst, 'held'), $before,
+	'e: once restored, policies, calls and attempts read as in the source');
+$dst->safe_psql('held',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+is( $dst->safe_psql('held',
+		"SELECT count(*) FROM retries.policies WHERE fn = 'carols.mine()'::regprocedure"),
+	'1', 'e: and the role may annotate');
+
+# the same with the extension already in the database (as when it is in
+# template1), which the restore's CREATE EXTENSION IF NOT EXISTS finds,
+# and a dump made with --enable-row-security
+(my $dump2 = $dump) =~ s/^SET row_security = off;$/SET row_security = on;/m;
+my $split2 = index($dump2, "\nCOPY ");
+$dst->safe_psql('postgres', 'CREATE DATABASE held2');
+$dst->safe_psql('held2', q{
+CREATE EXTENSION retries;
+CREATE SCHEMA carols AUTHORIZATION carol;
+CREATE FUNCTION carols.mine() RETURNS void LANGUAGE sql AS 'SELECT 1';
+ALTER FUNCTION carols.mine() OWNER TO carol;
+});
+my $restore2 = $dst->background_psql('held2', on_error_stop => 0);
+$restore2->query(substr($dump2, 0, $split2 + 1));
+($ret, $out, $err) = $dst->psql('held2',
+	as_role('carol', q{SELECT retries.annotate('carols.mine()', '3 1s')}));
+like($err, qr/ERROR:  extension "retries" is being restored in this database/,
+	'e: with the extension already there and row_security on, an annotate() is refused too');
+$restore2->{stdin} .= substr($dump2, $split2 + 1);
+$restore2->quit;
+is(snapshot($dst, 'held2'), $before,
+	'e: and that restore reads as the source');
+
+# a role that plays restore (the settings of pg_dump's output, CREATE
+# EXTENSION IF NOT EXISTS, then the install script's own function) takes
+# no lock: only the install script run by CREATE EXTENSION may
+my $player = $dst->background_psql('held', on_error_stop => 0);
+$player->query(q{SET ROLE carol; SET check_function_bodies = off; SET row_security = off;
+BEGIN; CREATE EXTENSION IF NOT EXISTS retries; SELECT retries.start_workers(); COMMIT;});
+$player->{stderr} = '';
+$player->query(q{SELECT retries.annotate('carols.mine()', '5 1s')});
+is($player->{stderr}, '', 'e: a role playing restore holds nothing: it may use the extension');
+is( $dst->safe_psql('held',
+		as_role('alice', q{SELECT retries.call('ok(int)', '[501]') IS NOT NULL})),
+	't', 'e: and the others\' calls go on');
+$player->quit;
+
+# a superuser's CREATE EXTENSION under pg_dump's settings whose transaction
+# rolls back holds nothing after it (the session goes on, connected)
+my $undone = $dst->background_psql('held', on_error_stop => 0);
+$undone->query(q{SET check_function_bodies = off;
+BEGIN; CREATE EXTENSION IF NOT EXISTS retries; ROLLBACK;});
+($ret, $out, $err) = $dst->psql('held',
+	as_role('alice', q{SELECT retries.call('ok(int)', '[502]') IS NOT NULL}));
+is("$out$err", 't', 'e: a CREATE EXTENSION rolled back holds nothing');
+$undone->quit;
 
 $src->stop;
 $dst->stop;

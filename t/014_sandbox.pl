@@ -1,6 +1,6 @@
 # The sandbox: a hostile role against the other roles' calls and against the
-# worker that runs them all.  SPEC.md, "Isolation: every call runs as if in
-# its own session of its role".
+# worker that runs them all.  doc/operations.md, "Isolation: every call in
+# a session of its own".
 #
 # One worker (retries.max_workers = 1) and batches of up to 10 calls, so
 # that an attacker's call and a victim's call run one after the other in

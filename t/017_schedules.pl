@@ -14,7 +14,12 @@
 #      another role's firing;
 #   f. (before d.) overlap 'skip' of a call longer than the period, with
 #      one of the two workers idle: the occurrences passed while the call
-#      runs are skipped, none missed, and next_run never falls behind.
+#      runs are skipped, none missed, and next_run never falls behind;
+#   g. (before d.) a wake-up is not lost when the worker's latch is reset
+#      by a call that waits on it (pg_sleep here; a lock or a buffer read by
+#      another process does the same): a schedule and a call made while the
+#      only worker runs such a call are decided right after it, not after
+#      the worker's idle sleep.
 
 use strict;
 use warnings;
@@ -346,6 +351,62 @@ cmp_ok($skipped, '>=', 2 * ($firings - 1),
 cmp_ok($max_lag, '<=', 1.0,
 	'f: next_run was never more than a second behind now');
 $node->safe_psql('postgres', "SELECT retries.unschedule('long')");
+
+###########################################################################
+# g. one worker, asleep in a call's pg_sleep() when a schedule and a call
+#    are made: pg_sleep() resets the latch that woke it.  Then its loop
+#    must still fire the schedule and run the call (here within 5 s; the
+#    idle sleep they waited for was 10 s), though a call an hour ahead
+#    gives the worker a reason to sleep.
+###########################################################################
+
+is($node->safe_psql('postgres', "SELECT count(*) FROM retries.schedule_data"),
+	'0', 'g: no schedule left from before');
+$node->safe_psql(
+	'postgres', q{
+ALTER SYSTEM SET retries.max_workers = 1;
+SELECT pg_reload_conf();
+CREATE FUNCTION napper() RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.5) $$;
+SELECT retries.annotate('napper()', '1 1s');
+CREATE TABLE woken (what text, made timestamptz);
+});
+wait_until($node, 'postgres', workers_query('postgres'), '1',
+	'g: one worker left');
+my $later = $node->safe_psql('postgres',
+	"SELECT retries.call('note(text)', '[\"later\"]', run_at => now() + interval '1 hour')");
+my $nap = $node->safe_psql('postgres', "SELECT retries.call('napper()')");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.workers WHERE current_call = $nap", '1',
+	'g: the worker runs the call that sleeps');
+$node->safe_psql(
+	'postgres', q{
+INSERT INTO woken VALUES ('woken', clock_timestamp());
+SELECT retries.schedule('woken', 'note(text)', '1s', '["woken"]');
+INSERT INTO woken VALUES ('call', clock_timestamp());
+SELECT retries.call('note(text)', '["call"]');
+});
+is( $node->safe_psql('postgres',
+		"SELECT state FROM retries.calls WHERE id = $nap"),
+	'running', 'g: both were made while the call slept');
+wait_until($node, 'postgres',
+	"SELECT count(DISTINCT schedule) FROM fired WHERE schedule IN ('woken', 'call')",
+	'2', 'g: the schedule fired and the call ran');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT string_agg(w.what || ' ' || (f.first - w.made < interval '5 s'), ', ' ORDER BY w.what)
+  FROM woken w,
+	   LATERAL (SELECT min(at) AS first FROM fired WHERE schedule = w.what) f}),
+	'call true, woken true',
+	'g: the schedule fired and the call ran within 5 s, not after the idle sleep');
+$node->safe_psql(
+	'postgres', qq{
+SELECT retries.unschedule('woken');
+SELECT retries.cancel($later);
+ALTER SYSTEM RESET retries.max_workers;
+SELECT pg_reload_conf();
+});
+wait_until($node, 'postgres', workers_query('postgres'), '2',
+	'g: two workers again');
 
 ###########################################################################
 # d. a standby fires nothing; promoted, it fires

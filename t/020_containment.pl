@@ -1,7 +1,7 @@
 # Containment and authorization: what escapes an attempt costs only the
 # role that caused it, and a call needs exactly what a direct call of its
-# function would.  SPEC.md, "Isolation", its parts "Containment" and
-# "Authorization".
+# function would.  doc/operations.md, "Containment: what escapes an
+# attempt", and doc/reference.md, "Security model".
 #
 # mallory is the attacker: an ordinary LOGIN role with the default grants
 # and a schema of her own.  alice is the victim: her table alice.log, whose
@@ -282,11 +282,18 @@ SELECT retries.annotate('public.always_fails()', '1 10ms',
 						on_exhausted => 'hooks.after_failure(bigint)');
 REVOKE USAGE ON SCHEMA hooks FROM PUBLIC;
 });
-	my $h = sql('mallory', "SELECT retries.call('public.always_fails()')");
-	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $h",
-		'failed', 'b: a call whose on_exhausted is in a schema it may not use fails');
-	is( $node->safe_psql($DB,
-			"SELECT on_exhausted_error FROM retries.attempts WHERE call_id = $h"),
+	# hook_refused(WHY, ERROR, NAME): mallory's call of always_fails()
+	# fails (WHY: why its on_exhausted may not run), with ERROR recorded
+	my $hook_refused = sub {
+		my ($why, $error, $name) = @_;
+		my $id = sql('mallory', "SELECT retries.call('public.always_fails()')");
+		wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
+			'failed', "b: a call whose on_exhausted $why fails");
+		is( $node->safe_psql($DB,
+				"SELECT on_exhausted_error FROM retries.attempts WHERE call_id = $id"),
+			$error, $name);
+	};
+	$hook_refused->('is in a schema it may not use',
 		'42501: role "mallory" has no USAGE privilege on schema hooks of function hooks.after_failure(bigint)',
 		'b: its on_exhausted is not run, and the reason is recorded');
 	is($node->safe_psql($DB, 'SELECT count(*) FROM hooks.ran'), '0', 'b: (it did not run)');
@@ -295,12 +302,7 @@ REVOKE USAGE ON SCHEMA hooks FROM PUBLIC;
 	my $hook = $node->safe_psql($DB,
 		"SELECT 'hooks.after_failure(bigint)'::regprocedure::oid");
 	$node->safe_psql($DB, 'DROP FUNCTION hooks.after_failure(bigint)');
-	my $d = sql('mallory', "SELECT retries.call('public.always_fails()')");
-	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $d",
-		'failed', 'b: a call whose on_exhausted was dropped fails');
-	is( $node->safe_psql($DB,
-			"SELECT on_exhausted_error FROM retries.attempts WHERE call_id = $d"),
-		"42501: function $hook no longer exists",
+	$hook_refused->('was dropped', "42501: function $hook no longer exists",
 		'b: the dropped on_exhausted is not run, and the reason is recorded as 42501');
 }
 
