@@ -25,7 +25,11 @@
  * EXTENSION rolls back, undoing it); meanwhile the extension's
  * functions refuse every session (55000), the restoring one too (it runs
  * other roles' code: CHECK constraints, triggers), and the workers run
- * nothing in the database.
+ * nothing in the database.  A restore in several sessions (pg_restore
+ * --section, one run per section) outlives that hold; so the same CREATE
+ * EXTENSION also moves the id sequences far above every id in use, to a
+ * point drawn at random: an id taken in between is none of the dump's,
+ * whose own setval() then puts each sequence back (scatter_ids).
  *
  *-------------------------------------------------------------------------
  */
@@ -49,6 +53,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
@@ -111,6 +116,72 @@ forget_restores(int code, Datum arg)
 }
 
 /*
+ * scatter_ids -- move each id sequence of the extension's tables to a point
+ * drawn at random far above the ids in use (see "Restores" at the top)
+ *
+ * A restore sets each sequence back to its value in the dump when it loads
+ * the data.  Until then, an id taken by another session is one that no
+ * dumped row has: the dump's rows load, and none of them can come to name
+ * that session's rows.  The point is drawn, not fixed, so that the ids
+ * taken during one restore are not those taken during the restore of its
+ * dump.  A sequence already past it is left alone.
+ */
+static void
+scatter_ids(void)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	Oid			extoid = get_extension_oid("retries", true);
+
+	if (!OidIsValid(extoid))
+		return;
+	values[0] = ObjectIdGetDatum(extoid);
+	SPI_connect();
+	/* the identity sequences of the extension's tables */
+	if (SPI_execute_with_args("SELECT q.seqrelid, q.seqmax, s.last_value"
+							  " FROM pg_catalog.pg_depend e"
+							  " JOIN pg_catalog.pg_depend i"
+							  "  ON i.refobjid OPERATOR(pg_catalog.=) e.objid"
+							  "  AND i.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "  AND i.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "  AND i.deptype OPERATOR(pg_catalog.=) 'i'"
+							  " JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) i.objid"
+							  " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) q.seqrelid"
+							  " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+							  " JOIN pg_catalog.pg_sequences s ON s.schemaname OPERATOR(pg_catalog.=) n.nspname"
+							  "  AND s.sequencename OPERATOR(pg_catalog.=) c.relname"
+							  " WHERE e.refobjid OPERATOR(pg_catalog.=) $1"
+							  " AND e.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+							  " AND e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  " AND e.deptype OPERATOR(pg_catalog.=) 'e'",
+							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the extension's sequences");
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[row];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		bool		unused;
+		Oid			seq = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+		int64		max = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+		Datum		last = SPI_getbinval(tup, desc, 3, &unused);
+		int64		low = Min(max / 4, INT64CONST(1) << 44);
+		uint64		draw;
+		int64		point;
+
+		if (!pg_strong_random(&draw, sizeof(draw)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random number")));
+		point = low + (int64) (draw % (uint64) low);
+		if (unused || DatumGetInt64(last) < point)
+			(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
+									   Int64GetDatum(point));
+	}
+	SPI_finish();
+}
+
+/*
  * retries_hold_for_restore -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
  *
@@ -126,6 +197,7 @@ retries_hold_for_restore(void)
 {
 	static bool registered = false;
 
+	scatter_ids();
 	if (retries_shared == NULL)
 		return;
 	if (!registered)

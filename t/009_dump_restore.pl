@@ -41,7 +41,12 @@
 #      holds nothing; the same restore into a database that has the
 #      extension already (from template1) with row_security on is held too;
 #      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back holds
-#      nothing.
+#      nothing;
+#   f. a restore in several runs (pg_restore --section=pre-data, then the
+#      rest), with a role annotating, scheduling and calling in between:
+#      the data loads (the restored CREATE EXTENSION moved the id sequences
+#      to a random point far above the dump's ids), the victim's rows name
+#      its own functions, and new ids go on from the dump's.
 #
 # With policies that stored functions as plain oids and no signatures
 # (version 1.0), c fails: the restored policies name no function.
@@ -602,6 +607,69 @@ BEGIN; CREATE EXTENSION IF NOT EXISTS retries; ROLLBACK;});
 	as_role('alice', q{SELECT retries.call('ok(int)', '[502]') IS NOT NULL}));
 is("$out$err", 't', 'e: a CREATE EXTENSION rolled back holds nothing');
 $undone->quit;
+
+###########################################################################
+# f. a restore in several runs (one pg_restore per section): the hold ends
+#    with the first run's session, and a role at work before the next run
+#    takes ids; none of them is one the dump's rows need
+###########################################################################
+
+$dst->safe_psql(
+	'postgres', q{
+CREATE ROLE victim LOGIN;
+CREATE ROLE thief LOGIN;
+CREATE DATABASE fsrc OWNER victim;
+CREATE DATABASE fdst TEMPLATE template0;
+GRANT CREATE ON DATABASE fdst TO thief;
+});
+$dst->safe_psql(
+	'fsrc', q{
+CREATE EXTENSION retries;
+SET ROLE victim;
+CREATE TABLE ran (fn text);
+CREATE FUNCTION v1() RETURNS void LANGUAGE sql AS $$INSERT INTO ran VALUES ('v1')$$;
+CREATE FUNCTION v2() RETURNS void LANGUAGE sql AS $$INSERT INTO ran VALUES ('v2')$$;
+SELECT retries.annotate('v1()', '3 1s');
+SELECT retries.annotate('v2()', '3 1s');
+SELECT retries.schedule('v', 'v1()', '1 hour');
+SELECT retries.call('v2()', run_at => now() + interval '1 hour');
+});
+my $fdump = PostgreSQL::Test::Utils::tempdir . '/f.dump';
+$dst->command_ok([ 'pg_dump', '-Fc', '-f', $fdump, '-d', $dst->connstr('fsrc') ],
+	'f: pg_dump');
+$dst->command_ok(
+	[ 'pg_restore', '--section=pre-data', '-d', $dst->connstr('fdst'), $fdump ],
+	'f: pg_restore of the schema');
+$dst->safe_psql(
+	'fdst', q{
+SET ROLE thief;
+CREATE SCHEMA t;
+GRANT USAGE ON SCHEMA t TO PUBLIC;
+CREATE FUNCTION t.t1() RETURNS void LANGUAGE sql AS 'SELECT';
+CREATE FUNCTION t.t2() RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('t.t1()', '3 1s');
+SELECT retries.annotate('t.t2()', '3 1s');
+SELECT retries.schedule('t', 't.t1()', '1 hour');
+SELECT retries.call('t.t2()', run_at => now() + interval '1 hour');
+});
+$dst->command_ok(
+	[ 'pg_restore', '--section=data', '--section=post-data', '-d',
+	  $dst->connstr('fdst'), $fdump ],
+	'f: pg_restore of the data: no id taken in between is one of the dump\'s');
+my $victims = q{
+SELECT (SELECT string_agg(fn::text, ',' ORDER BY fn::text) FROM retries.policies
+		 WHERE fn::text LIKE 'v%')
+	|| ' ' || (SELECT string_agg(fn::text, ',') FROM retries.schedules WHERE name = 'v')
+	|| ' ' || (SELECT string_agg(id || ':' || fn::text, ',') FROM retries.calls
+			   WHERE scheduled_by = 'victim'::regrole)};
+is($dst->safe_psql('fdst', $victims), $dst->safe_psql('fsrc', $victims),
+	'f: the victim\'s policies, schedule and call name its own functions');
+my $last_id = $dst->safe_psql('fsrc', 'SELECT max(id) FROM retries.call_data');
+is( $dst->safe_psql(
+		'fdst', q{
+SET ROLE victim;
+SELECT retries.call('v2()', run_at => now() + interval '1 hour')}),
+	$last_id + 1, 'f: and new ids go on from the dump\'s');
 
 $src->stop;
 $dst->stop;
