@@ -170,9 +170,7 @@ scatter_ids(void)
 		int64		point;
 
 		if (!pg_strong_random(&draw, sizeof(draw)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not generate a random number")));
+			elog(ERROR, "retries: could not draw a random point for a sequence");
 		point = low + (int64) (draw % (uint64) low);
 		if (unused || DatumGetInt64(last) < point)
 			(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
