@@ -20,6 +20,8 @@
  * is on this script's search_path.
  */
 DO $$
+DECLARE
+	culprit text;
 BEGIN
 	IF NOT (SELECT r.rolsuper
 			  FROM pg_catalog.pg_namespace n
@@ -31,6 +33,70 @@ BEGIN
 			USING ERRCODE = 'insufficient_privilege',
 				  HINT = 'The extension must own or trust its schema: drop or rename that schema, '
 					  || 'or make a superuser its owner, before CREATE EXTENSION retries.';
+	END IF;
+	-- Owned by a superuser is not enough: a role may have made it and
+	-- filled it before a restore's ALTER SCHEMA ... OWNER TO gave it away
+	-- (pg_dump writes one for every schema)
+	SELECT i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity INTO culprit
+	  FROM pg_catalog.pg_namespace n,
+		   LATERAL (SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_class WHERE relnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_proc WHERE pronamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_type WHERE typnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_operator WHERE oprnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_collation'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_collation WHERE collnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_conversion'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_conversion WHERE connamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_opfamily'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_opfamily WHERE opfnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_opclass'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_opclass WHERE opcnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_ts_config'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_ts_config WHERE cfgnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_ts_dict'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_ts_dict WHERE dictnamespace OPERATOR(pg_catalog.=) n.oid
+					UNION ALL
+					SELECT 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, oid
+					  FROM pg_catalog.pg_statistic_ext WHERE stxnamespace OPERATOR(pg_catalog.=) n.oid)
+			AS o(classid, objid),
+		   pg_catalog.pg_identify_object(o.classid, o.objid, 0) i
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'retries'
+	 LIMIT 1;
+	IF culprit IS NOT NULL THEN
+		RAISE EXCEPTION 'schema "retries" already holds %', culprit
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'The extension needs a schema of its own: drop or rename that schema '
+					  || 'before CREATE EXTENSION retries.';
+	END IF;
+	SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+				ELSE 'role ' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(r.rolname) END
+	  INTO culprit
+	  FROM pg_catalog.pg_namespace n,
+		   pg_catalog.aclexplode(n.nspacl) a
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'retries'
+	   AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+	   AND NOT coalesce(r.rolsuper, false)
+	 ORDER BY a.grantee
+	 LIMIT 1;
+	IF culprit IS NOT NULL THEN
+		RAISE EXCEPTION '% may create objects in schema "retries"', culprit
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'Revoke CREATE on schema retries from it (and from PUBLIC), '
+					  || 'or drop that schema, before CREATE EXTENSION retries.';
 	END IF;
 END
 $$;

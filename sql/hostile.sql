@@ -8,7 +8,8 @@
 --      planted objects record in hijacked whenever they run, and it must
 --      stay empty
 --   2. a schema named retries created by someone else before CREATE
---      EXTENSION
+--      EXTENSION, also once given to a superuser (as a restore does), and
+--      one open to others' objects
 --   3. scheduling a function the role cannot execute, directly, through a
 --      view and through a SECURITY DEFINER wrapper
 --   4. forging another role's calls through the views and functions
@@ -214,6 +215,34 @@ EXCEPTION WHEN OTHERS THEN
 	RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
 END
 $$;
+SELECT count(*) AS extensions FROM pg_extension WHERE extname = 'retries';
+-- the same schema given to a superuser (as a restore's ALTER SCHEMA ...
+-- OWNER TO does for every schema it dumped) still holds what its maker
+-- put there: refused
+SET ROLE hostile_mallory;
+CREATE FUNCTION retries.planted() RETURNS void LANGUAGE sql AS 'SELECT';
+RESET ROLE;
+ALTER SCHEMA retries OWNER TO CURRENT_USER;
+DO $$
+BEGIN
+	CREATE EXTENSION retries;
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+END
+$$;
+-- empty, a superuser's, but open to others' objects: refused
+DROP FUNCTION retries.planted();
+GRANT CREATE ON SCHEMA retries TO PUBLIC;
+DO $$
+BEGIN
+	CREATE EXTENSION retries;
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+END
+$$;
+-- empty, and a superuser's alone: the extension goes there
+REVOKE CREATE ON SCHEMA retries FROM PUBLIC;
+CREATE EXTENSION retries;
 SELECT count(*) AS extensions FROM pg_extension WHERE extname = 'retries';
 \c :regression_db
 DROP DATABASE hostile_squatted;

@@ -53,7 +53,6 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
@@ -87,8 +86,45 @@ retries_schema_oid(void)
 /* This session holds the extension for a restore */
 static bool hold_noted = false;
 
-/* ... and took the hold in the current transaction */
+/* ... and took the hold in the current transaction, in this subtransaction */
 static bool hold_new_in_xact = false;
+static SubTransactionId hold_subxact = InvalidSubTransactionId;
+
+/*
+ * retries_restore_subxact_end -- a subtransaction ends: a hold it took goes
+ * if it rolled back (ROLLBACK TO a savepoint), else passes to its parent
+ */
+void
+retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
+							SubTransactionId parentSubid)
+{
+	if (!hold_new_in_xact || hold_subxact != mySubid)
+		return;
+	if (committed)
+	{
+		hold_subxact = parentSubid;
+		return;
+	}
+	retries_forget_restores();
+	hold_noted = false;
+	hold_new_in_xact = false;
+	hold_subxact = InvalidSubTransactionId;
+}
+
+/*
+ * retries_restore_before_prepare -- refuse PREPARE TRANSACTION of a
+ * transaction that took the hold: the hold is this session's, and the
+ * prepared transaction would outlive it, or be rolled back after it
+ */
+void
+retries_restore_before_prepare(void)
+{
+	if (hold_new_in_xact)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that restores extension \"retries\""),
+				 errhint("Restore the extension in a transaction that commits.")));
+}
 
 /*
  * retries_restore_xact_end -- the current transaction ends: a hold that it
@@ -103,6 +139,7 @@ retries_restore_xact_end(bool committed)
 		hold_noted = false;
 	}
 	hold_new_in_xact = false;
+	hold_subxact = InvalidSubTransactionId;
 }
 
 /*
@@ -124,7 +161,8 @@ forget_restores(int code, Datum arg)
  * dumped row has: the dump's rows load, and none of them can come to name
  * that session's rows.  The point is drawn, not fixed, so that the ids
  * taken during one restore are not those taken during the restore of its
- * dump.  A sequence already past it is left alone.
+ * dump.  A sequence already past it is left alone; a rollback of the
+ * CREATE EXTENSION puts them back (ALTER SEQUENCE is transactional).
  */
 static void
 scatter_ids(void)
@@ -132,13 +170,15 @@ scatter_ids(void)
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 	Oid			extoid = get_extension_oid("retries", true);
+	SPITupleTable *rows;
+	uint64		n;
 
 	if (!OidIsValid(extoid))
 		return;
 	values[0] = ObjectIdGetDatum(extoid);
 	SPI_connect();
 	/* the identity sequences of the extension's tables */
-	if (SPI_execute_with_args("SELECT q.seqrelid, q.seqmax, s.last_value"
+	if (SPI_execute_with_args("SELECT n.nspname, c.relname, q.seqmax, s.last_value"
 							  " FROM pg_catalog.pg_depend e"
 							  " JOIN pg_catalog.pg_depend i"
 							  "  ON i.refobjid OPERATOR(pg_catalog.=) e.objid"
@@ -156,15 +196,16 @@ scatter_ids(void)
 							  " AND e.deptype OPERATOR(pg_catalog.=) 'e'",
 							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the extension's sequences");
-	for (uint64 row = 0; row < SPI_processed; row++)
+	rows = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 row = 0; row < n; row++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[row];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
+		HeapTuple	tup = rows->vals[row];
+		TupleDesc	desc = rows->tupdesc;
 		bool		isnull;
 		bool		unused;
-		Oid			seq = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
-		int64		max = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-		Datum		last = SPI_getbinval(tup, desc, 3, &unused);
+		int64		max = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+		Datum		last = SPI_getbinval(tup, desc, 4, &unused);
 		int64		low = Min(max / 4, INT64CONST(1) << 44);
 		uint64		draw;
 		int64		point;
@@ -172,9 +213,15 @@ scatter_ids(void)
 		if (!pg_strong_random(&draw, sizeof(draw)))
 			elog(ERROR, "retries: could not draw a random point for a sequence");
 		point = low + (int64) (draw % (uint64) low);
-		if (unused || DatumGetInt64(last) < point)
-			(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
-									   Int64GetDatum(point));
+		if (!unused && DatumGetInt64(last) >= point)
+			continue;
+		/* ALTER SEQUENCE, not setval(): a rollback undoes it */
+		if (SPI_execute(psprintf("ALTER SEQUENCE %s RESTART WITH " INT64_FORMAT,
+								 quote_qualified_identifier(SPI_getvalue(tup, desc, 1),
+															SPI_getvalue(tup, desc, 2)),
+								 point),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "retries: could not move a sequence of the extension");
 	}
 	SPI_finish();
 }
@@ -202,7 +249,10 @@ retries_hold_for_restore(void)
 		before_shmem_exit(forget_restores, (Datum) 0);
 	registered = true;
 	if (!hold_noted)
+	{
 		hold_new_in_xact = true;
+		hold_subxact = GetCurrentSubTransactionId();
+	}
 	hold_noted = true;
 	if (!retries_note_restore(MyDatabaseId))
 		ereport(ERROR,

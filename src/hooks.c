@@ -161,6 +161,9 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	ListCell   *lc;
 	bool		let_back = false;
 
+	if (event == SUBXACT_EVENT_COMMIT_SUB || event == SUBXACT_EVENT_ABORT_SUB)
+		retries_restore_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB,
+									mySubid, parentSubid);
 	if (stopped_databases == NIL)
 		return;
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
@@ -257,6 +260,9 @@ xact_callback(XactEvent event, void *arg)
 			databases_changed_at_commit = false;
 			names_changed_at_commit = false;
 			let_workers_back(true);
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			retries_restore_before_prepare();
 			break;
 		case XACT_EVENT_PREPARE:
 			/* finished at COMMIT PREPARED, elsewhere: its waiters time out */
@@ -667,16 +673,19 @@ renames_functions(Node *parsetree)
  * restores_extension -- is the command CREATE EXTENSION [IF NOT EXISTS]
  * retries run by a restore, as a superuser?  Told by the setting that the
  * output of pg_dump (restored by pg_restore or psql) makes first:
- * check_function_bodies off.  Only a superuser, who alone may create the
- * extension, may take the restore lock: another role could shut every
- * other role out with it.
+ * check_function_bodies off.  Only a superuser's session, who alone may
+ * create the extension, may take the restore hold (another role could shut
+ * every other role out with it), and only with a statement of its own, as
+ * a restore sends them: not through a function, which a superuser may have
+ * made SECURITY DEFINER for others to call.
  */
 static bool
-restores_extension(Node *parsetree)
+restores_extension(Node *parsetree, ProcessUtilityContext context)
 {
 	return IsA(parsetree, CreateExtensionStmt) &&
 		strcmp(((CreateExtensionStmt *) parsetree)->extname, "retries") == 0 &&
-		!check_function_bodies && superuser();
+		!check_function_bodies && context == PROCESS_UTILITY_TOPLEVEL &&
+		superuser() && superuser_arg(GetSessionUserId());
 }
 
 /*
@@ -726,7 +735,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	 * extension in the template) is held before this transaction commits,
 	 * so that no other session sees it unheld (see "Restores" in catalog.c)
 	 */
-	if (restores_extension(pstmt->utilityStmt) &&
+	if (restores_extension(pstmt->utilityStmt, context) &&
 		OidIsValid(get_extension_oid("retries", true)))
 		retries_hold_for_restore();
 }

@@ -69,6 +69,9 @@ extern Oid	retries_schema_oid(void);
 extern void retries_become_owner(RetriesUserSwitch *save);
 extern void retries_hold_for_restore(void);
 extern void retries_restore_xact_end(bool committed);
+extern void retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
+										SubTransactionId parentSubid);
+extern void retries_restore_before_prepare(void);
 extern pid_t retries_being_restored(void);
 extern void retries_restore_user(const RetriesUserSwitch *save);
 extern bool retries_sees_all_calls(Oid roleid);

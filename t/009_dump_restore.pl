@@ -40,7 +40,9 @@
 #      CREATE EXTENSION IF NOT EXISTS and the install script's function
 #      holds nothing; the same restore into a database that has the
 #      extension already (from template1) with row_security on is held too;
-#      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back holds
+#      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back (whole or
+#      to a savepoint) holds nothing and leaves the sequences alone, and
+#      one run by a SECURITY DEFINER function for another role holds
 #      nothing;
 #   f. a restore in several runs (pg_restore --section=pre-data, then the
 #      rest), with a role annotating, scheduling and calling in between:
@@ -600,13 +602,42 @@ $player->quit;
 
 # a superuser's CREATE EXTENSION under pg_dump's settings whose transaction
 # rolls back holds nothing after it (the session goes on, connected)
+my $sequences = q{SELECT string_agg(last_value::text, ',' ORDER BY sequencename)
+  FROM pg_sequences WHERE schemaname = 'retries'};
+my $before_undone = $dst->safe_psql('held', $sequences);
 my $undone = $dst->background_psql('held', on_error_stop => 0);
 $undone->query(q{SET check_function_bodies = off;
 BEGIN; CREATE EXTENSION IF NOT EXISTS retries; ROLLBACK;});
+is($dst->safe_psql('held', $sequences), $before_undone,
+	'e: a CREATE EXTENSION rolled back leaves the id sequences where they were');
 ($ret, $out, $err) = $dst->psql('held',
 	as_role('alice', q{SELECT retries.call('ok(int)', '[502]') IS NOT NULL}));
-is("$out$err", 't', 'e: a CREATE EXTENSION rolled back holds nothing');
+is("$out$err", 't', 'e: and holds nothing');
+# ... nor one rolled back to a savepoint
+$undone->query(q{BEGIN; SAVEPOINT s; CREATE EXTENSION IF NOT EXISTS retries;
+ROLLBACK TO s; COMMIT;});
+($ret, $out, $err) = $dst->psql('held',
+	as_role('alice', q{SELECT retries.call('ok(int)', '[503]') IS NOT NULL}));
+is("$out$err", 't', 'e: a CREATE EXTENSION rolled back to a savepoint holds nothing');
 $undone->quit;
+
+# a superuser's SECURITY DEFINER function that makes the extension, called
+# by a role under pg_dump's settings, holds nothing: only a superuser's
+# own statement does
+$dst->safe_psql(
+	'held', q{
+CREATE FUNCTION public.install_retries() RETURNS void LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS 'BEGIN CREATE EXTENSION IF NOT EXISTS retries; END';
+GRANT EXECUTE ON FUNCTION public.install_retries() TO carol;
+});
+my $definer = $dst->background_psql('held', on_error_stop => 0);
+$definer->query(q{SET ROLE carol; SET check_function_bodies = off;
+SELECT public.install_retries();});
+($ret, $out, $err) = $dst->psql('held',
+	as_role('alice', q{SELECT retries.call('ok(int)', '[504]') IS NOT NULL}));
+is("$out$err", 't', 'e: a function that makes the extension holds nothing for its caller');
+$definer->quit;
 
 ###########################################################################
 # f. a restore in several runs (one pg_restore per section): the hold ends
