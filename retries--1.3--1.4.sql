@@ -320,17 +320,17 @@ BEGIN
 		RETURN;
 	END IF;
 	-- the keys of those the extension refers to; a row written under
-	-- another extension (not yet written anew after a restore) by what its
-	-- signature names
+	-- another extension (not yet written anew after a restore or an
+	-- upgrade) by its signature, the dropped function's identity (it is
+	-- gone from pg_proc already: resolve_function would find nothing)
 	WITH hit AS (
-		SELECT k.key,
-			   CASE WHEN k.origin = retries.origin() THEN k.fn
-					ELSE retries.resolve_function(k.signature, k.owner) END AS fn
+		SELECT k.key, d.objid AS fn
 		  FROM retries.function_names k
+		  JOIN pg_catalog.pg_event_trigger_dropped_objects() d
+			ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		   AND ((k.origin = retries.origin() AND k.fn = d.objid)
+				OR (k.origin <> retries.origin() AND k.signature = d.object_identity))
 		 WHERE k.fn <> 0
-		   AND ((k.origin = retries.origin() AND k.fn = ANY (fns))
-				OR (k.origin <> retries.origin()
-					AND retries.resolve_function(k.signature, k.owner) = ANY (fns)))
 	), forgotten AS (
 		UPDATE retries.function_names k SET fn = 0, origin = retries.origin()
 		  FROM hit

@@ -145,6 +145,16 @@ SELECT retries.annotate('charge(bigint,numeric)', '3 1s');
 DROP FUNCTION charge(bigint, numeric);
 SELECT count(*) AS current FROM retries.policy_data WHERE is_current AND fn_signature = 'public.charge(bigint,numeric)';
 
+-- a temporary function, or one of a temporary type, is refused: it goes
+-- with its session, and no drop trigger fires for it
+CREATE FUNCTION pg_temp.temp_fn() RETURNS void LANGUAGE sql AS 'SELECT';
+CALL test.try($$SELECT retries.annotate('pg_temp.temp_fn()', '3 1s')$$);
+CREATE TEMP TABLE temp_row (a int);
+CREATE FUNCTION temp_typed(x temp_row) RETURNS void LANGUAGE sql AS 'SELECT';
+CALL test.try($$SELECT retries.annotate('temp_typed(temp_row)', '3 1s')$$);
+DROP TABLE temp_row CASCADE;
+DROP FUNCTION pg_temp.temp_fn();
+
 DROP FUNCTION owned(), with_out(int), with_variadic(int[]), on_gave_up(bigint),
 	backoff(int, text, text), bad_hook(int), bad_delay(int, text, text),
 	set_hook(bigint), ranked(), many(), poly(anyelement), trig();

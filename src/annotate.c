@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -93,6 +94,24 @@ lookup_function(Oid fnoid, const char *argname)
 }
 
 /*
+ * type_is_temporary -- is the type one of a temporary schema (a temp
+ * table's row type, say)?
+ */
+static bool
+type_is_temporary(Oid typid)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	bool		temporary = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		temporary = isAnyTempNamespace(((Form_pg_type) GETSTRUCT(tup))->typnamespace);
+		ReleaseSysCache(tup);
+	}
+	return temporary;
+}
+
+/*
  * check_plain_function -- refuse what a worker cannot call with plain
  * arguments: aggregates, window functions, procedures, set-returning
  * functions, and functions with pseudo-type parameters or results
@@ -125,6 +144,30 @@ check_plain_function(HeapTuple tup, Oid fnoid, const char *what)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("%s %s is %s", what, name, kind),
 				 errhint("Only plain functions can be called by retries; wrap it in one.")));
+
+	/*
+	 * A temporary function, or one of a temporary type, goes with its
+	 * session, without the drop trigger: what refers to it would be left
+	 * naming nothing (and its signature could be read by no one)
+	 */
+	if (isAnyTempNamespace(proc->pronamespace))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s %s is temporary", what, name),
+				 errhint("Calls run in other sessions, maybe after this one ended: use a function of a permanent schema.")));
+	for (int i = 0; i < proc->pronargs; i++)
+		if (type_is_temporary(proc->proargtypes.values[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s %s has a parameter of temporary type %s",
+							what, name, format_type_be(proc->proargtypes.values[i])),
+					 errhint("Calls run in other sessions, maybe after this one ended: use types of a permanent schema.")));
+	if (type_is_temporary(proc->prorettype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s %s returns temporary type %s",
+						what, name, format_type_be(proc->prorettype)),
+				 errhint("Calls run in other sessions, maybe after this one ended: use types of a permanent schema.")));
 
 	if (proc->proretset)
 		ereport(ERROR,

@@ -12,9 +12,10 @@
  * it qualified, so that it means the same under any search_path), its
  * owner, and its 'origin', the instance of the extension it was written
  * under: a hash of the cluster's system identifier (which initdb draws at
- * random, and pg_upgrade does not carry over) and the extension's OID
- * (which differs between two databases of a cluster, as OIDs are drawn
- * from one counter), retries.origin().
+ * random, and pg_upgrade does not carry over), the database's OID (two
+ * databases made from one template have the same extension OID) and the
+ * extension's OID (a database's extension dropped and made again),
+ * retries.origin().
  *
  * A row is current when its origin is this database's: its fn is the
  * function (0: dropped, for good).  pg_upgrade and a restore make the
@@ -106,10 +107,11 @@ retries_function_signature(PG_FUNCTION_ARGS)
 Datum
 retries_origin(PG_FUNCTION_ARGS)
 {
-	uint64		parts[2];
+	uint64		parts[3];
 
 	parts[0] = GetSystemIdentifier();
-	parts[1] = get_extension_oid("retries", false);
+	parts[1] = MyDatabaseId;
+	parts[2] = get_extension_oid("retries", false);
 	PG_RETURN_INT64((int64) hash_bytes_extended((const unsigned char *) parts,
 												sizeof(parts), 0));
 }
@@ -153,15 +155,21 @@ lookup_signature(text *signature)
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		/*
-		 * a name that names nothing (classes 42 and 22: a type or schema
-		 * unknown, a bad name); a cancel or anything else goes on
+		 * A name that names nothing here, whatever the error says of it (a
+		 * type or schema unknown, 3F000 for the schema of an argument's
+		 * type, a bad name): a row must never make its readers fail.  What
+		 * is not about the name goes on: a cancel or a shutdown (class 57),
+		 * a lack of memory or disk (53), a system or internal error (58,
+		 * XX), which would otherwise be taken for "dropped".
 		 */
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
-		if (strncmp(unpack_sql_state(edata->sqlerrcode), "42", 2) != 0 &&
-			strncmp(unpack_sql_state(edata->sqlerrcode), "22", 2) != 0)
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_SYSTEM_ERROR ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INTERNAL_ERROR)
 			ReThrowError(edata);
 		FreeErrorData(edata);
 	}

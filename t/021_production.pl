@@ -30,6 +30,8 @@
 #      policy, schedule or call of the victim names the other role's
 #      functions, and the data loads (the ids taken meanwhile are none of
 #      the dump's either);
+#   g. a stale row whose signature cannot be read (3F000: the schema of
+#      an argument's type is gone) names nothing and makes no reader fail;
 #   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
 #      while calls run (t/010 does it from 1.0): every call runs once, and
 #      the updated database names its functions in function_names.
@@ -307,6 +309,35 @@ SELECT (SELECT count(*) FROM retries.function_names WHERE owner = 'victim'::regr
 			   AND p.fn::text NOT LIKE 't.%')}),
 	'3,0,0,0',
 	'f: the victim\'s keys were restored, and none of its schedules, calls or policies names the thief\'s functions');
+
+###########################################################################
+# g. a stale row whose signature cannot be read (the schema of its
+#    argument's type is gone: 3F000 from to_regprocedure) names nothing,
+#    and makes no reader fail: views, annotate, DROP FUNCTION, the workers
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE SCHEMA unread;
+CREATE TYPE unread.t AS (a int);
+CREATE FUNCTION unread_f(x unread.t) RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('unread_f(unread.t)', '3 1s');
+BEGIN;
+UPDATE retries.function_names SET origin = 1, fn = 4294967295,
+	signature = 'public.unread_f(gone_schema.t)'
+ WHERE fn = 'unread_f(unread.t)'::regprocedure;
+COMMIT;
+CREATE FUNCTION after_unread() RETURNS void LANGUAGE sql AS 'SELECT';
+});
+($ret, $stdout, $stderr) = $node->psql('postgres', q{
+SELECT count(*) >= 0 FROM retries.policies;
+SELECT retries.annotate('after_unread()', '3 1s');
+DROP FUNCTION after_unread();
+});
+is($stderr, '', 'g: the views, annotate and the drop trigger read past it');
+wait_until($node, 'postgres',
+	"SELECT fn FROM retries.function_names WHERE signature = 'public.unread_f(gone_schema.t)'",
+	'0', 'g: a worker writes it anew as naming nothing');
 
 ###########################################################################
 # e. updates from each version under running calls
