@@ -78,12 +78,21 @@ PG_FUNCTION_INFO_V1(retries_origin);
 /* How often a worker looks for stale rows to write anew, at most */
 #define STALE_CHECK_MS 10000
 
+/*
+ * ... and rewrite the signatures that changed at least this often, renames
+ * or not: a rename that committed without waking the workers (COMMIT
+ * PREPARED runs in another session than its PREPARE, without this
+ * library's commit callback for it) is caught up with then
+ */
+#define RENAME_CHECK_MS 60000
+
 /* The signatures were refreshed after this many renames in the database */
 static uint64 names_seen = 0;
 /* Not refreshed yet, or some rows were locked last time */
 static bool names_changed = true;
 /* When this worker last looked for stale rows */
 static TimestampTz stale_checked_at = 0;
+static TimestampTz renames_checked_at = 0;
 
 /*
  * retries_function_signature -- SQL function
@@ -423,11 +432,14 @@ retries_refresh_function_names(void)
 		ereport(LOG,
 				(errmsg("retries: %d function references of database \"%s\" written anew after an upgrade or a restore",
 						(int) SPI_processed, get_database_name(MyDatabaseId))));
-	if (!names_changed && generation == names_seen)
+	if (!names_changed && generation == names_seen &&
+		!TimestampDifferenceExceeds(renames_checked_at, stale_checked_at,
+									RENAME_CHECK_MS))
 		return;
 	/* done, unless an error comes (retries_names_refresh_failed) */
 	names_changed = false;
 	names_seen = generation;
+	renames_checked_at = stale_checked_at;
 	for (size_t i = 0; i < lengthof(refresh_statements); i++)
 	{
 		bool		isnull;
