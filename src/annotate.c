@@ -153,7 +153,8 @@ check_plain_function(HeapTuple tup, Oid fnoid, const char *what)
 	if (isAnyTempNamespace(proc->pronamespace))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("%s %s is temporary", what, name),
+				 errmsg("%s %s is temporary", what,
+						quote_identifier(NameStr(proc->proname))),
 				 errhint("Calls run in other sessions, maybe after this one ended: use a function of a permanent schema.")));
 	for (int i = 0; i < proc->pronargs; i++)
 		if (type_is_temporary(proc->proargtypes.values[i]))
