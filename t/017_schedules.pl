@@ -343,10 +343,10 @@ while (time() < $deadline)
 	last if (split / /, $counts)[0] >= 3;
 	usleep(100_000);
 }
-my ($firings, $skipped, $missed) = split / /, $counts // '0 0 0';
-cmp_ok($firings, '>=', 3, 'f: the long schedule fired three times');
-is($missed, 0, "f: nothing counted missed with a worker up ($counts)");
-cmp_ok($skipped, '>=', 2 * ($firings - 1),
+my ($long_fired, $long_skipped, $long_missed) = split / /, $counts // '0 0 0';
+cmp_ok($long_fired, '>=', 3, 'f: the long schedule fired three times');
+is($long_missed, 0, "f: nothing counted missed with a worker up ($counts)");
+cmp_ok($long_skipped, '>=', 2 * ($long_fired - 1),
 	'f: each second that passed while a call ran was skipped');
 cmp_ok($max_lag, '<=', 1.0,
 	'f: next_run was never more than a second behind now');

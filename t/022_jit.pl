@@ -9,7 +9,8 @@
 # that name pg_catalog's operators, which the test's queries do not), some
 # for the call's INSERT.  (The session that makes the calls sets jit off:
 # retries.call()'s own statements are planned as that session says.)
-# Skipped where PostgreSQL was built without LLVM.
+# Skipped where PostgreSQL lacks pg_stat_statements or LLVM (the
+# assert-enabled build of scripts/pg-cassert has neither).
 
 use strict;
 use warnings;
@@ -23,6 +24,8 @@ use RetriesTest;
 use Test::More;
 
 my $node = retries_node('main');
+plan skip_all => 'this PostgreSQL has no pg_stat_statements or no JIT (llvmjit)'
+  if !has_library($node, 'pg_stat_statements') || !has_library($node, 'llvmjit');
 $node->append_conf(
 	'postgresql.conf', q{
 shared_preload_libraries = 'retries,pg_stat_statements'
@@ -33,11 +36,7 @@ jit_inline_above_cost = -1
 jit_optimize_above_cost = -1
 });
 $node->start;
-if ($node->safe_psql('postgres', 'SELECT pg_jit_available()') ne 't')
-{
-	$node->stop;
-	plan skip_all => 'this PostgreSQL has no JIT (built without LLVM)';
-}
+is($node->safe_psql('postgres', 'SELECT pg_jit_available()'), 't', 'JIT is available');
 
 $node->safe_psql(
 	'postgres', q{

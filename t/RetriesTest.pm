@@ -32,6 +32,7 @@ our @EXPORT = qw(
   schedule_range
   crash_lines
   no_crash
+  has_library
 );
 
 # How long a wait may take before the test fails (seconds).  Generous: a
@@ -54,6 +55,15 @@ restart_after_crash = on
 max_worker_processes = 16
 });
 	return $node;
+}
+
+# has_library(NODE, NAME): whether the server of NODE has the loadable
+# module NAME (a contrib module such as pg_stat_statements, or llvmjit):
+# a PostgreSQL built from source may lack them.
+sub has_library
+{
+	my ($node, $name) = @_;
+	return -e $node->config_data('--pkglibdir') . "/$name.so";
 }
 
 # query_value(NODE, DB, SQL): run SQL once; its output, or undef (with the
