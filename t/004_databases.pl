@@ -252,7 +252,10 @@ stays_true($node, 'postgres', $no_template_worker, 2,
 	'f: CREATE DATABASE ... TEMPLATE template1 starts no worker in template1');
 $node->safe_psql('template1', 'DROP EXTENSION retries');
 my $without = create_pairs('without');
-cmp_ok($with, '<=', 1.5 * $without + 1,
+# (held by workers in template1, each plain one waited up to 5 s: 10.36 s
+# in all against 1.03 s without the extension; other TAP tests share the
+# machine, so the bound is loose)
+cmp_ok($with, '<=', 2 * $without + 3,
 	sprintf('f: CREATE DATABASE after a copy of template1 with the extension'
 		  . ' took %.2f s in all, %.2f s without it', $with, $without));
 is( $node->safe_psql(
