@@ -126,6 +126,23 @@ retries_origin(PG_FUNCTION_ARGS)
 }
 
 /*
+ * about_the_name -- may an error that reading a signature raised be taken
+ * to mean that it names nothing?  Not a cancel or a shutdown (class 57), a
+ * lack of memory or disk (53), a system or internal error (58, XX)
+ */
+static bool
+about_the_name(int sqlerrcode)
+{
+	static const char *const other_classes[] = {"57", "53", "58", "XX"};
+	const char *state = unpack_sql_state(sqlerrcode);
+
+	for (size_t i = 0; i < lengthof(other_classes); i++)
+		if (strncmp(state, other_classes[i], 2) == 0)
+			return false;
+	return true;
+}
+
+/*
  * lookup_signature -- the function a qualified signature names, under a
  * search_path no role controls; InvalidOid if none (PostgreSQL 15's
  * to_regprocedure raises an error for an unknown argument type: caught,
@@ -167,18 +184,14 @@ lookup_signature(text *signature)
 		 * A name that names nothing here, whatever the error says of it (a
 		 * type or schema unknown, 3F000 for the schema of an argument's
 		 * type, a bad name): a row must never make its readers fail.  What
-		 * is not about the name goes on: a cancel or a shutdown (class 57),
-		 * a lack of memory or disk (53), a system or internal error (58,
-		 * XX), which would otherwise be taken for "dropped".
+		 * is not about the name goes on, or it would be taken for
+		 * "dropped".
 		 */
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_SYSTEM_ERROR ||
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INTERNAL_ERROR)
+		if (!about_the_name(edata->sqlerrcode))
 			ReThrowError(edata);
 		FreeErrorData(edata);
 	}
