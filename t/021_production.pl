@@ -32,6 +32,8 @@
 #      the dump's either);
 #   g. a stale row whose signature cannot be read (3F000: the schema of
 #      an argument's type is gone) names nothing and makes no reader fail;
+#   h. a dump of one of two databases made from one template (the same
+#      extension OID) restored into the other: read by signature;
 #   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
 #      while calls run (t/010 does it from 1.0): every call runs once, and
 #      the updated database names its functions in function_names.
@@ -347,6 +349,50 @@ is($stderr, '', 'g: the views, annotate and the drop trigger read past it');
 wait_until($node, 'postgres',
 	"SELECT fn FROM retries.function_names WHERE signature = 'public.unread_f(gone_schema.t)'",
 	'0', 'g: a worker writes it anew as naming nothing');
+
+###########################################################################
+# h. two databases made from one template share the extension's OID; a
+#    dump of one restored into the other names its functions by signature
+#    (the database's OID is part of the origin), not by the OIDs of the
+#    first
+###########################################################################
+
+$node->safe_psql(
+	'postgres', q{
+CREATE DATABASE tpl;
+});
+$node->safe_psql('tpl', 'CREATE EXTENSION retries');
+$node->safe_psql('postgres', q{
+ALTER DATABASE tpl IS_TEMPLATE true;
+CREATE DATABASE sib_x TEMPLATE tpl;
+CREATE DATABASE sib_y TEMPLATE tpl;
+});
+$node->safe_psql(
+	'sib_x', q{
+CREATE TABLE done (tag text);
+CREATE FUNCTION pad() RETURNS void LANGUAGE sql AS 'SELECT';
+CREATE FUNCTION sib(tag text) RETURNS void LANGUAGE sql AS $$INSERT INTO done VALUES (tag)$$;
+SELECT retries.annotate('sib(text)', '3 10ms');
+SELECT retries.call('sib(text)', '["restored"]', run_at => now() + interval '3 s');
+});
+$node->command_ok([ 'pg_dump', '-Fc', '-f', "$dumpdir/sib.dump", '-d', $node->connstr('sib_x') ],
+	'h: pg_dump of one sibling');
+# the other sibling has the extension already (from the template): the
+# restore says so and goes on; its function gets another OID there
+$node->safe_psql('sib_y', 'CREATE FUNCTION other() RETURNS void LANGUAGE sql AS \'SELECT\'');
+system_log('pg_restore', '-d', $node->connstr('sib_y'), "$dumpdir/sib.dump");
+is($node->safe_psql('sib_y', 'SELECT string_agg(fn::text, \',\') FROM retries.policies'),
+	'sib(text)', 'h: the restored policy names its function by signature');
+wait_until($node, 'sib_y', "SELECT string_agg(tag, ',') FROM done", 'restored',
+	'h: the restored call runs its function');
+# their workers would take the slots that e's databases need
+$node->safe_psql(
+	'postgres', q{
+DROP DATABASE sib_x;
+DROP DATABASE sib_y;
+ALTER DATABASE tpl IS_TEMPLATE false;
+DROP DATABASE tpl;
+});
 
 ###########################################################################
 # e. updates from each version under running calls
