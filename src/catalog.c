@@ -91,6 +91,19 @@ static bool hold_new_in_xact = false;
 static SubTransactionId hold_subxact = InvalidSubTransactionId;
 
 /*
+ * drop_hold -- the hold this session took is undone with the CREATE
+ * EXTENSION that took it
+ */
+static void
+drop_hold(void)
+{
+	retries_forget_restores();
+	hold_noted = false;
+	hold_new_in_xact = false;
+	hold_subxact = InvalidSubTransactionId;
+}
+
+/*
  * retries_restore_subxact_end -- a subtransaction ends: a hold it took goes
  * if it rolled back (ROLLBACK TO a savepoint), else passes to its parent
  */
@@ -105,10 +118,7 @@ retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
 		hold_subxact = parentSubid;
 		return;
 	}
-	retries_forget_restores();
-	hold_noted = false;
-	hold_new_in_xact = false;
-	hold_subxact = InvalidSubTransactionId;
+	drop_hold();
 }
 
 /*
@@ -134,10 +144,7 @@ void
 retries_restore_xact_end(bool committed)
 {
 	if (hold_new_in_xact && !committed)
-	{
-		retries_forget_restores();
-		hold_noted = false;
-	}
+		drop_hold();
 	hold_new_in_xact = false;
 	hold_subxact = InvalidSubTransactionId;
 }
@@ -178,7 +185,8 @@ scatter_ids(void)
 	values[0] = ObjectIdGetDatum(extoid);
 	SPI_connect();
 	/* the identity sequences of the extension's tables */
-	if (SPI_execute_with_args("SELECT n.nspname, c.relname, q.seqmax, s.last_value"
+	if (SPI_execute_with_args("SELECT n.nspname, c.relname, q.seqmax,"
+							  " pg_catalog.pg_sequence_last_value(q.seqrelid::pg_catalog.regclass)"
 							  " FROM pg_catalog.pg_depend e"
 							  " JOIN pg_catalog.pg_depend i"
 							  "  ON i.refobjid OPERATOR(pg_catalog.=) e.objid"
@@ -188,8 +196,6 @@ scatter_ids(void)
 							  " JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) i.objid"
 							  " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) q.seqrelid"
 							  " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
-							  " JOIN pg_catalog.pg_sequences s ON s.schemaname OPERATOR(pg_catalog.=) n.nspname"
-							  "  AND s.sequencename OPERATOR(pg_catalog.=) c.relname"
 							  " WHERE e.refobjid OPERATOR(pg_catalog.=) $1"
 							  " AND e.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
 							  " AND e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
