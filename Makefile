@@ -6,6 +6,8 @@
 #                         private temporary cluster (run as a non-root user;
 #                         scripts/test does all of it from a fresh machine)
 #   make unittest         unit tests of the pure policy code (no server)
+#   make layercheck       the source keeps the order of layers of
+#                         src/layers.txt: no include or call upward, no cycle
 #   make fuzz             build the libFuzzer target fuzz/policy_fuzz (clang)
 #   make fuzzcheck        run it briefly over fuzz/corpus/policy; any finding
 #                         fails (scripts/fuzz runs it for longer)
@@ -33,29 +35,36 @@ DIST_NAME = $(EXTENSION)-$(RELEASE_VERSION)
 
 MODULE_big = retries
 OBJS = \
-	src/retries.o \
-	src/policy.o \
-	src/catalog.o \
-	src/function_names.o \
-	src/call_args.o \
-	src/annotate.o \
-	src/schedule.o \
-	src/flow.o \
-	src/manage.o \
-	src/call_context.o \
-	src/shmem.o \
+	src/core/policy.o \
+	src/core/cron.o \
+	src/core/rate.o \
+	src/base/settings.o \
+	src/base/schema.o \
+	src/base/args.o \
+	src/base/plans.o \
+	src/shmem/shmem.o \
+	src/tables/access.o \
+	src/tables/names.o \
+	src/tables/restore.o \
+	src/xact/xact.o \
+	src/flow/flow.o \
+	src/api/annotate.o \
+	src/api/call.o \
+	src/api/call_args.o \
+	src/api/call_context.o \
+	src/api/chains.o \
+	src/api/manage.o \
+	src/api/status.o \
+	src/api/wait.o \
+	src/schedules/recurring.o \
+	src/schedules/schedule.o \
+	src/engine/sandbox.o \
+	src/engine/claim.o \
+	src/engine/execute.o \
+	src/engine/worker.o \
+	src/engine/launcher.o \
 	src/hooks.o \
-	src/launcher.o \
-	src/worker.o \
-	src/claim.o \
-	src/execute.o \
-	src/sandbox.o \
-	src/cron.o \
-	src/rate.o \
-	src/recurring.o \
-	src/schedules.o \
-	src/chains.o \
-	src/wait.o
+	src/retries.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql retries--1.2--1.3.sql \
 	retries--1.3--1.4.sql
@@ -101,6 +110,8 @@ EXTRA_CLEAN = tmp_check_regress tmp_check_iso test/policy_test test/cron_test te
 # -Wextra's unused-parameter warnings fire inside PostgreSQL's own headers
 # and on every fmgr and GUC-hook signature, so that one is turned off.
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
+# Our headers are named by folder, from src/: #include "core/policy.h"
+PG_CPPFLAGS = -I$(srcdir)/src
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -117,20 +128,25 @@ override PROVE_FLAGS += -j3
 # PGXS tracks no header dependencies: rebuild every object when a header
 # of ours changes (a stale object with an old shared-memory layout is a
 # crash waiting to happen).
-$(OBJS): $(wildcard $(srcdir)/src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*/*.h)
 
 # The policy code is plain C: its unit tests build without the server.
-test/policy_test: test/policy_test.c src/policy.c src/policy.h
-	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/policy_test.c src/policy.c -lm
+test/policy_test: test/policy_test.c src/core/policy.c src/core/policy.h
+	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/policy_test.c src/core/policy.c -lm
 
 # So is the cron code (recurring schedules), which reports its errors the
 # policy code's way.
-test/cron_test: test/cron_test.c test/unit.h src/cron.c src/cron.h src/policy.c src/policy.h
-	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/cron_test.c src/cron.c src/policy.c -lm
+test/cron_test: test/cron_test.c test/unit.h src/core/cron.c src/core/cron.h src/core/policy.c src/core/policy.h
+	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/cron_test.c src/core/cron.c src/core/policy.c -lm
 
 # And the rate limits' code (flow control).
-test/rate_test: test/rate_test.c test/unit.h src/rate.c src/rate.h src/policy.c src/policy.h
-	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/rate_test.c src/rate.c src/policy.c -lm
+test/rate_test: test/rate_test.c test/unit.h src/core/rate.c src/core/rate.h src/core/policy.c src/core/policy.h
+	$(CC) -std=c99 -Wall -Wextra -Werror -O1 -g -Isrc -o $@ test/rate_test.c src/core/rate.c src/core/policy.c -lm
+
+# The order of layers (src/layers.txt), checked on the built objects
+.PHONY: layercheck
+layercheck: $(OBJS)
+	perl $(srcdir)/scripts/layers $(srcdir)/src
 
 .PHONY: unittest
 unittest: test/policy_test test/cron_test test/rate_test
@@ -153,8 +169,8 @@ FUZZ_SECONDS ?= 120
 FUZZ_OPTIONS = -max_len=4096 -dict=fuzz/policy.dict -timeout=10 \
 	-artifact_prefix=fuzz/ -print_final_stats=1
 
-fuzz/policy_fuzz: fuzz/policy_fuzz.c src/policy.c src/policy.h src/cron.c src/cron.h src/rate.c src/rate.h
-	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/policy.c src/cron.c src/rate.c -lm
+fuzz/policy_fuzz: fuzz/policy_fuzz.c $(wildcard src/core/*.c src/core/*.h)
+	$(CLANG) $(FUZZ_CFLAGS) -Isrc -o $@ fuzz/policy_fuzz.c src/core/policy.c src/core/cron.c src/core/rate.c -lm
 
 .PHONY: fuzz fuzzcheck
 fuzz: fuzz/policy_fuzz

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * policy_fuzz.c
- *	  libFuzzer target for the pure policy code in src/policy.c: the policy
+ *	  libFuzzer target for the pure policy code in src/core/policy.c: the policy
  *	  grammar, durations, the delay formula, jitter and retry_on.
  *
  * Built with clang and every sanitizer that applies ("make fuzz"):
  *
  *		clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
- *			-Isrc fuzz/policy_fuzz.c src/policy.c -lm
+ *			-Isrc fuzz/policy_fuzz.c src/core/policy.c -lm
  *
  * so a buffer overrun, a signed overflow, an out-of-range float conversion
  * or a shift past the width is a finding by itself.  On top of that every
@@ -47,12 +47,12 @@
  *	  is normalized, has RT (or -RT) once, no duplicates, and normalizing it
  *	  again gives the same list; policy_retries_sqlstate agrees with each
  *	  exact entry and with each class entry no exact one overrides.
- *	- cron_parse (src/cron.c): a refused expression has a well-formed error;
+ *	- cron_parse (src/core/cron.c): a refused expression has a well-formed error;
  *	  an accepted one has bits only where its fields can, some in each; and
  *	  cron_next from a wall-clock minute taken from the knobs finds a later
  *	  minute that matches, with no match in between (checked minute by
  *	  minute over up to two days).
- *	- rate_parse (src/rate.c): a refused rate has a well-formed error; an
+ *	- rate_parse (src/core/rate.c): a refused rate has a well-formed error; an
  *	  accepted one is within bounds, and 64 starts asked for at moments
  *	  from the knobs are admitted only while no window-long interval holds
  *	  more than the rate's count.
@@ -62,9 +62,9 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "cron.h"
-#include "rate.h"
-#include "policy.h"
+#include "core/cron.h"
+#include "core/rate.h"
+#include "core/policy.h"
 
 #include <float.h>
 #include <math.h>
@@ -865,7 +865,7 @@ check_cron(const char *text, bool utf8, Knobs *knobs)
 }
 
 /*
- * check_rate -- rate_parse (src/rate.c): a refused rate has a well-formed
+ * check_rate -- rate_parse (src/core/rate.c): a refused rate has a well-formed
  * error; an accepted one is within bounds, and starts asked for at moments
  * taken from the knobs are admitted only while no window-long interval
  * holds more than count of them

@@ -59,230 +59,17 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "compat.h"
-#include "retries.h"
-#include "sandbox.h"
-#include "shmem.h"
-
-/*
- * How long the launcher keeps away from a database whose workers were
- * stopped, at most: the end of the transaction lets them back sooner.
- */
-#define STOP_PAUSE_SECS			30
-
-static bool wake_workers_at_commit = false;
-static bool gates_changed_at_commit = false;
-static bool wake_launcher_at_commit = false;
-static bool databases_changed_at_commit = false;
-static bool names_changed_at_commit = false;
-/* A database whose workers this transaction stopped */
-typedef struct StoppedDatabase
-{
-	Oid			dboid;
-	SubTransactionId subid;		/* the subtransaction that stopped them */
-} StoppedDatabase;
-
-/* StoppedDatabase entries, in TopMemoryContext */
-static List *stopped_databases = NIL;
-/* Set before commit: the transaction leaves this database without the extension */
-static bool extension_gone = false;
+#include "base/base.h"
+#include "base/compat.h"
+#include "hooks.h"
+#include "engine/sandbox.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 
 PG_FUNCTION_INFO_V1(retries_start_workers);
-
-/*
- * retries_wake_at_commit -- wake this database's workers when the current
- * transaction commits (called when a call is scheduled or re-armed)
- */
-void
-retries_wake_at_commit(void)
-{
-	wake_workers_at_commit = true;
-}
-
-/*
- * retries_gates_changed_at_commit -- tell the workers, once the current
- * transaction commits, that the pauses or limits of functions changed, so
- * that an attempt that starts after the commit sees them (flow.c)
- */
-void
-retries_gates_changed_at_commit(void)
-{
-	gates_changed_at_commit = true;
-	wake_workers_at_commit = true;
-}
-
-/*
- * let_workers_back -- at the end of a transaction, let the launcher start
- * workers again in the databases whose workers it stopped
- *
- * After a DROP DATABASE the database is gone and the launcher forgets it;
- * after a committed DROP EXTENSION it is told that the extension is gone
- * (otherwise the workers it would start would find that out and exit).
- */
-static void
-let_workers_back(bool committed)
-{
-	ListCell   *lc;
-
-	if (stopped_databases == NIL)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	foreach(lc, stopped_databases)
-	{
-		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
-		RetriesDatabase *db = retries_find_database(stopped->dboid, false);
-
-		if (db == NULL)
-			continue;
-		db->paused_until = 0;
-		if (committed && extension_gone && db->dboid == MyDatabaseId)
-			retries_set_db_state(db, DB_NO_EXTENSION);
-	}
-	LWLockRelease(retries_shared->lock);
-	list_free_deep(stopped_databases);
-	stopped_databases = NIL;
-	extension_gone = false;
-	/* a dropped database must be forgotten before any worker starts */
-	retries_reread_databases();
-}
-
-/*
- * subxact_callback -- a subtransaction that stopped workers was rolled
- * back (ROLLBACK TO a savepoint): let them back now, not when the whole
- * transaction ends; one that committed hands its stops to its parent
- */
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	ListCell   *lc;
-	bool		let_back = false;
-
-	if (event == SUBXACT_EVENT_COMMIT_SUB || event == SUBXACT_EVENT_ABORT_SUB)
-		retries_restore_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB,
-									mySubid, parentSubid);
-	if (stopped_databases == NIL)
-		return;
-	if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		foreach(lc, stopped_databases)
-		{
-			StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
-
-			if (stopped->subid == mySubid)
-				stopped->subid = parentSubid;
-		}
-		return;
-	}
-	if (event != SUBXACT_EVENT_ABORT_SUB)
-		return;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	foreach(lc, stopped_databases)
-	{
-		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
-		RetriesDatabase *db;
-
-		if (stopped->subid != mySubid)
-			continue;
-		db = retries_find_database(stopped->dboid, false);
-		if (db != NULL)
-			db->paused_until = 0;
-		stopped_databases = foreach_delete_current(stopped_databases, lc);
-		pfree(stopped);
-		let_back = true;
-	}
-	LWLockRelease(retries_shared->lock);
-	if (let_back)
-		retries_wake_launcher();
-}
-
-/*
- * stopped_here -- did this transaction stop the workers of its own database?
- */
-static bool
-stopped_here(void)
-{
-	ListCell   *lc;
-
-	foreach(lc, stopped_databases)
-	{
-		if (((StoppedDatabase *) lfirst(lc))->dboid == MyDatabaseId)
-			return true;
-	}
-	return false;
-}
-
-/*
- * xact_callback -- deliver the wake-ups of a committed transaction
- */
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			/* catalogs can still be read here, not at commit */
-			if (stopped_here())
-				extension_gone = !OidIsValid(get_extension_oid("retries", true));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-			if (wake_launcher_at_commit)
-			{
-				RetriesDatabase *db;
-
-				LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-				db = retries_find_database(MyDatabaseId, true);
-				if (db != NULL && db->state == DB_NO_EXTENSION)
-					retries_set_db_state(db, DB_UNKNOWN);
-				if (db != NULL)
-					db->paused_until = 0;
-				LWLockRelease(retries_shared->lock);
-				databases_changed_at_commit = true;
-			}
-			if (databases_changed_at_commit)
-				retries_reread_databases();
-			if (names_changed_at_commit)
-				retries_names_changed(MyDatabaseId);
-			if (gates_changed_at_commit)
-				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
-			if (wake_workers_at_commit)
-				retries_wake_workers(MyDatabaseId);
-			retries_finished_at_end(true);
-			retries_restore_xact_end(true);
-			gates_changed_at_commit = false;
-			wake_workers_at_commit = false;
-			wake_launcher_at_commit = false;
-			databases_changed_at_commit = false;
-			names_changed_at_commit = false;
-			let_workers_back(true);
-			break;
-		case XACT_EVENT_PRE_PREPARE:
-			retries_restore_before_prepare();
-			break;
-		case XACT_EVENT_PREPARE:
-			/* finished at COMMIT PREPARED, elsewhere: its waiters time out */
-			retries_finished_at_end(false);
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			retries_finished_at_end(false);
-			retries_restore_xact_end(false);
-			gates_changed_at_commit = false;
-			wake_workers_at_commit = false;
-			wake_launcher_at_commit = false;
-			databases_changed_at_commit = false;
-			names_changed_at_commit = false;
-			let_workers_back(false);
-			break;
-		default:
-			break;
-	}
-}
 
 /*
  * retries_start_workers -- SQL function retries.start_workers(), run by
@@ -302,7 +89,7 @@ retries_start_workers(PG_FUNCTION_ARGS)
 				 errdetail("Calls can be scheduled, but none will run until the server is started with the library preloaded."),
 				 errhint("Add 'retries' to shared_preload_libraries in postgresql.conf and restart the server.")));
 	else
-		wake_launcher_at_commit = true;
+		retries_wake_launcher_at_commit();
 	PG_RETURN_VOID();
 }
 
@@ -319,7 +106,7 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 
 	if (access == OAT_DROP && classId == ExtensionRelationId &&
 		objectId == get_extension_oid("retries", true))
-		wake_workers_at_commit = true;
+		retries_wake_at_commit();
 }
 
 /*
@@ -706,22 +493,13 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
-		databases_changed_at_commit = true;
+		retries_databases_changed_at_commit();
 	if (renames_functions(pstmt->utilityStmt))
-		names_changed_at_commit = true;
+		retries_names_changed_at_commit();
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-		StoppedDatabase *stopped = palloc(sizeof(StoppedDatabase));
-
-		stopped->dboid = dboid;
-		stopped->subid = GetCurrentSubTransactionId();
-		stopped_databases = lappend(stopped_databases, stopped);
-		MemoryContextSwitchTo(oldcxt);
-		retries_stop_workers(dboid, STOP_PAUSE_SECS);
-	}
+		retries_stop_workers_until_end(dboid);
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
@@ -747,8 +525,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 void
 retries_install_hooks(void)
 {
-	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
+	retries_install_xact_callbacks();
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = process_utility;
 	prev_object_access_hook = object_access_hook;

@@ -1,7 +1,7 @@
 # Hostile arguments for retries.call: a seeded random stream of argument
 # documents against annotated functions of many parameter types.
 #
-# src/call_args.c converts jsonb arguments with PostgreSQL's own jsonb
+# src/api/call_args.c converts jsonb arguments with PostgreSQL's own jsonb
 # accessors and type input and output functions, so it cannot be linked
 # into a libFuzzer target without a backend; this test fuzzes it through
 # SQL instead.  Each document is random JSON (deep nesting, huge and tiny

@@ -55,8 +55,8 @@
 #      or "### Attempt outcomes";
 #    - every table, sequence, type and event trigger of the extension is
 #      named somewhere;
-#    - every SQLSTATE the sources raise or record (ERRCODE_* in src/*.c and
-#      src/*.h, ERRCODE = '...' in the SQL scripts) has a row under
+#    - every SQLSTATE the sources raise or record (ERRCODE_* in src/**/*.c and
+#      src/**/*.h, ERRCODE = '...' in the SQL scripts) has a row under
 #      "## Errors".
 #    Adding a setting, parameter, column or error code without documenting
 #    it fails here.
@@ -650,7 +650,7 @@ sub check_reference
 		$by_macro{$2} = $1;
 		$by_condition{$3} = $1 if defined $3;
 	}
-	for my $h (glob("$root/src/*.h"))
+	for my $h (glob("$root/src/*.h $root/src/*/*.h"))
 	{
 		my $text = slurp_file($h);
 		while ($text =~
@@ -663,8 +663,8 @@ sub check_reference
 	# A copy of the tests without the sources (scripts/package checks the
 	# installed package that way) has nothing to compare.
 	note("no src/*.c here: the SQLSTATEs of the sources are not checked")
-	  unless glob("$root/src/*.c");
-	for my $src (glob("$root/src/*.c"), glob("$root/src/*.h"))
+	  unless glob("$root/src/*/*.c");
+	for my $src (glob("$root/src/*.[ch] $root/src/*/*.[ch]"))
 	{
 		my $text = slurp_file($src);
 		while ($text =~ /\b(ERRCODE_\w+)/g)

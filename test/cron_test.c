@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * cron_test.c
- *	  Unit tests of the pure cron code in src/cron.c: parsing, refusals
+ *	  Unit tests of the pure cron code in src/core/cron.c: parsing, refusals
  *	  with the bad part named, Vixie cron's day rule, and the next matching
  *	  minute, checked against a minute-by-minute search.
  *
- *		cc -std=c99 -Wall -Wextra -Werror -Isrc test/cron_test.c src/cron.c src/policy.c -lm
+ *		cc -std=c99 -Wall -Wextra -Werror -Isrc test/cron_test.c src/core/cron.c src/core/policy.c -lm
  *
  * ("make unittest" does this).  The last line of output is always
  *
@@ -18,7 +18,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "cron.h"
+#include "core/cron.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * policy_test.c
- *	  Unit tests of the pure policy code in src/policy.c: the policy
+ *	  Unit tests of the pure policy code in src/core/policy.c: the policy
  *	  grammar, durations, the delay formula, jitter and retry_on.
  *
  * A standalone program with no server and no test framework:
  *
- *		cc -std=c99 -Wall -Wextra -Werror -Isrc test/policy_test.c src/policy.c -lm
+ *		cc -std=c99 -Wall -Wextra -Werror -Isrc test/policy_test.c src/core/policy.c -lm
  *
  * ("make unittest" does this).  Each CHECK that fails prints its file, line
  * and expression; the last line of output is always
@@ -21,7 +21,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "policy.h"
+#include "core/policy.h"
 
 #include <float.h>
 #include <math.h>

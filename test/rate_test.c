@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * rate_test.c
- *	  Unit tests of src/rate.c: parsing rates, and the bound that admitted
+ *	  Unit tests of src/core/rate.c: parsing rates, and the bound that admitted
  *	  starts keep (never more than count in any window-long interval),
  *	  checked against every admitted start of long random runs; and that
  *	  the bound does not starve a steady demand.
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rate.h"
+#include "core/rate.h"
 #include "unit.h"
 
 static void

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy.h"
+#include "core/policy.h"
 
 static int	passed;
 static int	failed;

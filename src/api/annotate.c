@@ -1,0 +1,693 @@
+/*-------------------------------------------------------------------------
+ *
+ * annotate.c
+ *	  retries.annotate() and retries.unannotate(): giving a function a retry
+ *	  policy, which is what lets its calls be scheduled.
+ *
+ * A policy starts from the string '[count] min [max]' (or
+ * retries.default_policy), and the named arguments override its parts.  Each
+ * annotation is a new row of retries.policy_data; the previous one stops
+ * being current but stays, because the calls scheduled under it keep their
+ * policy for their whole life.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "base/compat.h"
+#include "core/policy.h"
+#include "core/rate.h"
+#include "flow/flow.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
+
+PG_FUNCTION_INFO_V1(retries_annotate);
+PG_FUNCTION_INFO_V1(retries_unannotate);
+PG_FUNCTION_INFO_V1(retries_format_policy);
+
+/* Positions of retries.annotate()'s arguments */
+enum
+{
+	ANN_FN,
+	ANN_POLICY,
+	ANN_MAX_ATTEMPTS,
+	ANN_MIN_DELAY,
+	ANN_MAX_DELAY,
+	ANN_MULTIPLIER,
+	ANN_JITTER,
+	ANN_RETRY_ON,
+	ANN_TIMEOUT,
+	ANN_ON_EXHAUSTED,
+	ANN_DELAY_FN,
+	ANN_MAX_RUNNING,			/* version 1.2 */
+	ANN_MAX_RUNNING_PER_KEY,	/* version 1.2 */
+	ANN_RATE,					/* version 1.2 */
+	ANN_NOTIFY					/* version 1.2 */
+};
+
+/* Most entries a retry_on list may have (normalizing it is quadratic) */
+#define MAX_RETRY_ON	1000
+
+/* A policy after all checks, ready to be stored */
+typedef struct Policy
+{
+	int32		max_attempts;	/* 0 when unlimited */
+	int64		min_delay;
+	int64		max_delay;		/* -1 for a fixed delay */
+	double		multiplier;
+	PolicyJitter jitter;
+	Datum		retry_on;		/* text[] */
+	int64		timeout;		/* -1 for none */
+	Oid			on_exhausted;
+	Oid			delay_fn;
+	bool		notify;			/* NOTIFY retries_finished as calls finish */
+} Policy;
+
+/*
+ * lookup_function -- the pg_proc row of a function given by OID, or an error
+ * naming the argument it came from
+ */
+static HeapTuple
+lookup_function(Oid fnoid, const char *argname)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("%s: function with OID %u does not exist", argname, fnoid)));
+	return tup;
+}
+
+/*
+ * type_is_temporary -- is the type one of a temporary schema (a temp
+ * table's row type, say)?
+ */
+static bool
+type_is_temporary(Oid typid)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	bool		temporary = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		temporary = isAnyTempNamespace(((Form_pg_type) GETSTRUCT(tup))->typnamespace);
+		ReleaseSysCache(tup);
+	}
+	return temporary;
+}
+
+/*
+ * check_plain_function -- refuse what a worker cannot call with plain
+ * arguments: aggregates, window functions, procedures, set-returning
+ * functions, and functions with pseudo-type parameters or results
+ * (polymorphic, internal, trigger, ...)
+ *
+ * 'what' names the role of the function in messages ("function",
+ * "on_exhausted function", ...).
+ */
+static void
+check_plain_function(HeapTuple tup, Oid fnoid, const char *what)
+{
+	Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
+	char	   *name = format_procedure(fnoid);
+	const char *kind = NULL;
+
+	switch (proc->prokind)
+	{
+		case PROKIND_AGGREGATE:
+			kind = "an aggregate function";
+			break;
+		case PROKIND_WINDOW:
+			kind = "a window function";
+			break;
+		case PROKIND_PROCEDURE:
+			kind = "a procedure";
+			break;
+	}
+	if (kind)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("%s %s is %s", what, name, kind),
+				 errhint("Only plain functions can be called by retries; wrap it in one.")));
+
+	/*
+	 * A temporary function, or one of a temporary type, goes with its
+	 * session, without the drop trigger: what refers to it would be left
+	 * naming nothing (and its signature could be read by no one)
+	 */
+	if (isAnyTempNamespace(proc->pronamespace))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s %s is temporary", what,
+						quote_identifier(NameStr(proc->proname))),
+				 errhint("Calls run in other sessions, maybe after this one ended: use a function of a permanent schema.")));
+	for (int i = 0; i < proc->pronargs; i++)
+		if (type_is_temporary(proc->proargtypes.values[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s %s has a parameter of temporary type %s",
+							what, name, format_type_be(proc->proargtypes.values[i])),
+					 errhint("Calls run in other sessions, maybe after this one ended: use types of a permanent schema.")));
+	if (type_is_temporary(proc->prorettype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s %s returns temporary type %s",
+						what, name, format_type_be(proc->prorettype)),
+				 errhint("Calls run in other sessions, maybe after this one ended: use types of a permanent schema.")));
+
+	if (proc->proretset)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s %s returns a set", what, name),
+				 errhint("Only functions returning a single value can be called by retries; wrap it in one.")));
+
+	for (int i = 0; i < proc->pronargs; i++)
+	{
+		Oid			argtype = proc->proargtypes.values[i];
+
+		if (get_typtype(argtype) == TYPTYPE_PSEUDO)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s %s has a parameter of pseudo-type %s",
+							what, name, format_type_be(argtype)),
+					 errhint("Calls need concrete parameter types; wrap it in a function that has them.")));
+	}
+
+	if (get_typtype(proc->prorettype) == TYPTYPE_PSEUDO &&
+		proc->prorettype != VOIDOID && proc->prorettype != RECORDOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s %s returns pseudo-type %s",
+						what, name, format_type_be(proc->prorettype)),
+				 errhint("Only functions that can be called from SQL can be called by retries.")));
+}
+
+/*
+ * check_hook -- validate an on_exhausted or delay_fn function: it must be a
+ * plain function with exactly these parameter types (and, if 'rettype' is
+ * valid, this result type), and the annotating role must be allowed to
+ * execute it
+ */
+static void
+check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
+		   Oid rettype, const char *expected)
+{
+	HeapTuple	tup = lookup_function(fnoid, argname);
+	Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
+	bool		ok;
+	char		what[NAMEDATALEN + 16];
+
+	snprintf(what, sizeof(what), "%s function", argname);
+	check_plain_function(tup, fnoid, what);
+
+	ok = proc->pronargs == nargs &&
+		(!OidIsValid(rettype) || proc->prorettype == rettype);
+	for (int i = 0; ok && i < nargs; i++)
+		ok = proc->proargtypes.values[i] == argtypes[i];
+	ReleaseSysCache(tup);
+
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s function %s has the wrong signature",
+						argname, format_procedure(fnoid)),
+				 errdetail("It must be %s.", expected)));
+
+	retries_check_call_privilege(fnoid, GetUserId());
+}
+
+/*
+ * check_owner -- only the function's owner (or a superuser) may change its
+ * annotation
+ */
+static void
+check_owner(Oid fnoid)
+{
+	if (!retries_proc_ownercheck(fnoid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FUNCTION, get_func_name(fnoid));
+}
+
+/*
+ * interval_arg -- an interval argument as microseconds, checked to be in
+ * [lowest, POLICY_MAX_DURATION]
+ */
+static int64
+interval_arg(FunctionCallInfo fcinfo, int argno, const char *argname,
+			 int64 lowest)
+{
+	Interval   *span = PG_GETARG_INTERVAL_P(argno);
+	int64		usecs;
+	char	   *text = DatumGetCString(DirectFunctionCall1(interval_out,
+														   IntervalPGetDatum(span)));
+
+	if (!retries_interval_to_usecs(span, &usecs) || usecs < lowest)
+	{
+		char		maxbuf[POLICY_FORMAT_LEN];
+
+		policy_format_duration(POLICY_MAX_DURATION, maxbuf, sizeof(maxbuf));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be %s and at most %s, not \"%s\"",
+						argname, lowest > 0 ? "positive" : "zero or more",
+						maxbuf, text)));
+	}
+	return usecs;
+}
+
+/*
+ * build_retry_on -- check and normalize the retry_on array
+ */
+static Datum
+build_retry_on(ArrayType *array)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	const char **entries;
+	char		(*out)[POLICY_SQLSTATE_ENTRY_LEN];
+	int			nout;
+	PolicyError err;
+	Datum	   *result;
+
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retry_on must be a one-dimensional array")));
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, &n);
+	if (n > MAX_RETRY_ON)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retry_on has %d elements, more than the %d allowed",
+						n, MAX_RETRY_ON),
+				 errhint("List classes such as \"08\" instead of their SQLSTATEs.")));
+
+	entries = palloc(sizeof(char *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		entries[i] = nulls[i] ? NULL : TextDatumGetCString(elems[i]);
+
+	out = palloc(sizeof(*out) * (n + 1));
+	nout = policy_normalize_retry_on(entries, n, out, &err);
+	if (nout < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid retry_on: %s", err.message),
+				 err.hint[0] ? errhint("%s", err.hint) : 0));
+
+	result = palloc(sizeof(Datum) * Max(nout, 1));
+	for (int i = 0; i < nout; i++)
+		result[i] = CStringGetTextDatum(out[i]);
+	return PointerGetDatum(construct_array(result, nout, TEXTOID, -1, false,
+										   TYPALIGN_INT));
+}
+
+/*
+ * build_policy -- the policy that annotate()'s arguments describe
+ */
+static void
+build_policy(FunctionCallInfo fcinfo, Policy *policy)
+{
+	const char *source;
+	PolicySpec	spec;
+	PolicyError err;
+
+	/* the string, or the default one */
+	source = PG_ARGISNULL(ANN_POLICY) ? retries_default_policy
+		: text_to_cstring(PG_GETARG_TEXT_PP(ANN_POLICY));
+	if (!policy_parse(source, &spec, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid retry policy \"%s\": %s", source, err.message),
+				 err.hint[0] ? errhint("%s", err.hint) : 0));
+	policy->max_attempts = spec.has_count ? spec.count + 1 : 0;
+	policy->min_delay = spec.min_delay;
+	policy->max_delay = spec.has_max ? spec.max_delay : -1;
+
+	/* the named arguments override the parts of the string */
+	if (!PG_ARGISNULL(ANN_MAX_ATTEMPTS))
+	{
+		int32		max_attempts = PG_GETARG_INT32(ANN_MAX_ATTEMPTS);
+
+		if (max_attempts < 1 || max_attempts > POLICY_MAX_ATTEMPTS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_attempts must be between 1 and %d, not %d",
+							POLICY_MAX_ATTEMPTS, max_attempts),
+					 errhint("Leave out the count of the policy string for unlimited attempts.")));
+		policy->max_attempts = max_attempts;
+	}
+	if (!PG_ARGISNULL(ANN_MIN_DELAY))
+		policy->min_delay = interval_arg(fcinfo, ANN_MIN_DELAY, "min_delay", 1);
+	if (!PG_ARGISNULL(ANN_MAX_DELAY))
+		policy->max_delay = interval_arg(fcinfo, ANN_MAX_DELAY, "max_delay", 1);
+	if (policy->max_delay >= 0 && policy->max_delay < policy->min_delay)
+	{
+		char		minbuf[POLICY_FORMAT_LEN];
+		char		maxbuf[POLICY_FORMAT_LEN];
+
+		policy_format_duration(policy->min_delay, minbuf, sizeof(minbuf));
+		policy_format_duration(policy->max_delay, maxbuf, sizeof(maxbuf));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_delay %s is less than min_delay %s", maxbuf, minbuf)));
+	}
+
+	policy->multiplier = PG_ARGISNULL(ANN_MULTIPLIER) ? 2.0
+		: PG_GETARG_FLOAT8(ANN_MULTIPLIER);
+	if (isnan(policy->multiplier) || isinf(policy->multiplier) ||
+		policy->multiplier < 1.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("multiplier must be a finite number of at least 1, not %s",
+						float8out_internal(policy->multiplier))));
+
+	policy->jitter = POLICY_JITTER_NONE;
+	if (!PG_ARGISNULL(ANN_JITTER))
+	{
+		char	   *jitter = text_to_cstring(PG_GETARG_TEXT_PP(ANN_JITTER));
+
+		if (!policy_parse_jitter(jitter, &policy->jitter))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown jitter \"%s\"", jitter),
+					 errhint("Use \"none\", \"full\" or \"equal\".")));
+	}
+
+	if (PG_ARGISNULL(ANN_RETRY_ON))
+		policy->retry_on = build_retry_on(construct_empty_array(TEXTOID));
+	else
+		policy->retry_on = build_retry_on(PG_GETARG_ARRAYTYPE_P(ANN_RETRY_ON));
+
+	policy->timeout = -1;
+	if (!PG_ARGISNULL(ANN_TIMEOUT))
+	{
+		policy->timeout = interval_arg(fcinfo, ANN_TIMEOUT, "timeout", 1);
+		/* it becomes statement_timeout, an int of milliseconds */
+		if (policy->timeout / 1000 > INT_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("timeout must be at most %d milliseconds", INT_MAX)));
+	}
+
+	policy->on_exhausted = InvalidOid;
+	if (!PG_ARGISNULL(ANN_ON_EXHAUSTED))
+	{
+		Oid			argtypes[1] = {INT8OID};
+
+		policy->on_exhausted = PG_GETARG_OID(ANN_ON_EXHAUSTED);
+		check_hook(policy->on_exhausted, "on_exhausted", 1, argtypes,
+				   InvalidOid, "on_exhausted(call_id bigint)");
+	}
+
+	policy->delay_fn = InvalidOid;
+	if (!PG_ARGISNULL(ANN_DELAY_FN))
+	{
+		Oid			argtypes[3] = {INT4OID, TEXTOID, TEXTOID};
+
+		policy->delay_fn = PG_GETARG_OID(ANN_DELAY_FN);
+		check_hook(policy->delay_fn, "delay_fn", 3, argtypes, INTERVALOID,
+				   "delay_fn(attempt integer, sqlstate text, message text) RETURNS interval");
+	}
+
+	/* version 1.2; NULL means false, as the default does */
+	policy->notify = PG_NARGS() > ANN_NOTIFY && !PG_ARGISNULL(ANN_NOTIFY) &&
+		PG_GETARG_BOOL(ANN_NOTIFY);
+}
+
+/*
+ * clear_current_policy -- make a function's current policy (if any) no
+ * longer current; returns how many rows changed (0 or 1).  Call it as the
+ * extension's owner, inside SPI_connect().
+ */
+static uint64
+clear_current_policy(Oid fnoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
+
+	/* retries.call() must not go on using the policy it looked up last */
+	retries_policy_generation++;
+	if (!OidIsValid(DatumGetObjectId(values[0])))
+		return 0;
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.policy_data SET is_current = false"
+						 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not clear the policy of function %u", fnoid);
+	return SPI_processed;
+}
+
+/*
+ * store_policy -- make 'policy' the current one of fnoid
+ */
+static void
+store_policy(Oid fnoid, const Policy *policy)
+{
+	static SPIPlanPtr insert_plans[2];
+	Oid			insert_types[13] = {OIDOID, TEXTOID, INT4OID, INTERVALOID,
+		INTERVALOID, FLOAT8OID, TEXTOID, TEXTARRAYOID, INTERVALOID, OIDOID,
+	OIDOID, OIDOID, BOOLOID};
+	Datum		values[13];
+	char		nulls[13];
+	RetriesUserSwitch save;
+	bool		with_notify;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = ObjectIdGetDatum(fnoid);
+	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
+	values[2] = Int32GetDatum(policy->max_attempts);
+	nulls[2] = policy->max_attempts > 0 ? ' ' : 'n';
+	values[3] = IntervalPGetDatum(retries_usecs_to_interval(policy->min_delay));
+	values[4] = IntervalPGetDatum(retries_usecs_to_interval(Max(policy->max_delay, 0)));
+	nulls[4] = policy->max_delay >= 0 ? ' ' : 'n';
+	values[5] = Float8GetDatum(policy->multiplier);
+	values[6] = CStringGetTextDatum(policy_jitter_name(policy->jitter));
+	values[7] = policy->retry_on;
+	values[8] = IntervalPGetDatum(retries_usecs_to_interval(Max(policy->timeout, 0)));
+	nulls[8] = policy->timeout >= 0 ? ' ' : 'n';
+	values[9] = ObjectIdGetDatum(policy->on_exhausted);
+	nulls[9] = OidIsValid(policy->on_exhausted) ? ' ' : 'n';
+	values[10] = ObjectIdGetDatum(policy->delay_fn);
+	nulls[10] = OidIsValid(policy->delay_fn) ? ' ' : 'n';
+	values[11] = ObjectIdGetDatum(GetUserId());
+	values[12] = BoolGetDatum(policy->notify);
+
+	retries_become_owner(&save);
+	SPI_connect();
+	/* notify: version 1.2 */
+	with_notify = (retries_schema_version() >= SCHEMA_1_2);
+	if (!with_notify && policy->notify)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("notify needs version 1.2 of extension retries"),
+				 errhint("ALTER EXTENSION retries UPDATE.")));
+	if (insert_plans[with_notify] == NULL)
+		retries_prepare_kept(&insert_plans[with_notify],
+							 psprintf("INSERT INTO retries.policy_data (fn, fn_signature,"
+									  " max_attempts, min_delay, max_delay, multiplier,"
+									  " jitter, retry_on, timeout, on_exhausted, delay_fn,"
+									  " annotated_by%s)"
+									  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+									  " $12::pg_catalog.regrole%s)",
+									  with_notify ? ", notify" : "",
+									  with_notify ? ", $13" : ""),
+							 with_notify ? 13 : 12, insert_types);
+	/* the tables refer to functions by key (function_names.c) */
+	values[0] = ObjectIdGetDatum(retries_function_key(fnoid, true));
+	values[9] = ObjectIdGetDatum(retries_function_key(policy->on_exhausted, true));
+	values[10] = ObjectIdGetDatum(retries_function_key(policy->delay_fn, true));
+	(void) clear_current_policy(fnoid);
+	if (SPI_execute_plan(insert_plans[with_notify], values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not store the policy of function %u", fnoid);
+	SPI_finish();
+	retries_restore_user(&save);
+}
+
+/*
+ * limit_arg -- annotate()'s argument 'argno', a limit named 'name',
+ * checked; 0 if not given (or if the database's extension is older than
+ * 1.2, which lacks it)
+ */
+static int32
+limit_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	int32		limit;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return 0;
+	limit = PG_GETARG_INT32(argno);
+	if (limit < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid %s: %d is not a positive number of attempts", name, limit),
+				 errhint("Leave it NULL for no limit.")));
+	return limit;
+}
+
+/*
+ * rate_arg -- annotate()'s rate, checked, in its canonical form
+ * ('count/duration', the duration as policy_format_duration writes it);
+ * NULL if not given
+ */
+static char *
+rate_arg(FunctionCallInfo fcinfo)
+{
+	char	   *given;
+	RateSpec	rate;
+	PolicyError err;
+	char		window[64];
+
+	if (PG_NARGS() <= ANN_RATE || PG_ARGISNULL(ANN_RATE))
+		return NULL;
+	given = text_to_cstring(PG_GETARG_TEXT_PP(ANN_RATE));
+	if (!rate_parse(given, &rate, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid rate: %s", err.message),
+				 err.hint[0] ? errhint("%s", err.hint) : 0));
+	(void) policy_format_duration(rate.window, window, sizeof(window));
+	return psprintf("%d/%s", rate.count, window);
+}
+
+/*
+ * store_limits -- store the flow limits that annotate() was given (see
+ * flow.c); the workers apply them to the attempts that start from then on
+ */
+static void
+store_limits(FunctionCallInfo fcinfo, Oid fnoid)
+{
+	int32		max_running = limit_arg(fcinfo, ANN_MAX_RUNNING, "max_running");
+	int32		per_key = limit_arg(fcinfo, ANN_MAX_RUNNING_PER_KEY, "max_running_per_key");
+	char	   *rate = rate_arg(fcinfo);
+	RetriesUserSwitch save;
+	bool		was_paused;
+
+	if (retries_schema_version() < SCHEMA_1_2)
+		return;
+	retries_become_owner(&save);
+	SPI_connect();
+	if (max_running == 0 && per_key == 0 && rate == NULL)
+		retries_clear_limit(fnoid);
+	else
+	{
+		(void) retries_set_gate(fnoid, NULL, max_running, per_key, rate, &was_paused);
+		retries_wake_at_commit();	/* a new limit may leave more room */
+	}
+	SPI_finish();
+	retries_restore_user(&save);
+}
+
+/*
+ * retries_annotate -- SQL function retries.annotate()
+ *
+ * Checks the function (exists, caller owns it, a worker can call it), builds
+ * the policy from the string and the named arguments, and stores it as a new
+ * current policy.  A lock on the function serializes concurrent annotations
+ * of it and keeps it from being dropped meanwhile.
+ */
+Datum
+retries_annotate(PG_FUNCTION_ARGS)
+{
+	Oid			fnoid;
+	HeapTuple	tup;
+	Policy		policy;
+
+	retries_check_not_null(fcinfo, ANN_FN, "fn");
+	fnoid = PG_GETARG_OID(ANN_FN);
+
+	tup = lookup_function(fnoid, "fn");
+	ReleaseSysCache(tup);
+	check_owner(fnoid);
+	LockDatabaseObject(ProcedureRelationId, fnoid, 0, ShareUpdateExclusiveLock);
+
+	/* look again: it may have been dropped while we waited for the lock */
+	tup = lookup_function(fnoid, "fn");
+	check_plain_function(tup, fnoid, "function");
+	ReleaseSysCache(tup);
+
+	build_policy(fcinfo, &policy);
+	store_policy(fnoid, &policy);
+	store_limits(fcinfo, fnoid);
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * retries_unannotate -- SQL function retries.unannotate()
+ *
+ * The function's calls already scheduled keep their policy and still run;
+ * new ones cannot be scheduled.
+ */
+Datum
+retries_unannotate(PG_FUNCTION_ARGS)
+{
+	Oid			fnoid;
+	HeapTuple	tup;
+	RetriesUserSwitch save;
+	uint64		cleared;
+
+	retries_check_not_null(fcinfo, 0, "fn");
+	fnoid = PG_GETARG_OID(0);
+	tup = lookup_function(fnoid, "fn");
+	ReleaseSysCache(tup);
+	check_owner(fnoid);
+	LockDatabaseObject(ProcedureRelationId, fnoid, 0, ShareUpdateExclusiveLock);
+
+	retries_become_owner(&save);
+	SPI_connect();
+	cleared = clear_current_policy(fnoid);
+	SPI_finish();
+	retries_restore_user(&save);
+
+	if (cleared == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("function %s is not annotated", format_procedure(fnoid))));
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * retries_format_policy -- SQL function retries.format_policy()
+ *
+ * The '[count] min [max]' text of a stored policy, for retries.policies.
+ */
+Datum
+retries_format_policy(PG_FUNCTION_ARGS)
+{
+	int32		max_attempts = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT32(0);
+	int64		min_delay;
+	int64		max_delay = -1;
+	char		buf[POLICY_FORMAT_LEN];
+
+	if (PG_ARGISNULL(1) ||
+		!retries_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &min_delay) ||
+		(!PG_ARGISNULL(2) &&
+		 !retries_interval_to_usecs(PG_GETARG_INTERVAL_P(2), &max_delay)))
+		PG_RETURN_NULL();
+
+	policy_format(max_attempts, min_delay, max_delay, buf, sizeof(buf));
+	PG_RETURN_TEXT_P(cstring_to_text(buf));
+}

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.h
+ *	  The SQL API, by section of doc/reference.md: what its files offer
+ *	  the layers above (the schedules, the engine).
+ *
+ * src/api/annotate.c		retries.annotate(), retries.unannotate()
+ * src/api/call.c			retries.call()
+ * src/api/call_args.c		converting call arguments to parameter types
+ * src/api/manage.c			retries.cancel(), retry_now(), reschedule()
+ * src/api/call_context.c	retries.retry(), current_call(), current_attempt()
+ * src/api/chains.c			calls that run after others; what finishing a
+ *							call does to the calls after it
+ * src/api/wait.c			retries.wait(), retries.result()
+ * src/api/status.c			retries.workers and the running calls
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_API_H
+#define RETRIES_API_H
+
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+/* call_args.c */
+extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
+extern List *call_args_build(Oid fnoid, Jsonb *args);
+
+/* call.c */
+extern uint64 retries_policy_generation;
+/* What a new call takes from its function's current policy */
+typedef struct RetriesPolicyRef
+{
+	int32		policy_id;
+	int32		max_attempts;	/* 0 when unlimited */
+	bool		unlimited;
+	bool		gated;			/* paused: new calls are made held (flow.c) */
+	Oid			fn_key;			/* the function's key (names.c) */
+} RetriesPolicyRef;
+
+extern void retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);
+extern bool retries_insert_fired_call(Oid fnoid, Datum args, Oid role,
+									  int64 schedule_id, TimestampTz run_at,
+									  int64 *id);
+
+/* chains.c: what retries.call()'s after says about a new call */
+typedef struct RetriesAfter
+{
+	int			nwaiting;		/* how many of its calls have not succeeded, */
+	int64	   *waiting;		/* these */
+	int			nrunning;		/* how many of those another transaction
+								 * holds locked (a worker running them), */
+	int64	   *running;		/* these */
+	int64		failed;			/* one that failed or was cancelled, or 0 */
+	char		failed_how;		/* 'f' (failed) or 'c' (cancelled) */
+} RetriesAfter;
+
+extern bool retries_chains_released;
+extern bool retries_chains_deferred;
+extern void retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out);
+extern void retries_after_record(int64 call_id, const RetriesAfter *after);
+extern void retries_calls_finished(int n, const int64 *ids, const char *how,
+								   const bool *notify);
+extern bool retries_chains_pending(void);
+
+/* call_context.c: set by a worker around each attempt */
+extern int64 retries_current_call_id;
+extern int32 retries_current_attempt_number;
+extern int64 retries_retry_after_usecs;
+
+#endif							/* RETRIES_API_H */

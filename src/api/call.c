@@ -1,0 +1,603 @@
+/*-------------------------------------------------------------------------
+ *
+ * schedule.c
+ *	  retries.call(): scheduling a call of an annotated function.
+ *
+ * The call is checked completely before anything is stored: the function
+ * exists, the current role may execute it, it is annotated, and its
+ * arguments convert to the parameter types.  The call runs as the role that
+ * scheduled it (current_user here), under the policy current now.
+ *
+ * A dedupe key makes scheduling idempotent per role: while that role has a
+ * call with the same key, the existing call's id is returned and nothing
+ * is scheduled.  From version 1.2 that holds for as long as the call is
+ * kept, finished or not, so that a request sent again after its call
+ * succeeded does not run it again; 1.1 compared unfinished calls only.  A
+ * unique index over (role, hash of the key) settles races between
+ * concurrent transactions.
+ *
+ * With after, the call waits for other calls to succeed first (see
+ * chains.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "base/compat.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
+
+PG_FUNCTION_INFO_V1(retries_call);
+
+/* The columns insert_call() takes (see there) */
+#define CALL_COLUMNS		12
+
+/*
+ * The longest limit_key, in bytes: it is a column of indexes (by gate and
+ * key) whose entries must fit a btree page
+ */
+#define LIMIT_KEY_MAX		256
+
+/* How often retries.call() looks again for a key whose call just finished */
+#define KEY_RACE_ATTEMPTS	3
+
+/* Bumped by annotate and unannotate, which make the cached policy stale */
+uint64		retries_policy_generation = 0;
+
+/*
+ * The current policy last looked up, and for which statement: one
+ * statement that schedules many calls of a function (the bulk path) reads
+ * its policy once, as of the statement's snapshot, like any other row the
+ * statement reads.  The next statement looks again.
+ */
+static struct
+{
+	Oid			fn;
+	LocalTransactionId lxid;
+	CommandId	curcid;			/* of the calling statement's snapshot */
+	uint64		generation;
+	RetriesPolicyRef ref;
+}			last_policy;
+
+/*
+ * current_policy -- id and attempt budget of a function's current policy,
+ * and whether it is paused, so that its calls are made held (see flow.c);
+ * false if it is not annotated
+ *
+ * 'stmt' is the snapshot of the statement that called retries.call() (NULL
+ * if there is none, which disables the reuse of the last lookup).
+ *
+ * Whether the function is paused is read under a share lock on the function,
+ * kept until the transaction ends, and with the latest snapshot:
+ * retries.pause() takes that lock exclusively before it holds the calls
+ * already made, so it sees every call made before it, and every call made
+ * after it sees the pause.  The lock is taken only if it is free: a pause()
+ * (or a DROP FUNCTION) left uncommitted by the function's owner must not keep
+ * other roles, or a worker firing a schedule, waiting (doc/operations.md,
+ * "Containment").  A call made without it may miss a pause that commits later,
+ * and be made unheld: the worker that claims it sees the pause and holds it
+ * then, uncharged (see flow.c).
+ */
+static bool
+current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
+{
+	static SPIPlanPtr plans[2];
+	static SPIPlanPtr gated_plans[2];
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
+	bool		isnull;
+	bool		flow = (retries_schema_version() >= SCHEMA_1_2);
+	/* from 1.4 the tables hold keys (function_names.c) */
+	bool		names = (retries_schema_version() >= SCHEMA_1_4);
+	const char *fn_is = names ? " OPERATOR(pg_catalog.=) " RETRIES_KEY_OF("$1")
+		: " OPERATOR(pg_catalog.=) $1";
+
+	if (stmt != NULL && last_policy.fn == fnoid &&
+		last_policy.lxid == retries_local_xid() && last_policy.curcid == stmt->curcid &&
+		last_policy.generation == retries_policy_generation)
+	{
+		*ref = last_policy.ref;
+		return true;
+	}
+
+	if (flow)
+	{
+		(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
+											 AccessShareLock);
+		if (gated_plans[names] == NULL)
+			retries_prepare_kept(&gated_plans[names],
+								 psprintf("SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
+										  "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused),"
+										  "  p.fn::pg_catalog.oid"
+										  " FROM retries.policy_data p"
+										  " WHERE p.fn%s AND p.is_current", fn_is),
+								 1, argtypes);
+		if (SPI_execute_snapshot(gated_plans[names], values, NULL, GetLatestSnapshot(),
+								 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up the policy of function %u", fnoid);
+	}
+	else
+	{
+		if (plans[names] == NULL)
+			retries_prepare_kept(&plans[names],
+								 psprintf("SELECT id, max_attempts, false, fn::pg_catalog.oid"
+										  " FROM retries.policy_data"
+										  " WHERE fn%s AND is_current", fn_is),
+								 1, argtypes);
+		if (SPI_execute_plan(plans[names], values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up the policy of function %u", fnoid);
+	}
+	if (SPI_processed == 0)
+		return false;
+
+	ref->policy_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+	ref->max_attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 2,
+													&ref->unlimited));
+	if (ref->unlimited)
+		ref->max_attempts = 0;
+	ref->gated = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 3, &isnull));
+	ref->fn_key = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 4, &isnull));
+
+	last_policy.fn = InvalidOid;
+	if (stmt != NULL)
+	{
+		last_policy.lxid = retries_local_xid();
+		last_policy.curcid = stmt->curcid;
+		last_policy.generation = retries_policy_generation;
+		last_policy.ref = *ref;
+		last_policy.fn = fnoid;
+	}
+	return true;
+}
+
+/*
+ * retries_require_policy -- current_policy(), raising 55000 if the function
+ * is not annotated
+ */
+void
+retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
+{
+	if (!current_policy(fnoid, stmt, ref))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("function %s is not annotated", format_procedure(fnoid)),
+				 errhint("Its owner can give it a retry policy with retries.annotate().")));
+}
+
+/*
+ * What insert_call_direct() needs to know about call_data, looked up again
+ * whenever the table is not the one it was for (the extension was dropped
+ * and created again).
+ */
+static struct
+{
+	Oid			relid;
+	int			natts;			/* a column added by an update: look again */
+	Oid			seqid;			/* of the identity column id */
+	Datum		scheduled;		/* the enum value 'scheduled' */
+	AttrNumber	att_id,
+				att_policy_id,
+				att_args,
+				att_state,
+				att_attempts,
+				att_max_attempts,
+				att_next_attempt,
+				att_created_at,
+				att_updated_at,
+				att_scheduled_by,
+				att_schedule_id,	/* these six: InvalidAttrNumber at 1.1 */
+				att_gate,
+				att_held,
+				att_priority,
+				att_limit_key,
+				att_waiting_on;
+}			call_data_info;
+
+/*
+ * call_data_attnum -- the number of a column of call_data
+ */
+static AttrNumber
+call_data_attnum(Relation rel, const char *name)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), name);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "retries: column %s of retries.call_data is missing", name);
+	return attnum;
+}
+
+/*
+ * insert_call_direct -- insert a call that has no key: straight into the
+ * heap and the indexes of call_data, filling in the columns' defaults here
+ *
+ * Nothing can conflict without a key, and this costs a fraction of an
+ * INSERT statement, whose executor start-up and shutdown dominate the cost
+ * of scheduling many calls in one statement.  call_data has no triggers,
+ * rules or constraints beyond its indexes and NOT NULLs, all of which this
+ * honours.
+ */
+static int64
+insert_call_direct(Oid relid, Datum *values, const char *nulls)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleTableSlot *slot;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	int64		id;
+
+	if (call_data_info.relid != relid || call_data_info.natts != desc->natts)
+	{
+		call_data_info.relid = InvalidOid;
+		call_data_info.att_id = call_data_attnum(rel, "id");
+		call_data_info.att_policy_id = call_data_attnum(rel, "policy_id");
+		call_data_info.att_args = call_data_attnum(rel, "args");
+		call_data_info.att_state = call_data_attnum(rel, "state");
+		call_data_info.att_attempts = call_data_attnum(rel, "attempts");
+		call_data_info.att_max_attempts = call_data_attnum(rel, "max_attempts");
+		call_data_info.att_next_attempt = call_data_attnum(rel, "next_attempt");
+		call_data_info.att_created_at = call_data_attnum(rel, "created_at");
+		call_data_info.att_updated_at = call_data_attnum(rel, "updated_at");
+		call_data_info.att_scheduled_by = call_data_attnum(rel, "scheduled_by");
+		call_data_info.att_schedule_id = get_attnum(relid, "schedule_id");
+		call_data_info.att_gate = get_attnum(relid, "gate");
+		call_data_info.att_held = get_attnum(relid, "held");
+		call_data_info.att_priority = get_attnum(relid, "priority");
+		call_data_info.att_limit_key = get_attnum(relid, "limit_key");
+		call_data_info.att_waiting_on = get_attnum(relid, "waiting_on");
+		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
+		call_data_info.scheduled =
+			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
+								ObjectIdGetDatum(TupleDescAttr(desc, call_data_info.att_state - 1)->atttypid));
+		call_data_info.natts = desc->natts;
+		call_data_info.relid = relid;
+	}
+
+	slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	ExecClearTuple(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+#define SET_COLUMN(att, value) \
+	do { \
+		slot->tts_values[call_data_info.att - 1] = (value); \
+		slot->tts_isnull[call_data_info.att - 1] = false; \
+	} while (0)
+	id = nextval_internal(call_data_info.seqid, false);
+	SET_COLUMN(att_id, Int64GetDatum(id));
+	SET_COLUMN(att_policy_id, values[0]);
+	SET_COLUMN(att_args, values[1]);
+	SET_COLUMN(att_state, call_data_info.scheduled);
+	SET_COLUMN(att_attempts, Int32GetDatum(0));
+	if (nulls[2] != 'n')
+		SET_COLUMN(att_max_attempts, values[2]);
+	SET_COLUMN(att_next_attempt, values[3]);
+	SET_COLUMN(att_created_at, TimestampTzGetDatum(now));
+	SET_COLUMN(att_updated_at, TimestampTzGetDatum(now));
+	SET_COLUMN(att_scheduled_by, values[4]);
+	if (nulls[6] != 'n')
+	{
+		if (call_data_info.att_schedule_id == InvalidAttrNumber)
+			elog(ERROR, "retries: column schedule_id of retries.call_data is missing");
+		SET_COLUMN(att_schedule_id, values[6]);
+	}
+	if (call_data_info.att_held != InvalidAttrNumber)
+	{
+		/* NOT NULL, and no executor here to fill in its default */
+		SET_COLUMN(att_held, values[8]);
+		if (nulls[7] != 'n')
+			SET_COLUMN(att_gate, values[7]);
+	}
+	else if (nulls[7] != 'n')
+		elog(ERROR, "retries: column gate of retries.call_data is missing");
+	if (call_data_info.att_priority != InvalidAttrNumber)
+		SET_COLUMN(att_priority, values[9]);
+	else if (DatumGetInt32(values[9]) != 0)
+		elog(ERROR, "retries: column priority of retries.call_data is missing");
+	if (nulls[10] != 'n')
+	{
+		if (call_data_info.att_limit_key == InvalidAttrNumber)
+			elog(ERROR, "retries: column limit_key of retries.call_data is missing");
+		SET_COLUMN(att_limit_key, values[10]);
+	}
+	if (call_data_info.att_waiting_on != InvalidAttrNumber)
+		SET_COLUMN(att_waiting_on, values[11]);
+	else if (DatumGetInt32(values[11]) != 0)
+		elog(ERROR, "retries: column waiting_on of retries.call_data is missing");
+#undef SET_COLUMN
+	ExecStoreVirtualTuple(slot);
+
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
+	(void) retries_insert_index_tuples(rri, slot, estate);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+
+	/* as after any statement: later ones of this transaction see the call */
+	CommandCounterIncrement();
+	return id;
+}
+
+/*
+ * set_policy_columns -- fill in the columns of a new call that
+ * come from its current policy: policy_id, max_attempts, gate and held;
+ * and priority 0, no limit_key, waiting for no other call
+ */
+static void
+set_policy_columns(const RetriesPolicyRef *ref, Datum *values, char *nulls)
+{
+	values[0] = Int32GetDatum(ref->policy_id);
+	values[2] = Int32GetDatum(ref->max_attempts);
+	nulls[2] = ref->unlimited ? 'n' : ' ';
+	values[7] = ObjectIdGetDatum(ref->fn_key);	/* the gate */
+	nulls[7] = ref->gated ? ' ' : 'n';
+	values[8] = BoolGetDatum(ref->gated);
+	nulls[8] = ' ';
+	values[9] = Int32GetDatum(0);
+	nulls[9] = ' ';
+	values[10] = (Datum) 0;
+	nulls[10] = 'n';
+	values[11] = Int32GetDatum(0);
+	nulls[11] = ' ';
+}
+
+/*
+ * insert_call -- insert the call and return its id; with a key, return
+ * the id of the role's call with that key instead if there is one (kept,
+ * from 1.2; unfinished, at 1.1), and set *inserted to false
+ *
+ * values and nulls (' ' or 'n') hold, in this order: policy_id, args,
+ * max_attempts, next_attempt, scheduled_by, key, schedule_id (which
+ * only keyless calls have), gate and held (see flow.c), priority,
+ * limit_key and waiting_on (see chains.c).  Held calls, gated ones, those
+ * of a priority other than 0, those with a limit_key and those that wait
+ * for others need version 1.2, whose retries.call() is the only one that
+ * makes them.
+ */
+static int64
+insert_call(Datum *values, const char *nulls, bool *inserted)
+{
+	static SPIPlanPtr insert_plan = NULL;
+	static SPIPlanPtr gated_insert_plan = NULL;
+	static SPIPlanPtr find_plans[2];
+	Oid			argtypes[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
+	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID, INT4OID};
+	SPIPlanPtr	plan;
+	bool		lasting = (retries_schema_version() >= SCHEMA_1_2);
+	bool		isnull;
+
+	*inserted = true;
+	/* without a key, nothing can conflict */
+	if (nulls[5] == 'n')
+		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
+								  values, nulls);
+
+	/*
+	 * The conflict clause names the index of 1.1, among unfinished calls;
+	 * it implies that of 1.2, among all calls, which it then names.
+	 */
+	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0 && nulls[10] == 'n' &&
+		DatumGetInt32(values[11]) == 0)
+		plan = retries_prepare_kept(&insert_plan,
+									"INSERT INTO retries.call_data"
+									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
+									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6)"
+									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
+									" WHERE key IS NOT NULL"
+									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+									" DO NOTHING RETURNING id",
+									6, argtypes);
+	else
+		plan = retries_prepare_kept(&gated_insert_plan,
+									"INSERT INTO retries.call_data"
+									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
+									"  gate, held, priority, limit_key, waiting_on)"
+									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
+									"  $8::pg_catalog.oid, $9, $10, $11, $12)"
+									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
+									" WHERE key IS NOT NULL"
+									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+									" DO NOTHING RETURNING id",
+									CALL_COLUMNS, argtypes);
+
+	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
+	{
+		if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not insert a call");
+		if (SPI_processed == 1)
+			break;
+
+		/* a conflict: find the call holding the key */
+		*inserted = false;
+		if (find_plans[lasting] == NULL)
+			retries_prepare_kept(&find_plans[lasting],
+								 psprintf("SELECT id FROM retries.call_data"
+										  " WHERE scheduled_by OPERATOR(pg_catalog.=) $5::pg_catalog.regrole"
+										  " AND pg_catalog.md5(key)"
+										  " OPERATOR(pg_catalog.=) pg_catalog.md5($6)"
+										  " AND key OPERATOR(pg_catalog.=) $6%s",
+										  lasting ? "" :
+										  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"),
+								 6, argtypes);
+		if (SPI_execute_plan(find_plans[lasting], values, nulls, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up a call by key");
+		if (SPI_processed == 1)
+			break;
+		/* that call finished (or was pruned) meanwhile: try to insert again */
+		*inserted = true;
+	}
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not schedule a call with key \"%s\" because of concurrent changes",
+						TextDatumGetCString(values[5])),
+				 errhint("Try again.")));
+
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * retries_call -- SQL function retries.call(fn, args, run_at, key, priority,
+ * limit_key, after) (1.2; the first four before)
+ *
+ * Returns the id of the scheduled call (or, with a key, of the existing
+ * call with that key).
+ */
+Datum
+retries_call(PG_FUNCTION_ARGS)
+{
+	Oid			fnoid;
+	Jsonb	   *args;
+	HeapTuple	tup;
+	RetriesPolicyRef ref;
+	Datum		values[CALL_COLUMNS];
+	char		nulls[CALL_COLUMNS];
+	Oid			userid = GetUserId();
+	Snapshot	stmt = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
+	RetriesUserSwitch save;
+	int64		id;
+	bool		inserted;
+	RetriesAfter after;
+	bool		has_after = PG_NARGS() > 6 && !PG_ARGISNULL(6);
+
+	/* the insert may not go through the executor, which would check these */
+	PreventCommandIfReadOnly("retries.call()");
+	PreventCommandDuringRecovery("retries.call()");
+
+	retries_check_not_null(fcinfo, 0, "fn");
+	retries_check_not_null(fcinfo, 1, "args");
+	retries_check_not_null(fcinfo, 2, "run_at");
+	if (PG_NARGS() > 4)
+		retries_check_not_null(fcinfo, 4, "priority");
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5) &&
+		VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(5)) > LIMIT_KEY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("limit_key is longer than %d bytes", LIMIT_KEY_MAX),
+				 errhint("Use a short name for what the limit counts, such as an account id or a host name.")));
+	fnoid = PG_GETARG_OID(0);
+	args = PG_GETARG_JSONB_P(1);
+
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("fn: function with OID %u does not exist", fnoid)));
+	ReleaseSysCache(tup);
+
+	retries_check_call_privilege(fnoid, userid);
+
+	/* the arguments are converted as the caller, under its settings */
+	args = call_args_canonicalize(fnoid, args);
+
+	memset(nulls, ' ', sizeof(nulls));
+	retries_become_owner(&save);
+	SPI_connect();
+
+	retries_require_policy(fnoid, stmt, &ref);
+	if (has_after)
+		retries_after_check(PG_GETARG_ARRAYTYPE_P(6), userid, &after);
+
+	set_policy_columns(&ref, values, nulls);
+	values[1] = JsonbPGetDatum(args);
+	values[3] = retries_clamp_run_at(PG_GETARG_DATUM(2));
+	values[4] = ObjectIdGetDatum(userid);
+	values[5] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	nulls[5] = PG_ARGISNULL(3) ? 'n' : ' ';
+	nulls[6] = 'n';
+	if (PG_NARGS() > 4)
+		values[9] = PG_GETARG_DATUM(4);
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		values[10] = PG_GETARG_DATUM(5);
+		nulls[10] = ' ';
+	}
+	if (has_after && (after.nwaiting > 0 || after.failed != 0))
+	{
+		/* held, with no gate: what it waits for releases it (chains.c) */
+		values[8] = BoolGetDatum(true);
+		nulls[7] = 'n';
+		values[11] = Int32GetDatum(after.nwaiting + (after.failed != 0 ? 1 : 0));
+	}
+
+	id = insert_call(values, nulls, &inserted);
+	if (has_after && inserted)
+		retries_after_record(id, &after);
+	retries_wake_at_commit();
+
+	SPI_finish();
+	retries_restore_user(&save);
+
+	PG_RETURN_INT64(id);
+}
+
+/*
+ * retries_insert_fired_call -- schedule a call of fnoid with arguments
+ * already in canonical form, as 'role', due at run_at (not before now), for
+ * schedule 'schedule_id'
+ * (see schedules.c); false, and nothing scheduled, if fnoid has no current
+ * policy
+ *
+ * The caller acts as the extension's owner, in a transaction with SPI
+ * connected.  No code of the function's owner or of the role runs here:
+ * the arguments were converted when the schedule was made, and the role's
+ * privileges are checked when each attempt starts, as for any call.
+ */
+bool
+retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
+						  TimestampTz run_at, int64 *id)
+{
+	RetriesPolicyRef ref;
+	Datum		values[CALL_COLUMNS];
+	char		nulls[CALL_COLUMNS];
+	bool		inserted;
+
+	/* many firings of one function in one statement read its policy once */
+	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))
+		return false;
+	memset(nulls, ' ', sizeof(nulls));
+	set_policy_columns(&ref, values, nulls);
+	values[1] = args;
+	values[3] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
+	values[4] = ObjectIdGetDatum(role);
+	values[5] = (Datum) 0;
+	nulls[5] = 'n';
+	values[6] = Int64GetDatum(schedule_id);
+	*id = insert_call(values, nulls, &inserted);
+	return true;
+}

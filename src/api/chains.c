@@ -1,0 +1,686 @@
+/*-------------------------------------------------------------------------
+ *
+ * chains.c
+ *	  Calls that run after others (retries.call's after), and what happens
+ *	  when calls finish: their followers released or cancelled, their
+ *	  waiters woken, their NOTIFY sent.
+ *
+ * A call made with after => '{17, 18}' waits for those of the calls that
+ * have not succeeded yet: one row of retries.call_after for each, and
+ * their number in call_data.waiting_on.  While it waits it is held (held,
+ * with no gate), out of the indexes the workers claim from (see flow.c),
+ * so that waiting calls cost the workers nothing, however many there are.
+ *
+ * When a call succeeds, the transaction that records it deletes its rows
+ * of call_after and takes one off the waiting_on of each follower; a
+ * follower that reaches 0 is released (held = false), to be claimed as
+ * any due call, in the same commit: crash-safe, and with work proportional
+ * to the followers of the calls that finish (a fan-in of 10,000 calls
+ * into one costs 10,000 decrements, not 10,000 recounts).  When a call
+ * fails for good or is cancelled, its followers are cancelled, naming it,
+ * and theirs in turn, level by level.  If one of those rows is locked by
+ * another transaction (a cancel() or reschedule() of the follower left
+ * uncommitted, say), waiting for it could stall a worker for as long as
+ * an ordinary role likes: so the follower is skipped (SKIP LOCKED), the
+ * finished call is listed in call_after_pending, in the same transaction,
+ * and the workers look at that list in their short transaction before
+ * each batch, at least once a second, until it is done.
+ *
+ * retries.call() reads the calls of its after list with a share lock on their
+ * rows, kept until its transaction ends: a worker cannot claim one of them
+ * meanwhile (SKIP LOCKED) and a cancel() waits.  So either the new call sees
+ * that it has finished, or the transaction that finishes it sees the new
+ * call's rows of call_after.  A call that a worker is running (its row locked
+ * by the worker's batch) is not waited for (retries.call() returns at once:
+ * doc/operations.md, "Containment"): it is read as the statement's snapshot
+ * sees it, and, if unfinished, also listed in call_after_pending, in the new
+ * call's transaction; if the batch that runs it commits its end without
+ * seeing the new call's rows, the workers find it there and release or cancel
+ * the new call.  A call named in after that has already succeeded is not
+ * waited for; one that has failed or was cancelled has the new call cancelled
+ * at once.
+ *
+ * A call scheduled again by hand (retry_now, reschedule of a failed or
+ * cancelled call) waits for nothing any more.
+ *
+ * IDENTIFICATION
+ *	  src/chains.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/qunique.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "core/policy.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
+
+/* Most finished calls whose pending followers one transaction looks at */
+#define PENDING_BATCH			1000
+
+/*
+ * Set when a transaction released a call, and when it left followers for
+ * later (see the head of worker.c); the worker clears them
+ */
+bool		retries_chains_released = false;
+bool		retries_chains_deferred = false;
+
+static void cancel_followers(const int64 *ids, const char *how, int n);
+
+/*
+ * cmp_int64 -- qsort comparator of int64s
+ */
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * rows_of_ids -- for each of the n calls of 'ids', the row of SPI_tuptable
+ * whose first column is its id, or -1 if none
+ */
+static int *
+rows_of_ids(const int64 *ids, int n)
+{
+	int		   *rows = palloc(sizeof(int) * n);
+
+	for (int i = 0; i < n; i++)
+		rows[i] = -1;
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (ids[i] == id)
+				rows[i] = (int) row;
+	}
+	return rows;
+}
+
+/*
+ * share_lock_calls -- share-lock those of the n calls of 'ids' that no
+ * other transaction holds locked (SKIP LOCKED: a worker running one, a
+ * cancel() not yet committed, or a role's own open transaction must not
+ * keep this one waiting): locked[i] says whether ids[i] was, and, if so,
+ * states[i] is its state then; a call that is gone is not locked
+ */
+static void
+share_lock_calls(const int64 *ids, int n, bool *locked, char **states)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8ARRAYOID};
+	Datum		values[1] = {retries_id_array(ids, n)};
+	int		   *rows;
+
+	retries_prepare_kept(&plan,
+						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
+						 " FOR SHARE SKIP LOCKED",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock calls that others run after");
+	rows = rows_of_ids(ids, n);
+	for (int i = 0; i < n; i++)
+	{
+		locked[i] = rows[i] >= 0;
+		if (locked[i])
+			states[i] = SPI_getvalue(SPI_tuptable->vals[rows[i]], SPI_tuptable->tupdesc, 2);
+	}
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * retries_after_check -- read the calls of retries.call()'s after list
+ * (an int8[]) for a new call that 'caller' schedules: *out says which of
+ * them the new call waits for, and whether one has failed or was
+ * cancelled already
+ *
+ * Raises 22004 for a NULL element and 42704 for a call that does not
+ * exist or that the caller may not see.  Each is first read without a
+ * lock, so that a role cannot lock calls it may not see; then they are
+ * locked FOR SHARE, in the order of their ids (see the head of the file).
+ * Runs as the extension's owner, inside SPI.
+ */
+void
+retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
+{
+	static SPIPlanPtr see_plan = NULL;
+	Oid			argtypes[1] = {INT8ARRAYOID};
+	Datum		values[1];
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int64	   *ids;
+	char	  **states;
+	bool	   *locked;
+
+	memset(out, 0, sizeof(*out));
+	if (ARR_NDIM(after) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("after must be a one-dimensional array of call ids")));
+	deconstruct_array(after, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, &nulls, &n);
+	if (n == 0)
+		return;
+	ids = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("after must not contain NULL"),
+					 errhint("List the ids of the calls that must succeed first.")));
+		ids[i] = DatumGetInt64(elems[i]);
+	}
+	qsort(ids, n, sizeof(int64), cmp_int64);
+	n = (int) qunique(ids, n, sizeof(int64), cmp_int64);
+	values[0] = retries_id_array(ids, n);
+
+	/* each call exists, and the caller may see it; and its state */
+	retries_prepare_kept(&see_plan,
+						 "SELECT id, scheduled_by::pg_catalog.oid, state::pg_catalog.text"
+						 " FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
+						 1, argtypes);
+	if (SPI_execute_plan(see_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the calls of after");
+	states = palloc(sizeof(char *) * n);
+	for (int i = 0, row = 0; i < n; i++, row++)
+	{
+		bool		isnull;
+
+		if (row >= (int) SPI_processed ||
+			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+										1, &isnull)) != ids[i] ||
+			!retries_may_see_call(caller,
+								  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[row],
+																 SPI_tuptable->tupdesc,
+																 2, &isnull))))
+			retries_call_not_found(ids[i], "after");
+		states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 3);
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	/*
+	 * then their states, locked; those locked by another transaction (a
+	 * worker running them) keep the state read above, and are noted for
+	 * the workers (see the head of the file)
+	 */
+	locked = palloc(sizeof(bool) * n);
+	share_lock_calls(ids, n, locked, states);
+
+	out->waiting = palloc(sizeof(int64) * n);
+	out->running = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (strcmp(states[i], "scheduled") == 0)
+		{
+			out->waiting[out->nwaiting++] = ids[i];
+			if (!locked[i])
+				out->running[out->nrunning++] = ids[i];
+		}
+		else if (strcmp(states[i], "succeeded") != 0 && out->failed == 0)
+		{
+			out->failed = ids[i];
+			out->failed_how = strcmp(states[i], "failed") == 0 ? 'f' : 'c';
+		}
+	}
+}
+
+/*
+ * retries_after_record -- record that the new call 'call_id' runs after
+ * the calls of 'after' (see retries_after_check); if one of them has
+ * failed or was cancelled, cancel it
+ *
+ * Runs as the extension's owner, inside SPI, in the transaction that made
+ * the call (held, and waiting_on set to after->nwaiting, plus one if one of
+ * them failed).
+ */
+void
+retries_after_record(int64 call_id, const RetriesAfter *after)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8ARRAYOID, INT8OID};
+	Datum		values[2];
+	int64	   *firsts;
+	int			n = after->nwaiting;
+
+	if (n == 0 && after->failed == 0)
+		return;					/* it waits for nothing */
+	firsts = palloc(sizeof(int64) * (n + 1));
+	if (n > 0)
+		memcpy(firsts, after->waiting, sizeof(int64) * n);
+	if (after->failed != 0)
+		firsts[n++] = after->failed;
+	values[0] = retries_id_array(firsts, n);
+	values[1] = Int64GetDatum(call_id);
+	retries_prepare_kept(&plan,
+						 "INSERT INTO retries.call_after (after_id, call_id)"
+						 " SELECT pg_catalog.unnest($1), $2",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the calls that call " INT64_FORMAT " runs after",
+			 call_id);
+	if (after->nrunning > 0)
+	{
+		static SPIPlanPtr pending_plan = NULL;
+		Oid			pending_types[1] = {INT8ARRAYOID};
+		Datum		pending_values[1];
+
+		/* being run: the workers look again once the run is over */
+		pending_values[0] = retries_id_array(after->running, after->nrunning);
+		retries_prepare_kept(&pending_plan,
+							 "INSERT INTO retries.call_after_pending (after_id)"
+							 " SELECT pg_catalog.unnest($1) ON CONFLICT DO NOTHING",
+							 1, pending_types);
+		if (SPI_execute_plan(pending_plan, pending_values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not note the running calls that call " INT64_FORMAT " runs after",
+				 call_id);
+	}
+	if (after->failed != 0)
+		cancel_followers(&after->failed, &after->failed_how, 1);
+}
+
+/*
+ * release_followers -- the calls of 'ids' (n) succeeded: their rows of
+ * call_after go, and each of their followers has one fewer call to wait
+ * for, and is released when it has none left; followers locked by another
+ * transaction are left for later (call_after_pending).  Returns how many
+ * were released.
+ */
+static uint64
+release_followers(const int64 *ids, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8ARRAYOID};
+	Datum		values[1] = {retries_id_array(ids, n)};
+	bool		isnull;
+	uint64		released;
+
+	retries_prepare_kept(&plan,
+						 "WITH followers AS ("
+						 " SELECT c.id FROM retries.call_data c"
+						 " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+						 "  SELECT a.call_id FROM retries.call_after a"
+						 "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
+						 " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " FOR UPDATE SKIP LOCKED),"
+						 " done AS ("
+						 " DELETE FROM retries.call_after a USING followers f"
+						 " WHERE a.call_id OPERATOR(pg_catalog.=) f.id"
+						 " AND a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " RETURNING a.call_id),"
+						 " counts AS ("
+						 " SELECT call_id, pg_catalog.count(*)::integer AS n FROM done"
+						 " GROUP BY call_id),"
+						 " released AS ("
+						 " UPDATE retries.call_data c"
+						 " SET waiting_on = c.waiting_on OPERATOR(pg_catalog.-) n.n,"
+						 "  held = c.waiting_on OPERATOR(pg_catalog.>) n.n"
+						 " FROM counts n WHERE c.id OPERATOR(pg_catalog.=) n.call_id"
+						 " RETURNING c.held),"
+						 " later AS ("
+						 " INSERT INTO retries.call_after_pending (after_id)"
+						 " SELECT DISTINCT a.after_id FROM retries.call_after a"
+						 " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
+						 " ON CONFLICT DO NOTHING RETURNING after_id)"
+						 " SELECT (SELECT pg_catalog.count(*) FROM released WHERE NOT held),"
+						 "  (SELECT pg_catalog.count(*) FROM later)",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not release the calls that run after calls that succeeded");
+	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									2, &isnull)) > 0)
+		retries_chains_deferred = true;
+	SPI_freetuptable(SPI_tuptable);
+	return released;
+}
+
+/*
+ * cancel_followers -- the calls of 'ids' (n) failed or were cancelled
+ * (how[i]: 'f' or 'c'): cancel their followers, each naming the call it ran
+ * after, and the followers of those, level by level; followers locked by
+ * another transaction are left for later (call_after_pending)
+ */
+static void
+cancel_followers(const int64 *ids, const char *how, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8ARRAYOID, BOOLARRAYOID};
+	Datum		values[2];
+	const int64 *level_ids = ids;
+	const char *level_how = how;
+	int			level_n = n;
+
+	retries_prepare_kept(&plan,
+						 "WITH firsts AS ("
+						 " SELECT f.id, f.failed FROM ROWS FROM (pg_catalog.unnest($1),"
+						 "  pg_catalog.unnest($2)) AS f(id, failed)),"
+						 " followers AS ("
+						 " SELECT c.id FROM retries.call_data c"
+						 " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+						 "  SELECT a.call_id FROM retries.call_after a"
+						 "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
+						 " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " FOR UPDATE SKIP LOCKED),"
+						 " cancelled AS ("
+						 " UPDATE retries.call_data c SET state = 'cancelled', held = false,"
+						 "  waiting_on = 0, updated_at = pg_catalog.now(),"
+						 "  last_message = (SELECT pg_catalog.format("
+						 "   'call %s, which this call runs after, %s', f.id,"
+						 "   CASE WHEN f.failed THEN 'failed' ELSE 'was cancelled' END)"
+						 "   FROM retries.call_after a JOIN firsts f"
+						 "   ON f.id OPERATOR(pg_catalog.=) a.after_id"
+						 "   WHERE a.call_id OPERATOR(pg_catalog.=) c.id"
+						 "   ORDER BY f.id LIMIT 1)"
+						 " FROM followers x WHERE c.id OPERATOR(pg_catalog.=) x.id"
+						 " RETURNING c.id, c.policy_id),"
+						 " gone AS ("
+						 " DELETE FROM retries.call_after a USING cancelled x"
+						 " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
+						 " later AS ("
+						 " INSERT INTO retries.call_after_pending (after_id)"
+						 " SELECT DISTINCT a.after_id FROM retries.call_after a"
+						 " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
+						 " ON CONFLICT DO NOTHING RETURNING after_id)"
+						 " SELECT x.id, p.notify, (SELECT pg_catalog.count(*) FROM later)"
+						 " FROM cancelled x"
+						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) x.policy_id"
+						 " UNION ALL"
+						 " SELECT NULL, NULL, (SELECT pg_catalog.count(*) FROM later)"
+						 " WHERE NOT EXISTS (SELECT FROM cancelled)",
+						 2, argtypes);
+	while (level_n > 0)
+	{
+		int			next_n;
+		int64	   *next_ids;
+		bool	   *next_notify;
+		Datum	   *failed = palloc(sizeof(Datum) * level_n);
+		char	   *next_how;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int i = 0; i < level_n; i++)
+			failed[i] = BoolGetDatum(level_how[i] == 'f');
+		values[0] = retries_id_array(level_ids, level_n);
+		values[1] = PointerGetDatum(construct_array(failed, level_n, BOOLOID, 1, true,
+													TYPALIGN_CHAR));
+		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not cancel the calls that run after calls that failed");
+		/* one row per cancelled call, or one with a NULL id if none */
+		next_ids = palloc(sizeof(int64) * SPI_processed);
+		next_notify = palloc(sizeof(bool) * SPI_processed);
+		next_n = 0;
+		for (uint64 row = 0; row < SPI_processed; row++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[row];
+			bool		none;
+			bool		isnull;
+			Datum		id = SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &none);
+
+			if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) > 0)
+				retries_chains_deferred = true;
+			if (none)
+				continue;
+			next_ids[next_n] = DatumGetInt64(id);
+			next_notify[next_n++] = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc,
+															   2, &isnull));
+		}
+		SPI_freetuptable(SPI_tuptable);
+
+		/* the cancelled calls are finished too: their waiters, then theirs */
+		for (int i = 0; i < next_n; i++)
+			retries_call_finished(next_ids[i], next_notify[i]);
+		next_how = palloc(Max(next_n, 1));
+		memset(next_how, 'c', Max(next_n, 1));
+		level_ids = next_ids;
+		level_how = next_how;
+		level_n = next_n;
+	}
+}
+
+/*
+ * have_followers -- may any call wait for another now?  One probe of an
+ * index, so that calls that finish cost nothing more where no call runs
+ * after another.
+ */
+static bool
+have_followers(void)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		found;
+
+	retries_prepare_kept(&plan, "SELECT FROM retries.call_after LIMIT 1", 0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look for calls that run after others");
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return found;
+}
+
+/*
+ * notify_flags -- for each of the n calls of 'ids', whether its policy
+ * asks for NOTIFY (false for a database older than 1.2)
+ */
+static bool *
+notify_flags(const int64 *ids, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8ARRAYOID};
+	Datum		values[1] = {retries_id_array(ids, n)};
+	bool	   *notify = palloc0(sizeof(bool) * n);
+	int		   *rows;
+
+	if (retries_schema_version() < SCHEMA_1_2)
+		return notify;
+	retries_prepare_kept(&plan,
+						 "SELECT c.id FROM retries.call_data c"
+						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
+						 " WHERE c.id OPERATOR(pg_catalog.=) ANY ($1) AND p.notify",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up which calls notify");
+	rows = rows_of_ids(ids, n);
+	for (int i = 0; i < n; i++)
+		notify[i] = rows[i] >= 0;
+	SPI_freetuptable(SPI_tuptable);
+	return notify;
+}
+
+/*
+ * retries_calls_finished -- the current transaction has just written that
+ * the n calls of 'ids' finished: how[i] is 's' (succeeded), 'f' (failed)
+ * or 'c' (cancelled), notify[i] whether the call's policy asks for NOTIFY
+ * (NULL: look it up)
+ *
+ * Their waiters are woken at commit and their NOTIFYs sent (wait.c); the
+ * calls that run after them are released or cancelled, and a cancelled
+ * call that still waited for others waits no more.  Runs as the
+ * extension's owner (or a worker), inside SPI.
+ */
+void
+retries_calls_finished(int n, const int64 *ids, const char *how, const bool *notify)
+{
+	int64	   *succeeded;
+	int64	   *failed;
+	char	   *failed_how;
+	int			nsucceeded = 0;
+	int			nfailed = 0;
+
+	if (n == 0)
+		return;
+	if (notify == NULL)
+		notify = notify_flags(ids, n);
+	for (int i = 0; i < n; i++)
+		retries_call_finished(ids[i], notify[i]);
+
+	if (retries_schema_version() < SCHEMA_1_2 || !have_followers())
+		return;
+	succeeded = palloc(sizeof(int64) * n);
+	failed = palloc(sizeof(int64) * n);
+	failed_how = palloc(n);
+	for (int i = 0; i < n; i++)
+	{
+		if (how[i] == 's')
+			succeeded[nsucceeded++] = ids[i];
+		else
+		{
+			failed[nfailed] = ids[i];
+			failed_how[nfailed++] = how[i];
+		}
+	}
+	if (nsucceeded > 0 && release_followers(succeeded, nsucceeded) > 0)
+		retries_chains_released = true;
+	if (nfailed > 0)
+	{
+		static SPIPlanPtr plan = NULL;
+		Oid			argtypes[1] = {INT8ARRAYOID};
+		Datum		values[1] = {retries_id_array(failed, nfailed)};
+
+		/* a call that still waited (cancelled by hand) waits no more */
+		retries_prepare_kept(&plan,
+							 "DELETE FROM retries.call_after"
+							 " WHERE call_id OPERATOR(pg_catalog.=) ANY ($1)",
+							 1, argtypes);
+		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not forget what cancelled calls waited for");
+		cancel_followers(failed, failed_how, nfailed);
+	}
+}
+
+/*
+ * retries_chains_pending -- release or cancel the followers of the calls
+ * listed in call_after_pending, those that are no longer locked by
+ * another transaction (see the head of the file); true if any was released
+ *
+ * An entry goes once its call's row can be share-locked: the call is
+ * finished (its followers are dealt with now), or it is unfinished and no
+ * worker runs it (its followers' rows of call_after, committed before the
+ * entry was seen, are seen by whatever transaction finishes it later), or
+ * it is gone.  An entry whose call is locked (a worker's batch runs it)
+ * stays for a later look.  Called by a worker, as its superuser, in its
+ * short transaction before a batch, inside SPI.
+ */
+bool
+retries_chains_pending(void)
+{
+	static SPIPlanPtr pending_plan = NULL;
+	static SPIPlanPtr present_plan = NULL;
+	static SPIPlanPtr done_plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Oid			id_types[1] = {INT8ARRAYOID};
+	Datum		values[1] = {Int32GetDatum(PENDING_BATCH)};
+	int64	   *ids;
+	bool	   *done;
+	char	  **states;
+	int			n;
+	int64	   *succeeded;
+	int64	   *failed;
+	char	   *failed_how;
+	int64	   *gone;
+	int			nsucceeded = 0;
+	int			nfailed = 0;
+	int			ngone = 0;
+	bool		released = false;
+
+	if (retries_schema_version() < SCHEMA_1_2)
+		return false;
+	retries_prepare_kept(&pending_plan,
+						 "SELECT after_id FROM retries.call_after_pending"
+						 " LIMIT $1 FOR UPDATE SKIP LOCKED",
+						 1, argtypes);
+	if (SPI_execute_plan(pending_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the finished calls whose followers wait");
+	n = (int) SPI_processed;
+	if (n == 0)
+		return false;
+	ids = palloc(sizeof(int64) * n);
+	done = palloc(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	values[0] = retries_id_array(ids, n);
+
+	/* the calls that no other transaction holds, and their states */
+	states = palloc(sizeof(char *) * n);
+	share_lock_calls(ids, n, done, states);
+	succeeded = palloc(sizeof(int64) * n);
+	failed = palloc(sizeof(int64) * n);
+	failed_how = palloc(n);
+	for (int i = 0; i < n; i++)
+	{
+		if (!done[i] || strcmp(states[i], "scheduled") == 0)
+			continue;			/* locked; or not run now: whoever finishes it sees */
+		if (strcmp(states[i], "succeeded") == 0)
+			succeeded[nsucceeded++] = ids[i];
+		else
+		{
+			failed[nfailed] = ids[i];
+			failed_how[nfailed++] = strcmp(states[i], "failed") == 0 ? 'f' : 'c';
+		}
+	}
+
+	/* of the others, those that are gone (pruned by hand) are done too */
+	retries_prepare_kept(&present_plan,
+						 "SELECT id FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
+						 1, id_types);
+	if (SPI_execute_plan(present_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the finished calls whose followers wait");
+	gone = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		bool		present = false;
+
+		for (uint64 row = 0; row < SPI_processed && !present; row++)
+		{
+			bool		isnull;
+
+			present = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+												  SPI_tuptable->tupdesc, 1, &isnull)) == ids[i];
+		}
+		if (done[i] || !present)
+			gone[ngone++] = ids[i];
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	values[0] = retries_id_array(gone, ngone);
+	retries_prepare_kept(&done_plan,
+						 "DELETE FROM retries.call_after_pending"
+						 " WHERE after_id OPERATOR(pg_catalog.=) ANY ($1)",
+						 1, id_types);
+	if (SPI_execute_plan(done_plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not forget the finished calls whose followers waited");
+	if (ngone < n)
+		retries_chains_deferred = true; /* look again soon */
+
+	if (nsucceeded > 0)
+		released = release_followers(succeeded, nsucceeded) > 0;
+	if (nfailed > 0)
+		cancel_followers(failed, failed_how, nfailed);
+	return released;
+}

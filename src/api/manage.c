@@ -1,0 +1,323 @@
+/*-------------------------------------------------------------------------
+ *
+ * manage.c
+ *	  retries.cancel(), retries.retry_now() and retries.reschedule():
+ *	  changing a call after it was scheduled.
+ *
+ * Each works only on calls the current role may see (its own, or any for a
+ * superuser or a member of retries_admin).  A call it may not see gets the
+ * same error as one that does not exist, so ids of other roles' calls
+ * reveal nothing.
+ *
+ *   state       cancel            retry_now / reschedule
+ *   scheduled   -> cancelled      next attempt moved
+ *   running     waits for the     refused
+ *               attempt, then
+ *               as for its result
+ *   succeeded   false             refused
+ *   failed      false             scheduled again, fresh attempt budget
+ *   cancelled   false             scheduled again, fresh attempt budget
+ *
+ * A running call's row is locked by the worker's batch transaction until
+ * the attempt's outcome commits, so cancel() simply waits for that lock: if
+ * the attempt failed and the call was rescheduled, it is then cancelled and
+ * gets no further attempt; if it succeeded, there is nothing to cancel.
+ * While it waits it is listed in shared memory (retries_cancel_wait_begin),
+ * and workers start no attempt of a call listed there: otherwise a retry
+ * due sooner than the cancel's backend gets to the row would be claimed
+ * and run first.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "access/xact.h"
+#include "storage/ipc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "flow/flow.h"
+#include "shmem/shmem.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
+
+PG_FUNCTION_INFO_V1(retries_cancel);
+PG_FUNCTION_INFO_V1(retries_retry_now);
+PG_FUNCTION_INFO_V1(retries_reschedule);
+
+/* A call as this file needs it, locked by lock_call() */
+typedef struct LockedCall
+{
+	int64		id;
+	char	   *state;
+	int32		attempts;
+	bool		has_key;
+	bool		policy_unlimited;
+	int32		policy_max_attempts;
+} LockedCall;
+
+/*
+ * lock_call -- read a call's row (locking it if 'lock'), or raise "not
+ * found" if it does not exist or 'caller' may not see it
+ *
+ * Runs as the extension's owner, inside SPI_connect().
+ */
+static void
+lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
+{
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr read_plan = NULL;
+	SPIPlanPtr	plan;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Oid			scheduled_by;
+	Datum		d;
+
+#define LOCK_CALL_QUERY \
+	"SELECT c.state::pg_catalog.text, c.scheduled_by::pg_catalog.oid," \
+	" c.attempts, c.key IS NOT NULL, p.max_attempts" \
+	" FROM retries.call_data c" \
+	" JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id" \
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	if (lock)
+		plan = retries_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR UPDATE OF c",
+									1, argtypes);
+	else
+		plan = retries_prepare_kept(&read_plan, LOCK_CALL_QUERY, 1, argtypes);
+#undef LOCK_CALL_QUERY
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up call " INT64_FORMAT, id);
+
+	if (SPI_processed == 1)
+	{
+		row = SPI_tuptable->vals[0];
+		desc = SPI_tuptable->tupdesc;
+		scheduled_by = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
+		if (retries_may_see_call(caller, scheduled_by))
+		{
+			call->id = id;
+			call->state = SPI_getvalue(row, desc, 1);
+			call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
+			call->has_key = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull));
+			d = SPI_getbinval(row, desc, 5, &call->policy_unlimited);
+			call->policy_max_attempts = call->policy_unlimited ? 0 : DatumGetInt32(d);
+			return;
+		}
+	}
+	retries_call_not_found(id, NULL);
+}
+
+/*
+ * update_call -- run one UPDATE of a call by id, as prepared in *plan
+ */
+static void
+update_call(SPIPlanPtr *plan, const char *query, int64 id, Datum run_at)
+{
+	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(id), run_at};
+
+	retries_prepare_kept(plan, query, 2, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "could not update call " INT64_FORMAT, id);
+}
+
+/*
+ * cancel_wait_cleanup -- unlist a cancel() that ended in an error while
+ * waiting (or whose process exited)
+ */
+static void
+cancel_wait_cleanup(int code, Datum arg)
+{
+	retries_cancel_wait_end();
+}
+
+/*
+ * lock_call_for_cancel -- lock_call() for cancel(), listed in shared memory
+ * while it waits for the row (see the head of this file)
+ *
+ * The call is read without a lock first, so that a role cannot make workers
+ * hold off calls it may not see.
+ */
+static void
+lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
+{
+	lock_call(id, caller, false, call);
+	retries_cancel_wait_begin(id);
+	PG_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
+	{
+		lock_call(id, caller, true, call);
+	}
+	PG_END_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
+	retries_cancel_wait_end();
+}
+
+/*
+ * retries_cancel -- SQL function retries.cancel(id)
+ *
+ * A scheduled call becomes cancelled.  For a running call this waits until
+ * its attempt is recorded (see the head of this file).  Returns false,
+ * changing nothing, for a call that had already finished, so that cancelling
+ * many calls in one statement does not stop at the first finished one.
+ */
+Datum
+retries_cancel(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr cancel_plan = NULL;
+	RetriesUserSwitch save;
+	LockedCall	call;
+	bool		result = true;
+
+	retries_check_not_null(fcinfo, 0, "id");
+
+	retries_become_owner(&save);
+	SPI_connect();
+	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
+
+	if (strcmp(call.state, "scheduled") == 0)
+	{
+		update_call(&cancel_plan,
+					"UPDATE retries.call_data"
+					" SET state = 'cancelled', updated_at = pg_catalog.now()"
+					" WHERE id OPERATOR(pg_catalog.=) $1",
+					call.id, (Datum) 0);
+		/* its waiters, NOTIFY, and the calls that run after it (chains.c) */
+		retries_calls_finished(1, &call.id, "c", NULL);
+	}
+	else
+		result = false;
+
+	SPI_finish();
+	retries_restore_user(&save);
+	PG_RETURN_BOOL(result);
+}
+
+/*
+ * check_key_free -- before a finished call with a key is scheduled again,
+ * make sure the role has no other unfinished call with that key, which
+ * would break the rule that a key names one unfinished call
+ */
+static void
+check_key_free(const LockedCall *call)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(call->id)};
+
+	retries_prepare_kept(&plan,
+						 "SELECT o.id FROM retries.call_data c, retries.call_data o"
+						 " WHERE c.id OPERATOR(pg_catalog.=) $1"
+						 " AND o.scheduled_by OPERATOR(pg_catalog.=) c.scheduled_by"
+						 " AND pg_catalog.md5(o.key)"
+						 " OPERATOR(pg_catalog.=) pg_catalog.md5(c.key)"
+						 " AND o.key OPERATOR(pg_catalog.=) c.key"
+						 " AND o.key IS NOT NULL"
+						 " AND o.state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the key of call " INT64_FORMAT, call->id);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("call " INT64_FORMAT " cannot be scheduled again because call %s has the same key and has not finished",
+						call->id, SPI_getvalue(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1))));
+}
+
+/*
+ * rearm_call -- the work of retry_now() and reschedule(): a scheduled call
+ * gets a new time for its next attempt; a failed or cancelled one is
+ * scheduled again with a fresh attempt budget (its attempt numbers go on
+ * from where they were, and its history stays); a running or succeeded one
+ * is refused.
+ */
+static bool
+rearm_call(int64 id, Datum run_at)
+{
+	static SPIPlanPtr move_plan = NULL;
+	static SPIPlanPtr again_plans[2];
+	bool		chains = (retries_schema_version() >= SCHEMA_1_2);
+	RetriesUserSwitch save;
+	LockedCall	call;
+
+	retries_become_owner(&save);
+	SPI_connect();
+	/* refuse a running call without waiting for the worker's row lock */
+	lock_call(id, save.saved_userid, false, &call);
+	if (retries_call_is_running(call.id) || strcmp(call.state, "running") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("call " INT64_FORMAT " is running", call.id),
+				 errhint("Wait until its attempt finishes, or cancel it.")));
+	lock_call(id, save.saved_userid, true, &call);
+	if (strcmp(call.state, "scheduled") == 0)
+		update_call(&move_plan,
+					"UPDATE retries.call_data"
+					" SET next_attempt = $2, updated_at = pg_catalog.now()"
+					" WHERE id OPERATOR(pg_catalog.=) $1",
+					call.id, run_at);
+	else if (strcmp(call.state, "failed") == 0 ||
+			 strcmp(call.state, "cancelled") == 0)
+	{
+		if (call.has_key)
+			check_key_free(&call);
+		/* a call that waited for others (chains.c) waits no more */
+		if (again_plans[chains] == NULL)
+			update_call(&again_plans[chains],
+						psprintf("UPDATE retries.call_data c"
+								 " SET state = 'scheduled', next_attempt = $2,"
+								 " max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
+								 " updated_at = pg_catalog.now()%s"
+								 " FROM retries.policy_data p"
+								 " WHERE c.id OPERATOR(pg_catalog.=) $1"
+								 " AND p.id OPERATOR(pg_catalog.=) c.policy_id",
+								 chains ?
+								 ", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0,"
+								 " waiting_on = 0" : ""),
+						call.id, run_at);
+		else
+			update_call(&again_plans[chains], NULL, call.id, run_at);
+		/* a call of a paused or limited function waits for its gate */
+		retries_gate_call(call.id);
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("call " INT64_FORMAT " has already succeeded", call.id),
+				 errhint("Schedule a new call with retries.call().")));
+
+	SPI_finish();
+	retries_restore_user(&save);
+	retries_wake_at_commit();
+	return true;
+}
+
+/*
+ * retries_retry_now -- SQL function retries.retry_now(id)
+ */
+Datum
+retries_retry_now(PG_FUNCTION_ARGS)
+{
+	retries_check_not_null(fcinfo, 0, "id");
+	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
+							  TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())));
+}
+
+/*
+ * retries_reschedule -- SQL function retries.reschedule(id, run_at)
+ */
+Datum
+retries_reschedule(PG_FUNCTION_ARGS)
+{
+	retries_check_not_null(fcinfo, 0, "id");
+	retries_check_not_null(fcinfo, 1, "run_at");
+	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
+							  retries_clamp_run_at(PG_GETARG_DATUM(1))));
+}

@@ -1,0 +1,162 @@
+/*-------------------------------------------------------------------------
+ *
+ * args.c
+ *	  Checking and converting the arguments of the SQL functions.
+ *
+ * Intervals become microseconds (refusing the ones with months, whose
+ * length depends on the date), NULLs are refused by name, ids become
+ * arrays, and a call that does not exist or is not the caller's gets one
+ * error, whichever it is.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "core/policy.h"
+
+/*
+ * retries_call_not_found -- raise the error of a call that does not exist
+ * or that the current role may not see: the same for both, so that the ids
+ * of other roles' calls reveal nothing; 'argname' names the argument that
+ * gave the id, if it is not the function's only one
+ */
+void
+retries_call_not_found(int64 id, const char *argname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 argname ?
+			 errmsg("%s: call " INT64_FORMAT " does not exist", argname, id) :
+			 errmsg("call " INT64_FORMAT " does not exist", id),
+			 errdetail("A role sees only the calls it scheduled, unless it is a superuser or a member of retries_admin.")));
+}
+
+/*
+ * retries_id_array -- n ids as an int8[] Datum
+ */
+Datum
+retries_id_array(const int64 *ids, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * retries_check_not_null -- raise an error naming the argument if it is NULL
+ *
+ * The SQL functions are not STRICT, so that leaving out a required value is
+ * an error rather than a silent NULL result.
+ */
+void
+retries_check_not_null(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * retries_interval_to_usecs -- an interval as microseconds
+ *
+ * Months count as 30 days and days as 24 hours, as in PostgreSQL's own
+ * interval comparisons.  Returns false if the result is negative or longer
+ * than POLICY_MAX_DURATION, the longest delay a policy may use.
+ */
+bool
+retries_interval_to_usecs(const Interval *span, int64 *usecs)
+{
+	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
+	int64		result;
+
+	/* |days| < 2^37, so this product cannot overflow */
+	if (days > POLICY_MAX_DURATION / USECS_PER_DAY + 1 ||
+		days < -(POLICY_MAX_DURATION / USECS_PER_DAY + 1))
+		return false;
+	result = days * USECS_PER_DAY;
+	if (pg_add_s64_overflow(result, span->time, &result))
+		return false;
+	if (result < 0 || result > POLICY_MAX_DURATION)
+		return false;
+	*usecs = result;
+	return true;
+}
+
+/*
+ * retries_interval_to_delay -- an interval as a delay, clamped to
+ * 0 .. POLICY_MAX_DURATION
+ *
+ * For a delay that user code returns while a call runs (delay_fn's result),
+ * where refusing it is not an option: a negative interval means no delay,
+ * and one longer than the longest delay ('1000000 years') means the longest
+ * delay, never a wrapped or zero one.  Months count as 30 days, as in
+ * retries_interval_to_usecs.  When the sum overflows int64 its sign is the
+ * sign of the days part, which is then far larger than any time part.
+ */
+int64
+retries_interval_to_delay(const Interval *span)
+{
+	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
+	int64		usecs;
+
+	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, span->time, &usecs))
+		return days < 0 ? 0 : POLICY_MAX_DURATION;
+	return Max(0, Min(usecs, POLICY_MAX_DURATION));
+}
+
+/*
+ * retries_usecs_to_interval -- microseconds as an interval of pure time
+ *
+ * Delays are stored as time only (no days or months), so they compare and
+ * add exactly.
+ */
+Interval *
+retries_usecs_to_interval(int64 usecs)
+{
+	Interval   *span = palloc0(sizeof(Interval));
+
+	span->time = usecs;
+	return span;
+}
+
+/*
+ * retries_ms_until -- milliseconds from now until 'when', rounded up; 0 if
+ * past
+ */
+long
+retries_ms_until(TimestampTz when)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
+	return secs * 1000 + (usecs + 999) / 1000;
+}
+
+/*
+ * retries_clamp_run_at -- a call's first due time: run_at, but no earlier
+ * than now() (the transaction's start)
+ *
+ * Due calls run earliest first: a run_at far in the past ('-infinity')
+ * would put a call ahead of every other role's calls that fell due before
+ * it was scheduled.
+ */
+Datum
+retries_clamp_run_at(Datum run_at)
+{
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+
+	return TimestampTzGetDatum(Max(DatumGetTimestampTz(run_at), now));
+}

@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * base.h
+ *	  Server helpers every layer above uses: the settings, the schema and
+ *	  its version, argument checks and conversions, kept query plans.
+ *
+ * src/base/settings.c	the retries.* settings; whether preloaded
+ * src/base/schema.c	schema retries and its version
+ * src/base/args.c		checking and converting SQL arguments
+ * src/base/plans.c		queries prepared once per session
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_BASE_H
+#define RETRIES_BASE_H
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/timestamp.h"
+
+/* The SQLSTATE that retries.retry() raises; its class RT is always retried */
+#define ERRCODE_RETRIES_RETRY	MAKE_SQLSTATE('R','T','0','0','0')
+
+/* settings.c */
+extern int	retries_max_workers;
+extern int	retries_batch_size;
+extern bool retries_enabled;
+extern char *retries_retention;
+extern char *retries_default_policy;
+extern int	retries_max_attempt_time;
+extern int	retries_min_delay;
+extern int	retries_max_kept_attempts;
+extern int	retries_max_rate_limits;
+extern int	retries_max_result_size;
+extern int	retries_max_args_size;
+extern int	retries_max_worker_memory;
+/* Was the library loaded by shared_preload_libraries? */
+extern bool retries_preloaded;
+extern void retries_define_settings(void);
+
+/* schema.c: the versions whose objects the library tells apart */
+typedef enum RetriesSchemaVersion
+{
+	SCHEMA_1_1 = 11,			/* 1.0 and 1.1 */
+	SCHEMA_1_2 = 12,			/* flow control, chains, results, schedules */
+	SCHEMA_1_3 = 13,			/* held calls indexed by role */
+	SCHEMA_1_4 = 14				/* function_names: keys of functions */
+} RetriesSchemaVersion;
+
+extern Oid	retries_schema_oid(void);
+extern RetriesSchemaVersion retries_schema_version(void);
+
+/* args.c */
+extern void retries_call_not_found(int64 id, const char *argname);
+extern Datum retries_id_array(const int64 *ids, int n);
+extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
+								   const char *argname);
+extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
+extern int64 retries_interval_to_delay(const Interval *span);
+extern Interval *retries_usecs_to_interval(int64 usecs);
+extern long retries_ms_until(TimestampTz when);
+extern Datum retries_clamp_run_at(Datum run_at);
+
+/* plans.c */
+extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
+									   int nargs, Oid *argtypes);
+
+/*
+ * Where a query about claimable calls means "and no gate holds it", and
+ * "and its priority is 0" (both need version 1.2: see plans.c)
+ */
+#define NOT_HELD " /*not held*/"
+#define PRIORITY_ZERO " /*priority 0*/"
+extern SPIPlanPtr retries_prepare_unheld(SPIPlanPtr *plans, const char *query,
+										 int nargs, Oid *argtypes);
+extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
+									  bool **nulls, int n, Oid *argtypes,
+									  Datum *values);
+
+#endif							/* RETRIES_BASE_H */

@@ -1,0 +1,121 @@
+/*-------------------------------------------------------------------------
+ *
+ * plans.c
+ *	  Queries prepared once per session and kept.
+ *
+ * Every query names its objects and operators with their schema, so that
+ * the caller's search_path cannot redirect them; a kept plan is replanned
+ * by PostgreSQL when the objects it uses change.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+
+#include "base/base.h"
+
+/*
+ * retries_prepare_kept -- prepare a query once per backend and keep the plan
+ *
+ * The plan is re-planned by the plan cache if our tables are dropped and
+ * created again, so a static pointer is safe.  Call it inside SPI_connect().
+ */
+SPIPlanPtr
+retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
+					 Oid *argtypes)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(query, nargs, argtypes);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare query \"%s\": %s", query,
+				 SPI_result_code_string(SPI_result));
+		*plan = p;
+	}
+	return *plan;
+}
+
+/*
+ * retries_prepare_unheld -- retries_prepare_kept() of a query about the
+ * calls that the workers may claim, whose text says NOT_HELD where it
+ * means "and no gate holds the call", and PRIORITY_ZERO where it means
+ * "and its priority is 0": "AND NOT held" and "AND priority = 0" in a
+ * database whose extension has flow control (1.2), which the partial
+ * indexes of due calls need to be used, and nothing before (when no call
+ * is held and all have priority 0).  plans[1] keeps the first, plans[0]
+ * the second.
+ */
+SPIPlanPtr
+retries_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
+{
+	static const char *const markers[2][2] = {
+		{NOT_HELD, " AND NOT held"},
+		{PRIORITY_ZERO, " AND priority OPERATOR(pg_catalog.=) 0"},
+	};
+	bool		flow = (retries_schema_version() >= SCHEMA_1_2);
+	StringInfoData buf;
+	const char *p = query;
+
+	if (plans[flow] != NULL)
+		return plans[flow];
+	initStringInfo(&buf);
+	for (;;)
+	{
+		const char *hit = NULL;
+		int			which = 0;
+
+		/* the next marker of either kind */
+		for (int m = 0; m < 2; m++)
+		{
+			const char *h = strstr(p, markers[m][0]);
+
+			if (h != NULL && (hit == NULL || h < hit))
+			{
+				hit = h;
+				which = m;
+			}
+		}
+		if (hit == NULL)
+			break;
+		appendBinaryStringInfo(&buf, p, hit - p);
+		if (flow)
+			appendStringInfoString(&buf, markers[which][1]);
+		p = hit + strlen(markers[which][0]);
+	}
+	appendStringInfoString(&buf, p);
+	(void) retries_prepare_kept(&plans[flow], buf.data, nargs, argtypes);
+	pfree(buf.data);
+	return plans[flow];
+}
+
+/*
+ * retries_columns_to_arrays -- turn 'ncolumns' columns of 'n' rows each
+ * (cols[c][i], nulls[c][i], of types[c]) into one-dimensional arrays:
+ * values[c], of type argtypes[c], to pass to a statement that unnests them
+ * and writes all the rows at once
+ */
+void
+retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
+						  bool **nulls, int n, Oid *argtypes, Datum *values)
+{
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	for (int c = 0; c < ncolumns; c++)
+	{
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+
+		get_typlenbyvalalign(types[c], &typlen, &typbyval, &typalign);
+		argtypes[c] = get_array_type(types[c]);
+		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs,
+													   types[c], typlen, typbyval,
+													   typalign));
+	}
+}

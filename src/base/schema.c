@@ -1,0 +1,55 @@
+/*-------------------------------------------------------------------------
+ *
+ * schema.c
+ *	  Where the extension's objects are, and at which version.
+ *
+ * The library serves every database whose extension is at a version it
+ * knows, the older ones until ALTER EXTENSION retries UPDATE: what a
+ * newer version added (a table, an index) is used only where
+ * retries_schema_version() says it exists.  That is the one probe of the
+ * version; it looks at the objects themselves, not at pg_extension, so
+ * that it holds inside the update script that adds them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "utils/lsyscache.h"
+
+#include "base/base.h"
+
+/*
+ * retries_schema_oid -- OID of schema retries, or an error if the extension
+ * is not installed in this database
+ */
+Oid
+retries_schema_oid(void)
+{
+	Oid			nspoid = get_namespace_oid("retries", true);
+
+	if (!OidIsValid(nspoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"retries\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION retries.")));
+	return nspoid;
+}
+
+/*
+ * retries_schema_version -- the version of this database's extension, as
+ * far as its objects tell: each version is known by an object it added
+ */
+RetriesSchemaVersion
+retries_schema_version(void)
+{
+	Oid			nspoid = retries_schema_oid();
+
+	if (OidIsValid(get_relname_relid("function_names", nspoid)))
+		return SCHEMA_1_4;
+	if (OidIsValid(get_relname_relid("call_data_held_by_role", nspoid)))
+		return SCHEMA_1_3;
+	if (OidIsValid(get_relname_relid("flow_data", nspoid)))
+		return SCHEMA_1_2;
+	return SCHEMA_1_1;
+}

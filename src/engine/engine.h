@@ -1,0 +1,15 @@
+/*-------------------------------------------------------------------------
+ *
+ * engine.h
+ *	  The engine's entry points for module initialization and the hooks:
+ *	  the launcher (src/engine/launcher.c), which starts the per-database
+ *	  workers (worker.c); claim.h, execute.h and sandbox.h are its parts.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_ENGINE_H
+#define RETRIES_ENGINE_H
+
+extern void retries_register_launcher(void);
+
+#endif							/* RETRIES_ENGINE_H */

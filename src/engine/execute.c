@@ -1,0 +1,1384 @@
+/*-------------------------------------------------------------------------
+ *
+ * execute.c
+ *	  Running one attempt of a call, classifying its outcome and recording
+ *	  it: the call's new state and one row of retries.attempt_data.
+ *
+ * A worker runs each attempt inside its batch transaction, in a
+ * subtransaction of its own, as the role that scheduled the call.  Success
+ * releases the subtransaction, so the function's effects and the record of
+ * its success commit together.  Successes and retries are queued and
+ * written by one statement at the end of the batch (execute_finish_batch),
+ * which costs a fraction of a statement per call; a call that fails for
+ * good is written at once, since its on_exhausted hook comes next.  An
+ * error rolls back the function's effects only; the outcome is then:
+ *
+ *	- the SQLSTATE is matched against the policy's retry_on (a timeout is
+ *	  57014), and a retryable error within the attempt budget reschedules
+ *	  the call after the policy's delay (or retries.retry()'s 'after', or
+ *	  what delay_fn returns);
+ *	- anything else fails the call for good and calls on_exhausted.
+ *
+ * Before the function runs, the things that make a call impossible are
+ * checked: the role and function still exist, the role may log in and
+ * execute the function, and the arguments still convert.  Each fails the
+ * call for good, whatever retry_on says.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "common/pg_prng.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "base/compat.h"
+#include "core/policy.h"
+#include "engine/execute.h"
+#include "engine/sandbox.h"
+#include "tables/tables.h"
+
+/* A policy as the worker uses it; rows of policy_data never change */
+typedef struct CachedPolicy
+{
+	int32		id;				/* hash key */
+	Oid			fn;				/* InvalidOid: gone */
+	Oid			fn_key;			/* its key (function_names.c), its gate's id */
+	char	   *fn_signature;
+	int64		min_delay;
+	int64		max_delay;		/* -1: fixed delay */
+	double		multiplier;
+	PolicyJitter jitter;
+	int			nretry_on;
+	char		(*retry_on)[POLICY_SQLSTATE_ENTRY_LEN];
+	int64		timeout;		/* -1: none */
+	Oid			on_exhausted;
+	Oid			delay_fn;
+	bool		notify;			/* NOTIFY retries_finished when a call ends */
+} CachedPolicy;
+
+/* The outcome of an attempt, as it is recorded */
+typedef struct Outcome
+{
+	const char *outcome;		/* succeeded, retry, failed, timeout, interrupted */
+	const char *state;			/* the call's new state */
+	int64		delay;			/* before the next attempt; -1 if none */
+	char		sqlstate[6];
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+	char	   *context;
+	Jsonb	   *result;			/* of a success; NULL for none */
+	bool		notify;			/* the call's policy asks for NOTIFY */
+} Outcome;
+
+/* Where run_sandboxed() was when an error came */
+typedef enum SandboxStep
+{
+	STEP_ARGUMENTS,				/* converting the call's arguments */
+	STEP_FUNCTION,				/* running the function (or a hook) */
+	STEP_RESULT					/* converting its result to jsonb */
+} SandboxStep;
+
+/*
+ * Outcomes waiting to be written, one column array each, in the order of
+ * the parameters of write_outcomes()'s statement.  They live in the
+ * transaction's memory; a new transaction starts an empty list.
+ */
+enum
+{
+	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
+	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
+	OC_DELAY, OC_RESULT, OC_NCOLUMNS
+};
+static const Oid outcome_column_type[OC_NCOLUMNS] = {
+	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID
+};
+static struct
+{
+	LocalTransactionId lxid;	/* the transaction the list belongs to */
+	int			n;
+	int			size;
+	Datum	   *values[OC_NCOLUMNS];
+	bool	   *nulls[OC_NCOLUMNS];
+	bool	   *notify;			/* each outcome's Outcome.notify */
+	Size		result_bytes;	/* of the results in the list */
+}			pending;
+
+/* Results that the list may hold before they are written, in bytes */
+#define PENDING_RESULT_BYTES	(16 * 1024 * 1024)
+
+/*
+ * The policy cache: a hash table and the strings of its entries, all in
+ * policy_cache_cxt, which is deleted whole when the cache goes stale
+ */
+static MemoryContext policy_cache_cxt = NULL;
+static HTAB *policy_cache = NULL;
+static Oid	policy_data_relid = InvalidOid;
+static bool policy_cache_stale = true;	/* look up policy_data first */
+/*
+ * The time limit of an attempt (its policy's timeout, or the cap
+ * retries.max_attempt_time): when it passes, the attempt is cancelled as a
+ * statement timeout would cancel a statement.  A function may trap that
+ * cancel (EXCEPTION WHEN query_canceled) and go on; so the limit holds by
+ * two more means: an attempt that returns after its cancel is failed as a
+ * timeout all the same (run_sandboxed), and one that is still running
+ * ATTEMPT_KILL_GRACE_MS after its cancel ends with the worker, which is
+ * told to exit as if by SIGTERM: no code can trap that.  The attempt is
+ * then charged as interrupted (see worker.c), and the calls that shared
+ * its batch, all of its role (see worker.c), run again uncharged.
+ */
+#define ATTEMPT_KILL_GRACE_MS	2000
+
+static TimeoutId attempt_timeout_id;
+static TimeoutId attempt_kill_id;
+static volatile sig_atomic_t attempt_timed_out = false;
+static volatile sig_atomic_t attempt_killed = false;
+/* The limit of the attempt under way, as text, for the log */
+static char attempt_limit_text[POLICY_FORMAT_LEN];
+/* The worker's, told when a hook starts and ends (execute_init) */
+static ExecuteHookPhase hook_phase_callback = NULL;
+
+static void record_hook_error(int64 call_id, int32 attempt, const char *error);
+
+/*
+ * attempt_timeout_handler -- the policy's timeout has passed: cancel the
+ * running function as a statement timeout would
+ */
+static void
+attempt_timeout_handler(void)
+{
+	attempt_timed_out = true;
+	QueryCancelPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * attempt_kill_handler -- the attempt trapped its cancel and went on: the
+ * worker exits at its next check for interrupts, as after SIGTERM
+ */
+static void
+attempt_kill_handler(void)
+{
+	attempt_killed = true;
+	ProcDiePending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * execute_attempt_killed -- whether the worker is exiting because an
+ * attempt went on past its time limit after its cancel; if so, the limit
+ * as text into *limit
+ */
+bool
+execute_attempt_killed(const char **limit)
+{
+	*limit = attempt_limit_text;
+	return attempt_killed;
+}
+
+/*
+ * policy_cache_invalidate -- relcache callback: policy_data was truncated,
+ * dropped or replaced, so cached ids may now mean other policies
+ *
+ * Only a flag is set here; get_policy() drops the cache at its next call,
+ * so that no entry in use disappears under its user.
+ */
+static void
+policy_cache_invalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == policy_data_relid ||
+		!OidIsValid(policy_data_relid))
+		policy_cache_stale = true;
+}
+
+/*
+ * create_policy_cache -- an empty policy cache, in a memory context of its
+ * own (whatever was in the previous one goes with it)
+ */
+static void
+create_policy_cache(void)
+{
+	HASHCTL		ctl;
+
+	if (policy_cache_cxt != NULL)
+		MemoryContextDelete(policy_cache_cxt);
+	policy_cache_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "retries policy cache",
+											 ALLOCSET_SMALL_SIZES);
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(CachedPolicy);
+	ctl.hcxt = policy_cache_cxt;
+	policy_cache = hash_create("retries policies", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * execute_init -- set up what attempts need (once per worker)
+ */
+void
+execute_init(ExecuteHookPhase hook_phase)
+{
+	hook_phase_callback = hook_phase;
+	create_policy_cache();
+	CacheRegisterRelcacheCallback(policy_cache_invalidate, (Datum) 0);
+	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
+	attempt_kill_id = RegisterTimeout(USER_TIMEOUT, attempt_kill_handler);
+}
+
+/*
+ * get_policy -- a policy by id, read once and kept (policy rows are never
+ * changed, only superseded; a TRUNCATE, which may reuse ids, empties the
+ * cache), or NULL if there is no such policy.  Runs inside SPI.  The entry
+ * returned stays valid until the next call.
+ */
+static CachedPolicy *
+get_policy(int32 policy_id)
+{
+	static SPIPlanPtr plans[2];
+	static CachedPolicy unresolved;
+	bool		notify;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(policy_id)};
+	Oid			fn_key;
+	Oid			fn;
+	Oid			on_exhausted;
+	Oid			delay_fn;
+	CachedPolicy *p;
+	bool		found;
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+	MemoryContext oldcxt;
+
+	if (policy_cache_stale)
+	{
+		create_policy_cache();
+		policy_data_relid = get_relname_relid("policy_data", retries_schema_oid());
+		policy_cache_stale = false;
+	}
+	p = hash_search(policy_cache, &policy_id, HASH_FIND, NULL);
+	if (p != NULL)
+		return p;
+	notify = (retries_schema_version() >= SCHEMA_1_2);
+
+	/* notify: from version 1.2 */
+	if (plans[notify] == NULL)
+		retries_prepare_kept(&plans[notify],
+							 psprintf("SELECT fn, fn_signature, min_delay, max_delay, multiplier,"
+									  " jitter, retry_on, timeout, on_exhausted, delay_fn, %s"
+									  " FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
+									  notify ? "notify" : "false"),
+							 1, argtypes);
+	if (SPI_execute_plan(plans[notify], values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read policy %d", policy_id);
+	if (SPI_processed != 1)
+		return NULL;			/* someone deleted it by hand */
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+
+	/*
+	 * The functions, by their keys (function_names.c); a function not
+	 * found (a restore under way) is looked up again next time
+	 */
+	fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+	fn = retries_key_function(fn_key);
+	d = SPI_getbinval(row, desc, 9, &isnull);
+	on_exhausted = isnull ? InvalidOid : retries_key_function(DatumGetObjectId(d));
+	d = SPI_getbinval(row, desc, 10, &isnull);
+	delay_fn = isnull ? InvalidOid : retries_key_function(DatumGetObjectId(d));
+
+	oldcxt = MemoryContextSwitchTo(policy_cache_cxt);
+	if (OidIsValid(fn))
+		p = hash_search(policy_cache, &policy_id, HASH_ENTER, &found);
+	else
+		p = &unresolved;
+	p->fn = fn;
+	p->fn_key = fn_key;
+	p->fn_signature = SPI_getvalue(row, desc, 2);
+	(void) retries_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 3, &isnull)),
+									 &p->min_delay);
+	d = SPI_getbinval(row, desc, 4, &isnull);
+	p->max_delay = -1;
+	if (!isnull)
+		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->max_delay);
+	p->multiplier = DatumGetFloat8(SPI_getbinval(row, desc, 5, &isnull));
+	(void) policy_parse_jitter(SPI_getvalue(row, desc, 6), &p->jitter);
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(row, desc, 7, &isnull)),
+						  TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		p->retry_on = palloc0(sizeof(*p->retry_on) * Max(n, 1));
+		p->nretry_on = n;
+		for (int i = 0; i < n; i++)
+			strlcpy(p->retry_on[i], TextDatumGetCString(elems[i]),
+					POLICY_SQLSTATE_ENTRY_LEN);
+	}
+	d = SPI_getbinval(row, desc, 8, &isnull);
+	p->timeout = -1;
+	if (!isnull)
+		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->timeout);
+	p->on_exhausted = on_exhausted;
+	p->delay_fn = delay_fn;
+	p->notify = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
+	MemoryContextSwitchTo(oldcxt);
+	return p;
+}
+
+/*
+ * attempt_time_limit -- how long an attempt (or a hook) may run, in
+ * microseconds, -1 for no limit: the policy's timeout, capped at
+ * retries.max_attempt_time; *capped tells whether the cap is what applies
+ */
+static int64
+attempt_time_limit(const CachedPolicy *policy, bool *capped)
+{
+	int64		cap = (int64) retries_max_attempt_time * USECS_PER_SEC;
+	int64		timeout = policy != NULL ? policy->timeout : -1;
+
+	*capped = cap > 0 && (timeout < 0 || timeout > cap);
+	return *capped ? cap : timeout;
+}
+
+/*
+ * log_capped -- say, once per worker, that an attempt ran into
+ * retries.max_attempt_time
+ */
+static void
+log_capped(const RetriesCall *call, int32 attempt, const char *cap)
+{
+	static bool logged = false;
+
+	if (logged)
+		return;
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " ran past retries.max_attempt_time (%s) and was cancelled",
+					attempt, call->id, cap),
+			 errdetail("This is logged once per worker."),
+			 errhint("Give the function's policy a timeout that suits it, or raise retries.max_attempt_time.")));
+	logged = true;
+}
+
+/*
+ * evaluate_call -- call a function with these argument expressions; its
+ * result, copied into the caller's memory context, goes to *result if
+ * 'result' is not NULL
+ *
+ * The call is built as a FuncExpr and run through the executor, so that
+ * defaults, strictness and the function's own expectations of fn_expr are
+ * as in a SQL call.  Only the arguments go through the planner (a default
+ * expression may need it); the call itself does not, because the planner
+ * would try to inline a SQL function, parsing its body once more on every
+ * attempt only to find that it cannot, and an inlined call would run the
+ * same anyway.
+ */
+static void
+evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull, Oid *result_type)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	EState	   *estate = CreateExecutorState();
+	FuncExpr   *fexpr;
+	ExprState  *exprstate;
+	List	   *planned = NIL;
+	Oid			inputcollid = InvalidOid;
+	Oid			rettype = get_func_rettype(fnoid);
+	ListCell   *lc;
+	Datum		value;
+	bool		valuenull;
+
+	MemoryContextSwitchTo(estate->es_query_cxt);
+	foreach(lc, args)
+	{
+		Expr	   *arg = (Expr *) lfirst(lc);
+
+		planned = lappend(planned, IsA(arg, Const) ? arg : expression_planner(arg));
+		/* as in SQL: collatable arguments pass their (default) collation */
+		if (!OidIsValid(inputcollid))
+			inputcollid = exprCollation((Node *) arg);
+	}
+	fexpr = makeFuncExpr(fnoid, rettype, planned,
+						 InvalidOid, inputcollid, COERCE_EXPLICIT_CALL);
+	exprstate = ExecInitExpr((Expr *) fexpr, NULL);
+	MemoryContextSwitchTo(callercxt);
+	value = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate),
+									  &valuenull);
+
+	/* the value lives in the executor's memory, about to be freed */
+	if (result != NULL)
+	{
+		int16		typlen;
+		bool		typbyval;
+
+		get_typlenbyval(rettype, &typlen, &typbyval);
+		*result = valuenull ? (Datum) 0 : datumCopy(value, typbyval, typlen);
+		*isnull = valuenull;
+		*result_type = rettype;
+	}
+	FreeExecutorState(estate);
+}
+
+/*
+ * to_jsonb() as called for results of one type: its FmgrInfo, whose
+ * fn_expr tells it the type of its argument, in a memory context of its
+ * own, made again when a result of another type comes (a batch mostly
+ * calls one function)
+ */
+static MemoryContext to_jsonb_cxt = NULL;
+static Oid	to_jsonb_type = InvalidOid;
+static FmgrInfo to_jsonb_flinfo;
+
+/*
+ * result_to_jsonb -- a function's result (of type 'type') as to_jsonb()
+ * makes it, in the caller's memory context; NULL for void or NULL
+ *
+ * to_jsonb() runs the output functions of the result's types (and their
+ * casts to json), which are the role's code as much as the function is:
+ * the caller runs this in the call's sandbox.
+ */
+static Jsonb *
+result_to_jsonb(Oid type, Datum value, bool isnull)
+{
+	if (isnull || type == VOIDOID)
+		return NULL;
+	if (to_jsonb_cxt == NULL || to_jsonb_type != type)
+	{
+		MemoryContext oldcxt;
+
+		if (to_jsonb_cxt != NULL)
+			MemoryContextDelete(to_jsonb_cxt);
+		to_jsonb_cxt = AllocSetContextCreate(TopMemoryContext, "retries to_jsonb",
+											 ALLOCSET_SMALL_SIZES);
+		to_jsonb_type = InvalidOid;
+		oldcxt = MemoryContextSwitchTo(to_jsonb_cxt);
+		fmgr_info_cxt(F_TO_JSONB, &to_jsonb_flinfo, to_jsonb_cxt);
+		to_jsonb_flinfo.fn_expr = (Node *)
+			makeFuncExpr(F_TO_JSONB, JSONBOID,
+						 list_make1(makeNullConst(type, -1, InvalidOid)),
+						 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+		MemoryContextSwitchTo(oldcxt);
+		to_jsonb_type = type;
+	}
+	return DatumGetJsonbP(FunctionCall1(&to_jsonb_flinfo, value));
+}
+
+/*
+ * check_result_size -- raise 54000 if a call's result is larger than
+ * retries.max_result_size
+ */
+static void
+check_result_size(Oid fnoid, const Jsonb *result)
+{
+	Size		limit = (Size) retries_max_result_size * 1024;
+	char		size[POLICY_FORMAT_LEN];
+	char		max[POLICY_FORMAT_LEN];
+
+	if (result == NULL || VARSIZE(result) <= limit)
+		return;
+	snprintf(size, sizeof(size), "%zu bytes", (Size) VARSIZE(result));
+	snprintf(max, sizeof(max), "%d kB", retries_max_result_size);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the result of %s is %s as jsonb, more than retries.max_result_size (%s)",
+					format_procedure(fnoid), size, max),
+			 errhint("Return less (keep large data in a table and return its key), or raise retries.max_result_size.")));
+}
+
+/*
+ * evaluate_in_sandbox -- what run_sandboxed() runs in its subtransaction:
+ * the call, and, for the call itself ('keep'), its result converted to
+ * jsonb and checked (*step says which is under way)
+ *
+ * A function of its own, not inlined, so that its locals are not those of
+ * run_sandboxed(), which a longjmp out of the subtransaction could clobber.
+ */
+static pg_noinline void
+evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
+					Datum *result, bool *isnull)
+{
+	Oid			result_type = InvalidOid;
+	Jsonb	   *jb;
+
+	evaluate_call(fnoid, args, result, isnull, &result_type);
+	if (!keep)
+		return;
+	*step = STEP_RESULT;
+	jb = result_to_jsonb(result_type, *result, *isnull);
+	check_result_size(fnoid, jb);
+	*result = PointerGetDatum(jb);
+	*isnull = jb == NULL;
+	*step = STEP_FUNCTION;
+}
+
+/*
+ * arm_time_limit -- start the clocks of an attempt's time limit: its
+ * cancel, and the end of the worker if it traps the cancel (see the top
+ * of the file)
+ */
+static void
+arm_time_limit(int64 timeout)
+{
+	int			ms = (int) Min(timeout / 1000, INT_MAX - ATTEMPT_KILL_GRACE_MS);
+
+	policy_format_duration(timeout, attempt_limit_text, sizeof(attempt_limit_text));
+	enable_timeout_after(attempt_timeout_id, ms);
+	enable_timeout_after(attempt_kill_id, ms + ATTEMPT_KILL_GRACE_MS);
+}
+
+/*
+ * disarm_time_limit -- stop them
+ */
+static void
+disarm_time_limit(void)
+{
+	disable_timeout(attempt_timeout_id, false);
+	disable_timeout(attempt_kill_id, false);
+}
+
+/*
+ * run_sandboxed -- run a function (the call, or one of its hooks) as
+ * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
+ * return its ErrorData (in the caller's memory context) and roll the
+ * subtransaction back
+ *
+ * For the call itself, 'stored_args' are its canonical arguments, which
+ * are converted inside the sandbox (a domain's check or a default is the
+ * role's code too), and its result is returned as jsonb, converted and
+ * checked against retries.max_result_size inside the sandbox too; *step
+ * tells the caller where an error happened.  Hooks pass their argument
+ * expressions in 'given_args', and get their result as it is.  With
+ * 'result', the result is returned in the caller's memory context.
+ *
+ * The attempt's timeout covers everything the role's code runs, deferred
+ * triggers included.  A timeout that fires as the code returns leaves a
+ * cancel pending that belongs to nobody: it is cleared, so that it cannot
+ * cancel the worker's own bookkeeping or the next call.
+ */
+static ErrorData *
+run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
+			  List *given_args, int64 timeout, SandboxStep *step, Datum *result,
+			  bool *isnull)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+	List	   *volatile args = given_args;
+	Sandbox		sb;
+
+	memset(&sb, 0, sizeof(sb));
+	*step = STEP_FUNCTION;
+	attempt_timed_out = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+
+	PG_TRY();
+	{
+		sandbox_enter(&sb, role);
+		if (timeout > 0)
+			arm_time_limit(timeout);
+		if (stored_args != NULL)
+		{
+			*step = STEP_ARGUMENTS;
+			if (argcxt != NULL)
+				MemoryContextSwitchTo(argcxt);
+			args = call_args_build(fnoid, stored_args);
+			MemoryContextSwitchTo(oldcxt);
+			*step = STEP_FUNCTION;
+		}
+		PushActiveSnapshot(GetTransactionSnapshot());
+		evaluate_in_sandbox(fnoid, args, stored_args != NULL, step, result, isnull);
+		PopActiveSnapshot();
+		sandbox_leave(&sb);
+
+		/* it trapped its cancel and returned: a timeout all the same */
+		if (attempt_timed_out)
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("canceling the attempt after its time limit"),
+					 errdetail("The function went on after it was cancelled; its effects were rolled back.")));
+		if (timeout > 0)
+			disarm_time_limit();
+
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		if (timeout > 0)
+			disarm_time_limit();
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_END_TRY();
+
+	if (attempt_timed_out)
+		QueryCancelPending = false;
+	sandbox_reset_session(&sb);
+	return edata;
+}
+
+/*
+ * set_outcome_error -- copy an error's fields into an outcome
+ */
+static void
+set_outcome_error(Outcome *out, int sqlerrcode, const char *message,
+				  const char *detail, const char *hint, const char *context)
+{
+	strlcpy(out->sqlstate, unpack_sql_state(sqlerrcode), sizeof(out->sqlstate));
+	out->message = message ? pstrdup(message) : NULL;
+	out->detail = detail ? pstrdup(detail) : NULL;
+	out->hint = hint ? pstrdup(hint) : NULL;
+	out->context = context ? pstrdup(context) : NULL;
+}
+
+/*
+ * precheck -- can this call's attempt start?  It cannot if its role or its
+ * function is gone, or if the role may no longer do what a direct call of
+ * the function needs: log in to this database (LOGIN, VALID UNTIL,
+ * CONNECT), EXECUTE the function, use its schema.  Each of those fails the
+ * call for good, with 42501 for a privilege, whatever retry_on says.
+ *
+ * Fills 'out' with a failure naming the reason, and returns false.
+ */
+static bool
+precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
+{
+	const char *hint = NULL;
+	char	   *lacks;
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
+	{
+		set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
+						  psprintf("role %u that scheduled the call no longer exists",
+								   call->role), NULL, NULL, NULL);
+		return false;
+	}
+	if ((lacks = retries_login_privilege(call->role, &hint)) != NULL)
+	{
+		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL, hint, NULL);
+		return false;
+	}
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(policy->fn)))
+	{
+		set_outcome_error(out, ERRCODE_UNDEFINED_FUNCTION,
+						  psprintf("function %s no longer exists", policy->fn_signature),
+						  NULL, NULL, NULL);
+		return false;
+	}
+	if ((lacks = retries_call_privilege(policy->fn, call->role)) != NULL)
+	{
+		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL,
+						  "A call needs what a direct call of its function needs, at each attempt.",
+						  NULL);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * run_hook -- run a hook of a call's policy (on_exhausted, delay_fn) with
+ * these argument expressions, as run_sandboxed() runs it: as the call's
+ * role, under retries.max_attempt_time, with the worker told which hook
+ * runs (see hook_phase in worker.c); on error, its ErrorData
+ *
+ * The hook runs only if the role may call it as a direct call would: it
+ * may have been dropped, or its privileges revoked, since the policy was
+ * written.  If not, the error is a 42501 that says so.
+ */
+static ErrorData *
+run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
+		 List *args, Datum *result, bool *isnull)
+{
+	ErrorData  *edata;
+	char	   *lacks;
+	bool		capped;
+	SandboxStep step;
+
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
+		lacks = psprintf("function %u no longer exists", hook);
+	else
+		lacks = retries_call_privilege(hook, call->role);
+	if (lacks != NULL)
+	{
+		edata = palloc0(sizeof(ErrorData));
+		edata->sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		edata->message = lacks;
+		return edata;
+	}
+	if (hook_phase_callback != NULL)
+		hook_phase_callback(call->id, attempt, which);
+	edata = run_sandboxed(call->role, hook, NULL, NULL, args,
+						  attempt_time_limit(NULL, &capped), &step, result, isnull);
+	if (hook_phase_callback != NULL)
+		hook_phase_callback(call->id, attempt, HOOK_NONE);
+	return edata;
+}
+
+/*
+ * choose_delay -- the delay before the next attempt after a retryable error,
+ * or false (with 'out' set to a failure) when delay_fn says to stop or fails
+ */
+static bool
+choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+		   Outcome *out)
+{
+	if (retries_retry_after_usecs >= 0 && strcmp(out->sqlstate, "RT000") == 0)
+	{
+		out->delay = retries_retry_after_usecs;
+		return true;
+	}
+
+	if (OidIsValid(policy->delay_fn))
+	{
+		List	   *args;
+		Datum		result;
+		bool		isnull;
+		ErrorData  *edata;
+
+		args = list_make3(makeConst(INT4OID, -1, InvalidOid, 4,
+									Int32GetDatum(attempt), false, true),
+						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
+									CStringGetTextDatum(out->sqlstate), false, false),
+						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
+									CStringGetTextDatum(out->message ? out->message : ""),
+									out->message == NULL, false));
+		edata = run_hook(call, attempt, HOOK_DELAY_FN, policy->delay_fn, args,
+						 &result, &isnull);
+		if (edata != NULL)
+		{
+			out->detail = psprintf("The attempt failed with %s: %s",
+								   out->sqlstate, out->message ? out->message : "");
+			set_outcome_error(out, edata->sqlerrcode,
+							  psprintf("delay_fn %s failed: %s",
+									   format_procedure(policy->delay_fn), edata->message),
+							  out->detail, edata->hint, edata->context);
+			return false;
+		}
+		if (isnull)
+		{
+			out->hint = pstrdup("delay_fn returned NULL, which stops the retries.");
+			return false;
+		}
+		out->delay = retries_interval_to_delay(DatumGetIntervalP(result));
+		return true;
+	}
+
+	out->delay = policy_jitter(policy_delay(policy->min_delay, policy->max_delay,
+											policy->multiplier, attempt),
+							   policy->jitter,
+							   pg_prng_uint64(&pg_global_prng_state));
+	return true;
+}
+
+/*
+ * next_delay -- the delay before the next attempt after a retryable error
+ * (see choose_delay), raised to retries.min_delay: attempts retried with no
+ * delay, by a policy or by retries.retry(after => '0'), could otherwise
+ * write attempt rows as fast as a worker runs
+ */
+static bool
+next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+		   Outcome *out)
+{
+	static bool logged = false;
+	int64		floor = (int64) retries_min_delay * 1000;
+
+	if (!choose_delay(call, policy, attempt, out))
+		return false;
+	if (out->delay < floor)
+	{
+		if (!logged)
+		{
+			char		asked[POLICY_FORMAT_LEN];
+			char		given[POLICY_FORMAT_LEN];
+
+			policy_format_duration(out->delay, asked, sizeof(asked));
+			policy_format_duration(floor, given, sizeof(given));
+			ereport(LOG,
+					(errmsg("retries: the retry of call " INT64_FORMAT " waits retries.min_delay (%s), not the %s its policy asked for",
+							call->id, given, asked),
+					 errdetail("This is logged once per worker."),
+					 errhint("Lower retries.min_delay to let retries come sooner.")));
+			logged = true;
+		}
+		out->delay = floor;
+	}
+	return true;
+}
+
+/*
+ * pending_add -- queue an attempt's outcome for write_outcomes(); it is
+ * finished now
+ */
+static void
+pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
+			const Outcome *out)
+{
+	TimestampTz finished = GetCurrentTimestamp();
+	TimestampTz next = 0;
+	int			row;
+
+	if (pending.lxid != retries_local_xid())
+	{
+		pending.lxid = retries_local_xid();
+		pending.n = 0;
+		pending.size = 128;
+		for (int c = 0; c < OC_NCOLUMNS; c++)
+		{
+			pending.values[c] = MemoryContextAlloc(TopTransactionContext,
+												   sizeof(Datum) * pending.size);
+			pending.nulls[c] = MemoryContextAlloc(TopTransactionContext,
+												  sizeof(bool) * pending.size);
+		}
+		pending.notify = MemoryContextAlloc(TopTransactionContext,
+											sizeof(bool) * pending.size);
+		pending.result_bytes = 0;
+	}
+	else if (pending.n == pending.size)
+	{
+		pending.size *= 2;
+		for (int c = 0; c < OC_NCOLUMNS; c++)
+		{
+			pending.values[c] = repalloc(pending.values[c], sizeof(Datum) * pending.size);
+			pending.nulls[c] = repalloc(pending.nulls[c], sizeof(bool) * pending.size);
+		}
+		pending.notify = repalloc(pending.notify, sizeof(bool) * pending.size);
+	}
+	row = pending.n++;
+	pending.notify[row] = out->notify;
+
+#define SET(c, value, isnull) \
+	do { \
+		pending.nulls[c][row] = (isnull); \
+		pending.values[c][row] = (isnull) ? (Datum) 0 : (value); \
+	} while (0)
+#define SET_TEXT(c, str) SET(c, CStringGetTextDatum(str), (str) == NULL)
+	SET(OC_CALL_ID, Int64GetDatum(call->id), false);
+	SET(OC_ATTEMPT, Int32GetDatum(attempt), false);
+	SET(OC_STARTED, TimestampTzGetDatum(started_at), false);
+	SET(OC_FINISHED, TimestampTzGetDatum(finished), false);
+	SET_TEXT(OC_OUTCOME, out->outcome);
+	SET_TEXT(OC_STATE, out->state);
+	/* a delay past the end of time means never */
+	if (out->delay >= 0 && pg_add_s64_overflow(finished, out->delay, &next))
+		next = DT_NOEND;
+	SET(OC_NEXT_ATTEMPT, TimestampTzGetDatum(next), out->delay < 0);
+	SET_TEXT(OC_SQLSTATE, out->sqlstate[0] ? out->sqlstate : NULL);
+	SET_TEXT(OC_MESSAGE, out->message);
+	SET_TEXT(OC_DETAIL, out->detail);
+	SET_TEXT(OC_HINT, out->hint);
+	SET_TEXT(OC_CONTEXT, out->context);
+	SET(OC_DELAY, Int64GetDatum(out->delay), out->delay < 0);
+	SET(OC_RESULT, PointerGetDatum(out->result), out->result == NULL);
+#undef SET_TEXT
+#undef SET
+	if (out->result != NULL)
+		pending.result_bytes += VARSIZE(out->result);
+}
+
+/*
+ * log_trimming -- say, once per worker, that a queued attempt is past
+ * retries.max_kept_attempts, so that its call's oldest attempt rows go
+ */
+static void
+log_trimming(void)
+{
+	static bool logged = false;
+
+	if (logged)
+		return;
+	for (int row = 0; row < pending.n; row++)
+	{
+		int32		attempt = DatumGetInt32(pending.values[OC_ATTEMPT][row]);
+
+		if (attempt > retries_max_kept_attempts)
+		{
+			ereport(LOG,
+					(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
+							DatumGetInt64(pending.values[OC_CALL_ID][row]), attempt,
+							retries_max_kept_attempts),
+					 errdetail("This is logged once per worker."),
+					 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
+			logged = true;
+			return;
+		}
+	}
+}
+
+/*
+ * write_outcomes -- write the queued outcomes: the calls' new states and
+ * their attempt rows, all in one statement.  Runs inside SPI, in the batch
+ * transaction.
+ *
+ * A call keeps at most retries.max_kept_attempts attempt rows: writing a
+ * newer one deletes those that fall out, so that a call retried without
+ * end (every 10 ms, say) cannot fill the disk before it finishes and is
+ * pruned.  The call keeps counting its attempts.
+ */
+static void
+write_outcomes(void)
+{
+	static SPIPlanPtr plans[2];
+	bool		results = (retries_schema_version() >= SCHEMA_1_2);	/* version 1.2 */
+	Oid			argtypes[OC_NCOLUMNS + 1];
+	Datum		values[OC_NCOLUMNS + 1];
+	int			n = pending.n;
+	int64	   *finished_ids;
+	char	   *finished_how;
+	bool	   *finished_notify;
+	int			nfinished = 0;
+
+	if (pending.lxid != retries_local_xid() || n == 0)
+		return;
+	retries_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
+							  pending.nulls, n, argtypes, values);
+	/* and the most attempt rows kept per call */
+	argtypes[OC_NCOLUMNS] = INT4OID;
+	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);
+	log_trimming();
+	pending.n = 0;
+	pending.result_bytes = 0;
+
+	if (plans[results] == NULL)
+		retries_prepare_kept(&plans[results],
+							 psprintf("WITH done AS ("
+									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+									  "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+									  "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
+									  "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
+									  "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
+									  "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
+									  "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
+									  "  pg_catalog.unnest($14))"
+									  "  AS d(call_id, attempt, started_at, finished_at, outcome,"
+									  "   state, next_attempt, sqlstate, message, detail, hint,"
+									  "   context, delay, result)),"
+									  " trimmed AS ("
+									  " DELETE FROM retries.attempt_data a USING done d"
+									  "  WHERE d.attempt OPERATOR(pg_catalog.>) $15"
+									  "  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
+									  "  AND a.attempt OPERATOR(pg_catalog.<=)"
+									  "   (d.attempt OPERATOR(pg_catalog.-) $15)),"
+									  " c AS ("
+									  " UPDATE retries.call_data c SET"
+									  "  state = d.state::retries.call_state, attempts = d.attempt,"
+									  "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
+									  "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
+									  "  last_message = coalesce(d.message, c.last_message),"
+									  "  updated_at = d.finished_at%s"
+									  " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+									  " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+									  "  finished_at, outcome, sqlstate, message, detail, hint, context,"
+									  "  next_delay)"
+									  " SELECT call_id, attempt, started_at, finished_at,"
+									  "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
+									  "  hint, context,"
+									  "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
+									  " FROM done",
+									  results ? ", result = d.result" : ""),
+							 OC_NCOLUMNS + 1, argtypes);
+	if (SPI_execute_plan(plans[results], values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not record the outcomes of attempts");
+
+	/* the calls that finished: their waiters, NOTIFYs and followers */
+	finished_ids = palloc(sizeof(int64) * n);
+	finished_how = palloc(n);
+	finished_notify = palloc(sizeof(bool) * n);
+	for (int row = 0; row < n; row++)
+	{
+		const char *state = TextDatumGetCString(pending.values[OC_STATE][row]);
+
+		if (strcmp(state, "scheduled") == 0)
+			continue;
+		finished_ids[nfinished] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
+		finished_how[nfinished] = strcmp(state, "succeeded") == 0 ? 's' : 'f';
+		finished_notify[nfinished++] = pending.notify[row];
+	}
+	retries_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
+}
+
+/*
+ * record_outcome -- write an attempt's outcome now (with any queued ones),
+ * for outcomes that something reads right after: a call failed for good,
+ * whose on_exhausted hook runs next, or an interrupted attempt
+ */
+static void
+record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
+			   const Outcome *out)
+{
+	pending_add(call, attempt, started_at, out);
+	write_outcomes();
+}
+
+/*
+ * run_on_exhausted -- call the policy's on_exhausted hook for a call that
+ * failed for good, as the call's owner; its error is added to the attempt's
+ * row and never changes the call's state
+ */
+static void
+run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 attempt)
+{
+	List	   *args;
+	Datum		result;
+	bool		isnull;
+	ErrorData  *edata;
+
+	if (!OidIsValid(policy->on_exhausted) ||
+		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
+		return;
+
+	CommandCounterIncrement();
+	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
+								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
+	edata = run_hook(call, attempt, HOOK_ON_EXHAUSTED, policy->on_exhausted, args,
+					 &result, &isnull);
+	if (edata == NULL)
+		return;
+	record_hook_error(call->id, attempt, psprintf("%s: %s",
+												  unpack_sql_state(edata->sqlerrcode),
+												  edata->message));
+}
+
+/*
+ * record_hook_error -- add the error of its on_exhausted hook to an
+ * attempt's row
+ */
+static void
+record_hook_error(int64 call_id, int32 attempt, const char *error)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(call_id);
+	values[1] = Int32GetDatum(attempt);
+	values[2] = CStringGetTextDatum(error);
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.attempt_data SET on_exhausted_error = $3"
+						 " WHERE call_id OPERATOR(pg_catalog.=) $1"
+						 " AND attempt OPERATOR(pg_catalog.=) $2",
+						 3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
+			 call_id);
+}
+
+/*
+ * finish_failure -- a failed attempt: retry if the error is retryable and
+ * the budget allows, else fail for good
+ */
+static void
+finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+			   bool retryable, Outcome *out)
+{
+	bool		exhausted = call->max_attempts > 0 && attempt >= call->max_attempts;
+
+	if (retryable && !exhausted && next_delay(call, policy, attempt, out))
+	{
+		out->state = "scheduled";
+		if (strcmp(out->outcome, "failed") == 0)
+			out->outcome = "retry";
+		return;
+	}
+	out->state = "failed";
+	out->delay = -1;
+	if (retryable && exhausted && out->hint == NULL)
+		out->hint = psprintf("All %d attempts are used.", call->max_attempts);
+}
+
+/*
+ * fail_without_policy -- a call whose policy row is gone (deleted by hand:
+ * the extension never deletes one) cannot run: it fails, saying so, and
+ * has no on_exhausted to call
+ */
+static void
+fail_without_policy(const RetriesCall *call, int32 attempt,
+					TimestampTz started_at, Outcome *out)
+{
+	out->outcome = "failed";
+	out->state = "failed";
+	set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
+					  psprintf("policy %d of the call no longer exists", call->policy_id),
+					  "Rows of retries.policy_data are never deleted by the extension.",
+					  "Schedule the call again, with retries.call().", NULL);
+	record_outcome(call, attempt, started_at, out);
+}
+
+/*
+ * execute_finish_batch -- write the outcomes the batch has queued (its
+ * successes and retries); called inside SPI before the batch commits
+ */
+void
+execute_finish_batch(void)
+{
+	write_outcomes();
+}
+
+/*
+ * read_args -- the stored arguments of call 'id', which its batch has
+ * claimed, copied into the current memory context (for calls whose
+ * arguments were too large to copy when they were claimed: see claim.c)
+ */
+static Jsonb *
+read_args(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		isnull;
+	Datum		d;
+	Jsonb	   *args;
+
+	retries_prepare_kept(&plan,
+						 "SELECT args FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not read the arguments of call " INT64_FORMAT, id);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	/* SPI left its procedure's memory current */
+	MemoryContextSwitchTo(cxt);
+	args = DatumGetJsonbPCopy(d);
+	SPI_freetuptable(SPI_tuptable);
+	return args;
+}
+
+/*
+ * execute_attempt -- run the next attempt of a claimed call and record it
+ *
+ * Called by a worker inside its batch transaction and SPI connection.
+ * Returns true if the attempt succeeded.
+ */
+bool
+execute_attempt(RetriesCall *call)
+{
+	CachedPolicy *policy = get_policy(call->policy_id);
+	int32		attempt = call->attempts + 1;
+	TimestampTz started_at = GetCurrentTimestamp();
+	Outcome		out;
+	SandboxStep step;
+	Datum		result;
+	bool		isnull;
+	ErrorData  *edata;
+	int64		timeout;
+	bool		capped;
+	Jsonb	   *args;
+	MemoryContext argcxt = NULL;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, started_at, &out);
+		return false;
+	}
+	out.notify = policy->notify;
+
+	if (!precheck(call, policy, &out))
+	{
+		out.outcome = "failed";
+		out.state = "failed";
+		record_outcome(call, attempt, started_at, &out);
+		run_on_exhausted(call, policy, attempt);
+		return false;
+	}
+
+	retries_current_call_id = call->id;
+	retries_current_attempt_number = attempt;
+	retries_retry_after_usecs = -1;
+	timeout = attempt_time_limit(policy, &capped);
+	args = call->args;
+	if (call->args_deferred)
+	{
+		/* large: read now, and freed with what is made of them */
+		MemoryContext oldcxt;
+
+		argcxt = AllocSetContextCreate(CurrentMemoryContext, "retries call arguments",
+									   ALLOCSET_DEFAULT_SIZES);
+		oldcxt = MemoryContextSwitchTo(argcxt);
+		args = read_args(call->id);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	edata = run_sandboxed(call->role, policy->fn, args, argcxt, NIL, timeout,
+						  &step, &result, &isnull);
+	if (argcxt != NULL)
+		MemoryContextDelete(argcxt);
+	retries_current_call_id = 0;
+	retries_current_attempt_number = 0;
+
+	if (edata == NULL)
+	{
+		out.outcome = "succeeded";
+		out.state = "succeeded";
+		out.result = isnull ? NULL : DatumGetJsonbP(result);
+		pending_add(call, attempt, started_at, &out);
+		/* large results are written early, not all kept until the commit */
+		if (pending.result_bytes > PENDING_RESULT_BYTES)
+			write_outcomes();
+		return true;
+	}
+
+	set_outcome_error(&out, edata->sqlerrcode, edata->message, edata->detail,
+					  edata->hint, edata->context);
+	if (step == STEP_ARGUMENTS)
+	{
+		out.outcome = "failed";
+		out.message = psprintf("arguments can no longer be converted: %s", edata->message);
+		finish_failure(call, policy, attempt, false, &out);
+	}
+	else if (attempt_timed_out)
+	{
+		char		buf[POLICY_FORMAT_LEN];
+
+		policy_format_duration(timeout, buf, sizeof(buf));
+		out.outcome = "timeout";
+		/* whatever the function raised once it was cancelled */
+		strlcpy(out.sqlstate, "57014", sizeof(out.sqlstate));
+		out.message = capped ?
+			psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
+			psprintf("attempt timed out after %s", buf);
+		if (capped)
+			log_capped(call, attempt, buf);
+		finish_failure(call, policy, attempt,
+					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+											   policy->nretry_on, "57014"),
+					   &out);
+	}
+	else if (step == STEP_RESULT)
+	{
+		/* the same result would come back: not retried, whatever retry_on says */
+		out.outcome = "failed";
+		out.detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
+		finish_failure(call, policy, attempt, false, &out);
+	}
+	else
+	{
+		out.outcome = "failed";
+		finish_failure(call, policy, attempt,
+					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+											   policy->nretry_on, out.sqlstate),
+					   &out);
+	}
+
+	if (strcmp(out.state, "failed") == 0)
+	{
+		record_outcome(call, attempt, started_at, &out);
+		run_on_exhausted(call, policy, attempt);
+	}
+	else
+		pending_add(call, attempt, started_at, &out);	/* a retry */
+	return false;
+}
+
+/*
+ * execute_call_function -- the function a call calls, InvalidOid if its
+ * policy or function is gone (execute_attempt fails such a call), and in
+ * *key its key (function_names.c), which names its gate
+ */
+Oid
+execute_call_function(const RetriesCall *call, Oid *key)
+{
+	CachedPolicy *policy = get_policy(call->policy_id);
+
+	*key = policy != NULL ? policy->fn_key : InvalidOid;
+	return policy != NULL ? policy->fn : InvalidOid;
+}
+
+/*
+ * execute_interrupted -- record that an attempt was cut short by a crash or
+ * a killed worker: it counts, and the call is retried after its delay or
+ * fails if that was its last attempt
+ */
+void
+execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
+{
+	CachedPolicy *policy = get_policy(call->policy_id);
+	Outcome		out;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
+		return;
+	}
+	out.notify = policy->notify;
+	out.outcome = "interrupted";
+	if (in_hook == HOOK_ON_EXHAUSTED)
+	{
+		/* the call had failed for good: it fails, its hook is not run again */
+		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+						  "the worker was interrupted while the on_exhausted hook of this failed attempt ran",
+						  "The call had failed for good; the record of its failure was rolled back with the hook, whose effects were rolled back too.",
+						  NULL, NULL);
+		out.state = "failed";
+		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		record_hook_error(call->id, attempt,
+						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
+		return;
+	}
+	if (in_hook == HOOK_DELAY_FN)
+	{
+		/* as when delay_fn fails: the call fails, naming it */
+		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+						  psprintf("delay_fn %s was interrupted (it went on past its time limit, or the server crashed or the worker was killed)",
+								   format_procedure(policy->delay_fn)),
+						  "The attempt had failed with a retryable error, and its delay_fn ran to choose the delay; the record of the attempt was rolled back with it.",
+						  NULL, NULL);
+		out.state = "failed";
+		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		run_on_exhausted(call, policy, attempt);
+		return;
+	}
+	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+					  "the worker running this attempt was interrupted",
+					  "The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.",
+					  NULL, NULL);
+	/* an interruption is retried whatever retry_on says */
+	finish_failure(call, policy, attempt, true, &out);
+	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+	if (strcmp(out.state, "failed") == 0)
+		run_on_exhausted(call, policy, attempt);
+}

@@ -1,0 +1,543 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *	  The launcher: one background worker per cluster that starts and stops
+ *	  the per-database workers.
+ *
+ * Registered from _PG_init to start once recovery has finished, so no
+ * worker ever runs on a standby and all start after promotion.  It connects
+ * to no database, only reading pg_database: each database that allows
+ * connections and is not a template is probed by starting one worker,
+ * which looks for the extension and reports back through shared memory.
+ * No worker is ever started in a database that the launcher's last read
+ * of pg_database did not list so (RetriesDatabase.listed): the commands
+ * that create, drop or alter a database, and CREATE EXTENSION, have it
+ * read pg_database again as they commit, so a template (template1 with
+ * the extension in it) or a dropped database never gets one, and a new
+ * database gets its workers at once.
+ * Databases with the extension get retries.max_workers workers; the others
+ * are left alone until CREATE EXTENSION wakes the launcher at commit.
+ * A database whose workers were stopped (DROP DATABASE, DROP EXTENSION)
+ * stays paused for a while, so that the launcher does not race the command.
+ *
+ * The launcher survives anything that happens to it: SIGTERM (or an error)
+ * ends it with exit code 1, and the postmaster starts it again a second
+ * later.  Its workers do not depend on it: each frees its own slot when it
+ * exits.  A new launcher adopts the slots it finds in use: a worker that
+ * has started (its pid is there) frees its slot itself; one that never
+ * started is given up after ADOPT_GRACE_MS, and its generation number
+ * tells it so should it start after all.
+ *
+ * It sleeps until a worker stops (the postmaster sets its latch), someone
+ * wakes it (CREATE EXTENSION, a stop that ended), or the next thing it has
+ * to do is due; at the latest after LAUNCHER_NAPTIME_MS, to look for new
+ * databases.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/spin.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "engine/engine.h"
+#include "shmem/shmem.h"
+
+/* How often to look for new databases in pg_database */
+#define LAUNCHER_NAPTIME_MS		5000
+/* How long to wait before starting workers again in a database */
+#define RESTART_DELAY_MS		1000
+/* How often to look again at a database that had no extension */
+#define REPROBE_MS				(5 * 60 * 1000)
+/* How often at most to log that no background worker could be had */
+#define COMPLAINT_INTERVAL_MS	(60 * 1000)
+/* How long an adopted slot whose worker never started is kept */
+#define ADOPT_GRACE_MS			10000
+
+/* The workers this launcher started, by slot */
+typedef struct Launched
+{
+	BackgroundWorkerHandle *handle; /* NULL: not started by this launcher */
+	Oid			dboid;
+	int			slot_no;
+	uint32		generation;
+} Launched;
+
+static Launched launched[RETRIES_MAX_SLOTS];
+
+PGDLLEXPORT void retries_launcher_main(Datum main_arg);
+
+/*
+ * retries_register_launcher -- register the launcher (from _PG_init)
+ */
+void
+retries_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "retries launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "retries launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * start_worker -- start the worker for slot 'slot_no' of a database
+ *
+ * Returns false if no slot or no background worker could be had (the
+ * launcher tries again later, and says so in the log now and then).
+ * Caller holds the lock exclusively.
+ */
+static bool
+start_worker(Oid dboid, int slot_no)
+{
+	static TimestampTz last_complaint = 0;
+	BackgroundWorker worker;
+	RetriesWorker *w;
+	int			slot = -1;
+	uint32		generation;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		if (!retries_shared->workers[i].in_use && launched[i].handle == NULL)
+		{
+			slot = i;
+			break;
+		}
+	}
+	if (slot < 0)
+	{
+		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
+									   COMPLAINT_INTERVAL_MS))
+		{
+			ereport(LOG,
+					(errmsg("retries: all %d worker slots are in use, database %u gets no worker",
+							RETRIES_MAX_SLOTS, dboid),
+					 errhint("Lower retries.max_workers, or have fewer databases with the extension.")));
+			last_complaint = GetCurrentTimestamp();
+		}
+		return false;
+	}
+	generation = ++retries_shared->next_generation & RETRIES_GENERATION_MASK;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	worker.bgw_main_arg = UInt32GetDatum(RETRIES_WORKER_ARG(slot, generation));
+	worker.bgw_notify_pid = MyProcPid;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "retries worker %d for database %u",
+			 slot_no, dboid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "retries worker");
+
+	/*
+	 * Fill the slot in before the worker exists: the postmaster may start it
+	 * before RegisterDynamicBackgroundWorker returns here, and it reads its
+	 * database from the slot.
+	 */
+	w = &retries_shared->workers[slot];
+	w->in_use = true;
+	w->dboid = dboid;
+	w->slot_no = slot_no;
+	w->generation = generation;
+	w->assigned_at = GetCurrentTimestamp();
+	w->pid = 0;
+	w->latch = NULL;
+	w->gate_fn = InvalidOid;
+	w->gate_keyed = false;
+	SpinLockAcquire(&w->mutex);
+	w->state = WORKER_STARTING;
+	w->current_call = 0;
+	w->current_role = InvalidOid;
+	w->since = 0;
+	w->calls_run = 0;
+	w->errors = 0;
+	w->busy_us = 0;
+	w->busy_since = 0;
+	SpinLockRelease(&w->mutex);
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &launched[slot].handle))
+	{
+		w->in_use = false;
+		launched[slot].handle = NULL;
+		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
+									   COMPLAINT_INTERVAL_MS))
+		{
+			ereport(LOG,
+					(errmsg("retries: could not start a worker for database %u", dboid),
+					 errhint("Raise max_worker_processes to at least 1 + retries.max_workers times the number of databases with the extension.")));
+			last_complaint = GetCurrentTimestamp();
+		}
+		return false;
+	}
+	launched[slot].dboid = dboid;
+	launched[slot].slot_no = slot_no;
+	launched[slot].generation = generation;
+	return true;
+}
+
+/*
+ * reap_workers -- forget the workers that have exited, freeing the slots of
+ * those that could not free them themselves (they died before they took
+ * it, or never started); a probe that exited without saying what it found
+ * leaves its database to be probed again.  Returns whether any worker
+ * exited.  Caller holds the lock exclusively.
+ */
+static bool
+reap_workers(TimestampTz now)
+{
+	bool		any = false;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		RetriesDatabase *db;
+		pid_t		pid;
+
+		if (launched[i].handle == NULL)
+		{
+			/* adopted from an earlier launcher, and never started */
+			if (w->in_use && w->pid == 0 &&
+				TimestampDifferenceExceeds(w->assigned_at, now, ADOPT_GRACE_MS))
+				w->in_use = false;
+			continue;
+		}
+		if (GetBackgroundWorkerPid(launched[i].handle, &pid) != BGWH_STOPPED)
+			continue;
+
+		pfree(launched[i].handle);
+		launched[i].handle = NULL;
+		if (w->in_use && w->generation == launched[i].generation)
+			w->in_use = false;
+		any = true;
+
+		db = retries_find_database(launched[i].dboid, false);
+		if (db != NULL && db->state == DB_PROBING)
+			retries_set_db_state(db, DB_UNKNOWN);
+		if (db != NULL)
+			db->next_start = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+	}
+	return any;
+}
+
+/*
+ * stop_slot -- ask a worker to exit; caller holds the lock
+ */
+static void
+stop_slot(int i)
+{
+	if (launched[i].handle != NULL)
+		TerminateBackgroundWorker(launched[i].handle);
+	else if (retries_shared->workers[i].pid != 0)
+		kill(retries_shared->workers[i].pid, SIGTERM);	/* adopted */
+}
+
+/*
+ * manage_database -- start or stop workers of one database as its state
+ * asks; returns when it next needs looking at, or 0 if only when something
+ * happens.  Caller holds the lock exclusively.
+ */
+static TimestampTz
+manage_database(RetriesDatabase *db, TimestampTz now)
+{
+	bool		have[RETRIES_MAX_SLOTS] = {false};
+	int			wanted;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		/* a worker that freed its slot is still there until reaped */
+		if (!w->in_use && launched[i].handle != NULL &&
+			launched[i].dboid == db->dboid)
+			have[launched[i].slot_no] = true;
+		if (!w->in_use || w->dboid != db->dboid)
+			continue;
+		/* paused, or more workers than now wanted: stop them */
+		if (now < db->paused_until || db->state == DB_NO_EXTENSION ||
+			(db->state == DB_ACTIVE && w->slot_no >= retries_max_workers))
+			stop_slot(i);
+		else if (w->slot_no < RETRIES_MAX_SLOTS)
+			have[w->slot_no] = true;
+	}
+
+	if (now < db->paused_until)
+		return db->paused_until;
+	/* not seen in pg_database as a database to serve (yet): no worker */
+	if (!db->listed)
+		return 0;
+	if (now < db->next_start && db->state != DB_NO_EXTENSION)
+		return db->next_start;
+
+	switch (db->state)
+	{
+		case DB_UNKNOWN:
+			if (!have[0] && start_worker(db->dboid, 0))
+				retries_set_db_state(db, DB_PROBING);
+			else if (!have[0])
+				return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+			break;
+		case DB_ACTIVE:
+
+			/*
+			 * One worker at a time, and then the next database: when there
+			 * are not background workers enough for all, each database gets
+			 * its share, not the first ones all they want
+			 */
+			wanted = Min(retries_max_workers, RETRIES_MAX_SLOTS);
+			for (int n = 0; n < wanted; n++)
+			{
+				if (have[n])
+					continue;
+				if (!start_worker(db->dboid, n))
+					return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+				return now;		/* more to start, after the others */
+			}
+			break;
+		case DB_NO_EXTENSION:
+
+			/*
+			 * CREATE EXTENSION wakes us; looking again now and then also
+			 * covers a CREATE that committed as the last worker was leaving.
+			 */
+			if (now >= db->next_start + (int64) REPROBE_MS * 1000)
+				retries_set_db_state(db, DB_UNKNOWN);
+			return db->next_start + (int64) REPROBE_MS * 1000;
+		case DB_PROBING:
+			break;
+	}
+	return 0;
+}
+
+/*
+ * read_databases -- the databases that workers may serve (allowing
+ * connections, not templates), at most RETRIES_MAX_DATABASES of them, into
+ * 'seen'; returns how many
+ */
+static int
+read_databases(Oid *seen)
+{
+	static bool complained = false;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	int			nseen = 0;
+	int			nall = 0;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_database dat = (Form_pg_database) GETSTRUCT(tup);
+
+		if (!dat->datallowconn || dat->datistemplate)
+			continue;
+		nall++;
+		if (nseen < RETRIES_MAX_DATABASES)
+			seen[nseen++] = dat->oid;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	if (nall > RETRIES_MAX_DATABASES && !complained)
+	{
+		ereport(LOG,
+				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
+						nall, RETRIES_MAX_DATABASES),
+				 errdetail("Databases beyond the first %d found in pg_database get no workers.",
+						   RETRIES_MAX_DATABASES),
+				 errhint("Keep the extension in fewer databases, or mark unused ones ALLOW_CONNECTIONS false.")));
+		complained = true;
+	}
+	return nseen;
+}
+
+/*
+ * manage_databases -- bring the database table in line with pg_database
+ * when 'seen' is given (add new databases, drop vanished ones), reap exited
+ * workers and manage each database; returns when the launcher must look
+ * again at the latest.  *reaped tells whether a worker exited: maybe its
+ * database is gone, and pg_database is worth reading again.
+ */
+static TimestampTz
+manage_databases(Oid *seen, int nseen, bool *reaped)
+{
+	static bool complained = false;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = TimestampTzPlusMilliseconds(now, LAUNCHER_NAPTIME_MS);
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	*reaped = reap_workers(now);
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		/* an adopted slot whose worker may yet start */
+		if (w->in_use && w->pid == 0 && launched[i].handle == NULL)
+			next = Min(next, TimestampTzPlusMilliseconds(w->assigned_at, ADOPT_GRACE_MS));
+	}
+
+	/* forget databases that are gone or no longer allow connections */
+	for (int i = 0; i < RETRIES_MAX_DATABASES && seen != NULL; i++)
+	{
+		RetriesDatabase *db = &retries_shared->dbs[i];
+		bool		present = false;
+
+		if (!OidIsValid(db->dboid))
+			continue;
+		for (int j = 0; j < nseen && !present; j++)
+			present = seen[j] == db->dboid;
+		if (!present)
+		{
+			retries_set_db_state(db, DB_NO_EXTENSION);
+			(void) manage_database(db, now);
+			db->dboid = InvalidOid;
+		}
+	}
+	for (int j = 0; j < nseen && seen != NULL; j++)
+	{
+		RetriesDatabase *db = retries_find_database(seen[j], true);
+
+		if (db != NULL)
+			db->listed = true;
+		else if (!complained)
+		{
+			ereport(LOG,
+					(errmsg("retries: no room to track database %u: workers serve at most %d databases",
+							seen[j], RETRIES_MAX_DATABASES)));
+			complained = true;
+		}
+	}
+
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesDatabase *db = &retries_shared->dbs[i];
+		TimestampTz when;
+
+		if (!OidIsValid(db->dboid))
+			continue;
+		when = manage_database(db, now);
+		if (when != 0)
+			next = Min(next, when);
+	}
+	LWLockRelease(retries_shared->lock);
+	return next;
+}
+
+/*
+ * launcher_exit -- no launcher to wake any more (before_shmem_exit
+ * callback)
+ */
+static void
+launcher_exit(int code, Datum arg)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (retries_shared->launcher_pid == MyProcPid)
+	{
+		retries_shared->launcher_pid = 0;
+		retries_shared->launcher_latch = NULL;
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * retries_launcher_main -- entry point of the launcher
+ *
+ * SIGTERM, or any error, ends it with exit code 1 (die(), FATAL), and the
+ * postmaster starts it again; at shutdown it does not.  The database table
+ * is read at once, then every LAUNCHER_NAPTIME_MS and after a worker
+ * exited; between two reads the launcher wakes when something happens or
+ * is due (see manage_databases).
+ */
+void
+retries_launcher_main(Datum main_arg)
+{
+	MemoryContext launcher_cxt;
+	TimestampTz last_read = 0;
+	Oid			seen[RETRIES_MAX_DATABASES];
+	int			nseen = 0;
+	bool		reaped = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* no database: only shared catalogs such as pg_database */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("retries launcher");
+
+	/* the handles of the workers it starts live here, for its whole life */
+	launcher_cxt = AllocSetContextCreate(TopMemoryContext, "retries launcher",
+										 ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(launcher_cxt);
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	retries_shared->launcher_pid = MyProcPid;
+	retries_shared->launcher_latch = &MyProc->procLatch;
+	LWLockRelease(retries_shared->lock);
+	before_shmem_exit(launcher_exit, (Datum) 0);
+
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz next;
+		bool		read;
+
+		CHECK_FOR_INTERRUPTS();
+		Assert(CurrentMemoryContext == launcher_cxt);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+		read = reaped || retries_shared->reread_databases ||
+			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
+		retries_shared->reread_databases = false;
+		LWLockRelease(retries_shared->lock);
+		if (read)
+		{
+			nseen = read_databases(seen);
+			MemoryContextSwitchTo(launcher_cxt);
+			last_read = now;
+		}
+		next = manage_databases(read ? seen : NULL, nseen, &reaped);
+		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(retries_ms_until(next), 1),
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

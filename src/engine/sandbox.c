@@ -1,0 +1,703 @@
+/*-------------------------------------------------------------------------
+ *
+ * sandbox.c
+ *	  Running a call's code as its role, as if in a fresh login session of
+ *	  that role, and leaving nothing of it behind.
+ *
+ * A worker is a superuser session that runs the calls of every role, many
+ * calls to one batch transaction, each in a subtransaction of its own.  The
+ * code a call reaches (its function, the conversion of its arguments, the
+ * triggers its statements fire, deferred ones too, its on_exhausted and
+ * delay_fn hooks) is untrusted: it belongs to whoever scheduled the call.
+ * The rule (doc/operations.md, "Isolation"): every piece of it runs as the
+ * call's role, sees the settings a login session of that role would start
+ * with, and nothing it does outlives its attempt or runs later as the
+ * worker or as another call.
+ *
+ * This is PostgreSQL's own answer for running untrusted code from a
+ * privileged session (REFRESH MATERIALIZED VIEW, ANALYZE, CREATE INDEX),
+ * applied to a whole attempt, plus what the end of a session's transaction
+ * and DISCARD ALL would do, done at the end of each attempt:
+ *
+ * sandbox_enter(), inside the attempt's subtransaction:
+ *	- the session user and the current user become the role (session_user
+ *	  is the role, as in its login session, not the worker's bootstrap
+ *	  superuser), with SECURITY_LOCAL_USERID_CHANGE, so that SET ROLE and
+ *	  SET SESSION AUTHORIZATION are refused;
+ *	- a GUC nest level opens, and the role's login settings are applied in
+ *	  it: ALTER DATABASE ... SET, ALTER ROLE ... SET, ALTER ROLE ... IN
+ *	  DATABASE ... SET, read once per batch transaction; a role whose
+ *	  default_transaction_read_only is on gets a read-only attempt, and
+ *	  its statement_timeout bounds the attempt as it would bound a
+ *	  statement that called the function in a login session.
+ *
+ * sandbox_leave(), still inside the subtransaction and as the role, when
+ * the code returned:
+ *	- what a commit would run, run now: deferred triggers fire (SET
+ *	  CONSTRAINTS ALL IMMEDIATE takes effect retroactively), so an error
+ *	  they raise fails this attempt only, and never runs as the worker;
+ *	- every cursor is closed (WITH HOLD ones too, which a commit would
+ *	  otherwise run to completion as the worker); temp objects are dropped,
+ *	  also those made in the temp schema named by its own name (pg_temp_3),
+ *	  which PostgreSQL does not note as a use of it (a role without TEMP on
+ *	  the database may not have made them, even if an earlier call made the
+ *	  worker's temp schema); large-object descriptors are closed (LISTEN,
+ *	  PostgreSQL refuses in a worker);
+ *	- the GUC nest level is rolled back, whatever the code set (SET, SET
+ *	  LOCAL, set_config, is_local or not), and the user restored.
+ * If the code raised instead, the subtransaction's abort undoes all of
+ * that by itself.
+ *
+ * sandbox_reset_session(), after the subtransaction, either way: what a
+ * subtransaction's abort does not undo is undone too: prepared statements
+ * are deallocated, session advisory locks released, sequences' currval and
+ * lastval forgotten.
+ *
+ * Firing deferred triggers changes the batch transaction's SET CONSTRAINTS
+ * state for good (PostgreSQL has no way back to "as declared" but the
+ * abort of a subtransaction), so an attempt that may have queued deferred
+ * trigger events, or ran SET CONSTRAINTS, ends its batch
+ * (sandbox_transaction_changed): the next call starts in a fresh
+ * transaction, where every constraint is as declared again.  Which
+ * attempts those are is known from two hooks, which act only inside the
+ * sandbox: ExecutorEnd sees the tables each statement wrote and whether
+ * they have INITIALLY DEFERRED triggers; ProcessUtility (hooks.c) sees SET
+ * CONSTRAINTS and COPY FROM.
+ *
+ * What escapes an ERROR (doc/operations.md, "Containment").  Settings that
+ * turn an error into the end of the process (exit_on_error) or end it by
+ * themselves (transaction_timeout, from PostgreSQL 17) are pinned: the worker
+ * sets them off for its life at sandbox_init(), as a setting forced on a
+ * session (PGC_S_OVERRIDE, which postgresql.conf cannot undo), and gives them
+ * a check hook that refuses to turn them on while a call's code runs: SET,
+ * set_config() and a function's SET clause fail with 55P02, and ALTER ROLE
+ * ... SET of them is skipped as a login skips a setting it cannot
+ * apply.  Process-wide state that a call can set and SQL can read back, the
+ * seed of random(), is reseeded before a call of another role than the last
+ * one runs.  The rest (a function that traps its own cancel, memory) is the
+ * worker's business (execute.c, worker.c).
+ *
+ * JIT.  A third hook, the planner's, tells the worker's own statements from
+ * a call's: the worker's are planned without JIT (see sandbox_planner), a
+ * call's as its role's session would plan them.
+ *
+ * Not covered: state that a C extension keeps in process memory of its own
+ * (dblink's named connections, for one) is the extension's, unknown here,
+ * as it is to DISCARD ALL; doc/operations.md says so.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_db_role_setting.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/prepare.h"
+#include "commands/sequence.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "jit/jit.h"
+#include "libpq/be-fsstubs.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "optimizer/planner.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/portal.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+
+#include "base/compat.h"
+#include "engine/sandbox.h"
+
+/* Between sandbox_enter() and the end of the attempt */
+static bool in_sandbox = false;
+/* From the start of sandbox_enter() to the end of the attempt */
+static bool settings_pinned = false;
+/* The attempt may have queued deferred trigger events, or set constraints */
+static bool attempt_defers = false;
+/* The transaction's SET CONSTRAINTS state is no longer as declared */
+static bool transaction_changed = false;
+
+/* The worker's own session user, which it gets back after every attempt */
+static Oid	worker_session_userid = InvalidOid;
+static bool worker_session_superuser = false;
+/* The role whose code ran last, and whether the seed of random() is its */
+static Oid	last_role = InvalidOid;
+
+/* The check hooks the pinned settings had (see pin_settings) */
+static GucBoolCheckHook prev_exit_on_error_check = NULL;
+static GucIntCheckHook prev_transaction_timeout_check = NULL;
+
+/*
+ * refuse_pinned -- a check hook's refusal of a pinned setting
+ */
+static bool
+refuse_pinned(const char *name)
+{
+	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+	GUC_check_errmsg("parameter \"%s\" cannot be turned on in a call", name);
+	GUC_check_errdetail("A retries worker runs the calls of every role: what ends the process would end the others' calls too.");
+	return false;
+}
+
+/*
+ * check_exit_on_error -- check hook of exit_on_error in a worker
+ */
+static bool
+check_exit_on_error(bool *newval, void **extra, GucSource source)
+{
+	if (*newval && settings_pinned)
+		return refuse_pinned("exit_on_error");
+	return prev_exit_on_error_check == NULL ||
+		prev_exit_on_error_check(newval, extra, source);
+}
+
+/*
+ * check_transaction_timeout -- check hook of transaction_timeout in a
+ * worker
+ */
+static bool
+check_transaction_timeout(int *newval, void **extra, GucSource source)
+{
+	if (*newval != 0 && settings_pinned)
+		return refuse_pinned("transaction_timeout");
+	return prev_transaction_timeout_check == NULL ||
+		prev_transaction_timeout_check(newval, extra, source);
+}
+
+/*
+ * pin_settings -- pin the settings that end the process (see the top of
+ * the file): off for the worker's life, and not to be turned on by calls
+ */
+static void
+pin_settings(void)
+{
+	struct config_generic *rec = retries_find_setting("exit_on_error");
+
+	if (rec != NULL && rec->vartype == PGC_BOOL)
+	{
+		prev_exit_on_error_check = ((struct config_bool *) rec)->check_hook;
+		((struct config_bool *) rec)->check_hook = check_exit_on_error;
+		SetConfigOption("exit_on_error", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	}
+	rec = retries_find_setting("transaction_timeout");
+	if (rec != NULL && rec->vartype == PGC_INT)
+	{
+		prev_transaction_timeout_check = ((struct config_int *) rec)->check_hook;
+		((struct config_int *) rec)->check_hook = check_transaction_timeout;
+		SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	}
+}
+
+static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
+
+/* The login settings of one role, as read for the current transaction */
+typedef struct RoleSettings
+{
+	Oid			role;
+	ArrayType  *everywhere;		/* ALTER ROLE ... SET, or NULL */
+	ArrayType  *here;			/* ALTER ROLE ... IN DATABASE ... SET, or NULL */
+} RoleSettings;
+
+/*
+ * Settings read from pg_db_role_setting, in TopTransactionContext: a login
+ * session reads them once, when it starts; a worker once per batch, so
+ * that a change shows in calls within a batch or so.
+ */
+static struct
+{
+	LocalTransactionId lxid;	/* the transaction they were read in */
+	ArrayType  *database;		/* ALTER DATABASE ... SET, or NULL */
+	List	   *roles;			/* RoleSettings */
+}			settings;
+
+/*
+ * defers_after_statement -- can this table's triggers have queued events
+ * that wait for the end of the transaction?
+ *
+ * Only INITIALLY DEFERRED ones can, since SET CONSTRAINTS in the attempt is
+ * noted by itself and an earlier one would have ended the batch.
+ */
+static bool
+defers_after_statement(List *result_relations)
+{
+	ListCell   *lc;
+
+	foreach(lc, result_relations)
+	{
+		TriggerDesc *trigdesc = ((ResultRelInfo *) lfirst(lc))->ri_TrigDesc;
+
+		if (trigdesc == NULL)
+			continue;
+		for (int i = 0; i < trigdesc->numtriggers; i++)
+			if (trigdesc->triggers[i].tginitdeferred)
+				return true;
+	}
+	return false;
+}
+
+/*
+ * sandbox_executor_end -- ExecutorEnd hook: note a statement of the
+ * attempt that wrote a table with deferred triggers
+ */
+static void
+sandbox_executor_end(QueryDesc *queryDesc)
+{
+	EState	   *estate = queryDesc->estate;
+
+	if (in_sandbox && !attempt_defers && estate != NULL)
+		attempt_defers =
+			defers_after_statement(estate->es_opened_result_relations) ||
+			defers_after_statement(estate->es_tuple_routing_result_relations) ||
+			defers_after_statement(estate->es_trig_target_relations);
+
+	if (prev_ExecutorEnd)
+		prev_ExecutorEnd(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+}
+
+/*
+ * sandbox_note_utility -- called by the ProcessUtility hook (hooks.c) for
+ * every utility command: inside an attempt, note the commands that leave
+ * something for the end of the transaction
+ */
+void
+sandbox_note_utility(Node *stmt)
+{
+	if (!in_sandbox)
+		return;
+	if (IsA(stmt, ConstraintsSetStmt) ||
+		(IsA(stmt, CopyStmt) && ((CopyStmt *) stmt)->is_from))
+		attempt_defers = true;
+}
+
+static planner_hook_type prev_planner = NULL;
+
+/*
+ * sandbox_planner -- plan a statement: one of the worker's own (outside the
+ * sandbox) is never JIT-compiled
+ *
+ * The worker keeps its plans for its life and runs each of them thousands
+ * of times a second.  A plan whose estimate crossed jit_above_cost (the
+ * statistics of a table at a bad moment) would compile its expressions
+ * again at every execution, for milliseconds each.  A call's statements
+ * are planned as in a login session of its role, JIT included.
+ */
+static PlannedStmt *
+sandbox_planner(Query *parse, const char *query_string, int cursorOptions,
+				ParamListInfo boundParams)
+{
+	PlannedStmt *result;
+
+	if (prev_planner != NULL)
+		result = prev_planner(parse, query_string, cursorOptions, boundParams);
+	else
+		result = standard_planner(parse, query_string, cursorOptions, boundParams);
+	if (!in_sandbox)
+		result->jitFlags = PGJIT_NONE;
+	return result;
+}
+
+/*
+ * sandbox_init -- install the sandbox's hooks (once per worker; ordinary
+ * backends never run a sandbox and do not have them)
+ */
+void
+sandbox_init(void)
+{
+	worker_session_userid = GetSessionUserId();
+	worker_session_superuser = GetSessionUserIsSuperuser();
+	prev_ExecutorEnd = ExecutorEnd_hook;
+	ExecutorEnd_hook = sandbox_executor_end;
+	prev_planner = planner_hook;
+	planner_hook = sandbox_planner;
+
+	pin_settings();
+}
+
+/*
+ * reseed_random -- give random() a seed no earlier call chose
+ *
+ * setseed() takes a float8 in [-1, 1]: 53 random bits of one make the
+ * sequence that follows as unpredictable as a fresh session's.
+ */
+static void
+reseed_random(void)
+{
+	uint64		bits;
+
+	if (!pg_strong_random(&bits, sizeof(bits)))
+		bits = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
+	(void) DirectFunctionCall1(setseed,
+							   Float8GetDatum((double) (bits >> 11) / (double) (UINT64CONST(1) << 52) - 1.0));
+}
+
+/*
+ * sandbox_begin_transaction -- a worker transaction has started
+ *
+ * The worker's own transactions write, whatever default_transaction_read_only
+ * says (a database owner can set it): a read-only default would stop every
+ * batch.  Calls still get the default (see sandbox_enter).
+ */
+void
+sandbox_begin_transaction(void)
+{
+	Assert(!in_sandbox);
+	XactReadOnly = false;
+	transaction_changed = false;
+}
+
+/*
+ * sandbox_transaction_changed -- did an attempt change the transaction in a
+ * way the next call must not see?  Then the batch ends after it.
+ */
+bool
+sandbox_transaction_changed(void)
+{
+	return transaction_changed;
+}
+
+/*
+ * fetch_settings -- the settings pg_db_role_setting holds for a database
+ * and role (either may be InvalidOid, meaning all), copied into the
+ * transaction's memory; NULL if none
+ */
+static ArrayType *
+fetch_settings(Relation rel, Oid databaseid, Oid roleid)
+{
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	ArrayType  *result = NULL;
+
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(databaseid));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(roleid));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true,
+							  NULL, 2, keys);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_db_role_setting_setconfig,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+			result = DatumGetArrayTypePCopy(d);
+			MemoryContextSwitchTo(oldcxt);
+		}
+	}
+	systable_endscan(scan);
+	return result;
+}
+
+/*
+ * role_settings -- the login settings of a role (and of the database), as
+ * read once in this transaction
+ */
+static RoleSettings *
+role_settings(Oid role)
+{
+	ListCell   *lc;
+	Relation	rel;
+	RoleSettings *rs;
+	MemoryContext oldcxt;
+
+	if (settings.lxid != retries_local_xid())
+	{
+		/* the previous transaction's lists went with its memory */
+		settings.lxid = retries_local_xid();
+		settings.roles = NIL;
+		rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+		settings.database = fetch_settings(rel, MyDatabaseId, InvalidOid);
+		table_close(rel, AccessShareLock);
+	}
+	foreach(lc, settings.roles)
+	{
+		rs = (RoleSettings *) lfirst(lc);
+		if (rs->role == role)
+			return rs;
+	}
+
+	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	rs = palloc(sizeof(RoleSettings));
+	rs->role = role;
+	rs->everywhere = fetch_settings(rel, InvalidOid, role);
+	rs->here = fetch_settings(rel, MyDatabaseId, role);
+	settings.roles = lappend(settings.roles, rs);
+	MemoryContextSwitchTo(oldcxt);
+	table_close(rel, AccessShareLock);
+	return rs;
+}
+
+/*
+ * apply_settings -- apply an array of name=value settings in the current
+ * GUC nest level, as a login session applies them at start
+ *
+ * They are applied as session values (PGC_S_SESSION), so that rolling the
+ * nest level back undoes them; so RESET in a call goes back to the
+ * server's and database's value, not the role's.  At PGC_SUSET, as
+ * PostgreSQL does at login: who may store a setting was checked when it
+ * was stored.  Those that cannot apply in a running session (ones that
+ * only take effect at connection start, and role and
+ * session_authorization: a call runs as the role that scheduled it) are
+ * skipped, as a login skips a setting it cannot apply, with a message
+ * only at DEBUG1: a worker has no client to warn.
+ */
+static void
+apply_settings(ArrayType *array)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	if (array == NULL)
+		return;
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		char	   *s;
+		char	   *name;
+		char	   *value;
+
+		if (nulls[i])
+			continue;
+		s = TextDatumGetCString(elems[i]);
+		ParseLongOption(s, &name, &value);
+		if (value != NULL &&
+			pg_strcasecmp(name, "role") != 0 &&
+			pg_strcasecmp(name, "session_authorization") != 0)
+			(void) set_config_option(name, value, PGC_SUSET, PGC_S_SESSION,
+									 GUC_ACTION_SET, true, DEBUG1, false);
+		pfree(s);
+		retries_free_guc_string(name);
+		if (value)
+			retries_free_guc_string(value);
+	}
+}
+
+/*
+ * sandbox_enter -- start running code of a call as 'role'
+ *
+ * Called inside the subtransaction that the code runs in.  Until
+ * sandbox_leave(), or the subtransaction's abort, the current user is the
+ * role and the settings are those of a fresh login session of the role.
+ */
+void
+sandbox_enter(Sandbox *sb, Oid role)
+{
+	RoleSettings *rs = role_settings(role);
+
+	Assert(!in_sandbox);
+	if (role != last_role)
+	{
+		reseed_random();
+		last_role = role;
+	}
+	settings_pinned = true;
+	sb->role = role;
+	GetUserIdAndSecContext(&sb->saved_userid, &sb->saved_sec_context);
+	SetSessionAuthorization(role, superuser_arg(role));
+	SetUserIdAndSecContext(role,
+						   sb->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+
+	/* from the least to the most specific, as at login */
+	sb->guc_nestlevel = NewGUCNestLevel();
+	apply_settings(settings.database);
+	apply_settings(rs->everywhere);
+	apply_settings(rs->here);
+	if (DefaultXactReadOnly && !XactReadOnly)
+		(void) set_config_option("transaction_read_only", "on", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+								 false);
+	if (StatementTimeout > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
+
+	/* to learn whether the attempt makes temp objects */
+	sb->saved_xact_flags = MyXactFlags & XACT_FLAGS_ACCESSEDTEMPNAMESPACE;
+	MyXactFlags &= ~XACT_FLAGS_ACCESSEDTEMPNAMESPACE;
+
+	attempt_defers = false;
+	in_sandbox = true;
+}
+
+/*
+ * fire_deferred -- fire the deferred trigger events queued so far, as SET
+ * CONSTRAINTS ALL IMMEDIATE does, with a snapshot taken now, as at commit
+ */
+static void
+fire_deferred(void)
+{
+	ConstraintsSetStmt *stmt = makeNode(ConstraintsSetStmt);
+
+	stmt->constraints = NIL;
+	stmt->deferred = false;
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	AfterTriggerSetState(stmt);
+	PopActiveSnapshot();
+	transaction_changed = true;
+}
+
+/*
+ * temp_objects_left -- is there anything in the worker's temp schema?
+ *
+ * PostgreSQL notes that a transaction used its temp schema when it is
+ * named pg_temp or a temp table is opened, but not when the schema is
+ * named by its own name (pg_temp_3): a call could create a type there,
+ * say a domain named text, that every later call of any role, and the
+ * worker, would find first.  Every object of a schema depends on it, so
+ * one probe of pg_depend tells whether the schema holds anything.
+ */
+static bool
+temp_objects_left(void)
+{
+	Oid			tempns;
+	Oid			temptoast;
+	Relation	rel;
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	bool		found;
+
+	GetTempNamespaceState(&tempns, &temptoast);
+	if (!OidIsValid(tempns))
+		return false;
+	CommandCounterIncrement();
+	rel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_pg_depend_refclassid,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(NamespaceRelationId));
+	ScanKeyInit(&keys[1], Anum_pg_depend_refobjid,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(tempns));
+	scan = systable_beginscan(rel, DependReferenceIndexId, true, NULL, 2, keys);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * drop_temp_objects -- drop the temp objects the attempt made, if any
+ *
+ * The worker's temp schema is made once, by the first call that needs it,
+ * and PostgreSQL checks the TEMP privilege only then; the check is made
+ * here for every later role.
+ */
+static void
+drop_temp_objects(const Sandbox *sb)
+{
+	if ((MyXactFlags & XACT_FLAGS_ACCESSEDTEMPNAMESPACE) == 0 &&
+		!temp_objects_left())
+		return;
+	if (retries_database_aclcheck(MyDatabaseId, sb->role, ACL_CREATE_TEMP) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create temporary tables in database \"%s\"",
+						get_database_name(MyDatabaseId))));
+	ResetTempTableNamespace();
+}
+
+/*
+ * sandbox_leave -- the call's code returned: run what the end of its
+ * transaction would run, as the role, then drop what it left behind and
+ * restore the worker's user and settings
+ *
+ * Still inside the subtransaction: an error here (a deferred trigger's)
+ * fails the attempt like any other, and the subtransaction's abort cleans
+ * up.
+ */
+void
+sandbox_leave(Sandbox *sb)
+{
+	Assert(in_sandbox);
+
+	/*
+	 * As at commit: closing a cursor may queue trigger events, and a trigger
+	 * may open cursors, so loop until neither leaves anything.
+	 */
+	for (;;)
+	{
+		if (attempt_defers)
+		{
+			attempt_defers = false;
+			fire_deferred();
+		}
+		PortalHashTableDeleteAll();
+		if (!attempt_defers)
+			break;
+	}
+	drop_temp_objects(sb);
+	AtEOXact_LargeObject(true);
+
+	in_sandbox = false;
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	AtEOXact_GUC(false, sb->guc_nestlevel);
+	settings_pinned = false;
+	SetUserIdAndSecContext(sb->saved_userid, sb->saved_sec_context);
+	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
+}
+
+/*
+ * sandbox_reset_session -- after the attempt's subtransaction, committed or
+ * rolled back: undo what is not transactional
+ *
+ * The abort of a subtransaction restores the current user, not the session
+ * user: that is done here (again, after sandbox_leave).
+ */
+void
+sandbox_reset_session(const Sandbox *sb)
+{
+	in_sandbox = false;
+	settings_pinned = false;
+	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
+
+	/*
+	 * A statement timeout that fired as the code returned left a cancel that
+	 * belongs to nobody now (one that cancelled the code was consumed).
+	 */
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+		QueryCancelPending = false;
+
+	MyXactFlags |= sb->saved_xact_flags;
+	DropAllPreparedStatements();
+	LockReleaseSession(USER_LOCKMETHOD);
+	ResetSequenceCaches();
+}
+
+/*
+ * sandbox_abort -- the worker's transaction was aborted, maybe in the
+ * middle of an attempt: the session user is the worker's again (the
+ * abort restored the current user)
+ */
+void
+sandbox_abort(void)
+{
+	in_sandbox = false;
+	settings_pinned = false;
+	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
+}

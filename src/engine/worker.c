@@ -1,0 +1,1764 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The per-database worker: claims due calls, runs them in batches, and
+ *	  sleeps until the next one is due or a new one is committed.
+ *
+ * A batch is one transaction: the worker claims up to retries.batch_size
+ * due calls of one role with FOR UPDATE SKIP LOCKED (so no two workers
+ * ever run the same call) into its own memory (claim.c), runs each in a
+ * subtransaction and the sandbox of its role (sandbox.c) and records its
+ * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
+ * does not hold the others' commits for long, or after a call that changed
+ * the transaction for good.  Calls claimed but not reached are simply
+ * released at commit.  The roles take turns, a batch each (claim.c).
+ *
+ * Containment (doc/operations.md, "Containment").  The sandbox contains what
+ * raises an ERROR.  What escapes one (the process's exit, which rolls back its
+ * batch and has the calls of the batch run again) must cost only the role
+ * whose call caused it, so a batch holds the calls of one role, and a call
+ * whose last attempt was interrupted (by the worker's exit, or a crash) runs
+ * alone, in a batch of its own: if it makes the worker exit again, no other
+ * call is rolled back with it, and each time it is charged an attempt, until
+ * it fails.  Such a call, claimed behind others, ends its batch before it, and
+ * the next batch claims it alone (lone_next).  The worker leaves the last free
+ * worker of the database to other roles (busy_roles), replaces itself when
+ * the caches that calls fill have grown too much (grown_too_much), and waits
+ * for no lock that a role can hold: a call row that another transaction holds
+ * is skipped and come back to.
+ *
+ * A call may run for minutes, and the calls claimed after it stay locked
+ * until it ends, out of the other workers' reach.  So a batch claims in
+ * steps: 1 call first, then, each time it has run all it claimed, as many
+ * again: a slow call holds back at most as many claimed calls as ran
+ * before it in the same batch, and none when it is the first.
+ *
+ * The crash rule.  A crash rolls the whole batch back, which loses nothing
+ * and runs nothing twice, but the call that crashed the worker must be
+ * charged an attempt, or a call that kills its worker every time would
+ * crash it forever.  Writing that down in the database would cost a commit
+ * per call, so instead each worker keeps a tiny file of its own,
+ * pg_retries/<database>.<slot>, holding the call and attempt in flight: it
+ * is written before each attempt starts and cleared when the attempt's
+ * outcome is recorded.  The worker maps the file into its memory, so that
+ * each of those writes is a store, not a system call.  A process kill
+ * leaves the file behind (the page cache outlives the process, and the
+ * mapping is of the page cache), and the next worker to start in that slot
+ * records the attempt as 'interrupted', which counts toward max_attempts.
+ * Only that call is charged; its batch-mates run again uncharged.
+ *
+ * A worker that exits while the cluster stays up (SIGTERM, or any FATAL
+ * error) releases the call's row lock as it goes, and its successor starts
+ * only a second or so later: meanwhile another worker could claim the call
+ * and run the same attempt again, uncharged.  So on its way out the worker
+ * also notes the attempt in shared memory (before its transaction is rolled
+ * back and the lock released), and whichever worker claims the call next
+ * charges the attempt instead of running it.  After a
+ * postmaster restart the first worker of a database handles the files of
+ * all its slots before any worker claims a call, so a poison call cannot be
+ * picked up again before it is charged.  The file also names the extension
+ * (its OID), so that a file left behind before DROP EXTENSION and CREATE
+ * EXTENSION charges nothing to the new extension's calls, whose ids start
+ * again from 1.
+ *
+ * A bad row.  An error outside any call's subtransaction (the worker's own:
+ * writing the outcomes, say) rolls the whole batch back.  If it came from
+ * one call's row (an attempt row that is already there, say), every batch
+ * that claims that call would fail the same way, and the calls behind it
+ * would never run.  So after such an error the worker runs its next calls
+ * one per batch; a one-call batch that fails outside the call with an
+ * error that is not a passing one (a full disk, a conflict, a shutdown)
+ * fails that call, in a transaction of its own, with the worker's error as
+ * its message, and the others carry on.  If even that cannot be written,
+ * the worker leaves the call alone (SKIP_MAX of them at most) until it
+ * exits.
+ *
+ * Schedules.  At the top of its loop, a worker fires the recurring
+ * schedules that are due (schedules.c), in a short transaction before its
+ * batch, so that a long call never holds a schedule's row locked: when the
+ * next one is due, when a firing waits in a queue, when woken, and, while
+ * it runs calls, at least every FIRE_CHECK_MS.  A wake-up is a flag in the
+ * worker's slot as well as its latch: a call that waits resets the latch.  An error there is logged and the worker tries
+ * again later, while its batches go on.  The same transaction releases
+ * the held calls that the gates of paused or limited functions let go
+ * (flow.c); while a gate lets calls go, the worker also does it after
+ * each batch that ran calls, since their ends may leave it room.
+ *
+ * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
+ * first (hooks.c), so that the drop does not wait for their running calls.
+ * Each transaction of the worker also locks the extension (as an object),
+ * as DROP EXTENSION does before it drops anything: a drop some other way
+ * (DROP SCHEMA ... CASCADE, DROP OWNED) waits for the worker's transaction
+ * to end, and a worker that comes second waits for the drop, then sees the
+ * extension gone and exits, instead of tripping over the dropped tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "common/file_perm.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "engine/claim.h"
+#include "engine/execute.h"
+#include "engine/sandbox.h"
+#include "flow/flow.h"
+#include "schedules/schedules.h"
+#include "shmem/shmem.h"
+#include "tables/tables.h"
+
+/* A batch stops taking new calls after this long */
+#define BATCH_TIME_MS			50
+/* Longest sleep, so that pruning and checks still happen when idle */
+#define MAX_SLEEP_MS			10000
+/* After an error, wait this long before trying again, doubling up to the max */
+#define ERROR_DELAY_MS			1000
+#define MAX_ERROR_DELAY_MS		30000
+/* Pruning: how often, and how many calls per transaction */
+#define PRUNE_INTERVAL_MS		10000
+#define PRUNE_BATCH				1000
+
+#define INFLIGHT_DIR			"pg_retries"
+/* Calls a worker leaves alone because it could not even fail them */
+#define SKIP_MAX				64
+/*
+ * How long an interrupted attempt that no one charged is remembered: one
+ * that an exiting worker noted (its successor claims the call at once),
+ * and one that could not be charged because a session held its call's row
+ * locked (which a role may do for as long as it likes)
+ */
+#define INTERRUPTED_KEEP_MS		60000
+#define INTERRUPTED_LOCKED_KEEP_MS	(3600 * 1000)
+/* Longest time between two looks at the schedules */
+#define FIRE_CHECK_MS			1000
+/* How often to look whether a restore of the database is over */
+#define RESTORE_CHECK_MS		1000
+
+/* What the in-flight file holds */
+typedef struct InFlight
+{
+	int64		call_id;		/* 0: nothing in flight */
+	int32		attempt;
+	Oid			extension;		/* the extension the call belongs to */
+	int32		hook;			/* an ExecuteHook: the hook that was running */
+} InFlight;
+
+static RetriesWorker *my_slot = NULL;
+static int	my_slot_index = -1;
+/* The in-flight file, mapped (see "The crash rule" above) */
+static volatile InFlight *inflight_map = NULL;
+/* What the in-flight file holds now */
+static InFlight inflight = {0, 0, InvalidOid, 0};
+
+/*
+ * After a batch failed outside its calls: how many calls to run one per
+ * batch (see "A bad row" above), and the call of the current one-call
+ * batch (0 if none yet)
+ */
+static int	one_by_one = 0;
+static int64 lone_call_id = 0;
+static int32 lone_attempt = 0;
+/* Calls left alone */
+static int64 skipped[SKIP_MAX];
+static int	nskipped = 0;
+/* The role whose due call claim_heads() took last (see claim.c) */
+static Oid	last_role = InvalidOid;
+/*
+ * A call whose last attempt was interrupted, claimed by a batch of other
+ * calls: it runs alone, in the next batch (see "Containment" above)
+ */
+static int64 lone_next = 0;
+
+/*
+ * Schedules (see "Schedules" above): when the next one is due (0: none
+ * known), whether a queued firing waits for a call, when the worker last
+ * looked, whether it must look at its next loop, and the errors in a row
+ */
+static TimestampTz next_fire = 0;
+static bool fire_waiting = false;
+static TimestampTz last_fire_check = 0;
+static bool fire_check = true;
+static int	fire_errors = 0;
+/*
+ * Whether a gate is full (see flow.c), and whether the last batch held a
+ * call or ran an attempt of a limited function: then the end of a batch
+ * may leave a gate room to release more
+ */
+static bool gated = false;
+static bool gate_touched = false;
+/* followers left for later (see chains.c): the next sleep is short */
+static bool chains_recheck = false;
+
+/* The extension this worker serves (its OID), as found when it started */
+static Oid	my_extension = InvalidOid;
+/* Set when the worker stops because the extension was dropped and created again */
+static bool extension_replaced = false;
+
+PGDLLEXPORT void retries_worker_main(Datum main_arg);
+
+static bool take_interrupted(Oid extension, int64 call_id, int32 attempt,
+							 ExecuteHook *hook);
+static void note_interrupted(Oid extension, int64 call_id, int32 attempt,
+							 ExecuteHook hook, int keep_ms);
+static void inflight_write_hook(int64 call_id, int32 attempt, ExecuteHook hook);
+
+/*
+ * The worker's memory: worker_cxt lives as long as the process (what it
+ * must remember across loops); loop_cxt is reset at the top of every loop
+ * of retries_worker_main(), and is where the worker is between its
+ * transactions, so that whatever a loop allocates outside a transaction
+ * goes with it.
+ */
+static MemoryContext worker_cxt = NULL;
+static MemoryContext loop_cxt = NULL;
+
+/*
+ * start_transaction -- start a transaction of the worker
+ *
+ * A background worker gets no statement start time from a client, so it
+ * sets one: otherwise now() (the transaction's start) would stay the
+ * worker's start time forever, for pruning and for the functions it calls.
+ * The transaction is read-write whatever default_transaction_read_only
+ * says (see sandbox_begin_transaction).
+ */
+static void
+start_transaction(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	sandbox_begin_transaction();
+}
+
+/*
+ * commit_transaction -- commit a transaction of the worker, and be back in
+ * the loop's memory (a commit leaves TopMemoryContext current)
+ */
+static void
+commit_transaction(void)
+{
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(loop_cxt);
+}
+
+/*
+ * inflight_path -- the in-flight file of a slot of a database
+ */
+static void
+inflight_path(char *path, size_t len, Oid dboid, int slot_no)
+{
+	snprintf(path, len, "%s/%u.%d", INFLIGHT_DIR, dboid, slot_no);
+}
+
+/*
+ * inflight_write -- note the call and attempt now in flight (0 for none)
+ *
+ * The call id goes last, after the rest, and is cleared first: a process
+ * killed between two of these stores leaves either no call in flight (its
+ * attempt had not started) or a whole record, never a call with another
+ * call's attempt.  No fsync: the file has to survive the death of this
+ * process, not of the machine.
+ */
+static void
+inflight_write(int64 call_id, int32 attempt)
+{
+	inflight_write_hook(call_id, attempt, HOOK_NONE);
+}
+
+/*
+ * inflight_write_hook -- inflight_write(), saying whether the call's
+ * on_exhausted hook is what runs
+ */
+static void
+inflight_write_hook(int64 call_id, int32 attempt, ExecuteHook hook)
+{
+	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid,
+	(int32) hook};
+
+	inflight_map->call_id = 0;
+	if (call_id != 0)
+	{
+		pg_write_barrier();
+		inflight_map->attempt = rec.attempt;
+		inflight_map->extension = rec.extension;
+		inflight_map->hook = rec.hook;
+		pg_write_barrier();
+		inflight_map->call_id = call_id;
+	}
+	inflight = rec;
+}
+
+/*
+ * hook_phase -- execute.c's callback: a hook of this attempt of a call
+ * starts ('which') or ends (HOOK_NONE)
+ *
+ * A worker that exits, or a crash, while a hook runs must not run the
+ * hook again: the batch that recorded the attempt is rolled back with the
+ * hook, and charging the attempt would run the hook again (on_exhausted
+ * when the attempts are used up, delay_fn to choose the delay), and so on
+ * for ever if it is what ends the worker (one that catches its cancel past
+ * its time limit).  So the in-flight record names the hook, and whoever
+ * charges the attempt fails the call without running it again
+ * (execute_interrupted).  After a hook the record is what it was before
+ * (nothing, when the hook ran for a charged attempt).
+ */
+static void
+hook_phase(int64 call_id, int32 attempt, ExecuteHook which)
+{
+	static InFlight saved;
+
+	if (which != HOOK_NONE)
+	{
+		saved = inflight;
+		inflight_write_hook(call_id, attempt, which);
+	}
+	else
+		inflight_write_hook(saved.call_id, saved.attempt, HOOK_NONE);
+}
+
+/*
+ * inflight_open -- open (creating if need be) this worker's in-flight file
+ */
+static void
+inflight_open(void)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	struct stat st;
+	InFlight	empty;
+	void	   *map;
+
+	/* zeroed whole: its padding is written to the file too */
+	memset(&empty, 0, sizeof(empty));
+
+	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not create directory \"%s\": %m", INFLIGHT_DIR)));
+	inflight_path(path, sizeof(path), MyDatabaseId, my_slot->slot_no);
+	fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not open \"%s\": %m", path)));
+	/* a new file is empty: give it its record, then map it */
+	if (fstat(fd, &st) < 0 ||
+		(st.st_size < (off_t) sizeof(InFlight) &&
+		 pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty)))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not write \"%s\": %m", path)));
+	map = mmap(NULL, sizeof(InFlight), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not map \"%s\": %m", path)));
+	close(fd);					/* the mapping stays */
+	inflight_map = (volatile InFlight *) map;
+}
+
+/*
+ * lock_extension -- the OID of the extension as installed here now, locked
+ * until the end of the transaction so that DROP EXTENSION waits for it;
+ * InvalidOid if it is not installed.  Called inside a transaction.
+ */
+static Oid
+lock_extension(void)
+{
+	for (;;)
+	{
+		Oid			extoid = get_extension_oid("retries", true);
+
+		if (!OidIsValid(extoid))
+			return InvalidOid;
+		/* takes in the invalidations of a DROP that committed meanwhile */
+		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+		if (get_extension_oid("retries", true) == extoid)
+			return OidIsValid(get_namespace_oid("retries", true)) ?
+				extoid : InvalidOid;
+		/* dropped (and maybe created again) while this waited */
+		UnlockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+	}
+}
+
+/*
+ * charge_interrupted -- record the attempt a dead worker left in flight,
+ * if its batch did not commit (the call still has fewer attempts); false
+ * if the call's row is locked by another transaction, so that the attempt
+ * could not be charged now
+ *
+ * The row is locked SKIP LOCKED: a session may hold it for as long as it
+ * likes (a reschedule() left uncommitted), and recovery must not wait for it
+ * (doc/operations.md, "Containment").  A locked call cannot be claimed either;
+ * the attempt is noted in shared memory for INTERRUPTED_LOCKED_KEEP_MS, and
+ * the worker that claims the call once the lock is gone charges it then.
+ */
+static bool
+charge_interrupted(const InFlight *rec)
+{
+	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr exists_plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(rec->call_id)};
+	RetriesCall call;
+	bool		isnull;
+	ExecuteHook hook;
+	HeapTuple	row;
+	TupleDesc	desc;
+	Datum		d;
+
+	retries_prepare_kept(&plan,
+						 "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
+						 " FROM retries.call_data"
+						 " WHERE id OPERATOR(pg_catalog.=) $1"
+						 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+						 " FOR UPDATE SKIP LOCKED",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
+	if (SPI_processed != 1)
+	{
+		/* finished or gone (nothing to charge), or locked (later) */
+		retries_prepare_kept(&exists_plan,
+							 "SELECT FROM retries.call_data"
+							 " WHERE id OPERATOR(pg_catalog.=) $1"
+							 " AND state OPERATOR(pg_catalog.=) 'scheduled'",
+							 1, argtypes);
+		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
+		if (SPI_processed == 0)
+			return true;
+		ereport(LOG,
+				(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
+						rec->attempt, rec->call_id)));
+		note_interrupted(rec->extension, rec->call_id, rec->attempt,
+						 (ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
+		return false;
+	}
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	memset(&call, 0, sizeof(call));
+	call.id = rec->call_id;
+	call.policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
+	call.attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	d = SPI_getbinval(row, desc, 3, &isnull);
+	call.max_attempts = isnull ? 0 : DatumGetInt32(d);
+	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+
+	/* its ring entry, if worker_exit() left one, is done with too */
+	(void) take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook);
+	if (call.attempts >= rec->attempt)
+		return true;			/* its batch committed after all */
+
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
+					rec->attempt, rec->call_id)));
+	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook);
+	return true;
+}
+
+/*
+ * recover_slot -- charge what the in-flight file of one slot holds; true if
+ * it held anything that is now dealt with, for clear_slot() to clear once
+ * the charge has committed (a charge left for later stays in the file, and
+ * in shared memory: see charge_interrupted).  Runs inside a transaction
+ * and SPI connection.
+ */
+static bool
+recover_slot(int slot_no)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	InFlight	rec;
+	bool		held;
+
+	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return false;
+	held = pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0;
+	close(fd);
+
+	/* a record of an extension since dropped is only cleared */
+	if (held && rec.extension == my_extension)
+		held = charge_interrupted(&rec);
+	return held;
+}
+
+/*
+ * clear_slot -- clear the in-flight file of a slot whose charge has
+ * committed
+ *
+ * Not before the commit: a worker killed in between would lose the charge.
+ * A file left behind by a kill after the commit is harmless, since
+ * charge_interrupted() sees that the attempt is already counted.
+ */
+static void
+clear_slot(int slot_no)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	InFlight	empty;
+
+	memset(&empty, 0, sizeof(empty));
+
+	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0 || pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not clear \"%s\": %m", path)));
+	close(fd);
+}
+
+/*
+ * recover -- charge interrupted attempts: those of every slot of this
+ * database if it is the first worker since the server started, else only
+ * its own slot's
+ *
+ * The charges commit before the worker claims anything, and the other
+ * workers of a just-started database wait for them (the recovered flag).
+ */
+static void
+recover(void)
+{
+	RetriesDatabase *db;
+	bool		all;
+	bool		held[RETRIES_MAX_SLOTS] = {false};
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, true);
+	all = db != NULL && !db->recovered;
+	LWLockRelease(retries_shared->lock);
+
+	start_transaction();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	/* nothing to do if it was dropped just now: run_batch() will see it */
+	if (lock_extension() == my_extension)
+	{
+		if (all)
+		{
+			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+				held[n] = recover_slot(n);
+		}
+		else
+			held[my_slot->slot_no] = recover_slot(my_slot->slot_no);
+	}
+	PopActiveSnapshot();
+	SPI_finish();
+	commit_transaction();
+
+	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
+		if (held[n])
+			clear_slot(n);
+
+	if (all)
+	{
+		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+		db->recovered = true;
+		LWLockRelease(retries_shared->lock);
+	}
+}
+
+/*
+ * wait_for_recovery -- wait until the database's interrupted attempts are
+ * charged (by this worker or another)
+ */
+static void
+wait_for_recovery(void)
+{
+	for (;;)
+	{
+		RetriesDatabase *db;
+		bool		done;
+
+		LWLockAcquire(retries_shared->lock, LW_SHARED);
+		db = retries_find_database(MyDatabaseId, false);
+		done = db == NULL || db->recovered;
+		LWLockRelease(retries_shared->lock);
+		if (done)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * set_state -- publish what this worker is doing
+ *
+ * It also keeps the worker's busy time: a busy period starts when the
+ * worker goes from another state to 'running' (the first attempt of a
+ * batch) and ends when it leaves 'running' (after the batch commits, or is
+ * rolled back).  Each change of state or call reads the clock anyway, for
+ * 'since', so the busy time costs no clock read of its own.  Only this
+ * slot's spinlock is taken: attempts of different workers never wait for
+ * each other.
+ */
+static void
+set_state(RetriesWorkerState state, int64 call_id, Oid role)
+{
+	bool		changed = my_slot->state != state || my_slot->current_call != call_id;
+	TimestampTz now = changed ? GetCurrentTimestamp() : 0;
+
+	SpinLockAcquire(&my_slot->mutex);
+	if (changed)
+	{
+		my_slot->since = now;
+		if (state == WORKER_RUNNING && my_slot->busy_since == 0)
+			my_slot->busy_since = now;
+		else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
+		{
+			/* a clock set back must not make the counter go back */
+			my_slot->busy_us += Max(now - my_slot->busy_since, 0);
+			my_slot->busy_since = 0;
+		}
+	}
+	my_slot->state = state;
+	my_slot->current_call = call_id;
+	my_slot->current_role = role;
+	SpinLockRelease(&my_slot->mutex);
+}
+
+/*
+ * count_call -- add to the counters shown in retries.workers
+ */
+static void
+count_call(bool succeeded)
+{
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->calls_run++;
+	if (!succeeded)
+		my_slot->errors++;
+	SpinLockRelease(&my_slot->mutex);
+}
+
+/*
+ * take_slot -- make the slot the launcher assigned this worker its own;
+ * false if the launcher has given up on it meanwhile (and may have
+ * assigned the slot to another worker)
+ *
+ * From then on the slot is freed by release_slot() however the worker
+ * exits, also if it cannot even connect to its database.
+ */
+static bool
+take_slot(uint32 generation)
+{
+	bool		mine;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	mine = my_slot->in_use && my_slot->generation == generation &&
+		my_slot->pid == 0;
+	if (mine)
+	{
+		my_slot->pid = MyProcPid;
+		my_slot->latch = &MyProc->procLatch;
+		SpinLockAcquire(&my_slot->mutex);
+		my_slot->since = GetCurrentTimestamp();
+		SpinLockRelease(&my_slot->mutex);
+	}
+	LWLockRelease(retries_shared->lock);
+	return mine;
+}
+
+/*
+ * release_slot -- free this worker's slot (before_shmem_exit callback,
+ * registered first, so it runs last)
+ */
+static void
+release_slot(int code, Datum arg)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	Assert(my_slot->pid == MyProcPid);
+	my_slot->in_use = false;
+	my_slot->pid = 0;
+	my_slot->latch = NULL;
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->current_call = 0;
+	SpinLockRelease(&my_slot->mutex);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * worker_exit -- on the way out in the middle of an attempt, note it for
+ * the next worker to claim the call (before_shmem_exit callback)
+ *
+ * Registered after the connection to the database, so it runs before the
+ * transaction is rolled back: no other worker can have claimed the call
+ * yet.  The slot itself is freed later, by release_slot().
+ */
+static void
+worker_exit(int code, Datum arg)
+{
+	const char *limit;
+
+	if (inflight.call_id == 0)
+		return;
+	if (execute_attempt_killed(&limit))
+		ereport(LOG,
+				(errmsg("retries: the worker exits: attempt %d of call " INT64_FORMAT " went on past its time limit (%s) after it was cancelled",
+						inflight.attempt, inflight.call_id, limit),
+				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
+				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
+	note_interrupted(inflight.extension, inflight.call_id, inflight.attempt,
+					 (ExecuteHook) inflight.hook, INTERRUPTED_KEEP_MS);
+}
+
+/*
+ * note_interrupted -- remember, for 'keep_ms', that this attempt of a call
+ * was interrupted and is not charged yet, for take_interrupted()
+ */
+static void
+note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook hook,
+				 int keep_ms)
+{
+	RetriesInterrupted *e;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	e = &retries_shared->interrupted[retries_shared->next_interrupted];
+	if (!OidIsValid(e->dboid))
+		retries_shared->ninterrupted++;
+	e->dboid = MyDatabaseId;
+	e->extension = extension;
+	e->call_id = call_id;
+	e->attempt = attempt;
+	e->hook = hook;
+	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
+	retries_shared->next_interrupted =
+		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * take_interrupted -- whether this attempt of a call was left unfinished by
+ * a worker that exited (see worker_exit); if so, the entry is removed, and
+ * the caller charges the attempt
+ *
+ * Called with the call claimed, so its row is locked: the entry, made
+ * before the lock was released, is there to be seen; and by a worker that
+ * charges the attempt from its predecessor's in-flight file, so that the
+ * entry goes.  An entry that no one took in time (INTERRUPTED_KEEP_MS: the
+ * call was cancelled meanwhile, say) goes too: otherwise every attempt
+ * would look through the entries, under the lock, forever.
+ */
+static bool
+take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook)
+{
+	TimestampTz now;
+	bool		found = false;
+
+	*hook = HOOK_NONE;
+	if (retries_shared->ninterrupted == 0)
+		return false;			/* unlocked read: entries exist before the claim */
+
+	now = GetCurrentTimestamp();
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_INTERRUPTED; i++)
+	{
+		RetriesInterrupted *e = &retries_shared->interrupted[i];
+		bool		match;
+
+		if (!OidIsValid(e->dboid))
+			continue;
+		match = e->dboid == MyDatabaseId && e->extension == extension &&
+			e->call_id == call_id && e->attempt == attempt;
+		if (match || now > e->keep_until)
+		{
+			e->dboid = InvalidOid;
+			retries_shared->ninterrupted--;
+			found |= match;
+			if (match)
+				*hook = (ExecuteHook) e->hook;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+	return found;
+}
+
+/*
+ * next_due -- when the earliest call due after 'after' is due, or 0 if none
+ * is
+ *
+ * 'after' is the time of the last claim: calls due by then that the claim
+ * did not get are locked by other workers, which run them (and record a
+ * retry's next time themselves), so they are no reason to wake up.  The
+ * query takes a new snapshot, so that it sees this batch's own outcomes
+ * and retries.
+ */
+static TimestampTz
+next_due(TimestampTz after)
+{
+	static SPIPlanPtr plans[2];
+	SPIPlanPtr	plan;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1] = {TimestampTzGetDatum(after)};
+	bool		isnull;
+	Datum		d;
+	TimestampTz zero;
+	TimestampTz other;
+
+	/* the first entry of the due index, whatever the statistics say */
+	plan = retries_prepare_unheld(plans,
+						 "SELECT next_attempt FROM retries.call_data"
+						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+						 " AND next_attempt OPERATOR(pg_catalog.>) $1"
+						 " ORDER BY next_attempt LIMIT 1",
+						 1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next due call");
+	if (SPI_processed == 0)
+		zero = 0;
+	else
+	{
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		zero = isnull ? 0 : DatumGetTimestampTz(d);
+	}
+
+	/* and of the other priorities */
+	other = claim_next_prioritized(after);
+	if (zero == 0 || (other != 0 && other < zero))
+		return other;
+	return zero;
+}
+
+/*
+ * prune -- delete finished calls (and their attempts) older than
+ * retries.retention, a small batch per transaction so that pruning never
+ * holds up the calls
+ */
+static void
+prune(void)
+{
+	static SPIPlanPtr plans[2];
+	bool		chains;
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+	TimestampTz start = GetCurrentTimestamp();
+
+	values[0] = CStringGetTextDatum(retries_retention);
+	values[1] = Int32GetDatum(PRUNE_BATCH);
+	for (;;)
+	{
+		uint64		deleted;
+
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() != my_extension)
+		{
+			/* dropped: run_batch() will see it */
+			PopActiveSnapshot();
+			SPI_finish();
+			commit_transaction();
+			break;
+		}
+		/*
+		 * A finished call whose followers are not all released or
+		 * cancelled yet (see chains.c) is kept until they are
+		 */
+		chains = (retries_schema_version() >= SCHEMA_1_2);
+		if (plans[chains] == NULL)
+			retries_prepare_kept(&plans[chains],
+								 psprintf("WITH doomed AS ("
+										  " SELECT id FROM retries.call_data c"
+										  " WHERE state OPERATOR(pg_catalog.=)"
+										  " ANY ('{succeeded,failed,cancelled}')"
+										  " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+										  "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)%s"
+										  " LIMIT $2 FOR UPDATE SKIP LOCKED),"
+										  " gone AS (DELETE FROM retries.attempt_data"
+										  "  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
+										  " DELETE FROM retries.call_data"
+										  " WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
+										  chains ?
+										  " AND NOT EXISTS (SELECT FROM retries.call_after a"
+										  "  WHERE a.after_id OPERATOR(pg_catalog.=) c.id)" : ""),
+								 2, argtypes);
+		if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "retries: could not prune finished calls");
+		deleted = SPI_processed;
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+
+		if (deleted < PRUNE_BATCH ||
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), BATCH_TIME_MS))
+			break;
+	}
+}
+
+/*
+ * pass_gate -- may the call's attempt start, as far as the gates of the
+ * batch say (see flow.c)?  If its function is paused, or limited and with
+ * no room, the call is held, uncharged, and false returned; if limited
+ * and with room, the worker counts among its attempts in flight until
+ * retries_gate_leave().
+ */
+static bool
+pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
+{
+	Oid			gate;
+	Oid			fnoid = execute_call_function(call, &gate);
+
+	for (int g = 0; g < ngates; g++)
+	{
+		if (gates[g].fn != gate)
+			continue;
+		gate_touched = true;
+		if (!gates[g].paused)
+		{
+			bool		keyed = false;
+			int64		key = 0;
+
+			if (gates[g].max_per_key > 0)
+				keyed = retries_call_limit_key(call->id, &key);
+			if (retries_gate_enter(my_slot, gate, gates[g].max_running,
+								   keyed, key, gates[g].max_per_key,
+								   gates[g].has_rate ? &gates[g].rate : NULL,
+								   gates[g].has_rate ? retries_function_owner(fnoid)
+								   : InvalidOid))
+				return true;
+		}
+		retries_hold_call(call->id, gate);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * claimed_ids -- the ids of the calls left alone and of calls[0..n-1], the
+ * calls a claim must leave out
+ */
+static int64 *
+claimed_ids(const RetriesCall *calls, int n)
+{
+	int64	   *ids = palloc(sizeof(int64) * (nskipped + n + 1));
+
+	memcpy(ids, skipped, sizeof(int64) * nskipped);
+	for (int i = 0; i < n; i++)
+		ids[nskipped + i] = calls[i].id;
+	return ids;
+}
+
+/*
+ * busy_roles -- the roles that hold all the other workers of this database
+ * (running an attempt of one of their calls), into roles[]; returns how
+ * many (none with one worker: it cannot leave another one free)
+ *
+ * Read without the locks: a hint for claim_heads(), which passes over such
+ * a role while another has due calls, so that one role's long calls never
+ * take the last free worker from the others.
+ */
+static int
+busy_roles(Oid *roles)
+{
+	int			n = 0;
+	int			others = retries_max_workers - 1;
+	Oid			running[RETRIES_MAX_SLOTS];
+	int			nrunning = 0;
+
+	if (others < 1)
+		return 0;
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		Oid			role;
+
+		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		role = w->state == WORKER_RUNNING ? w->current_role : InvalidOid;
+		SpinLockRelease(&w->mutex);
+		if (OidIsValid(role))
+			running[nrunning++] = role;
+	}
+	for (int i = 0; i < nrunning; i++)
+	{
+		int			count = 0;
+		bool		listed = false;
+
+		for (int j = 0; j < nrunning; j++)
+			count += running[j] == running[i];
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == running[i];
+		if (count >= others && !listed)
+			roles[n++] = running[i];
+	}
+	return n;
+}
+
+/*
+ * claim_first -- claim the first call of a batch, which makes it a batch
+ * of that call's role (see claim.c); returns 1, or 0 if no call is due
+ *
+ * That call is: the one the last batch left to run alone (its last
+ * attempt was interrupted), if it is still due; else the earliest due call
+ * of the next role in turn (claim_heads); else, when each of those is
+ * locked by another worker (or the database is at 1.1, without the index
+ * of the turns), the first due call that can be claimed, of a priority
+ * above 0, then of 0; else, when no call of priority 0 or above is due,
+ * one below 0 (*below_zero is set: the batch is of such calls).
+ */
+static int
+claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
+{
+	Oid			avoid[RETRIES_MAX_SLOTS];
+	int			n = 0;
+
+	*below_zero = false;
+	if (lone_next != 0)
+	{
+		int64		id = lone_next;
+
+		lone_next = 0;
+		if (claim_ids(calls, &id, 1, now) == 1)
+			return 1;
+	}
+	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
+					skipped, nskipped);
+	if (n == 0)
+		n = claim_prioritized(calls, 1, now, true, InvalidOid, skipped, nskipped);
+	if (n == 0)
+	{
+		Claim	   *any = claim_begin(1, now, InvalidOid, skipped, nskipped);
+
+		n = claim_more(any, calls, 1);
+		claim_end(any);
+	}
+	if (n == 0)
+	{
+		n = claim_prioritized(calls, 1, now, false, InvalidOid, skipped, nskipped);
+		*below_zero = n > 0;
+	}
+	return n;
+}
+
+/*
+ * run_batch -- one batch transaction; returns the number of calls claimed
+ * and sets *due to when the next call is due, or to 0 if more may be due
+ * now (a full batch, or one cut short) or none is scheduled at all
+ *
+ * Returns -1 if the extension is no longer installed, or not the one the
+ * worker started with (extension_replaced tells which).
+ */
+static int
+run_batch(TimestampTz *due)
+{
+	RetriesCall *calls;
+	int			n = 0;
+	int			got;
+	bool		claimed_all = true; /* more calls may be claimed */
+	bool		zero_done = false;	/* the calls of priority 0 are all claimed */
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz claimed_at;
+	Claim	   *claim;
+	Oid			role;			/* whose calls the batch holds */
+	bool		below_zero;		/* a batch of calls of priority below 0 */
+	int			limit = one_by_one > 0 ? 1 : retries_batch_size;
+	Oid			extoid;
+	RetriesGate *gates;
+	int			ngates;
+	uint64		gates_generation;
+
+	lone_call_id = 0;
+	start_transaction();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	extoid = lock_extension();
+	if (extoid != my_extension)
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		extension_replaced = OidIsValid(extoid);
+		return -1;
+	}
+	/* a restore under way: nothing runs before its tables are loaded */
+	if (retries_being_restored())
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		*due = TimestampTzPlusMilliseconds(start, RESTORE_CHECK_MS);
+		return 0;
+	}
+
+	/*
+	 * policy_data before call_data, in the order in which retries.call()
+	 * and the update scripts (1.0 to 1.1 alters policy_data, then 1.1 to 1.2
+	 * call_data) lock them: a batch that had claimed calls and then read a
+	 * policy deadlocked with ALTER EXTENSION UPDATE 1.0 to 1.2.
+	 */
+	{
+		Oid			policies = get_relname_relid("policy_data", retries_schema_oid());
+
+		if (OidIsValid(policies))
+			LockRelationOid(policies, AccessShareLock);
+	}
+
+	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
+	gates_generation = retries_gates_generation();
+	ngates = retries_load_gates(&gates);
+	claimed_at = GetCurrentTimestamp();
+
+	/* the batch's role and its first call (see claim.c) */
+	n = claim_first(calls, claimed_at, &below_zero);
+	role = n > 0 ? calls[0].role : InvalidOid;
+	claimed_all = n > 0;
+	if (one_by_one > 0 && n > 0)
+	{
+		lone_call_id = calls[0].id;
+		lone_attempt = calls[0].attempts + 1;
+	}
+
+	/*
+	 * Then, unless that call runs alone, more of the role's calls: those of
+	 * a priority above 0, then those of priority 0 earliest first, through
+	 * a query that goes on from step to step; or, for a batch of calls
+	 * below 0, those, leaving out the calls left alone and those already
+	 * claimed
+	 */
+	claim = NULL;
+	if (n > 0 && !calls[0].lone && limit > 1)
+	{
+		if (!below_zero)
+		{
+			n += claim_prioritized(calls + n, limit - n, claimed_at, true, role,
+								   claimed_ids(calls, n), nskipped + n);
+			claim = claim_begin(limit, claimed_at, role, claimed_ids(calls, n),
+								nskipped + n);
+		}
+		zero_done = below_zero;
+	}
+	else
+		zero_done = true;
+
+	for (int i = 0;; i++)
+	{
+		bool		ok;
+		ExecuteHook hook;
+
+		/*
+		 * An attempt that fired deferred triggers leaves the transaction's
+		 * constraint modes changed for good: the next call must start in a
+		 * new transaction (see sandbox.c).  A call whose last attempt was
+		 * interrupted runs alone.
+		 */
+		if (i > 0 && (ShutdownRequestPending || calls[0].lone ||
+					  sandbox_transaction_changed() ||
+					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+												 BATCH_TIME_MS)))
+			break;
+
+		/*
+		 * All claimed calls have run: claim as many again, of priority 0,
+		 * and once none of those is left, of a batch below 0, below 0
+		 */
+		if (i == n)
+		{
+			int			want = Min(Max(n, 1), limit - n);
+
+			if (want <= 0 || !claimed_all || n == 0 || calls[0].lone)
+				break;
+			got = 0;
+			if (!zero_done)
+			{
+				got = claim_more(claim, calls + n, want);
+				zero_done = got < want;
+				claimed_all = got == want;
+			}
+			else if (below_zero)
+			{
+				got = claim_prioritized(calls + n, want, claimed_at, false, role,
+										claimed_ids(calls, n), nskipped + n);
+				claimed_all = got == want;
+			}
+			n += got;
+			if (got == 0)
+				break;
+		}
+
+		/* a call whose last attempt was interrupted: the next batch, alone */
+		if (i > 0 && calls[i].lone)
+		{
+			lone_next = calls[i].id;
+			break;
+		}
+
+		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1, &hook))
+		{
+			ereport(LOG,
+					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
+							calls[i].attempts + 1, calls[i].id)));
+			execute_interrupted(&calls[i], calls[i].attempts + 1, hook);
+			continue;
+		}
+
+		/* a cancel() waiting for the call gets it first (see manage.c) */
+		if (retries_cancel_waiting(calls[i].id))
+			continue;
+
+		/*
+		 * A paused function, or a limited one with no room: hold the call.
+		 * The gates as they are now: a pause or limit that committed since
+		 * they were loaded applies to this attempt too.
+		 */
+		if (retries_gates_generation() != gates_generation)
+		{
+			gates_generation = retries_gates_generation();
+			ngates = retries_load_gates(&gates);
+		}
+		if (ngates > 0 && !pass_gate(&calls[i], gates, ngates))
+			continue;
+
+		inflight_write(calls[i].id, calls[i].attempts + 1);
+		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
+		pgstat_report_activity(STATE_RUNNING,
+							   psprintf("retries: call " INT64_FORMAT " attempt %d",
+										calls[i].id, calls[i].attempts + 1));
+		ok = execute_attempt(&calls[i]);
+
+		/*
+		 * The attempt has ended: no longer its call's, before it leaves the
+		 * gate (else one more attempt than the limit would seem to run,
+		 * until this worker's next call)
+		 */
+		set_state(WORKER_RUNNING, 0, InvalidOid);
+		retries_gate_leave(my_slot);
+		count_call(ok);
+		inflight_write(0, 0);
+	}
+	if (claim != NULL)
+		claim_end(claim);
+	execute_finish_batch();
+
+	/*
+	 * Nothing more of this role's is due now; other roles' calls may be,
+	 * which the next batch takes at once (*due stays 0).  Only a batch that
+	 * found nothing to claim looks for when the next call falls due.
+	 */
+	*due = 0;
+	if (n == 0)
+		*due = next_due(claimed_at);
+
+	PopActiveSnapshot();
+	SPI_finish();
+	commit_transaction();
+	set_state(WORKER_IDLE, 0, InvalidOid);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	if (one_by_one > 0 && n > 0)
+		one_by_one--;
+	return n;
+}
+
+/*
+ * passing_error -- is an error of the worker one that may not happen next
+ * time (resources, the server or the operator, a conflict with another
+ * transaction), rather than one that a call's row makes happen every time?
+ */
+static bool
+passing_error(int sqlerrcode)
+{
+	/* connection, transaction state and rollback, resources, limits, operator, system */
+	static const char *const classes[] = {"08", "25", "40", "53", "54", "57", "58"};
+	/* lock not available, object in use */
+	static const char *const codes[] = {"55P03", "55006"};
+	const char *sqlstate = unpack_sql_state(sqlerrcode);
+
+	for (size_t i = 0; i < lengthof(classes); i++)
+		if (strncmp(sqlstate, classes[i], 2) == 0)
+			return true;
+	for (size_t i = 0; i < lengthof(codes); i++)
+		if (strcmp(sqlstate, codes[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * recover_from_error -- in a PG_CATCH block: report the error (and copy it
+ * into *edata, in oldcxt, unless edata is NULL), roll back the transaction,
+ * undo what the sandbox changed and go back to oldcxt, the context that was
+ * current before the PG_TRY
+ */
+static void
+recover_from_error(MemoryContext oldcxt, ErrorData **edata)
+{
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(oldcxt);
+	if (edata != NULL)
+		*edata = CopyErrorData();
+	EmitErrorReport();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	sandbox_abort();
+	if (my_slot != NULL)
+		retries_gate_leave(my_slot);	/* an attempt it entered is over */
+	MemoryContextSwitchTo(oldcxt);
+	RESUME_INTERRUPTS();
+}
+
+/*
+ * fail_lone_call -- fail the call of a one-call batch that failed outside
+ * the call, in a transaction of its own, with the worker's error; if even
+ * that fails, leave the call alone from now on
+ */
+static void
+fail_lone_call(const ErrorData *edata)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	values[0] = Int64GetDatum(lone_call_id);
+	values[1] = Int32GetDatum(lone_attempt);
+	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+	values[3] = CStringGetTextDatum(psprintf("the worker could not run or record this attempt: %s",
+											 edata->message));
+	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
+
+	ereport(LOG,
+			(errmsg("retries: call " INT64_FORMAT " failed: the worker could not run or record attempt %d: %s",
+					lone_call_id, lone_attempt, edata->message)));
+	PG_TRY();
+	{
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension)
+		{
+			retries_prepare_kept(&plan,
+								 "WITH l AS ("
+								 " SELECT id FROM retries.call_data"
+								 " WHERE id OPERATOR(pg_catalog.=) $1"
+								 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+								 " AND attempts OPERATOR(pg_catalog.<) $2"
+								 " FOR UPDATE SKIP LOCKED),"
+								 " c AS ("
+								 " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
+								 "  last_sqlstate = $3, last_message = $4,"
+								 "  updated_at = pg_catalog.now()"
+								 " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
+								 " RETURNING d.id)"
+								 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+								 "  finished_at, outcome, sqlstate, message, detail)"
+								 " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
+								 "  'failed', $3, $4, $5 FROM c"
+								 " ON CONFLICT DO NOTHING",
+								 5, argtypes);
+			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
+			if (SPI_processed > 0)
+				retries_calls_finished(1, &lone_call_id, "f", NULL);
+		}
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+		if (nskipped < SKIP_MAX)
+		{
+			skipped[nskipped++] = lone_call_id;
+			ereport(LOG,
+					(errmsg("retries: this worker leaves call " INT64_FORMAT " alone until it exits",
+							lone_call_id)));
+		}
+	}
+	PG_END_TRY();
+	lone_call_id = 0;
+}
+
+/*
+ * fire_step -- fire the due schedules in a transaction of its own (see
+ * schedules.c); an error is logged and tried again later, after a delay
+ * that grows with the errors in a row, and never stops the batches
+ */
+static void
+fire_step(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!fire_check && !fire_waiting &&
+		(next_fire == 0 || next_fire > now) &&
+		!TimestampDifferenceExceeds(last_fire_check, now, FIRE_CHECK_MS))
+		return;
+	if (fire_errors > 0 &&
+		!TimestampDifferenceExceeds(last_fire_check, now,
+									Min(ERROR_DELAY_MS << Min(fire_errors - 1, 10),
+										MAX_ERROR_DELAY_MS)))
+		return;
+	last_fire_check = now;
+	fire_check = false;
+
+	PG_TRY();
+	{
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		next_fire = 0;
+		fire_waiting = false;
+		if (lock_extension() == my_extension && !retries_being_restored() &&
+			retries_schema_version() >= SCHEMA_1_2)
+		{
+			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
+			TimestampTz release;
+
+			next_fire = retries_fire_schedules(tx_now, &fire_waiting);
+			release = retries_release_held(tx_now, &gated);
+			(void) retries_chains_pending();
+			if (release != 0 && (next_fire == 0 || release < next_fire))
+				next_fire = release;
+		}
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+		fire_errors = 0;
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+		fire_errors++;
+		next_fire = 0;
+		fire_waiting = false;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * names_step -- paused or not, at the start, after each rename that
+ * committed, and every few seconds, write the function references that a
+ * restore or pg_upgrade brought anew and rewrite the signatures that
+ * renames changed (see function_names.c), in a transaction of its own;
+ * an error is logged, the worker carries on, and tries again at its next
+ * turn
+ */
+static void
+names_step(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	if (!retries_names_refresh_due())
+		return;
+	PG_TRY();
+	{
+		start_transaction();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension && !retries_being_restored())
+		{
+			SPI_connect();
+			retries_refresh_function_names();
+			SPI_finish();
+		}
+		PopActiveSnapshot();
+		commit_transaction();
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+		retries_names_refresh_failed();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * work_guarded -- prune if it is time, then run a batch unless paused
+ * (run_batch()'s result, or 0), surviving an error
+ *
+ * An error that escapes a batch is not a call's (those are caught and
+ * recorded): it is the worker's own, such as a disk too full to record the
+ * outcomes.  It is logged, the batch is rolled back whole, so that its
+ * calls run again later, uncharged, and the worker carries on; the caller
+ * waits before the next try, longer after each error in a row
+ * (*errors counts them), so that a full disk neither spins the CPU nor
+ * floods the log.  Exiting instead would have the launcher start the
+ * worker again a second later, forever.  The calls of the failed batch
+ * then run one per batch, and one that fails alone is failed for good
+ * (see "A bad row" at the top).
+ */
+static int
+work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile int n = 0;
+	volatile bool batching = false;
+
+	PG_TRY();
+	{
+		if (my_slot->slot_no == 0 &&
+			TimestampDifferenceExceeds(*last_prune, GetCurrentTimestamp(),
+									   PRUNE_INTERVAL_MS))
+		{
+			prune();
+			*last_prune = GetCurrentTimestamp();
+		}
+		batching = true;
+		if (retries_enabled)
+			n = run_batch(due);
+		else
+			set_state(WORKER_PAUSED, 0, InvalidOid);
+		*errors = 0;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		recover_from_error(oldcxt, &edata);
+
+		/* the attempt in flight was rolled back with the rest: no charge */
+		inflight_write(0, 0);
+		set_state(WORKER_IDLE, 0, InvalidOid);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		*due = 0;
+		n = 0;
+
+		if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
+			fail_lone_call(edata);	/* no pause: the others can go on */
+		else
+		{
+			(*errors)++;
+			if (batching)
+				one_by_one = Max(one_by_one, retries_batch_size);
+		}
+	}
+	PG_END_TRY();
+	return n;
+}
+
+/*
+ * grown_too_much -- has the worker's memory grown past
+ * retries.max_worker_memory?  Then it exits, between its transactions,
+ * and the launcher starts another one in its place.
+ *
+ * What a worker keeps from one transaction to the next is its caches, and
+ * calls fill them: compiled functions, catalog entries, time zones, each
+ * kept as long as the process.  A role whose calls touch thousands of
+ * objects could otherwise make every worker hold them for good.
+ */
+static bool
+grown_too_much(void)
+{
+	Size		used;
+
+	if (retries_max_worker_memory <= 0)
+		return false;
+	used = MemoryContextMemAllocated(TopMemoryContext, true);
+	if (used <= (Size) retries_max_worker_memory * 1024)
+		return false;
+	ereport(LOG,
+			(errmsg("retries: the worker exits to be replaced: its memory has grown to %zu kB, past retries.max_worker_memory (%d kB)",
+					used / 1024, retries_max_worker_memory),
+			 errdetail("The caches that calls fill live as long as the worker process.")));
+	return true;
+}
+
+/*
+ * retries_worker_main -- entry point of a per-database worker
+ */
+void
+retries_worker_main(Datum main_arg)
+{
+	RetriesDatabase *db;
+	TimestampTz last_prune = 0;
+	TimestampTz last_error = 0;
+	int			errors = 0;
+	bool		present;
+	Oid			dboid;
+
+	my_slot_index = RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(main_arg));
+	my_slot = &retries_shared->workers[my_slot_index];
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	if (!take_slot(RETRIES_WORKER_ARG_GENERATION(DatumGetUInt32(main_arg))))
+		proc_exit(0);			/* the launcher gave up on this worker */
+
+	worker_cxt = AllocSetContextCreate(TopMemoryContext, "retries worker",
+									   ALLOCSET_DEFAULT_SIZES);
+	loop_cxt = AllocSetContextCreate(worker_cxt, "retries worker loop",
+									 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(loop_cxt);
+	before_shmem_exit(release_slot, (Datum) 0);
+	dboid = my_slot->dboid;
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("retries worker");
+	before_shmem_exit(worker_exit, (Datum) 0);
+
+	/* is the extension here?  Tell the launcher either way. */
+	start_transaction();
+	my_extension = lock_extension();
+	present = OidIsValid(my_extension);
+	commit_transaction();
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, true);
+	if (db != NULL)
+		retries_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	if (!present)
+		proc_exit(0);
+
+	execute_init(hook_phase);
+	sandbox_init();
+	inflight_open();
+	recover();
+	wait_for_recovery();
+
+	for (;;)
+	{
+		TimestampTz due = 0;
+		long		sleep_ms = MAX_SLEEP_MS;
+		int			n = 0;
+
+		/* every path of the loop, and every transaction, ends up here */
+		Assert(CurrentMemoryContext == loop_cxt);
+		MemoryContextReset(loop_cxt);
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		/*
+		 * Send the table statistics of the batches run since the last time,
+		 * at most once a second while busy, as a backend does between
+		 * queries.  Autovacuum learns only from them of the rows the workers
+		 * insert, update and prune: without them attempt_data, which only
+		 * the workers write, was never vacuumed and grew without bound.
+		 */
+		pgstat_report_stat(false);
+		if (my_slot->slot_no >= retries_max_workers)
+			break;
+
+		if (errors > 0)
+		{
+			/* after an error: wait, whatever wakes the worker meanwhile */
+			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
+									MAX_ERROR_DELAY_MS);
+			long		wait_ms = retries_ms_until(TimestampTzPlusMilliseconds(last_error,
+																	   delay));
+
+			if (wait_ms > 0)
+			{
+				(void) WaitLatch(MyLatch,
+								 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 wait_ms, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				continue;
+			}
+		}
+
+		names_step();
+		if (retries_enabled)
+			fire_step();
+		retries_chains_released = false;
+		n = work_guarded(&due, &last_prune, &errors);
+		if (retries_chains_deferred)
+		{
+			fire_check = true;	/* followers left for later: look soon */
+			chains_recheck = true;
+			retries_chains_deferred = false;
+		}
+		if (errors > 0)
+		{
+			last_error = GetCurrentTimestamp();
+			continue;
+		}
+		/* paused: n and due stay 0, and the worker sleeps */
+		if (n < 0)
+			break;				/* the extension was dropped */
+		if (n > 0 && grown_too_much())
+			proc_exit(0);		/* the launcher starts a fresh one */
+		if (n > 0 && (gated || gate_touched))
+		{
+			fire_check = true;	/* the batch's calls may leave a gate room */
+			gated = true;
+			gate_touched = false;
+		}
+		if (n > 0 && (due == 0 || fire_waiting || gated || retries_chains_released))
+			continue;			/* a full batch: more may be due; or a call
+								 * that a queued firing or a gate waits for
+								 * may have finished; or the batch released
+								 * calls that ran after its own */
+		if (due != 0)
+			sleep_ms = Min(sleep_ms, retries_ms_until(due));
+		if (retries_enabled && next_fire != 0)
+			sleep_ms = Min(sleep_ms, retries_ms_until(next_fire));
+		if (chains_recheck)
+		{
+			/* followers left for later: look again within FIRE_CHECK_MS */
+			sleep_ms = Min(sleep_ms, FIRE_CHECK_MS);
+			chains_recheck = false;
+		}
+		if (sleep_ms <= 0)
+			continue;			/* due since the claim */
+		if (pg_atomic_exchange_u32(&my_slot->woken, 0) != 0)
+		{
+			/* woken while it ran calls, which may have reset the latch */
+			fire_check = true;
+			continue;
+		}
+
+		/* idle: send whatever statistics are left before sleeping */
+		pgstat_report_stat(true);
+		if (WaitLatch(MyLatch,
+					  WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					  sleep_ms, PG_WAIT_EXTENSION) & WL_LATCH_SET)
+			fire_check = true;	/* maybe a schedule made or changed */
+		ResetLatch(MyLatch);
+	}
+
+	/*
+	 * Dropped extension, or fewer workers wanted: let the launcher know.  An
+	 * extension dropped and created again leaves the state to the CREATE,
+	 * which has the launcher start workers for the new one.
+	 */
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = retries_find_database(MyDatabaseId, false);
+	if (db != NULL && my_slot->slot_no < retries_max_workers &&
+		!extension_replaced)
+		retries_set_db_state(db, DB_NO_EXTENSION);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	proc_exit(0);
+}

@@ -1,0 +1,38 @@
+/*-------------------------------------------------------------------------
+ *
+ * flow.h
+ *	  Flow control: pauses, concurrency and rate limits of functions
+ *	  (src/flow/flow.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_FLOW_H
+#define RETRIES_FLOW_H
+
+#include "datatype/timestamp.h"
+
+#include "core/rate.h"
+
+typedef struct RetriesGate
+{
+	Oid			fn;				/* the function's key (names.c) */
+	bool		paused;
+	int32		max_running;	/* 0 when not limited */
+	int32		max_per_key;	/* max_running_per_key; 0 when not limited */
+	bool		has_rate;		/* is it rate-limited, */
+	RateSpec	rate;			/* at this rate? */
+} RetriesGate;
+
+extern int	retries_load_gates(RetriesGate **gates);
+extern void retries_hold_call(int64 id, Oid fnoid);
+extern bool retries_call_limit_key(int64 id, int64 *key);
+extern Oid	retries_function_owner(Oid fnoid);
+extern void retries_hold_calls(Oid fnoid);
+extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
+							 int32 max_per_key, const char *rate, bool *was_paused);
+extern void retries_clear_limit(Oid fnoid);
+extern void retries_gate_call(int64 id);
+extern TimestampTz retries_release_held(TimestampTz now, bool *gated);
+extern uint64 retries_gates_generation(void);
+
+#endif							/* RETRIES_FLOW_H */

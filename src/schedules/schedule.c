@@ -1,0 +1,924 @@
+/*-------------------------------------------------------------------------
+ *
+ * schedules.c
+ *	  Recurring schedules: retries.schedule(), unschedule(),
+ *	  pause_schedule(), resume_schedule(), trigger(), and the firing that
+ *	  the workers do (see doc/operations.md, "Recurring schedules").
+ *
+ * A schedule is a row of retries.schedule_data: a function, its arguments
+ * (converted to the parameter types when the schedule is made, as for
+ * retries.call()), `every` (a cron expression or an interval, see
+ * recurring.c) in a time zone, and next_run, the next instant it fires.
+ * Names are per role; the owner is current_user when it is made.
+ *
+ * Firing.  Every worker of a database, at the top of each of its loops,
+ * runs retries_fire_schedules() in a short transaction of its own: it finds
+ * the due schedules, in turns between their owners (find_due), locks them
+ * (FOR UPDATE SKIP LOCKED, so that two workers never take the same one),
+ * makes each one's call and moves its next_run on, and commits.  The call and the advance commit together or not at all, so a
+ * firing happens once across crashes, restarts and promotion; a worker
+ * killed in the middle leaves the schedule due, and the next worker fires
+ * it.  A firing runs no user code: the arguments are already converted,
+ * and the role's EXECUTE privilege is checked when the attempt starts, as
+ * for any call.  The fired call is an ordinary call of the role, due now,
+ * under the function's current policy.
+ *
+ * Ahead of time.  A firing is made up to FIRE_AHEAD_USECS (half a second)
+ * before its time, as a call due at that time, so that the call starts on
+ * the dot, through the claim path that picks up due calls within a
+ * millisecond, and the firing's own work is done by then.  Only a firing
+ * that overlap lets go now is made early: if the previous call is still
+ * unfinished (and overlap is not 'allow'), it is decided when due.
+ * Pausing, replacing or dropping a schedule leaves a call already made for
+ * the next half second alone.
+ *
+ * Missed firings.  A firing that a worker sees more than FIRING_SLACK
+ * after its time (the server was down, retries.enabled was off, every
+ * worker was busy) is missed, unless it is the latest one due and within
+ * catch_up of now: then it fires once.  The others are counted in
+ * `missed`.  With the default catch_up of 0, an outage's firings are all
+ * missed, as with cron.
+ *
+ * Overlap.  The previous firing's call (last_call) still unfinished:
+ * 'skip' counts the firing as skipped; 'queue' marks the schedule queued
+ * (one firing at most waits; a second is skipped), and the worker fires it
+ * as soon as it sees that call finished; 'allow' fires regardless.  Under
+ * 'skip' and 'queue', firings that pass while that call is unfinished are
+ * skipped, never missed, however late a worker sees them: they would not
+ * have run anyway.  A worker that finds a due schedule locked by another
+ * (which is firing it, and may then go on to run a call for seconds)
+ * looks again within FIRE_LOCKED_USECS, so that an idle worker decides the
+ * next firing on time and next_run never lags behind.
+ *
+ * IDENTIFICATION
+ *	  src/schedules.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "schedules/recurring.h"
+#include "schedules/schedules.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
+
+PG_FUNCTION_INFO_V1(retries_schedule);
+PG_FUNCTION_INFO_V1(retries_unschedule);
+PG_FUNCTION_INFO_V1(retries_pause_schedule);
+PG_FUNCTION_INFO_V1(retries_resume_schedule);
+PG_FUNCTION_INFO_V1(retries_trigger);
+
+/* How late a firing may be seen and still be on time, catch_up aside */
+#define FIRING_SLACK_USECS		(1 * USECS_PER_SEC)
+/* How long before its time a firing makes its call */
+#define FIRE_AHEAD_USECS		(500 * INT64CONST(1000))
+/* Longest name of a schedule, in bytes */
+#define SCHEDULE_NAME_MAX		200
+/* Most schedules one firing transaction handles */
+#define FIRE_BATCH				1000
+/* How long to leave a full batch of due firings to the worker firing them */
+#define FIRE_BUSY_USECS			(10 * INT64CONST(1000))
+/* How soon to look again at schedules that another worker had locked */
+#define FIRE_LOCKED_USECS		(100 * INT64CONST(1000))
+/* Most missed firings of a cron schedule counted one by one */
+#define MISSED_SCAN_MAX			1000000
+
+/* A schedule as the management functions find it by name */
+typedef struct FoundSchedule
+{
+	int64		id;
+	Oid			owner;
+	Oid			fn;
+	Datum		args;			/* jsonb, in the SPI result's memory */
+	bool		paused;
+	TimestampTz origin;
+	char	   *every;
+	char	   *timezone;
+} FoundSchedule;
+
+/*
+ * check_function -- the function exists and the current role may call it
+ * (USAGE on its schema, EXECUTE on it)
+ */
+static void
+check_function(Oid fnoid)
+{
+	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fnoid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("fn: function with OID %u does not exist", fnoid)));
+	retries_check_call_privilege(fnoid, GetUserId());
+}
+
+/*
+ * first_run -- the first firing of a schedule of 'every' in 'tz' made or
+ * resumed at 'now', counting an interval from 'origin'
+ */
+static TimestampTz
+first_run(const RetriesEvery *every, pg_tz *tz, TimestampTz origin, TimestampTz now)
+{
+	TimestampTz next = retries_every_next(every, tz, origin, now);
+
+	if (TIMESTAMP_NOT_FINITE(next))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid every: it never fires after %s",
+						timestamptz_to_str(now))));
+	return next;
+}
+
+/*
+ * retries_schedule -- SQL function retries.schedule(name, fn, every, args,
+ * timezone, overlap, catch_up): create the current role's schedule of that
+ * name, or replace it (keeping its id, counters and pause); returns its id
+ */
+Datum
+retries_schedule(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[10] = {TEXTOID, OIDOID, OIDOID, TEXTOID, JSONBOID,
+	TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[10];
+	char	   *name;
+	Oid			fnoid;
+	char	   *every_text;
+	Jsonb	   *args;
+	char	   *tz_name;
+	char	   *overlap;
+	Interval   *catch_up;
+	int64		catch_up_usecs;
+	RetriesEvery every;
+	pg_tz	   *tz;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	RetriesUserSwitch save;
+	bool		isnull;
+	int64		id;
+	RetriesPolicyRef policy;
+
+	PreventCommandIfReadOnly("retries.schedule()");
+	PreventCommandDuringRecovery("retries.schedule()");
+	retries_check_not_null(fcinfo, 0, "name");
+	retries_check_not_null(fcinfo, 1, "fn");
+	retries_check_not_null(fcinfo, 2, "every");
+	retries_check_not_null(fcinfo, 3, "args");
+	retries_check_not_null(fcinfo, 4, "timezone");
+	retries_check_not_null(fcinfo, 5, "overlap");
+	retries_check_not_null(fcinfo, 6, "catch_up");
+
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	fnoid = PG_GETARG_OID(1);
+	every_text = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	args = PG_GETARG_JSONB_P(3);
+	tz_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	overlap = text_to_cstring(PG_GETARG_TEXT_PP(5));
+	catch_up = PG_GETARG_INTERVAL_P(6);
+
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid name: a schedule's name must not be empty")));
+	if (strlen(name) > SCHEDULE_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid name: a schedule's name must be at most %d bytes, not %zu",
+						SCHEDULE_NAME_MAX, strlen(name))));
+	check_function(fnoid);
+	retries_every_parse(every_text, &every);
+	tz = retries_time_zone(tz_name);
+	if (strcmp(overlap, "skip") != 0 && strcmp(overlap, "queue") != 0 &&
+		strcmp(overlap, "allow") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid overlap: \"%s\" is not skip, queue or allow", overlap)));
+	if (!retries_interval_to_usecs(catch_up, &catch_up_usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid catch_up: %s is negative or out of range",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															IntervalPGetDatum(catch_up)))),
+				 errhint("Use '0' to skip the firings of an outage, or how long after its time a missed firing may still run.")));
+
+	/* the arguments are converted as the caller, under its settings */
+	args = call_args_canonicalize(fnoid, args);
+
+	retries_become_owner(&save);
+	SPI_connect();
+	retries_require_policy(fnoid, NULL, &policy);
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = ObjectIdGetDatum(save.saved_userid);
+	values[2] = ObjectIdGetDatum(policy.fn_key);
+	values[3] = CStringGetTextDatum(every_text);
+	values[4] = JsonbPGetDatum(args);
+	values[5] = CStringGetTextDatum(tz_name);
+	values[6] = CStringGetTextDatum(overlap);
+	values[7] = IntervalPGetDatum(retries_usecs_to_interval(catch_up_usecs));
+	values[8] = TimestampTzGetDatum(now);
+	values[9] = TimestampTzGetDatum(first_run(&every, tz, now, now));
+	retries_prepare_kept(&plan,
+						 "INSERT INTO retries.schedule_data AS s (name, owner, fn, every,"
+						 " args, timezone, overlap, catch_up, origin, next_run)"
+						 " VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.oid,"
+						 " $4, $5, $6, $7, $8, $9, $10)"
+						 " ON CONFLICT (owner, name) DO UPDATE SET fn = excluded.fn,"
+						 " every = excluded.every, args = excluded.args,"
+						 " timezone = excluded.timezone, overlap = excluded.overlap,"
+						 " catch_up = excluded.catch_up, origin = excluded.origin,"
+						 " next_run = excluded.next_run, queued = false"
+						 " RETURNING id",
+						 10, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not store schedule \"%s\"", name);
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									 1, &isnull));
+	retries_wake_at_commit();
+	SPI_finish();
+	retries_restore_user(&save);
+	PG_RETURN_INT64(id);
+}
+
+/*
+ * find_schedule -- lock the schedule named 'name' that the current role
+ * manages and describe it in *found; raise 42704 if there is none
+ *
+ * A name is looked up among the current role's own schedules first; a role
+ * that sees every role's calls (retries_admin, superusers) then finds
+ * another role's, if exactly one role has a schedule of that name.
+ * Inside SPI, as the extension's owner; 'caller' is the calling role.
+ */
+static void
+find_schedule(const char *name, Oid caller, FoundSchedule *found)
+{
+	static SPIPlanPtr own_plan = NULL;
+	static SPIPlanPtr any_plan = NULL;
+	Oid			argtypes[2] = {TEXTOID, OIDOID};
+	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(caller)};
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+
+#define SCHEDULE_COLUMNS \
+	"SELECT id, owner::pg_catalog.oid, fn::pg_catalog.oid, args, paused, origin," \
+	" every, timezone FROM retries.schedule_data"
+	retries_prepare_kept(&own_plan,
+						 SCHEDULE_COLUMNS
+						 " WHERE name OPERATOR(pg_catalog.=) $1"
+						 " AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
+						 " FOR UPDATE",
+						 2, argtypes);
+	if (SPI_execute_plan(own_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look up schedule \"%s\"", name);
+	if (SPI_processed == 0 && retries_sees_all_calls(caller))
+	{
+		retries_prepare_kept(&any_plan,
+							 SCHEDULE_COLUMNS
+							 " WHERE name OPERATOR(pg_catalog.=) $1"
+							 " ORDER BY owner LIMIT 2 FOR UPDATE",
+							 1, argtypes);
+		if (SPI_execute_plan(any_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not look up schedule \"%s\"", name);
+		if (SPI_processed > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_AMBIGUOUS_PARAMETER),
+					 errmsg("schedule name \"%s\" is ambiguous", name),
+					 errdetail("More than one role has a schedule of that name."),
+					 errhint("Manage it as its owner: SET ROLE to the role named in retries.schedules.")));
+	}
+#undef SCHEDULE_COLUMNS
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("schedule \"%s\" does not exist", name),
+				 errhint("retries.schedules lists the schedules you may manage.")));
+
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	found->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	found->owner = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
+	found->fn = DatumGetObjectId(SPI_getbinval(row, desc, 3, &isnull));
+	found->args = SPI_getbinval(row, desc, 4, &isnull);
+	found->paused = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
+	found->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 6, &isnull));
+	found->every = SPI_getvalue(row, desc, 7);
+	found->timezone = SPI_getvalue(row, desc, 8);
+	/* schedule_data holds the function's key (function_names.c) */
+	found->fn = retries_key_function(found->fn);
+}
+
+/*
+ * update_schedule -- run 'query' on schedule 'id' ($1), with one more
+ * parameter $2 if 'when' is given (a timestamptz)
+ */
+static void
+update_schedule(SPIPlanPtr *plan, const char *query, int64 id, const Datum *when)
+{
+	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(id), when ? *when : (Datum) 0};
+
+	retries_prepare_kept(plan, query, when ? 2 : 1, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) < 0)
+		elog(ERROR, "retries: could not update schedule " INT64_FORMAT, id);
+}
+
+/*
+ * The management functions share one frame: check the name, act as the
+ * extension's owner, find the schedule, act on it, go back.
+ */
+typedef void (*ScheduleAction) (const FoundSchedule *found, Datum *result);
+
+static Datum
+manage_schedule(FunctionCallInfo fcinfo, const char *what, ScheduleAction action)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	RetriesUserSwitch save;
+	FoundSchedule found;
+	Datum		result;
+
+	PreventCommandIfReadOnly(what);
+	PreventCommandDuringRecovery(what);
+	retries_become_owner(&save);
+	SPI_connect();
+	find_schedule(name, save.saved_userid, &found);
+	action(&found, &result);
+	retries_wake_at_commit();
+	SPI_finish();
+	retries_restore_user(&save);
+	return result;
+}
+
+static void
+drop_action(const FoundSchedule *found, Datum *result)
+{
+	static SPIPlanPtr plan = NULL;
+
+	update_schedule(&plan,
+					"DELETE FROM retries.schedule_data WHERE id OPERATOR(pg_catalog.=) $1",
+					found->id, NULL);
+	*result = BoolGetDatum(true);
+}
+
+static void
+pause_action(const FoundSchedule *found, Datum *result)
+{
+	static SPIPlanPtr plan = NULL;
+
+	update_schedule(&plan,
+					"UPDATE retries.schedule_data SET paused = true, queued = false"
+					" WHERE id OPERATOR(pg_catalog.=) $1",
+					found->id, NULL);
+	*result = BoolGetDatum(!found->paused);
+}
+
+static void
+resume_action(const FoundSchedule *found, Datum *result)
+{
+	static SPIPlanPtr plan = NULL;
+	RetriesEvery every;
+	pg_tz	   *tz;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	Datum		next;
+
+	*result = BoolGetDatum(found->paused);
+	if (!found->paused)
+		return;
+	retries_every_parse(found->every, &every);
+	tz = retries_time_zone(found->timezone);
+	next = TimestampTzGetDatum(first_run(&every, tz, found->origin, now));
+	update_schedule(&plan,
+					"UPDATE retries.schedule_data SET paused = false, next_run = $2"
+					" WHERE id OPERATOR(pg_catalog.=) $1",
+					found->id, &next);
+}
+
+static void
+trigger_action(const FoundSchedule *found, Datum *result)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8OID, INT8OID};
+	Datum		values[2];
+	int64		call_id;
+
+	/* the call runs as the schedule's owner, who must be able to call it */
+	check_function(found->fn);
+	retries_check_call_privilege(found->fn, found->owner);
+	if (!retries_insert_fired_call(found->fn, found->args, found->owner,
+								   found->id, GetCurrentTransactionStartTimestamp(),
+								   &call_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("function %s is not annotated", format_procedure(found->fn)),
+				 errhint("Its owner can give it a retry policy with retries.annotate().")));
+	values[0] = Int64GetDatum(found->id);
+	values[1] = Int64GetDatum(call_id);
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.schedule_data SET last_call = $2,"
+						 " last_run = pg_catalog.now(), firings = firings OPERATOR(pg_catalog.+) 1"
+						 " WHERE id OPERATOR(pg_catalog.=) $1",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not update schedule " INT64_FORMAT, found->id);
+	*result = Int64GetDatum(call_id);
+}
+
+/*
+ * retries_unschedule -- SQL function retries.unschedule(name): drop a
+ * schedule; the calls it fired stay, as one-off calls
+ */
+Datum
+retries_unschedule(PG_FUNCTION_ARGS)
+{
+	return manage_schedule(fcinfo, "retries.unschedule()", drop_action);
+}
+
+/*
+ * retries_pause_schedule -- SQL function retries.pause_schedule(name): no
+ * firings until resumed; true if it was not paused
+ */
+Datum
+retries_pause_schedule(PG_FUNCTION_ARGS)
+{
+	return manage_schedule(fcinfo, "retries.pause_schedule()", pause_action);
+}
+
+/*
+ * retries_resume_schedule -- SQL function retries.resume_schedule(name):
+ * fire again from the next time after now (the firings of the pause are
+ * neither run nor counted); true if it was paused
+ */
+Datum
+retries_resume_schedule(PG_FUNCTION_ARGS)
+{
+	return manage_schedule(fcinfo, "retries.resume_schedule()", resume_action);
+}
+
+/*
+ * retries_trigger -- SQL function retries.trigger(name): one call of the
+ * schedule now, whatever its overlap and pause, counted as a firing;
+ * next_run stays; returns the call's id
+ */
+Datum
+retries_trigger(PG_FUNCTION_ARGS)
+{
+	return manage_schedule(fcinfo, "retries.trigger()", trigger_action);
+}
+
+/*
+ * A due schedule as the firing reads it, and what its firing changes
+ */
+typedef struct Firing
+{
+	int64		id;
+	Oid			fn;
+	Datum		args;
+	Oid			owner;
+	char	   *name;
+	char	   *every;
+	char	   *timezone;
+	char		overlap;		/* 's'kip, 'q'ueue or 'a'llow */
+	int64		catch_up;
+	TimestampTz origin;
+	TimestampTz next_run;		/* in: the due time; out: the next one */
+	bool		queued;
+	bool		busy;			/* the last firing's call is unfinished */
+	bool		paused;			/* out: paused because it cannot be read */
+	int64		last_call;		/* out: 0 if no call was made */
+	int64		fired;
+	int64		skipped;
+	int64		missed;
+} Firing;
+
+/*
+ * read_firing -- a row of the due-schedules query as a Firing (InvalidOid
+ * as its fn if the function is gone)
+ */
+static void
+read_firing(HeapTuple row, TupleDesc desc, Firing *f)
+{
+	bool		isnull;
+	char	   *overlap;
+
+	memset(f, 0, sizeof(*f));
+	f->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	f->args = SPI_getbinval(row, desc, 3, &isnull);
+	f->owner = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+	f->name = SPI_getvalue(row, desc, 5);
+	f->every = SPI_getvalue(row, desc, 6);
+	f->timezone = SPI_getvalue(row, desc, 7);
+	overlap = SPI_getvalue(row, desc, 8);
+	f->overlap = overlap[0];
+	(void) retries_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 9, &isnull)),
+									 &f->catch_up);
+	f->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 10, &isnull));
+	f->next_run = DatumGetTimestampTz(SPI_getbinval(row, desc, 11, &isnull));
+	f->queued = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
+	f->busy = DatumGetBool(SPI_getbinval(row, desc, 13, &isnull));
+	/* by its key (function_names.c); runs a query: read last */
+	f->fn = retries_key_function(DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull)));
+}
+
+/*
+ * advance -- for a schedule due at or before 'now': move next_run past
+ * now, count the missed firings, and say whether the latest due one fires
+ * (see "Missed firings" at the top)
+ */
+static bool
+advance(Firing *f, TimestampTz now)
+{
+	RetriesEvery every;
+	pg_tz	   *tz = pg_tzset(f->timezone);
+	TimestampTz latest = f->next_run;
+	TimestampTz next = f->next_run;
+	int64		due = 0;
+	bool		on_time;
+
+	if (tz == NULL)
+	{
+		/* a time zone that the server's tzdata no longer has */
+		ereport(LOG,
+				(errmsg("retries: schedule \"%s\" paused: time zone \"%s\" is no longer known",
+						f->name, f->timezone)));
+		f->paused = true;
+		return false;
+	}
+	retries_every_parse(f->every, &every);
+	if (!every.is_cron)
+	{
+		/* a fixed rate: count, do not walk */
+		due = (now - f->next_run) / every.usecs + 1;
+		latest = f->next_run + (due - 1) * every.usecs;
+		next = latest + every.usecs;
+	}
+	else
+	{
+		while (next <= now && due < MISSED_SCAN_MAX)
+		{
+			latest = next;
+			due++;
+			next = retries_every_next(&every, tz, f->origin, next);
+		}
+		if (next <= now)
+			next = retries_every_next(&every, tz, f->origin, now);
+	}
+	on_time = now - latest <= f->catch_up + FIRING_SLACK_USECS;
+	f->next_run = next;
+
+	/*
+	 * The firings passed, but the latest one when it is on time (fire_one
+	 * decides that one).  With the previous call unfinished, they would not
+	 * have run had a worker looked on time: skipped, not missed.
+	 */
+	if (f->busy && f->overlap != 'a')
+		f->skipped += on_time ? due - 1 : due;
+	else
+		f->missed += on_time ? due - 1 : due;
+	return on_time;
+}
+
+/*
+ * fire -- make the schedule's call, due at 'at', unless its function lost
+ * its policy
+ */
+static void
+fire(Firing *f, TimestampTz at)
+{
+	int64		call_id;
+	char	   *lacks;
+
+	if (!OidIsValid(f->fn))
+	{
+		ereport(LOG,
+				(errmsg("retries: schedule \"%s\" skipped a firing: its function no longer exists",
+						f->name),
+				 errhint("Drop the schedule with retries.unschedule().")));
+		f->skipped++;
+		return;
+	}
+	/* the owner may no longer call it: as for a call, no call is made */
+	if (SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(f->fn)) &&
+		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(f->owner)) &&
+		(lacks = retries_call_privilege(f->fn, f->owner)) != NULL)
+	{
+		ereport(LOG,
+				(errmsg("retries: schedule \"%s\" skipped a firing: %s",
+						f->name, lacks),
+				 errhint("Grant the privilege again, or drop the schedule with retries.unschedule().")));
+		f->skipped++;
+		return;
+	}
+	if (!retries_insert_fired_call(f->fn, f->args, f->owner, f->id, at, &call_id))
+	{
+		ereport(LOG,
+				(errmsg("retries: schedule \"%s\" skipped a firing: function %s is not annotated",
+						f->name, format_procedure(f->fn)),
+				 errhint("Annotate the function again with retries.annotate(), or drop the schedule with retries.unschedule().")));
+		f->skipped++;
+		return;
+	}
+	f->last_call = call_id;
+	f->fired++;
+	f->busy = true;
+}
+
+/*
+ * fire_one -- decide and make the firings of one locked schedule whose
+ * next_run is before 'horizon' (see "Ahead of time" at the top); false if
+ * nothing about it changed.  *wait_until is lowered to the time a schedule
+ * that could not be fired ahead must be looked at again.
+ */
+static bool
+fire_one(Firing *f, TimestampTz now, TimestampTz horizon, TimestampTz *wait_until)
+{
+	bool		was_queued = f->queued;
+	bool		due = f->next_run <= now;
+	bool		on_time = false;
+	TimestampTz at = now;
+
+	/* a queued firing whose wait is over goes first */
+	if (f->queued && !f->busy)
+	{
+		f->queued = false;
+		fire(f, now);
+	}
+	if (due)
+		on_time = advance(f, now);
+	else if (!f->busy || f->overlap == 'a')
+	{
+		/* ahead of its time: the call waits for it in the table */
+		at = f->next_run;
+		on_time = advance(f, f->next_run);
+	}
+	else if (f->next_run < *wait_until)
+		*wait_until = f->next_run;	/* decided when due, as overlap says */
+
+	if (on_time && !f->paused)
+	{
+		if (!f->busy || f->overlap == 'a')
+			fire(f, at);
+		else if (f->overlap == 'q' && !f->queued)
+			f->queued = true;
+		else
+			f->skipped++;
+	}
+	Assert(f->paused || !due || f->next_run > now);
+	return due || on_time || f->fired > 0 || f->paused || f->queued != was_queued;
+}
+
+/* The columns of schedule_data that a firing changes, one array each */
+enum
+{
+	FC_ID, FC_NEXT_RUN, FC_QUEUED, FC_LAST_CALL, FC_FIRED, FC_SKIPPED,
+	FC_MISSED, FC_PAUSED, FC_NCOLUMNS
+};
+
+/*
+ * write_firings -- write what the firings of fs[0..n-1] changed, in one
+ * statement
+ */
+static void
+write_firings(const Firing *fs, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[FC_NCOLUMNS] = {INT8OID, TIMESTAMPTZOID, BOOLOID,
+	INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID};
+	Oid			argtypes[FC_NCOLUMNS];
+	Datum		values[FC_NCOLUMNS];
+	Datum	   *cols[FC_NCOLUMNS];
+	bool	   *nulls[FC_NCOLUMNS];
+
+	if (n == 0)
+		return;
+	for (int c = 0; c < FC_NCOLUMNS; c++)
+	{
+		cols[c] = palloc(sizeof(Datum) * n);
+		nulls[c] = palloc0(sizeof(bool) * n);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		cols[FC_ID][i] = Int64GetDatum(fs[i].id);
+		cols[FC_NEXT_RUN][i] = TimestampTzGetDatum(fs[i].next_run);
+		cols[FC_QUEUED][i] = BoolGetDatum(fs[i].queued);
+		cols[FC_LAST_CALL][i] = Int64GetDatum(fs[i].last_call);
+		nulls[FC_LAST_CALL][i] = fs[i].last_call == 0;
+		cols[FC_FIRED][i] = Int64GetDatum(fs[i].fired);
+		cols[FC_SKIPPED][i] = Int64GetDatum(fs[i].skipped);
+		cols[FC_MISSED][i] = Int64GetDatum(fs[i].missed);
+		cols[FC_PAUSED][i] = BoolGetDatum(fs[i].paused);
+	}
+	retries_columns_to_arrays(FC_NCOLUMNS, types, cols, nulls, n, argtypes, values);
+	retries_prepare_kept(&plan,
+						 "UPDATE retries.schedule_data s SET next_run = d.next_run,"
+						 " queued = d.queued, last_call = coalesce(d.last_call, s.last_call),"
+						 " last_run = CASE WHEN d.last_call IS NULL THEN s.last_run"
+						 "  ELSE pg_catalog.now() END,"
+						 " firings = s.firings OPERATOR(pg_catalog.+) d.fired,"
+						 " skipped = s.skipped OPERATOR(pg_catalog.+) d.skipped,"
+						 " missed = s.missed OPERATOR(pg_catalog.+) d.missed,"
+						 " paused = s.paused OR d.paused"
+						 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+						 "  pg_catalog.unnest($3), pg_catalog.unnest($4),"
+						 "  pg_catalog.unnest($5), pg_catalog.unnest($6),"
+						 "  pg_catalog.unnest($7), pg_catalog.unnest($8))"
+						 "  AS d(id, next_run, queued, last_call, fired, skipped, missed, paused)"
+						 " WHERE s.id OPERATOR(pg_catalog.=) d.id",
+						 FC_NCOLUMNS, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != (uint64) n)
+		elog(ERROR, "retries: could not update %d fired schedules", n);
+}
+
+/*
+ * fire_rows -- fire the schedules that 'plan' locks, run with 'values',
+ * given now and the horizon of firings ahead of time; returns how many it
+ * locked
+ */
+static uint64
+fire_rows(SPIPlanPtr plan, Datum *values, TimestampTz now, TimestampTz horizon,
+		  TimestampTz *wait_until)
+{
+	SPITupleTable *rows;
+	uint64		n;
+	Firing	   *fs;
+	int			changed = 0;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the due schedules");
+	/* the rows stay until SPI_finish(), whatever runs after */
+	rows = SPI_tuptable;
+	n = SPI_processed;
+	fs = palloc(sizeof(Firing) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		read_firing(rows->vals[i], rows->tupdesc, &fs[changed]);
+		if (fire_one(&fs[changed], now, horizon, wait_until))
+			changed++;
+	}
+	write_firings(fs, changed);
+	return n;
+}
+
+#define FIRING_COLUMNS \
+	"SELECT s.id, s.fn::pg_catalog.oid, s.args, s.owner::pg_catalog.oid, s.name," \
+	" s.every, s.timezone, s.overlap, s.catch_up, s.origin, s.next_run, s.queued," \
+	" EXISTS (SELECT FROM retries.call_data c" \
+	"  WHERE c.id OPERATOR(pg_catalog.=) s.last_call" \
+	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled') AS busy" \
+	" FROM retries.schedule_data s"
+
+/*
+ * find_due -- the ids of up to FIRE_BATCH schedules due by 'horizon',
+ * taken in turns between their owners: the earliest due of each owner,
+ * then the second earliest of each, and so on; without locking them
+ *
+ * One role's thousands of due schedules must not hold back another
+ * role's one.  The recursive CTE walks the owners through index
+ * schedule_data_due_by_owner, one probe each (the owners that have
+ * schedules, not their schedules), and each owner's due ones are read
+ * from the same index, earliest first, at most FIRE_BATCH of them.
+ * Returns an int8[]; *found is how many.
+ */
+static Datum
+find_due(TimestampTz horizon, int *found)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2] = {TimestampTzGetDatum(horizon), Int32GetDatum(FIRE_BATCH)};
+	Datum	   *ids;
+	int			n;
+
+	retries_prepare_kept(&plan,
+						 "WITH RECURSIVE owners(o) AS ("
+						 "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
+						 "   WHERE NOT paused ORDER BY owner LIMIT 1)"
+						 "  UNION ALL"
+						 "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
+						 "   WHERE NOT paused AND owner::pg_catalog.oid OPERATOR(pg_catalog.>) w.o"
+						 "   ORDER BY owner LIMIT 1)"
+						 "  FROM owners w WHERE w.o IS NOT NULL)"
+						 " SELECT d.id FROM owners w,"
+						 " LATERAL (SELECT id, next_run,"
+						 "   pg_catalog.row_number() OVER (ORDER BY owner, next_run) AS turn"
+						 "  FROM retries.schedule_data WHERE NOT paused"
+						 "  AND (owner::pg_catalog.oid, next_run)"
+						 "   OPERATOR(pg_catalog.>=) (w.o, '-infinity'::pg_catalog.timestamptz)"
+						 "  AND (owner::pg_catalog.oid, next_run)"
+						 "   OPERATOR(pg_catalog.<=) (w.o, $1)"
+						 "  ORDER BY owner, next_run LIMIT $2) d"
+						 " WHERE w.o IS NOT NULL"
+						 " ORDER BY d.turn, d.next_run LIMIT $2",
+						 2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the due schedules");
+	n = (int) SPI_processed;
+	ids = palloc(sizeof(Datum) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	*found = n;
+	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * retries_fire_schedules -- fire the schedules due by 'now' or within
+ * FIRE_AHEAD_USECS of it, and the queued ones whose previous call
+ * finished, in the caller's transaction (a worker's, with SPI connected
+ * and a snapshot set, as the worker's superuser)
+ *
+ * The due ones are found in turns between roles (find_due), then locked
+ * (SKIP LOCKED: another worker is firing those) and fired.  Returns when
+ * to look again: 'now' if more were due than one transaction takes, 0 if
+ * no schedule is active.  *waiting says whether a queued firing waits for
+ * a call to finish.
+ */
+TimestampTz
+retries_fire_schedules(TimestampTz now, bool *waiting)
+{
+	static SPIPlanPtr due_plan = NULL;
+	static SPIPlanPtr queued_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
+	Oid			due_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		due_values[2];
+	int			found;
+	bool		isnull;
+	bool		queued_null;
+	Datum		next;
+	Datum		values[2];
+	TimestampTz horizon = now + FIRE_AHEAD_USECS;
+	TimestampTz wait_until = DT_NOEND;
+
+	retries_prepare_kept(&due_plan,
+						 FIRING_COLUMNS
+						 " WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
+						 " AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
+						 " ORDER BY s.next_run"
+						 " FOR UPDATE OF s SKIP LOCKED",
+						 2, due_types);
+	retries_prepare_kept(&queued_plan,
+						 FIRING_COLUMNS
+						 " WHERE s.queued AND NOT s.paused"
+						 " AND s.next_run OPERATOR(pg_catalog.>) $1"
+						 " AND NOT EXISTS (SELECT FROM retries.call_data c"
+						 "  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
+						 "  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
+						 " LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
+						 2, argtypes);
+	due_values[0] = find_due(horizon, &found);
+	due_values[1] = TimestampTzGetDatum(horizon);
+	if (found == FIRE_BATCH)
+	{
+		/* more to fire: at once, or, if another worker holds these, soon */
+		*waiting = false;
+		if (fire_rows(due_plan, due_values, now, horizon, &wait_until) == 0)
+			return now + FIRE_BUSY_USECS;
+		return now;
+	}
+	/*
+	 * Some of them locked by another worker, which is firing them: look
+	 * again soon, so that this worker, maybe the only idle one, decides
+	 * their next firing on time even if that worker goes on to run a call
+	 */
+	if (found > 0 &&
+		fire_rows(due_plan, due_values, now, horizon, &wait_until) < (uint64) found)
+		wait_until = Min(wait_until, now + FIRE_LOCKED_USECS);
+	values[0] = TimestampTzGetDatum(horizon);
+	values[1] = Int32GetDatum(FIRE_BATCH);
+	(void) fire_rows(queued_plan, values, now, horizon, &wait_until);
+
+	/* the first schedule beyond the horizon, to be fired ahead of its time */
+	retries_prepare_kept(&next_plan,
+						 "SELECT (SELECT min(next_run) FROM retries.schedule_data"
+						 "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
+						 " EXISTS (SELECT FROM retries.schedule_data"
+						 "  WHERE queued AND NOT paused)",
+						 1, argtypes);
+	values[0] = TimestampTzGetDatum(horizon);
+	if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next schedule");
+	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	*waiting = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 2, &queued_null));
+	if (!isnull)
+		wait_until = Min(wait_until, DatumGetTimestampTz(next) - FIRE_AHEAD_USECS);
+	return TIMESTAMP_NOT_FINITE(wait_until) ? 0 : wait_until;
+}

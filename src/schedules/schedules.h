@@ -1,0 +1,16 @@
+/*-------------------------------------------------------------------------
+ *
+ * schedules.h
+ *	  Recurring schedules: retries.schedule() and their firing
+ *	  (src/schedules/schedule.c; `every` and time zones in recurring.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_SCHEDULES_H
+#define RETRIES_SCHEDULES_H
+
+#include "datatype/timestamp.h"
+
+extern TimestampTz retries_fire_schedules(TimestampTz now, bool *waiting);
+
+#endif							/* RETRIES_SCHEDULES_H */

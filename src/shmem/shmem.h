@@ -1,0 +1,237 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *	  State shared by the launcher, the workers and ordinary backends.
+ *
+ * One LWLock protects the database table and the assignment of worker
+ * slots: the launcher assigns a slot to a worker it starts, the worker
+ * fills in its pid and latch when it starts and frees the slot itself when
+ * it exits (before_shmem_exit), whatever the way out.  What a worker is
+ * doing (state, current call, counters), which changes with every attempt,
+ * is behind a spinlock of its own slot instead, so that attempts of
+ * different workers never wait for each other.  Backends read the slots to
+ * wake workers, to list them in retries.workers and to know which calls
+ * are running.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_SHMEM_H
+#define RETRIES_SHMEM_H
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+
+#include "core/rate.h"
+
+/* Most databases and worker slots tracked at once */
+#define RETRIES_MAX_DATABASES	128
+#define RETRIES_MAX_SLOTS		256
+/*
+ * A worker's bgw_main_arg: its slot in the low 8 bits, the slot's
+ * generation (mod 2^24) above
+ */
+#define RETRIES_WORKER_ARG(slot, generation) \
+	((uint32) (slot) | ((uint32) (generation) << 8))
+#define RETRIES_WORKER_ARG_SLOT(arg)		((int) ((arg) & 0xFF))
+#define RETRIES_WORKER_ARG_GENERATION(arg)	((arg) >> 8)
+#define RETRIES_GENERATION_MASK			0xFFFFFF
+StaticAssertDecl(RETRIES_MAX_SLOTS <= 256, "a slot must fit in 8 bits");
+
+/* Most attempts left behind by exiting workers remembered at once */
+#define RETRIES_MAX_INTERRUPTED	64
+
+/* A role may hold 1 / RATE_QUOTA_SHARE of the rate slots (see shmem.c) */
+#define RATE_QUOTA_SHARE		8
+
+
+/*
+ * What the launcher knows of a database.  Changed only by
+ * retries_set_db_state(), which asserts that the change is one of these:
+ *
+ *	UNKNOWN -> PROBING			the launcher starts a worker to look
+ *	PROBING -> UNKNOWN			the looking worker exited without saying
+ *	UNKNOWN, PROBING, ACTIVE -> ACTIVE	a worker found the extension
+ *	NO_EXTENSION -> UNKNOWN		CREATE EXTENSION committed, or time to look again
+ *	any -> NO_EXTENSION			a worker found none, or it was dropped
+ */
+typedef enum RetriesDbState
+{
+	DB_UNKNOWN,					/* not probed yet: start one worker to look */
+	DB_PROBING,					/* a worker is looking for the extension */
+	DB_ACTIVE,					/* the extension is there: keep workers */
+	DB_NO_EXTENSION				/* not there: wait for CREATE EXTENSION */
+} RetriesDbState;
+
+typedef struct RetriesDatabase
+{
+	Oid			dboid;			/* InvalidOid when the entry is free */
+	RetriesDbState state;
+	bool		recovered;		/* interrupted attempts charged since start */
+	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
+	TimestampTz next_start;		/* do not start workers before this */
+	bool		listed;			/* in the launcher's last read of pg_database
+								 * (allows connections, not a template) */
+	uint64		names_generation;	/* bumped when a rename commits (see
+									 * function_names.c) */
+} RetriesDatabase;
+
+/* What a worker is doing, for retries.workers */
+typedef enum RetriesWorkerState
+{
+	WORKER_STARTING,
+	WORKER_IDLE,
+	WORKER_RUNNING,
+	WORKER_PAUSED				/* retries.enabled = off */
+} RetriesWorkerState;
+
+typedef struct RetriesWorker
+{
+	/* under the LWLock: assigned by the launcher, freed by the worker */
+	bool		in_use;			/* slot assigned to a worker */
+	Oid			dboid;
+	int			slot_no;		/* 0 .. retries.max_workers - 1 within dboid */
+	uint32		generation;		/* tells this assignment from earlier ones */
+	TimestampTz assigned_at;	/* when the launcher assigned it */
+	pid_t		pid;			/* 0 until the worker has started */
+	Latch	   *latch;
+	Oid			gate_fn;		/* the limited function whose attempt it
+								 * runs (see flow.c), set only by the worker
+								 * itself, under the LWLock */
+	bool		gate_keyed;		/* that attempt's call has a limit_key, */
+	int64		gate_key;		/* whose hash this is */
+
+	/*
+	 * Set by retries_wake_workers() before it sets the latch, taken by the
+	 * worker before it sleeps.  The latch alone can be lost: a call that
+	 * waits (pg_sleep(), a lock, a buffer being read by another process)
+	 * sleeps on the same latch and resets it.
+	 */
+	pg_atomic_uint32 woken;
+
+	/* under mutex: what the worker is doing */
+	slock_t		mutex;
+	RetriesWorkerState state;
+	int64		current_call;	/* 0 when none */
+	Oid			current_role;	/* who scheduled current_call */
+	TimestampTz since;			/* when state or current_call last changed */
+	int64		calls_run;
+	int64		errors;
+
+	/*
+	 * Time spent running calls since the process started: busy_us for the
+	 * busy periods that ended, plus now - busy_since while one lasts (from
+	 * the first attempt of a batch until its commit; 0 when none does).
+	 */
+	int64		busy_us;
+	TimestampTz busy_since;
+} RetriesWorker;
+
+/*
+ * An attempt that a worker left unfinished when it exited (see worker.c):
+ * the first worker to claim the call charges it.  A ring: when it is full,
+ * the oldest entry is overwritten.
+ */
+typedef struct RetriesInterrupted
+{
+	Oid			dboid;			/* InvalidOid when the entry is free */
+	Oid			extension;		/* the extension the call belongs to */
+	int64		call_id;
+	int32		attempt;
+	int32		hook;			/* the hook that was running (execute.h) */
+	TimestampTz keep_until;		/* forgotten after this, if no one took it */
+} RetriesInterrupted;
+
+/*
+ * What a backend waits for, one entry per backend, after RetriesShared:
+ * the row of a call that a worker may be running, for cancel() (see
+ * manage.c), under the LWLock; and the end of a call, for retries.wait()
+ * (see wait.c), under the entry's spinlock
+ */
+typedef struct RetriesBackendWait
+{
+	Oid			dboid;
+	int64		call_id;		/* cancel(): 0 when none */
+
+	slock_t		mutex;
+	Oid			finish_dboid;
+	int64		finish_call_id; /* wait(): 0 when none */
+	Latch	   *latch;			/* the waiting backend's */
+} RetriesBackendWait;
+
+/*
+ * The starts of the attempts of a rate-limited function (see rate.h), under
+ * the LWLock
+ */
+typedef struct RetriesRateSlot
+{
+	Oid			dboid;
+	Oid			fn;				/* InvalidOid when the slot is free */
+	Oid			owner;			/* the function's owner, for the quota */
+	RateSpec	rate;			/* the rate last applied */
+	RateRing	ring;
+} RetriesRateSlot;
+
+/* A session restoring a database's extension (see catalog.c, "Restores") */
+typedef struct RetriesRestore
+{
+	Oid			dboid;			/* InvalidOid: free */
+	pid_t		pid;
+} RetriesRestore;
+
+typedef struct RetriesShared
+{
+	LWLock	   *lock;
+	pg_atomic_uint32 ncancel_waits; /* entries waiting for a cancel() */
+	pg_atomic_uint32 nfinish_waits; /* entries waiting for a call's end */
+	pg_atomic_uint64 gates_generation;	/* bumped when a pause or limit
+										 * commits (see flow.c) */
+	pid_t		launcher_pid;
+	Latch	   *launcher_latch;
+	bool		reread_databases;	/* pg_database changed: read it again */
+	uint32		next_generation;	/* of worker slots */
+	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
+	pg_atomic_uint32 nrestores; /* entries of restores[] in use */
+	RetriesRestore restores[RETRIES_MAX_DATABASES];
+	RetriesWorker workers[RETRIES_MAX_SLOTS];
+	int			ninterrupted;	/* entries in use */
+	int			next_interrupted;	/* where the next entry goes */
+	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
+	TimestampTz started_at;		/* when this shared memory was made */
+} RetriesShared;
+
+extern RetriesShared *retries_shared;
+
+extern void retries_shmem_request(void);
+extern void retries_shmem_startup(void);
+extern RetriesDatabase *retries_find_database(Oid dboid, bool create);
+extern void retries_set_db_state(RetriesDatabase *db, RetriesDbState state);
+extern void retries_copy_worker(int slot, RetriesWorker *copy);
+extern void retries_wake_launcher(void);
+extern void retries_reread_databases(void);
+extern void retries_names_changed(Oid dboid);
+extern uint64 retries_names_generation(Oid dboid);
+extern bool retries_note_restore(Oid dboid);
+extern void retries_forget_restores(void);
+extern pid_t retries_restoring(Oid dboid);
+extern void retries_wake_workers(Oid dboid);
+extern void retries_stop_workers(Oid dboid, int pause_secs);
+extern bool retries_call_is_running(int64 call_id);
+extern int	retries_gate_running(Oid fnoid);
+extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
+							   bool keyed, int64 key, int32 max_per_key,
+							   const RateSpec *rate, Oid owner);
+extern int32 retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate,
+									TimestampTz now, TimestampTz *next);
+extern int	retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);
+extern void retries_gate_leave(RetriesWorker *me);
+extern void retries_cancel_wait_begin(int64 call_id);
+extern void retries_cancel_wait_end(void);
+extern bool retries_cancel_waiting(int64 call_id);
+extern bool retries_finish_wait_begin(int64 call_id);
+extern void retries_finish_wait_end(void);
+extern void retries_wake_finish_waiters(const int64 *ids, int n);
+
+#endif							/* RETRIES_SHMEM_H */

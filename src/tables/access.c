@@ -1,0 +1,314 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  The extension's tables, roles and visibility rules.
+ *
+ * Ordinary roles have no privileges on retries.*_data.  The SQL functions
+ * check what the calling role may do, then read and write the tables as the
+ * extension's owner (the owner of schema retries), the way PostgreSQL's own
+ * referential-integrity triggers act as a table's owner.  Every query they
+ * run names its objects and operators with their schema, so the caller's
+ * search_path cannot redirect them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "common/int.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "base/compat.h"
+#include "tables/tables.h"
+
+PG_FUNCTION_INFO_V1(retries_visible_role);
+PG_FUNCTION_INFO_V1(retries_grant_as_user);
+
+/*
+ * retries_become_owner -- act as the owner of the extension's objects,
+ * unless another session is restoring them (55000)
+ *
+ * Saves the current identity in *save; retries_restore_user() puts it back.
+ * On error, transaction abort restores it, so no PG_TRY is needed.
+ */
+void
+retries_become_owner(RetriesUserSwitch *save)
+{
+	HeapTuple	tup;
+	Oid			owner;
+	Oid			nspoid = retries_schema_oid();
+
+	/*
+	 * every time: a transaction begun before a restore that drops and makes
+	 * the extension again (pg_dump --clean) lives on through it
+	 */
+	retries_refuse_while_restored();
+
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for namespace %u", nspoid);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+
+	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	SetUserIdAndSecContext(owner,
+						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+/*
+ * retries_restore_user -- undo retries_become_owner(), after checking
+ * again that no session restores the extension: a statement that passed
+ * the first check may have waited for a restore's DROP EXTENSION and then
+ * written into the tables it made again (so what it wrote rolls back)
+ */
+void
+retries_restore_user(const RetriesUserSwitch *save)
+{
+	retries_refuse_while_restored();
+	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+}
+
+/*
+ * retries_sees_all_calls -- may this role see and manage every role's calls?
+ *
+ * Superusers may, and so may roles with the privileges of retries_admin.
+ */
+bool
+retries_sees_all_calls(Oid roleid)
+{
+	Oid			admin;
+
+	if (superuser_arg(roleid))
+		return true;
+	admin = get_role_oid("retries_admin", true);
+	return OidIsValid(admin) && has_privs_of_role(roleid, admin);
+}
+
+/*
+ * lacked_call_privilege -- which privilege of a direct call of function
+ * fnoid 'role' lacks, as a direct call checks them: USAGE on its schema
+ * (OBJECT_SCHEMA: a direct call names the function, and a name is looked
+ * up only in schemas the role may use; retries takes an OID, so it checks
+ * that too), then EXECUTE on it (OBJECT_FUNCTION); false if neither
+ */
+static bool
+lacked_call_privilege(Oid fnoid, Oid role, ObjectType *what, Oid *nspoid)
+{
+	*nspoid = get_func_namespace(fnoid);
+	*what = OBJECT_SCHEMA;
+	if (retries_namespace_aclcheck(*nspoid, role, ACL_USAGE) != ACLCHECK_OK)
+		return true;
+	*what = OBJECT_FUNCTION;
+	return retries_proc_aclcheck(fnoid, role, ACL_EXECUTE) != ACLCHECK_OK;
+}
+
+/*
+ * retries_call_privilege -- NULL if 'role' may call function fnoid as a
+ * direct call would (lacked_call_privilege), else a message that says
+ * what it lacks; the function must exist
+ */
+char *
+retries_call_privilege(Oid fnoid, Oid role)
+{
+	ObjectType	what;
+	Oid			nspoid;
+
+	if (!lacked_call_privilege(fnoid, role, &what, &nspoid))
+		return NULL;
+	if (what == OBJECT_SCHEMA)
+		return psprintf("role \"%s\" has no USAGE privilege on schema %s of function %s",
+						GetUserNameFromId(role, false),
+						quote_identifier(get_namespace_name(nspoid)),
+						format_procedure_qualified(fnoid));
+	return psprintf("role \"%s\" has no EXECUTE privilege on function %s",
+					GetUserNameFromId(role, false), format_procedure_qualified(fnoid));
+}
+
+/*
+ * retries_check_call_privilege -- raise 42501, with the error a direct
+ * call would give, unless 'role' may call function fnoid
+ */
+void
+retries_check_call_privilege(Oid fnoid, Oid role)
+{
+	ObjectType	what;
+	Oid			nspoid;
+
+	if (lacked_call_privilege(fnoid, role, &what, &nspoid))
+		aclcheck_error(ACLCHECK_NO_PRIV, what,
+					   what == OBJECT_SCHEMA ? get_namespace_name(nspoid) :
+					   get_func_name(fnoid));
+}
+
+/*
+ * retries_login_privilege -- what 'role' lacks to log in to this database
+ * now, as a login would find it: LOGIN, a VALID UNTIL not yet past, CONNECT
+ * on the database.  NULL if nothing, else a message and *hint.
+ */
+char *
+retries_login_privilege(Oid role, const char **hint)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(role));
+	Form_pg_authid form;
+	char	   *name;
+	bool		isnull;
+	Datum		until;
+	char	   *lacks = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for role %u", role);
+	form = (Form_pg_authid) GETSTRUCT(tup);
+	name = pstrdup(NameStr(form->rolname));
+	until = SysCacheGetAttr(AUTHOID, tup, Anum_pg_authid_rolvaliduntil, &isnull);
+	if (!form->rolcanlogin)
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call is not permitted to log in", name);
+		*hint = "Calls run as the role that scheduled them; give it LOGIN, or schedule as a role that has it.";
+	}
+	else if (!isnull && DatumGetTimestampTz(until) < GetCurrentTimestamp())
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call has expired (VALID UNTIL %s)",
+						 name, timestamptz_to_str(DatumGetTimestampTz(until)));
+		*hint = "ALTER ROLE ... VALID UNTIL a later time, or schedule as another role.";
+	}
+	else if (retries_database_aclcheck(MyDatabaseId, role, ACL_CONNECT) != ACLCHECK_OK)
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call may not connect to database \"%s\"",
+						 name, get_database_name(MyDatabaseId));
+		*hint = "GRANT CONNECT ON DATABASE to the role, or schedule as another role.";
+	}
+	ReleaseSysCache(tup);
+	return lacks;
+}
+
+/*
+ * retries_may_see_call -- may 'roleid' see a call that 'scheduled_by'
+ * scheduled?  Only its own, unless it sees all.
+ */
+bool
+retries_may_see_call(Oid roleid, Oid scheduled_by)
+{
+	return roleid == scheduled_by || retries_sees_all_calls(roleid);
+}
+
+/*
+ * retries_reads_all_calls -- may this role read every role's calls, in the
+ * views and through retries.wait() and retries.result(), and see the
+ * workers of every database?
+ *
+ * Those that see and manage them all may, and so may roles with the
+ * privileges of pg_read_all_stats, which PostgreSQL lets read every
+ * session's activity; they may not manage other roles' calls.
+ */
+bool
+retries_reads_all_calls(Oid roleid)
+{
+	return retries_sees_all_calls(roleid) ||
+		has_privs_of_role(roleid, ROLE_PG_READ_ALL_STATS);
+}
+
+/*
+ * retries_may_read_call -- may 'roleid' read a call that 'scheduled_by'
+ * scheduled?
+ */
+bool
+retries_may_read_call(Oid roleid, Oid scheduled_by)
+{
+	return roleid == scheduled_by || retries_reads_all_calls(roleid);
+}
+
+/*
+ * VisibleRoleCache -- what retries_visible_role() remembers between rows
+ */
+typedef struct VisibleRoleCache
+{
+	Oid			userid;
+	bool		sees_all;
+} VisibleRoleCache;
+
+/*
+ * retries_visible_role -- SQL function retries.visible_role(regrole)
+ *
+ * The filter of every view.  The answer for "sees everything" is worked out
+ * once per query (per call site) and kept in fn_extra, since a view over a
+ * million calls calls this a million times.
+ */
+Datum
+retries_visible_role(PG_FUNCTION_ARGS)
+{
+	Oid			scheduled_by = PG_GETARG_OID(0);
+	Oid			userid = GetUserId();
+	VisibleRoleCache *cache = (VisibleRoleCache *) fcinfo->flinfo->fn_extra;
+
+	if (cache == NULL || cache->userid != userid)
+	{
+		if (cache == NULL)
+		{
+			cache = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
+									   sizeof(VisibleRoleCache));
+			fcinfo->flinfo->fn_extra = cache;
+		}
+		cache->userid = userid;
+		cache->sees_all = retries_reads_all_calls(userid);
+	}
+	PG_RETURN_BOOL(cache->sees_all || scheduled_by == userid);
+}
+
+/*
+ * retries_grant_as_user -- run a GRANT or REVOKE from an update script as
+ * if a user had typed it
+ *
+ * A GRANT in an extension's script is recorded as one of the extension's
+ * initial privileges (pg_init_privs), which pg_dump leaves out.  The 1.2
+ * script gives the functions it makes again the privileges that the user
+ * gave the old ones: those must stay the user's, or a dump and restore
+ * would bring back the defaults (a REVOKE EXECUTE ... FROM PUBLIC lost).
+ * Only callable from the script, which drops its SQL function at its end.
+ */
+Datum
+retries_grant_as_user(PG_FUNCTION_ARGS)
+{
+	char	   *stmt = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	if (!creating_extension)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("retries_grant_as_user can only run in the extension's scripts")));
+	if (pg_strncasecmp(stmt, "GRANT ", 6) != 0 && pg_strncasecmp(stmt, "REVOKE ", 7) != 0)
+		elog(ERROR, "retries_grant_as_user runs GRANT and REVOKE only");
+
+	creating_extension = false;
+	PG_TRY();
+	{
+		SPI_connect();
+		if (SPI_execute(stmt, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not run \"%s\"", stmt);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		creating_extension = true;
+	}
+	PG_END_TRY();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,69 @@
+/*-------------------------------------------------------------------------
+ *
+ * tables.h
+ *	  The extension's tables: who may read and write them, the keys of the
+ *	  functions they name, and their hold while a dump is restored.
+ *
+ * src/tables/access.c	acting as the extension's owner; privileges and
+ *						visibility of calls
+ * src/tables/names.c	retries.function_names: functions by key
+ * src/tables/restore.c	holding the extension during a restore
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_TABLES_H
+#define RETRIES_TABLES_H
+
+#include "access/xact.h"
+
+/* access.c: the saved identity while acting as the extension's owner */
+typedef struct RetriesUserSwitch
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} RetriesUserSwitch;
+
+extern void retries_become_owner(RetriesUserSwitch *save);
+extern void retries_restore_user(const RetriesUserSwitch *save);
+extern bool retries_sees_all_calls(Oid roleid);
+extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
+extern bool retries_reads_all_calls(Oid roleid);
+extern bool retries_may_read_call(Oid roleid, Oid scheduled_by);
+extern char *retries_call_privilege(Oid fnoid, Oid role);
+extern void retries_check_call_privilege(Oid fnoid, Oid role);
+extern char *retries_login_privilege(Oid role, const char **hint);
+
+/*
+ * names.c.  RETRIES_KEY_OF(fn) is SQL for the key of function fn (an SQL
+ * expression of type oid), NULL if it has none: as
+ * retries_function_key(fn, false), inside a query.
+ */
+#define RETRIES_ORIGIN "retries.origin()"
+#define RETRIES_KEY_OF(fn) \
+	"COALESCE(" \
+	" (SELECT k.key FROM retries.function_names k" \
+	"  WHERE k.fn OPERATOR(pg_catalog.=) " fn \
+	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
+	"  AND k.origin OPERATOR(pg_catalog.=) " RETRIES_ORIGIN \
+	"  ORDER BY k.key LIMIT 1)," \
+	" (SELECT k.key FROM retries.function_names k" \
+	"  WHERE k.origin OPERATOR(pg_catalog.<>) " RETRIES_ORIGIN \
+	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
+	"  AND retries.resolve_function(k.signature, k.owner) OPERATOR(pg_catalog.=) " fn \
+	"  ORDER BY k.key LIMIT 1))"
+extern Oid	retries_function_key(Oid fn, bool create);
+extern Oid	retries_key_function(Oid key);
+extern void retries_refresh_function_names(void);
+extern bool retries_names_refresh_due(void);
+extern void retries_names_refresh_failed(void);
+
+/* restore.c */
+extern void retries_hold_for_restore(void);
+extern void retries_restore_xact_end(bool committed);
+extern void retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
+										SubTransactionId parentSubid);
+extern void retries_restore_before_prepare(void);
+extern pid_t retries_being_restored(void);
+extern void retries_refuse_while_restored(void);
+
+#endif							/* RETRIES_TABLES_H */
