@@ -3,12 +3,9 @@
  * hooks.c
  *	  What ordinary backends do for the workers, through PostgreSQL's hooks.
  *
- * - At commit, a transaction that scheduled or re-armed calls wakes the
- *   workers of its database, so that a call committed while they sleep
- *   starts within milliseconds (no polling); one that finished calls
- *   wakes the backends waiting for them in retries.wait() (wait.c).
  * - CREATE EXTENSION wakes the launcher at commit; DROP EXTENSION wakes the
- *   workers at commit, and they find the extension gone and exit.
+ *   workers at commit, and they find the extension gone and exit (the
+ *   effects at commit are xact.c's).
  * - The commands that need a database to themselves (DROP DATABASE, ALTER
  *   DATABASE RENAME or SET TABLESPACE, CREATE DATABASE from it as a
  *   template) fail while other sessions are connected, so the workers of
@@ -511,7 +508,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	/*
 	 * A restore: the extension made (or found: IF NOT EXISTS, with the
 	 * extension in the template) is held before this transaction commits,
-	 * so that no other session sees it unheld (see "Restores" in catalog.c)
+	 * so that no other session sees it unheld (see "Restores" in restore.c)
 	 */
 	if (restores_extension(pstmt->utilityStmt, context) &&
 		OidIsValid(get_extension_oid("retries", true)))

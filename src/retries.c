@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * retries.c
- *	  Module initialization: the retries.* settings, and whether the
- *	  library was preloaded (without that, calls can be scheduled but never
- *	  run, and CREATE EXTENSION says so).
+ *	  Module initialization: the retries.* settings (base/settings.c), and,
+ *	  when the library is preloaded, shared memory, the hooks and the
+ *	  launcher (without preloading, calls can be scheduled but never run,
+ *	  and CREATE EXTENSION says so).
  *
  *-------------------------------------------------------------------------
  */

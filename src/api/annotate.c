@@ -514,7 +514,7 @@ store_policy(Oid fnoid, const Policy *policy)
 									  with_notify ? ", notify" : "",
 									  with_notify ? ", $13" : ""),
 							 with_notify ? 13 : 12, insert_types);
-	/* the tables refer to functions by key (function_names.c) */
+	/* the tables refer to functions by key (names.c) */
 	values[0] = ObjectIdGetDatum(retries_function_key(fnoid, true));
 	values[9] = ObjectIdGetDatum(retries_function_key(policy->on_exhausted, true));
 	values[10] = ObjectIdGetDatum(retries_function_key(policy->delay_fn, true));

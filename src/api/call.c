@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * schedule.c
+ * call.c
  *	  retries.call(): scheduling a call of an annotated function.
  *
  * The call is checked completely before anything is stored: the function
@@ -109,7 +109,7 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 	bool		isnull;
 	bool		flow = (retries_schema_version() >= SCHEMA_1_2);
-	/* from 1.4 the tables hold keys (function_names.c) */
+	/* from 1.4 the tables hold keys (names.c) */
 	bool		names = (retries_schema_version() >= SCHEMA_1_4);
 	const char *fn_is = names ? " OPERATOR(pg_catalog.=) " RETRIES_KEY_OF("$1")
 		: " OPERATOR(pg_catalog.=) $1";
@@ -570,7 +570,7 @@ retries_call(PG_FUNCTION_ARGS)
  * retries_insert_fired_call -- schedule a call of fnoid with arguments
  * already in canonical form, as 'role', due at run_at (not before now), for
  * schedule 'schedule_id'
- * (see schedules.c); false, and nothing scheduled, if fnoid has no current
+ * (see schedule.c); false, and nothing scheduled, if fnoid has no current
  * policy
  *
  * The caller acts as the extension's owner, in a transaction with SPI

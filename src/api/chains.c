@@ -44,7 +44,7 @@
  * cancelled call) waits for nothing any more.
  *
  * IDENTIFICATION
- *	  src/chains.c
+ *	  src/api/chains.c
  *
  *-------------------------------------------------------------------------
  */

@@ -8,7 +8,7 @@
  * A call finishes (succeeds, fails for good or is cancelled) in a worker's
  * batch, in a backend's cancel(), or when a call it runs after fails
  * (chains.c).  Each of those notes the call here as it writes its new
- * state (retries_call_finished): it sends NOTIFY retries_finished if the
+ * state (retries_call_finished, in xact.c): it sends NOTIFY retries_finished if the
  * call's policy asks for it (PostgreSQL delivers it at commit, or drops it
  * on rollback), and keeps the call's id until the transaction ends.  When
  * the transaction commits, the backends waiting for one of those calls
@@ -30,7 +30,7 @@
  * for.
  *
  * IDENTIFICATION
- *	  src/wait.c
+ *	  src/api/wait.c
  *
  *-------------------------------------------------------------------------
  */

@@ -20,7 +20,7 @@
  * is a full sentence.
  *
  * IDENTIFICATION
- *	  src/policy.c
+ *	  src/core/policy.c
  *
  *-------------------------------------------------------------------------
  */

@@ -71,7 +71,7 @@ typedef struct CachedPolicy
 {
 	int32		id;				/* hash key */
 	Oid			fn;				/* InvalidOid: gone */
-	Oid			fn_key;			/* its key (function_names.c), its gate's id */
+	Oid			fn_key;			/* its key (names.c), its gate's id */
 	char	   *fn_signature;
 	int64		min_delay;
 	int64		max_delay;		/* -1: fixed delay */
@@ -310,7 +310,7 @@ get_policy(int32 policy_id)
 	desc = SPI_tuptable->tupdesc;
 
 	/*
-	 * The functions, by their keys (function_names.c); a function not
+	 * The functions, by their keys (names.c); a function not
 	 * found (a restore under way) is looked up again next time
 	 */
 	fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
@@ -1315,7 +1315,7 @@ execute_attempt(RetriesCall *call)
 /*
  * execute_call_function -- the function a call calls, InvalidOid if its
  * policy or function is gone (execute_attempt fails such a call), and in
- * *key its key (function_names.c), which names its gate
+ * *key its key (names.c), which names its gate
  */
 Oid
 execute_call_function(const RetriesCall *call, Oid *key)

@@ -74,7 +74,7 @@
  * exits.
  *
  * Schedules.  At the top of its loop, a worker fires the recurring
- * schedules that are due (schedules.c), in a short transaction before its
+ * schedules that are due (schedule.c), in a short transaction before its
  * batch, so that a long call never holds a schedule's row locked: when the
  * next one is due, when a firing waits in a queue, when woken, and, while
  * it runs calls, at least every FIRE_CHECK_MS.  A wake-up is a flag in the
@@ -1403,7 +1403,7 @@ fail_lone_call(const ErrorData *edata)
 
 /*
  * fire_step -- fire the due schedules in a transaction of its own (see
- * schedules.c); an error is logged and tried again later, after a delay
+ * schedule.c); an error is logged and tried again later, after a delay
  * that grows with the errors in a row, and never stops the batches
  */
 static void
@@ -1462,7 +1462,7 @@ fire_step(void)
  * names_step -- paused or not, at the start, after each rename that
  * committed, and every few seconds, write the function references that a
  * restore or pg_upgrade brought anew and rewrite the signatures that
- * renames changed (see function_names.c), in a transaction of its own;
+ * renames changed (see names.c), in a transaction of its own;
  * an error is logged, the worker carries on, and tries again at its next
  * turn
  */

@@ -9,7 +9,7 @@
  * Gates.  A function that is paused or limited has a row in
  * retries.flow_data, its gate.  A call can be held: call_data.held, with
  * call_data.gate naming the function (by its key, from version 1.4: see
- * function_names.c; the gates in memory are keyed by it too).  A held call is in none of the
+ * names.c; the gates in memory are keyed by it too).  A held call is in none of the
  * indexes that the workers claim from (their predicates say NOT held), so
  * held calls cost the claiming nothing, however many there are, and are
  * never claimed, so never charged an attempt.
@@ -60,7 +60,7 @@
  * due, and once a second at the latest.
  *
  * IDENTIFICATION
- *	  src/flow.c
+ *	  src/flow/flow.c
  *
  *-------------------------------------------------------------------------
  */
@@ -96,7 +96,7 @@ PG_FUNCTION_INFO_V1(retries_resume);
 /*
  * retries_hold_calls -- hold every scheduled call of fnoid that is not
  * held, the released ones too, under its gate (its key: see
- * function_names.c)
+ * names.c)
  *
  * Call it as the extension's owner, inside SPI, with the function locked
  * exclusively (see the top of the file).  A call that a worker has claimed
@@ -217,7 +217,7 @@ retries_gate_call(int64 id)
 	fnoid = retries_key_function(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 																SPI_tuptable->tupdesc,
 																1, &isnull)));
-	/* if free: see current_policy() in schedule.c */
+	/* if free: see current_policy() in call.c */
 	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
 										 AccessShareLock);
 	retries_prepare_kept(&hold_plan,
@@ -424,7 +424,7 @@ retries_load_gates(RetriesGate **gates)
 
 /*
  * retries_hold_call -- hold call 'id', which the worker claimed (its row is
- * locked), under 'gate' (its function's key: see function_names.c),
+ * locked), under 'gate' (its function's key: see names.c),
  * instead of running it
  */
 void

@@ -19,7 +19,7 @@
  * origin + k * interval, which no time zone or shift moves.
  *
  * IDENTIFICATION
- *	  src/recurring.c
+ *	  src/schedules/recurring.c
  *
  *-------------------------------------------------------------------------
  */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * schedules.c
+ * schedule.c
  *	  Recurring schedules: retries.schedule(), unschedule(),
  *	  pause_schedule(), resume_schedule(), trigger(), and the firing that
  *	  the workers do (see doc/operations.md, "Recurring schedules").
@@ -51,7 +51,7 @@
  * next firing on time and next_run never lags behind.
  *
  * IDENTIFICATION
- *	  src/schedules.c
+ *	  src/schedules/schedule.c
  *
  *-------------------------------------------------------------------------
  */
@@ -316,7 +316,7 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	found->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 6, &isnull));
 	found->every = SPI_getvalue(row, desc, 7);
 	found->timezone = SPI_getvalue(row, desc, 8);
-	/* schedule_data holds the function's key (function_names.c) */
+	/* schedule_data holds the function's key (names.c) */
 	found->fn = retries_key_function(found->fn);
 }
 
@@ -527,7 +527,7 @@ read_firing(HeapTuple row, TupleDesc desc, Firing *f)
 	f->next_run = DatumGetTimestampTz(SPI_getbinval(row, desc, 11, &isnull));
 	f->queued = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
 	f->busy = DatumGetBool(SPI_getbinval(row, desc, 13, &isnull));
-	/* by its key (function_names.c); runs a query: read last */
+	/* by its key (names.c); runs a query: read last */
 	f->fn = retries_key_function(DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull)));
 }
 

@@ -266,7 +266,7 @@ retries_forget_restores(void)
 /*
  * retries_names_changed -- a rename committed in database dboid: bump its
  * names_generation and wake its workers, which then refresh the
- * signatures they keep (function_names.c)
+ * signatures they keep (names.c)
  */
 void
 retries_names_changed(Oid dboid)

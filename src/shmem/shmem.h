@@ -75,7 +75,7 @@ typedef struct RetriesDatabase
 	bool		listed;			/* in the launcher's last read of pg_database
 								 * (allows connections, not a template) */
 	uint64		names_generation;	/* bumped when a rename commits (see
-									 * function_names.c) */
+									 * names.c) */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -174,7 +174,7 @@ typedef struct RetriesRateSlot
 	RateRing	ring;
 } RetriesRateSlot;
 
-/* A session restoring a database's extension (see catalog.c, "Restores") */
+/* A session restoring a database's extension (see restore.c) */
 typedef struct RetriesRestore
 {
 	Oid			dboid;			/* InvalidOid: free */

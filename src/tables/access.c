@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * catalog.c
- *	  The extension's tables, roles and visibility rules.
+ * access.c
+ *	  Who may do what with the extension's tables: acting as their owner,
+ *	  privileges, and which calls a role sees.
  *
  * Ordinary roles have no privileges on retries.*_data.  The SQL functions
  * check what the calling role may do, then read and write the tables as the

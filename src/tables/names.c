@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * function_names.c
+ * names.c
  *	  Function references that survive pg_upgrade, pg_dump and renames.
  *
  * From version 1.4 the extension's tables refer to functions by key
@@ -44,7 +44,7 @@
  * the extension's tables.
  *
  * IDENTIFICATION
- *	  src/function_names.c
+ *	  src/tables/names.c
  *
  *-------------------------------------------------------------------------
  */

@@ -98,9 +98,9 @@ retries_gates_changed_at_commit(void)
 }
 
 /*
- * finished_at_end -- the transaction ends (from the transaction
- * callback of hooks.c, after the commit is visible to all): wake the
- * waiters of the calls it finished if it committed, and forget them
+ * finished_at_end -- the transaction ends (from xact_callback, after the
+ * commit is visible to all): wake the waiters of the calls it finished if
+ * it committed, and forget them
  */
 static void
 finished_at_end(bool committed)
