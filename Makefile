@@ -42,6 +42,7 @@ OBJS = \
 	src/base/schema.o \
 	src/base/args.o \
 	src/base/plans.o \
+	src/base/state.o \
 	src/shmem/shmem.o \
 	src/tables/access.o \
 	src/tables/names.o \

@@ -274,7 +274,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_waiting_on = get_attnum(relid, "waiting_on");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
-			DirectFunctionCall2(enum_in, CStringGetDatum("scheduled"),
+			DirectFunctionCall2(enum_in, CStringGetDatum(call_state_name(CALL_SCHEDULED)),
 								ObjectIdGetDatum(TupleDescAttr(desc, call_data_info.att_state - 1)->atttypid));
 		call_data_info.natts = desc->natts;
 		call_data_info.relid = relid;

@@ -120,7 +120,7 @@ rows_of_ids(const int64 *ids, int n)
  * states[i] is its state then; a call that is gone is not locked
  */
 static void
-share_lock_calls(const int64 *ids, int n, bool *locked, char **states)
+share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
@@ -139,7 +139,8 @@ share_lock_calls(const int64 *ids, int n, bool *locked, char **states)
 	{
 		locked[i] = rows[i] >= 0;
 		if (locked[i])
-			states[i] = SPI_getvalue(SPI_tuptable->vals[rows[i]], SPI_tuptable->tupdesc, 2);
+			states[i] = call_state_parse(SPI_getvalue(SPI_tuptable->vals[rows[i]],
+													 SPI_tuptable->tupdesc, 2));
 	}
 	SPI_freetuptable(SPI_tuptable);
 }
@@ -166,7 +167,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	bool	   *nulls;
 	int			n;
 	int64	   *ids;
-	char	  **states;
+	CallState  *states;
 	bool	   *locked;
 
 	memset(out, 0, sizeof(*out));
@@ -200,7 +201,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 						 1, argtypes);
 	if (SPI_execute_plan(see_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the calls of after");
-	states = palloc(sizeof(char *) * n);
+	states = palloc(sizeof(CallState) * n);
 	for (int i = 0, row = 0; i < n; i++, row++)
 	{
 		bool		isnull;
@@ -213,7 +214,8 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 																 SPI_tuptable->tupdesc,
 																 2, &isnull))))
 			retries_call_not_found(ids[i], "after");
-		states[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 3);
+		states[i] = call_state_parse(SPI_getvalue(SPI_tuptable->vals[row],
+												 SPI_tuptable->tupdesc, 3));
 	}
 	SPI_freetuptable(SPI_tuptable);
 
@@ -229,16 +231,16 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	out->running = palloc(sizeof(int64) * n);
 	for (int i = 0; i < n; i++)
 	{
-		if (strcmp(states[i], "scheduled") == 0)
+		if (states[i] == CALL_SCHEDULED)
 		{
 			out->waiting[out->nwaiting++] = ids[i];
 			if (!locked[i])
 				out->running[out->nrunning++] = ids[i];
 		}
-		else if (strcmp(states[i], "succeeded") != 0 && out->failed == 0)
+		else if (states[i] != CALL_SUCCEEDED && out->failed == 0)
 		{
 			out->failed = ids[i];
-			out->failed_how = strcmp(states[i], "failed") == 0 ? 'f' : 'c';
+			out->failed_how = states[i] == CALL_FAILED ? 'f' : 'c';
 		}
 	}
 }
@@ -424,6 +426,7 @@ cancel_followers(const int64 *ids, const char *how, int n)
 		values[0] = retries_id_array(level_ids, level_n);
 		values[1] = PointerGetDatum(construct_array(failed, level_n, BOOLOID, 1, true,
 													TYPALIGN_CHAR));
+		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not cancel the calls that run after calls that failed");
 		/* one row per cancelled call, or one with a NULL id if none */
@@ -591,7 +594,7 @@ retries_chains_pending(void)
 	Datum		values[1] = {Int32GetDatum(PENDING_BATCH)};
 	int64	   *ids;
 	bool	   *done;
-	char	  **states;
+	CallState  *states;
 	int			n;
 	int64	   *succeeded;
 	int64	   *failed;
@@ -626,21 +629,21 @@ retries_chains_pending(void)
 	values[0] = retries_id_array(ids, n);
 
 	/* the calls that no other transaction holds, and their states */
-	states = palloc(sizeof(char *) * n);
+	states = palloc(sizeof(CallState) * n);
 	share_lock_calls(ids, n, done, states);
 	succeeded = palloc(sizeof(int64) * n);
 	failed = palloc(sizeof(int64) * n);
 	failed_how = palloc(n);
 	for (int i = 0; i < n; i++)
 	{
-		if (!done[i] || strcmp(states[i], "scheduled") == 0)
+		if (!done[i] || states[i] == CALL_SCHEDULED)
 			continue;			/* locked; or not run now: whoever finishes it sees */
-		if (strcmp(states[i], "succeeded") == 0)
+		if (states[i] == CALL_SUCCEEDED)
 			succeeded[nsucceeded++] = ids[i];
 		else
 		{
 			failed[nfailed] = ids[i];
-			failed_how[nfailed++] = strcmp(states[i], "failed") == 0 ? 'f' : 'c';
+			failed_how[nfailed++] = states[i] == CALL_FAILED ? 'f' : 'c';
 		}
 	}
 

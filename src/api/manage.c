@@ -53,7 +53,7 @@ PG_FUNCTION_INFO_V1(retries_reschedule);
 typedef struct LockedCall
 {
 	int64		id;
-	char	   *state;
+	CallState	state;
 	int32		attempts;
 	bool		has_key;
 	bool		policy_unlimited;
@@ -103,7 +103,7 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 		if (retries_may_see_call(caller, scheduled_by))
 		{
 			call->id = id;
-			call->state = SPI_getvalue(row, desc, 1);
+			call->state = call_state_parse(SPI_getvalue(row, desc, 1));
 			call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
 			call->has_key = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull));
 			d = SPI_getbinval(row, desc, 5, &call->policy_unlimited);
@@ -181,8 +181,9 @@ retries_cancel(PG_FUNCTION_ARGS)
 	SPI_connect();
 	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
 
-	if (strcmp(call.state, "scheduled") == 0)
+	if (call.state == CALL_SCHEDULED)
 	{
+		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
 		update_call(&cancel_plan,
 					"UPDATE retries.call_data"
 					" SET state = 'cancelled', updated_at = pg_catalog.now()"
@@ -251,21 +252,24 @@ rearm_call(int64 id, Datum run_at)
 	SPI_connect();
 	/* refuse a running call without waiting for the worker's row lock */
 	lock_call(id, save.saved_userid, false, &call);
-	if (retries_call_is_running(call.id) || strcmp(call.state, "running") == 0)
+	if (retries_call_is_running(call.id) || call.state == CALL_RUNNING)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("call " INT64_FORMAT " is running", call.id),
 				 errhint("Wait until its attempt finishes, or cancel it.")));
 	lock_call(id, save.saved_userid, true, &call);
-	if (strcmp(call.state, "scheduled") == 0)
+	if (call.state == CALL_SCHEDULED)
+	{
+		(void) call_state_change(CALL_SCHEDULED, CALL_SCHEDULED);
 		update_call(&move_plan,
 					"UPDATE retries.call_data"
 					" SET next_attempt = $2, updated_at = pg_catalog.now()"
 					" WHERE id OPERATOR(pg_catalog.=) $1",
 					call.id, run_at);
-	else if (strcmp(call.state, "failed") == 0 ||
-			 strcmp(call.state, "cancelled") == 0)
+	}
+	else if (call.state == CALL_FAILED || call.state == CALL_CANCELLED)
 	{
+		(void) call_state_change(call.state, CALL_SCHEDULED);
 		if (call.has_key)
 			check_key_free(&call);
 		/* a call that waited for others (chains.c) waits no more */

@@ -61,7 +61,7 @@ PG_FUNCTION_INFO_V1(retries_result);
 /* A call as retries.wait() and retries.result() look at it */
 typedef struct LookedCall
 {
-	char	   *state;			/* as stored: scheduled, succeeded, ... */
+	CallState	state;			/* as stored */
 	bool		ours;			/* this transaction must end first */
 	Datum		row;			/* retries.calls row, if 'want_row' */
 	Datum		result;
@@ -112,7 +112,7 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
-	call->state = MemoryContextStrdup(callercxt, SPI_getvalue(row, desc, 1));
+	call->state = call_state_parse(SPI_getvalue(row, desc, 1));
 	xmin = DatumGetTransactionId(SPI_getbinval(row, desc, 3, &isnull));
 	xmax = DatumGetTransactionId(SPI_getbinval(row, desc, 4, &isnull));
 	/* written or locked by this transaction (a lock by several is missed) */
@@ -128,15 +128,6 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 		call->row = SPI_datumTransfer(d, false, -1);
 	SPI_finish();
 	retries_restore_user(&save);
-}
-
-/*
- * is_finished -- is a call in this (stored) state finished?
- */
-static bool
-is_finished(const char *state)
-{
-	return strcmp(state, "scheduled") != 0 && strcmp(state, "running") != 0;
 }
 
 /*
@@ -187,7 +178,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 		long		sleep_ms = -1;
 
 		look_at_call(id, caller, true, &call);
-		if (is_finished(call.state))
+		if (call_state_finished(call.state))
 			break;
 		if (call.ours)
 			ereport(ERROR,
@@ -207,7 +198,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 						(errcode(ERRCODE_QUERY_CANCELED),
 						 errmsg("call " INT64_FORMAT " did not finish within %s", id, buf),
 						 errdetail("It is %s.",
-								   retries_call_is_running(id) ? "running" : call.state),
+								   call_state_name(retries_call_is_running(id) ? CALL_RUNNING : call.state)),
 						 errhint("Wait again, or raise the timeout.")));
 			}
 		}
@@ -275,19 +266,19 @@ retries_result(PG_FUNCTION_ARGS)
 	retries_check_not_null(fcinfo, 0, "id");
 	id = PG_GETARG_INT64(0);
 	look_at_call(id, GetUserId(), false, &call);
-	if (strcmp(call.state, "succeeded") != 0)
+	if (call.state != CALL_SUCCEEDED)
 	{
-		bool		finished = is_finished(call.state);
+		bool		finished = call_state_finished(call.state);
 
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("call " INT64_FORMAT " has not succeeded", id),
 				 call.last_message != NULL ?
 				 errdetail("It is %s; its last error: %s",
-						   finished || !retries_call_is_running(id) ? call.state : "running",
+						   call_state_name(finished || !retries_call_is_running(id) ? call.state : CALL_RUNNING),
 						   call.last_message) :
 				 errdetail("It is %s.",
-						   finished || !retries_call_is_running(id) ? call.state : "running"),
+						   call_state_name(finished || !retries_call_is_running(id) ? call.state : CALL_RUNNING)),
 				 finished ? 0 : errhint("retries.wait(" INT64_FORMAT ") waits until it finishes.", id)));
 	}
 	if (call.result_null)

@@ -8,6 +8,7 @@
  * src/base/schema.c	schema retries and its version
  * src/base/args.c		checking and converting SQL arguments
  * src/base/plans.c		queries prepared once per session
+ * src/base/state.c		the states of a call and the changes between them
  *
  *-------------------------------------------------------------------------
  */
@@ -60,6 +61,22 @@ extern int64 retries_interval_to_delay(const Interval *span);
 extern Interval *retries_usecs_to_interval(int64 usecs);
 extern long retries_ms_until(TimestampTz when);
 extern Datum retries_clamp_run_at(Datum run_at);
+
+/* state.c: a call's state; CALL_RUNNING is shown, never stored */
+typedef enum CallState
+{
+	CALL_SCHEDULED,
+	CALL_RUNNING,
+	CALL_SUCCEEDED,
+	CALL_FAILED,
+	CALL_CANCELLED
+} CallState;
+#define CALL_STATE_COUNT	(CALL_CANCELLED + 1)
+
+extern const char *call_state_name(CallState state);
+extern CallState call_state_parse(const char *name);
+extern bool call_state_finished(CallState state);
+extern CallState call_state_change(CallState from, CallState to);
 
 /* plans.c */
 extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,

@@ -89,7 +89,7 @@ typedef struct CachedPolicy
 typedef struct Outcome
 {
 	const char *outcome;		/* succeeded, retry, failed, timeout, interrupted */
-	const char *state;			/* the call's new state */
+	CallState	state;			/* the call's new state */
 	int64		delay;			/* before the next attempt; -1 if none */
 	char		sqlstate[6];
 	char	   *message;
@@ -898,7 +898,7 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 	SET(OC_STARTED, TimestampTzGetDatum(started_at), false);
 	SET(OC_FINISHED, TimestampTzGetDatum(finished), false);
 	SET_TEXT(OC_OUTCOME, out->outcome);
-	SET_TEXT(OC_STATE, out->state);
+	SET_TEXT(OC_STATE, call_state_name(out->state));
 	/* a delay past the end of time means never */
 	if (out->delay >= 0 && pg_add_s64_overflow(finished, out->delay, &next))
 		next = DT_NOEND;
@@ -1026,12 +1026,12 @@ write_outcomes(void)
 	finished_notify = palloc(sizeof(bool) * n);
 	for (int row = 0; row < n; row++)
 	{
-		const char *state = TextDatumGetCString(pending.values[OC_STATE][row]);
+		CallState	state = call_state_parse(TextDatumGetCString(pending.values[OC_STATE][row]));
 
-		if (strcmp(state, "scheduled") == 0)
+		if (state == CALL_SCHEDULED)
 			continue;
 		finished_ids[nfinished] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
-		finished_how[nfinished] = strcmp(state, "succeeded") == 0 ? 's' : 'f';
+		finished_how[nfinished] = state == CALL_SUCCEEDED ? 's' : 'f';
 		finished_notify[nfinished++] = pending.notify[row];
 	}
 	retries_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
@@ -1115,12 +1115,12 @@ finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 
 	if (retryable && !exhausted && next_delay(call, policy, attempt, out))
 	{
-		out->state = "scheduled";
+		out->state = call_state_change(CALL_RUNNING, CALL_SCHEDULED);
 		if (strcmp(out->outcome, "failed") == 0)
 			out->outcome = "retry";
 		return;
 	}
-	out->state = "failed";
+	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
 	out->delay = -1;
 	if (retryable && exhausted && out->hint == NULL)
 		out->hint = psprintf("All %d attempts are used.", call->max_attempts);
@@ -1136,7 +1136,7 @@ fail_without_policy(const RetriesCall *call, int32 attempt,
 					TimestampTz started_at, Outcome *out)
 {
 	out->outcome = "failed";
-	out->state = "failed";
+	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
 	set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
 					  psprintf("policy %d of the call no longer exists", call->policy_id),
 					  "Rows of retries.policy_data are never deleted by the extension.",
@@ -1219,7 +1219,7 @@ execute_attempt(RetriesCall *call)
 	if (!precheck(call, policy, &out))
 	{
 		out.outcome = "failed";
-		out.state = "failed";
+		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		record_outcome(call, attempt, started_at, &out);
 		run_on_exhausted(call, policy, attempt);
 		return false;
@@ -1251,7 +1251,7 @@ execute_attempt(RetriesCall *call)
 	if (edata == NULL)
 	{
 		out.outcome = "succeeded";
-		out.state = "succeeded";
+		out.state = call_state_change(CALL_RUNNING, CALL_SUCCEEDED);
 		out.result = isnull ? NULL : DatumGetJsonbP(result);
 		pending_add(call, attempt, started_at, &out);
 		/* large results are written early, not all kept until the commit */
@@ -1302,7 +1302,7 @@ execute_attempt(RetriesCall *call)
 					   &out);
 	}
 
-	if (strcmp(out.state, "failed") == 0)
+	if (out.state == CALL_FAILED)
 	{
 		record_outcome(call, attempt, started_at, &out);
 		run_on_exhausted(call, policy, attempt);
@@ -1353,7 +1353,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 						  "the worker was interrupted while the on_exhausted hook of this failed attempt ran",
 						  "The call had failed for good; the record of its failure was rolled back with the hook, whose effects were rolled back too.",
 						  NULL, NULL);
-		out.state = "failed";
+		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
 		record_hook_error(call->id, attempt,
 						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
@@ -1367,7 +1367,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 								   format_procedure(policy->delay_fn)),
 						  "The attempt had failed with a retryable error, and its delay_fn ran to choose the delay; the record of the attempt was rolled back with it.",
 						  NULL, NULL);
-		out.state = "failed";
+		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
 		run_on_exhausted(call, policy, attempt);
 		return;
@@ -1379,6 +1379,6 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 	/* an interruption is retried whatever retry_on says */
 	finish_failure(call, policy, attempt, true, &out);
 	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
-	if (strcmp(out.state, "failed") == 0)
+	if (out.state == CALL_FAILED)
 		run_on_exhausted(call, policy, attempt);
 }

@@ -1377,6 +1377,8 @@ fail_lone_call(const ErrorData *edata)
 								 "  'failed', $3, $4, $5 FROM c"
 								 " ON CONFLICT DO NOTHING",
 								 5, argtypes);
+			/* its last attempt was interrupted: it ran, and fails */
+			(void) call_state_change(CALL_RUNNING, CALL_FAILED);
 			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
 			if (SPI_processed > 0)
