@@ -496,3 +496,22 @@ DROP VIEW public.victim_view;
 DROP FUNCTION public.sink(text, int[], jsonb);
 DROP OWNED BY hostile_mallory, hostile_victim;
 DROP ROLE hostile_mallory, hostile_victim;
+
+-- retries.call() writes a call without a key past the executor: a
+-- trigger, rule, CHECK constraint, row security or default added to
+-- retries.call_data (by a superuser, by hand) would not be honoured, so
+-- such a table is refused instead
+CREATE FUNCTION public.plain_call() RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('public.plain_call()', '1 1s');
+CREATE FUNCTION public.call_data_watch() RETURNS trigger LANGUAGE plpgsql
+	AS $$BEGIN RAISE NOTICE 'the trigger fired'; RETURN NEW; END$$;
+CREATE TRIGGER watch BEFORE INSERT ON retries.call_data
+	FOR EACH ROW EXECUTE FUNCTION public.call_data_watch();
+SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
+DROP TRIGGER watch ON retries.call_data;
+ALTER TABLE retries.call_data ADD CONSTRAINT no_huge_args CHECK (pg_column_size(args) < 100000);
+SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
+ALTER TABLE retries.call_data DROP CONSTRAINT no_huge_args;
+SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
+SELECT retries.unannotate('public.plain_call()');
+DROP FUNCTION public.plain_call(), public.call_data_watch();

@@ -51,8 +51,23 @@
 
 PG_FUNCTION_INFO_V1(retries_call);
 
-/* The columns insert_call() takes (see there) */
-#define CALL_COLUMNS		12
+/* The columns insert_call() takes, in this order (see there) */
+typedef enum CallColumn
+{
+	CC_POLICY_ID,
+	CC_ARGS,
+	CC_MAX_ATTEMPTS,
+	CC_NEXT_ATTEMPT,
+	CC_SCHEDULED_BY,
+	CC_KEY,
+	CC_SCHEDULE_ID,				/* only keyless calls have one */
+	CC_GATE,					/* gate and held: see flow.c */
+	CC_HELD,
+	CC_PRIORITY,
+	CC_LIMIT_KEY,
+	CC_WAITING_ON,				/* see chains.c */
+	CALL_COLUMNS
+} CallColumn;
 
 /*
  * The longest limit_key, in bytes: it is a column of indexes (by gate and
@@ -233,14 +248,68 @@ call_data_attnum(Relation rel, const char *name)
 }
 
 /*
+ * direct_insert_check -- refuse to insert into call_data past the executor
+ * if it has anything that only the executor honours: a trigger, a rule, a
+ * CHECK constraint, row security, or a default of a column that
+ * insert_call_direct() does not set (a bug, or a change of the table by
+ * hand)
+ */
+static void
+direct_insert_check(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	const char *what = NULL;
+
+	if (rel->trigdesc != NULL)
+		what = "a trigger";
+	else if (rel->rd_rules != NULL)
+		what = "a rule";
+	else if (rel->rd_rel->relrowsecurity)
+		what = "row security";
+	else if (desc->constr != NULL)
+	{
+		/*
+		 * The one CHECK of the extension's own, waiting_on >= 0 (1.2), holds
+		 * by construction: waiting_on is a count of calls
+		 */
+		for (int i = 0; i < desc->constr->num_check; i++)
+		{
+			if (strcmp(desc->constr->check[i].ccname, "call_data_waiting_on_check") != 0)
+				what = psprintf("the CHECK constraint %s", desc->constr->check[i].ccname);
+		}
+		for (int i = 0; i < desc->constr->num_defval; i++)
+		{
+			AttrNumber	att = desc->constr->defval[i].adnum;
+
+			if (att != call_data_info.att_id && att != call_data_info.att_state &&
+				att != call_data_info.att_attempts &&
+				att != call_data_info.att_next_attempt &&
+				att != call_data_info.att_created_at &&
+				att != call_data_info.att_updated_at &&
+				att != call_data_info.att_held &&
+				att != call_data_info.att_priority &&
+				att != call_data_info.att_waiting_on)
+				what = psprintf("a default of column %s",
+								NameStr(TupleDescAttr(desc, att - 1)->attname));
+		}
+	}
+	if (what != NULL)
+		elog(ERROR, "retries: retries.call_data has %s, which retries.call() cannot honour",
+			 what);
+}
+
+/*
  * insert_call_direct -- insert a call that has no key: straight into the
  * heap and the indexes of call_data, filling in the columns' defaults here
  *
  * Nothing can conflict without a key, and this costs a fraction of an
  * INSERT statement, whose executor start-up and shutdown dominate the cost
  * of scheduling many calls in one statement.  call_data has no triggers,
- * rules or constraints beyond its indexes and NOT NULLs, all of which this
- * honours.
+ * rules, foreign keys, row security, CHECK constraints but one that holds
+ * by construction, or defaults but those of the columns set here: its
+ * indexes and NOT NULLs are all there is, and this honours them.
+ * direct_insert_check() makes sure of it each time, and refuses a table
+ * that has more.
  */
 static int64
 insert_call_direct(Oid relid, Datum *values, const char *nulls)
@@ -280,6 +349,9 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.relid = relid;
 	}
 
+	/* each time: a trigger or a constraint changes no column */
+	direct_insert_check(rel);
+
 	slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	ExecClearTuple(slot);
 	for (int i = 0; i < desc->natts; i++)
@@ -294,44 +366,44 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	} while (0)
 	id = nextval_internal(call_data_info.seqid, false);
 	SET_COLUMN(att_id, Int64GetDatum(id));
-	SET_COLUMN(att_policy_id, values[0]);
-	SET_COLUMN(att_args, values[1]);
+	SET_COLUMN(att_policy_id, values[CC_POLICY_ID]);
+	SET_COLUMN(att_args, values[CC_ARGS]);
 	SET_COLUMN(att_state, call_data_info.scheduled);
 	SET_COLUMN(att_attempts, Int32GetDatum(0));
-	if (nulls[2] != 'n')
-		SET_COLUMN(att_max_attempts, values[2]);
-	SET_COLUMN(att_next_attempt, values[3]);
+	if (nulls[CC_MAX_ATTEMPTS] != 'n')
+		SET_COLUMN(att_max_attempts, values[CC_MAX_ATTEMPTS]);
+	SET_COLUMN(att_next_attempt, values[CC_NEXT_ATTEMPT]);
 	SET_COLUMN(att_created_at, TimestampTzGetDatum(now));
 	SET_COLUMN(att_updated_at, TimestampTzGetDatum(now));
-	SET_COLUMN(att_scheduled_by, values[4]);
-	if (nulls[6] != 'n')
+	SET_COLUMN(att_scheduled_by, values[CC_SCHEDULED_BY]);
+	if (nulls[CC_SCHEDULE_ID] != 'n')
 	{
 		if (call_data_info.att_schedule_id == InvalidAttrNumber)
 			elog(ERROR, "retries: column schedule_id of retries.call_data is missing");
-		SET_COLUMN(att_schedule_id, values[6]);
+		SET_COLUMN(att_schedule_id, values[CC_SCHEDULE_ID]);
 	}
 	if (call_data_info.att_held != InvalidAttrNumber)
 	{
 		/* NOT NULL, and no executor here to fill in its default */
-		SET_COLUMN(att_held, values[8]);
-		if (nulls[7] != 'n')
-			SET_COLUMN(att_gate, values[7]);
+		SET_COLUMN(att_held, values[CC_HELD]);
+		if (nulls[CC_GATE] != 'n')
+			SET_COLUMN(att_gate, values[CC_GATE]);
 	}
-	else if (nulls[7] != 'n')
+	else if (nulls[CC_GATE] != 'n')
 		elog(ERROR, "retries: column gate of retries.call_data is missing");
 	if (call_data_info.att_priority != InvalidAttrNumber)
-		SET_COLUMN(att_priority, values[9]);
-	else if (DatumGetInt32(values[9]) != 0)
+		SET_COLUMN(att_priority, values[CC_PRIORITY]);
+	else if (DatumGetInt32(values[CC_PRIORITY]) != 0)
 		elog(ERROR, "retries: column priority of retries.call_data is missing");
-	if (nulls[10] != 'n')
+	if (nulls[CC_LIMIT_KEY] != 'n')
 	{
 		if (call_data_info.att_limit_key == InvalidAttrNumber)
 			elog(ERROR, "retries: column limit_key of retries.call_data is missing");
-		SET_COLUMN(att_limit_key, values[10]);
+		SET_COLUMN(att_limit_key, values[CC_LIMIT_KEY]);
 	}
 	if (call_data_info.att_waiting_on != InvalidAttrNumber)
-		SET_COLUMN(att_waiting_on, values[11]);
-	else if (DatumGetInt32(values[11]) != 0)
+		SET_COLUMN(att_waiting_on, values[CC_WAITING_ON]);
+	else if (DatumGetInt32(values[CC_WAITING_ON]) != 0)
 		elog(ERROR, "retries: column waiting_on of retries.call_data is missing");
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
@@ -360,19 +432,19 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 static void
 set_policy_columns(const RetriesPolicyRef *ref, Datum *values, char *nulls)
 {
-	values[0] = Int32GetDatum(ref->policy_id);
-	values[2] = Int32GetDatum(ref->max_attempts);
-	nulls[2] = ref->unlimited ? 'n' : ' ';
-	values[7] = ObjectIdGetDatum(ref->fn_key);	/* the gate */
-	nulls[7] = ref->gated ? ' ' : 'n';
-	values[8] = BoolGetDatum(ref->gated);
-	nulls[8] = ' ';
-	values[9] = Int32GetDatum(0);
-	nulls[9] = ' ';
-	values[10] = (Datum) 0;
-	nulls[10] = 'n';
-	values[11] = Int32GetDatum(0);
-	nulls[11] = ' ';
+	values[CC_POLICY_ID] = Int32GetDatum(ref->policy_id);
+	values[CC_MAX_ATTEMPTS] = Int32GetDatum(ref->max_attempts);
+	nulls[CC_MAX_ATTEMPTS] = ref->unlimited ? 'n' : ' ';
+	values[CC_GATE] = ObjectIdGetDatum(ref->fn_key);	/* the gate */
+	nulls[CC_GATE] = ref->gated ? ' ' : 'n';
+	values[CC_HELD] = BoolGetDatum(ref->gated);
+	nulls[CC_HELD] = ' ';
+	values[CC_PRIORITY] = Int32GetDatum(0);
+	nulls[CC_PRIORITY] = ' ';
+	values[CC_LIMIT_KEY] = (Datum) 0;
+	nulls[CC_LIMIT_KEY] = 'n';
+	values[CC_WAITING_ON] = Int32GetDatum(0);
+	nulls[CC_WAITING_ON] = ' ';
 }
 
 /*
@@ -402,7 +474,7 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 
 	*inserted = true;
 	/* without a key, nothing can conflict */
-	if (nulls[5] == 'n')
+	if (nulls[CC_KEY] == 'n')
 		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
 								  values, nulls);
 
@@ -410,8 +482,8 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 	 * The conflict clause names the index of 1.1, among unfinished calls;
 	 * it implies that of 1.2, among all calls, which it then names.
 	 */
-	if (nulls[7] == 'n' && DatumGetInt32(values[9]) == 0 && nulls[10] == 'n' &&
-		DatumGetInt32(values[11]) == 0)
+	if (nulls[CC_GATE] == 'n' && DatumGetInt32(values[CC_PRIORITY]) == 0 && nulls[CC_LIMIT_KEY] == 'n' &&
+		DatumGetInt32(values[CC_WAITING_ON]) == 0)
 		plan = retries_prepare_kept(&insert_plan,
 									"INSERT INTO retries.call_data"
 									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
@@ -464,7 +536,7 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not schedule a call with key \"%s\" because of concurrent changes",
-						TextDatumGetCString(values[5])),
+						TextDatumGetCString(values[CC_KEY])),
 				 errhint("Try again.")));
 
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -534,25 +606,25 @@ retries_call(PG_FUNCTION_ARGS)
 		retries_after_check(PG_GETARG_ARRAYTYPE_P(6), userid, &after);
 
 	set_policy_columns(&ref, values, nulls);
-	values[1] = JsonbPGetDatum(args);
-	values[3] = retries_clamp_run_at(PG_GETARG_DATUM(2));
-	values[4] = ObjectIdGetDatum(userid);
-	values[5] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
-	nulls[5] = PG_ARGISNULL(3) ? 'n' : ' ';
-	nulls[6] = 'n';
+	values[CC_ARGS] = JsonbPGetDatum(args);
+	values[CC_NEXT_ATTEMPT] = retries_clamp_run_at(PG_GETARG_DATUM(2));
+	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(userid);
+	values[CC_KEY] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	nulls[CC_KEY] = PG_ARGISNULL(3) ? 'n' : ' ';
+	nulls[CC_SCHEDULE_ID] = 'n';
 	if (PG_NARGS() > 4)
-		values[9] = PG_GETARG_DATUM(4);
+		values[CC_PRIORITY] = PG_GETARG_DATUM(4);
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
 	{
-		values[10] = PG_GETARG_DATUM(5);
-		nulls[10] = ' ';
+		values[CC_LIMIT_KEY] = PG_GETARG_DATUM(5);
+		nulls[CC_LIMIT_KEY] = ' ';
 	}
 	if (has_after && (after.nwaiting > 0 || after.failed != 0))
 	{
 		/* held, with no gate: what it waits for releases it (chains.c) */
-		values[8] = BoolGetDatum(true);
-		nulls[7] = 'n';
-		values[11] = Int32GetDatum(after.nwaiting + (after.failed != 0 ? 1 : 0));
+		values[CC_HELD] = BoolGetDatum(true);
+		nulls[CC_GATE] = 'n';
+		values[CC_WAITING_ON] = Int32GetDatum(after.nwaiting + (after.failed != 0 ? 1 : 0));
 	}
 
 	id = insert_call(values, nulls, &inserted);
@@ -592,12 +664,12 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 		return false;
 	memset(nulls, ' ', sizeof(nulls));
 	set_policy_columns(&ref, values, nulls);
-	values[1] = args;
-	values[3] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
-	values[4] = ObjectIdGetDatum(role);
-	values[5] = (Datum) 0;
-	nulls[5] = 'n';
-	values[6] = Int64GetDatum(schedule_id);
+	values[CC_ARGS] = args;
+	values[CC_NEXT_ATTEMPT] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
+	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(role);
+	values[CC_KEY] = (Datum) 0;
+	nulls[CC_KEY] = 'n';
+	values[CC_SCHEDULE_ID] = Int64GetDatum(schedule_id);
 	*id = insert_call(values, nulls, &inserted);
 	return true;
 }
