@@ -1330,6 +1330,9 @@ execute_call_function(const RetriesCall *call, Oid *key)
  * execute_interrupted -- record that an attempt was cut short by a crash or
  * a killed worker: it counts, and the call is retried after its delay or
  * fails if that was its last attempt
+ *
+ * The one way an interrupted attempt is charged: by the recovery of a dead
+ * worker's slot, or by the worker that claims the call later (worker.c).
  */
 void
 execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
@@ -1337,6 +1340,9 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 	CachedPolicy *policy = get_policy(call->policy_id);
 	Outcome		out;
 
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
+					attempt, call->id)));
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
 	if (policy == NULL)

@@ -476,9 +476,6 @@ charge_interrupted(const InFlight *rec)
 	if (call.attempts >= rec->attempt)
 		return true;			/* its batch committed after all */
 
-	ereport(LOG,
-			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
-					rec->attempt, rec->call_id)));
 	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook);
 	return true;
 }
@@ -1063,34 +1060,34 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 	return n;
 }
 
-/*
- * run_batch -- one batch transaction; returns the number of calls claimed
- * and sets *due to when the next call is due, or to 0 if more may be due
- * now (a full batch, or one cut short) or none is scheduled at all
- *
- * Returns -1 if the extension is no longer installed, or not the one the
- * worker started with (extension_replaced tells which).
- */
-static int
-run_batch(TimestampTz *due)
+/* A batch as it is claimed and run: the calls of one role, in one transaction */
+typedef struct Batch
 {
 	RetriesCall *calls;
-	int			n = 0;
-	int			got;
-	bool		claimed_all = true; /* more calls may be claimed */
-	bool		zero_done = false;	/* the calls of priority 0 are all claimed */
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz claimed_at;
-	Claim	   *claim;
-	Oid			role;			/* whose calls the batch holds */
+	int			n;				/* claimed so far */
+	int			limit;			/* the most it may hold */
+	Oid			role;			/* whose calls it holds */
+	bool		claimed_all;	/* more calls may be claimed */
+	bool		zero_done;		/* the calls of priority 0 are all claimed */
 	bool		below_zero;		/* a batch of calls of priority below 0 */
-	int			limit = one_by_one > 0 ? 1 : retries_batch_size;
-	Oid			extoid;
-	RetriesGate *gates;
+	TimestampTz claimed_at;
+	Claim	   *claim;			/* the query that goes on claiming, or NULL */
+	RetriesGate *gates;			/* pauses and limits, as of gates_generation */
 	int			ngates;
 	uint64		gates_generation;
+} Batch;
 
-	lone_call_id = 0;
+/*
+ * open_batch -- start the batch's transaction; false, with it ended, if
+ * there is nothing to run in it: the extension is gone or replaced
+ * (*result -1), or being restored (*result 0, *due when to look again)
+ */
+static bool
+open_batch(TimestampTz start, TimestampTz *due, int *result)
+{
+	Oid			extoid;
+	Oid			policies;
+
 	start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -1102,7 +1099,8 @@ run_batch(TimestampTz *due)
 		SPI_finish();
 		commit_transaction();
 		extension_replaced = OidIsValid(extoid);
-		return -1;
+		*result = -1;
+		return false;
 	}
 	/* a restore under way: nothing runs before its tables are loaded */
 	if (retries_being_restored())
@@ -1111,7 +1109,8 @@ run_batch(TimestampTz *due)
 		SPI_finish();
 		commit_transaction();
 		*due = TimestampTzPlusMilliseconds(start, RESTORE_CHECK_MS);
-		return 0;
+		*result = 0;
+		return false;
 	}
 
 	/*
@@ -1120,147 +1119,183 @@ run_batch(TimestampTz *due)
 	 * call_data) lock them: a batch that had claimed calls and then read a
 	 * policy deadlocked with ALTER EXTENSION UPDATE 1.0 to 1.2.
 	 */
-	{
-		Oid			policies = get_relname_relid("policy_data", retries_schema_oid());
+	policies = get_relname_relid("policy_data", retries_schema_oid());
+	if (OidIsValid(policies))
+		LockRelationOid(policies, AccessShareLock);
+	return true;
+}
 
-		if (OidIsValid(policies))
-			LockRelationOid(policies, AccessShareLock);
+/*
+ * claim_batch -- the batch's role and its first call (see claim.c); then,
+ * unless that call runs alone, more of the role's calls: those of a
+ * priority above 0, then those of priority 0 earliest first, through a
+ * query that goes on from step to step (claim_again); or, for a batch of
+ * calls below 0, those, leaving out the calls left alone and those
+ * already claimed
+ */
+static void
+claim_batch(Batch *b)
+{
+	b->calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * b->limit);
+	b->gates_generation = retries_gates_generation();
+	b->ngates = retries_load_gates(&b->gates);
+	b->claimed_at = GetCurrentTimestamp();
+
+	b->n = claim_first(b->calls, b->claimed_at, &b->below_zero);
+	b->role = b->n > 0 ? b->calls[0].role : InvalidOid;
+	b->claimed_all = b->n > 0;
+	if (one_by_one > 0 && b->n > 0)
+	{
+		lone_call_id = b->calls[0].id;
+		lone_attempt = b->calls[0].attempts + 1;
 	}
 
-	calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * limit);
-	gates_generation = retries_gates_generation();
-	ngates = retries_load_gates(&gates);
-	claimed_at = GetCurrentTimestamp();
-
-	/* the batch's role and its first call (see claim.c) */
-	n = claim_first(calls, claimed_at, &below_zero);
-	role = n > 0 ? calls[0].role : InvalidOid;
-	claimed_all = n > 0;
-	if (one_by_one > 0 && n > 0)
+	b->claim = NULL;
+	if (b->n > 0 && !b->calls[0].lone && b->limit > 1)
 	{
-		lone_call_id = calls[0].id;
-		lone_attempt = calls[0].attempts + 1;
-	}
-
-	/*
-	 * Then, unless that call runs alone, more of the role's calls: those of
-	 * a priority above 0, then those of priority 0 earliest first, through
-	 * a query that goes on from step to step; or, for a batch of calls
-	 * below 0, those, leaving out the calls left alone and those already
-	 * claimed
-	 */
-	claim = NULL;
-	if (n > 0 && !calls[0].lone && limit > 1)
-	{
-		if (!below_zero)
+		if (!b->below_zero)
 		{
-			n += claim_prioritized(calls + n, limit - n, claimed_at, true, role,
-								   claimed_ids(calls, n), nskipped + n);
-			claim = claim_begin(limit, claimed_at, role, claimed_ids(calls, n),
-								nskipped + n);
+			b->n += claim_prioritized(b->calls + b->n, b->limit - b->n, b->claimed_at,
+									  true, b->role, claimed_ids(b->calls, b->n),
+									  nskipped + b->n);
+			b->claim = claim_begin(b->limit, b->claimed_at, b->role,
+								   claimed_ids(b->calls, b->n), nskipped + b->n);
 		}
-		zero_done = below_zero;
+		b->zero_done = b->below_zero;
 	}
 	else
-		zero_done = true;
+		b->zero_done = true;
+}
+
+/*
+ * claim_again -- all claimed calls have run: claim as many again (up to
+ * the limit), of priority 0, and once none of those is left, of a batch
+ * below 0, below 0; false if none was claimed
+ */
+static bool
+claim_again(Batch *b)
+{
+	int			want = Min(Max(b->n, 1), b->limit - b->n);
+	int			got = 0;
+
+	if (want <= 0 || !b->claimed_all || b->n == 0 || b->calls[0].lone)
+		return false;
+	if (!b->zero_done)
+	{
+		got = claim_more(b->claim, b->calls + b->n, want);
+		b->zero_done = got < want;
+		b->claimed_all = got == want;
+	}
+	else if (b->below_zero)
+	{
+		got = claim_prioritized(b->calls + b->n, want, b->claimed_at, false, b->role,
+								claimed_ids(b->calls, b->n), nskipped + b->n);
+		b->claimed_all = got == want;
+	}
+	b->n += got;
+	return got > 0;
+}
+
+/*
+ * run_call -- one claimed call of the batch: its interrupted attempt
+ * charged, or handed to a cancel() that waits for it, or held at its
+ * gate, or its attempt run
+ */
+static void
+run_call(Batch *b, RetriesCall *call)
+{
+	ExecuteHook hook;
+	bool		ok;
+
+	if (take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
+	{
+		execute_interrupted(call, call->attempts + 1, hook);
+		return;
+	}
+
+	/* a cancel() waiting for the call gets it first (see manage.c) */
+	if (retries_cancel_waiting(call->id))
+		return;
+
+	/*
+	 * A paused function, or a limited one with no room: hold the call. The
+	 * gates as they are now: a pause or limit that committed since they
+	 * were loaded applies to this attempt too.
+	 */
+	if (retries_gates_generation() != b->gates_generation)
+	{
+		b->gates_generation = retries_gates_generation();
+		b->ngates = retries_load_gates(&b->gates);
+	}
+	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
+		return;
+
+	inflight_write(call->id, call->attempts + 1);
+	set_state(WORKER_RUNNING, call->id, call->role);
+	pgstat_report_activity(STATE_RUNNING,
+						   psprintf("retries: call " INT64_FORMAT " attempt %d",
+									call->id, call->attempts + 1));
+	ok = execute_attempt(call);
+
+	/*
+	 * The attempt has ended: no longer its call's, before it leaves the gate
+	 * (else one more attempt than the limit would seem to run, until this
+	 * worker's next call)
+	 */
+	set_state(WORKER_RUNNING, 0, InvalidOid);
+	retries_gate_leave(my_slot);
+	count_call(ok);
+	inflight_write(0, 0);
+}
+
+/*
+ * run_batch -- one batch transaction; returns the number of calls claimed
+ * and sets *due to when the next call is due, or to 0 if more may be due
+ * now (a full batch, or one cut short) or none is scheduled at all
+ *
+ * Returns -1 if the extension is no longer installed, or not the one the
+ * worker started with (extension_replaced tells which).
+ */
+static int
+run_batch(TimestampTz *due)
+{
+	Batch		b;
+	TimestampTz start = GetCurrentTimestamp();
+	int			result;
+
+	lone_call_id = 0;
+	if (!open_batch(start, due, &result))
+		return result;
+	memset(&b, 0, sizeof(b));
+	b.limit = one_by_one > 0 ? 1 : retries_batch_size;
+	claim_batch(&b);
 
 	for (int i = 0;; i++)
 	{
-		bool		ok;
-		ExecuteHook hook;
-
 		/*
 		 * An attempt that fired deferred triggers leaves the transaction's
 		 * constraint modes changed for good: the next call must start in a
 		 * new transaction (see sandbox.c).  A call whose last attempt was
 		 * interrupted runs alone.
 		 */
-		if (i > 0 && (ShutdownRequestPending || calls[0].lone ||
+		if (i > 0 && (ShutdownRequestPending || b.calls[0].lone ||
 					  sandbox_transaction_changed() ||
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;
-
-		/*
-		 * All claimed calls have run: claim as many again, of priority 0,
-		 * and once none of those is left, of a batch below 0, below 0
-		 */
-		if (i == n)
-		{
-			int			want = Min(Max(n, 1), limit - n);
-
-			if (want <= 0 || !claimed_all || n == 0 || calls[0].lone)
-				break;
-			got = 0;
-			if (!zero_done)
-			{
-				got = claim_more(claim, calls + n, want);
-				zero_done = got < want;
-				claimed_all = got == want;
-			}
-			else if (below_zero)
-			{
-				got = claim_prioritized(calls + n, want, claimed_at, false, role,
-										claimed_ids(calls, n), nskipped + n);
-				claimed_all = got == want;
-			}
-			n += got;
-			if (got == 0)
-				break;
-		}
+		if (i == b.n && !claim_again(&b))
+			break;
 
 		/* a call whose last attempt was interrupted: the next batch, alone */
-		if (i > 0 && calls[i].lone)
+		if (i > 0 && b.calls[i].lone)
 		{
-			lone_next = calls[i].id;
+			lone_next = b.calls[i].id;
 			break;
 		}
-
-		if (take_interrupted(my_extension, calls[i].id, calls[i].attempts + 1, &hook))
-		{
-			ereport(LOG,
-					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
-							calls[i].attempts + 1, calls[i].id)));
-			execute_interrupted(&calls[i], calls[i].attempts + 1, hook);
-			continue;
-		}
-
-		/* a cancel() waiting for the call gets it first (see manage.c) */
-		if (retries_cancel_waiting(calls[i].id))
-			continue;
-
-		/*
-		 * A paused function, or a limited one with no room: hold the call.
-		 * The gates as they are now: a pause or limit that committed since
-		 * they were loaded applies to this attempt too.
-		 */
-		if (retries_gates_generation() != gates_generation)
-		{
-			gates_generation = retries_gates_generation();
-			ngates = retries_load_gates(&gates);
-		}
-		if (ngates > 0 && !pass_gate(&calls[i], gates, ngates))
-			continue;
-
-		inflight_write(calls[i].id, calls[i].attempts + 1);
-		set_state(WORKER_RUNNING, calls[i].id, calls[i].role);
-		pgstat_report_activity(STATE_RUNNING,
-							   psprintf("retries: call " INT64_FORMAT " attempt %d",
-										calls[i].id, calls[i].attempts + 1));
-		ok = execute_attempt(&calls[i]);
-
-		/*
-		 * The attempt has ended: no longer its call's, before it leaves the
-		 * gate (else one more attempt than the limit would seem to run,
-		 * until this worker's next call)
-		 */
-		set_state(WORKER_RUNNING, 0, InvalidOid);
-		retries_gate_leave(my_slot);
-		count_call(ok);
-		inflight_write(0, 0);
+		run_call(&b, &b.calls[i]);
 	}
-	if (claim != NULL)
-		claim_end(claim);
+	if (b.claim != NULL)
+		claim_end(b.claim);
 	execute_finish_batch();
 
 	/*
@@ -1269,17 +1304,17 @@ run_batch(TimestampTz *due)
 	 * found nothing to claim looks for when the next call falls due.
 	 */
 	*due = 0;
-	if (n == 0)
-		*due = next_due(claimed_at);
+	if (b.n == 0)
+		*due = next_due(b.claimed_at);
 
 	PopActiveSnapshot();
 	SPI_finish();
 	commit_transaction();
 	set_state(WORKER_IDLE, 0, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	if (one_by_one > 0 && n > 0)
+	if (one_by_one > 0 && b.n > 0)
 		one_by_one--;
-	return n;
+	return b.n;
 }
 
 /*
