@@ -8,6 +8,8 @@
 #   make unittest         unit tests of the pure policy code (no server)
 #   make layercheck       the source keeps the order of layers of
 #                         src/layers.txt: no include or call upward, no cycle
+#   make indent           format the C sources with pgindent (scripts/indent)
+#   make indentcheck      fail if a C source is not formatted so
 #   make fuzz             build the libFuzzer target fuzz/policy_fuzz (clang)
 #   make fuzzcheck        run it briefly over fuzz/corpus/policy; any finding
 #                         fails (scripts/fuzz runs it for longer)
@@ -148,6 +150,13 @@ test/rate_test: test/rate_test.c test/unit.h src/core/rate.c src/core/rate.h src
 .PHONY: layercheck
 layercheck: $(OBJS)
 	perl $(srcdir)/scripts/layers $(srcdir)/src
+
+# PostgreSQL's formatting, by pgindent (scripts/indent fetches it)
+.PHONY: indent indentcheck
+indent:
+	$(srcdir)/scripts/indent
+indentcheck:
+	$(srcdir)/scripts/indent --check
 
 .PHONY: unittest
 unittest: test/policy_test test/cron_test test/rate_test

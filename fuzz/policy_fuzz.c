@@ -410,7 +410,7 @@ special_multiplier(int i)
 		case 14:
 			return -INFINITY;
 		case 15:
-			return nextafter(0.0, 1.0);	/* the least denormal */
+			return nextafter(0.0, 1.0); /* the least denormal */
 	}
 	return -1;
 }
@@ -476,7 +476,11 @@ reference_duration(const char *str, size_t len, int *parts)
 
 		while (pos < len && ((str[pos] >= '0' && str[pos] <= '9') || str[pos] == '.'))
 			pos++;
-		/* leading zeros change nothing; fraction digits past 60 nothing we can measure */
+
+		/*
+		 * leading zeros change nothing; fraction digits past 60 nothing we
+		 * can measure
+		 */
 		while (start + 1 < pos && str[start] == '0' && str[start + 1] != '.')
 			start++;
 		n = pos - start;
@@ -916,29 +920,29 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *nul = memchr(data, '\0', size);
 	size_t		tlen = (nul != NULL) ? (size_t) (nul - data) : size;
-	char	   *text = malloc(tlen + 1);
+	char	   *input = malloc(tlen + 1);
 	Knobs		knobs;
 	bool		utf8;
 
-	if (text == NULL)
+	if (input == NULL)
 		abort();
-	memcpy(text, data, tlen);
-	text[tlen] = '\0';
+	memcpy(input, data, tlen);
+	input[tlen] = '\0';
 	knobs.data = (nul != NULL) ? nul + 1 : NULL;
 	knobs.len = (nul != NULL) ? size - tlen - 1 : 0;
 	knobs.pos = 0;
-	utf8 = valid_utf8(text, tlen);
+	utf8 = valid_utf8(input, tlen);
 
-	check_policy(text, utf8, &knobs);
-	check_duration(text, tlen, text, utf8);
+	check_policy(input, utf8, &knobs);
+	check_duration(input, tlen, input, utf8);
 	if (nul != NULL)
-		check_duration((const char *) data, size, text, valid_utf8((const char *) data, size));
-	check_jitter_names(text);
-	check_retry_on(text, utf8, &knobs);
-	check_raw_numbers(text, &knobs);
-	check_cron(text, utf8, &knobs);
-	check_rate(text, utf8, &knobs);
+		check_duration((const char *) data, size, input, valid_utf8((const char *) data, size));
+	check_jitter_names(input);
+	check_retry_on(input, utf8, &knobs);
+	check_raw_numbers(input, &knobs);
+	check_cron(input, utf8, &knobs);
+	check_rate(input, utf8, &knobs);
 
-	free(text);
+	free(input);
 	return 0;
 }

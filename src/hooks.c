@@ -184,7 +184,7 @@ workers_in_the_way(Node *parsetree)
 									defGetString(opt) : "template1", true);
 		case T_AlterDatabaseStmt:
 			if (find_defelem(((AlterDatabaseStmt *) parsetree)->options,
-							"tablespace") != NULL)
+							 "tablespace") != NULL)
 				return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname,
 										true);
 			break;
@@ -249,9 +249,10 @@ static bool
 command_would_run(Node *parsetree, Oid dboid, bool isTopLevel)
 {
 	Oid			userid = GetUserId();
+
 	/* the commands that PreventInTransactionBlock() */
 	bool		outside_block = isTopLevel && !IsTransactionBlock() &&
-		!IsSubTransaction();
+	!IsSubTransaction();
 
 	switch (nodeTag(parsetree))
 	{
@@ -507,8 +508,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	/*
 	 * A restore: the extension made (or found: IF NOT EXISTS, with the
-	 * extension in the template) is held before this transaction commits,
-	 * so that no other session sees it unheld (see "Restores" in restore.c)
+	 * extension in the template) is held before this transaction commits, so
+	 * that no other session sees it unheld (see "Restores" in restore.c)
 	 */
 	if (restores_extension(pstmt->utilityStmt, context) &&
 		OidIsValid(get_extension_oid("retries", true)))

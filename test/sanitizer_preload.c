@@ -99,7 +99,8 @@ set_ubsan_log_path(const char *options)
  * save_ubsan_options: copy UBSAN_OPTIONS while the environment is intact,
  * and send UBSan's reports where its log_path says.
  */
-static void __attribute__((constructor))
+static void
+__attribute__((constructor))
 save_ubsan_options(void)
 {
 	const char *options = getenv("UBSAN_OPTIONS");

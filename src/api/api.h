@@ -30,6 +30,7 @@ extern List *call_args_build(Oid fnoid, Jsonb *args);
 
 /* call.c */
 extern uint64 retries_policy_generation;
+
 /* What a new call takes from its function's current policy */
 typedef struct RetriesPolicyRef
 {
@@ -50,8 +51,8 @@ typedef struct RetriesAfter
 {
 	int			nwaiting;		/* how many of its calls have not succeeded, */
 	int64	   *waiting;		/* these */
-	int			nrunning;		/* how many of those another transaction
-								 * holds locked (a worker running them), */
+	int			nrunning;		/* how many of those another transaction holds
+								 * locked (a worker running them), */
 	int64	   *running;		/* these */
 	int64		failed;			/* one that failed or was cancelled, or 0 */
 	char		failed_how;		/* 'f' (failed) or 'c' (cancelled) */

@@ -124,10 +124,11 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 	bool		isnull;
 	bool		flow = (retries_schema_version() >= SCHEMA_1_2);
+
 	/* from 1.4 the tables hold keys (names.c) */
 	bool		names = (retries_schema_version() >= SCHEMA_1_4);
 	const char *fn_is = names ? " OPERATOR(pg_catalog.=) " RETRIES_KEY_OF("$1")
-		: " OPERATOR(pg_catalog.=) $1";
+	: " OPERATOR(pg_catalog.=) $1";
 
 	if (stmt != NULL && last_policy.fn == fnoid &&
 		last_policy.lxid == retries_local_xid() && last_policy.curcid == stmt->curcid &&
@@ -479,8 +480,8 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 								  values, nulls);
 
 	/*
-	 * The conflict clause names the index of 1.1, among unfinished calls;
-	 * it implies that of 1.2, among all calls, which it then names.
+	 * The conflict clause names the index of 1.1, among unfinished calls; it
+	 * implies that of 1.2, among all calls, which it then names.
 	 */
 	if (nulls[CC_GATE] == 'n' && DatumGetInt32(values[CC_PRIORITY]) == 0 && nulls[CC_LIMIT_KEY] == 'n' &&
 		DatumGetInt32(values[CC_WAITING_ON]) == 0)

@@ -38,7 +38,7 @@ Datum
 retries_retry(PG_FUNCTION_ARGS)
 {
 	const char *message = PG_ARGISNULL(0) ? "retry requested"
-		: text_to_cstring(PG_GETARG_TEXT_PP(0));
+	: text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		after = -1;
 
 	if (!PG_ARGISNULL(1) &&

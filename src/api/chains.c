@@ -140,7 +140,7 @@ share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
 		locked[i] = rows[i] >= 0;
 		if (locked[i])
 			states[i] = call_state_parse(SPI_getvalue(SPI_tuptable->vals[rows[i]],
-													 SPI_tuptable->tupdesc, 2));
+													  SPI_tuptable->tupdesc, 2));
 	}
 	SPI_freetuptable(SPI_tuptable);
 }
@@ -215,14 +215,14 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 																 2, &isnull))))
 			retries_call_not_found(ids[i], "after");
 		states[i] = call_state_parse(SPI_getvalue(SPI_tuptable->vals[row],
-												 SPI_tuptable->tupdesc, 3));
+												  SPI_tuptable->tupdesc, 3));
 	}
 	SPI_freetuptable(SPI_tuptable);
 
 	/*
 	 * then their states, locked; those locked by another transaction (a
-	 * worker running them) keep the state read above, and are noted for
-	 * the workers (see the head of the file)
+	 * worker running them) keep the state read above, and are noted for the
+	 * workers (see the head of the file)
 	 */
 	locked = palloc(sizeof(bool) * n);
 	share_lock_calls(ids, n, locked, states);
@@ -637,7 +637,8 @@ retries_chains_pending(void)
 	for (int i = 0; i < n; i++)
 	{
 		if (!done[i] || states[i] == CALL_SCHEDULED)
-			continue;			/* locked; or not run now: whoever finishes it sees */
+			continue;			/* locked; or not run now: whoever finishes it
+								 * sees */
 		if (states[i] == CALL_SUCCEEDED)
 			succeeded[nsucceeded++] = ids[i];
 		else

@@ -45,6 +45,7 @@ worker_state_name(RetriesWorkerState state)
 	}
 	return "unknown";
 }
+
 /* Columns of retries.worker_status() in each version of the extension */
 #define WORKER_STATUS_COLS_V1_0	7
 #define WORKER_STATUS_COLS_V1_1	8	/* busy_time */

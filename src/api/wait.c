@@ -105,9 +105,9 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 		elog(ERROR, "could not look up call " INT64_FORMAT, id);
 	if (SPI_processed != 1 ||
 		!retries_may_read_call(save.saved_userid,
-							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															 SPI_tuptable->tupdesc,
-															 2, &isnull))))
+							   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc,
+															  2, &isnull))))
 		retries_call_not_found(id, NULL);
 
 	row = SPI_tuptable->vals[0];
@@ -210,7 +210,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (call.row == (Datum) 0)
-		retries_call_not_found(id, NULL); /* pruned between the two reads */
+		retries_call_not_found(id, NULL);	/* pruned between the two reads */
 	return call.row;
 }
 

@@ -35,6 +35,7 @@ extern int	retries_max_rate_limits;
 extern int	retries_max_result_size;
 extern int	retries_max_args_size;
 extern int	retries_max_worker_memory;
+
 /* Was the library loaded by shared_preload_libraries? */
 extern bool retries_preloaded;
 extern void retries_define_settings(void);

@@ -31,17 +31,22 @@ static const char *const state_names[CALL_STATE_COUNT] = {
  * the cancelling of the calls after one that failed, from what is stored.
  */
 static const bool state_may[CALL_STATE_COUNT][CALL_STATE_COUNT] = {
-	/* a claim; retry_now() and reschedule(); cancel(); failing a call
-	 * before its attempt (its role, function or arguments are gone) */
+	/*
+	 * a claim; retry_now() and reschedule(); cancel(); failing a call before
+	 * its attempt (its role, function or arguments are gone)
+	 */
 	[CALL_SCHEDULED] = {
 		[CALL_SCHEDULED] = true,
 		[CALL_RUNNING] = true,
 		[CALL_FAILED] = true,
 		[CALL_CANCELLED] = true,
 	},
-	/* the outcome of an attempt: scheduled again (retry, timeout,
-	 * interrupted), succeeded, failed; cancelled, if cancel() came while
-	 * it ran and it would have been retried */
+
+	/*
+	 * the outcome of an attempt: scheduled again (retry, timeout,
+	 * interrupted), succeeded, failed; cancelled, if cancel() came while it
+	 * ran and it would have been retried
+	 */
 	[CALL_RUNNING] = {
 		[CALL_SCHEDULED] = true,
 		[CALL_SUCCEEDED] = true,

@@ -241,7 +241,7 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 				}
 			}
 			else if (*p == '/')
-				to = info->max;		/* 'a/step': from a to the end */
+				to = info->max; /* 'a/step': from a to the end */
 		}
 		if (*p == '/')
 		{

@@ -300,7 +300,7 @@ fraction_usecs(const char *digits, size_t ndigits, int64_t unit)
  * long the digit strings are.
  */
 bool
-policy_parse_duration(const char *str, size_t len, int64_t *result,
+policy_parse_duration(const char *str, size_t len, int64_t * result,
 					  PolicyError *err)
 {
 	size_t		pos = 0;
@@ -353,16 +353,16 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 					unit_end++;
 				if (lookup_unit(str + pos, unit_end - pos, true) >= 0)
 					policy_set_error(err, "missing number before unit %s in duration %s",
-							  policy_quote(qpart, str + pos, unit_end - pos), qdur);
+									 policy_quote(qpart, str + pos, unit_end - pos), qdur);
 				else
 					policy_set_error(err, "duration %s does not start with a number",
-							  qdur);
+									 qdur);
 				policy_set_hint(err, "%s", DURATION_HINT);
 			}
 			else
 			{
 				policy_set_error(err, "unexpected character %s in duration %s",
-						  policy_quote(qpart, str + pos, 1), qdur);
+								 policy_quote(qpart, str + pos, 1), qdur);
 				if (str[pos] == ',' || str[pos] == ';')
 					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
 				else
@@ -401,7 +401,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 			if (num_end < len)
 			{
 				policy_set_error(err, "unexpected character %s in duration %s",
-						  policy_quote(qother, str + num_end, 1), qdur);
+								 policy_quote(qother, str + num_end, 1), qdur);
 				if (str[num_end] == ',' || str[num_end] == ';')
 					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
 				else
@@ -413,7 +413,7 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 					policy_set_error(err, "missing unit in duration %s", qdur);
 				else
 					policy_set_error(err, "missing unit after %s in duration %s",
-							  qpart, qdur);
+									 qpart, qdur);
 				policy_set_hint(err, "Add a unit (d, h, m, s or ms) to the number, as in \"5s\".");
 			}
 			return false;
@@ -441,9 +441,9 @@ policy_parse_duration(const char *str, size_t len, int64_t *result,
 			char		qlast[QUOTED_LEN];
 
 			policy_set_error(err, "units out of order in duration %s: %s follows %s",
-					  qdur, qother,
-					  policy_quote(qlast, duration_units[last_unit].name,
-							strlen(duration_units[last_unit].name)));
+							 qdur, qother,
+							 policy_quote(qlast, duration_units[last_unit].name,
+										  strlen(duration_units[last_unit].name)));
 			policy_set_hint(err, "Write units from largest to smallest (d, h, m, s, ms), as in \"1h30m\".");
 			return false;
 		}
@@ -548,8 +548,8 @@ check_split_unit(const Token *tokens, int ntokens, int i, PolicyError *err)
 		return true;
 
 	policy_set_error(err, "unit %s is separated from its number %s by white space",
-			  policy_quote(qunit, tokens[i + 1].str, tokens[i + 1].len),
-			  policy_quote(qnum, tokens[i].str, tokens[i].len));
+					 policy_quote(qunit, tokens[i + 1].str, tokens[i + 1].len),
+					 policy_quote(qnum, tokens[i].str, tokens[i].len));
 	policy_set_hint(err, "Write a number and its unit together, as in \"5s\".");
 	return false;
 }
@@ -591,7 +591,7 @@ parse_count(const Token *tok, int32_t *count, PolicyError *err)
 	if (value > POLICY_MAX_ATTEMPTS - 1)
 	{
 		policy_set_error(err, "count %s exceeds the maximum of %d",
-				  qtok, POLICY_MAX_ATTEMPTS - 1);
+						 qtok, POLICY_MAX_ATTEMPTS - 1);
 		policy_set_hint(err, "Leave the count out to retry without limit.");
 		return false;
 	}
@@ -607,7 +607,7 @@ parse_count(const Token *tok, int32_t *count, PolicyError *err)
  * than about the duration syntax, since that is what the user meant.
  */
 static bool
-parse_delay(const Token *tok, const char *what, int64_t *delay,
+parse_delay(const Token *tok, const char *what, int64_t * delay,
 			PolicyError *err)
 {
 	char		qtok[QUOTED_LEN];
@@ -616,7 +616,7 @@ parse_delay(const Token *tok, const char *what, int64_t *delay,
 		policy_parse_duration(tok->str + 1, tok->len - 1, NULL, NULL))
 	{
 		policy_set_error(err, "%s delay must be positive, not %s",
-				  what, policy_quote(qtok, tok->str, tok->len));
+						 what, policy_quote(qtok, tok->str, tok->len));
 		policy_set_hint(err, "Write delays without a sign, as in \"5s\".");
 		return false;
 	}
@@ -694,7 +694,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 		if (is_number_token(&tokens[1], true))
 		{
 			policy_set_error(err, "count %s is followed by another count %s",
-					  q1, policy_quote(q2, tokens[1].str, tokens[1].len));
+							 q1, policy_quote(q2, tokens[1].str, tokens[1].len));
 			policy_set_hint(err, "Only the first part can be a count; a delay needs a unit, as in \"5 1s\".");
 			return false;
 		}
@@ -709,7 +709,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 	if (spec.min_delay == 0)
 	{
 		policy_set_error(err, "minimum delay must be positive, not %s",
-				  policy_quote(q1, tokens[i].str, tokens[i].len));
+						 policy_quote(q1, tokens[i].str, tokens[i].len));
 		policy_set_hint(err, "Use a delay greater than zero, such as \"100ms\" or \"1s\".");
 		return false;
 	}
@@ -729,7 +729,7 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 	if (i < ntokens)
 	{
 		policy_set_error(err, "too many parts: %s follows the maximum delay",
-				  policy_quote(q1, tokens[i].str, tokens[i].len));
+						 policy_quote(q1, tokens[i].str, tokens[i].len));
 		policy_set_hint(err, "A policy is \"[count] min [max]\", for example \"5 1s 1h\".");
 		return false;
 	}
@@ -737,8 +737,8 @@ policy_parse(const char *str, PolicySpec *result, PolicyError *err)
 	if (spec.has_max && spec.max_delay < spec.min_delay)
 	{
 		policy_set_error(err, "maximum delay %s is less than minimum delay %s",
-				  policy_quote(q1, tokens[i - 1].str, tokens[i - 1].len),
-				  policy_quote(q2, tokens[i - 2].str, tokens[i - 2].len));
+						 policy_quote(q1, tokens[i - 1].str, tokens[i - 1].len),
+						 policy_quote(q2, tokens[i - 2].str, tokens[i - 2].len));
 		policy_set_hint(err, "The maximum delay caps the exponential backoff, so it must be at least the minimum delay.");
 		return false;
 	}
@@ -1217,7 +1217,7 @@ policy_normalize_retry_on(const char *const *entries, int n,
 		if (normcode[0] == '0' && normcode[1] >= '0' && normcode[1] <= '2')
 		{
 			policy_set_error(err, "%s %s is not an error",
-					  len == 2 ? "class" : "SQLSTATE", qcode);
+							 len == 2 ? "class" : "SQLSTATE", qcode);
 			policy_set_hint(err, "Classes 00 (success), 01 (warning) and 02 (no data) are not errors, so they are never retried.");
 			return -1;
 		}

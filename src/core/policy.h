@@ -88,8 +88,8 @@ extern const char *policy_quote(char *dst, const char *str, size_t len);
 typedef struct PolicySpec
 {
 	bool		has_count;		/* was a count given? */
-	int32_t		count;			/* retries, 1 .. POLICY_MAX_ATTEMPTS - 1;
-								 * 0 when has_count is false */
+	int32_t		count;			/* retries, 1 .. POLICY_MAX_ATTEMPTS - 1; 0
+								 * when has_count is false */
 	int64_t		min_delay;		/* 1 .. POLICY_MAX_DURATION */
 	bool		has_max;		/* was a max given (exponential backoff)? */
 	int64_t		max_delay;		/* min_delay .. POLICY_MAX_DURATION; -1 when
@@ -103,7 +103,7 @@ typedef struct PolicySpec
  * is rounded to the nearest microsecond.  Zero is accepted here; callers
  * decide whether it is allowed.  The text is str[0..len).
  */
-extern bool policy_parse_duration(const char *str, size_t len, int64_t *result,
+extern bool policy_parse_duration(const char *str, size_t len, int64_t * result,
 								  PolicyError *err);
 
 /*

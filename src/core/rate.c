@@ -144,7 +144,7 @@ rate_reset(RateRing *ring, const RateSpec *rate, int64_t since)
 }
 
 int32_t
-rate_room(const RateRing *ring, const RateSpec *rate, int64_t now, int64_t *next)
+rate_room(const RateRing *ring, const RateSpec *rate, int64_t now, int64_t * next)
 {
 	int32_t		burst = rate_burst(rate);
 	int64_t		spacing = rate_spacing(rate);
@@ -153,9 +153,9 @@ rate_room(const RateRing *ring, const RateSpec *rate, int64_t now, int64_t *next
 	{
 		/*
 		 * The i-th start from now is start head + i, which must come
-		 * 'spacing' after start head + i - burst: recorded if the ring
-		 * holds it, else it never happened (since the reset).  The times
-		 * are in order, so the first that is too recent ends the room.
+		 * 'spacing' after start head + i - burst: recorded if the ring holds
+		 * it, else it never happened (since the reset).  The times are in
+		 * order, so the first that is too recent ends the room.
 		 */
 		uint32_t	back = (uint32_t) (burst - i);
 		int64_t		t;
@@ -177,7 +177,7 @@ rate_room(const RateRing *ring, const RateSpec *rate, int64_t now, int64_t *next
 }
 
 bool
-rate_admit(RateRing *ring, const RateSpec *rate, int64_t now, int64_t *next)
+rate_admit(RateRing *ring, const RateSpec *rate, int64_t now, int64_t * next)
 {
 	int64_t		newest;
 

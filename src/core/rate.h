@@ -75,13 +75,13 @@ extern void rate_reset(RateRing *ring, const RateSpec *rate, int64_t since);
  * May a start happen at 'now' under 'rate'?  If so it is recorded and true
  * is returned; if not, *next (when non-NULL) is the earliest time one may.
  */
-extern bool rate_admit(RateRing *ring, const RateSpec *rate, int64_t now, int64_t *next);
+extern bool rate_admit(RateRing *ring, const RateSpec *rate, int64_t now, int64_t * next);
 
 /*
  * How many starts could be admitted at 'now', one after another (up to
  * burst); *next is when the next one beyond those may start.
  */
 extern int32_t rate_room(const RateRing *ring, const RateSpec *rate, int64_t now,
-						 int64_t *next);
+						 int64_t * next);
 
 #endif							/* RETRIES_RATE_H */

@@ -406,44 +406,44 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 	find_values[1] = TimestampTzGetDatum(now);
 	find_values[2] = Int32GetDatum(HEADS_MAX_ROLES);
 	plan = retries_prepare_unheld(find_plans,
-						 "WITH RECURSIVE"
-						 " after_last(role) AS ("
-						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-						 "   AND scheduled_by OPERATOR(pg_catalog.>) $1"
-						 "   ORDER BY scheduled_by LIMIT 1)"
-						 "  UNION ALL"
-						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-						 "   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
-						 "   ORDER BY scheduled_by LIMIT 1)"
-						 "  FROM after_last a WHERE a.role IS NOT NULL),"
-						 " up_to_last(role) AS ("
-						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-						 "   ORDER BY scheduled_by LIMIT 1)"
-						 "  UNION ALL"
-						 "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-						 "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-						 "   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
-						 "   ORDER BY scheduled_by LIMIT 1)"
-						 "  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
-						 " roles AS ("
-						 "  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL"
-						 "  UNION ALL"
-						 "  SELECT role, 2 FROM up_to_last"
-						 "   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0"
-						 "  LIMIT $3)"
-						 " SELECT r.role, h.id FROM roles r"
-						 " LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
-						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-						 "   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
-						 "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-						 "   OPERATOR(pg_catalog.<=) (r.role, $2)"
-						 "  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
-						 " ORDER BY r.lap, r.role",
-						 3, find_types);
+								  "WITH RECURSIVE"
+								  " after_last(role) AS ("
+								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								  "   AND scheduled_by OPERATOR(pg_catalog.>) $1"
+								  "   ORDER BY scheduled_by LIMIT 1)"
+								  "  UNION ALL"
+								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								  "   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
+								  "   ORDER BY scheduled_by LIMIT 1)"
+								  "  FROM after_last a WHERE a.role IS NOT NULL),"
+								  " up_to_last(role) AS ("
+								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								  "   ORDER BY scheduled_by LIMIT 1)"
+								  "  UNION ALL"
+								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								  "   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
+								  "   ORDER BY scheduled_by LIMIT 1)"
+								  "  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
+								  " roles AS ("
+								  "  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL"
+								  "  UNION ALL"
+								  "  SELECT role, 2 FROM up_to_last"
+								  "   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0"
+								  "  LIMIT $3)"
+								  " SELECT r.role, h.id FROM roles r"
+								  " LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
+								  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+								  "   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
+								  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+								  "   OPERATOR(pg_catalog.<=) (r.role, $2)"
+								  "  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
+								  " ORDER BY r.lap, r.role",
+								  3, find_types);
 	if (SPI_execute_plan(plan, find_values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for the due calls of each role");
 	if (SPI_processed == 0)
@@ -520,26 +520,26 @@ claim_begin(int limit, TimestampTz now, Oid role, const int64 *skip, int nskip)
 
 	if (OidIsValid(role))
 		plan = retries_prepare_unheld(role_plans,
-							 "SELECT " CLAIM_COLUMNS
-							 " FROM retries.call_data"
-							 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-							 OF_ROLE("$2")
-							 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-							 " ORDER BY scheduled_by, next_attempt"
-							 " LIMIT $1"
-							 " FOR UPDATE SKIP LOCKED",
-							 4, argtypes);
+									  "SELECT " CLAIM_COLUMNS
+									  " FROM retries.call_data"
+									  " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+									  OF_ROLE("$2")
+									  " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+									  " ORDER BY scheduled_by, next_attempt"
+									  " LIMIT $1"
+									  " FOR UPDATE SKIP LOCKED",
+									  4, argtypes);
 	else
 		plan = retries_prepare_unheld(any_plans,
-							 "SELECT " CLAIM_COLUMNS
-							 " FROM retries.call_data"
-							 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-							 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-							 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-							 " ORDER BY next_attempt"
-							 " LIMIT $1"
-							 " FOR UPDATE SKIP LOCKED",
-							 3, argtypes);
+									  "SELECT " CLAIM_COLUMNS
+									  " FROM retries.call_data"
+									  " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+									  " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+									  " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+									  " ORDER BY next_attempt"
+									  " LIMIT $1"
+									  " FOR UPDATE SKIP LOCKED",
+									  3, argtypes);
 	source = linitial(SPI_plan_get_plan_sources(plan));
 
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);

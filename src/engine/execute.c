@@ -88,7 +88,8 @@ typedef struct CachedPolicy
 /* The outcome of an attempt, as it is recorded */
 typedef struct Outcome
 {
-	const char *outcome;		/* succeeded, retry, failed, timeout, interrupted */
+	const char *outcome;		/* succeeded, retry, failed, timeout,
+								 * interrupted */
 	CallState	state;			/* the call's new state */
 	int64		delay;			/* before the next attempt; -1 if none */
 	char		sqlstate[6];
@@ -145,6 +146,7 @@ static MemoryContext policy_cache_cxt = NULL;
 static HTAB *policy_cache = NULL;
 static Oid	policy_data_relid = InvalidOid;
 static bool policy_cache_stale = true;	/* look up policy_data first */
+
 /*
  * The time limit of an attempt (its policy's timeout, or the cap
  * retries.max_attempt_time): when it passes, the attempt is cancelled as a
@@ -163,8 +165,10 @@ static TimeoutId attempt_timeout_id;
 static TimeoutId attempt_kill_id;
 static volatile sig_atomic_t attempt_timed_out = false;
 static volatile sig_atomic_t attempt_killed = false;
+
 /* The limit of the attempt under way, as text, for the log */
 static char attempt_limit_text[POLICY_FORMAT_LEN];
+
 /* The worker's, told when a hook starts and ends (execute_init) */
 static ExecuteHookPhase hook_phase_callback = NULL;
 
@@ -310,8 +314,8 @@ get_policy(int32 policy_id)
 	desc = SPI_tuptable->tupdesc;
 
 	/*
-	 * The functions, by their keys (names.c); a function not
-	 * found (a restore under way) is looked up again next time
+	 * The functions, by their keys (names.c); a function not found (a restore
+	 * under way) is looked up again next time
 	 */
 	fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
 	fn = retries_key_function(fn_key);
@@ -760,7 +764,7 @@ run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
  */
 static bool
 choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-		   Outcome *out)
+			 Outcome *out)
 {
 	if (retries_retry_after_usecs >= 0 && strcmp(out->sqlstate, "RT000") == 0)
 	{
@@ -959,7 +963,7 @@ static void
 write_outcomes(void)
 {
 	static SPIPlanPtr plans[2];
-	bool		results = (retries_schema_version() >= SCHEMA_1_2);	/* version 1.2 */
+	bool		results = (retries_schema_version() >= SCHEMA_1_2); /* version 1.2 */
 	Oid			argtypes[OC_NCOLUMNS + 1];
 	Datum		values[OC_NCOLUMNS + 1];
 	int			n = pending.n;
@@ -1288,7 +1292,10 @@ execute_attempt(RetriesCall *call)
 	}
 	else if (step == STEP_RESULT)
 	{
-		/* the same result would come back: not retried, whatever retry_on says */
+		/*
+		 * the same result would come back: not retried, whatever retry_on
+		 * says
+		 */
 		out.outcome = "failed";
 		out.detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
 		finish_failure(call, policy, attempt, false, &out);

@@ -16,13 +16,13 @@ typedef struct RetriesCall
 	int64		id;
 	int32		policy_id;
 	Jsonb	   *args;			/* canonical, as stored; NULL if deferred */
-	bool		args_deferred;	/* too large to copy when claimed: read
-								 * when its attempt starts (see claim.c) */
+	bool		args_deferred;	/* too large to copy when claimed: read when
+								 * its attempt starts (see claim.c) */
 	int32		attempts;		/* made before this one */
 	int32		max_attempts;	/* 0 when unlimited */
 	Oid			role;			/* scheduled_by */
-	bool		lone;			/* its last attempt was interrupted: it
-								 * runs alone in its batch (see worker.c) */
+	bool		lone;			/* its last attempt was interrupted: it runs
+								 * alone in its batch (see worker.c) */
 } RetriesCall;
 
 /* Which hook of a call's policy runs (see execute.c) */

@@ -129,16 +129,20 @@
 
 /* Between sandbox_enter() and the end of the attempt */
 static bool in_sandbox = false;
+
 /* From the start of sandbox_enter() to the end of the attempt */
 static bool settings_pinned = false;
+
 /* The attempt may have queued deferred trigger events, or set constraints */
 static bool attempt_defers = false;
+
 /* The transaction's SET CONSTRAINTS state is no longer as declared */
 static bool transaction_changed = false;
 
 /* The worker's own session user, which it gets back after every attempt */
 static Oid	worker_session_userid = InvalidOid;
 static bool worker_session_superuser = false;
+
 /* The role whose code ran last, and whether the seed of random() is its */
 static Oid	last_role = InvalidOid;
 

@@ -172,8 +172,10 @@ typedef struct InFlight
 
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
+
 /* The in-flight file, mapped (see "The crash rule" above) */
 static volatile InFlight *inflight_map = NULL;
+
 /* What the in-flight file holds now */
 static InFlight inflight = {0, 0, InvalidOid, 0};
 
@@ -185,11 +187,14 @@ static InFlight inflight = {0, 0, InvalidOid, 0};
 static int	one_by_one = 0;
 static int64 lone_call_id = 0;
 static int32 lone_attempt = 0;
+
 /* Calls left alone */
 static int64 skipped[SKIP_MAX];
 static int	nskipped = 0;
+
 /* The role whose due call claim_heads() took last (see claim.c) */
 static Oid	last_role = InvalidOid;
+
 /*
  * A call whose last attempt was interrupted, claimed by a batch of other
  * calls: it runs alone, in the next batch (see "Containment" above)
@@ -206,6 +211,7 @@ static bool fire_waiting = false;
 static TimestampTz last_fire_check = 0;
 static bool fire_check = true;
 static int	fire_errors = 0;
+
 /*
  * Whether a gate is full (see flow.c), and whether the last batch held a
  * call or ran an attempt of a limited function: then the end of a batch
@@ -213,11 +219,13 @@ static int	fire_errors = 0;
  */
 static bool gated = false;
 static bool gate_touched = false;
+
 /* followers left for later (see chains.c): the next sleep is short */
 static bool chains_recheck = false;
 
 /* The extension this worker serves (its OID), as found when it started */
 static Oid	my_extension = InvalidOid;
+
 /* Set when the worker stops because the extension was dropped and created again */
 static bool extension_replaced = false;
 
@@ -776,7 +784,8 @@ take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook)
 
 	*hook = HOOK_NONE;
 	if (retries_shared->ninterrupted == 0)
-		return false;			/* unlocked read: entries exist before the claim */
+		return false;			/* unlocked read: entries exist before the
+								 * claim */
 
 	now = GetCurrentTimestamp();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
@@ -826,11 +835,11 @@ next_due(TimestampTz after)
 
 	/* the first entry of the due index, whatever the statistics say */
 	plan = retries_prepare_unheld(plans,
-						 "SELECT next_attempt FROM retries.call_data"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-						 " AND next_attempt OPERATOR(pg_catalog.>) $1"
-						 " ORDER BY next_attempt LIMIT 1",
-						 1, argtypes);
+								  "SELECT next_attempt FROM retries.call_data"
+								  " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+								  " AND next_attempt OPERATOR(pg_catalog.>) $1"
+								  " ORDER BY next_attempt LIMIT 1",
+								  1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call");
 	if (SPI_processed == 0)
@@ -879,9 +888,10 @@ prune(void)
 			commit_transaction();
 			break;
 		}
+
 		/*
-		 * A finished call whose followers are not all released or
-		 * cancelled yet (see chains.c) is kept until they are
+		 * A finished call whose followers are not all released or cancelled
+		 * yet (see chains.c) is kept until they are
 		 */
 		chains = (retries_schema_version() >= SCHEMA_1_2);
 		if (plans[chains] == NULL)
@@ -1114,8 +1124,8 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 	}
 
 	/*
-	 * policy_data before call_data, in the order in which retries.call()
-	 * and the update scripts (1.0 to 1.1 alters policy_data, then 1.1 to 1.2
+	 * policy_data before call_data, in the order in which retries.call() and
+	 * the update scripts (1.0 to 1.1 alters policy_data, then 1.1 to 1.2
 	 * call_data) lock them: a batch that had claimed calls and then read a
 	 * policy deadlocked with ALTER EXTENSION UPDATE 1.0 to 1.2.
 	 */
@@ -1219,8 +1229,8 @@ run_call(Batch *b, RetriesCall *call)
 
 	/*
 	 * A paused function, or a limited one with no room: hold the call. The
-	 * gates as they are now: a pause or limit that committed since they
-	 * were loaded applies to this attempt too.
+	 * gates as they are now: a pause or limit that committed since they were
+	 * loaded applies to this attempt too.
 	 */
 	if (retries_gates_generation() != b->gates_generation)
 	{
@@ -1325,8 +1335,12 @@ run_batch(TimestampTz *due)
 static bool
 passing_error(int sqlerrcode)
 {
-	/* connection, transaction state and rollback, resources, limits, operator, system */
+	/*
+	 * connection, transaction state and rollback, resources, limits,
+	 * operator, system
+	 */
 	static const char *const classes[] = {"08", "25", "40", "53", "54", "57", "58"};
+
 	/* lock not available, object in use */
 	static const char *const codes[] = {"55P03", "55006"};
 	const char *sqlstate = unpack_sql_state(sqlerrcode);
@@ -1699,8 +1713,8 @@ retries_worker_main(Datum main_arg)
 		 * Send the table statistics of the batches run since the last time,
 		 * at most once a second while busy, as a backend does between
 		 * queries.  Autovacuum learns only from them of the rows the workers
-		 * insert, update and prune: without them attempt_data, which only
-		 * the workers write, was never vacuumed and grew without bound.
+		 * insert, update and prune: without them attempt_data, which only the
+		 * workers write, was never vacuumed and grew without bound.
 		 */
 		pgstat_report_stat(false);
 		if (my_slot->slot_no >= retries_max_workers)
@@ -1712,7 +1726,7 @@ retries_worker_main(Datum main_arg)
 			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
 									MAX_ERROR_DELAY_MS);
 			long		wait_ms = retries_ms_until(TimestampTzPlusMilliseconds(last_error,
-																	   delay));
+																			   delay));
 
 			if (wait_ms > 0)
 			{

@@ -869,9 +869,9 @@ retries_release_held(TimestampTz now, bool *gated)
 		return 0;
 
 	/*
-	 * Only gates that hold calls: one that holds none has nothing to
-	 * release, and is neither locked nor looked at further (a limit that
-	 * does not bind then costs one index probe here)
+	 * Only gates that hold calls: one that holds none has nothing to release,
+	 * and is neither locked nor looked at further (a limit that does not bind
+	 * then costs one index probe here)
 	 */
 	retries_prepare_kept(&gates_plan,
 						 "SELECT f.fn::pg_catalog.oid, f.max_running, f.max_running_per_key, f.rate"
@@ -903,7 +903,7 @@ retries_release_held(TimestampTz now, bool *gated)
 	for (uint64 i = 0; i < ngates; i++)
 	{
 		Oid			gate = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
-														   1, &isnull));
+														  1, &isnull));
 		bool		no_limit;
 		Datum		limit = SPI_getbinval(gates->vals[i], gates->tupdesc, 2, &no_limit);
 		bool		no_per_key;
@@ -933,7 +933,7 @@ retries_release_held(TimestampTz now, bool *gated)
 			/* as many as may start now; the time frees more, not a batch */
 			int64		rate_room = retries_gate_rate_room(gate, retries_function_owner(retries_key_function(gate)),
 														   &rate, now, &rate_next) -
-				unclaimed;
+			unclaimed;
 
 			room = Min(room, rate_room);
 		}

@@ -193,7 +193,7 @@ instant_of(const CronTime *wall, pg_tz *tz)
 {
 	pg_time_t	local = (pg_time_t) (date2j(wall->year, wall->month, wall->day) -
 									 UNIX_EPOCH_JDATE) * SECS_PER_DAY +
-		wall->hour * SECS_PER_HOUR + wall->minute * SECS_PER_MINUTE;
+	wall->hour * SECS_PER_HOUR + wall->minute * SECS_PER_MINUTE;
 	pg_time_t	from = local - 40 * SECS_PER_HOUR;
 	pg_time_t	until = local + 40 * SECS_PER_HOUR;
 

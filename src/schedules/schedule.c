@@ -893,10 +893,11 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 			return now + FIRE_BUSY_USECS;
 		return now;
 	}
+
 	/*
-	 * Some of them locked by another worker, which is firing them: look
-	 * again soon, so that this worker, maybe the only idle one, decides
-	 * their next firing on time even if that worker goes on to run a call
+	 * Some of them locked by another worker, which is firing them: look again
+	 * soon, so that this worker, maybe the only idle one, decides their next
+	 * firing on time even if that worker goes on to run a call
 	 */
 	if (found > 0 &&
 		fire_rows(due_plan, due_values, now, horizon, &wait_until) < (uint64) found)

@@ -29,6 +29,7 @@ RetriesShared *retries_shared = NULL;
 
 /* MaxBackends entries, right after *retries_shared */
 static RetriesBackendWait *backend_waits = NULL;
+
 /* retries.max_rate_limits of them, after backend_waits (see rate_slot) */
 static RetriesRateSlot *rate_slots = NULL;
 
@@ -132,7 +133,7 @@ retries_find_database(Oid dboid, bool create)
 		return NULL;
 	memset(free_entry, 0, sizeof(RetriesDatabase));
 	free_entry->dboid = dboid;
-	free_entry->state = DB_UNKNOWN;	/* a new entry: no transition */
+	free_entry->state = DB_UNKNOWN; /* a new entry: no transition */
 	return free_entry;
 }
 

@@ -97,8 +97,8 @@ typedef struct RetriesWorker
 	TimestampTz assigned_at;	/* when the launcher assigned it */
 	pid_t		pid;			/* 0 until the worker has started */
 	Latch	   *latch;
-	Oid			gate_fn;		/* the limited function whose attempt it
-								 * runs (see flow.c), set only by the worker
+	Oid			gate_fn;		/* the limited function whose attempt it runs
+								 * (see flow.c), set only by the worker
 								 * itself, under the LWLock */
 	bool		gate_keyed;		/* that attempt's call has a limit_key, */
 	int64		gate_key;		/* whose hash this is */

@@ -89,8 +89,10 @@ PG_FUNCTION_INFO_V1(retries_origin);
 
 /* The signatures were refreshed after this many renames in the database */
 static uint64 names_seen = 0;
+
 /* Not refreshed yet, or some rows were locked last time */
 static bool names_changed = true;
+
 /* When this worker last looked for stale rows */
 static TimestampTz stale_checked_at = 0;
 static TimestampTz renames_checked_at = 0;
@@ -181,12 +183,12 @@ lookup_signature(text *signature)
 
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
+
 		/*
 		 * A name that names nothing here, whatever the error says of it (a
-		 * type or schema unknown, 3F000 for the schema of an argument's
-		 * type, a bad name): a row must never make its readers fail.  What
-		 * is not about the name goes on, or it would be taken for
-		 * "dropped".
+		 * type or schema unknown, 3F000 for the schema of an argument's type,
+		 * a bad name): a row must never make its readers fail.  What is not
+		 * about the name goes on, or it would be taken for "dropped".
 		 */
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();

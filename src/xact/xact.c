@@ -48,6 +48,7 @@ static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 static bool databases_changed_at_commit = false;
 static bool names_changed_at_commit = false;
+
 /* A database whose workers this transaction stopped */
 typedef struct StoppedDatabase
 {
@@ -57,6 +58,7 @@ typedef struct StoppedDatabase
 
 /* StoppedDatabase entries, in TopMemoryContext */
 static List *stopped_databases = NIL;
+
 /* Set before commit: the transaction leaves this database without the extension */
 static bool extension_gone = false;
 
