@@ -64,6 +64,8 @@ OBJS = \
 	src/engine/sandbox.o \
 	src/engine/claim.o \
 	src/engine/execute.o \
+	src/engine/ledger.o \
+	src/engine/retention.o \
 	src/engine/worker.o \
 	src/engine/launcher.o \
 	src/hooks.o \

@@ -37,7 +37,7 @@
  * and runs nothing twice, but the call that crashed the worker must be
  * charged an attempt, or a call that kills its worker every time would
  * crash it forever.  Writing that down in the database would cost a commit
- * per call, so instead each worker keeps a tiny file of its own,
+ * per call, so instead each worker keeps a tiny file of its own (ledger.c),
  * pg_retries/<database>.<slot>, holding the call and attempt in flight: it
  * is written before each attempt starts and cleared when the attempt's
  * outcome is recorded.  The worker maps the file into its memory, so that
@@ -96,23 +96,16 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
-#include "common/file_perm.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
@@ -128,6 +121,8 @@
 #include "base/base.h"
 #include "engine/claim.h"
 #include "engine/execute.h"
+#include "engine/ledger.h"
+#include "engine/retention.h"
 #include "engine/sandbox.h"
 #include "flow/flow.h"
 #include "schedules/schedules.h"
@@ -145,7 +140,6 @@
 #define PRUNE_INTERVAL_MS		10000
 #define PRUNE_BATCH				1000
 
-#define INFLIGHT_DIR			"pg_retries"
 /* Calls a worker leaves alone because it could not even fail them */
 #define SKIP_MAX				64
 /*
@@ -161,23 +155,8 @@
 /* How often to look whether a restore of the database is over */
 #define RESTORE_CHECK_MS		1000
 
-/* What the in-flight file holds */
-typedef struct InFlight
-{
-	int64		call_id;		/* 0: nothing in flight */
-	int32		attempt;
-	Oid			extension;		/* the extension the call belongs to */
-	int32		hook;			/* an ExecuteHook: the hook that was running */
-} InFlight;
-
 static RetriesWorker *my_slot = NULL;
 static int	my_slot_index = -1;
-
-/* The in-flight file, mapped (see "The crash rule" above) */
-static volatile InFlight *inflight_map = NULL;
-
-/* What the in-flight file holds now */
-static InFlight inflight = {0, 0, InvalidOid, 0};
 
 /*
  * After a batch failed outside its calls: how many calls to run one per
@@ -231,12 +210,6 @@ static bool extension_replaced = false;
 
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
-static bool take_interrupted(Oid extension, int64 call_id, int32 attempt,
-							 ExecuteHook *hook);
-static void note_interrupted(Oid extension, int64 call_id, int32 attempt,
-							 ExecuteHook hook, int keep_ms);
-static void inflight_write_hook(int64 call_id, int32 attempt, ExecuteHook hook);
-
 /*
  * The worker's memory: worker_cxt lives as long as the process (what it
  * must remember across loops); loop_cxt is reset at the top of every loop
@@ -273,122 +246,6 @@ commit_transaction(void)
 {
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(loop_cxt);
-}
-
-/*
- * inflight_path -- the in-flight file of a slot of a database
- */
-static void
-inflight_path(char *path, size_t len, Oid dboid, int slot_no)
-{
-	snprintf(path, len, "%s/%u.%d", INFLIGHT_DIR, dboid, slot_no);
-}
-
-/*
- * inflight_write -- note the call and attempt now in flight (0 for none)
- *
- * The call id goes last, after the rest, and is cleared first: a process
- * killed between two of these stores leaves either no call in flight (its
- * attempt had not started) or a whole record, never a call with another
- * call's attempt.  No fsync: the file has to survive the death of this
- * process, not of the machine.
- */
-static void
-inflight_write(int64 call_id, int32 attempt)
-{
-	inflight_write_hook(call_id, attempt, HOOK_NONE);
-}
-
-/*
- * inflight_write_hook -- inflight_write(), saying whether the call's
- * on_exhausted hook is what runs
- */
-static void
-inflight_write_hook(int64 call_id, int32 attempt, ExecuteHook hook)
-{
-	InFlight	rec = {call_id, attempt, call_id != 0 ? my_extension : InvalidOid,
-	(int32) hook};
-
-	inflight_map->call_id = 0;
-	if (call_id != 0)
-	{
-		pg_write_barrier();
-		inflight_map->attempt = rec.attempt;
-		inflight_map->extension = rec.extension;
-		inflight_map->hook = rec.hook;
-		pg_write_barrier();
-		inflight_map->call_id = call_id;
-	}
-	inflight = rec;
-}
-
-/*
- * hook_phase -- execute.c's callback: a hook of this attempt of a call
- * starts ('which') or ends (HOOK_NONE)
- *
- * A worker that exits, or a crash, while a hook runs must not run the
- * hook again: the batch that recorded the attempt is rolled back with the
- * hook, and charging the attempt would run the hook again (on_exhausted
- * when the attempts are used up, delay_fn to choose the delay), and so on
- * for ever if it is what ends the worker (one that catches its cancel past
- * its time limit).  So the in-flight record names the hook, and whoever
- * charges the attempt fails the call without running it again
- * (execute_interrupted).  After a hook the record is what it was before
- * (nothing, when the hook ran for a charged attempt).
- */
-static void
-hook_phase(int64 call_id, int32 attempt, ExecuteHook which)
-{
-	static InFlight saved;
-
-	if (which != HOOK_NONE)
-	{
-		saved = inflight;
-		inflight_write_hook(call_id, attempt, which);
-	}
-	else
-		inflight_write_hook(saved.call_id, saved.attempt, HOOK_NONE);
-}
-
-/*
- * inflight_open -- open (creating if need be) this worker's in-flight file
- */
-static void
-inflight_open(void)
-{
-	char		path[MAXPGPATH];
-	int			fd;
-	struct stat st;
-	InFlight	empty;
-	void	   *map;
-
-	/* zeroed whole: its padding is written to the file too */
-	memset(&empty, 0, sizeof(empty));
-
-	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("retries: could not create directory \"%s\": %m", INFLIGHT_DIR)));
-	inflight_path(path, sizeof(path), MyDatabaseId, my_slot->slot_no);
-	fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("retries: could not open \"%s\": %m", path)));
-	/* a new file is empty: give it its record, then map it */
-	if (fstat(fd, &st) < 0 ||
-		(st.st_size < (off_t) sizeof(InFlight) &&
-		 pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty)))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("retries: could not write \"%s\": %m", path)));
-	map = mmap(NULL, sizeof(InFlight), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("retries: could not map \"%s\": %m", path)));
-	close(fd);					/* the mapping stays */
-	inflight_map = (volatile InFlight *) map;
 }
 
 /*
@@ -465,8 +322,8 @@ charge_interrupted(const InFlight *rec)
 		ereport(LOG,
 				(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
 						rec->attempt, rec->call_id)));
-		note_interrupted(rec->extension, rec->call_id, rec->attempt,
-						 (ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
+		ledger_note_interrupted(rec->extension, rec->call_id, rec->attempt,
+								(ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
 		return false;
 	}
 	row = SPI_tuptable->vals[0];
@@ -480,7 +337,7 @@ charge_interrupted(const InFlight *rec)
 	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
 
 	/* its ring entry, if worker_exit() left one, is done with too */
-	(void) take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook);
+	(void) ledger_take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook);
 	if (call.attempts >= rec->attempt)
 		return true;			/* its batch committed after all */
 
@@ -490,7 +347,7 @@ charge_interrupted(const InFlight *rec)
 
 /*
  * recover_slot -- charge what the in-flight file of one slot holds; true if
- * it held anything that is now dealt with, for clear_slot() to clear once
+ * it held anything that is now dealt with, for ledger_clear_slot() to clear once
  * the charge has committed (a charge left for later stays in the file, and
  * in shared memory: see charge_interrupted).  Runs inside a transaction
  * and SPI connection.
@@ -498,48 +355,13 @@ charge_interrupted(const InFlight *rec)
 static bool
 recover_slot(int slot_no)
 {
-	char		path[MAXPGPATH];
-	int			fd;
 	InFlight	rec;
-	bool		held;
-
-	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
-	fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-		return false;
-	held = pread(fd, &rec, sizeof(rec), 0) == sizeof(rec) && rec.call_id != 0;
-	close(fd);
+	bool		held = ledger_read_slot(slot_no, &rec);
 
 	/* a record of an extension since dropped is only cleared */
 	if (held && rec.extension == my_extension)
 		held = charge_interrupted(&rec);
 	return held;
-}
-
-/*
- * clear_slot -- clear the in-flight file of a slot whose charge has
- * committed
- *
- * Not before the commit: a worker killed in between would lose the charge.
- * A file left behind by a kill after the commit is harmless, since
- * charge_interrupted() sees that the attempt is already counted.
- */
-static void
-clear_slot(int slot_no)
-{
-	char		path[MAXPGPATH];
-	int			fd;
-	InFlight	empty;
-
-	memset(&empty, 0, sizeof(empty));
-
-	inflight_path(path, sizeof(path), MyDatabaseId, slot_no);
-	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
-	if (fd < 0 || pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("retries: could not clear \"%s\": %m", path)));
-	close(fd);
 }
 
 /*
@@ -582,7 +404,7 @@ recover(void)
 
 	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
 		if (held[n])
-			clear_slot(n);
+			ledger_clear_slot(n);
 
 	if (all)
 	{
@@ -726,89 +548,18 @@ static void
 worker_exit(int code, Datum arg)
 {
 	const char *limit;
+	const InFlight *inflight = ledger_in_flight();
 
-	if (inflight.call_id == 0)
+	if (inflight->call_id == 0)
 		return;
 	if (execute_attempt_killed(&limit))
 		ereport(LOG,
 				(errmsg("retries: the worker exits: attempt %d of call " INT64_FORMAT " went on past its time limit (%s) after it was cancelled",
-						inflight.attempt, inflight.call_id, limit),
+						inflight->attempt, inflight->call_id, limit),
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
-	note_interrupted(inflight.extension, inflight.call_id, inflight.attempt,
-					 (ExecuteHook) inflight.hook, INTERRUPTED_KEEP_MS);
-}
-
-/*
- * note_interrupted -- remember, for 'keep_ms', that this attempt of a call
- * was interrupted and is not charged yet, for take_interrupted()
- */
-static void
-note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook hook,
-				 int keep_ms)
-{
-	RetriesInterrupted *e;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	e = &retries_shared->interrupted[retries_shared->next_interrupted];
-	if (!OidIsValid(e->dboid))
-		retries_shared->ninterrupted++;
-	e->dboid = MyDatabaseId;
-	e->extension = extension;
-	e->call_id = call_id;
-	e->attempt = attempt;
-	e->hook = hook;
-	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
-	retries_shared->next_interrupted =
-		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
-	LWLockRelease(retries_shared->lock);
-}
-
-/*
- * take_interrupted -- whether this attempt of a call was left unfinished by
- * a worker that exited (see worker_exit); if so, the entry is removed, and
- * the caller charges the attempt
- *
- * Called with the call claimed, so its row is locked: the entry, made
- * before the lock was released, is there to be seen; and by a worker that
- * charges the attempt from its predecessor's in-flight file, so that the
- * entry goes.  An entry that no one took in time (INTERRUPTED_KEEP_MS: the
- * call was cancelled meanwhile, say) goes too: otherwise every attempt
- * would look through the entries, under the lock, forever.
- */
-static bool
-take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook)
-{
-	TimestampTz now;
-	bool		found = false;
-
-	*hook = HOOK_NONE;
-	if (retries_shared->ninterrupted == 0)
-		return false;			/* unlocked read: entries exist before the
-								 * claim */
-
-	now = GetCurrentTimestamp();
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_INTERRUPTED; i++)
-	{
-		RetriesInterrupted *e = &retries_shared->interrupted[i];
-		bool		match;
-
-		if (!OidIsValid(e->dboid))
-			continue;
-		match = e->dboid == MyDatabaseId && e->extension == extension &&
-			e->call_id == call_id && e->attempt == attempt;
-		if (match || now > e->keep_until)
-		{
-			e->dboid = InvalidOid;
-			retries_shared->ninterrupted--;
-			found |= match;
-			if (match)
-				*hook = (ExecuteHook) e->hook;
-		}
-	}
-	LWLockRelease(retries_shared->lock);
-	return found;
+	ledger_note_interrupted(inflight->extension, inflight->call_id, inflight->attempt,
+							(ExecuteHook) inflight->hook, INTERRUPTED_KEEP_MS);
 }
 
 /*
@@ -865,14 +616,8 @@ next_due(TimestampTz after)
 static void
 prune(void)
 {
-	static SPIPlanPtr plans[2];
-	bool		chains;
-	Oid			argtypes[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
 	TimestampTz start = GetCurrentTimestamp();
 
-	values[0] = CStringGetTextDatum(retries_retention);
-	values[1] = Int32GetDatum(PRUNE_BATCH);
 	for (;;)
 	{
 		uint64		deleted;
@@ -889,31 +634,7 @@ prune(void)
 			break;
 		}
 
-		/*
-		 * A finished call whose followers are not all released or cancelled
-		 * yet (see chains.c) is kept until they are
-		 */
-		chains = (retries_schema_version() >= SCHEMA_1_2);
-		if (plans[chains] == NULL)
-			retries_prepare_kept(&plans[chains],
-								 psprintf("WITH doomed AS ("
-										  " SELECT id FROM retries.call_data c"
-										  " WHERE state OPERATOR(pg_catalog.=)"
-										  " ANY ('{succeeded,failed,cancelled}')"
-										  " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
-										  "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)%s"
-										  " LIMIT $2 FOR UPDATE SKIP LOCKED),"
-										  " gone AS (DELETE FROM retries.attempt_data"
-										  "  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
-										  " DELETE FROM retries.call_data"
-										  " WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
-										  chains ?
-										  " AND NOT EXISTS (SELECT FROM retries.call_after a"
-										  "  WHERE a.after_id OPERATOR(pg_catalog.=) c.id)" : ""),
-								 2, argtypes);
-		if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "retries: could not prune finished calls");
-		deleted = SPI_processed;
+		deleted = retention_prune(PRUNE_BATCH);
 		PopActiveSnapshot();
 		SPI_finish();
 		commit_transaction();
@@ -1217,7 +938,7 @@ run_call(Batch *b, RetriesCall *call)
 	ExecuteHook hook;
 	bool		ok;
 
-	if (take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
+	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
 	{
 		execute_interrupted(call, call->attempts + 1, hook);
 		return;
@@ -1240,7 +961,7 @@ run_call(Batch *b, RetriesCall *call)
 	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
 		return;
 
-	inflight_write(call->id, call->attempts + 1);
+	ledger_write(call->id, call->attempts + 1);
 	set_state(WORKER_RUNNING, call->id, call->role);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d",
@@ -1255,7 +976,7 @@ run_call(Batch *b, RetriesCall *call)
 	set_state(WORKER_RUNNING, 0, InvalidOid);
 	retries_gate_leave(my_slot);
 	count_call(ok);
-	inflight_write(0, 0);
+	ledger_write(0, 0);
 }
 
 /*
@@ -1590,7 +1311,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		recover_from_error(oldcxt, &edata);
 
 		/* the attempt in flight was rolled back with the rest: no charge */
-		inflight_write(0, 0);
+		ledger_write(0, 0);
 		set_state(WORKER_IDLE, 0, InvalidOid);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*due = 0;
@@ -1686,9 +1407,9 @@ retries_worker_main(Datum main_arg)
 	if (!present)
 		proc_exit(0);
 
-	execute_init(hook_phase);
+	execute_init(ledger_hook_phase);
 	sandbox_init();
-	inflight_open();
+	ledger_open(my_slot->slot_no, my_extension);
 	recover();
 	wait_for_recovery();
 

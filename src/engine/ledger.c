@@ -1,0 +1,298 @@
+/*-------------------------------------------------------------------------
+ *
+ * ledger.c
+ *	  The crash ledger: the attempt each worker has in flight, kept where a
+ *	  crash cannot lose it, so that whoever comes next charges it.
+ *
+ * Each worker slot of a database has a file, pg_retries/<database>.<slot>,
+ * mapped into the worker's memory: the call and attempt in flight are
+ * written there before the attempt starts and cleared when its outcome is
+ * recorded (a store, not a system call).  A process kill leaves the file
+ * behind, and the next worker to start in that slot charges the attempt
+ * (worker.c, "The crash rule").  A worker that exits on its own notes its
+ * attempt in shared memory as well, before its transaction is rolled back,
+ * for the worker that claims the call next (ledger_note_interrupted and
+ * ledger_take_interrupted).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/fd.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+#include "engine/ledger.h"
+#include "shmem/shmem.h"
+
+#define INFLIGHT_DIR			"pg_retries"
+
+/* The in-flight file, mapped (see "The crash rule" above) */
+static volatile InFlight *inflight_map = NULL;
+
+/* What the in-flight file holds now */
+static InFlight inflight = {0, 0, InvalidOid, 0};
+
+/* The extension whose calls this worker runs (ledger_open) */
+static Oid	ledger_extension = InvalidOid;
+
+
+/*
+ * ledger_path -- the in-flight file of a slot of a database
+ */
+static void
+ledger_path(char *path, size_t len, Oid dboid, int slot_no)
+{
+	snprintf(path, len, "%s/%u.%d", INFLIGHT_DIR, dboid, slot_no);
+}
+
+
+/*
+ * ledger_write -- note the call and attempt now in flight (0 for none)
+ *
+ * The call id goes last, after the rest, and is cleared first: a process
+ * killed between two of these stores leaves either no call in flight (its
+ * attempt had not started) or a whole record, never a call with another
+ * call's attempt.  No fsync: the file has to survive the death of this
+ * process, not of the machine.
+ */
+void
+ledger_write(int64 call_id, int32 attempt)
+{
+	ledger_write_hook(call_id, attempt, HOOK_NONE);
+}
+
+
+/*
+ * ledger_write_hook -- ledger_write(), saying whether the call's
+ * on_exhausted hook is what runs
+ */
+void
+ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook)
+{
+	InFlight	rec = {call_id, attempt, call_id != 0 ? ledger_extension : InvalidOid,
+	(int32) hook};
+
+	inflight_map->call_id = 0;
+	if (call_id != 0)
+	{
+		pg_write_barrier();
+		inflight_map->attempt = rec.attempt;
+		inflight_map->extension = rec.extension;
+		inflight_map->hook = rec.hook;
+		pg_write_barrier();
+		inflight_map->call_id = call_id;
+	}
+	inflight = rec;
+}
+
+
+/*
+ * ledger_hook_phase -- execute.c's callback: a hook of this attempt of a call
+ * starts ('which') or ends (HOOK_NONE)
+ *
+ * A worker that exits, or a crash, while a hook runs must not run the
+ * hook again: the batch that recorded the attempt is rolled back with the
+ * hook, and charging the attempt would run the hook again (on_exhausted
+ * when the attempts are used up, delay_fn to choose the delay), and so on
+ * for ever if it is what ends the worker (one that catches its cancel past
+ * its time limit).  So the in-flight record names the hook, and whoever
+ * charges the attempt fails the call without running it again
+ * (execute_interrupted).  After a hook the record is what it was before
+ * (nothing, when the hook ran for a charged attempt).
+ */
+void
+ledger_hook_phase(int64 call_id, int32 attempt, ExecuteHook which)
+{
+	static InFlight saved;
+
+	if (which != HOOK_NONE)
+	{
+		saved = inflight;
+		ledger_write_hook(call_id, attempt, which);
+	}
+	else
+		ledger_write_hook(saved.call_id, saved.attempt, HOOK_NONE);
+}
+
+
+/*
+ * ledger_open -- open (creating if need be) the in-flight file of this
+ * worker's slot, for the calls of 'extension'
+ */
+void
+ledger_open(int slot_no, Oid extension)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	struct stat st;
+	InFlight	empty;
+	void	   *map;
+
+	/* zeroed whole: its padding is written to the file too */
+	memset(&empty, 0, sizeof(empty));
+
+	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not create directory \"%s\": %m", INFLIGHT_DIR)));
+	ledger_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not open \"%s\": %m", path)));
+	/* a new file is empty: give it its record, then map it */
+	if (fstat(fd, &st) < 0 ||
+		(st.st_size < (off_t) sizeof(InFlight) &&
+		 pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty)))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not write \"%s\": %m", path)));
+	map = mmap(NULL, sizeof(InFlight), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not map \"%s\": %m", path)));
+	close(fd);					/* the mapping stays */
+	inflight_map = (volatile InFlight *) map;
+	ledger_extension = extension;
+}
+
+
+/*
+ * ledger_clear_slot -- clear the in-flight file of a slot whose charge has
+ * committed
+ *
+ * Not before the commit: a worker killed in between would lose the charge.
+ * A file left behind by a kill after the commit is harmless, since
+ * charge_interrupted() sees that the attempt is already counted.
+ */
+void
+ledger_clear_slot(int slot_no)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	InFlight	empty;
+
+	memset(&empty, 0, sizeof(empty));
+
+	ledger_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0 || pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not clear \"%s\": %m", path)));
+	close(fd);
+}
+
+
+/*
+ * ledger_note_interrupted -- remember, for 'keep_ms', that this attempt of a call
+ * was interrupted and is not charged yet, for ledger_take_interrupted()
+ */
+void
+ledger_note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook hook,
+						int keep_ms)
+{
+	RetriesInterrupted *e;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	e = &retries_shared->interrupted[retries_shared->next_interrupted];
+	if (!OidIsValid(e->dboid))
+		retries_shared->ninterrupted++;
+	e->dboid = MyDatabaseId;
+	e->extension = extension;
+	e->call_id = call_id;
+	e->attempt = attempt;
+	e->hook = hook;
+	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
+	retries_shared->next_interrupted =
+		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
+	LWLockRelease(retries_shared->lock);
+}
+
+
+/*
+ * ledger_take_interrupted -- whether this attempt of a call was left unfinished by
+ * a worker that exited (see worker_exit); if so, the entry is removed, and
+ * the caller charges the attempt
+ *
+ * Called with the call claimed, so its row is locked: the entry, made
+ * before the lock was released, is there to be seen; and by a worker that
+ * charges the attempt from its predecessor's in-flight file, so that the
+ * entry goes.  An entry that no one took in time (INTERRUPTED_KEEP_MS: the
+ * call was cancelled meanwhile, say) goes too: otherwise every attempt
+ * would look through the entries, under the lock, forever.
+ */
+bool
+ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook)
+{
+	TimestampTz now;
+	bool		found = false;
+
+	*hook = HOOK_NONE;
+	if (retries_shared->ninterrupted == 0)
+		return false;			/* unlocked read: entries exist before the
+								 * claim */
+
+	now = GetCurrentTimestamp();
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_INTERRUPTED; i++)
+	{
+		RetriesInterrupted *e = &retries_shared->interrupted[i];
+		bool		match;
+
+		if (!OidIsValid(e->dboid))
+			continue;
+		match = e->dboid == MyDatabaseId && e->extension == extension &&
+			e->call_id == call_id && e->attempt == attempt;
+		if (match || now > e->keep_until)
+		{
+			e->dboid = InvalidOid;
+			retries_shared->ninterrupted--;
+			found |= match;
+			if (match)
+				*hook = (ExecuteHook) e->hook;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+	return found;
+}
+
+/*
+ * ledger_in_flight -- what this worker's in-flight file holds now
+ */
+const InFlight *
+ledger_in_flight(void)
+{
+	return &inflight;
+}
+
+/*
+ * ledger_read_slot -- what the in-flight file of a slot of this database
+ * holds; false if nothing is in flight there (or there is no file)
+ */
+bool
+ledger_read_slot(int slot_no, InFlight *rec)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	bool		held;
+
+	ledger_path(path, sizeof(path), MyDatabaseId, slot_no);
+	fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return false;
+	held = pread(fd, rec, sizeof(*rec), 0) == sizeof(*rec) && rec->call_id != 0;
+	close(fd);
+	return held;
+}

@@ -1,0 +1,59 @@
+/*-------------------------------------------------------------------------
+ *
+ * retention.c
+ *	  Deleting finished calls, and their attempts, once retries.retention
+ *	  has passed.
+ *
+ * The worker prunes a small batch at a time, each in a transaction of its
+ * own, so that pruning never holds the calls up (worker.c, prune).  Rows
+ * are taken FOR UPDATE SKIP LOCKED: a session that holds a finished call
+ * locked keeps it until a later round.  A finished call with followers
+ * not yet released or cancelled (chains.c) is kept until they are.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+
+#include "base/base.h"
+#include "engine/retention.h"
+
+/*
+ * retention_prune -- delete up to 'limit' finished calls older than
+ * retries.retention, and their attempts; how many calls were deleted.
+ * Runs inside the caller's transaction and SPI connection.
+ */
+uint64
+retention_prune(int limit)
+{
+	static SPIPlanPtr plans[2];
+	bool		chains = (retries_schema_version() >= SCHEMA_1_2);
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+
+	values[0] = CStringGetTextDatum(retries_retention);
+	values[1] = Int32GetDatum(limit);
+	if (plans[chains] == NULL)
+		retries_prepare_kept(&plans[chains],
+							 psprintf("WITH doomed AS ("
+									  " SELECT id FROM retries.call_data c"
+									  " WHERE state OPERATOR(pg_catalog.=)"
+									  " ANY ('{succeeded,failed,cancelled}')"
+									  " AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+									  "  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)%s"
+									  " LIMIT $2 FOR UPDATE SKIP LOCKED),"
+									  " gone AS (DELETE FROM retries.attempt_data"
+									  "  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
+									  " DELETE FROM retries.call_data"
+									  " WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
+									  chains ?
+									  " AND NOT EXISTS (SELECT FROM retries.call_after a"
+									  "  WHERE a.after_id OPERATOR(pg_catalog.=) c.id)" : ""),
+							 2, argtypes);
+	if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "retries: could not prune finished calls");
+	return SPI_processed;
+}

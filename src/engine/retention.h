@@ -1,0 +1,14 @@
+/*-------------------------------------------------------------------------
+ *
+ * retention.h
+ *	  Deleting finished calls past retries.retention
+ *	  (src/engine/retention.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_RETENTION_H
+#define RETRIES_RETENTION_H
+
+extern uint64 retention_prune(int limit);
+
+#endif							/* RETRIES_RETENTION_H */
