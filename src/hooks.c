@@ -86,7 +86,7 @@ retries_start_workers(PG_FUNCTION_ARGS)
 				 errdetail("Calls can be scheduled, but none will run until the server is started with the library preloaded."),
 				 errhint("Add 'retries' to shared_preload_libraries in postgresql.conf and restart the server.")));
 	else
-		retries_wake_launcher_at_commit();
+		xact_wake_launcher();
 	PG_RETURN_VOID();
 }
 
@@ -103,7 +103,7 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 
 	if (access == OAT_DROP && classId == ExtensionRelationId &&
 		objectId == get_extension_oid("retries", true))
-		retries_wake_at_commit();
+		xact_wake_workers();
 }
 
 /*
@@ -491,13 +491,13 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
-		retries_databases_changed_at_commit();
+		xact_databases_changed();
 	if (renames_functions(pstmt->utilityStmt))
-		retries_names_changed_at_commit();
+		xact_names_changed();
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))
-		retries_stop_workers_until_end(dboid);
+		xact_stop_workers(dboid);
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
@@ -513,17 +513,17 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	 */
 	if (restores_extension(pstmt->utilityStmt, context) &&
 		OidIsValid(get_extension_oid("retries", true)))
-		retries_hold_for_restore();
+		restore_hold();
 }
 
 /*
- * retries_install_hooks -- install the hooks and the transaction callback
+ * hooks_install -- install the hooks and the transaction callback
  * (from _PG_init, when preloaded)
  */
 void
-retries_install_hooks(void)
+hooks_install(void)
 {
-	retries_install_xact_callbacks();
+	xact_install();
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = process_utility;
 	prev_object_access_hook = object_access_hook;

@@ -9,6 +9,6 @@
 #ifndef RETRIES_HOOKS_H
 #define RETRIES_HOOKS_H
 
-extern void retries_install_hooks(void);
+extern void hooks_install(void);
 
 #endif							/* RETRIES_HOOKS_H */

@@ -36,7 +36,7 @@ shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	retries_shmem_request();
+	shmem_request_space();
 }
 
 /*
@@ -52,19 +52,19 @@ _PG_init(void)
 {
 	retries_preloaded = process_shared_preload_libraries_in_progress;
 
-	retries_define_settings();
+	settings_define();
 
 	if (!retries_preloaded)
 		return;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = shmem_request;
-	retries_shmem_startup();
-	retries_install_hooks();
+	shmem_install();
+	hooks_install();
 
 	/*
 	 * No calls run while pg_upgrade has a server up: it is there to read or
 	 * write the schema, and a call's effects would be lost or made twice.
 	 */
 	if (!IsBinaryUpgrade)
-		retries_register_launcher();
+		launcher_register();
 }

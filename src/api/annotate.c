@@ -233,7 +233,7 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 						argname, format_procedure(fnoid)),
 				 errdetail("It must be %s.", expected)));
 
-	retries_check_call_privilege(fnoid, GetUserId());
+	access_check_call_privilege(fnoid, GetUserId());
 }
 
 /*
@@ -260,7 +260,7 @@ interval_arg(FunctionCallInfo fcinfo, int argno, const char *argname,
 	char	   *text = DatumGetCString(DirectFunctionCall1(interval_out,
 														   IntervalPGetDatum(span)));
 
-	if (!retries_interval_to_usecs(span, &usecs) || usecs < lowest)
+	if (!args_interval_to_usecs(span, &usecs) || usecs < lowest)
 	{
 		char		maxbuf[POLICY_FORMAT_LEN];
 
@@ -444,16 +444,16 @@ clear_current_policy(Oid fnoid)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
+	Datum		values[1] = {ObjectIdGetDatum(names_function_key(fnoid, false))};
 
 	/* retries.call() must not go on using the policy it looked up last */
 	retries_policy_generation++;
 	if (!OidIsValid(DatumGetObjectId(values[0])))
 		return 0;
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.policy_data SET is_current = false"
-						 " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.policy_data SET is_current = false"
+					   " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not clear the policy of function %u", fnoid);
 	return SPI_processed;
@@ -479,13 +479,13 @@ store_policy(Oid fnoid, const Policy *policy)
 	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
 	values[2] = Int32GetDatum(policy->max_attempts);
 	nulls[2] = policy->max_attempts > 0 ? ' ' : 'n';
-	values[3] = IntervalPGetDatum(retries_usecs_to_interval(policy->min_delay));
-	values[4] = IntervalPGetDatum(retries_usecs_to_interval(Max(policy->max_delay, 0)));
+	values[3] = IntervalPGetDatum(args_usecs_to_interval(policy->min_delay));
+	values[4] = IntervalPGetDatum(args_usecs_to_interval(Max(policy->max_delay, 0)));
 	nulls[4] = policy->max_delay >= 0 ? ' ' : 'n';
 	values[5] = Float8GetDatum(policy->multiplier);
 	values[6] = CStringGetTextDatum(policy_jitter_name(policy->jitter));
 	values[7] = policy->retry_on;
-	values[8] = IntervalPGetDatum(retries_usecs_to_interval(Max(policy->timeout, 0)));
+	values[8] = IntervalPGetDatum(args_usecs_to_interval(Max(policy->timeout, 0)));
 	nulls[8] = policy->timeout >= 0 ? ' ' : 'n';
 	values[9] = ObjectIdGetDatum(policy->on_exhausted);
 	nulls[9] = OidIsValid(policy->on_exhausted) ? ' ' : 'n';
@@ -494,35 +494,35 @@ store_policy(Oid fnoid, const Policy *policy)
 	values[11] = ObjectIdGetDatum(GetUserId());
 	values[12] = BoolGetDatum(policy->notify);
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 	/* notify: version 1.2 */
-	with_notify = (retries_schema_version() >= SCHEMA_1_2);
+	with_notify = (schema_retries_version() >= SCHEMA_1_2);
 	if (!with_notify && policy->notify)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("notify needs version 1.2 of extension retries"),
 				 errhint("ALTER EXTENSION retries UPDATE.")));
 	if (insert_plans[with_notify] == NULL)
-		retries_prepare_kept(&insert_plans[with_notify],
-							 psprintf("INSERT INTO retries.policy_data (fn, fn_signature,"
-									  " max_attempts, min_delay, max_delay, multiplier,"
-									  " jitter, retry_on, timeout, on_exhausted, delay_fn,"
-									  " annotated_by%s)"
-									  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
-									  " $12::pg_catalog.regrole%s)",
-									  with_notify ? ", notify" : "",
-									  with_notify ? ", $13" : ""),
-							 with_notify ? 13 : 12, insert_types);
+		plans_prepare_kept(&insert_plans[with_notify],
+						   psprintf("INSERT INTO retries.policy_data (fn, fn_signature,"
+									" max_attempts, min_delay, max_delay, multiplier,"
+									" jitter, retry_on, timeout, on_exhausted, delay_fn,"
+									" annotated_by%s)"
+									" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+									" $12::pg_catalog.regrole%s)",
+									with_notify ? ", notify" : "",
+									with_notify ? ", $13" : ""),
+						   with_notify ? 13 : 12, insert_types);
 	/* the tables refer to functions by key (names.c) */
-	values[0] = ObjectIdGetDatum(retries_function_key(fnoid, true));
-	values[9] = ObjectIdGetDatum(retries_function_key(policy->on_exhausted, true));
-	values[10] = ObjectIdGetDatum(retries_function_key(policy->delay_fn, true));
+	values[0] = ObjectIdGetDatum(names_function_key(fnoid, true));
+	values[9] = ObjectIdGetDatum(names_function_key(policy->on_exhausted, true));
+	values[10] = ObjectIdGetDatum(names_function_key(policy->delay_fn, true));
 	(void) clear_current_policy(fnoid);
 	if (SPI_execute_plan(insert_plans[with_notify], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the policy of function %u", fnoid);
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 }
 
 /*
@@ -584,19 +584,19 @@ store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 	RetriesUserSwitch save;
 	bool		was_paused;
 
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return;
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 	if (max_running == 0 && per_key == 0 && rate == NULL)
-		retries_clear_limit(fnoid);
+		flow_clear_limit(fnoid);
 	else
 	{
-		(void) retries_set_gate(fnoid, NULL, max_running, per_key, rate, &was_paused);
-		retries_wake_at_commit();	/* a new limit may leave more room */
+		(void) flow_set_gate(fnoid, NULL, max_running, per_key, rate, &was_paused);
+		xact_wake_workers();	/* a new limit may leave more room */
 	}
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 }
 
 /*
@@ -614,7 +614,7 @@ retries_annotate(PG_FUNCTION_ARGS)
 	HeapTuple	tup;
 	Policy		policy;
 
-	retries_check_not_null(fcinfo, ANN_FN, "fn");
+	args_check_not_null(fcinfo, ANN_FN, "fn");
 	fnoid = PG_GETARG_OID(ANN_FN);
 
 	tup = lookup_function(fnoid, "fn");
@@ -648,18 +648,18 @@ retries_unannotate(PG_FUNCTION_ARGS)
 	RetriesUserSwitch save;
 	uint64		cleared;
 
-	retries_check_not_null(fcinfo, 0, "fn");
+	args_check_not_null(fcinfo, 0, "fn");
 	fnoid = PG_GETARG_OID(0);
 	tup = lookup_function(fnoid, "fn");
 	ReleaseSysCache(tup);
 	check_owner(fnoid);
 	LockDatabaseObject(ProcedureRelationId, fnoid, 0, ShareUpdateExclusiveLock);
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 	cleared = clear_current_policy(fnoid);
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 
 	if (cleared == 0)
 		ereport(ERROR,
@@ -683,9 +683,9 @@ retries_format_policy(PG_FUNCTION_ARGS)
 	char		buf[POLICY_FORMAT_LEN];
 
 	if (PG_ARGISNULL(1) ||
-		!retries_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &min_delay) ||
+		!args_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &min_delay) ||
 		(!PG_ARGISNULL(2) &&
-		 !retries_interval_to_usecs(PG_GETARG_INTERVAL_P(2), &max_delay)))
+		 !args_interval_to_usecs(PG_GETARG_INTERVAL_P(2), &max_delay)))
 		PG_RETURN_NULL();
 
 	policy_format(max_attempts, min_delay, max_delay, buf, sizeof(buf));

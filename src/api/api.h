@@ -41,10 +41,10 @@ typedef struct RetriesPolicyRef
 	Oid			fn_key;			/* the function's key (names.c) */
 } RetriesPolicyRef;
 
-extern void retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);
-extern bool retries_insert_fired_call(Oid fnoid, Datum args, Oid role,
-									  int64 schedule_id, TimestampTz run_at,
-									  int64 *id);
+extern void call_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);
+extern bool call_insert_fired(Oid fnoid, Datum args, Oid role,
+							  int64 schedule_id, TimestampTz run_at,
+							  int64 *id);
 
 /* chains.c: what retries.call()'s after says about a new call */
 typedef struct RetriesAfter
@@ -60,11 +60,11 @@ typedef struct RetriesAfter
 
 extern bool retries_chains_released;
 extern bool retries_chains_deferred;
-extern void retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out);
-extern void retries_after_record(int64 call_id, const RetriesAfter *after);
-extern void retries_calls_finished(int n, const int64 *ids, const char *how,
-								   const bool *notify);
-extern bool retries_chains_pending(void);
+extern void chains_after_check(ArrayType *after, Oid caller, RetriesAfter *out);
+extern void chains_after_record(int64 call_id, const RetriesAfter *after);
+extern void chains_calls_finished(int n, const int64 *ids, const char *how,
+								  const bool *notify);
+extern bool chains_pending(void);
 
 /* call_context.c: set by a worker around each attempt */
 extern int64 retries_current_call_id;

@@ -123,10 +123,10 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
 	bool		isnull;
-	bool		flow = (retries_schema_version() >= SCHEMA_1_2);
+	bool		flow = (schema_retries_version() >= SCHEMA_1_2);
 
 	/* from 1.4 the tables hold keys (names.c) */
-	bool		names = (retries_schema_version() >= SCHEMA_1_4);
+	bool		names = (schema_retries_version() >= SCHEMA_1_4);
 	const char *fn_is = names ? " OPERATOR(pg_catalog.=) " RETRIES_KEY_OF("$1")
 	: " OPERATOR(pg_catalog.=) $1";
 
@@ -143,13 +143,13 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 		(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
 											 AccessShareLock);
 		if (gated_plans[names] == NULL)
-			retries_prepare_kept(&gated_plans[names],
-								 psprintf("SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
-										  "  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused),"
-										  "  p.fn::pg_catalog.oid"
-										  " FROM retries.policy_data p"
-										  " WHERE p.fn%s AND p.is_current", fn_is),
-								 1, argtypes);
+			plans_prepare_kept(&gated_plans[names],
+							   psprintf("SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
+										"  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused),"
+										"  p.fn::pg_catalog.oid"
+										" FROM retries.policy_data p"
+										" WHERE p.fn%s AND p.is_current", fn_is),
+							   1, argtypes);
 		if (SPI_execute_snapshot(gated_plans[names], values, NULL, GetLatestSnapshot(),
 								 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up the policy of function %u", fnoid);
@@ -157,11 +157,11 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	else
 	{
 		if (plans[names] == NULL)
-			retries_prepare_kept(&plans[names],
-								 psprintf("SELECT id, max_attempts, false, fn::pg_catalog.oid"
-										  " FROM retries.policy_data"
-										  " WHERE fn%s AND is_current", fn_is),
-								 1, argtypes);
+			plans_prepare_kept(&plans[names],
+							   psprintf("SELECT id, max_attempts, false, fn::pg_catalog.oid"
+										" FROM retries.policy_data"
+										" WHERE fn%s AND is_current", fn_is),
+							   1, argtypes);
 		if (SPI_execute_plan(plans[names], values, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up the policy of function %u", fnoid);
 	}
@@ -193,11 +193,11 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 }
 
 /*
- * retries_require_policy -- current_policy(), raising 55000 if the function
+ * call_require_policy -- current_policy(), raising 55000 if the function
  * is not annotated
  */
 void
-retries_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
+call_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 {
 	if (!current_policy(fnoid, stmt, ref))
 		ereport(ERROR,
@@ -470,13 +470,13 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 	Oid			argtypes[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
 	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID, INT4OID};
 	SPIPlanPtr	plan;
-	bool		lasting = (retries_schema_version() >= SCHEMA_1_2);
+	bool		lasting = (schema_retries_version() >= SCHEMA_1_2);
 	bool		isnull;
 
 	*inserted = true;
 	/* without a key, nothing can conflict */
 	if (nulls[CC_KEY] == 'n')
-		return insert_call_direct(get_relname_relid("call_data", retries_schema_oid()),
+		return insert_call_direct(get_relname_relid("call_data", schema_retries_oid()),
 								  values, nulls);
 
 	/*
@@ -485,27 +485,27 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 	 */
 	if (nulls[CC_GATE] == 'n' && DatumGetInt32(values[CC_PRIORITY]) == 0 && nulls[CC_LIMIT_KEY] == 'n' &&
 		DatumGetInt32(values[CC_WAITING_ON]) == 0)
-		plan = retries_prepare_kept(&insert_plan,
-									"INSERT INTO retries.call_data"
-									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
-									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6)"
-									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
-									" WHERE key IS NOT NULL"
-									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
-									" DO NOTHING RETURNING id",
-									6, argtypes);
+		plan = plans_prepare_kept(&insert_plan,
+								  "INSERT INTO retries.call_data"
+								  " (policy_id, args, max_attempts, next_attempt, scheduled_by, key)"
+								  " VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6)"
+								  " ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
+								  " WHERE key IS NOT NULL"
+								  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+								  " DO NOTHING RETURNING id",
+								  6, argtypes);
 	else
-		plan = retries_prepare_kept(&gated_insert_plan,
-									"INSERT INTO retries.call_data"
-									" (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
-									"  gate, held, priority, limit_key, waiting_on)"
-									" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
-									"  $8::pg_catalog.oid, $9, $10, $11, $12)"
-									" ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
-									" WHERE key IS NOT NULL"
-									" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
-									" DO NOTHING RETURNING id",
-									CALL_COLUMNS, argtypes);
+		plan = plans_prepare_kept(&gated_insert_plan,
+								  "INSERT INTO retries.call_data"
+								  " (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
+								  "  gate, held, priority, limit_key, waiting_on)"
+								  " VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
+								  "  $8::pg_catalog.oid, $9, $10, $11, $12)"
+								  " ON CONFLICT (scheduled_by, pg_catalog.md5(key))"
+								  " WHERE key IS NOT NULL"
+								  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+								  " DO NOTHING RETURNING id",
+								  CALL_COLUMNS, argtypes);
 
 	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
 	{
@@ -517,15 +517,15 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 		/* a conflict: find the call holding the key */
 		*inserted = false;
 		if (find_plans[lasting] == NULL)
-			retries_prepare_kept(&find_plans[lasting],
-								 psprintf("SELECT id FROM retries.call_data"
-										  " WHERE scheduled_by OPERATOR(pg_catalog.=) $5::pg_catalog.regrole"
-										  " AND pg_catalog.md5(key)"
-										  " OPERATOR(pg_catalog.=) pg_catalog.md5($6)"
-										  " AND key OPERATOR(pg_catalog.=) $6%s",
-										  lasting ? "" :
-										  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"),
-								 6, argtypes);
+			plans_prepare_kept(&find_plans[lasting],
+							   psprintf("SELECT id FROM retries.call_data"
+										" WHERE scheduled_by OPERATOR(pg_catalog.=) $5::pg_catalog.regrole"
+										" AND pg_catalog.md5(key)"
+										" OPERATOR(pg_catalog.=) pg_catalog.md5($6)"
+										" AND key OPERATOR(pg_catalog.=) $6%s",
+										lasting ? "" :
+										" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"),
+							   6, argtypes);
 		if (SPI_execute_plan(find_plans[lasting], values, nulls, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up a call by key");
 		if (SPI_processed == 1)
@@ -572,11 +572,11 @@ retries_call(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("retries.call()");
 	PreventCommandDuringRecovery("retries.call()");
 
-	retries_check_not_null(fcinfo, 0, "fn");
-	retries_check_not_null(fcinfo, 1, "args");
-	retries_check_not_null(fcinfo, 2, "run_at");
+	args_check_not_null(fcinfo, 0, "fn");
+	args_check_not_null(fcinfo, 1, "args");
+	args_check_not_null(fcinfo, 2, "run_at");
 	if (PG_NARGS() > 4)
-		retries_check_not_null(fcinfo, 4, "priority");
+		args_check_not_null(fcinfo, 4, "priority");
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5) &&
 		VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(5)) > LIMIT_KEY_MAX)
 		ereport(ERROR,
@@ -593,22 +593,22 @@ retries_call(PG_FUNCTION_ARGS)
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
 	ReleaseSysCache(tup);
 
-	retries_check_call_privilege(fnoid, userid);
+	access_check_call_privilege(fnoid, userid);
 
 	/* the arguments are converted as the caller, under its settings */
 	args = call_args_canonicalize(fnoid, args);
 
 	memset(nulls, ' ', sizeof(nulls));
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 
-	retries_require_policy(fnoid, stmt, &ref);
+	call_require_policy(fnoid, stmt, &ref);
 	if (has_after)
-		retries_after_check(PG_GETARG_ARRAYTYPE_P(6), userid, &after);
+		chains_after_check(PG_GETARG_ARRAYTYPE_P(6), userid, &after);
 
 	set_policy_columns(&ref, values, nulls);
 	values[CC_ARGS] = JsonbPGetDatum(args);
-	values[CC_NEXT_ATTEMPT] = retries_clamp_run_at(PG_GETARG_DATUM(2));
+	values[CC_NEXT_ATTEMPT] = args_clamp_run_at(PG_GETARG_DATUM(2));
 	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(userid);
 	values[CC_KEY] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	nulls[CC_KEY] = PG_ARGISNULL(3) ? 'n' : ' ';
@@ -630,17 +630,17 @@ retries_call(PG_FUNCTION_ARGS)
 
 	id = insert_call(values, nulls, &inserted);
 	if (has_after && inserted)
-		retries_after_record(id, &after);
-	retries_wake_at_commit();
+		chains_after_record(id, &after);
+	xact_wake_workers();
 
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 
 	PG_RETURN_INT64(id);
 }
 
 /*
- * retries_insert_fired_call -- schedule a call of fnoid with arguments
+ * call_insert_fired -- schedule a call of fnoid with arguments
  * already in canonical form, as 'role', due at run_at (not before now), for
  * schedule 'schedule_id'
  * (see schedule.c); false, and nothing scheduled, if fnoid has no current
@@ -652,8 +652,8 @@ retries_call(PG_FUNCTION_ARGS)
  * privileges are checked when each attempt starts, as for any call.
  */
 bool
-retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
-						  TimestampTz run_at, int64 *id)
+call_insert_fired(Oid fnoid, Datum args, Oid role, int64 schedule_id,
+				  TimestampTz run_at, int64 *id)
 {
 	RetriesPolicyRef ref;
 	Datum		values[CALL_COLUMNS];
@@ -666,7 +666,7 @@ retries_insert_fired_call(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 	memset(nulls, ' ', sizeof(nulls));
 	set_policy_columns(&ref, values, nulls);
 	values[CC_ARGS] = args;
-	values[CC_NEXT_ATTEMPT] = retries_clamp_run_at(TimestampTzGetDatum(run_at));
+	values[CC_NEXT_ATTEMPT] = args_clamp_run_at(TimestampTzGetDatum(run_at));
 	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(role);
 	values[CC_KEY] = (Datum) 0;
 	nulls[CC_KEY] = 'n';

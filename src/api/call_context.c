@@ -42,7 +42,7 @@ retries_retry(PG_FUNCTION_ARGS)
 	int64		after = -1;
 
 	if (!PG_ARGISNULL(1) &&
-		!retries_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &after))
+		!args_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &after))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("after must be zero or more and at most 3650 days, not \"%s\"",

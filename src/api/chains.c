@@ -124,14 +124,14 @@ share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		values[1] = {retries_id_array(ids, n)};
+	Datum		values[1] = {args_id_array(ids, n)};
 	int		   *rows;
 
-	retries_prepare_kept(&plan,
-						 "SELECT id, state::pg_catalog.text FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
-						 " FOR SHARE SKIP LOCKED",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT id, state::pg_catalog.text FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
+					   " FOR SHARE SKIP LOCKED",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock calls that others run after");
 	rows = rows_of_ids(ids, n);
@@ -146,7 +146,7 @@ share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
 }
 
 /*
- * retries_after_check -- read the calls of retries.call()'s after list
+ * chains_after_check -- read the calls of retries.call()'s after list
  * (an int8[]) for a new call that 'caller' schedules: *out says which of
  * them the new call waits for, and whether one has failed or was
  * cancelled already
@@ -158,7 +158,7 @@ share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
  * Runs as the extension's owner, inside SPI.
  */
 void
-retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
+chains_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 {
 	static SPIPlanPtr see_plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
@@ -191,14 +191,14 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 	}
 	qsort(ids, n, sizeof(int64), cmp_int64);
 	n = (int) qunique(ids, n, sizeof(int64), cmp_int64);
-	values[0] = retries_id_array(ids, n);
+	values[0] = args_id_array(ids, n);
 
 	/* each call exists, and the caller may see it; and its state */
-	retries_prepare_kept(&see_plan,
-						 "SELECT id, scheduled_by::pg_catalog.oid, state::pg_catalog.text"
-						 " FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
-						 1, argtypes);
+	plans_prepare_kept(&see_plan,
+					   "SELECT id, scheduled_by::pg_catalog.oid, state::pg_catalog.text"
+					   " FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
+					   1, argtypes);
 	if (SPI_execute_plan(see_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the calls of after");
 	states = palloc(sizeof(CallState) * n);
@@ -209,11 +209,11 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 		if (row >= (int) SPI_processed ||
 			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
 										1, &isnull)) != ids[i] ||
-			!retries_may_see_call(caller,
-								  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[row],
-																 SPI_tuptable->tupdesc,
-																 2, &isnull))))
-			retries_call_not_found(ids[i], "after");
+			!access_may_see_call(caller,
+								 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[row],
+																SPI_tuptable->tupdesc,
+																2, &isnull))))
+			args_call_not_found(ids[i], "after");
 		states[i] = call_state_parse(SPI_getvalue(SPI_tuptable->vals[row],
 												  SPI_tuptable->tupdesc, 3));
 	}
@@ -246,8 +246,8 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
 }
 
 /*
- * retries_after_record -- record that the new call 'call_id' runs after
- * the calls of 'after' (see retries_after_check); if one of them has
+ * chains_after_record -- record that the new call 'call_id' runs after
+ * the calls of 'after' (see chains_after_check); if one of them has
  * failed or was cancelled, cancel it
  *
  * Runs as the extension's owner, inside SPI, in the transaction that made
@@ -255,7 +255,7 @@ retries_after_check(ArrayType *after, Oid caller, RetriesAfter *out)
  * them failed).
  */
 void
-retries_after_record(int64 call_id, const RetriesAfter *after)
+chains_after_record(int64 call_id, const RetriesAfter *after)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT8ARRAYOID, INT8OID};
@@ -270,12 +270,12 @@ retries_after_record(int64 call_id, const RetriesAfter *after)
 		memcpy(firsts, after->waiting, sizeof(int64) * n);
 	if (after->failed != 0)
 		firsts[n++] = after->failed;
-	values[0] = retries_id_array(firsts, n);
+	values[0] = args_id_array(firsts, n);
 	values[1] = Int64GetDatum(call_id);
-	retries_prepare_kept(&plan,
-						 "INSERT INTO retries.call_after (after_id, call_id)"
-						 " SELECT pg_catalog.unnest($1), $2",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "INSERT INTO retries.call_after (after_id, call_id)"
+					   " SELECT pg_catalog.unnest($1), $2",
+					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record the calls that call " INT64_FORMAT " runs after",
 			 call_id);
@@ -286,11 +286,11 @@ retries_after_record(int64 call_id, const RetriesAfter *after)
 		Datum		pending_values[1];
 
 		/* being run: the workers look again once the run is over */
-		pending_values[0] = retries_id_array(after->running, after->nrunning);
-		retries_prepare_kept(&pending_plan,
-							 "INSERT INTO retries.call_after_pending (after_id)"
-							 " SELECT pg_catalog.unnest($1) ON CONFLICT DO NOTHING",
-							 1, pending_types);
+		pending_values[0] = args_id_array(after->running, after->nrunning);
+		plans_prepare_kept(&pending_plan,
+						   "INSERT INTO retries.call_after_pending (after_id)"
+						   " SELECT pg_catalog.unnest($1) ON CONFLICT DO NOTHING",
+						   1, pending_types);
 		if (SPI_execute_plan(pending_plan, pending_values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not note the running calls that call " INT64_FORMAT " runs after",
 				 call_id);
@@ -311,41 +311,41 @@ release_followers(const int64 *ids, int n)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		values[1] = {retries_id_array(ids, n)};
+	Datum		values[1] = {args_id_array(ids, n)};
 	bool		isnull;
 	uint64		released;
 
-	retries_prepare_kept(&plan,
-						 "WITH followers AS ("
-						 " SELECT c.id FROM retries.call_data c"
-						 " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-						 "  SELECT a.call_id FROM retries.call_after a"
-						 "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
-						 " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " FOR UPDATE SKIP LOCKED),"
-						 " done AS ("
-						 " DELETE FROM retries.call_after a USING followers f"
-						 " WHERE a.call_id OPERATOR(pg_catalog.=) f.id"
-						 " AND a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " RETURNING a.call_id),"
-						 " counts AS ("
-						 " SELECT call_id, pg_catalog.count(*)::integer AS n FROM done"
-						 " GROUP BY call_id),"
-						 " released AS ("
-						 " UPDATE retries.call_data c"
-						 " SET waiting_on = c.waiting_on OPERATOR(pg_catalog.-) n.n,"
-						 "  held = c.waiting_on OPERATOR(pg_catalog.>) n.n"
-						 " FROM counts n WHERE c.id OPERATOR(pg_catalog.=) n.call_id"
-						 " RETURNING c.held),"
-						 " later AS ("
-						 " INSERT INTO retries.call_after_pending (after_id)"
-						 " SELECT DISTINCT a.after_id FROM retries.call_after a"
-						 " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
-						 " ON CONFLICT DO NOTHING RETURNING after_id)"
-						 " SELECT (SELECT pg_catalog.count(*) FROM released WHERE NOT held),"
-						 "  (SELECT pg_catalog.count(*) FROM later)",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "WITH followers AS ("
+					   " SELECT c.id FROM retries.call_data c"
+					   " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT a.call_id FROM retries.call_after a"
+					   "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
+					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " FOR UPDATE SKIP LOCKED),"
+					   " done AS ("
+					   " DELETE FROM retries.call_after a USING followers f"
+					   " WHERE a.call_id OPERATOR(pg_catalog.=) f.id"
+					   " AND a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " RETURNING a.call_id),"
+					   " counts AS ("
+					   " SELECT call_id, pg_catalog.count(*)::integer AS n FROM done"
+					   " GROUP BY call_id),"
+					   " released AS ("
+					   " UPDATE retries.call_data c"
+					   " SET waiting_on = c.waiting_on OPERATOR(pg_catalog.-) n.n,"
+					   "  held = c.waiting_on OPERATOR(pg_catalog.>) n.n"
+					   " FROM counts n WHERE c.id OPERATOR(pg_catalog.=) n.call_id"
+					   " RETURNING c.held),"
+					   " later AS ("
+					   " INSERT INTO retries.call_after_pending (after_id)"
+					   " SELECT DISTINCT a.after_id FROM retries.call_after a"
+					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
+					   " ON CONFLICT DO NOTHING RETURNING after_id)"
+					   " SELECT (SELECT pg_catalog.count(*) FROM released WHERE NOT held),"
+					   "  (SELECT pg_catalog.count(*) FROM later)",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not release the calls that run after calls that succeeded");
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -373,45 +373,45 @@ cancel_followers(const int64 *ids, const char *how, int n)
 	const char *level_how = how;
 	int			level_n = n;
 
-	retries_prepare_kept(&plan,
-						 "WITH firsts AS ("
-						 " SELECT f.id, f.failed FROM ROWS FROM (pg_catalog.unnest($1),"
-						 "  pg_catalog.unnest($2)) AS f(id, failed)),"
-						 " followers AS ("
-						 " SELECT c.id FROM retries.call_data c"
-						 " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-						 "  SELECT a.call_id FROM retries.call_after a"
-						 "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
-						 " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " FOR UPDATE SKIP LOCKED),"
-						 " cancelled AS ("
-						 " UPDATE retries.call_data c SET state = 'cancelled', held = false,"
-						 "  waiting_on = 0, updated_at = pg_catalog.now(),"
-						 "  last_message = (SELECT pg_catalog.format("
-						 "   'call %s, which this call runs after, %s', f.id,"
-						 "   CASE WHEN f.failed THEN 'failed' ELSE 'was cancelled' END)"
-						 "   FROM retries.call_after a JOIN firsts f"
-						 "   ON f.id OPERATOR(pg_catalog.=) a.after_id"
-						 "   WHERE a.call_id OPERATOR(pg_catalog.=) c.id"
-						 "   ORDER BY f.id LIMIT 1)"
-						 " FROM followers x WHERE c.id OPERATOR(pg_catalog.=) x.id"
-						 " RETURNING c.id, c.policy_id),"
-						 " gone AS ("
-						 " DELETE FROM retries.call_after a USING cancelled x"
-						 " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
-						 " later AS ("
-						 " INSERT INTO retries.call_after_pending (after_id)"
-						 " SELECT DISTINCT a.after_id FROM retries.call_after a"
-						 " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
-						 " ON CONFLICT DO NOTHING RETURNING after_id)"
-						 " SELECT x.id, p.notify, (SELECT pg_catalog.count(*) FROM later)"
-						 " FROM cancelled x"
-						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) x.policy_id"
-						 " UNION ALL"
-						 " SELECT NULL, NULL, (SELECT pg_catalog.count(*) FROM later)"
-						 " WHERE NOT EXISTS (SELECT FROM cancelled)",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "WITH firsts AS ("
+					   " SELECT f.id, f.failed FROM ROWS FROM (pg_catalog.unnest($1),"
+					   "  pg_catalog.unnest($2)) AS f(id, failed)),"
+					   " followers AS ("
+					   " SELECT c.id FROM retries.call_data c"
+					   " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT a.call_id FROM retries.call_after a"
+					   "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
+					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " FOR UPDATE SKIP LOCKED),"
+					   " cancelled AS ("
+					   " UPDATE retries.call_data c SET state = 'cancelled', held = false,"
+					   "  waiting_on = 0, updated_at = pg_catalog.now(),"
+					   "  last_message = (SELECT pg_catalog.format("
+					   "   'call %s, which this call runs after, %s', f.id,"
+					   "   CASE WHEN f.failed THEN 'failed' ELSE 'was cancelled' END)"
+					   "   FROM retries.call_after a JOIN firsts f"
+					   "   ON f.id OPERATOR(pg_catalog.=) a.after_id"
+					   "   WHERE a.call_id OPERATOR(pg_catalog.=) c.id"
+					   "   ORDER BY f.id LIMIT 1)"
+					   " FROM followers x WHERE c.id OPERATOR(pg_catalog.=) x.id"
+					   " RETURNING c.id, c.policy_id),"
+					   " gone AS ("
+					   " DELETE FROM retries.call_after a USING cancelled x"
+					   " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
+					   " later AS ("
+					   " INSERT INTO retries.call_after_pending (after_id)"
+					   " SELECT DISTINCT a.after_id FROM retries.call_after a"
+					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
+					   " ON CONFLICT DO NOTHING RETURNING after_id)"
+					   " SELECT x.id, p.notify, (SELECT pg_catalog.count(*) FROM later)"
+					   " FROM cancelled x"
+					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) x.policy_id"
+					   " UNION ALL"
+					   " SELECT NULL, NULL, (SELECT pg_catalog.count(*) FROM later)"
+					   " WHERE NOT EXISTS (SELECT FROM cancelled)",
+					   2, argtypes);
 	while (level_n > 0)
 	{
 		int			next_n;
@@ -423,7 +423,7 @@ cancel_followers(const int64 *ids, const char *how, int n)
 		CHECK_FOR_INTERRUPTS();
 		for (int i = 0; i < level_n; i++)
 			failed[i] = BoolGetDatum(level_how[i] == 'f');
-		values[0] = retries_id_array(level_ids, level_n);
+		values[0] = args_id_array(level_ids, level_n);
 		values[1] = PointerGetDatum(construct_array(failed, level_n, BOOLOID, 1, true,
 													TYPALIGN_CHAR));
 		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
@@ -452,7 +452,7 @@ cancel_followers(const int64 *ids, const char *how, int n)
 
 		/* the cancelled calls are finished too: their waiters, then theirs */
 		for (int i = 0; i < next_n; i++)
-			retries_call_finished(next_ids[i], next_notify[i]);
+			xact_call_finished(next_ids[i], next_notify[i]);
 		next_how = palloc(Max(next_n, 1));
 		memset(next_how, 'c', Max(next_n, 1));
 		level_ids = next_ids;
@@ -472,7 +472,7 @@ have_followers(void)
 	static SPIPlanPtr plan = NULL;
 	bool		found;
 
-	retries_prepare_kept(&plan, "SELECT FROM retries.call_after LIMIT 1", 0, NULL);
+	plans_prepare_kept(&plan, "SELECT FROM retries.call_after LIMIT 1", 0, NULL);
 	if (SPI_execute_plan(plan, NULL, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look for calls that run after others");
 	found = SPI_processed > 0;
@@ -489,17 +489,17 @@ notify_flags(const int64 *ids, int n)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		values[1] = {retries_id_array(ids, n)};
+	Datum		values[1] = {args_id_array(ids, n)};
 	bool	   *notify = palloc0(sizeof(bool) * n);
 	int		   *rows;
 
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return notify;
-	retries_prepare_kept(&plan,
-						 "SELECT c.id FROM retries.call_data c"
-						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
-						 " WHERE c.id OPERATOR(pg_catalog.=) ANY ($1) AND p.notify",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT c.id FROM retries.call_data c"
+					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
+					   " WHERE c.id OPERATOR(pg_catalog.=) ANY ($1) AND p.notify",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up which calls notify");
 	rows = rows_of_ids(ids, n);
@@ -510,7 +510,7 @@ notify_flags(const int64 *ids, int n)
 }
 
 /*
- * retries_calls_finished -- the current transaction has just written that
+ * chains_calls_finished -- the current transaction has just written that
  * the n calls of 'ids' finished: how[i] is 's' (succeeded), 'f' (failed)
  * or 'c' (cancelled), notify[i] whether the call's policy asks for NOTIFY
  * (NULL: look it up)
@@ -521,7 +521,7 @@ notify_flags(const int64 *ids, int n)
  * extension's owner (or a worker), inside SPI.
  */
 void
-retries_calls_finished(int n, const int64 *ids, const char *how, const bool *notify)
+chains_calls_finished(int n, const int64 *ids, const char *how, const bool *notify)
 {
 	int64	   *succeeded;
 	int64	   *failed;
@@ -534,9 +534,9 @@ retries_calls_finished(int n, const int64 *ids, const char *how, const bool *not
 	if (notify == NULL)
 		notify = notify_flags(ids, n);
 	for (int i = 0; i < n; i++)
-		retries_call_finished(ids[i], notify[i]);
+		xact_call_finished(ids[i], notify[i]);
 
-	if (retries_schema_version() < SCHEMA_1_2 || !have_followers())
+	if (schema_retries_version() < SCHEMA_1_2 || !have_followers())
 		return;
 	succeeded = palloc(sizeof(int64) * n);
 	failed = palloc(sizeof(int64) * n);
@@ -557,13 +557,13 @@ retries_calls_finished(int n, const int64 *ids, const char *how, const bool *not
 	{
 		static SPIPlanPtr plan = NULL;
 		Oid			argtypes[1] = {INT8ARRAYOID};
-		Datum		values[1] = {retries_id_array(failed, nfailed)};
+		Datum		values[1] = {args_id_array(failed, nfailed)};
 
 		/* a call that still waited (cancelled by hand) waits no more */
-		retries_prepare_kept(&plan,
-							 "DELETE FROM retries.call_after"
-							 " WHERE call_id OPERATOR(pg_catalog.=) ANY ($1)",
-							 1, argtypes);
+		plans_prepare_kept(&plan,
+						   "DELETE FROM retries.call_after"
+						   " WHERE call_id OPERATOR(pg_catalog.=) ANY ($1)",
+						   1, argtypes);
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not forget what cancelled calls waited for");
 		cancel_followers(failed, failed_how, nfailed);
@@ -571,7 +571,7 @@ retries_calls_finished(int n, const int64 *ids, const char *how, const bool *not
 }
 
 /*
- * retries_chains_pending -- release or cancel the followers of the calls
+ * chains_pending -- release or cancel the followers of the calls
  * listed in call_after_pending, those that are no longer locked by
  * another transaction (see the head of the file); true if any was released
  *
@@ -584,7 +584,7 @@ retries_calls_finished(int n, const int64 *ids, const char *how, const bool *not
  * short transaction before a batch, inside SPI.
  */
 bool
-retries_chains_pending(void)
+chains_pending(void)
 {
 	static SPIPlanPtr pending_plan = NULL;
 	static SPIPlanPtr present_plan = NULL;
@@ -605,12 +605,12 @@ retries_chains_pending(void)
 	int			ngone = 0;
 	bool		released = false;
 
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return false;
-	retries_prepare_kept(&pending_plan,
-						 "SELECT after_id FROM retries.call_after_pending"
-						 " LIMIT $1 FOR UPDATE SKIP LOCKED",
-						 1, argtypes);
+	plans_prepare_kept(&pending_plan,
+					   "SELECT after_id FROM retries.call_after_pending"
+					   " LIMIT $1 FOR UPDATE SKIP LOCKED",
+					   1, argtypes);
 	if (SPI_execute_plan(pending_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the finished calls whose followers wait");
 	n = (int) SPI_processed;
@@ -626,7 +626,7 @@ retries_chains_pending(void)
 											 SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SPI_freetuptable(SPI_tuptable);
-	values[0] = retries_id_array(ids, n);
+	values[0] = args_id_array(ids, n);
 
 	/* the calls that no other transaction holds, and their states */
 	states = palloc(sizeof(CallState) * n);
@@ -649,10 +649,10 @@ retries_chains_pending(void)
 	}
 
 	/* of the others, those that are gone (pruned by hand) are done too */
-	retries_prepare_kept(&present_plan,
-						 "SELECT id FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
-						 1, id_types);
+	plans_prepare_kept(&present_plan,
+					   "SELECT id FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
+					   1, id_types);
 	if (SPI_execute_plan(present_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the finished calls whose followers wait");
 	gone = palloc(sizeof(int64) * n);
@@ -672,11 +672,11 @@ retries_chains_pending(void)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	values[0] = retries_id_array(gone, ngone);
-	retries_prepare_kept(&done_plan,
-						 "DELETE FROM retries.call_after_pending"
-						 " WHERE after_id OPERATOR(pg_catalog.=) ANY ($1)",
-						 1, id_types);
+	values[0] = args_id_array(gone, ngone);
+	plans_prepare_kept(&done_plan,
+					   "DELETE FROM retries.call_after_pending"
+					   " WHERE after_id OPERATOR(pg_catalog.=) ANY ($1)",
+					   1, id_types);
 	if (SPI_execute_plan(done_plan, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not forget the finished calls whose followers waited");
 	if (ngone < n)

@@ -22,7 +22,7 @@
  * the attempt's outcome commits, so cancel() simply waits for that lock: if
  * the attempt failed and the call was rescheduled, it is then cancelled and
  * gets no further attempt; if it succeeded, there is nothing to cancel.
- * While it waits it is listed in shared memory (retries_cancel_wait_begin),
+ * While it waits it is listed in shared memory (shmem_cancel_wait_begin),
  * and workers start no attempt of a call listed there: otherwise a retry
  * due sooner than the cancel's backend gets to the row would be claimed
  * and run first.
@@ -87,10 +87,10 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 	" JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id" \
 	" WHERE c.id OPERATOR(pg_catalog.=) $1"
 	if (lock)
-		plan = retries_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR UPDATE OF c",
-									1, argtypes);
+		plan = plans_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR UPDATE OF c",
+								  1, argtypes);
 	else
-		plan = retries_prepare_kept(&read_plan, LOCK_CALL_QUERY, 1, argtypes);
+		plan = plans_prepare_kept(&read_plan, LOCK_CALL_QUERY, 1, argtypes);
 #undef LOCK_CALL_QUERY
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up call " INT64_FORMAT, id);
@@ -100,7 +100,7 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 		row = SPI_tuptable->vals[0];
 		desc = SPI_tuptable->tupdesc;
 		scheduled_by = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
-		if (retries_may_see_call(caller, scheduled_by))
+		if (access_may_see_call(caller, scheduled_by))
 		{
 			call->id = id;
 			call->state = call_state_parse(SPI_getvalue(row, desc, 1));
@@ -111,7 +111,7 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 			return;
 		}
 	}
-	retries_call_not_found(id, NULL);
+	args_call_not_found(id, NULL);
 }
 
 /*
@@ -123,7 +123,7 @@ update_call(SPIPlanPtr *plan, const char *query, int64 id, Datum run_at)
 	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int64GetDatum(id), run_at};
 
-	retries_prepare_kept(plan, query, 2, argtypes);
+	plans_prepare_kept(plan, query, 2, argtypes);
 	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_processed != 1)
 		elog(ERROR, "could not update call " INT64_FORMAT, id);
@@ -136,7 +136,7 @@ update_call(SPIPlanPtr *plan, const char *query, int64 id, Datum run_at)
 static void
 cancel_wait_cleanup(int code, Datum arg)
 {
-	retries_cancel_wait_end();
+	shmem_cancel_wait_end();
 }
 
 /*
@@ -150,13 +150,13 @@ static void
 lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
 {
 	lock_call(id, caller, false, call);
-	retries_cancel_wait_begin(id);
+	shmem_cancel_wait_begin(id);
 	PG_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
 	{
 		lock_call(id, caller, true, call);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
-	retries_cancel_wait_end();
+	shmem_cancel_wait_end();
 }
 
 /*
@@ -175,9 +175,9 @@ retries_cancel(PG_FUNCTION_ARGS)
 	LockedCall	call;
 	bool		result = true;
 
-	retries_check_not_null(fcinfo, 0, "id");
+	args_check_not_null(fcinfo, 0, "id");
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
 
@@ -190,13 +190,13 @@ retries_cancel(PG_FUNCTION_ARGS)
 					" WHERE id OPERATOR(pg_catalog.=) $1",
 					call.id, (Datum) 0);
 		/* its waiters, NOTIFY, and the calls that run after it (chains.c) */
-		retries_calls_finished(1, &call.id, "c", NULL);
+		chains_calls_finished(1, &call.id, "c", NULL);
 	}
 	else
 		result = false;
 
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 	PG_RETURN_BOOL(result);
 }
 
@@ -212,16 +212,16 @@ check_key_free(const LockedCall *call)
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(call->id)};
 
-	retries_prepare_kept(&plan,
-						 "SELECT o.id FROM retries.call_data c, retries.call_data o"
-						 " WHERE c.id OPERATOR(pg_catalog.=) $1"
-						 " AND o.scheduled_by OPERATOR(pg_catalog.=) c.scheduled_by"
-						 " AND pg_catalog.md5(o.key)"
-						 " OPERATOR(pg_catalog.=) pg_catalog.md5(c.key)"
-						 " AND o.key OPERATOR(pg_catalog.=) c.key"
-						 " AND o.key IS NOT NULL"
-						 " AND o.state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT o.id FROM retries.call_data c, retries.call_data o"
+					   " WHERE c.id OPERATOR(pg_catalog.=) $1"
+					   " AND o.scheduled_by OPERATOR(pg_catalog.=) c.scheduled_by"
+					   " AND pg_catalog.md5(o.key)"
+					   " OPERATOR(pg_catalog.=) pg_catalog.md5(c.key)"
+					   " AND o.key OPERATOR(pg_catalog.=) c.key"
+					   " AND o.key IS NOT NULL"
+					   " AND o.state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the key of call " INT64_FORMAT, call->id);
 	if (SPI_processed > 0)
@@ -244,15 +244,15 @@ rearm_call(int64 id, Datum run_at)
 {
 	static SPIPlanPtr move_plan = NULL;
 	static SPIPlanPtr again_plans[2];
-	bool		chains = (retries_schema_version() >= SCHEMA_1_2);
+	bool		chains = (schema_retries_version() >= SCHEMA_1_2);
 	RetriesUserSwitch save;
 	LockedCall	call;
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 	/* refuse a running call without waiting for the worker's row lock */
 	lock_call(id, save.saved_userid, false, &call);
-	if (retries_call_is_running(call.id) || call.state == CALL_RUNNING)
+	if (shmem_call_is_running(call.id) || call.state == CALL_RUNNING)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("call " INT64_FORMAT " is running", call.id),
@@ -289,7 +289,7 @@ rearm_call(int64 id, Datum run_at)
 		else
 			update_call(&again_plans[chains], NULL, call.id, run_at);
 		/* a call of a paused or limited function waits for its gate */
-		retries_gate_call(call.id);
+		flow_gate_call(call.id);
 	}
 	else
 		ereport(ERROR,
@@ -298,8 +298,8 @@ rearm_call(int64 id, Datum run_at)
 				 errhint("Schedule a new call with retries.call().")));
 
 	SPI_finish();
-	retries_restore_user(&save);
-	retries_wake_at_commit();
+	access_restore_user(&save);
+	xact_wake_workers();
 	return true;
 }
 
@@ -309,7 +309,7 @@ rearm_call(int64 id, Datum run_at)
 Datum
 retries_retry_now(PG_FUNCTION_ARGS)
 {
-	retries_check_not_null(fcinfo, 0, "id");
+	args_check_not_null(fcinfo, 0, "id");
 	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
 							  TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())));
 }
@@ -320,8 +320,8 @@ retries_retry_now(PG_FUNCTION_ARGS)
 Datum
 retries_reschedule(PG_FUNCTION_ARGS)
 {
-	retries_check_not_null(fcinfo, 0, "id");
-	retries_check_not_null(fcinfo, 1, "run_at");
+	args_check_not_null(fcinfo, 0, "id");
+	args_check_not_null(fcinfo, 1, "run_at");
 	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
-							  retries_clamp_run_at(PG_GETARG_DATUM(1))));
+							  args_clamp_run_at(PG_GETARG_DATUM(1))));
 }

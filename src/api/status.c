@@ -94,11 +94,11 @@ retries_worker_status(PG_FUNCTION_ARGS)
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-		retries_copy_worker(i, &copy[i]);
+		shmem_copy_worker(i, &copy[i]);
 	LWLockRelease(retries_shared->lock);
 	/* after the copy: no busy period began later than this */
 	now = GetCurrentTimestamp();
-	reads_all = retries_reads_all_calls(userid);
+	reads_all = access_reads_all_calls(userid);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
@@ -115,7 +115,7 @@ retries_worker_status(PG_FUNCTION_ARGS)
 		values[2] = CStringGetTextDatum(worker_state_name(w->state));
 		values[3] = Int64GetDatum(w->current_call);
 		nulls[3] = w->current_call == 0 ||
-			!retries_may_read_call(userid, w->current_role);
+			!access_may_read_call(userid, w->current_role);
 		values[4] = TimestampTzGetDatum(w->since);
 		nulls[4] = w->since == 0;
 		values[5] = Int64GetDatum(w->calls_run);
@@ -157,7 +157,7 @@ retries_running_calls(PG_FUNCTION_ARGS)
 	/* copy under the lock; the visibility check reads the catalogs */
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-		retries_copy_worker(i, &copy[i]);
+		shmem_copy_worker(i, &copy[i]);
 	LWLockRelease(retries_shared->lock);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
@@ -165,7 +165,7 @@ retries_running_calls(PG_FUNCTION_ARGS)
 		RetriesWorker *w = &copy[i];
 
 		if (w->in_use && w->dboid == MyDatabaseId && w->current_call != 0 &&
-			retries_may_read_call(userid, w->current_role))
+			access_may_read_call(userid, w->current_role))
 			ids[n++] = Int64GetDatum(w->current_call);
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));

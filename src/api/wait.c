@@ -8,11 +8,11 @@
  * A call finishes (succeeds, fails for good or is cancelled) in a worker's
  * batch, in a backend's cancel(), or when a call it runs after fails
  * (chains.c).  Each of those notes the call here as it writes its new
- * state (retries_call_finished, in xact.c): it sends NOTIFY retries_finished if the
+ * state (xact_call_finished, in xact.c): it sends NOTIFY retries_finished if the
  * call's policy asks for it (PostgreSQL delivers it at commit, or drops it
  * on rollback), and keeps the call's id until the transaction ends.  When
  * the transaction commits, the backends waiting for one of those calls
- * get their latches set (retries_wake_finish_waiters in shmem.c); when it
+ * get their latches set (shmem_wake_finish_waiters in shmem.c); when it
  * aborts, the ids are forgotten.
  *
  * retries.wait() announces in shared memory which call it waits for,
@@ -91,24 +91,24 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 	TransactionId xmin;
 	TransactionId xmax;
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
-	retries_prepare_kept(&plan,
-						 "SELECT c.state::pg_catalog.text, c.scheduled_by::pg_catalog.oid,"
-						 " c.xmin, c.xmax, c.result, c.last_message,"
-						 " CASE WHEN $2 THEN (SELECT v FROM retries.calls v"
-						 "  WHERE v.id OPERATOR(pg_catalog.=) c.id) END"
-						 " FROM retries.call_data c WHERE c.id OPERATOR(pg_catalog.=) $1",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT c.state::pg_catalog.text, c.scheduled_by::pg_catalog.oid,"
+					   " c.xmin, c.xmax, c.result, c.last_message,"
+					   " CASE WHEN $2 THEN (SELECT v FROM retries.calls v"
+					   "  WHERE v.id OPERATOR(pg_catalog.=) c.id) END"
+					   " FROM retries.call_data c WHERE c.id OPERATOR(pg_catalog.=) $1",
+					   2, argtypes);
 	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
 							 true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up call " INT64_FORMAT, id);
 	if (SPI_processed != 1 ||
-		!retries_may_read_call(save.saved_userid,
-							   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															  SPI_tuptable->tupdesc,
-															  2, &isnull))))
-		retries_call_not_found(id, NULL);
+		!access_may_read_call(save.saved_userid,
+							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc,
+															 2, &isnull))))
+		args_call_not_found(id, NULL);
 
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -127,7 +127,7 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 	if (want_row && !isnull)
 		call->row = SPI_datumTransfer(d, false, -1);
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 }
 
 /*
@@ -137,7 +137,7 @@ look_at_call(int64 id, Oid caller, bool want_row, LookedCall *call)
 static void
 finish_wait_cleanup(int code, Datum arg)
 {
-	retries_finish_wait_end();
+	shmem_finish_wait_end();
 }
 
 /*
@@ -151,7 +151,7 @@ wait_timeout(FunctionCallInfo fcinfo)
 
 	if (PG_ARGISNULL(1))
 		return -1;
-	if (!retries_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &usecs))
+	if (!args_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &usecs))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid timeout: %s",
@@ -188,7 +188,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 					 errhint("Commit first, then wait in a new transaction.")));
 		if (deadline != 0)
 		{
-			sleep_ms = retries_ms_until(deadline);
+			sleep_ms = args_ms_until(deadline);
 			if (sleep_ms <= 0)
 			{
 				char		buf[POLICY_FORMAT_LEN];
@@ -198,7 +198,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 						(errcode(ERRCODE_QUERY_CANCELED),
 						 errmsg("call " INT64_FORMAT " did not finish within %s", id, buf),
 						 errdetail("It is %s.",
-								   call_state_name(retries_call_is_running(id) ? CALL_RUNNING : call.state)),
+								   call_state_name(shmem_call_is_running(id) ? CALL_RUNNING : call.state)),
 						 errhint("Wait again, or raise the timeout.")));
 			}
 		}
@@ -210,7 +210,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (call.row == (Datum) 0)
-		retries_call_not_found(id, NULL);	/* pruned between the two reads */
+		args_call_not_found(id, NULL);	/* pruned between the two reads */
 	return call.row;
 }
 
@@ -230,11 +230,11 @@ retries_wait(PG_FUNCTION_ARGS)
 	int64		timeout;
 	Datum		row;
 
-	retries_check_not_null(fcinfo, 0, "id");
+	args_check_not_null(fcinfo, 0, "id");
 	id = PG_GETARG_INT64(0);
 	timeout = wait_timeout(fcinfo);
 
-	if (!retries_finish_wait_begin(id))
+	if (!shmem_finish_wait_begin(id))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("retries.wait() needs the retries library to be preloaded"),
@@ -244,7 +244,7 @@ retries_wait(PG_FUNCTION_ARGS)
 		row = wait_for_call(id, GetUserId(), timeout);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(finish_wait_cleanup, (Datum) 0);
-	retries_finish_wait_end();
+	shmem_finish_wait_end();
 	PG_RETURN_DATUM(row);
 }
 
@@ -263,7 +263,7 @@ retries_result(PG_FUNCTION_ARGS)
 	int64		id;
 	LookedCall	call;
 
-	retries_check_not_null(fcinfo, 0, "id");
+	args_check_not_null(fcinfo, 0, "id");
 	id = PG_GETARG_INT64(0);
 	look_at_call(id, GetUserId(), false, &call);
 	if (call.state != CALL_SUCCEEDED)
@@ -275,10 +275,10 @@ retries_result(PG_FUNCTION_ARGS)
 				 errmsg("call " INT64_FORMAT " has not succeeded", id),
 				 call.last_message != NULL ?
 				 errdetail("It is %s; its last error: %s",
-						   call_state_name(finished || !retries_call_is_running(id) ? call.state : CALL_RUNNING),
+						   call_state_name(finished || !shmem_call_is_running(id) ? call.state : CALL_RUNNING),
 						   call.last_message) :
 				 errdetail("It is %s.",
-						   call_state_name(finished || !retries_call_is_running(id) ? call.state : CALL_RUNNING)),
+						   call_state_name(finished || !shmem_call_is_running(id) ? call.state : CALL_RUNNING)),
 				 finished ? 0 : errhint("retries.wait(" INT64_FORMAT ") waits until it finishes.", id)));
 	}
 	if (call.result_null)

@@ -22,13 +22,13 @@
 #include "core/policy.h"
 
 /*
- * retries_call_not_found -- raise the error of a call that does not exist
+ * args_call_not_found -- raise the error of a call that does not exist
  * or that the current role may not see: the same for both, so that the ids
  * of other roles' calls reveal nothing; 'argname' names the argument that
  * gave the id, if it is not the function's only one
  */
 void
-retries_call_not_found(int64 id, const char *argname)
+args_call_not_found(int64 id, const char *argname)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -39,10 +39,10 @@ retries_call_not_found(int64 id, const char *argname)
 }
 
 /*
- * retries_id_array -- n ids as an int8[] Datum
+ * args_id_array -- n ids as an int8[] Datum
  */
 Datum
-retries_id_array(const int64 *ids, int n)
+args_id_array(const int64 *ids, int n)
 {
 	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
 
@@ -53,13 +53,13 @@ retries_id_array(const int64 *ids, int n)
 }
 
 /*
- * retries_check_not_null -- raise an error naming the argument if it is NULL
+ * args_check_not_null -- raise an error naming the argument if it is NULL
  *
  * The SQL functions are not STRICT, so that leaving out a required value is
  * an error rather than a silent NULL result.
  */
 void
-retries_check_not_null(FunctionCallInfo fcinfo, int argno, const char *argname)
+args_check_not_null(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
@@ -68,14 +68,14 @@ retries_check_not_null(FunctionCallInfo fcinfo, int argno, const char *argname)
 }
 
 /*
- * retries_interval_to_usecs -- an interval as microseconds
+ * args_interval_to_usecs -- an interval as microseconds
  *
  * Months count as 30 days and days as 24 hours, as in PostgreSQL's own
  * interval comparisons.  Returns false if the result is negative or longer
  * than POLICY_MAX_DURATION, the longest delay a policy may use.
  */
 bool
-retries_interval_to_usecs(const Interval *span, int64 *usecs)
+args_interval_to_usecs(const Interval *span, int64 *usecs)
 {
 	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
 	int64		result;
@@ -94,18 +94,18 @@ retries_interval_to_usecs(const Interval *span, int64 *usecs)
 }
 
 /*
- * retries_interval_to_delay -- an interval as a delay, clamped to
+ * args_interval_to_delay -- an interval as a delay, clamped to
  * 0 .. POLICY_MAX_DURATION
  *
  * For a delay that user code returns while a call runs (delay_fn's result),
  * where refusing it is not an option: a negative interval means no delay,
  * and one longer than the longest delay ('1000000 years') means the longest
  * delay, never a wrapped or zero one.  Months count as 30 days, as in
- * retries_interval_to_usecs.  When the sum overflows int64 its sign is the
+ * args_interval_to_usecs.  When the sum overflows int64 its sign is the
  * sign of the days part, which is then far larger than any time part.
  */
 int64
-retries_interval_to_delay(const Interval *span)
+args_interval_to_delay(const Interval *span)
 {
 	int64		days = (int64) span->month * DAYS_PER_MONTH + span->day;
 	int64		usecs;
@@ -117,13 +117,13 @@ retries_interval_to_delay(const Interval *span)
 }
 
 /*
- * retries_usecs_to_interval -- microseconds as an interval of pure time
+ * args_usecs_to_interval -- microseconds as an interval of pure time
  *
  * Delays are stored as time only (no days or months), so they compare and
  * add exactly.
  */
 Interval *
-retries_usecs_to_interval(int64 usecs)
+args_usecs_to_interval(int64 usecs)
 {
 	Interval   *span = palloc0(sizeof(Interval));
 
@@ -132,11 +132,11 @@ retries_usecs_to_interval(int64 usecs)
 }
 
 /*
- * retries_ms_until -- milliseconds from now until 'when', rounded up; 0 if
+ * args_ms_until -- milliseconds from now until 'when', rounded up; 0 if
  * past
  */
 long
-retries_ms_until(TimestampTz when)
+args_ms_until(TimestampTz when)
 {
 	long		secs;
 	int			usecs;
@@ -146,7 +146,7 @@ retries_ms_until(TimestampTz when)
 }
 
 /*
- * retries_clamp_run_at -- a call's first due time: run_at, but no earlier
+ * args_clamp_run_at -- a call's first due time: run_at, but no earlier
  * than now() (the transaction's start)
  *
  * Due calls run earliest first: a run_at far in the past ('-infinity')
@@ -154,7 +154,7 @@ retries_ms_until(TimestampTz when)
  * it was scheduled.
  */
 Datum
-retries_clamp_run_at(Datum run_at)
+args_clamp_run_at(Datum run_at)
 {
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 

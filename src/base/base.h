@@ -38,7 +38,7 @@ extern int	retries_max_worker_memory;
 
 /* Was the library loaded by shared_preload_libraries? */
 extern bool retries_preloaded;
-extern void retries_define_settings(void);
+extern void settings_define(void);
 
 /* schema.c: the versions whose objects the library tells apart */
 typedef enum RetriesSchemaVersion
@@ -49,19 +49,19 @@ typedef enum RetriesSchemaVersion
 	SCHEMA_1_4 = 14				/* function_names: keys of functions */
 } RetriesSchemaVersion;
 
-extern Oid	retries_schema_oid(void);
-extern RetriesSchemaVersion retries_schema_version(void);
+extern Oid	schema_retries_oid(void);
+extern RetriesSchemaVersion schema_retries_version(void);
 
 /* args.c */
-extern void retries_call_not_found(int64 id, const char *argname);
-extern Datum retries_id_array(const int64 *ids, int n);
-extern void retries_check_not_null(FunctionCallInfo fcinfo, int argno,
-								   const char *argname);
-extern bool retries_interval_to_usecs(const Interval *span, int64 *usecs);
-extern int64 retries_interval_to_delay(const Interval *span);
-extern Interval *retries_usecs_to_interval(int64 usecs);
-extern long retries_ms_until(TimestampTz when);
-extern Datum retries_clamp_run_at(Datum run_at);
+extern void args_call_not_found(int64 id, const char *argname);
+extern Datum args_id_array(const int64 *ids, int n);
+extern void args_check_not_null(FunctionCallInfo fcinfo, int argno,
+								const char *argname);
+extern bool args_interval_to_usecs(const Interval *span, int64 *usecs);
+extern int64 args_interval_to_delay(const Interval *span);
+extern Interval *args_usecs_to_interval(int64 usecs);
+extern long args_ms_until(TimestampTz when);
+extern Datum args_clamp_run_at(Datum run_at);
 
 /* state.c: a call's state; CALL_RUNNING is shown, never stored */
 typedef enum CallState
@@ -80,8 +80,8 @@ extern bool call_state_finished(CallState state);
 extern CallState call_state_change(CallState from, CallState to);
 
 /* plans.c */
-extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
-									   int nargs, Oid *argtypes);
+extern SPIPlanPtr plans_prepare_kept(SPIPlanPtr *plan, const char *query,
+									 int nargs, Oid *argtypes);
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and
@@ -89,10 +89,10 @@ extern SPIPlanPtr retries_prepare_kept(SPIPlanPtr *plan, const char *query,
  */
 #define NOT_HELD " /*not held*/"
 #define PRIORITY_ZERO " /*priority 0*/"
-extern SPIPlanPtr retries_prepare_unheld(SPIPlanPtr *plans, const char *query,
-										 int nargs, Oid *argtypes);
-extern void retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
-									  bool **nulls, int n, Oid *argtypes,
-									  Datum *values);
+extern SPIPlanPtr plans_prepare_unheld(SPIPlanPtr *plans, const char *query,
+									   int nargs, Oid *argtypes);
+extern void plans_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
+									bool **nulls, int n, Oid *argtypes,
+									Datum *values);
 
 #endif							/* RETRIES_BASE_H */

@@ -19,14 +19,14 @@
 #include "base/base.h"
 
 /*
- * retries_prepare_kept -- prepare a query once per backend and keep the plan
+ * plans_prepare_kept -- prepare a query once per backend and keep the plan
  *
  * The plan is re-planned by the plan cache if our tables are dropped and
  * created again, so a static pointer is safe.  Call it inside SPI_connect().
  */
 SPIPlanPtr
-retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
-					 Oid *argtypes)
+plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
+				   Oid *argtypes)
 {
 	if (*plan == NULL)
 	{
@@ -41,7 +41,7 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 }
 
 /*
- * retries_prepare_unheld -- retries_prepare_kept() of a query about the
+ * plans_prepare_unheld -- plans_prepare_kept() of a query about the
  * calls that the workers may claim, whose text says NOT_HELD where it
  * means "and no gate holds the call", and PRIORITY_ZERO where it means
  * "and its priority is 0": "AND NOT held" and "AND priority = 0" in a
@@ -51,13 +51,13 @@ retries_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
  * the second.
  */
 SPIPlanPtr
-retries_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
+plans_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
 {
 	static const char *const markers[2][2] = {
 		{NOT_HELD, " AND NOT held"},
 		{PRIORITY_ZERO, " AND priority OPERATOR(pg_catalog.=) 0"},
 	};
-	bool		flow = (retries_schema_version() >= SCHEMA_1_2);
+	bool		flow = (schema_retries_version() >= SCHEMA_1_2);
 	StringInfoData buf;
 	const char *p = query;
 
@@ -88,20 +88,20 @@ retries_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *arg
 		p = hit + strlen(markers[which][0]);
 	}
 	appendStringInfoString(&buf, p);
-	(void) retries_prepare_kept(&plans[flow], buf.data, nargs, argtypes);
+	(void) plans_prepare_kept(&plans[flow], buf.data, nargs, argtypes);
 	pfree(buf.data);
 	return plans[flow];
 }
 
 /*
- * retries_columns_to_arrays -- turn 'ncolumns' columns of 'n' rows each
+ * plans_columns_to_arrays -- turn 'ncolumns' columns of 'n' rows each
  * (cols[c][i], nulls[c][i], of types[c]) into one-dimensional arrays:
  * values[c], of type argtypes[c], to pass to a statement that unnests them
  * and writes all the rows at once
  */
 void
-retries_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
-						  bool **nulls, int n, Oid *argtypes, Datum *values)
+plans_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
+						bool **nulls, int n, Oid *argtypes, Datum *values)
 {
 	int			dims[1] = {n};
 	int			lbs[1] = {1};

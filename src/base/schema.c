@@ -6,7 +6,7 @@
  * The library serves every database whose extension is at a version it
  * knows, the older ones until ALTER EXTENSION retries UPDATE: what a
  * newer version added (a table, an index) is used only where
- * retries_schema_version() says it exists.  That is the one probe of the
+ * schema_retries_version() says it exists.  That is the one probe of the
  * version; it looks at the objects themselves, not at pg_extension, so
  * that it holds inside the update script that adds them.
  *
@@ -20,11 +20,11 @@
 #include "base/base.h"
 
 /*
- * retries_schema_oid -- OID of schema retries, or an error if the extension
+ * schema_retries_oid -- OID of schema retries, or an error if the extension
  * is not installed in this database
  */
 Oid
-retries_schema_oid(void)
+schema_retries_oid(void)
 {
 	Oid			nspoid = get_namespace_oid("retries", true);
 
@@ -37,13 +37,13 @@ retries_schema_oid(void)
 }
 
 /*
- * retries_schema_version -- the version of this database's extension, as
+ * schema_retries_version -- the version of this database's extension, as
  * far as its objects tell: each version is known by an object it added
  */
 RetriesSchemaVersion
-retries_schema_version(void)
+schema_retries_version(void)
 {
-	Oid			nspoid = retries_schema_oid();
+	Oid			nspoid = schema_retries_oid();
 
 	if (OidIsValid(get_relname_relid("function_names", nspoid)))
 		return SCHEMA_1_4;

@@ -86,7 +86,7 @@ check_retention(char **newval, void **extra, GucSource source)
 		GUC_check_errhint("Use an interval such as '7 days' or '12 hours'.");
 		return false;
 	}
-	if (!retries_interval_to_usecs(&span, &usecs))
+	if (!args_interval_to_usecs(&span, &usecs))
 	{
 		GUC_check_errdetail("Retention must be between 0 and 3650 days.");
 		return false;
@@ -95,11 +95,11 @@ check_retention(char **newval, void **extra, GucSource source)
 }
 
 /*
- * retries_define_settings -- define the retries.* settings (from
+ * settings_define -- define the retries.* settings (from
  * _PG_init, retries_preloaded set)
  */
 void
-retries_define_settings(void)
+settings_define(void)
 {
 	DefineCustomIntVariable("retries.max_workers",
 							"Number of worker processes per database.",

@@ -227,18 +227,18 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	values[0] = PointerGetDatum(construct_array(ids, nids, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(now);
-	values[2] = retries_id_array(skip, nskip);
+	values[2] = args_id_array(skip, nskip);
 	/* version 1.2 only: its callers look for its indexes first */
-	retries_prepare_kept(&plan,
-						 "SELECT " CLAIM_COLUMNS
-						 " FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						 " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-						 " ORDER BY priority DESC, next_attempt"
-						 " FOR UPDATE SKIP LOCKED",
-						 3, types);
+	plans_prepare_kept(&plan,
+					   "SELECT " CLAIM_COLUMNS
+					   " FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+					   " ORDER BY priority DESC, next_attempt"
+					   " FOR UPDATE SKIP LOCKED",
+					   3, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim due calls");
 	return copy_claimed(calls);
@@ -285,31 +285,31 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 	Datum	   *ids;
 	int			nids;
 
-	if (limit <= 0 || retries_schema_version() < SCHEMA_1_2)
+	if (limit <= 0 || schema_retries_version() < SCHEMA_1_2)
 		return 0;
 	values[0] = Int32GetDatum(above ? 1 : PG_INT32_MIN);
 	values[1] = Int32GetDatum(above ? PG_INT32_MAX : -1);
 	values[2] = TimestampTzGetDatum(now);
-	values[3] = retries_id_array(skip, nskip);
+	values[3] = args_id_array(skip, nskip);
 	values[4] = Int32GetDatum(limit);
 	values[5] = ObjectIdGetDatum(role);
-	retries_prepare_kept(&plan,
-						 PRIORITIES_CTE
-						 " SELECT d.id FROM p CROSS JOIN LATERAL"
-						 " (SELECT id FROM retries.call_data"
-						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						 "  AND priority OPERATOR(pg_catalog.<>) 0"
-						 "  AND (priority, next_attempt)"
-						 "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
-						 "  AND (priority, next_attempt)"
-						 "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
-						 "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
-						 "  AND ($6 OPERATOR(pg_catalog.=) 0"
-						 "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
-						 "  ORDER BY priority, next_attempt LIMIT $5) d"
-						 " WHERE p.priority IS NOT NULL"
-						 " LIMIT $5",
-						 6, types);
+	plans_prepare_kept(&plan,
+					   PRIORITIES_CTE
+					   " SELECT d.id FROM p CROSS JOIN LATERAL"
+					   " (SELECT id FROM retries.call_data"
+					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   "  AND priority OPERATOR(pg_catalog.<>) 0"
+					   "  AND (priority, next_attempt)"
+					   "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
+					   "  AND (priority, next_attempt)"
+					   "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
+					   "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
+					   "  AND ($6 OPERATOR(pg_catalog.=) 0"
+					   "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
+					   "  ORDER BY priority, next_attempt LIMIT $5) d"
+					   " WHERE p.priority IS NOT NULL"
+					   " LIMIT $5",
+					   6, types);
 	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for due calls by priority");
 	nids = (int) SPI_processed;
@@ -340,23 +340,23 @@ claim_next_prioritized(TimestampTz after)
 	bool		isnull;
 	Datum		d;
 
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return 0;
 	values[0] = Int32GetDatum(PG_INT32_MIN);
 	values[1] = Int32GetDatum(PG_INT32_MAX);
 	values[2] = TimestampTzGetDatum(after);
-	retries_prepare_kept(&plan,
-						 PRIORITIES_CTE
-						 " SELECT pg_catalog.min(d.next_attempt) FROM p CROSS JOIN LATERAL"
-						 " (SELECT next_attempt FROM retries.call_data"
-						 "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						 "  AND priority OPERATOR(pg_catalog.<>) 0"
-						 "  AND (priority, next_attempt) OPERATOR(pg_catalog.>) (p.priority, $3)"
-						 "  AND (priority, next_attempt)"
-						 "   OPERATOR(pg_catalog.<=) (p.priority, 'infinity'::pg_catalog.timestamptz)"
-						 "  ORDER BY priority, next_attempt LIMIT 1) d"
-						 " WHERE p.priority IS NOT NULL",
-						 3, types);
+	plans_prepare_kept(&plan,
+					   PRIORITIES_CTE
+					   " SELECT pg_catalog.min(d.next_attempt) FROM p CROSS JOIN LATERAL"
+					   " (SELECT next_attempt FROM retries.call_data"
+					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   "  AND priority OPERATOR(pg_catalog.<>) 0"
+					   "  AND (priority, next_attempt) OPERATOR(pg_catalog.>) (p.priority, $3)"
+					   "  AND (priority, next_attempt)"
+					   "   OPERATOR(pg_catalog.<=) (p.priority, 'infinity'::pg_catalog.timestamptz)"
+					   "  ORDER BY priority, next_attempt LIMIT 1) d"
+					   " WHERE p.priority IS NOT NULL",
+					   3, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call by priority");
 	if (SPI_processed == 0)
@@ -399,51 +399,51 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 	Datum	   *ids;
 	int			nids;
 
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return 0;
 
 	find_values[0] = ObjectIdGetDatum(*last_role);
 	find_values[1] = TimestampTzGetDatum(now);
 	find_values[2] = Int32GetDatum(HEADS_MAX_ROLES);
-	plan = retries_prepare_unheld(find_plans,
-								  "WITH RECURSIVE"
-								  " after_last(role) AS ("
-								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								  "   AND scheduled_by OPERATOR(pg_catalog.>) $1"
-								  "   ORDER BY scheduled_by LIMIT 1)"
-								  "  UNION ALL"
-								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								  "   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
-								  "   ORDER BY scheduled_by LIMIT 1)"
-								  "  FROM after_last a WHERE a.role IS NOT NULL),"
-								  " up_to_last(role) AS ("
-								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								  "   ORDER BY scheduled_by LIMIT 1)"
-								  "  UNION ALL"
-								  "  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								  "   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								  "   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
-								  "   ORDER BY scheduled_by LIMIT 1)"
-								  "  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
-								  " roles AS ("
-								  "  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL"
-								  "  UNION ALL"
-								  "  SELECT role, 2 FROM up_to_last"
-								  "   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0"
-								  "  LIMIT $3)"
-								  " SELECT r.role, h.id FROM roles r"
-								  " LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
-								  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-								  "   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
-								  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-								  "   OPERATOR(pg_catalog.<=) (r.role, $2)"
-								  "  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
-								  " ORDER BY r.lap, r.role",
-								  3, find_types);
+	plan = plans_prepare_unheld(find_plans,
+								"WITH RECURSIVE"
+								" after_last(role) AS ("
+								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								"   AND scheduled_by OPERATOR(pg_catalog.>) $1"
+								"   ORDER BY scheduled_by LIMIT 1)"
+								"  UNION ALL"
+								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								"   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
+								"   ORDER BY scheduled_by LIMIT 1)"
+								"  FROM after_last a WHERE a.role IS NOT NULL),"
+								" up_to_last(role) AS ("
+								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								"   ORDER BY scheduled_by LIMIT 1)"
+								"  UNION ALL"
+								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								"   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
+								"   ORDER BY scheduled_by LIMIT 1)"
+								"  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
+								" roles AS ("
+								"  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL"
+								"  UNION ALL"
+								"  SELECT role, 2 FROM up_to_last"
+								"   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0"
+								"  LIMIT $3)"
+								" SELECT r.role, h.id FROM roles r"
+								" LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
+								"  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
+								"  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+								"   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
+								"  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+								"   OPERATOR(pg_catalog.<=) (r.role, $2)"
+								"  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
+								" ORDER BY r.lap, r.role",
+								3, find_types);
 	if (SPI_execute_plan(plan, find_values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for the due calls of each role");
 	if (SPI_processed == 0)
@@ -519,27 +519,27 @@ claim_begin(int limit, TimestampTz now, Oid role, const int64 *skip, int nskip)
 	MemoryContext oldcxt;
 
 	if (OidIsValid(role))
-		plan = retries_prepare_unheld(role_plans,
-									  "SELECT " CLAIM_COLUMNS
-									  " FROM retries.call_data"
-									  " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-									  OF_ROLE("$2")
-									  " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-									  " ORDER BY scheduled_by, next_attempt"
-									  " LIMIT $1"
-									  " FOR UPDATE SKIP LOCKED",
-									  4, argtypes);
+		plan = plans_prepare_unheld(role_plans,
+									"SELECT " CLAIM_COLUMNS
+									" FROM retries.call_data"
+									" WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+									OF_ROLE("$2")
+									" AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+									" ORDER BY scheduled_by, next_attempt"
+									" LIMIT $1"
+									" FOR UPDATE SKIP LOCKED",
+									4, argtypes);
 	else
-		plan = retries_prepare_unheld(any_plans,
-									  "SELECT " CLAIM_COLUMNS
-									  " FROM retries.call_data"
-									  " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-									  " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-									  " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-									  " ORDER BY next_attempt"
-									  " LIMIT $1"
-									  " FOR UPDATE SKIP LOCKED",
-									  3, argtypes);
+		plan = plans_prepare_unheld(any_plans,
+									"SELECT " CLAIM_COLUMNS
+									" FROM retries.call_data"
+									" WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+									" AND next_attempt OPERATOR(pg_catalog.<=) $2"
+									" AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+									" ORDER BY next_attempt"
+									" LIMIT $1"
+									" FOR UPDATE SKIP LOCKED",
+									3, argtypes);
 	source = linitial(SPI_plan_get_plan_sources(plan));
 
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -558,7 +558,7 @@ claim_begin(int limit, TimestampTz now, Oid role, const int64 *skip, int nskip)
 	params->params[1].isnull = false;
 	params->params[1].pflags = PARAM_FLAG_CONST;
 	params->params[1].ptype = TIMESTAMPTZOID;
-	params->params[2].value = retries_id_array(skip, nskip);
+	params->params[2].value = args_id_array(skip, nskip);
 	params->params[2].isnull = false;
 	params->params[2].pflags = PARAM_FLAG_CONST;
 	params->params[2].ptype = INT8ARRAYOID;
@@ -652,17 +652,17 @@ claim_ids(RetriesCall *calls, const int64 *ids, int nids, TimestampTz now)
 	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	Datum		values[2];
 
-	values[0] = retries_id_array(ids, nids);
+	values[0] = args_id_array(ids, nids);
 	values[1] = TimestampTzGetDatum(now);
-	plan = retries_prepare_unheld(plans,
-								  "SELECT " CLAIM_COLUMNS
-								  " FROM retries.call_data"
-								  " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-								  " AND state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
-								  " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-								  " ORDER BY next_attempt"
-								  " FOR UPDATE SKIP LOCKED",
-								  2, types);
+	plan = plans_prepare_unheld(plans,
+								"SELECT " CLAIM_COLUMNS
+								" FROM retries.call_data"
+								" WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+								" AND state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+								" AND next_attempt OPERATOR(pg_catalog.<=) $2"
+								" ORDER BY next_attempt"
+								" FOR UPDATE SKIP LOCKED",
+								2, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim calls by id");
 	return copy_claimed(calls);

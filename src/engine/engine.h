@@ -10,6 +10,6 @@
 #ifndef RETRIES_ENGINE_H
 #define RETRIES_ENGINE_H
 
-extern void retries_register_launcher(void);
+extern void launcher_register(void);
 
 #endif							/* RETRIES_ENGINE_H */

@@ -290,22 +290,22 @@ get_policy(int32 policy_id)
 	if (policy_cache_stale)
 	{
 		create_policy_cache();
-		policy_data_relid = get_relname_relid("policy_data", retries_schema_oid());
+		policy_data_relid = get_relname_relid("policy_data", schema_retries_oid());
 		policy_cache_stale = false;
 	}
 	p = hash_search(policy_cache, &policy_id, HASH_FIND, NULL);
 	if (p != NULL)
 		return p;
-	notify = (retries_schema_version() >= SCHEMA_1_2);
+	notify = (schema_retries_version() >= SCHEMA_1_2);
 
 	/* notify: from version 1.2 */
 	if (plans[notify] == NULL)
-		retries_prepare_kept(&plans[notify],
-							 psprintf("SELECT fn, fn_signature, min_delay, max_delay, multiplier,"
-									  " jitter, retry_on, timeout, on_exhausted, delay_fn, %s"
-									  " FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
-									  notify ? "notify" : "false"),
-							 1, argtypes);
+		plans_prepare_kept(&plans[notify],
+						   psprintf("SELECT fn, fn_signature, min_delay, max_delay, multiplier,"
+									" jitter, retry_on, timeout, on_exhausted, delay_fn, %s"
+									" FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
+									notify ? "notify" : "false"),
+						   1, argtypes);
 	if (SPI_execute_plan(plans[notify], values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read policy %d", policy_id);
 	if (SPI_processed != 1)
@@ -318,11 +318,11 @@ get_policy(int32 policy_id)
 	 * under way) is looked up again next time
 	 */
 	fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
-	fn = retries_key_function(fn_key);
+	fn = names_key_function(fn_key);
 	d = SPI_getbinval(row, desc, 9, &isnull);
-	on_exhausted = isnull ? InvalidOid : retries_key_function(DatumGetObjectId(d));
+	on_exhausted = isnull ? InvalidOid : names_key_function(DatumGetObjectId(d));
 	d = SPI_getbinval(row, desc, 10, &isnull);
-	delay_fn = isnull ? InvalidOid : retries_key_function(DatumGetObjectId(d));
+	delay_fn = isnull ? InvalidOid : names_key_function(DatumGetObjectId(d));
 
 	oldcxt = MemoryContextSwitchTo(policy_cache_cxt);
 	if (OidIsValid(fn))
@@ -332,12 +332,12 @@ get_policy(int32 policy_id)
 	p->fn = fn;
 	p->fn_key = fn_key;
 	p->fn_signature = SPI_getvalue(row, desc, 2);
-	(void) retries_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 3, &isnull)),
-									 &p->min_delay);
+	(void) args_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 3, &isnull)),
+								  &p->min_delay);
 	d = SPI_getbinval(row, desc, 4, &isnull);
 	p->max_delay = -1;
 	if (!isnull)
-		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->max_delay);
+		(void) args_interval_to_usecs(DatumGetIntervalP(d), &p->max_delay);
 	p->multiplier = DatumGetFloat8(SPI_getbinval(row, desc, 5, &isnull));
 	(void) policy_parse_jitter(SPI_getvalue(row, desc, 6), &p->jitter);
 	{
@@ -356,7 +356,7 @@ get_policy(int32 policy_id)
 	d = SPI_getbinval(row, desc, 8, &isnull);
 	p->timeout = -1;
 	if (!isnull)
-		(void) retries_interval_to_usecs(DatumGetIntervalP(d), &p->timeout);
+		(void) args_interval_to_usecs(DatumGetIntervalP(d), &p->timeout);
 	p->on_exhausted = on_exhausted;
 	p->delay_fn = delay_fn;
 	p->notify = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
@@ -697,7 +697,7 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 								   call->role), NULL, NULL, NULL);
 		return false;
 	}
-	if ((lacks = retries_login_privilege(call->role, &hint)) != NULL)
+	if ((lacks = access_login_privilege(call->role, &hint)) != NULL)
 	{
 		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL, hint, NULL);
 		return false;
@@ -709,7 +709,7 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 						  NULL, NULL, NULL);
 		return false;
 	}
-	if ((lacks = retries_call_privilege(policy->fn, call->role)) != NULL)
+	if ((lacks = access_call_privilege(policy->fn, call->role)) != NULL)
 	{
 		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL,
 						  "A call needs what a direct call of its function needs, at each attempt.",
@@ -741,7 +741,7 @@ run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
 		lacks = psprintf("function %u no longer exists", hook);
 	else
-		lacks = retries_call_privilege(hook, call->role);
+		lacks = access_call_privilege(hook, call->role);
 	if (lacks != NULL)
 	{
 		edata = palloc0(sizeof(ErrorData));
@@ -803,7 +803,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 			out->hint = pstrdup("delay_fn returned NULL, which stops the retries.");
 			return false;
 		}
-		out->delay = retries_interval_to_delay(DatumGetIntervalP(result));
+		out->delay = args_interval_to_delay(DatumGetIntervalP(result));
 		return true;
 	}
 
@@ -963,7 +963,7 @@ static void
 write_outcomes(void)
 {
 	static SPIPlanPtr plans[2];
-	bool		results = (retries_schema_version() >= SCHEMA_1_2); /* version 1.2 */
+	bool		results = (schema_retries_version() >= SCHEMA_1_2); /* version 1.2 */
 	Oid			argtypes[OC_NCOLUMNS + 1];
 	Datum		values[OC_NCOLUMNS + 1];
 	int			n = pending.n;
@@ -974,8 +974,8 @@ write_outcomes(void)
 
 	if (pending.lxid != retries_local_xid() || n == 0)
 		return;
-	retries_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
-							  pending.nulls, n, argtypes, values);
+	plans_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
+							pending.nulls, n, argtypes, values);
 	/* and the most attempt rows kept per call */
 	argtypes[OC_NCOLUMNS] = INT4OID;
 	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);
@@ -984,43 +984,43 @@ write_outcomes(void)
 	pending.result_bytes = 0;
 
 	if (plans[results] == NULL)
-		retries_prepare_kept(&plans[results],
-							 psprintf("WITH done AS ("
-									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
-									  "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
-									  "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
-									  "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
-									  "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
-									  "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
-									  "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
-									  "  pg_catalog.unnest($14))"
-									  "  AS d(call_id, attempt, started_at, finished_at, outcome,"
-									  "   state, next_attempt, sqlstate, message, detail, hint,"
-									  "   context, delay, result)),"
-									  " trimmed AS ("
-									  " DELETE FROM retries.attempt_data a USING done d"
-									  "  WHERE d.attempt OPERATOR(pg_catalog.>) $15"
-									  "  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
-									  "  AND a.attempt OPERATOR(pg_catalog.<=)"
-									  "   (d.attempt OPERATOR(pg_catalog.-) $15)),"
-									  " c AS ("
-									  " UPDATE retries.call_data c SET"
-									  "  state = d.state::retries.call_state, attempts = d.attempt,"
-									  "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
-									  "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
-									  "  last_message = coalesce(d.message, c.last_message),"
-									  "  updated_at = d.finished_at%s"
-									  " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
-									  " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-									  "  finished_at, outcome, sqlstate, message, detail, hint, context,"
-									  "  next_delay)"
-									  " SELECT call_id, attempt, started_at, finished_at,"
-									  "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
-									  "  hint, context,"
-									  "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
-									  " FROM done",
-									  results ? ", result = d.result" : ""),
-							 OC_NCOLUMNS + 1, argtypes);
+		plans_prepare_kept(&plans[results],
+						   psprintf("WITH done AS ("
+									" SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+									"  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+									"  pg_catalog.unnest($4), pg_catalog.unnest($5),"
+									"  pg_catalog.unnest($6), pg_catalog.unnest($7),"
+									"  pg_catalog.unnest($8), pg_catalog.unnest($9),"
+									"  pg_catalog.unnest($10), pg_catalog.unnest($11),"
+									"  pg_catalog.unnest($12), pg_catalog.unnest($13),"
+									"  pg_catalog.unnest($14))"
+									"  AS d(call_id, attempt, started_at, finished_at, outcome,"
+									"   state, next_attempt, sqlstate, message, detail, hint,"
+									"   context, delay, result)),"
+									" trimmed AS ("
+									" DELETE FROM retries.attempt_data a USING done d"
+									"  WHERE d.attempt OPERATOR(pg_catalog.>) $15"
+									"  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
+									"  AND a.attempt OPERATOR(pg_catalog.<=)"
+									"   (d.attempt OPERATOR(pg_catalog.-) $15)),"
+									" c AS ("
+									" UPDATE retries.call_data c SET"
+									"  state = d.state::retries.call_state, attempts = d.attempt,"
+									"  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
+									"  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
+									"  last_message = coalesce(d.message, c.last_message),"
+									"  updated_at = d.finished_at%s"
+									" FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+									" INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+									"  finished_at, outcome, sqlstate, message, detail, hint, context,"
+									"  next_delay)"
+									" SELECT call_id, attempt, started_at, finished_at,"
+									"  outcome::retries.attempt_outcome, sqlstate, message, detail,"
+									"  hint, context,"
+									"  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
+									" FROM done",
+									results ? ", result = d.result" : ""),
+						   OC_NCOLUMNS + 1, argtypes);
 	if (SPI_execute_plan(plans[results], values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 
@@ -1038,7 +1038,7 @@ write_outcomes(void)
 		finished_how[nfinished] = state == CALL_SUCCEEDED ? 's' : 'f';
 		finished_notify[nfinished++] = pending.notify[row];
 	}
-	retries_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
+	chains_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
 }
 
 /*
@@ -1097,11 +1097,11 @@ record_hook_error(int64 call_id, int32 attempt, const char *error)
 	values[0] = Int64GetDatum(call_id);
 	values[1] = Int32GetDatum(attempt);
 	values[2] = CStringGetTextDatum(error);
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.attempt_data SET on_exhausted_error = $3"
-						 " WHERE call_id OPERATOR(pg_catalog.=) $1"
-						 " AND attempt OPERATOR(pg_catalog.=) $2",
-						 3, argtypes);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.attempt_data SET on_exhausted_error = $3"
+					   " WHERE call_id OPERATOR(pg_catalog.=) $1"
+					   " AND attempt OPERATOR(pg_catalog.=) $2",
+					   3, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
 			 call_id);
@@ -1174,9 +1174,9 @@ read_args(int64 id)
 	Datum		d;
 	Jsonb	   *args;
 
-	retries_prepare_kept(&plan,
-						 "SELECT args FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT args FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not read the arguments of call " INT64_FORMAT, id);

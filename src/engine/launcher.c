@@ -84,10 +84,10 @@ static Launched launched[RETRIES_MAX_SLOTS];
 PGDLLEXPORT void retries_launcher_main(Datum main_arg);
 
 /*
- * retries_register_launcher -- register the launcher (from _PG_init)
+ * launcher_register -- register the launcher (from _PG_init)
  */
 void
-retries_register_launcher(void)
+launcher_register(void)
 {
 	BackgroundWorker worker;
 
@@ -234,9 +234,9 @@ reap_workers(TimestampTz now)
 			w->in_use = false;
 		any = true;
 
-		db = retries_find_database(launched[i].dboid, false);
+		db = shmem_find_database(launched[i].dboid, false);
 		if (db != NULL && db->state == DB_PROBING)
-			retries_set_db_state(db, DB_UNKNOWN);
+			shmem_set_db_state(db, DB_UNKNOWN);
 		if (db != NULL)
 			db->next_start = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 	}
@@ -296,7 +296,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	{
 		case DB_UNKNOWN:
 			if (!have[0] && start_worker(db->dboid, 0))
-				retries_set_db_state(db, DB_PROBING);
+				shmem_set_db_state(db, DB_PROBING);
 			else if (!have[0])
 				return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			break;
@@ -324,7 +324,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			 * covers a CREATE that committed as the last worker was leaving.
 			 */
 			if (now >= db->next_start + (int64) REPROBE_MS * 1000)
-				retries_set_db_state(db, DB_UNKNOWN);
+				shmem_set_db_state(db, DB_UNKNOWN);
 			return db->next_start + (int64) REPROBE_MS * 1000;
 		case DB_PROBING:
 			break;
@@ -418,14 +418,14 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 			present = seen[j] == db->dboid;
 		if (!present)
 		{
-			retries_set_db_state(db, DB_NO_EXTENSION);
+			shmem_set_db_state(db, DB_NO_EXTENSION);
 			(void) manage_database(db, now);
 			db->dboid = InvalidOid;
 		}
 	}
 	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
-		RetriesDatabase *db = retries_find_database(seen[j], true);
+		RetriesDatabase *db = shmem_find_database(seen[j], true);
 
 		if (db != NULL)
 			db->listed = true;
@@ -536,7 +536,7 @@ retries_launcher_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(retries_ms_until(next), 1),
+						 Max(args_ms_until(next), 1),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}

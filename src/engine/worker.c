@@ -298,23 +298,23 @@ charge_interrupted(const InFlight *rec)
 	TupleDesc	desc;
 	Datum		d;
 
-	retries_prepare_kept(&plan,
-						 "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
-						 " FROM retries.call_data"
-						 " WHERE id OPERATOR(pg_catalog.=) $1"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-						 " FOR UPDATE SKIP LOCKED",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
+					   " FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " FOR UPDATE SKIP LOCKED",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
 	if (SPI_processed != 1)
 	{
 		/* finished or gone (nothing to charge), or locked (later) */
-		retries_prepare_kept(&exists_plan,
-							 "SELECT FROM retries.call_data"
-							 " WHERE id OPERATOR(pg_catalog.=) $1"
-							 " AND state OPERATOR(pg_catalog.=) 'scheduled'",
-							 1, argtypes);
+		plans_prepare_kept(&exists_plan,
+						   "SELECT FROM retries.call_data"
+						   " WHERE id OPERATOR(pg_catalog.=) $1"
+						   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
+						   1, argtypes);
 		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
 		if (SPI_processed == 0)
@@ -380,7 +380,7 @@ recover(void)
 	bool		held[RETRIES_MAX_SLOTS] = {false};
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = retries_find_database(MyDatabaseId, true);
+	db = shmem_find_database(MyDatabaseId, true);
 	all = db != NULL && !db->recovered;
 	LWLockRelease(retries_shared->lock);
 
@@ -427,7 +427,7 @@ wait_for_recovery(void)
 		bool		done;
 
 		LWLockAcquire(retries_shared->lock, LW_SHARED);
-		db = retries_find_database(MyDatabaseId, false);
+		db = shmem_find_database(MyDatabaseId, false);
 		done = db == NULL || db->recovered;
 		LWLockRelease(retries_shared->lock);
 		if (done)
@@ -585,12 +585,12 @@ next_due(TimestampTz after)
 	TimestampTz other;
 
 	/* the first entry of the due index, whatever the statistics say */
-	plan = retries_prepare_unheld(plans,
-								  "SELECT next_attempt FROM retries.call_data"
-								  " WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
-								  " AND next_attempt OPERATOR(pg_catalog.>) $1"
-								  " ORDER BY next_attempt LIMIT 1",
-								  1, argtypes);
+	plan = plans_prepare_unheld(plans,
+								"SELECT next_attempt FROM retries.call_data"
+								" WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD PRIORITY_ZERO
+								" AND next_attempt OPERATOR(pg_catalog.>) $1"
+								" ORDER BY next_attempt LIMIT 1",
+								1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call");
 	if (SPI_processed == 0)
@@ -650,7 +650,7 @@ prune(void)
  * batch say (see flow.c)?  If its function is paused, or limited and with
  * no room, the call is held, uncharged, and false returned; if limited
  * and with room, the worker counts among its attempts in flight until
- * retries_gate_leave().
+ * shmem_gate_leave().
  */
 static bool
 pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
@@ -669,15 +669,15 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 			int64		key = 0;
 
 			if (gates[g].max_per_key > 0)
-				keyed = retries_call_limit_key(call->id, &key);
-			if (retries_gate_enter(my_slot, gate, gates[g].max_running,
-								   keyed, key, gates[g].max_per_key,
-								   gates[g].has_rate ? &gates[g].rate : NULL,
-								   gates[g].has_rate ? retries_function_owner(fnoid)
-								   : InvalidOid))
+				keyed = flow_call_limit_key(call->id, &key);
+			if (shmem_gate_enter(my_slot, gate, gates[g].max_running,
+								 keyed, key, gates[g].max_per_key,
+								 gates[g].has_rate ? &gates[g].rate : NULL,
+								 gates[g].has_rate ? flow_function_owner(fnoid)
+								 : InvalidOid))
 				return true;
 		}
-		retries_hold_call(call->id, gate);
+		flow_hold_call(call->id, gate);
 		return false;
 	}
 	return true;
@@ -834,7 +834,7 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 		return false;
 	}
 	/* a restore under way: nothing runs before its tables are loaded */
-	if (retries_being_restored())
+	if (restore_holder())
 	{
 		PopActiveSnapshot();
 		SPI_finish();
@@ -850,7 +850,7 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 	 * call_data) lock them: a batch that had claimed calls and then read a
 	 * policy deadlocked with ALTER EXTENSION UPDATE 1.0 to 1.2.
 	 */
-	policies = get_relname_relid("policy_data", retries_schema_oid());
+	policies = get_relname_relid("policy_data", schema_retries_oid());
 	if (OidIsValid(policies))
 		LockRelationOid(policies, AccessShareLock);
 	return true;
@@ -868,8 +868,8 @@ static void
 claim_batch(Batch *b)
 {
 	b->calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * b->limit);
-	b->gates_generation = retries_gates_generation();
-	b->ngates = retries_load_gates(&b->gates);
+	b->gates_generation = flow_gates_generation();
+	b->ngates = flow_load_gates(&b->gates);
 	b->claimed_at = GetCurrentTimestamp();
 
 	b->n = claim_first(b->calls, b->claimed_at, &b->below_zero);
@@ -945,7 +945,7 @@ run_call(Batch *b, RetriesCall *call)
 	}
 
 	/* a cancel() waiting for the call gets it first (see manage.c) */
-	if (retries_cancel_waiting(call->id))
+	if (shmem_cancel_waiting(call->id))
 		return;
 
 	/*
@@ -953,10 +953,10 @@ run_call(Batch *b, RetriesCall *call)
 	 * gates as they are now: a pause or limit that committed since they were
 	 * loaded applies to this attempt too.
 	 */
-	if (retries_gates_generation() != b->gates_generation)
+	if (flow_gates_generation() != b->gates_generation)
 	{
-		b->gates_generation = retries_gates_generation();
-		b->ngates = retries_load_gates(&b->gates);
+		b->gates_generation = flow_gates_generation();
+		b->ngates = flow_load_gates(&b->gates);
 	}
 	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
 		return;
@@ -974,7 +974,7 @@ run_call(Batch *b, RetriesCall *call)
 	 * worker's next call)
 	 */
 	set_state(WORKER_RUNNING, 0, InvalidOid);
-	retries_gate_leave(my_slot);
+	shmem_gate_leave(my_slot);
 	count_call(ok);
 	ledger_write(0, 0);
 }
@@ -1093,7 +1093,7 @@ recover_from_error(MemoryContext oldcxt, ErrorData **edata)
 	AbortCurrentTransaction();
 	sandbox_abort();
 	if (my_slot != NULL)
-		retries_gate_leave(my_slot);	/* an attempt it entered is over */
+		shmem_gate_leave(my_slot);	/* an attempt it entered is over */
 	MemoryContextSwitchTo(oldcxt);
 	RESUME_INTERRUPTS();
 }
@@ -1128,31 +1128,31 @@ fail_lone_call(const ErrorData *edata)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (lock_extension() == my_extension)
 		{
-			retries_prepare_kept(&plan,
-								 "WITH l AS ("
-								 " SELECT id FROM retries.call_data"
-								 " WHERE id OPERATOR(pg_catalog.=) $1"
-								 " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-								 " AND attempts OPERATOR(pg_catalog.<) $2"
-								 " FOR UPDATE SKIP LOCKED),"
-								 " c AS ("
-								 " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
-								 "  last_sqlstate = $3, last_message = $4,"
-								 "  updated_at = pg_catalog.now()"
-								 " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
-								 " RETURNING d.id)"
-								 " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-								 "  finished_at, outcome, sqlstate, message, detail)"
-								 " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
-								 "  'failed', $3, $4, $5 FROM c"
-								 " ON CONFLICT DO NOTHING",
-								 5, argtypes);
+			plans_prepare_kept(&plan,
+							   "WITH l AS ("
+							   " SELECT id FROM retries.call_data"
+							   " WHERE id OPERATOR(pg_catalog.=) $1"
+							   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+							   " AND attempts OPERATOR(pg_catalog.<) $2"
+							   " FOR UPDATE SKIP LOCKED),"
+							   " c AS ("
+							   " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
+							   "  last_sqlstate = $3, last_message = $4,"
+							   "  updated_at = pg_catalog.now()"
+							   " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
+							   " RETURNING d.id)"
+							   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+							   "  finished_at, outcome, sqlstate, message, detail)"
+							   " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
+							   "  'failed', $3, $4, $5 FROM c"
+							   " ON CONFLICT DO NOTHING",
+							   5, argtypes);
 			/* its last attempt was interrupted: it ran, and fails */
 			(void) call_state_change(CALL_RUNNING, CALL_FAILED);
 			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
 			if (SPI_processed > 0)
-				retries_calls_finished(1, &lone_call_id, "f", NULL);
+				chains_calls_finished(1, &lone_call_id, "f", NULL);
 		}
 		PopActiveSnapshot();
 		SPI_finish();
@@ -1203,15 +1203,15 @@ fire_step(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		next_fire = 0;
 		fire_waiting = false;
-		if (lock_extension() == my_extension && !retries_being_restored() &&
-			retries_schema_version() >= SCHEMA_1_2)
+		if (lock_extension() == my_extension && !restore_holder() &&
+			schema_retries_version() >= SCHEMA_1_2)
 		{
 			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
 			TimestampTz release;
 
-			next_fire = retries_fire_schedules(tx_now, &fire_waiting);
-			release = retries_release_held(tx_now, &gated);
-			(void) retries_chains_pending();
+			next_fire = schedule_fire_due(tx_now, &fire_waiting);
+			release = flow_release_held(tx_now, &gated);
+			(void) chains_pending();
 			if (release != 0 && (next_fire == 0 || release < next_fire))
 				next_fire = release;
 		}
@@ -1243,16 +1243,16 @@ names_step(void)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 
-	if (!retries_names_refresh_due())
+	if (!names_refresh_due())
 		return;
 	PG_TRY();
 	{
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension && !retries_being_restored())
+		if (lock_extension() == my_extension && !restore_holder())
 		{
 			SPI_connect();
-			retries_refresh_function_names();
+			names_refresh();
 			SPI_finish();
 		}
 		PopActiveSnapshot();
@@ -1261,7 +1261,7 @@ names_step(void)
 	PG_CATCH();
 	{
 		recover_from_error(oldcxt, NULL);
-		retries_names_refresh_failed();
+		names_refresh_failed();
 	}
 	PG_END_TRY();
 }
@@ -1398,9 +1398,9 @@ retries_worker_main(Datum main_arg)
 	present = OidIsValid(my_extension);
 	commit_transaction();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = retries_find_database(MyDatabaseId, true);
+	db = shmem_find_database(MyDatabaseId, true);
 	if (db != NULL)
-		retries_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
+		shmem_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
@@ -1446,8 +1446,8 @@ retries_worker_main(Datum main_arg)
 			/* after an error: wait, whatever wakes the worker meanwhile */
 			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
 									MAX_ERROR_DELAY_MS);
-			long		wait_ms = retries_ms_until(TimestampTzPlusMilliseconds(last_error,
-																			   delay));
+			long		wait_ms = args_ms_until(TimestampTzPlusMilliseconds(last_error,
+																			delay));
 
 			if (wait_ms > 0)
 			{
@@ -1492,9 +1492,9 @@ retries_worker_main(Datum main_arg)
 								 * may have finished; or the batch released
 								 * calls that ran after its own */
 		if (due != 0)
-			sleep_ms = Min(sleep_ms, retries_ms_until(due));
+			sleep_ms = Min(sleep_ms, args_ms_until(due));
 		if (retries_enabled && next_fire != 0)
-			sleep_ms = Min(sleep_ms, retries_ms_until(next_fire));
+			sleep_ms = Min(sleep_ms, args_ms_until(next_fire));
 		if (chains_recheck)
 		{
 			/* followers left for later: look again within FIRE_CHECK_MS */
@@ -1525,10 +1525,10 @@ retries_worker_main(Datum main_arg)
 	 * which has the launcher start workers for the new one.
 	 */
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = retries_find_database(MyDatabaseId, false);
+	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL && my_slot->slot_no < retries_max_workers &&
 		!extension_replaced)
-		retries_set_db_state(db, DB_NO_EXTENSION);
+		shmem_set_db_state(db, DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);

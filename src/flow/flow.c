@@ -30,7 +30,7 @@
  * Limiting.  max_running is enforced when an attempt starts: the worker
  * counts, under the exclusive LWLock of shared memory, the workers of the
  * database running an attempt of the function, and enters only if there
- * are fewer than max_running (retries_gate_enter, shmem.c); it leaves when
+ * are fewer than max_running (shmem_gate_enter, shmem.c); it leaves when
  * the attempt ends.  Attempts in flight are exactly what the count sees,
  * so the bound holds across workers, and a crash restart, which ends every
  * attempt, starts the count afresh.  A call that finds no room is held
@@ -44,7 +44,7 @@
  * limit stricter, never looser), and the attempt starts only if fewer
  * than the limit of the attempts running have that key.
  *
- * Releasing.  retries_release_held() runs in the workers' short
+ * Releasing.  flow_release_held() runs in the workers' short
  * transaction at the top of their loop (with the firing of schedules): it
  * locks each gate row that is not paused (FOR UPDATE SKIP LOCKED: one
  * worker releases for a gate at a time) and releases (held = false) the
@@ -94,7 +94,7 @@ PG_FUNCTION_INFO_V1(retries_resume);
 #define RELEASE_BATCH			1000
 
 /*
- * retries_hold_calls -- hold every scheduled call of fnoid that is not
+ * flow_hold_calls -- hold every scheduled call of fnoid that is not
  * held, the released ones too, under its gate (its key: see
  * names.c)
  *
@@ -103,28 +103,28 @@ PG_FUNCTION_INFO_V1(retries_resume);
  * is waited for: its row is locked until its attempt ends.
  */
 void
-retries_hold_calls(Oid fnoid)
+flow_hold_calls(Oid fnoid)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
+	Datum		values[1] = {ObjectIdGetDatum(names_function_key(fnoid, false))};
 
 	if (!OidIsValid(DatumGetObjectId(values[0])))
 		return;					/* no policy refers to it */
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
-						 " held = true"
-						 " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						 " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-						 "  SELECT id FROM retries.policy_data"
-						 "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid))",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
+					   " held = true"
+					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT id FROM retries.policy_data"
+					   "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid))",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not hold the calls of function %u", fnoid);
 }
 
 /*
- * retries_set_gate -- store fnoid's gate: paused (unless NULL, which keeps
+ * flow_set_gate -- store fnoid's gate: paused (unless NULL, which keeps
  * it), max_running, max_running_per_key (0 for none) and rate (NULL for
  * none; max_running -1 keeps all three); returns whether the gate was
  * closed before (paused or limited), and *was_paused
@@ -132,8 +132,8 @@ retries_hold_calls(Oid fnoid)
  * Call it as the extension's owner, inside SPI.
  */
 bool
-retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per_key,
-				 const char *rate, bool *was_paused)
+flow_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per_key,
+			  const char *rate, bool *was_paused)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[6] = {OIDOID, BOOLOID, INT4OID, BOOLOID, INT4OID, TEXTOID};
@@ -142,7 +142,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 	bool		isnull;
 	bool		was_limited;
 
-	values[0] = ObjectIdGetDatum(retries_function_key(fnoid, true));
+	values[0] = ObjectIdGetDatum(names_function_key(fnoid, true));
 	values[1] = BoolGetDatum(paused != NULL && *paused);
 	nulls[1] = paused == NULL ? 'n' : ' ';
 	values[2] = Int32GetDatum(max_running);
@@ -153,31 +153,31 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 	values[5] = rate != NULL ? CStringGetTextDatum(rate) : (Datum) 0;
 	nulls[5] = rate != NULL ? ' ' : 'n';
 	/* the old row, locked, then the new one */
-	retries_prepare_kept(&plan,
-						 "WITH old AS ("
-						 " SELECT paused, max_running, max_running_per_key, rate FROM retries.flow_data"
-						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-						 " FOR UPDATE),"
-						 " new AS ("
-						 " INSERT INTO retries.flow_data AS f"
-						 "  (fn, paused, max_running, max_running_per_key, rate)"
-						 " VALUES ($1::pg_catalog.oid, coalesce($2, false),"
-						 "  CASE WHEN $4 THEN $3 END, CASE WHEN $4 THEN $5 END,"
-						 "  CASE WHEN $4 THEN $6 END)"
-						 " ON CONFLICT (fn) DO UPDATE SET"
-						 "  paused = coalesce($2, f.paused),"
-						 "  max_running = CASE WHEN $4 THEN $3 ELSE f.max_running END,"
-						 "  max_running_per_key = CASE WHEN $4 THEN $5"
-						 "   ELSE f.max_running_per_key END,"
-						 "  rate = CASE WHEN $4 THEN $6 ELSE f.rate END)"
-						 " SELECT coalesce((SELECT paused FROM old), false),"
-						 "  (SELECT max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
-						 "   OR rate IS NOT NULL FROM old) IS TRUE",
-						 6, argtypes);
+	plans_prepare_kept(&plan,
+					   "WITH old AS ("
+					   " SELECT paused, max_running, max_running_per_key, rate FROM retries.flow_data"
+					   " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " FOR UPDATE),"
+					   " new AS ("
+					   " INSERT INTO retries.flow_data AS f"
+					   "  (fn, paused, max_running, max_running_per_key, rate)"
+					   " VALUES ($1::pg_catalog.oid, coalesce($2, false),"
+					   "  CASE WHEN $4 THEN $3 END, CASE WHEN $4 THEN $5 END,"
+					   "  CASE WHEN $4 THEN $6 END)"
+					   " ON CONFLICT (fn) DO UPDATE SET"
+					   "  paused = coalesce($2, f.paused),"
+					   "  max_running = CASE WHEN $4 THEN $3 ELSE f.max_running END,"
+					   "  max_running_per_key = CASE WHEN $4 THEN $5"
+					   "   ELSE f.max_running_per_key END,"
+					   "  rate = CASE WHEN $4 THEN $6 ELSE f.rate END)"
+					   " SELECT coalesce((SELECT paused FROM old), false),"
+					   "  (SELECT max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+					   "   OR rate IS NOT NULL FROM old) IS TRUE",
+					   6, argtypes);
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store the gate of function %u", fnoid);
-	retries_gates_changed_at_commit();
+	xact_gates_changed();
 	*was_paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											 SPI_tuptable->tupdesc, 1, &isnull));
 	was_limited = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
@@ -186,7 +186,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
 }
 
 /*
- * retries_gate_call -- hold call 'id', scheduled again by retry_now(), if
+ * flow_gate_call -- hold call 'id', scheduled again by retry_now(), if
  * its function is paused now
  *
  * Call it as the extension's owner, inside SPI, with the call's row
@@ -194,7 +194,7 @@ retries_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per
  * that a pause either sees this call or is seen by it.
  */
 void
-retries_gate_call(int64 id)
+flow_gate_call(int64 id)
 {
 	static SPIPlanPtr fn_plan = NULL;
 	static SPIPlanPtr hold_plan = NULL;
@@ -203,61 +203,61 @@ retries_gate_call(int64 id)
 	bool		isnull;
 	Oid			fnoid;
 
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return;
-	retries_prepare_kept(&fn_plan,
-						 "SELECT p.fn::pg_catalog.oid FROM retries.call_data c"
-						 " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
-						 " WHERE c.id OPERATOR(pg_catalog.=) $1",
-						 1, argtypes);
+	plans_prepare_kept(&fn_plan,
+					   "SELECT p.fn::pg_catalog.oid FROM retries.call_data c"
+					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
+					   " WHERE c.id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
 	if (SPI_execute_plan(fn_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the function of call " INT64_FORMAT, id);
 	if (SPI_processed != 1)
 		return;
-	fnoid = retries_key_function(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-																SPI_tuptable->tupdesc,
-																1, &isnull)));
+	fnoid = names_key_function(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc,
+															  1, &isnull)));
 	/* if free: see current_policy() in call.c */
 	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
 										 AccessShareLock);
-	retries_prepare_kept(&hold_plan,
-						 "UPDATE retries.call_data c SET gate = p.fn, held = true"
-						 " FROM retries.policy_data p, retries.flow_data f"
-						 " WHERE c.id OPERATOR(pg_catalog.=) $1"
-						 " AND p.id OPERATOR(pg_catalog.=) c.policy_id"
-						 " AND f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused",
-						 1, argtypes);
+	plans_prepare_kept(&hold_plan,
+					   "UPDATE retries.call_data c SET gate = p.fn, held = true"
+					   " FROM retries.policy_data p, retries.flow_data f"
+					   " WHERE c.id OPERATOR(pg_catalog.=) $1"
+					   " AND p.id OPERATOR(pg_catalog.=) c.policy_id"
+					   " AND f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused",
+					   1, argtypes);
 	if (SPI_execute_snapshot(hold_plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
 }
 
 /*
- * retries_clear_limit -- fnoid is no longer limited (if it has a gate)
+ * flow_clear_limit -- fnoid is no longer limited (if it has a gate)
  *
  * Call it as the extension's owner, inside SPI.
  */
 void
-retries_clear_limit(Oid fnoid)
+flow_clear_limit(Oid fnoid)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(retries_function_key(fnoid, false))};
+	Datum		values[1] = {ObjectIdGetDatum(names_function_key(fnoid, false))};
 
 	if (!OidIsValid(DatumGetObjectId(values[0])))
 		return;					/* it has no gate */
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.flow_data SET max_running = NULL,"
-						 " max_running_per_key = NULL, rate = NULL"
-						 " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-						 " AND (max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
-						 "  OR rate IS NOT NULL)",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.flow_data SET max_running = NULL,"
+					   " max_running_per_key = NULL, rate = NULL"
+					   " WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " AND (max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+					   "  OR rate IS NOT NULL)",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not clear the limit of function %u", fnoid);
 	/* the workers release what it held */
 	if (SPI_processed > 0)
-		retries_gates_changed_at_commit();
+		xact_gates_changed();
 }
 
 /*
@@ -272,7 +272,7 @@ check_may_manage(Oid fnoid)
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
 	if (!retries_proc_ownercheck(fnoid, GetUserId()) &&
-		!retries_sees_all_calls(GetUserId()))
+		!access_sees_all_calls(GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of function %s or a member of retries_admin to pause or resume it",
@@ -291,10 +291,10 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 
 	PreventCommandIfReadOnly(pause ? "retries.pause()" : "retries.resume()");
 	PreventCommandDuringRecovery(pause ? "retries.pause()" : "retries.resume()");
-	retries_check_not_null(fcinfo, 0, "fn");
+	args_check_not_null(fcinfo, 0, "fn");
 	fnoid = PG_GETARG_OID(0);
 	check_may_manage(fnoid);
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("pausing needs version 1.2 of extension retries"),
@@ -305,17 +305,17 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 					   pause ? AccessExclusiveLock : ShareUpdateExclusiveLock);
 	check_may_manage(fnoid);	/* dropped while we waited? */
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
-	(void) retries_set_gate(fnoid, &pause, -1, 0, NULL, &was_paused);
+	(void) flow_set_gate(fnoid, &pause, -1, 0, NULL, &was_paused);
 	if (pause)
-		retries_hold_calls(fnoid);
+		flow_hold_calls(fnoid);
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 
 	/* the workers release what it held */
 	if (!pause && was_paused)
-		retries_wake_at_commit();
+		xact_wake_workers();
 	return pause != was_paused;
 }
 
@@ -363,12 +363,12 @@ gate_rate(HeapTuple row, TupleDesc desc, int col, RateSpec *rate)
 }
 
 /*
- * retries_gates_generation -- how many transactions that changed a pause
+ * flow_gates_generation -- how many transactions that changed a pause
  * or limit have committed since the server started: a worker that loaded
  * the gates at another count loads them again before its next attempt
  */
 uint64
-retries_gates_generation(void)
+flow_gates_generation(void)
 {
 	if (retries_shared == NULL)
 		return 0;
@@ -377,7 +377,7 @@ retries_gates_generation(void)
 }
 
 /*
- * retries_load_gates -- the gates that hold or limit something now, for a
+ * flow_load_gates -- the gates that hold or limit something now, for a
  * worker's batch: *gates (in the current memory context) and how many
  *
  * Called inside SPI, in the batch transaction, with a snapshot of its own
@@ -385,21 +385,21 @@ retries_gates_generation(void)
  * none in a database whose extension is older than 1.2.
  */
 int
-retries_load_gates(RetriesGate **gates)
+flow_load_gates(RetriesGate **gates)
 {
 	static SPIPlanPtr plan = NULL;
 	int			n;
 
 	*gates = NULL;
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return 0;
-	retries_prepare_kept(&plan,
-						 "SELECT fn::pg_catalog.oid, paused, coalesce(max_running, 0),"
-						 " coalesce(max_running_per_key, 0), rate"
-						 " FROM retries.flow_data"
-						 " WHERE paused OR max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
-						 " OR rate IS NOT NULL",
-						 0, NULL);
+	plans_prepare_kept(&plan,
+					   "SELECT fn::pg_catalog.oid, paused, coalesce(max_running, 0),"
+					   " coalesce(max_running_per_key, 0), rate"
+					   " FROM retries.flow_data"
+					   " WHERE paused OR max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+					   " OR rate IS NOT NULL",
+					   0, NULL);
 	if (SPI_execute_plan(plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the gates");
 	n = (int) SPI_processed;
@@ -423,31 +423,31 @@ retries_load_gates(RetriesGate **gates)
 }
 
 /*
- * retries_hold_call -- hold call 'id', which the worker claimed (its row is
+ * flow_hold_call -- hold call 'id', which the worker claimed (its row is
  * locked), under 'gate' (its function's key: see names.c),
  * instead of running it
  */
 void
-retries_hold_call(int64 id, Oid gate)
+flow_hold_call(int64 id, Oid gate)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT8OID, OIDOID};
 	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(gate)};
 
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
-						 " held = true WHERE id OPERATOR(pg_catalog.=) $1",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
+					   " held = true WHERE id OPERATOR(pg_catalog.=) $1",
+					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
 }
 
 /*
- * retries_function_owner -- the owner of function fnoid (InvalidOid if it
+ * flow_function_owner -- the owner of function fnoid (InvalidOid if it
  * is gone)
  */
 Oid
-retries_function_owner(Oid fnoid)
+flow_function_owner(Oid fnoid)
 {
 	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
 	Oid			owner;
@@ -460,11 +460,11 @@ retries_function_owner(Oid fnoid)
 }
 
 /*
- * retries_call_limit_key -- does call 'id' have a limit_key?  If so, its
+ * flow_call_limit_key -- does call 'id' have a limit_key?  If so, its
  * hash into *key (what the workers running its attempts are counted by)
  */
 bool
-retries_call_limit_key(int64 id, int64 *key)
+flow_call_limit_key(int64 id, int64 *key)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8OID};
@@ -472,10 +472,10 @@ retries_call_limit_key(int64 id, int64 *key)
 	bool		isnull = true;
 	Datum		d = (Datum) 0;
 
-	retries_prepare_kept(&plan,
-						 "SELECT pg_catalog.hashtextextended(limit_key, 0)"
-						 " FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
-						 1, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT pg_catalog.hashtextextended(limit_key, 0)"
+					   " FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the limit_key of call " INT64_FORMAT, id);
 	if (SPI_processed == 1)
@@ -503,17 +503,17 @@ release_gate(Oid gate, int64 room, TimestampTz now, bool keyless)
 	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
 	values[2] = TimestampTzGetDatum(now);
 	if (plans[keyless] == NULL)
-		retries_prepare_kept(&plans[keyless],
-							 psprintf("UPDATE retries.call_data SET held = false"
-									  " WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
-									  "  SELECT id FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
-									  "  AND next_attempt OPERATOR(pg_catalog.<=) $3"
-									  "  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
-									  " AND held",
-									  keyless ? " AND limit_key IS NULL" : ""),
-							 3, argtypes);
+		plans_prepare_kept(&plans[keyless],
+						   psprintf("UPDATE retries.call_data SET held = false"
+									" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
+									"  SELECT id FROM retries.call_data"
+									"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+									"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
+									"  AND next_attempt OPERATOR(pg_catalog.<=) $3"
+									"  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
+									" AND held",
+									keyless ? " AND limit_key IS NULL" : ""),
+						   3, argtypes);
 	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not release the calls of gate %u", gate);
 	return SPI_processed;
@@ -597,7 +597,7 @@ release_fairly(Oid gate, int64 room, TimestampTz now, bool keyless)
 	bool		isnull;
 	Datum		last;
 
-	if (retries_schema_version() < SCHEMA_1_3)
+	if (schema_retries_version() < SCHEMA_1_3)
 		return release_gate(gate, room, now, keyless);
 	cursor = gate_cursor(gate);
 	values[0] = ObjectIdGetDatum(gate);
@@ -605,40 +605,40 @@ release_fairly(Oid gate, int64 room, TimestampTz now, bool keyless)
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = ObjectIdGetDatum(cursor != NULL ? cursor->role : InvalidOid);
 	if (plans[keyless] == NULL)
-		retries_prepare_kept(&plans[keyless],
-							 psprintf("WITH RECURSIVE roles(r) AS ("
-									  " SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-									  "  ORDER BY gate, scheduled_by LIMIT 1)"
-									  " UNION ALL"
-									  " SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-									  "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.>) roles.r"
-									  "  ORDER BY gate, scheduled_by LIMIT 1)"
-									  " FROM roles WHERE roles.r IS NOT NULL),"
-									  " picked AS ("
-									  " SELECT c.id, roles.r AS role, pg_catalog.row_number() OVER (ORDER BY c.turn,"
-									  "  roles.r OPERATOR(pg_catalog.<=) $4, roles.r, c.next_attempt) AS pos"
-									  " FROM roles CROSS JOIN LATERAL"
-									  " (SELECT id, next_attempt,"
-									  "   pg_catalog.row_number() OVER (ORDER BY next_attempt) AS turn"
-									  "  FROM retries.call_data"
-									  "  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-									  "  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
-									  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-									  "   OPERATOR(pg_catalog.>=) (roles.r, '-infinity'::pg_catalog.timestamptz)"
-									  "  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-									  "   OPERATOR(pg_catalog.<=) (roles.r, $3)"
-									  "  ORDER BY gate, scheduled_by, next_attempt LIMIT $2) c"
-									  " WHERE roles.r IS NOT NULL),"
-									  " chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $2),"
-									  RELEASE_CHOSEN
-									  " SELECT (SELECT pg_catalog.count(*) FROM released), "
-									  LAST_RELEASED_ROLE,
-									  keyless ? " AND limit_key IS NULL" : ""),
-							 4, argtypes);
+		plans_prepare_kept(&plans[keyless],
+						   psprintf("WITH RECURSIVE roles(r) AS ("
+									" SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+									"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+									"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+									"  ORDER BY gate, scheduled_by LIMIT 1)"
+									" UNION ALL"
+									" SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
+									"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+									"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+									"  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.>) roles.r"
+									"  ORDER BY gate, scheduled_by LIMIT 1)"
+									" FROM roles WHERE roles.r IS NOT NULL),"
+									" picked AS ("
+									" SELECT c.id, roles.r AS role, pg_catalog.row_number() OVER (ORDER BY c.turn,"
+									"  roles.r OPERATOR(pg_catalog.<=) $4, roles.r, c.next_attempt) AS pos"
+									" FROM roles CROSS JOIN LATERAL"
+									" (SELECT id, next_attempt,"
+									"   pg_catalog.row_number() OVER (ORDER BY next_attempt) AS turn"
+									"  FROM retries.call_data"
+									"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+									"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
+									"  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+									"   OPERATOR(pg_catalog.>=) (roles.r, '-infinity'::pg_catalog.timestamptz)"
+									"  AND (scheduled_by::pg_catalog.oid, next_attempt)"
+									"   OPERATOR(pg_catalog.<=) (roles.r, $3)"
+									"  ORDER BY gate, scheduled_by, next_attempt LIMIT $2) c"
+									" WHERE roles.r IS NOT NULL),"
+									" chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $2),"
+									RELEASE_CHOSEN
+									" SELECT (SELECT pg_catalog.count(*) FROM released), "
+									LAST_RELEASED_ROLE,
+									keyless ? " AND limit_key IS NULL" : ""),
+						   4, argtypes);
 	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not release the calls of gate %u", gate);
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -765,7 +765,7 @@ release_keys(Oid gate, int32 max_per_key, int64 room, TimestampTz now)
 	Datum		last;
 	Datum		role;
 
-	nrunning = retries_gate_key_counts(gate, &hashes, &counts);
+	nrunning = shmem_gate_key_counts(gate, &hashes, &counts);
 	hd = palloc(sizeof(Datum) * Max(nrunning, 1));
 	cd = palloc(sizeof(Datum) * Max(nrunning, 1));
 	for (int i = 0; i < nrunning; i++)
@@ -786,12 +786,12 @@ release_keys(Oid gate, int32 max_per_key, int64 room, TimestampTz now)
 	values[7] = Int64GetDatum(Min(room, RELEASE_BATCH));
 	values[8] = ObjectIdGetDatum(cursor != NULL ? cursor->role : InvalidOid);
 	if (plans[after] == NULL)
-		retries_prepare_kept(&plans[after],
-							 after ? HELD_KEYS_CTE("  AND limit_key OPERATOR(pg_catalog.>) $6")
-							 RELEASE_KEYS_QUERY
-							 : HELD_KEYS_CTE("  AND $6::pg_catalog.text IS NULL")
-							 RELEASE_KEYS_QUERY,
-							 9, argtypes);
+		plans_prepare_kept(&plans[after],
+						   after ? HELD_KEYS_CTE("  AND limit_key OPERATOR(pg_catalog.>) $6")
+						   RELEASE_KEYS_QUERY
+						   : HELD_KEYS_CTE("  AND $6::pg_catalog.text IS NULL")
+						   RELEASE_KEYS_QUERY,
+						   9, argtypes);
 	if (SPI_execute_plan(plans[after], values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not release the calls of gate %u by key", gate);
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -827,12 +827,12 @@ held_due(Oid gate, TimestampTz now)
 	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
 	bool		found;
 
-	retries_prepare_kept(&plan,
-						 "SELECT FROM retries.call_data"
-						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-						 " AND next_attempt OPERATOR(pg_catalog.<=) $2 LIMIT 1",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "SELECT FROM retries.call_data"
+					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+					   " AND next_attempt OPERATOR(pg_catalog.<=) $2 LIMIT 1",
+					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for held calls");
 	found = SPI_processed > 0;
@@ -841,7 +841,7 @@ held_due(Oid gate, TimestampTz now)
 }
 
 /*
- * retries_release_held -- release the held calls that the gates let go
+ * flow_release_held -- release the held calls that the gates let go
  * now, in the caller's transaction (a worker's, with SPI connected and a
  * snapshot set, as the worker's superuser)
  *
@@ -852,7 +852,7 @@ held_due(Oid gate, TimestampTz now)
  * after each batch (whose attempts' ends may leave room).
  */
 TimestampTz
-retries_release_held(TimestampTz now, bool *gated)
+flow_release_held(TimestampTz now, bool *gated)
 {
 	static SPIPlanPtr gates_plan = NULL;
 	static SPIPlanPtr released_plan = NULL;
@@ -865,7 +865,7 @@ retries_release_held(TimestampTz now, bool *gated)
 	bool		isnull;
 
 	*gated = false;
-	if (retries_schema_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2)
 		return 0;
 
 	/*
@@ -873,33 +873,33 @@ retries_release_held(TimestampTz now, bool *gated)
 	 * and is neither locked nor looked at further (a limit that does not bind
 	 * then costs one index probe here)
 	 */
-	retries_prepare_kept(&gates_plan,
-						 "SELECT f.fn::pg_catalog.oid, f.max_running, f.max_running_per_key, f.rate"
-						 " FROM retries.flow_data f"
-						 " WHERE NOT f.paused"
-						 " AND EXISTS (SELECT FROM retries.call_data c"
-						 "  WHERE c.gate OPERATOR(pg_catalog.=) f.fn"
-						 "  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held)"
-						 " FOR UPDATE OF f SKIP LOCKED",
-						 0, NULL);
+	plans_prepare_kept(&gates_plan,
+					   "SELECT f.fn::pg_catalog.oid, f.max_running, f.max_running_per_key, f.rate"
+					   " FROM retries.flow_data f"
+					   " WHERE NOT f.paused"
+					   " AND EXISTS (SELECT FROM retries.call_data c"
+					   "  WHERE c.gate OPERATOR(pg_catalog.=) f.fn"
+					   "  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held)"
+					   " FOR UPDATE OF f SKIP LOCKED",
+					   0, NULL);
 	if (SPI_execute_plan(gates_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the gates");
 	gates = SPI_tuptable;
 	ngates = SPI_processed;
 
 	/* released, due and not claimed yet (a retry waiting its delay is not) */
-	retries_prepare_kept(&released_plan,
-						 "SELECT count(*) FROM retries.call_data"
-						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						 " AND next_attempt OPERATOR(pg_catalog.<=) $2",
-						 2, argtypes);
-	retries_prepare_kept(&next_plan,
-						 "SELECT min(next_attempt) FROM retries.call_data"
-						 " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-						 " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-						 " AND next_attempt OPERATOR(pg_catalog.>) $2",
-						 2, argtypes);
+	plans_prepare_kept(&released_plan,
+					   "SELECT count(*) FROM retries.call_data"
+					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   " AND next_attempt OPERATOR(pg_catalog.<=) $2",
+					   2, argtypes);
+	plans_prepare_kept(&next_plan,
+					   "SELECT min(next_attempt) FROM retries.call_data"
+					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+					   " AND next_attempt OPERATOR(pg_catalog.>) $2",
+					   2, argtypes);
 	for (uint64 i = 0; i < ngates; i++)
 	{
 		Oid			gate = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
@@ -927,12 +927,12 @@ retries_release_held(TimestampTz now, bool *gated)
 			SPI_freetuptable(SPI_tuptable);
 		}
 		if (!no_limit)
-			room = DatumGetInt32(limit) - retries_gate_running(gate) - unclaimed;
+			room = DatumGetInt32(limit) - shmem_gate_running(gate) - unclaimed;
 		if (has_rate)
 		{
 			/* as many as may start now; the time frees more, not a batch */
-			int64		rate_room = retries_gate_rate_room(gate, retries_function_owner(retries_key_function(gate)),
-														   &rate, now, &rate_next) -
+			int64		rate_room = shmem_gate_rate_room(gate, flow_function_owner(names_key_function(gate)),
+														 &rate, now, &rate_next) -
 			unclaimed;
 
 			room = Min(room, rate_room);

@@ -23,16 +23,16 @@ typedef struct RetriesGate
 	RateSpec	rate;			/* at this rate? */
 } RetriesGate;
 
-extern int	retries_load_gates(RetriesGate **gates);
-extern void retries_hold_call(int64 id, Oid fnoid);
-extern bool retries_call_limit_key(int64 id, int64 *key);
-extern Oid	retries_function_owner(Oid fnoid);
-extern void retries_hold_calls(Oid fnoid);
-extern bool retries_set_gate(Oid fnoid, const bool *paused, int32 max_running,
-							 int32 max_per_key, const char *rate, bool *was_paused);
-extern void retries_clear_limit(Oid fnoid);
-extern void retries_gate_call(int64 id);
-extern TimestampTz retries_release_held(TimestampTz now, bool *gated);
-extern uint64 retries_gates_generation(void);
+extern int	flow_load_gates(RetriesGate **gates);
+extern void flow_hold_call(int64 id, Oid fnoid);
+extern bool flow_call_limit_key(int64 id, int64 *key);
+extern Oid	flow_function_owner(Oid fnoid);
+extern void flow_hold_calls(Oid fnoid);
+extern bool flow_set_gate(Oid fnoid, const bool *paused, int32 max_running,
+						  int32 max_per_key, const char *rate, bool *was_paused);
+extern void flow_clear_limit(Oid fnoid);
+extern void flow_gate_call(int64 id);
+extern TimestampTz flow_release_held(TimestampTz now, bool *gated);
+extern uint64 flow_gates_generation(void);
 
 #endif							/* RETRIES_FLOW_H */

@@ -115,7 +115,7 @@ parse_interval_text(const char *every)
 }
 
 void
-retries_every_parse(const char *every, RetriesEvery *result)
+recurring_every_parse(const char *every, RetriesEvery *result)
 {
 	PolicyError err;
 
@@ -137,7 +137,7 @@ retries_every_parse(const char *every, RetriesEvery *result)
 }
 
 pg_tz *
-retries_time_zone(const char *name)
+recurring_time_zone(const char *name)
 {
 	pg_tz	   *tz = pg_tzset(name);
 
@@ -224,8 +224,8 @@ instant_of(const CronTime *wall, pg_tz *tz)
 }
 
 TimestampTz
-retries_every_next(const RetriesEvery *every, pg_tz *tz, TimestampTz origin,
-				   TimestampTz after)
+recurring_every_next(const RetriesEvery *every, pg_tz *tz, TimestampTz origin,
+					 TimestampTz after)
 {
 	if (!every->is_cron)
 	{
@@ -289,8 +289,8 @@ retries_next_runs(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid after: it must be a finite timestamp")));
-	retries_every_parse(every_text, &every);
-	tz = retries_time_zone(tz_name);
+	recurring_every_parse(every_text, &every);
+	tz = recurring_time_zone(tz_name);
 
 	/* the result: one timestamptz column, materialized */
 	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
@@ -310,7 +310,7 @@ retries_next_runs(PG_FUNCTION_ARGS)
 		Datum		value;
 		bool		isnull = false;
 
-		at = retries_every_next(&every, tz, after, at);
+		at = recurring_every_next(&every, tz, after, at);
 		if (TIMESTAMP_NOT_FINITE(at))
 			break;
 		value = TimestampTzGetDatum(at);

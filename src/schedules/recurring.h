@@ -23,10 +23,10 @@ typedef struct RetriesEvery
 } RetriesEvery;
 
 /* Parse `every`, or raise 22023 naming the bad part */
-extern void retries_every_parse(const char *every, RetriesEvery *result);
+extern void recurring_every_parse(const char *every, RetriesEvery *result);
 
 /* The time zone of that name, or raise 22023 */
-extern pg_tz *retries_time_zone(const char *name);
+extern pg_tz *recurring_time_zone(const char *name);
 
 /*
  * The first firing strictly after 'after': for a cron expression, the next
@@ -34,7 +34,7 @@ extern pg_tz *retries_time_zone(const char *name);
  * shift, a repeated one at its first occurrence); for an interval,
  * origin + k * interval.  DT_NOEND if there is none.
  */
-extern TimestampTz retries_every_next(const RetriesEvery *every, pg_tz *tz,
-									  TimestampTz origin, TimestampTz after);
+extern TimestampTz recurring_every_next(const RetriesEvery *every, pg_tz *tz,
+										TimestampTz origin, TimestampTz after);
 
 #endif							/* RETRIES_RECURRING_H */

@@ -12,7 +12,7 @@
  * Names are per role; the owner is current_user when it is made.
  *
  * Firing.  Every worker of a database, at the top of each of its loops,
- * runs retries_fire_schedules() in a short transaction of its own: it finds
+ * runs schedule_fire_due() in a short transaction of its own: it finds
  * the due schedules, in turns between their owners (find_due), locks them
  * (FOR UPDATE SKIP LOCKED, so that two workers never take the same one),
  * makes each one's call and moves its next_run on, and commits.  The call and the advance commit together or not at all, so a
@@ -121,7 +121,7 @@ check_function(Oid fnoid)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
-	retries_check_call_privilege(fnoid, GetUserId());
+	access_check_call_privilege(fnoid, GetUserId());
 }
 
 /*
@@ -131,7 +131,7 @@ check_function(Oid fnoid)
 static TimestampTz
 first_run(const RetriesEvery *every, pg_tz *tz, TimestampTz origin, TimestampTz now)
 {
-	TimestampTz next = retries_every_next(every, tz, origin, now);
+	TimestampTz next = recurring_every_next(every, tz, origin, now);
 
 	if (TIMESTAMP_NOT_FINITE(next))
 		ereport(ERROR,
@@ -171,13 +171,13 @@ retries_schedule(PG_FUNCTION_ARGS)
 
 	PreventCommandIfReadOnly("retries.schedule()");
 	PreventCommandDuringRecovery("retries.schedule()");
-	retries_check_not_null(fcinfo, 0, "name");
-	retries_check_not_null(fcinfo, 1, "fn");
-	retries_check_not_null(fcinfo, 2, "every");
-	retries_check_not_null(fcinfo, 3, "args");
-	retries_check_not_null(fcinfo, 4, "timezone");
-	retries_check_not_null(fcinfo, 5, "overlap");
-	retries_check_not_null(fcinfo, 6, "catch_up");
+	args_check_not_null(fcinfo, 0, "name");
+	args_check_not_null(fcinfo, 1, "fn");
+	args_check_not_null(fcinfo, 2, "every");
+	args_check_not_null(fcinfo, 3, "args");
+	args_check_not_null(fcinfo, 4, "timezone");
+	args_check_not_null(fcinfo, 5, "overlap");
+	args_check_not_null(fcinfo, 6, "catch_up");
 
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	fnoid = PG_GETARG_OID(1);
@@ -197,14 +197,14 @@ retries_schedule(PG_FUNCTION_ARGS)
 				 errmsg("invalid name: a schedule's name must be at most %d bytes, not %zu",
 						SCHEDULE_NAME_MAX, strlen(name))));
 	check_function(fnoid);
-	retries_every_parse(every_text, &every);
-	tz = retries_time_zone(tz_name);
+	recurring_every_parse(every_text, &every);
+	tz = recurring_time_zone(tz_name);
 	if (strcmp(overlap, "skip") != 0 && strcmp(overlap, "queue") != 0 &&
 		strcmp(overlap, "allow") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid overlap: \"%s\" is not skip, queue or allow", overlap)));
-	if (!retries_interval_to_usecs(catch_up, &catch_up_usecs))
+	if (!args_interval_to_usecs(catch_up, &catch_up_usecs))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid catch_up: %s is negative or out of range",
@@ -215,9 +215,9 @@ retries_schedule(PG_FUNCTION_ARGS)
 	/* the arguments are converted as the caller, under its settings */
 	args = call_args_canonicalize(fnoid, args);
 
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
-	retries_require_policy(fnoid, NULL, &policy);
+	call_require_policy(fnoid, NULL, &policy);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = ObjectIdGetDatum(save.saved_userid);
@@ -226,29 +226,29 @@ retries_schedule(PG_FUNCTION_ARGS)
 	values[4] = JsonbPGetDatum(args);
 	values[5] = CStringGetTextDatum(tz_name);
 	values[6] = CStringGetTextDatum(overlap);
-	values[7] = IntervalPGetDatum(retries_usecs_to_interval(catch_up_usecs));
+	values[7] = IntervalPGetDatum(args_usecs_to_interval(catch_up_usecs));
 	values[8] = TimestampTzGetDatum(now);
 	values[9] = TimestampTzGetDatum(first_run(&every, tz, now, now));
-	retries_prepare_kept(&plan,
-						 "INSERT INTO retries.schedule_data AS s (name, owner, fn, every,"
-						 " args, timezone, overlap, catch_up, origin, next_run)"
-						 " VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.oid,"
-						 " $4, $5, $6, $7, $8, $9, $10)"
-						 " ON CONFLICT (owner, name) DO UPDATE SET fn = excluded.fn,"
-						 " every = excluded.every, args = excluded.args,"
-						 " timezone = excluded.timezone, overlap = excluded.overlap,"
-						 " catch_up = excluded.catch_up, origin = excluded.origin,"
-						 " next_run = excluded.next_run, queued = false"
-						 " RETURNING id",
-						 10, argtypes);
+	plans_prepare_kept(&plan,
+					   "INSERT INTO retries.schedule_data AS s (name, owner, fn, every,"
+					   " args, timezone, overlap, catch_up, origin, next_run)"
+					   " VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.oid,"
+					   " $4, $5, $6, $7, $8, $9, $10)"
+					   " ON CONFLICT (owner, name) DO UPDATE SET fn = excluded.fn,"
+					   " every = excluded.every, args = excluded.args,"
+					   " timezone = excluded.timezone, overlap = excluded.overlap,"
+					   " catch_up = excluded.catch_up, origin = excluded.origin,"
+					   " next_run = excluded.next_run, queued = false"
+					   " RETURNING id",
+					   10, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not store schedule \"%s\"", name);
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									 1, &isnull));
-	retries_wake_at_commit();
+	xact_wake_workers();
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 	PG_RETURN_INT64(id);
 }
 
@@ -275,21 +275,21 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 #define SCHEDULE_COLUMNS \
 	"SELECT id, owner::pg_catalog.oid, fn::pg_catalog.oid, args, paused, origin," \
 	" every, timezone FROM retries.schedule_data"
-	retries_prepare_kept(&own_plan,
-						 SCHEDULE_COLUMNS
-						 " WHERE name OPERATOR(pg_catalog.=) $1"
-						 " AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
-						 " FOR UPDATE",
-						 2, argtypes);
+	plans_prepare_kept(&own_plan,
+					   SCHEDULE_COLUMNS
+					   " WHERE name OPERATOR(pg_catalog.=) $1"
+					   " AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
+					   " FOR UPDATE",
+					   2, argtypes);
 	if (SPI_execute_plan(own_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look up schedule \"%s\"", name);
-	if (SPI_processed == 0 && retries_sees_all_calls(caller))
+	if (SPI_processed == 0 && access_sees_all_calls(caller))
 	{
-		retries_prepare_kept(&any_plan,
-							 SCHEDULE_COLUMNS
-							 " WHERE name OPERATOR(pg_catalog.=) $1"
-							 " ORDER BY owner LIMIT 2 FOR UPDATE",
-							 1, argtypes);
+		plans_prepare_kept(&any_plan,
+						   SCHEDULE_COLUMNS
+						   " WHERE name OPERATOR(pg_catalog.=) $1"
+						   " ORDER BY owner LIMIT 2 FOR UPDATE",
+						   1, argtypes);
 		if (SPI_execute_plan(any_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up schedule \"%s\"", name);
 		if (SPI_processed > 1)
@@ -317,7 +317,7 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	found->every = SPI_getvalue(row, desc, 7);
 	found->timezone = SPI_getvalue(row, desc, 8);
 	/* schedule_data holds the function's key (names.c) */
-	found->fn = retries_key_function(found->fn);
+	found->fn = names_key_function(found->fn);
 }
 
 /*
@@ -330,7 +330,7 @@ update_schedule(SPIPlanPtr *plan, const char *query, int64 id, const Datum *when
 	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int64GetDatum(id), when ? *when : (Datum) 0};
 
-	retries_prepare_kept(plan, query, when ? 2 : 1, argtypes);
+	plans_prepare_kept(plan, query, when ? 2 : 1, argtypes);
 	if (SPI_execute_plan(*plan, values, NULL, false, 0) < 0)
 		elog(ERROR, "retries: could not update schedule " INT64_FORMAT, id);
 }
@@ -351,13 +351,13 @@ manage_schedule(FunctionCallInfo fcinfo, const char *what, ScheduleAction action
 
 	PreventCommandIfReadOnly(what);
 	PreventCommandDuringRecovery(what);
-	retries_become_owner(&save);
+	access_become_owner(&save);
 	SPI_connect();
 	find_schedule(name, save.saved_userid, &found);
 	action(&found, &result);
-	retries_wake_at_commit();
+	xact_wake_workers();
 	SPI_finish();
-	retries_restore_user(&save);
+	access_restore_user(&save);
 	return result;
 }
 
@@ -396,8 +396,8 @@ resume_action(const FoundSchedule *found, Datum *result)
 	*result = BoolGetDatum(found->paused);
 	if (!found->paused)
 		return;
-	retries_every_parse(found->every, &every);
-	tz = retries_time_zone(found->timezone);
+	recurring_every_parse(found->every, &every);
+	tz = recurring_time_zone(found->timezone);
 	next = TimestampTzGetDatum(first_run(&every, tz, found->origin, now));
 	update_schedule(&plan,
 					"UPDATE retries.schedule_data SET paused = false, next_run = $2"
@@ -415,21 +415,21 @@ trigger_action(const FoundSchedule *found, Datum *result)
 
 	/* the call runs as the schedule's owner, who must be able to call it */
 	check_function(found->fn);
-	retries_check_call_privilege(found->fn, found->owner);
-	if (!retries_insert_fired_call(found->fn, found->args, found->owner,
-								   found->id, GetCurrentTransactionStartTimestamp(),
-								   &call_id))
+	access_check_call_privilege(found->fn, found->owner);
+	if (!call_insert_fired(found->fn, found->args, found->owner,
+						   found->id, GetCurrentTransactionStartTimestamp(),
+						   &call_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(found->fn)),
 				 errhint("Its owner can give it a retry policy with retries.annotate().")));
 	values[0] = Int64GetDatum(found->id);
 	values[1] = Int64GetDatum(call_id);
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.schedule_data SET last_call = $2,"
-						 " last_run = pg_catalog.now(), firings = firings OPERATOR(pg_catalog.+) 1"
-						 " WHERE id OPERATOR(pg_catalog.=) $1",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.schedule_data SET last_call = $2,"
+					   " last_run = pg_catalog.now(), firings = firings OPERATOR(pg_catalog.+) 1"
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
+					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not update schedule " INT64_FORMAT, found->id);
 	*result = Int64GetDatum(call_id);
@@ -521,14 +521,14 @@ read_firing(HeapTuple row, TupleDesc desc, Firing *f)
 	f->timezone = SPI_getvalue(row, desc, 7);
 	overlap = SPI_getvalue(row, desc, 8);
 	f->overlap = overlap[0];
-	(void) retries_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 9, &isnull)),
-									 &f->catch_up);
+	(void) args_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 9, &isnull)),
+								  &f->catch_up);
 	f->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 10, &isnull));
 	f->next_run = DatumGetTimestampTz(SPI_getbinval(row, desc, 11, &isnull));
 	f->queued = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
 	f->busy = DatumGetBool(SPI_getbinval(row, desc, 13, &isnull));
 	/* by its key (names.c); runs a query: read last */
-	f->fn = retries_key_function(DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull)));
+	f->fn = names_key_function(DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull)));
 }
 
 /*
@@ -555,7 +555,7 @@ advance(Firing *f, TimestampTz now)
 		f->paused = true;
 		return false;
 	}
-	retries_every_parse(f->every, &every);
+	recurring_every_parse(f->every, &every);
 	if (!every.is_cron)
 	{
 		/* a fixed rate: count, do not walk */
@@ -569,10 +569,10 @@ advance(Firing *f, TimestampTz now)
 		{
 			latest = next;
 			due++;
-			next = retries_every_next(&every, tz, f->origin, next);
+			next = recurring_every_next(&every, tz, f->origin, next);
 		}
 		if (next <= now)
-			next = retries_every_next(&every, tz, f->origin, now);
+			next = recurring_every_next(&every, tz, f->origin, now);
 	}
 	on_time = now - latest <= f->catch_up + FIRING_SLACK_USECS;
 	f->next_run = next;
@@ -611,7 +611,7 @@ fire(Firing *f, TimestampTz at)
 	/* the owner may no longer call it: as for a call, no call is made */
 	if (SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(f->fn)) &&
 		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(f->owner)) &&
-		(lacks = retries_call_privilege(f->fn, f->owner)) != NULL)
+		(lacks = access_call_privilege(f->fn, f->owner)) != NULL)
 	{
 		ereport(LOG,
 				(errmsg("retries: schedule \"%s\" skipped a firing: %s",
@@ -620,7 +620,7 @@ fire(Firing *f, TimestampTz at)
 		f->skipped++;
 		return;
 	}
-	if (!retries_insert_fired_call(f->fn, f->args, f->owner, f->id, at, &call_id))
+	if (!call_insert_fired(f->fn, f->args, f->owner, f->id, at, &call_id))
 	{
 		ereport(LOG,
 				(errmsg("retries: schedule \"%s\" skipped a firing: function %s is not annotated",
@@ -719,23 +719,23 @@ write_firings(const Firing *fs, int n)
 		cols[FC_MISSED][i] = Int64GetDatum(fs[i].missed);
 		cols[FC_PAUSED][i] = BoolGetDatum(fs[i].paused);
 	}
-	retries_columns_to_arrays(FC_NCOLUMNS, types, cols, nulls, n, argtypes, values);
-	retries_prepare_kept(&plan,
-						 "UPDATE retries.schedule_data s SET next_run = d.next_run,"
-						 " queued = d.queued, last_call = coalesce(d.last_call, s.last_call),"
-						 " last_run = CASE WHEN d.last_call IS NULL THEN s.last_run"
-						 "  ELSE pg_catalog.now() END,"
-						 " firings = s.firings OPERATOR(pg_catalog.+) d.fired,"
-						 " skipped = s.skipped OPERATOR(pg_catalog.+) d.skipped,"
-						 " missed = s.missed OPERATOR(pg_catalog.+) d.missed,"
-						 " paused = s.paused OR d.paused"
-						 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-						 "  pg_catalog.unnest($3), pg_catalog.unnest($4),"
-						 "  pg_catalog.unnest($5), pg_catalog.unnest($6),"
-						 "  pg_catalog.unnest($7), pg_catalog.unnest($8))"
-						 "  AS d(id, next_run, queued, last_call, fired, skipped, missed, paused)"
-						 " WHERE s.id OPERATOR(pg_catalog.=) d.id",
-						 FC_NCOLUMNS, argtypes);
+	plans_columns_to_arrays(FC_NCOLUMNS, types, cols, nulls, n, argtypes, values);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.schedule_data s SET next_run = d.next_run,"
+					   " queued = d.queued, last_call = coalesce(d.last_call, s.last_call),"
+					   " last_run = CASE WHEN d.last_call IS NULL THEN s.last_run"
+					   "  ELSE pg_catalog.now() END,"
+					   " firings = s.firings OPERATOR(pg_catalog.+) d.fired,"
+					   " skipped = s.skipped OPERATOR(pg_catalog.+) d.skipped,"
+					   " missed = s.missed OPERATOR(pg_catalog.+) d.missed,"
+					   " paused = s.paused OR d.paused"
+					   " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+					   "  pg_catalog.unnest($3), pg_catalog.unnest($4),"
+					   "  pg_catalog.unnest($5), pg_catalog.unnest($6),"
+					   "  pg_catalog.unnest($7), pg_catalog.unnest($8))"
+					   "  AS d(id, next_run, queued, last_call, fired, skipped, missed, paused)"
+					   " WHERE s.id OPERATOR(pg_catalog.=) d.id",
+					   FC_NCOLUMNS, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_processed != (uint64) n)
 		elog(ERROR, "retries: could not update %d fired schedules", n);
@@ -801,27 +801,27 @@ find_due(TimestampTz horizon, int *found)
 	Datum	   *ids;
 	int			n;
 
-	retries_prepare_kept(&plan,
-						 "WITH RECURSIVE owners(o) AS ("
-						 "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
-						 "   WHERE NOT paused ORDER BY owner LIMIT 1)"
-						 "  UNION ALL"
-						 "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
-						 "   WHERE NOT paused AND owner::pg_catalog.oid OPERATOR(pg_catalog.>) w.o"
-						 "   ORDER BY owner LIMIT 1)"
-						 "  FROM owners w WHERE w.o IS NOT NULL)"
-						 " SELECT d.id FROM owners w,"
-						 " LATERAL (SELECT id, next_run,"
-						 "   pg_catalog.row_number() OVER (ORDER BY owner, next_run) AS turn"
-						 "  FROM retries.schedule_data WHERE NOT paused"
-						 "  AND (owner::pg_catalog.oid, next_run)"
-						 "   OPERATOR(pg_catalog.>=) (w.o, '-infinity'::pg_catalog.timestamptz)"
-						 "  AND (owner::pg_catalog.oid, next_run)"
-						 "   OPERATOR(pg_catalog.<=) (w.o, $1)"
-						 "  ORDER BY owner, next_run LIMIT $2) d"
-						 " WHERE w.o IS NOT NULL"
-						 " ORDER BY d.turn, d.next_run LIMIT $2",
-						 2, argtypes);
+	plans_prepare_kept(&plan,
+					   "WITH RECURSIVE owners(o) AS ("
+					   "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
+					   "   WHERE NOT paused ORDER BY owner LIMIT 1)"
+					   "  UNION ALL"
+					   "  SELECT (SELECT owner::pg_catalog.oid FROM retries.schedule_data"
+					   "   WHERE NOT paused AND owner::pg_catalog.oid OPERATOR(pg_catalog.>) w.o"
+					   "   ORDER BY owner LIMIT 1)"
+					   "  FROM owners w WHERE w.o IS NOT NULL)"
+					   " SELECT d.id FROM owners w,"
+					   " LATERAL (SELECT id, next_run,"
+					   "   pg_catalog.row_number() OVER (ORDER BY owner, next_run) AS turn"
+					   "  FROM retries.schedule_data WHERE NOT paused"
+					   "  AND (owner::pg_catalog.oid, next_run)"
+					   "   OPERATOR(pg_catalog.>=) (w.o, '-infinity'::pg_catalog.timestamptz)"
+					   "  AND (owner::pg_catalog.oid, next_run)"
+					   "   OPERATOR(pg_catalog.<=) (w.o, $1)"
+					   "  ORDER BY owner, next_run LIMIT $2) d"
+					   " WHERE w.o IS NOT NULL"
+					   " ORDER BY d.turn, d.next_run LIMIT $2",
+					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the due schedules");
 	n = (int) SPI_processed;
@@ -839,7 +839,7 @@ find_due(TimestampTz horizon, int *found)
 }
 
 /*
- * retries_fire_schedules -- fire the schedules due by 'now' or within
+ * schedule_fire_due -- fire the schedules due by 'now' or within
  * FIRE_AHEAD_USECS of it, and the queued ones whose previous call
  * finished, in the caller's transaction (a worker's, with SPI connected
  * and a snapshot set, as the worker's superuser)
@@ -851,7 +851,7 @@ find_due(TimestampTz horizon, int *found)
  * a call to finish.
  */
 TimestampTz
-retries_fire_schedules(TimestampTz now, bool *waiting)
+schedule_fire_due(TimestampTz now, bool *waiting)
 {
 	static SPIPlanPtr due_plan = NULL;
 	static SPIPlanPtr queued_plan = NULL;
@@ -867,22 +867,22 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 	TimestampTz horizon = now + FIRE_AHEAD_USECS;
 	TimestampTz wait_until = DT_NOEND;
 
-	retries_prepare_kept(&due_plan,
-						 FIRING_COLUMNS
-						 " WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
-						 " AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
-						 " ORDER BY s.next_run"
-						 " FOR UPDATE OF s SKIP LOCKED",
-						 2, due_types);
-	retries_prepare_kept(&queued_plan,
-						 FIRING_COLUMNS
-						 " WHERE s.queued AND NOT s.paused"
-						 " AND s.next_run OPERATOR(pg_catalog.>) $1"
-						 " AND NOT EXISTS (SELECT FROM retries.call_data c"
-						 "  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
-						 "  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
-						 " LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
-						 2, argtypes);
+	plans_prepare_kept(&due_plan,
+					   FIRING_COLUMNS
+					   " WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
+					   " ORDER BY s.next_run"
+					   " FOR UPDATE OF s SKIP LOCKED",
+					   2, due_types);
+	plans_prepare_kept(&queued_plan,
+					   FIRING_COLUMNS
+					   " WHERE s.queued AND NOT s.paused"
+					   " AND s.next_run OPERATOR(pg_catalog.>) $1"
+					   " AND NOT EXISTS (SELECT FROM retries.call_data c"
+					   "  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
+					   "  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
+					   " LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
+					   2, argtypes);
 	due_values[0] = find_due(horizon, &found);
 	due_values[1] = TimestampTzGetDatum(horizon);
 	if (found == FIRE_BATCH)
@@ -907,12 +907,12 @@ retries_fire_schedules(TimestampTz now, bool *waiting)
 	(void) fire_rows(queued_plan, values, now, horizon, &wait_until);
 
 	/* the first schedule beyond the horizon, to be fired ahead of its time */
-	retries_prepare_kept(&next_plan,
-						 "SELECT (SELECT min(next_run) FROM retries.schedule_data"
-						 "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
-						 " EXISTS (SELECT FROM retries.schedule_data"
-						 "  WHERE queued AND NOT paused)",
-						 1, argtypes);
+	plans_prepare_kept(&next_plan,
+					   "SELECT (SELECT min(next_run) FROM retries.schedule_data"
+					   "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
+					   " EXISTS (SELECT FROM retries.schedule_data"
+					   "  WHERE queued AND NOT paused)",
+					   1, argtypes);
 	values[0] = TimestampTzGetDatum(horizon);
 	if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next schedule");

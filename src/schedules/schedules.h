@@ -11,6 +11,6 @@
 
 #include "datatype/timestamp.h"
 
-extern TimestampTz retries_fire_schedules(TimestampTz now, bool *waiting);
+extern TimestampTz schedule_fire_due(TimestampTz now, bool *waiting);
 
 #endif							/* RETRIES_SCHEDULES_H */

@@ -54,11 +54,11 @@ shared_size(void)
 }
 
 /*
- * retries_shmem_request -- ask for our shared memory and lock (from
+ * shmem_request_space -- ask for our shared memory and lock (from
  * shmem_request_hook, in the postmaster)
  */
 void
-retries_shmem_request(void)
+shmem_request_space(void)
 {
 	RequestAddinShmemSpace(shared_size());
 	RequestNamedLWLockTranche("retries", 1);
@@ -102,21 +102,21 @@ shmem_startup(void)
 }
 
 /*
- * retries_shmem_startup -- install the shmem startup hook (from _PG_init)
+ * shmem_install -- install the shmem startup hook (from _PG_init)
  */
 void
-retries_shmem_startup(void)
+shmem_install(void)
 {
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = shmem_startup;
 }
 
 /*
- * retries_find_database -- the entry of a database, optionally created;
+ * shmem_find_database -- the entry of a database, optionally created;
  * NULL if absent (or no room).  Caller holds the lock exclusively to create.
  */
 RetriesDatabase *
-retries_find_database(Oid dboid, bool create)
+shmem_find_database(Oid dboid, bool create)
 {
 	RetriesDatabase *free_entry = NULL;
 
@@ -138,13 +138,13 @@ retries_find_database(Oid dboid, bool create)
 }
 
 /*
- * retries_set_db_state -- change what the launcher knows of a database;
+ * shmem_set_db_state -- change what the launcher knows of a database;
  * caller holds the lock exclusively
  *
  * The changes allowed are listed with RetriesDbState (shmem.h).
  */
 void
-retries_set_db_state(RetriesDatabase *db, RetriesDbState state)
+shmem_set_db_state(RetriesDatabase *db, RetriesDbState state)
 {
 	Assert(LWLockHeldByMeInMode(retries_shared->lock, LW_EXCLUSIVE));
 	Assert(db->state == state ||
@@ -157,11 +157,11 @@ retries_set_db_state(RetriesDatabase *db, RetriesDbState state)
 }
 
 /*
- * retries_copy_worker -- a consistent copy of a worker slot; caller holds
+ * shmem_copy_worker -- a consistent copy of a worker slot; caller holds
  * the lock (shared is enough), which keeps the slot's assignment still
  */
 void
-retries_copy_worker(int slot, RetriesWorker *copy)
+shmem_copy_worker(int slot, RetriesWorker *copy)
 {
 	RetriesWorker *w = &retries_shared->workers[slot];
 
@@ -188,33 +188,33 @@ wake_launcher(bool reread)
 }
 
 /*
- * retries_wake_launcher -- make the launcher look at the databases now
+ * shmem_wake_launcher -- make the launcher look at the databases now
  */
 void
-retries_wake_launcher(void)
+shmem_wake_launcher(void)
 {
 	wake_launcher(false);
 }
 
 /*
- * retries_reread_databases -- make the launcher read pg_database again now
+ * shmem_reread_databases -- make the launcher read pg_database again now
  * (a database was created, dropped or altered, or got the extension)
  *
  * Until it has, it starts no worker in a database that it has not seen
  * there allowing connections and not a template.
  */
 void
-retries_reread_databases(void)
+shmem_reread_databases(void)
 {
 	wake_launcher(true);
 }
 
 /*
- * retries_note_restore -- this session restores database dboid's
+ * shmem_note_restore -- this session restores database dboid's
  * extension; false if there is no room to note it
  */
 bool
-retries_note_restore(Oid dboid)
+shmem_note_restore(Oid dboid)
 {
 	RetriesRestore *free_entry = NULL;
 
@@ -243,11 +243,11 @@ retries_note_restore(Oid dboid)
 }
 
 /*
- * retries_forget_restores -- this session restores nothing any more (it
+ * shmem_forget_restores -- this session restores nothing any more (it
  * ends)
  */
 void
-retries_forget_restores(void)
+shmem_forget_restores(void)
 {
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
@@ -265,37 +265,37 @@ retries_forget_restores(void)
 }
 
 /*
- * retries_names_changed -- a rename committed in database dboid: bump its
+ * shmem_names_changed -- a rename committed in database dboid: bump its
  * names_generation and wake its workers, which then refresh the
  * signatures they keep (names.c)
  */
 void
-retries_names_changed(Oid dboid)
+shmem_names_changed(Oid dboid)
 {
 	RetriesDatabase *db;
 
 	if (retries_shared == NULL)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = retries_find_database(dboid, false);
+	db = shmem_find_database(dboid, false);
 	if (db != NULL)
 		db->names_generation++;
 	LWLockRelease(retries_shared->lock);
-	retries_wake_workers(dboid);
+	shmem_wake_workers(dboid);
 }
 
 /*
- * retries_names_generation -- database dboid's names_generation (0 if it
+ * shmem_names_generation -- database dboid's names_generation (0 if it
  * has no entry)
  */
 uint64
-retries_names_generation(Oid dboid)
+shmem_names_generation(Oid dboid)
 {
 	RetriesDatabase *db;
 	uint64		generation = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = retries_find_database(dboid, false);
+	db = shmem_find_database(dboid, false);
 	if (db != NULL)
 		generation = db->names_generation;
 	LWLockRelease(retries_shared->lock);
@@ -303,11 +303,11 @@ retries_names_generation(Oid dboid)
 }
 
 /*
- * retries_restoring -- the PID of a session restoring database dboid's
+ * shmem_restoring -- the PID of a session restoring database dboid's
  * extension, 0 if none
  */
 pid_t
-retries_restoring(Oid dboid)
+shmem_restoring(Oid dboid)
 {
 	pid_t		pid = 0;
 
@@ -323,12 +323,12 @@ retries_restoring(Oid dboid)
 }
 
 /*
- * retries_wake_workers -- wake every worker of a database, so that a call
+ * shmem_wake_workers -- wake every worker of a database, so that a call
  * or schedule just committed is picked up at once (the flag first: see
  * RetriesWorker.woken; SetLatch() orders the two)
  */
 void
-retries_wake_workers(Oid dboid)
+shmem_wake_workers(Oid dboid)
 {
 	if (retries_shared == NULL)
 		return;
@@ -347,7 +347,7 @@ retries_wake_workers(Oid dboid)
 }
 
 /*
- * retries_stop_workers -- stop a database's workers and keep the launcher
+ * shmem_stop_workers -- stop a database's workers and keep the launcher
  * from starting new ones for pause_secs
  *
  * Used before DROP DATABASE, which fails if other sessions stay connected,
@@ -355,7 +355,7 @@ retries_wake_workers(Oid dboid)
  * exit.
  */
 void
-retries_stop_workers(Oid dboid, int pause_secs)
+shmem_stop_workers(Oid dboid, int pause_secs)
 {
 	RetriesDatabase *db;
 
@@ -363,7 +363,7 @@ retries_stop_workers(Oid dboid, int pause_secs)
 		return;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = retries_find_database(dboid, true);
+	db = shmem_find_database(dboid, true);
 	if (db != NULL)
 		db->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   pause_secs * 1000);
@@ -399,10 +399,10 @@ retries_stop_workers(Oid dboid, int pause_secs)
 }
 
 /*
- * retries_call_is_running -- is some worker running this call right now?
+ * shmem_call_is_running -- is some worker running this call right now?
  */
 bool
-retries_call_is_running(int64 call_id)
+shmem_call_is_running(int64 call_id)
 {
 	bool		running = false;
 
@@ -443,11 +443,11 @@ gate_running(Oid fnoid)
 }
 
 /*
- * retries_gate_running -- how many workers of this database run an attempt
+ * shmem_gate_running -- how many workers of this database run an attempt
  * of limited function fnoid now (see flow.c)
  */
 int
-retries_gate_running(Oid fnoid)
+shmem_gate_running(Oid fnoid)
 {
 	int			n;
 
@@ -530,14 +530,14 @@ rate_slot(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now, bool crea
 }
 
 /*
- * retries_gate_rate_room -- how many attempts of fnoid (owned by 'owner')
+ * shmem_gate_rate_room -- how many attempts of fnoid (owned by 'owner')
  * 'rate' lets start at 'now', and when the next beyond those may (*next);
  * none while the owner holds its quota of rate slots (then *next is a
  * second away, when the release looks again)
  */
 int32
-retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now,
-					   TimestampTz *next)
+shmem_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz now,
+					 TimestampTz *next)
 {
 	RetriesRateSlot *r;
 	RateRing	fresh;
@@ -565,12 +565,12 @@ retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz n
 }
 
 /*
- * retries_gate_enter -- worker 'me' may start an attempt of fnoid, which
+ * shmem_gate_enter -- worker 'me' may start an attempt of fnoid, which
  * at most max_running may run at once (0: any number), at most
  * max_per_key of one limit_key (0: any number; 'keyed' says whether the
  * call has a key, whose hash is 'key'), and only as often as 'rate' lets
  * (NULL: any), if there is room for it now: then it counts among them
- * (until retries_gate_leave; its start, for the rate) and true is returned
+ * (until shmem_gate_leave; its start, for the rate) and true is returned
  *
  * The count and the entry are one step under the exclusive LWLock, so two
  * workers never both take the last room.  If shared memory has no room to
@@ -579,9 +579,9 @@ retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate, TimestampTz n
  * attempt does not start: the bound comes first.  'owner' owns fnoid.
  */
 bool
-retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
-				   bool keyed, int64 key, int32 max_per_key, const RateSpec *rate,
-				   Oid owner)
+shmem_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
+				 bool keyed, int64 key, int32 max_per_key, const RateSpec *rate,
+				 Oid owner)
 {
 	int			running = 0;
 	int			running_key = 0;
@@ -624,12 +624,12 @@ retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 }
 
 /*
- * retries_gate_key_counts -- the key hashes of the attempts of fnoid that
+ * shmem_gate_key_counts -- the key hashes of the attempts of fnoid that
  * run now in this database with a limit_key, each once, into *keys, and
  * how many run of each into *counts (both palloc'd); returns how many keys
  */
 int
-retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts)
+shmem_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts)
 {
 	int			n = 0;
 
@@ -658,11 +658,11 @@ retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts)
 }
 
 /*
- * retries_gate_leave -- worker 'me' has ended its attempt of a limited
+ * shmem_gate_leave -- worker 'me' has ended its attempt of a limited
  * function
  */
 void
-retries_gate_leave(RetriesWorker *me)
+shmem_gate_leave(RetriesWorker *me)
 {
 	if (!OidIsValid(me->gate_fn))
 		return;
@@ -673,7 +673,7 @@ retries_gate_leave(RetriesWorker *me)
 }
 
 /*
- * retries_cancel_wait_begin -- announce that this backend's cancel() is
+ * shmem_cancel_wait_begin -- announce that this backend's cancel() is
  * about to wait for the row of call_id (of the current database), so that
  * no worker starts another attempt of it meanwhile
  *
@@ -683,7 +683,7 @@ retries_gate_leave(RetriesWorker *me)
  * busy machine): the call got a further attempt after all.
  */
 void
-retries_cancel_wait_begin(int64 call_id)
+shmem_cancel_wait_begin(int64 call_id)
 {
 	RetriesBackendWait *wait;
 
@@ -699,10 +699,10 @@ retries_cancel_wait_begin(int64 call_id)
 }
 
 /*
- * retries_cancel_wait_end -- this backend's cancel() no longer waits
+ * shmem_cancel_wait_end -- this backend's cancel() no longer waits
  */
 void
-retries_cancel_wait_end(void)
+shmem_cancel_wait_end(void)
 {
 	RetriesBackendWait *wait;
 
@@ -718,12 +718,12 @@ retries_cancel_wait_end(void)
 }
 
 /*
- * retries_cancel_waiting -- is a cancel() waiting for this call (of the
+ * shmem_cancel_waiting -- is a cancel() waiting for this call (of the
  * current database)?  Workers ask before each attempt; the common answer,
  * no cancel() waiting anywhere, costs one read.
  */
 bool
-retries_cancel_waiting(int64 call_id)
+shmem_cancel_waiting(int64 call_id)
 {
 	bool		waiting = false;
 
@@ -741,9 +741,9 @@ retries_cancel_waiting(int64 call_id)
 }
 
 /*
- * retries_finish_wait_begin -- announce that this backend waits for the end
+ * shmem_finish_wait_begin -- announce that this backend waits for the end
  * of call_id (of the current database), so that the commit that finishes
- * it sets this backend's latch (see retries_wake_finish_waiters); false if
+ * it sets this backend's latch (see shmem_wake_finish_waiters); false if
  * there is no shared memory to announce it in (the library is not
  * preloaded)
  *
@@ -751,7 +751,7 @@ retries_cancel_waiting(int64 call_id)
  * then sees the entry.
  */
 bool
-retries_finish_wait_begin(int64 call_id)
+shmem_finish_wait_begin(int64 call_id)
 {
 	RetriesBackendWait *wait;
 
@@ -770,10 +770,10 @@ retries_finish_wait_begin(int64 call_id)
 }
 
 /*
- * retries_finish_wait_end -- this backend no longer waits for a call
+ * shmem_finish_wait_end -- this backend no longer waits for a call
  */
 void
-retries_finish_wait_end(void)
+shmem_finish_wait_end(void)
 {
 	RetriesBackendWait *wait;
 
@@ -790,7 +790,7 @@ retries_finish_wait_end(void)
 }
 
 /*
- * retries_wake_finish_waiters -- set the latch of every backend waiting for
+ * shmem_wake_finish_waiters -- set the latch of every backend waiting for
  * the end of one of the n calls of 'ids' (of the current database), which
  * a transaction just committed as finished
  *
@@ -798,7 +798,7 @@ retries_finish_wait_end(void)
  * it costs one read.
  */
 void
-retries_wake_finish_waiters(const int64 *ids, int n)
+shmem_wake_finish_waiters(const int64 *ids, int n)
 {
 	if (retries_shared == NULL || n == 0)
 		return;

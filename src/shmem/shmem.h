@@ -49,7 +49,7 @@ StaticAssertDecl(RETRIES_MAX_SLOTS <= 256, "a slot must fit in 8 bits");
 
 /*
  * What the launcher knows of a database.  Changed only by
- * retries_set_db_state(), which asserts that the change is one of these:
+ * shmem_set_db_state(), which asserts that the change is one of these:
  *
  *	UNKNOWN -> PROBING			the launcher starts a worker to look
  *	PROBING -> UNKNOWN			the looking worker exited without saying
@@ -104,7 +104,7 @@ typedef struct RetriesWorker
 	int64		gate_key;		/* whose hash this is */
 
 	/*
-	 * Set by retries_wake_workers() before it sets the latch, taken by the
+	 * Set by shmem_wake_workers() before it sets the latch, taken by the
 	 * worker before it sleeps.  The latch alone can be lost: a call that
 	 * waits (pg_sleep(), a lock, a buffer being read by another process)
 	 * sleeps on the same latch and resets it.
@@ -204,34 +204,34 @@ typedef struct RetriesShared
 
 extern RetriesShared *retries_shared;
 
-extern void retries_shmem_request(void);
-extern void retries_shmem_startup(void);
-extern RetriesDatabase *retries_find_database(Oid dboid, bool create);
-extern void retries_set_db_state(RetriesDatabase *db, RetriesDbState state);
-extern void retries_copy_worker(int slot, RetriesWorker *copy);
-extern void retries_wake_launcher(void);
-extern void retries_reread_databases(void);
-extern void retries_names_changed(Oid dboid);
-extern uint64 retries_names_generation(Oid dboid);
-extern bool retries_note_restore(Oid dboid);
-extern void retries_forget_restores(void);
-extern pid_t retries_restoring(Oid dboid);
-extern void retries_wake_workers(Oid dboid);
-extern void retries_stop_workers(Oid dboid, int pause_secs);
-extern bool retries_call_is_running(int64 call_id);
-extern int	retries_gate_running(Oid fnoid);
-extern bool retries_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
-							   bool keyed, int64 key, int32 max_per_key,
-							   const RateSpec *rate, Oid owner);
-extern int32 retries_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate,
-									TimestampTz now, TimestampTz *next);
-extern int	retries_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);
-extern void retries_gate_leave(RetriesWorker *me);
-extern void retries_cancel_wait_begin(int64 call_id);
-extern void retries_cancel_wait_end(void);
-extern bool retries_cancel_waiting(int64 call_id);
-extern bool retries_finish_wait_begin(int64 call_id);
-extern void retries_finish_wait_end(void);
-extern void retries_wake_finish_waiters(const int64 *ids, int n);
+extern void shmem_request_space(void);
+extern void shmem_install(void);
+extern RetriesDatabase *shmem_find_database(Oid dboid, bool create);
+extern void shmem_set_db_state(RetriesDatabase *db, RetriesDbState state);
+extern void shmem_copy_worker(int slot, RetriesWorker *copy);
+extern void shmem_wake_launcher(void);
+extern void shmem_reread_databases(void);
+extern void shmem_names_changed(Oid dboid);
+extern uint64 shmem_names_generation(Oid dboid);
+extern bool shmem_note_restore(Oid dboid);
+extern void shmem_forget_restores(void);
+extern pid_t shmem_restoring(Oid dboid);
+extern void shmem_wake_workers(Oid dboid);
+extern void shmem_stop_workers(Oid dboid, int pause_secs);
+extern bool shmem_call_is_running(int64 call_id);
+extern int	shmem_gate_running(Oid fnoid);
+extern bool shmem_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
+							 bool keyed, int64 key, int32 max_per_key,
+							 const RateSpec *rate, Oid owner);
+extern int32 shmem_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate,
+								  TimestampTz now, TimestampTz *next);
+extern int	shmem_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);
+extern void shmem_gate_leave(RetriesWorker *me);
+extern void shmem_cancel_wait_begin(int64 call_id);
+extern void shmem_cancel_wait_end(void);
+extern bool shmem_cancel_waiting(int64 call_id);
+extern bool shmem_finish_wait_begin(int64 call_id);
+extern void shmem_finish_wait_end(void);
+extern void shmem_wake_finish_waiters(const int64 *ids, int n);
 
 #endif							/* RETRIES_SHMEM_H */

@@ -46,24 +46,24 @@ PG_FUNCTION_INFO_V1(retries_visible_role);
 PG_FUNCTION_INFO_V1(retries_grant_as_user);
 
 /*
- * retries_become_owner -- act as the owner of the extension's objects,
+ * access_become_owner -- act as the owner of the extension's objects,
  * unless another session is restoring them (55000)
  *
- * Saves the current identity in *save; retries_restore_user() puts it back.
+ * Saves the current identity in *save; access_restore_user() puts it back.
  * On error, transaction abort restores it, so no PG_TRY is needed.
  */
 void
-retries_become_owner(RetriesUserSwitch *save)
+access_become_owner(RetriesUserSwitch *save)
 {
 	HeapTuple	tup;
 	Oid			owner;
-	Oid			nspoid = retries_schema_oid();
+	Oid			nspoid = schema_retries_oid();
 
 	/*
 	 * every time: a transaction begun before a restore that drops and makes
 	 * the extension again (pg_dump --clean) lives on through it
 	 */
-	retries_refuse_while_restored();
+	restore_refuse();
 
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
 	if (!HeapTupleIsValid(tup))
@@ -77,25 +77,25 @@ retries_become_owner(RetriesUserSwitch *save)
 }
 
 /*
- * retries_restore_user -- undo retries_become_owner(), after checking
+ * access_restore_user -- undo access_become_owner(), after checking
  * again that no session restores the extension: a statement that passed
  * the first check may have waited for a restore's DROP EXTENSION and then
  * written into the tables it made again (so what it wrote rolls back)
  */
 void
-retries_restore_user(const RetriesUserSwitch *save)
+access_restore_user(const RetriesUserSwitch *save)
 {
-	retries_refuse_while_restored();
+	restore_refuse();
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
 }
 
 /*
- * retries_sees_all_calls -- may this role see and manage every role's calls?
+ * access_sees_all_calls -- may this role see and manage every role's calls?
  *
  * Superusers may, and so may roles with the privileges of retries_admin.
  */
 bool
-retries_sees_all_calls(Oid roleid)
+access_sees_all_calls(Oid roleid)
 {
 	Oid			admin;
 
@@ -124,12 +124,12 @@ lacked_call_privilege(Oid fnoid, Oid role, ObjectType *what, Oid *nspoid)
 }
 
 /*
- * retries_call_privilege -- NULL if 'role' may call function fnoid as a
+ * access_call_privilege -- NULL if 'role' may call function fnoid as a
  * direct call would (lacked_call_privilege), else a message that says
  * what it lacks; the function must exist
  */
 char *
-retries_call_privilege(Oid fnoid, Oid role)
+access_call_privilege(Oid fnoid, Oid role)
 {
 	ObjectType	what;
 	Oid			nspoid;
@@ -146,11 +146,11 @@ retries_call_privilege(Oid fnoid, Oid role)
 }
 
 /*
- * retries_check_call_privilege -- raise 42501, with the error a direct
+ * access_check_call_privilege -- raise 42501, with the error a direct
  * call would give, unless 'role' may call function fnoid
  */
 void
-retries_check_call_privilege(Oid fnoid, Oid role)
+access_check_call_privilege(Oid fnoid, Oid role)
 {
 	ObjectType	what;
 	Oid			nspoid;
@@ -162,12 +162,12 @@ retries_check_call_privilege(Oid fnoid, Oid role)
 }
 
 /*
- * retries_login_privilege -- what 'role' lacks to log in to this database
+ * access_login_privilege -- what 'role' lacks to log in to this database
  * now, as a login would find it: LOGIN, a VALID UNTIL not yet past, CONNECT
  * on the database.  NULL if nothing, else a message and *hint.
  */
 char *
-retries_login_privilege(Oid role, const char **hint)
+access_login_privilege(Oid role, const char **hint)
 {
 	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(role));
 	Form_pg_authid form;
@@ -203,17 +203,17 @@ retries_login_privilege(Oid role, const char **hint)
 }
 
 /*
- * retries_may_see_call -- may 'roleid' see a call that 'scheduled_by'
+ * access_may_see_call -- may 'roleid' see a call that 'scheduled_by'
  * scheduled?  Only its own, unless it sees all.
  */
 bool
-retries_may_see_call(Oid roleid, Oid scheduled_by)
+access_may_see_call(Oid roleid, Oid scheduled_by)
 {
-	return roleid == scheduled_by || retries_sees_all_calls(roleid);
+	return roleid == scheduled_by || access_sees_all_calls(roleid);
 }
 
 /*
- * retries_reads_all_calls -- may this role read every role's calls, in the
+ * access_reads_all_calls -- may this role read every role's calls, in the
  * views and through retries.wait() and retries.result(), and see the
  * workers of every database?
  *
@@ -222,20 +222,20 @@ retries_may_see_call(Oid roleid, Oid scheduled_by)
  * session's activity; they may not manage other roles' calls.
  */
 bool
-retries_reads_all_calls(Oid roleid)
+access_reads_all_calls(Oid roleid)
 {
-	return retries_sees_all_calls(roleid) ||
+	return access_sees_all_calls(roleid) ||
 		has_privs_of_role(roleid, ROLE_PG_READ_ALL_STATS);
 }
 
 /*
- * retries_may_read_call -- may 'roleid' read a call that 'scheduled_by'
+ * access_may_read_call -- may 'roleid' read a call that 'scheduled_by'
  * scheduled?
  */
 bool
-retries_may_read_call(Oid roleid, Oid scheduled_by)
+access_may_read_call(Oid roleid, Oid scheduled_by)
 {
-	return roleid == scheduled_by || retries_reads_all_calls(roleid);
+	return roleid == scheduled_by || access_reads_all_calls(roleid);
 }
 
 /*
@@ -270,7 +270,7 @@ retries_visible_role(PG_FUNCTION_ARGS)
 			fcinfo->flinfo->fn_extra = cache;
 		}
 		cache->userid = userid;
-		cache->sees_all = retries_reads_all_calls(userid);
+		cache->sees_all = access_reads_all_calls(userid);
 	}
 	PG_RETURN_BOOL(cache->sees_all || scheduled_by == userid);
 }

@@ -246,7 +246,7 @@ read_oid(SPIPlanPtr *plan, const char *query, Oid arg)
 	bool		isnull;
 	Datum		d;
 
-	retries_prepare_kept(plan, query, 1, argtypes);
+	plans_prepare_kept(plan, query, 1, argtypes);
 	if (SPI_execute_plan(*plan, values, NULL, false, 1) < 0)
 		elog(ERROR, "retries: could not run: %s", query);
 	if (SPI_processed == 0)
@@ -256,7 +256,7 @@ read_oid(SPIPlanPtr *plan, const char *query, Oid arg)
 }
 
 /*
- * retries_function_key -- the key of function fn (InvalidOid if none);
+ * names_function_key -- the key of function fn (InvalidOid if none);
  * with 'create', made if it has none yet
  *
  * A new key is drawn at random (pg_strong_random), never from a sequence:
@@ -273,13 +273,13 @@ read_oid(SPIPlanPtr *plan, const char *query, Oid arg)
  * older, fn itself.
  */
 Oid
-retries_function_key(Oid fn, bool create)
+names_function_key(Oid fn, bool create)
 {
 	static SPIPlanPtr find_plan = NULL;
 	static SPIPlanPtr insert_plan = NULL;
 	Oid			key;
 
-	if (!OidIsValid(fn) || retries_schema_version() < SCHEMA_1_4)
+	if (!OidIsValid(fn) || schema_retries_version() < SCHEMA_1_4)
 		return fn;
 	key = read_oid(&find_plan, "SELECT " RETRIES_KEY_OF("$1"), fn);
 	if (OidIsValid(key) || !create)
@@ -298,18 +298,18 @@ retries_function_key(Oid fn, bool create)
 			continue;
 		values[0] = ObjectIdGetDatum(fn);
 		values[1] = ObjectIdGetDatum((Oid) drawn);
-		retries_prepare_kept(&insert_plan,
-							 "INSERT INTO retries.function_names (key, fn, signature, owner, origin)"
-							 " SELECT $2, p.oid, retries.function_signature(p.oid), p.proowner, " ORIGIN
-							 " FROM pg_catalog.pg_proc p WHERE p.oid" EQ "$1"
-							 " ON CONFLICT DO NOTHING RETURNING key",
-							 2, argtypes);
+		plans_prepare_kept(&insert_plan,
+						   "INSERT INTO retries.function_names (key, fn, signature, owner, origin)"
+						   " SELECT $2, p.oid, retries.function_signature(p.oid), p.proowner, " ORIGIN
+						   " FROM pg_catalog.pg_proc p WHERE p.oid" EQ "$1"
+						   " ON CONFLICT DO NOTHING RETURNING key",
+						   2, argtypes);
 		if (SPI_execute_plan(insert_plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "retries: could not note function %u", fn);
 		if (SPI_processed == 1)
 			return (Oid) drawn;
 		/* another transaction noted it meanwhile, or the key is taken */
-		key = retries_function_key(fn, false);
+		key = names_function_key(fn, false);
 		if (OidIsValid(key))
 			return key;
 	}
@@ -318,16 +318,16 @@ retries_function_key(Oid fn, bool create)
 }
 
 /*
- * retries_key_function -- the function that key stands for here and now,
+ * names_key_function -- the function that key stands for here and now,
  * InvalidOid if it is gone.  Inside SPI.  In a database at 1.3 or older,
  * the key itself.
  */
 Oid
-retries_key_function(Oid key)
+names_key_function(Oid key)
 {
 	static SPIPlanPtr plan = NULL;
 
-	if (!OidIsValid(key) || retries_schema_version() < SCHEMA_1_4)
+	if (!OidIsValid(key) || schema_retries_version() < SCHEMA_1_4)
 		return key;
 	return read_oid(&plan,
 					"SELECT CASE WHEN k.origin" EQ ORIGIN " THEN k.fn"
@@ -391,30 +391,30 @@ static const char *const refresh_statements[] = {
 };
 
 /*
- * retries_names_refresh_due -- has a rename committed since the last
+ * names_refresh_due -- has a rename committed since the last
  * refresh (or is there none yet), or is it time to look for stale rows?
  */
 bool
-retries_names_refresh_due(void)
+names_refresh_due(void)
 {
 	return names_changed ||
-		retries_names_generation(MyDatabaseId) != names_seen ||
+		shmem_names_generation(MyDatabaseId) != names_seen ||
 		TimestampDifferenceExceeds(stale_checked_at, GetCurrentTimestamp(),
 								   STALE_CHECK_MS);
 }
 
 /*
- * retries_names_refresh_failed -- the refresh's transaction did not commit:
+ * names_refresh_failed -- the refresh's transaction did not commit:
  * do it again
  */
 void
-retries_names_refresh_failed(void)
+names_refresh_failed(void)
 {
 	names_changed = true;
 }
 
 /*
- * retries_refresh_function_names -- write stale rows anew (see the top);
+ * names_refresh -- write stale rows anew (see the top);
  * once at the start, and after a rename committed, rewrite the signatures
  * and owners that changed
  *
@@ -422,16 +422,16 @@ retries_names_refresh_failed(void)
  * keeps its signature: the drop trigger sets its fn to 0.
  */
 void
-retries_refresh_function_names(void)
+names_refresh(void)
 {
 	static SPIPlanPtr stale_plan = NULL;
 	static SPIPlanPtr plans[lengthof(refresh_statements)];
-	uint64		generation = retries_names_generation(MyDatabaseId);
+	uint64		generation = shmem_names_generation(MyDatabaseId);
 
 	stale_checked_at = GetCurrentTimestamp();
-	if (retries_schema_version() < SCHEMA_1_4)
+	if (schema_retries_version() < SCHEMA_1_4)
 		return;
-	retries_prepare_kept(&stale_plan, stale_statement, 0, NULL);
+	plans_prepare_kept(&stale_plan, stale_statement, 0, NULL);
 	if (SPI_execute_plan(stale_plan, NULL, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not write the function references of a restored or upgraded database anew");
 	if (SPI_processed > 0)
@@ -442,7 +442,7 @@ retries_refresh_function_names(void)
 		!TimestampDifferenceExceeds(renames_checked_at, stale_checked_at,
 									RENAME_CHECK_MS))
 		return;
-	/* done, unless an error comes (retries_names_refresh_failed) */
+	/* done, unless an error comes (names_refresh_failed) */
 	names_changed = false;
 	names_seen = generation;
 	renames_checked_at = stale_checked_at;
@@ -450,7 +450,7 @@ retries_refresh_function_names(void)
 	{
 		bool		isnull;
 
-		retries_prepare_kept(&plans[i], refresh_statements[i], 0, NULL);
+		plans_prepare_kept(&plans[i], refresh_statements[i], 0, NULL);
 		if (SPI_execute_plan(plans[i], NULL, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not refresh the signatures of functions");
 		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],

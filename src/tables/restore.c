@@ -53,19 +53,19 @@ static SubTransactionId hold_subxact = InvalidSubTransactionId;
 static void
 drop_hold(void)
 {
-	retries_forget_restores();
+	shmem_forget_restores();
 	hold_noted = false;
 	hold_new_in_xact = false;
 	hold_subxact = InvalidSubTransactionId;
 }
 
 /*
- * retries_restore_subxact_end -- a subtransaction ends: a hold it took goes
+ * restore_subxact_end -- a subtransaction ends: a hold it took goes
  * if it rolled back (ROLLBACK TO a savepoint), else passes to its parent
  */
 void
-retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
-							SubTransactionId parentSubid)
+restore_subxact_end(bool committed, SubTransactionId mySubid,
+					SubTransactionId parentSubid)
 {
 	if (!hold_new_in_xact || hold_subxact != mySubid)
 		return;
@@ -78,12 +78,12 @@ retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
 }
 
 /*
- * retries_restore_before_prepare -- refuse PREPARE TRANSACTION of a
+ * restore_before_prepare -- refuse PREPARE TRANSACTION of a
  * transaction that took the hold: the hold is this session's, and the
  * prepared transaction would outlive it, or be rolled back after it
  */
 void
-retries_restore_before_prepare(void)
+restore_before_prepare(void)
 {
 	if (hold_new_in_xact)
 		ereport(ERROR,
@@ -93,11 +93,11 @@ retries_restore_before_prepare(void)
 }
 
 /*
- * retries_restore_xact_end -- the current transaction ends: a hold that it
+ * restore_xact_end -- the current transaction ends: a hold that it
  * took goes if it aborted (the CREATE EXTENSION that took it is undone)
  */
 void
-retries_restore_xact_end(bool committed)
+restore_xact_end(bool committed)
 {
 	if (hold_new_in_xact && !committed)
 		drop_hold();
@@ -112,7 +112,7 @@ retries_restore_xact_end(bool committed)
 static void
 forget_restores(int code, Datum arg)
 {
-	retries_forget_restores();
+	shmem_forget_restores();
 }
 
 /*
@@ -189,7 +189,7 @@ scatter_ids(void)
 }
 
 /*
- * retries_hold_for_restore -- this session is restoring the extension:
+ * restore_hold -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
  *
  * Noted in shared memory, not as a lock: PostgreSQL releases a session
@@ -200,7 +200,7 @@ scatter_ids(void)
  * shared memory, and nothing runs the calls either.
  */
 void
-retries_hold_for_restore(void)
+restore_hold(void)
 {
 	static bool registered = false;
 
@@ -216,7 +216,7 @@ retries_hold_for_restore(void)
 		hold_subxact = GetCurrentSubTransactionId();
 	}
 	hold_noted = true;
-	if (!retries_note_restore(MyDatabaseId))
+	if (!shmem_note_restore(MyDatabaseId))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many databases are being restored at once"),
@@ -225,24 +225,24 @@ retries_hold_for_restore(void)
 }
 
 /*
- * retries_being_restored -- the PID of a session restoring this database's
+ * restore_holder -- the PID of a session restoring this database's
  * extension, 0 if none; this one's too: a restore runs code of other roles
  * (a CHECK constraint, a trigger, a SECURITY DEFINER function they call)
  * in its own session
  */
 pid_t
-retries_being_restored(void)
+restore_holder(void)
 {
-	return retries_shared != NULL ? retries_restoring(MyDatabaseId) : 0;
+	return retries_shared != NULL ? shmem_restoring(MyDatabaseId) : 0;
 }
 
 /*
- * retries_refuse_while_restored -- 55000 if a session restores the extension
+ * restore_refuse -- 55000 if a session restores the extension
  */
 void
-retries_refuse_while_restored(void)
+restore_refuse(void)
 {
-	pid_t		pid = retries_being_restored();
+	pid_t		pid = restore_holder();
 
 	if (pid != 0)
 		ereport(ERROR,

@@ -23,20 +23,20 @@ typedef struct RetriesUserSwitch
 	int			saved_sec_context;
 } RetriesUserSwitch;
 
-extern void retries_become_owner(RetriesUserSwitch *save);
-extern void retries_restore_user(const RetriesUserSwitch *save);
-extern bool retries_sees_all_calls(Oid roleid);
-extern bool retries_may_see_call(Oid roleid, Oid scheduled_by);
-extern bool retries_reads_all_calls(Oid roleid);
-extern bool retries_may_read_call(Oid roleid, Oid scheduled_by);
-extern char *retries_call_privilege(Oid fnoid, Oid role);
-extern void retries_check_call_privilege(Oid fnoid, Oid role);
-extern char *retries_login_privilege(Oid role, const char **hint);
+extern void access_become_owner(RetriesUserSwitch *save);
+extern void access_restore_user(const RetriesUserSwitch *save);
+extern bool access_sees_all_calls(Oid roleid);
+extern bool access_may_see_call(Oid roleid, Oid scheduled_by);
+extern bool access_reads_all_calls(Oid roleid);
+extern bool access_may_read_call(Oid roleid, Oid scheduled_by);
+extern char *access_call_privilege(Oid fnoid, Oid role);
+extern void access_check_call_privilege(Oid fnoid, Oid role);
+extern char *access_login_privilege(Oid role, const char **hint);
 
 /*
  * names.c.  RETRIES_KEY_OF(fn) is SQL for the key of function fn (an SQL
  * expression of type oid), NULL if it has none: as
- * retries_function_key(fn, false), inside a query.
+ * names_function_key(fn, false), inside a query.
  */
 #define RETRIES_ORIGIN "retries.origin()"
 #define RETRIES_KEY_OF(fn) \
@@ -51,19 +51,19 @@ extern char *retries_login_privilege(Oid role, const char **hint);
 	"  AND k.fn OPERATOR(pg_catalog.<>) 0" \
 	"  AND retries.resolve_function(k.signature, k.owner) OPERATOR(pg_catalog.=) " fn \
 	"  ORDER BY k.key LIMIT 1))"
-extern Oid	retries_function_key(Oid fn, bool create);
-extern Oid	retries_key_function(Oid key);
-extern void retries_refresh_function_names(void);
-extern bool retries_names_refresh_due(void);
-extern void retries_names_refresh_failed(void);
+extern Oid	names_function_key(Oid fn, bool create);
+extern Oid	names_key_function(Oid key);
+extern void names_refresh(void);
+extern bool names_refresh_due(void);
+extern void names_refresh_failed(void);
 
 /* restore.c */
-extern void retries_hold_for_restore(void);
-extern void retries_restore_xact_end(bool committed);
-extern void retries_restore_subxact_end(bool committed, SubTransactionId mySubid,
-										SubTransactionId parentSubid);
-extern void retries_restore_before_prepare(void);
-extern pid_t retries_being_restored(void);
-extern void retries_refuse_while_restored(void);
+extern void restore_hold(void);
+extern void restore_xact_end(bool committed);
+extern void restore_subxact_end(bool committed, SubTransactionId mySubid,
+								SubTransactionId parentSubid);
+extern void restore_before_prepare(void);
+extern pid_t restore_holder(void);
+extern void restore_refuse(void);
 
 #endif							/* RETRIES_TABLES_H */

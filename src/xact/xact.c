@@ -78,22 +78,22 @@ static struct
 }			finished;
 
 /*
- * retries_wake_at_commit -- wake this database's workers when the current
+ * xact_wake_workers -- wake this database's workers when the current
  * transaction commits (called when a call is scheduled or re-armed)
  */
 void
-retries_wake_at_commit(void)
+xact_wake_workers(void)
 {
 	wake_workers_at_commit = true;
 }
 
 /*
- * retries_gates_changed_at_commit -- tell the workers, once the current
+ * xact_gates_changed -- tell the workers, once the current
  * transaction commits, that the pauses or limits of functions changed, so
  * that an attempt that starts after the commit sees them (flow.c)
  */
 void
-retries_gates_changed_at_commit(void)
+xact_gates_changed(void)
 {
 	gates_changed_at_commit = true;
 	wake_workers_at_commit = true;
@@ -112,7 +112,7 @@ finished_at_end(bool committed)
 	 * local transaction id, cleared by the commit already, cannot tell)
 	 */
 	if (finished.ids != NULL && committed)
-		retries_wake_finish_waiters(finished.ids, finished.n);
+		shmem_wake_finish_waiters(finished.ids, finished.n);
 	finished.ids = NULL;
 	finished.n = 0;
 	finished.lxid = InvalidLocalTransactionId;
@@ -137,20 +137,20 @@ let_workers_back(bool committed)
 	foreach(lc, stopped_databases)
 	{
 		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
-		RetriesDatabase *db = retries_find_database(stopped->dboid, false);
+		RetriesDatabase *db = shmem_find_database(stopped->dboid, false);
 
 		if (db == NULL)
 			continue;
 		db->paused_until = 0;
 		if (committed && extension_gone && db->dboid == MyDatabaseId)
-			retries_set_db_state(db, DB_NO_EXTENSION);
+			shmem_set_db_state(db, DB_NO_EXTENSION);
 	}
 	LWLockRelease(retries_shared->lock);
 	list_free_deep(stopped_databases);
 	stopped_databases = NIL;
 	extension_gone = false;
 	/* a dropped database must be forgotten before any worker starts */
-	retries_reread_databases();
+	shmem_reread_databases();
 }
 
 /*
@@ -166,8 +166,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	bool		let_back = false;
 
 	if (event == SUBXACT_EVENT_COMMIT_SUB || event == SUBXACT_EVENT_ABORT_SUB)
-		retries_restore_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB,
-									mySubid, parentSubid);
+		restore_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB,
+							mySubid, parentSubid);
 	if (stopped_databases == NIL)
 		return;
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
@@ -192,7 +192,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 		if (stopped->subid != mySubid)
 			continue;
-		db = retries_find_database(stopped->dboid, false);
+		db = shmem_find_database(stopped->dboid, false);
 		if (db != NULL)
 			db->paused_until = 0;
 		stopped_databases = foreach_delete_current(stopped_databases, lc);
@@ -201,7 +201,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	LWLockRelease(retries_shared->lock);
 	if (let_back)
-		retries_wake_launcher();
+		shmem_wake_launcher();
 }
 
 /*
@@ -240,24 +240,24 @@ xact_callback(XactEvent event, void *arg)
 				RetriesDatabase *db;
 
 				LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-				db = retries_find_database(MyDatabaseId, true);
+				db = shmem_find_database(MyDatabaseId, true);
 				if (db != NULL && db->state == DB_NO_EXTENSION)
-					retries_set_db_state(db, DB_UNKNOWN);
+					shmem_set_db_state(db, DB_UNKNOWN);
 				if (db != NULL)
 					db->paused_until = 0;
 				LWLockRelease(retries_shared->lock);
 				databases_changed_at_commit = true;
 			}
 			if (databases_changed_at_commit)
-				retries_reread_databases();
+				shmem_reread_databases();
 			if (names_changed_at_commit)
-				retries_names_changed(MyDatabaseId);
+				shmem_names_changed(MyDatabaseId);
 			if (gates_changed_at_commit)
 				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
 			if (wake_workers_at_commit)
-				retries_wake_workers(MyDatabaseId);
+				shmem_wake_workers(MyDatabaseId);
 			finished_at_end(true);
-			retries_restore_xact_end(true);
+			restore_xact_end(true);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
@@ -266,7 +266,7 @@ xact_callback(XactEvent event, void *arg)
 			let_workers_back(true);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			retries_restore_before_prepare();
+			restore_before_prepare();
 			break;
 		case XACT_EVENT_PREPARE:
 			/* finished at COMMIT PREPARED, elsewhere: its waiters time out */
@@ -275,7 +275,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			finished_at_end(false);
-			retries_restore_xact_end(false);
+			restore_xact_end(false);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = false;
 			wake_launcher_at_commit = false;
@@ -289,12 +289,12 @@ xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * retries_call_finished -- the current transaction finishes call 'id':
+ * xact_call_finished -- the current transaction finishes call 'id':
  * wake its waiters when the transaction commits, and send NOTIFY
  * retries_finished with its id if 'notify'
  */
 void
-retries_call_finished(int64 id, bool notify)
+xact_call_finished(int64 id, bool notify)
 {
 	if (finished.lxid != retries_local_xid() || finished.ids == NULL)
 	{
@@ -322,42 +322,42 @@ retries_call_finished(int64 id, bool notify)
 
 
 /*
- * retries_wake_launcher_at_commit -- the launcher looks at this database
+ * xact_wake_launcher -- the launcher looks at this database
  * again when the transaction commits (CREATE EXTENSION)
  */
 void
-retries_wake_launcher_at_commit(void)
+xact_wake_launcher(void)
 {
 	wake_launcher_at_commit = true;
 }
 
 /*
- * retries_databases_changed_at_commit -- the launcher reads the list of
+ * xact_databases_changed -- the launcher reads the list of
  * databases again when the transaction commits
  */
 void
-retries_databases_changed_at_commit(void)
+xact_databases_changed(void)
 {
 	databases_changed_at_commit = true;
 }
 
 /*
- * retries_names_changed_at_commit -- the transaction renamed functions:
+ * xact_names_changed -- the transaction renamed functions:
  * the workers read their signatures again once it commits
  */
 void
-retries_names_changed_at_commit(void)
+xact_names_changed(void)
 {
 	names_changed_at_commit = true;
 }
 
 /*
- * retries_stop_workers_until_end -- stop the workers of database 'dboid'
+ * xact_stop_workers -- stop the workers of database 'dboid'
  * and keep the launcher away from it until the current subtransaction
  * ends (let_workers_back)
  */
 void
-retries_stop_workers_until_end(Oid dboid)
+xact_stop_workers(Oid dboid)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	StoppedDatabase *stopped = palloc(sizeof(StoppedDatabase));
@@ -366,14 +366,14 @@ retries_stop_workers_until_end(Oid dboid)
 	stopped->subid = GetCurrentSubTransactionId();
 	stopped_databases = lappend(stopped_databases, stopped);
 	MemoryContextSwitchTo(oldcxt);
-	retries_stop_workers(dboid, STOP_PAUSE_SECS);
+	shmem_stop_workers(dboid, STOP_PAUSE_SECS);
 }
 
 /*
- * retries_install_xact_callbacks -- from _PG_init, when preloaded
+ * xact_install -- from _PG_init, when preloaded
  */
 void
-retries_install_xact_callbacks(void)
+xact_install(void)
 {
 	RegisterXactCallback(xact_callback, NULL);
 	RegisterSubXactCallback(subxact_callback, NULL);
