@@ -330,14 +330,14 @@ shmem_restoring(Oid dboid)
 void
 shmem_wake_workers(Oid dboid)
 {
+	RetriesWorker *w;
+
 	if (retries_shared == NULL)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
-		if (w->in_use && w->dboid == dboid && w->latch != NULL)
+		if (w->latch != NULL)
 		{
 			pg_atomic_write_u32(&w->woken, 1);
 			SetLatch(w->latch);
@@ -358,6 +358,7 @@ void
 shmem_stop_workers(Oid dboid, int pause_secs)
 {
 	RetriesDatabase *db;
+	RetriesWorker *w;
 
 	if (retries_shared == NULL)
 		return;
@@ -367,13 +368,10 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 	if (db != NULL)
 		db->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   pause_secs * 1000);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
 		/* not itself: a called function may run the command */
-		if (w->in_use && w->dboid == dboid && w->pid != 0 &&
-			w->pid != MyProcPid)
+		if (w->pid != 0 && w->pid != MyProcPid)
 			kill(w->pid, SIGTERM);
 	}
 	LWLockRelease(retries_shared->lock);
@@ -383,13 +381,8 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 		bool		any = false;
 
 		LWLockAcquire(retries_shared->lock, LW_SHARED);
-		for (int i = 0; i < RETRIES_MAX_SLOTS && !any; i++)
-		{
-			RetriesWorker *w = &retries_shared->workers[i];
-
-			any = w->in_use && w->dboid == dboid && w->pid != 0 &&
-				w->pid != MyProcPid;
-		}
+		for (int i = -1; !any && (w = shmem_next_worker(dboid, &i)) != NULL;)
+			any = w->pid != 0 && w->pid != MyProcPid;
 		LWLockRelease(retries_shared->lock);
 		if (!any)
 			break;
@@ -405,16 +398,13 @@ bool
 shmem_call_is_running(int64 call_id)
 {
 	bool		running = false;
+	RetriesWorker *w;
 
 	if (retries_shared == NULL)
 		return false;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_SLOTS && !running; i++)
+	for (int i = -1; !running && (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
-		if (!w->in_use || w->dboid != MyDatabaseId)
-			continue;
 		SpinLockAcquire(&w->mutex);
 		running = w->current_call == call_id;
 		SpinLockRelease(&w->mutex);
@@ -432,11 +422,11 @@ gate_running(Oid fnoid)
 {
 	int			n = 0;
 
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
+	RetriesWorker *w;
 
-		if (w->in_use && w->dboid == MyDatabaseId && w->gate_fn == fnoid)
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
+	{
+		if (w->gate_fn == fnoid)
 			n++;
 	}
 	return n;
@@ -586,13 +576,12 @@ shmem_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 	int			running = 0;
 	int			running_key = 0;
 	bool		room;
+	RetriesWorker *w;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
-		if (!w->in_use || w->dboid != MyDatabaseId || w->gate_fn != fnoid)
+		if (w->gate_fn != fnoid)
 			continue;
 		running++;
 		if (keyed && w->gate_keyed && w->gate_key == key)
@@ -632,17 +621,16 @@ int
 shmem_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts)
 {
 	int			n = 0;
+	RetriesWorker *w;
 
 	*keys = palloc(sizeof(int64) * RETRIES_MAX_SLOTS);
 	*counts = palloc(sizeof(int32) * RETRIES_MAX_SLOTS);
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
 		int			k;
 
-		if (!w->in_use || w->dboid != MyDatabaseId || w->gate_fn != fnoid ||
-			!w->gate_keyed)
+		if (w->gate_fn != fnoid || !w->gate_keyed)
 			continue;
 		for (k = 0; k < n && (*keys)[k] != w->gate_key; k++)
 			;

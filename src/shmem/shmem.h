@@ -204,6 +204,26 @@ typedef struct RetriesShared
 
 extern RetriesShared *retries_shared;
 
+/*
+ * shmem_next_worker -- the next worker slot after *i that is in use, by a
+ * worker of database dboid (of any database if InvalidOid), or NULL; the
+ * caller holds the LWLock.  The one way to go through the slots:
+ *
+ *		for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
+ */
+static inline RetriesWorker *
+shmem_next_worker(Oid dboid, int *i)
+{
+	while (++*i < RETRIES_MAX_SLOTS)
+	{
+		RetriesWorker *w = &retries_shared->workers[*i];
+
+		if (w->in_use && (!OidIsValid(dboid) || w->dboid == dboid))
+			return w;
+	}
+	return NULL;
+}
+
 extern void shmem_request_space(void);
 extern void shmem_install(void);
 extern RetriesDatabase *shmem_find_database(Oid dboid, bool create);
