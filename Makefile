@@ -46,6 +46,8 @@ OBJS = \
 	src/base/plans.o \
 	src/base/state.o \
 	src/shmem/shmem.o \
+	src/shmem/gates.o \
+	src/shmem/waits.o \
 	src/tables/access.o \
 	src/tables/names.o \
 	src/tables/restore.o \

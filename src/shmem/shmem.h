@@ -204,6 +204,10 @@ typedef struct RetriesShared
 
 extern RetriesShared *retries_shared;
 
+/* after it: a wait entry per backend (waits.c), then the rate slots (gates.c) */
+extern RetriesBackendWait *shmem_backend_waits;
+extern RetriesRateSlot *shmem_rate_slots;
+
 /*
  * shmem_next_worker -- the next worker slot after *i that is in use, by a
  * worker of database dboid (of any database if InvalidOid), or NULL; the
