@@ -65,6 +65,7 @@ OBJS = \
 	src/schedules/schedule.o \
 	src/engine/sandbox.o \
 	src/engine/claim.o \
+	src/engine/policies.o \
 	src/engine/execute.o \
 	src/engine/ledger.o \
 	src/engine/retention.o \

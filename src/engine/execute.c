@@ -48,8 +48,6 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -63,27 +61,9 @@
 #include "base/compat.h"
 #include "core/policy.h"
 #include "engine/execute.h"
+#include "engine/policies.h"
 #include "engine/sandbox.h"
 #include "tables/tables.h"
-
-/* A policy as the worker uses it; rows of policy_data never change */
-typedef struct CachedPolicy
-{
-	int32		id;				/* hash key */
-	Oid			fn;				/* InvalidOid: gone */
-	Oid			fn_key;			/* its key (names.c), its gate's id */
-	char	   *fn_signature;
-	int64		min_delay;
-	int64		max_delay;		/* -1: fixed delay */
-	double		multiplier;
-	PolicyJitter jitter;
-	int			nretry_on;
-	char		(*retry_on)[POLICY_SQLSTATE_ENTRY_LEN];
-	int64		timeout;		/* -1: none */
-	Oid			on_exhausted;
-	Oid			delay_fn;
-	bool		notify;			/* NOTIFY retries_finished when a call ends */
-} CachedPolicy;
 
 /* The outcome of an attempt, as it is recorded */
 typedef struct Outcome
@@ -137,15 +117,6 @@ static struct
 
 /* Results that the list may hold before they are written, in bytes */
 #define PENDING_RESULT_BYTES	(16 * 1024 * 1024)
-
-/*
- * The policy cache: a hash table and the strings of its entries, all in
- * policy_cache_cxt, which is deleted whole when the cache goes stale
- */
-static MemoryContext policy_cache_cxt = NULL;
-static HTAB *policy_cache = NULL;
-static Oid	policy_data_relid = InvalidOid;
-static bool policy_cache_stale = true;	/* look up policy_data first */
 
 /*
  * The time limit of an attempt (its policy's timeout, or the cap
@@ -213,155 +184,15 @@ execute_attempt_killed(const char **limit)
 }
 
 /*
- * policy_cache_invalidate -- relcache callback: policy_data was truncated,
- * dropped or replaced, so cached ids may now mean other policies
- *
- * Only a flag is set here; get_policy() drops the cache at its next call,
- * so that no entry in use disappears under its user.
- */
-static void
-policy_cache_invalidate(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == policy_data_relid ||
-		!OidIsValid(policy_data_relid))
-		policy_cache_stale = true;
-}
-
-/*
- * create_policy_cache -- an empty policy cache, in a memory context of its
- * own (whatever was in the previous one goes with it)
- */
-static void
-create_policy_cache(void)
-{
-	HASHCTL		ctl;
-
-	if (policy_cache_cxt != NULL)
-		MemoryContextDelete(policy_cache_cxt);
-	policy_cache_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "retries policy cache",
-											 ALLOCSET_SMALL_SIZES);
-	ctl.keysize = sizeof(int32);
-	ctl.entrysize = sizeof(CachedPolicy);
-	ctl.hcxt = policy_cache_cxt;
-	policy_cache = hash_create("retries policies", 64, &ctl,
-							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-}
-
-/*
  * execute_init -- set up what attempts need (once per worker)
  */
 void
 execute_init(ExecuteHookPhase hook_phase)
 {
 	hook_phase_callback = hook_phase;
-	create_policy_cache();
-	CacheRegisterRelcacheCallback(policy_cache_invalidate, (Datum) 0);
+	policies_init();
 	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
 	attempt_kill_id = RegisterTimeout(USER_TIMEOUT, attempt_kill_handler);
-}
-
-/*
- * get_policy -- a policy by id, read once and kept (policy rows are never
- * changed, only superseded; a TRUNCATE, which may reuse ids, empties the
- * cache), or NULL if there is no such policy.  Runs inside SPI.  The entry
- * returned stays valid until the next call.
- */
-static CachedPolicy *
-get_policy(int32 policy_id)
-{
-	static SPIPlanPtr plans[2];
-	static CachedPolicy unresolved;
-	bool		notify;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(policy_id)};
-	Oid			fn_key;
-	Oid			fn;
-	Oid			on_exhausted;
-	Oid			delay_fn;
-	CachedPolicy *p;
-	bool		found;
-	HeapTuple	row;
-	TupleDesc	desc;
-	bool		isnull;
-	Datum		d;
-	MemoryContext oldcxt;
-
-	if (policy_cache_stale)
-	{
-		create_policy_cache();
-		policy_data_relid = get_relname_relid("policy_data", schema_retries_oid());
-		policy_cache_stale = false;
-	}
-	p = hash_search(policy_cache, &policy_id, HASH_FIND, NULL);
-	if (p != NULL)
-		return p;
-	notify = (schema_retries_version() >= SCHEMA_1_2);
-
-	/* notify: from version 1.2 */
-	if (plans[notify] == NULL)
-		plans_prepare_kept(&plans[notify],
-						   psprintf("SELECT fn, fn_signature, min_delay, max_delay, multiplier,"
-									" jitter, retry_on, timeout, on_exhausted, delay_fn, %s"
-									" FROM retries.policy_data WHERE id OPERATOR(pg_catalog.=) $1",
-									notify ? "notify" : "false"),
-						   1, argtypes);
-	if (SPI_execute_plan(plans[notify], values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not read policy %d", policy_id);
-	if (SPI_processed != 1)
-		return NULL;			/* someone deleted it by hand */
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-
-	/*
-	 * The functions, by their keys (names.c); a function not found (a restore
-	 * under way) is looked up again next time
-	 */
-	fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
-	fn = names_key_function(fn_key);
-	d = SPI_getbinval(row, desc, 9, &isnull);
-	on_exhausted = isnull ? InvalidOid : names_key_function(DatumGetObjectId(d));
-	d = SPI_getbinval(row, desc, 10, &isnull);
-	delay_fn = isnull ? InvalidOid : names_key_function(DatumGetObjectId(d));
-
-	oldcxt = MemoryContextSwitchTo(policy_cache_cxt);
-	if (OidIsValid(fn))
-		p = hash_search(policy_cache, &policy_id, HASH_ENTER, &found);
-	else
-		p = &unresolved;
-	p->fn = fn;
-	p->fn_key = fn_key;
-	p->fn_signature = SPI_getvalue(row, desc, 2);
-	(void) args_interval_to_usecs(DatumGetIntervalP(SPI_getbinval(row, desc, 3, &isnull)),
-								  &p->min_delay);
-	d = SPI_getbinval(row, desc, 4, &isnull);
-	p->max_delay = -1;
-	if (!isnull)
-		(void) args_interval_to_usecs(DatumGetIntervalP(d), &p->max_delay);
-	p->multiplier = DatumGetFloat8(SPI_getbinval(row, desc, 5, &isnull));
-	(void) policy_parse_jitter(SPI_getvalue(row, desc, 6), &p->jitter);
-	{
-		Datum	   *elems;
-		bool	   *nulls;
-		int			n;
-
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(row, desc, 7, &isnull)),
-						  TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-		p->retry_on = palloc0(sizeof(*p->retry_on) * Max(n, 1));
-		p->nretry_on = n;
-		for (int i = 0; i < n; i++)
-			strlcpy(p->retry_on[i], TextDatumGetCString(elems[i]),
-					POLICY_SQLSTATE_ENTRY_LEN);
-	}
-	d = SPI_getbinval(row, desc, 8, &isnull);
-	p->timeout = -1;
-	if (!isnull)
-		(void) args_interval_to_usecs(DatumGetIntervalP(d), &p->timeout);
-	p->on_exhausted = on_exhausted;
-	p->delay_fn = delay_fn;
-	p->notify = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
-	MemoryContextSwitchTo(oldcxt);
-	return p;
 }
 
 /*
@@ -1197,7 +1028,7 @@ read_args(int64 id)
 bool
 execute_attempt(RetriesCall *call)
 {
-	CachedPolicy *policy = get_policy(call->policy_id);
+	CachedPolicy *policy = policies_get(call->policy_id);
 	int32		attempt = call->attempts + 1;
 	TimestampTz started_at = GetCurrentTimestamp();
 	Outcome		out;
@@ -1327,7 +1158,7 @@ execute_attempt(RetriesCall *call)
 Oid
 execute_call_function(const RetriesCall *call, Oid *key)
 {
-	CachedPolicy *policy = get_policy(call->policy_id);
+	CachedPolicy *policy = policies_get(call->policy_id);
 
 	*key = policy != NULL ? policy->fn_key : InvalidOid;
 	return policy != NULL ? policy->fn : InvalidOid;
@@ -1344,7 +1175,7 @@ execute_call_function(const RetriesCall *call, Oid *key)
 void
 execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 {
-	CachedPolicy *policy = get_policy(call->policy_id);
+	CachedPolicy *policy = policies_get(call->policy_id);
 	Outcome		out;
 
 	ereport(LOG,
