@@ -1358,15 +1358,14 @@ grown_too_much(void)
 }
 
 /*
- * retries_worker_main -- entry point of a per-database worker
+ * worker_start -- take the slot the launcher gave, connect to its database,
+ * tell the launcher whether the extension is there (exit if not), and
+ * charge the attempts that dead workers left in flight
  */
-void
-retries_worker_main(Datum main_arg)
+static void
+worker_start(Datum main_arg)
 {
 	RetriesDatabase *db;
-	TimestampTz last_prune = 0;
-	TimestampTz last_error = 0;
-	int			errors = 0;
 	bool		present;
 	Oid			dboid;
 
@@ -1412,12 +1411,107 @@ retries_worker_main(Datum main_arg)
 	ledger_open(my_slot->slot_no, my_extension);
 	recover();
 	wait_for_recovery();
+}
 
+/*
+ * wait_after_errors -- after 'errors' errors in a row, the last at
+ * 'last_error', wait out a delay that doubles with each (whatever wakes
+ * the worker meanwhile); true if it waited
+ */
+static bool
+wait_after_errors(int errors, TimestampTz last_error)
+{
+	long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
+							MAX_ERROR_DELAY_MS);
+	long		wait_ms = args_ms_until(TimestampTzPlusMilliseconds(last_error, delay));
+
+	if (wait_ms <= 0)
+		return false;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 wait_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	return true;
+}
+
+/*
+ * after_batch -- how long to sleep after a round that claimed n calls
+ * (due: when the next call is due, 0 if now or none), or 0 to go on at once
+ */
+static long
+after_batch(int n, TimestampTz due)
+{
+	long		sleep_ms = MAX_SLEEP_MS;
+
+	if (n > 0 && (gated || gate_touched))
+	{
+		fire_check = true;		/* the batch's calls may leave a gate room */
+		gated = true;
+		gate_touched = false;
+	}
+	if (n > 0 && (due == 0 || fire_waiting || gated || retries_chains_released))
+		return 0;				/* a full batch: more may be due; or a call
+								 * that a queued firing or a gate waits for
+								 * may have finished; or the batch released
+								 * calls that ran after its own */
+	if (due != 0)
+		sleep_ms = Min(sleep_ms, args_ms_until(due));
+	if (retries_enabled && next_fire != 0)
+		sleep_ms = Min(sleep_ms, args_ms_until(next_fire));
+	if (chains_recheck)
+	{
+		/* followers left for later: look again within FIRE_CHECK_MS */
+		sleep_ms = Min(sleep_ms, FIRE_CHECK_MS);
+		chains_recheck = false;
+	}
+	if (sleep_ms <= 0)
+		return 0;				/* due since the claim */
+	if (pg_atomic_exchange_u32(&my_slot->woken, 0) != 0)
+	{
+		/* woken while it ran calls, which may have reset the latch */
+		fire_check = true;
+		return 0;
+	}
+	return sleep_ms;
+}
+
+/*
+ * worker_stop -- the extension was dropped, or fewer workers are wanted:
+ * let the launcher know, and exit.  An extension dropped and created again
+ * leaves the state to the CREATE, which has the launcher start workers for
+ * the new one.
+ */
+static void
+worker_stop(void)
+{
+	RetriesDatabase *db;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL && my_slot->slot_no < retries_max_workers &&
+		!extension_replaced)
+		shmem_set_db_state(db, DB_NO_EXTENSION);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	proc_exit(0);
+}
+
+/*
+ * retries_worker_main -- entry point of a per-database worker
+ */
+void
+retries_worker_main(Datum main_arg)
+{
+	TimestampTz last_prune = 0;
+	TimestampTz last_error = 0;
+	int			errors = 0;
+
+	worker_start(main_arg);
 	for (;;)
 	{
 		TimestampTz due = 0;
-		long		sleep_ms = MAX_SLEEP_MS;
-		int			n = 0;
+		long		sleep_ms;
+		int			n;
 
 		/* every path of the loop, and every transaction, ends up here */
 		Assert(CurrentMemoryContext == loop_cxt);
@@ -1440,24 +1534,8 @@ retries_worker_main(Datum main_arg)
 		pgstat_report_stat(false);
 		if (my_slot->slot_no >= retries_max_workers)
 			break;
-
-		if (errors > 0)
-		{
-			/* after an error: wait, whatever wakes the worker meanwhile */
-			long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
-									MAX_ERROR_DELAY_MS);
-			long		wait_ms = args_ms_until(TimestampTzPlusMilliseconds(last_error,
-																			delay));
-
-			if (wait_ms > 0)
-			{
-				(void) WaitLatch(MyLatch,
-								 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 wait_ms, PG_WAIT_EXTENSION);
-				ResetLatch(MyLatch);
-				continue;
-			}
-		}
+		if (errors > 0 && wait_after_errors(errors, last_error))
+			continue;
 
 		names_step();
 		if (retries_enabled)
@@ -1480,35 +1558,9 @@ retries_worker_main(Datum main_arg)
 			break;				/* the extension was dropped */
 		if (n > 0 && grown_too_much())
 			proc_exit(0);		/* the launcher starts a fresh one */
-		if (n > 0 && (gated || gate_touched))
-		{
-			fire_check = true;	/* the batch's calls may leave a gate room */
-			gated = true;
-			gate_touched = false;
-		}
-		if (n > 0 && (due == 0 || fire_waiting || gated || retries_chains_released))
-			continue;			/* a full batch: more may be due; or a call
-								 * that a queued firing or a gate waits for
-								 * may have finished; or the batch released
-								 * calls that ran after its own */
-		if (due != 0)
-			sleep_ms = Min(sleep_ms, args_ms_until(due));
-		if (retries_enabled && next_fire != 0)
-			sleep_ms = Min(sleep_ms, args_ms_until(next_fire));
-		if (chains_recheck)
-		{
-			/* followers left for later: look again within FIRE_CHECK_MS */
-			sleep_ms = Min(sleep_ms, FIRE_CHECK_MS);
-			chains_recheck = false;
-		}
+		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
-			continue;			/* due since the claim */
-		if (pg_atomic_exchange_u32(&my_slot->woken, 0) != 0)
-		{
-			/* woken while it ran calls, which may have reset the latch */
-			fire_check = true;
 			continue;
-		}
 
 		/* idle: send whatever statistics are left before sleeping */
 		pgstat_report_stat(true);
@@ -1518,19 +1570,5 @@ retries_worker_main(Datum main_arg)
 			fire_check = true;	/* maybe a schedule made or changed */
 		ResetLatch(MyLatch);
 	}
-
-	/*
-	 * Dropped extension, or fewer workers wanted: let the launcher know.  An
-	 * extension dropped and created again leaves the state to the CREATE,
-	 * which has the launcher start workers for the new one.
-	 */
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL && my_slot->slot_no < retries_max_workers &&
-		!extension_replaced)
-		shmem_set_db_state(db, DB_NO_EXTENSION);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
-	proc_exit(0);
+	worker_stop();
 }
