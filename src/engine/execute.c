@@ -1020,6 +1020,62 @@ read_args(int64 id)
 }
 
 /*
+ * classify_error -- the outcome of an attempt that ended with an error
+ * ('step' tells where, 'timeout' and 'capped' its time limit): failed for
+ * good, or to be retried, as its policy says, into *out
+ */
+static void
+classify_error(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+			   const ErrorData *edata, SandboxStep step, int64 timeout, bool capped,
+			   Outcome *out)
+{
+	set_outcome_error(out, edata->sqlerrcode, edata->message, edata->detail,
+					  edata->hint, edata->context);
+	if (step == STEP_ARGUMENTS)
+	{
+		out->outcome = "failed";
+		out->message = psprintf("arguments can no longer be converted: %s", edata->message);
+		finish_failure(call, policy, attempt, false, out);
+	}
+	else if (attempt_timed_out)
+	{
+		char		buf[POLICY_FORMAT_LEN];
+
+		policy_format_duration(timeout, buf, sizeof(buf));
+		out->outcome = "timeout";
+		/* whatever the function raised once it was cancelled */
+		strlcpy(out->sqlstate, "57014", sizeof(out->sqlstate));
+		out->message = capped ?
+			psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
+			psprintf("attempt timed out after %s", buf);
+		if (capped)
+			log_capped(call, attempt, buf);
+		finish_failure(call, policy, attempt,
+					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+											   policy->nretry_on, "57014"),
+					   out);
+	}
+	else if (step == STEP_RESULT)
+	{
+		/*
+		 * the same result would come back: not retried, whatever retry_on
+		 * says
+		 */
+		out->outcome = "failed";
+		out->detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
+		finish_failure(call, policy, attempt, false, out);
+	}
+	else
+	{
+		out->outcome = "failed";
+		finish_failure(call, policy, attempt,
+					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+											   policy->nretry_on, out->sqlstate),
+					   out);
+	}
+}
+
+/*
  * execute_attempt -- run the next attempt of a claimed call and record it
  *
  * Called by a worker inside its batch transaction and SPI connection.
@@ -1095,51 +1151,7 @@ execute_attempt(RetriesCall *call)
 		return true;
 	}
 
-	set_outcome_error(&out, edata->sqlerrcode, edata->message, edata->detail,
-					  edata->hint, edata->context);
-	if (step == STEP_ARGUMENTS)
-	{
-		out.outcome = "failed";
-		out.message = psprintf("arguments can no longer be converted: %s", edata->message);
-		finish_failure(call, policy, attempt, false, &out);
-	}
-	else if (attempt_timed_out)
-	{
-		char		buf[POLICY_FORMAT_LEN];
-
-		policy_format_duration(timeout, buf, sizeof(buf));
-		out.outcome = "timeout";
-		/* whatever the function raised once it was cancelled */
-		strlcpy(out.sqlstate, "57014", sizeof(out.sqlstate));
-		out.message = capped ?
-			psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
-			psprintf("attempt timed out after %s", buf);
-		if (capped)
-			log_capped(call, attempt, buf);
-		finish_failure(call, policy, attempt,
-					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-											   policy->nretry_on, "57014"),
-					   &out);
-	}
-	else if (step == STEP_RESULT)
-	{
-		/*
-		 * the same result would come back: not retried, whatever retry_on
-		 * says
-		 */
-		out.outcome = "failed";
-		out.detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
-		finish_failure(call, policy, attempt, false, &out);
-	}
-	else
-	{
-		out.outcome = "failed";
-		finish_failure(call, policy, attempt,
-					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-											   policy->nretry_on, out.sqlstate),
-					   &out);
-	}
-
+	classify_error(call, policy, attempt, edata, step, timeout, capped, &out);
 	if (out.state == CALL_FAILED)
 	{
 		record_outcome(call, attempt, started_at, &out);
