@@ -112,6 +112,7 @@ static struct
 	Datum	   *values[OC_NCOLUMNS];
 	bool	   *nulls[OC_NCOLUMNS];
 	bool	   *notify;			/* each outcome's Outcome.notify */
+	CallState  *state;			/* and Outcome.state, as OC_STATE holds it */
 	Size		result_bytes;	/* of the results in the list */
 }			pending;
 
@@ -707,6 +708,8 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 		}
 		pending.notify = MemoryContextAlloc(TopTransactionContext,
 											sizeof(bool) * pending.size);
+		pending.state = MemoryContextAlloc(TopTransactionContext,
+										   sizeof(CallState) * pending.size);
 		pending.result_bytes = 0;
 	}
 	else if (pending.n == pending.size)
@@ -718,9 +721,11 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 			pending.nulls[c] = repalloc(pending.nulls[c], sizeof(bool) * pending.size);
 		}
 		pending.notify = repalloc(pending.notify, sizeof(bool) * pending.size);
+		pending.state = repalloc(pending.state, sizeof(CallState) * pending.size);
 	}
 	row = pending.n++;
 	pending.notify[row] = out->notify;
+	pending.state[row] = out->state;
 
 #define SET(c, value, isnull) \
 	do { \
@@ -861,7 +866,7 @@ write_outcomes(void)
 	finished_notify = palloc(sizeof(bool) * n);
 	for (int row = 0; row < n; row++)
 	{
-		CallState	state = call_state_parse(TextDatumGetCString(pending.values[OC_STATE][row]));
+		CallState	state = pending.state[row];
 
 		if (state == CALL_SCHEDULED)
 			continue;
