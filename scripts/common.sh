@@ -343,3 +343,20 @@ show_check_logs() {
 		tail -n 200 -- "$f" >&2
 	done
 }
+
+# load_pg_cassert_functions: define the functions of scripts/pg-cassert that
+# derive deb-src entries from the machine's apt sources (deb_src_sources,
+# add_deb_src) and list the source versions apt knows (source_versions),
+# for the scripts that fetch PostgreSQL's source (pg-suites, indent).  That
+# script runs when sourced, so the definitions are taken out of it; they
+# read PG_MAJOR.
+load_pg_cassert_functions() {
+	local defs f
+	defs=$(sed -n -e '/^deb_src_sources() {$/,/^}$/p' -e '/^add_deb_src() {$/,/^}$/p' \
+		-e '/^source_versions() {$/,/^}$/p' "$REPO_ROOT/scripts/pg-cassert")
+	eval "$defs"
+	for f in deb_src_sources add_deb_src source_versions; do
+		declare -F "$f" >/dev/null ||
+			die "scripts/pg-cassert no longer defines $f(), which this script uses"
+	done
+}
