@@ -45,6 +45,7 @@ OBJS = \
 	src/base/args.o \
 	src/base/plans.o \
 	src/base/state.o \
+	src/base/clock.o \
 	src/shmem/shmem.o \
 	src/shmem/gates.o \
 	src/shmem/waits.o \

@@ -105,26 +105,45 @@ ALTER SYSTEM SET retries.enabled = on;
 SELECT pg_reload_conf();
 CALL test.workers_see(true);
 
--- an interval schedule fires every second, each firing a call of its own
-SELECT retries.schedule('tick', 'sched_note(text)', '1s', '["tick"]') AS tick \gset
-CALL test.wait_for($$(SELECT firings >= 2 FROM retries.schedules WHERE name = 'tick')$$);
+-- The schedules below have a period of an hour; instead of waiting for
+-- their firings, the test moves the engine's clock on an hour at a time
+-- (retries.debug_clock_offset), waiting after each step for what it made.
+-- Each step lands on an occurrence as late as the real time since the
+-- schedule was made, past the second of slack on a slow machine: catch_up
+-- keeps it from being missed.
+-- advance(hours): the offset, as ALTER SYSTEM (run by \gexec) and reload
+CREATE FUNCTION test.advance(hours int) RETURNS text LANGUAGE sql AS $$
+	SELECT format('ALTER SYSTEM SET retries.debug_clock_offset = %L', hours || 'h')
+$$;
+
+-- an interval schedule fires every period, each firing a call of its own
+SELECT retries.schedule('tick', 'sched_note(text)', '1h', '["tick"]', catch_up => '1 hour') AS tick \gset
+SELECT test.advance(1) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT firings = 1 FROM retries.schedules WHERE name = 'tick')$$);
+SELECT test.advance(2) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT firings = 2 FROM retries.schedules WHERE name = 'tick')$$);
 SELECT retries.pause_schedule('tick');
 SELECT count(*) = s.firings AS one_call_per_firing,
 	   bool_and(c.schedule = 'tick') AS named,
-	   count(DISTINCT c.id) = count(*) AS distinct_calls
+	   count(DISTINCT c.id) = count(*) AS distinct_calls,
+	   s.missed
   FROM retries.calls c, retries.schedules s
  WHERE s.name = 'tick' AND c.schedule = 'tick'
- GROUP BY s.firings;
--- each call serves a firing of its own (the origin, created_at, plus whole
--- seconds), is due no earlier than it, and ran
+ GROUP BY s.firings, s.missed;
+-- each call serves a firing of its own (the origin plus whole hours, on
+-- the engine's clock), is due no earlier than it, and ran
 CALL test.wait_for($$(SELECT bool_and(state = 'succeeded') FROM retries.calls WHERE schedule = 'tick')$$);
-SELECT count(DISTINCT floor(extract(epoch FROM c.next_attempt - s.created_at))) = count(*)
-	   AND min(c.next_attempt - s.created_at) >= interval '1 s' AS one_per_firing,
-	   count(l.call) = count(*) AS all_ran
-  FROM retries.calls c
-  JOIN retries.schedules s ON s.name = c.schedule
+SELECT bool_and(c.next_attempt >= s.origin + n * interval '1 hour'
+				AND c.next_attempt < s.origin + (n + 1) * interval '1 hour') AS one_per_firing,
+	   count(l.call) = count(*) AS all_ran,
+	   s.next_run = s.origin + interval '3 hours' AS next_run
+  FROM (SELECT *, row_number() OVER (ORDER BY id) AS n
+		  FROM retries.calls WHERE schedule = 'tick') c
+  JOIN retries.schedule_data s ON s.name = c.schedule
   LEFT JOIN sched_log l ON l.call = c.id
- WHERE c.schedule = 'tick';
+ GROUP BY s.origin, s.next_run;
 SELECT retries.unschedule('tick');
 
 -- overlap: a function that waits for a lock this session holds keeps its
@@ -139,9 +158,17 @@ SELECT retries.annotate('sched_blocked(text)', '3 1s');
 
 -- skip: while the first call runs, the later firings are skipped
 SELECT pg_advisory_lock(4242);
-SELECT retries.schedule('skipper', 'sched_blocked(text)', '1s', '["skip"]', overlap => 'skip');
-CALL test.wait_for($$(SELECT skipped >= 2 FROM retries.schedules WHERE name = 'skipper')$$);
-SELECT firings, last_state FROM retries.schedules WHERE name = 'skipper';
+SELECT retries.schedule('skipper', 'sched_blocked(text)', '1h', '["skip"]', catch_up => '1 hour', overlap => 'skip');
+SELECT test.advance(3) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT last_state = 'running' FROM retries.schedules WHERE name = 'skipper')$$);
+SELECT test.advance(4) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT skipped = 1 FROM retries.schedules WHERE name = 'skipper')$$);
+SELECT test.advance(5) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT skipped = 2 FROM retries.schedules WHERE name = 'skipper')$$);
+SELECT firings, skipped, missed, last_state FROM retries.schedules WHERE name = 'skipper';
 SELECT retries.pause_schedule('skipper');
 SELECT pg_advisory_unlock(4242);
 CALL test.wait_for($$(SELECT last_state = 'succeeded' FROM retries.schedules WHERE name = 'skipper')$$);
@@ -151,15 +178,23 @@ SELECT retries.unschedule('skipper');
 -- queue: one firing waits for the running call and fires when it ends;
 -- a second one meanwhile is skipped
 SELECT pg_advisory_lock(4242);
-SELECT retries.schedule('queuer', 'sched_blocked(text)', '1s', '["queue"]', overlap => 'queue');
-CALL test.wait_for($$(SELECT skipped >= 1 AND queued FROM retries.schedule_data WHERE name = 'queuer')$$);
+SELECT retries.schedule('queuer', 'sched_blocked(text)', '1h', '["queue"]', catch_up => '1 hour', overlap => 'queue');
+SELECT test.advance(6) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT last_state = 'running' FROM retries.schedules WHERE name = 'queuer')$$);
+SELECT test.advance(7) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT queued FROM retries.schedule_data WHERE name = 'queuer')$$);
+SELECT test.advance(8) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT skipped = 1 AND queued FROM retries.schedule_data WHERE name = 'queuer')$$);
 SELECT firings FROM retries.schedules WHERE name = 'queuer';
 SELECT pg_advisory_unlock(4242);
-CALL test.wait_for($$(SELECT firings >= 2 FROM retries.schedules WHERE name = 'queuer')$$);
+CALL test.wait_for($$(SELECT firings = 2 FROM retries.schedules WHERE name = 'queuer')$$);
 SELECT retries.pause_schedule('queuer');
 CALL test.wait_for($$(SELECT bool_and(state = 'succeeded') FROM retries.calls WHERE schedule = 'queuer')$$);
--- never two of its calls at once: each started after the one before ended
-SELECT bool_and(a.started_at >= p.finished_at) AS one_at_a_time, count(*) >= 1 AS pairs
+-- never two of its calls at once: the second started after the first ended
+SELECT bool_and(a.started_at >= p.finished_at) AS one_at_a_time, count(*) AS pairs
   FROM retries.attempts a
   JOIN retries.calls c ON c.id = a.call_id AND c.schedule = 'queuer'
   JOIN LATERAL (SELECT max(pa.finished_at) AS finished_at
@@ -169,8 +204,13 @@ SELECT retries.unschedule('queuer');
 
 -- allow: firings go on while the first call runs
 SELECT pg_advisory_lock(4242);
-SELECT retries.schedule('allower', 'sched_blocked(text)', '1s', '["allow"]', overlap => 'allow');
-CALL test.wait_for($$(SELECT count(*) >= 2 FROM retries.calls
+SELECT retries.schedule('allower', 'sched_blocked(text)', '1h', '["allow"]', catch_up => '1 hour', overlap => 'allow');
+SELECT test.advance(9) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT last_state = 'running' FROM retries.schedules WHERE name = 'allower')$$);
+SELECT test.advance(10) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT count(*) = 2 FROM retries.calls
 					   WHERE schedule = 'allower' AND state IN ('scheduled', 'running'))$$);
 SELECT retries.pause_schedule('allower');
 SELECT skipped FROM retries.schedules WHERE name = 'allower';
@@ -181,10 +221,12 @@ SELECT retries.unschedule('allower');
 -- a function that loses its policy: its firings are skipped (and logged)
 -- (in one transaction: no firing can come between)
 BEGIN;
-SELECT retries.schedule('orphan', 'sched_note(text)', '1s', '["orphan"]');
+SELECT retries.schedule('orphan', 'sched_note(text)', '1h', '["orphan"]', catch_up => '1 hour');
 SELECT retries.unannotate('sched_note(text)');
 COMMIT;
-CALL test.wait_for($$(SELECT skipped >= 1 FROM retries.schedules WHERE name = 'orphan')$$);
+SELECT test.advance(11) \gexec
+SELECT pg_reload_conf();
+CALL test.wait_for($$(SELECT skipped = 1 FROM retries.schedules WHERE name = 'orphan')$$);
 SELECT firings FROM retries.schedules WHERE name = 'orphan';
 SELECT retries.annotate('sched_note(text)', '3 1s');
 
@@ -194,7 +236,9 @@ DROP FUNCTION sched_note(text);
 SELECT count(*) AS left FROM retries.schedules WHERE name = 'orphan';
 
 DROP FUNCTION sched_blocked(text);
+DROP FUNCTION test.advance(int);
 DROP ROLE sched_alice, sched_admin;
 CALL test.reset();
+ALTER SYSTEM RESET retries.debug_clock_offset;
 ALTER SYSTEM RESET retries.enabled;
 SELECT pg_reload_conf();

@@ -608,7 +608,7 @@ retries_call(PG_FUNCTION_ARGS)
 
 	set_policy_columns(&ref, values, nulls);
 	values[CC_ARGS] = JsonbPGetDatum(args);
-	values[CC_NEXT_ATTEMPT] = args_clamp_run_at(PG_GETARG_DATUM(2));
+	values[CC_NEXT_ATTEMPT] = clock_clamp_run_at(PG_GETARG_DATUM(2));
 	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(userid);
 	values[CC_KEY] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	nulls[CC_KEY] = PG_ARGISNULL(3) ? 'n' : ' ';
@@ -666,7 +666,7 @@ call_insert_fired(Oid fnoid, Datum args, Oid role, int64 schedule_id,
 	memset(nulls, ' ', sizeof(nulls));
 	set_policy_columns(&ref, values, nulls);
 	values[CC_ARGS] = args;
-	values[CC_NEXT_ATTEMPT] = args_clamp_run_at(TimestampTzGetDatum(run_at));
+	values[CC_NEXT_ATTEMPT] = clock_clamp_run_at(TimestampTzGetDatum(run_at));
 	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(role);
 	values[CC_KEY] = (Datum) 0;
 	nulls[CC_KEY] = 'n';

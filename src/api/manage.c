@@ -311,7 +311,7 @@ retries_retry_now(PG_FUNCTION_ARGS)
 {
 	args_check_not_null(fcinfo, 0, "id");
 	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
-							  TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())));
+							  TimestampTzGetDatum(clock_xact_now())));
 }
 
 /*
@@ -323,5 +323,5 @@ retries_reschedule(PG_FUNCTION_ARGS)
 	args_check_not_null(fcinfo, 0, "id");
 	args_check_not_null(fcinfo, 1, "run_at");
 	PG_RETURN_BOOL(rearm_call(PG_GETARG_INT64(0),
-							  args_clamp_run_at(PG_GETARG_DATUM(1))));
+							  clock_clamp_run_at(PG_GETARG_DATUM(1))));
 }

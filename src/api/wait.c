@@ -188,7 +188,7 @@ wait_for_call(int64 id, Oid caller, int64 timeout)
 					 errhint("Commit first, then wait in a new transaction.")));
 		if (deadline != 0)
 		{
-			sleep_ms = args_ms_until(deadline);
+			sleep_ms = clock_system_ms_until(deadline);
 			if (sleep_ms <= 0)
 			{
 				char		buf[POLICY_FORMAT_LEN];

@@ -130,33 +130,3 @@ args_usecs_to_interval(int64 usecs)
 	span->time = usecs;
 	return span;
 }
-
-/*
- * args_ms_until -- milliseconds from now until 'when', rounded up; 0 if
- * past
- */
-long
-args_ms_until(TimestampTz when)
-{
-	long		secs;
-	int			usecs;
-
-	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
-	return secs * 1000 + (usecs + 999) / 1000;
-}
-
-/*
- * args_clamp_run_at -- a call's first due time: run_at, but no earlier
- * than now() (the transaction's start)
- *
- * Due calls run earliest first: a run_at far in the past ('-infinity')
- * would put a call ahead of every other role's calls that fell due before
- * it was scheduled.
- */
-Datum
-args_clamp_run_at(Datum run_at)
-{
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
-
-	return TimestampTzGetDatum(Max(DatumGetTimestampTz(run_at), now));
-}

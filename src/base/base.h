@@ -9,6 +9,7 @@
  * src/base/args.c		checking and converting SQL arguments
  * src/base/plans.c		queries prepared once per session
  * src/base/state.c		the states of a call and the changes between them
+ * src/base/clock.c		the time of day the extension decides by
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +36,7 @@ extern int	retries_max_rate_limits;
 extern int	retries_max_result_size;
 extern int	retries_max_args_size;
 extern int	retries_max_worker_memory;
+extern int	retries_debug_clock_offset;
 
 /* Was the library loaded by shared_preload_libraries? */
 extern bool retries_preloaded;
@@ -60,8 +62,14 @@ extern void args_check_not_null(FunctionCallInfo fcinfo, int argno,
 extern bool args_interval_to_usecs(const Interval *span, int64 *usecs);
 extern int64 args_interval_to_delay(const Interval *span);
 extern Interval *args_usecs_to_interval(int64 usecs);
-extern long args_ms_until(TimestampTz when);
-extern Datum args_clamp_run_at(Datum run_at);
+
+/* clock.c: the time of day, ahead of the system's by the debug offset */
+extern TimestampTz clock_ahead(TimestampTz system_time);
+extern TimestampTz clock_now(void);
+extern TimestampTz clock_xact_now(void);
+extern long clock_system_ms_until(TimestampTz when);
+extern long clock_ms_until(TimestampTz when);
+extern Datum clock_clamp_run_at(Datum run_at);
 
 /* state.c: a call's state; CALL_RUNNING is shown, never stored */
 typedef enum CallState

@@ -31,6 +31,7 @@ int			retries_max_args_size = 1024;
 int			retries_max_worker_memory = 256 * 1024;
 int			retries_max_kept_attempts = 1000;
 int			retries_max_rate_limits = 1024;
+int			retries_debug_clock_offset = 0; /* milliseconds */
 
 bool		retries_preloaded = false;
 
@@ -202,6 +203,14 @@ settings_define(void)
 							   "5 1s 1h",
 							   PGC_USERSET, 0,
 							   check_default_policy, NULL, NULL);
+
+	DefineCustomIntVariable("retries.debug_clock_offset",
+							"For tests: how far the clock the extension decides by runs ahead of the system's.",
+							"Due calls, retries, schedules and rate limits go by that clock; recorded times do not.",
+							&retries_debug_clock_offset,
+							0, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("retries");
 }

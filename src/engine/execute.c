@@ -740,7 +740,7 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 	SET_TEXT(OC_OUTCOME, out->outcome);
 	SET_TEXT(OC_STATE, call_state_name(out->state));
 	/* a delay past the end of time means never */
-	if (out->delay >= 0 && pg_add_s64_overflow(finished, out->delay, &next))
+	if (out->delay >= 0 && pg_add_s64_overflow(clock_ahead(finished), out->delay, &next))
 		next = DT_NOEND;
 	SET(OC_NEXT_ATTEMPT, TimestampTzGetDatum(next), out->delay < 0);
 	SET_TEXT(OC_SQLSTATE, out->sqlstate[0] ? out->sqlstate : NULL);

@@ -536,7 +536,7 @@ retries_launcher_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(args_ms_until(next), 1),
+						 Max(clock_system_ms_until(next), 1),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}

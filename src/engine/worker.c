@@ -839,7 +839,7 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 		PopActiveSnapshot();
 		SPI_finish();
 		commit_transaction();
-		*due = TimestampTzPlusMilliseconds(start, RESTORE_CHECK_MS);
+		*due = TimestampTzPlusMilliseconds(clock_ahead(start), RESTORE_CHECK_MS);
 		*result = 0;
 		return false;
 	}
@@ -870,7 +870,7 @@ claim_batch(Batch *b)
 	b->calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * b->limit);
 	b->gates_generation = flow_gates_generation();
 	b->ngates = flow_load_gates(&b->gates);
-	b->claimed_at = GetCurrentTimestamp();
+	b->claimed_at = clock_now();
 
 	b->n = claim_first(b->calls, b->claimed_at, &b->below_zero);
 	b->role = b->n > 0 ? b->calls[0].role : InvalidOid;
@@ -1182,8 +1182,14 @@ static void
 fire_step(void)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_now();
 
+	/* the clock set back (see clock.c): the times kept are ahead of it */
+	if (now < last_fire_check)
+	{
+		last_fire_check = 0;
+		next_fire = 0;
+	}
 	if (!fire_check && !fire_waiting &&
 		(next_fire == 0 || next_fire > now) &&
 		!TimestampDifferenceExceeds(last_fire_check, now, FIRE_CHECK_MS))
@@ -1206,7 +1212,7 @@ fire_step(void)
 		if (lock_extension() == my_extension && !restore_holder() &&
 			schema_retries_version() >= SCHEMA_1_2)
 		{
-			TimestampTz tx_now = GetCurrentTransactionStartTimestamp();
+			TimestampTz tx_now = clock_xact_now();
 			TimestampTz release;
 
 			next_fire = schedule_fire_due(tx_now, &fire_waiting);
@@ -1423,7 +1429,7 @@ wait_after_errors(int errors, TimestampTz last_error)
 {
 	long		delay = Min((long) ERROR_DELAY_MS << Min(errors - 1, 10),
 							MAX_ERROR_DELAY_MS);
-	long		wait_ms = args_ms_until(TimestampTzPlusMilliseconds(last_error, delay));
+	long		wait_ms = clock_system_ms_until(TimestampTzPlusMilliseconds(last_error, delay));
 
 	if (wait_ms <= 0)
 		return false;
@@ -1454,9 +1460,9 @@ after_batch(int n, TimestampTz due)
 								 * may have finished; or the batch released
 								 * calls that ran after its own */
 	if (due != 0)
-		sleep_ms = Min(sleep_ms, args_ms_until(due));
+		sleep_ms = Min(sleep_ms, clock_ms_until(due));
 	if (retries_enabled && next_fire != 0)
-		sleep_ms = Min(sleep_ms, args_ms_until(next_fire));
+		sleep_ms = Min(sleep_ms, clock_ms_until(next_fire));
 	if (chains_recheck)
 	{
 		/* followers left for later: look again within FIRE_CHECK_MS */
@@ -1520,8 +1526,13 @@ retries_worker_main(Datum main_arg)
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
+			char	   *retention = pstrdup(retries_retention);
+
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* a new retention is applied at once, not at the next pruning */
+			if (strcmp(retention, retries_retention) != 0)
+				last_prune = 0;
 		}
 
 		/*

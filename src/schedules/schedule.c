@@ -163,7 +163,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 	int64		catch_up_usecs;
 	RetriesEvery every;
 	pg_tz	   *tz;
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz now = clock_xact_now();
 	RetriesUserSwitch save;
 	bool		isnull;
 	int64		id;
@@ -390,7 +390,7 @@ resume_action(const FoundSchedule *found, Datum *result)
 	static SPIPlanPtr plan = NULL;
 	RetriesEvery every;
 	pg_tz	   *tz;
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz now = clock_xact_now();
 	Datum		next;
 
 	*result = BoolGetDatum(found->paused);
@@ -417,7 +417,7 @@ trigger_action(const FoundSchedule *found, Datum *result)
 	check_function(found->fn);
 	access_check_call_privilege(found->fn, found->owner);
 	if (!call_insert_fired(found->fn, found->args, found->owner,
-						   found->id, GetCurrentTransactionStartTimestamp(),
+						   found->id, clock_xact_now(),
 						   &call_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -199,7 +199,7 @@ shmem_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 		(!keyed || max_per_key == 0 || running_key < max_per_key);
 	if (room && rate != NULL)
 	{
-		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz now = clock_now();
 		bool		full;
 		RetriesRateSlot *r = rate_slot(fnoid, owner, rate, now, true, &full);
 

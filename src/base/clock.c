@@ -1,0 +1,95 @@
+/*-------------------------------------------------------------------------
+ *
+ * clock.c
+ *	  The time of day as the extension decides by it: one seam.
+ *
+ * Every decision that depends on the time of day reads it here: whether a
+ * call is due and when the next one will be (the worker's claim and
+ * sleep), the due time of a new or rearmed call, when a retry falls due,
+ * which occurrence of a schedule comes next, and how much of a rate
+ * limit's window has passed.  The clock read here runs ahead of the
+ * system's by retries.debug_clock_offset, a setting for tests: moving it
+ * forward is time passing, for all of those decisions at once, without a
+ * test sleeping through it.  Moving it back delays what was planned by
+ * the clock ahead until the system's clock reaches it.
+ *
+ * What is not such a decision reads the system's clock itself: the times
+ * recorded in the tables (created_at, updated_at, an attempt's started_at
+ * and finished_at), how long an attempt, a batch or a wait has lasted, the
+ * time limits of processes, and the validity of a role (as PostgreSQL
+ * checks it).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+
+#include "base/base.h"
+
+/*
+ * clock_ahead -- a time read from the system's clock, on this clock
+ */
+TimestampTz
+clock_ahead(TimestampTz system_time)
+{
+	return system_time + (TimestampTz) retries_debug_clock_offset * 1000;
+}
+
+/*
+ * clock_now -- the time now
+ */
+TimestampTz
+clock_now(void)
+{
+	return clock_ahead(GetCurrentTimestamp());
+}
+
+/*
+ * clock_xact_now -- the time the transaction started, as now() is in SQL
+ */
+TimestampTz
+clock_xact_now(void)
+{
+	return clock_ahead(GetCurrentTransactionStartTimestamp());
+}
+
+/*
+ * clock_system_ms_until -- milliseconds from now until 'when' on the
+ * system's clock, rounded up; 0 if past
+ */
+long
+clock_system_ms_until(TimestampTz when)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(GetCurrentTimestamp(), when, &secs, &usecs);
+	return secs * 1000 + (usecs + 999) / 1000;
+}
+
+/*
+ * clock_ms_until -- milliseconds from now until 'when' on this clock,
+ * rounded up; 0 if past
+ */
+long
+clock_ms_until(TimestampTz when)
+{
+	if (TIMESTAMP_NOT_FINITE(when))
+		return clock_system_ms_until(when);
+	return clock_system_ms_until(when - (TimestampTz) retries_debug_clock_offset * 1000);
+}
+
+/*
+ * clock_clamp_run_at -- a call's first due time: run_at, but no earlier
+ * than now() (the transaction's start)
+ *
+ * Due calls run earliest first: a run_at far in the past ('-infinity')
+ * would put a call ahead of every other role's calls that fell due before
+ * it was scheduled.
+ */
+Datum
+clock_clamp_run_at(Datum run_at)
+{
+	return TimestampTzGetDatum(Max(DatumGetTimestampTz(run_at), clock_xact_now()));
+}
