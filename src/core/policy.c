@@ -286,6 +286,302 @@ fraction_usecs(const char *digits, size_t ndigits, int64_t unit)
 }
 
 /*
+ * A part of a duration, such as "1.5s" in "1m1.5s": the number is
+ * str[start..num_end), the unit str[num_end..unit_end), and unit its index
+ * in duration_units (-1 if it has none)
+ */
+typedef struct DurationPart
+{
+	size_t		start;
+	size_t		num_end;
+	size_t		unit_end;
+	int			unit;
+} DurationPart;
+
+/*
+ * unit_run_end
+ *		End of the run of unit characters (is_unit_char) at str[pos..len).
+ */
+static size_t
+unit_run_end(const char *str, size_t len, size_t pos)
+{
+	while (pos < len && is_unit_char(str[pos]))
+		pos++;
+	return pos;
+}
+
+/*
+ * check_duration_sign
+ *		Refuse a duration that starts with a sign before a number; qdur is
+ *		the whole duration, quoted.
+ */
+static bool
+check_duration_sign(const char *str, size_t len, const char *qdur,
+					PolicyError *err)
+{
+	if ((str[0] != '-' && str[0] != '+') || len <= 1 ||
+		(!is_digit(str[1]) && str[1] != '.'))
+		return true;
+
+	if (str[0] == '-')
+		policy_set_error(err, "duration %s is negative", qdur);
+	else
+		policy_set_error(err, "sign \"+\" is not allowed in duration %s", qdur);
+	policy_set_hint(err, "Write durations without a sign, as in \"5s\".");
+	return false;
+}
+
+/*
+ * unexpected_char_error
+ *		Report the character str[pos] as out of place in duration qdur;
+ *		returns false.
+ */
+static bool
+unexpected_char_error(const char *str, size_t pos, const char *qdur,
+					  PolicyError *err)
+{
+	char		qchar[QUOTED_LEN];
+
+	policy_set_error(err, "unexpected character %s in duration %s",
+					 policy_quote(qchar, str + pos, 1), qdur);
+	if (str[pos] == ',' || str[pos] == ';')
+		policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
+	else
+		policy_set_hint(err, "%s", DURATION_HINT);
+	return false;
+}
+
+/*
+ * part_start_error
+ *		Report a part of duration qdur that does not start with a number but
+ *		with str[pos]; returns false.
+ */
+static bool
+part_start_error(const char *str, size_t len, size_t pos, const char *qdur,
+				 PolicyError *err)
+{
+	char		qunit[QUOTED_LEN];
+	size_t		unit_end;
+
+	if (!is_unit_char(str[pos]))
+		return unexpected_char_error(str, pos, qdur, err);
+
+	/* only possible at the start: units end only at a non-letter */
+	unit_end = unit_run_end(str, len, pos);
+	if (lookup_unit(str + pos, unit_end - pos, true) >= 0)
+		policy_set_error(err, "missing number before unit %s in duration %s",
+						 policy_quote(qunit, str + pos, unit_end - pos), qdur);
+	else
+		policy_set_error(err, "duration %s does not start with a number",
+						 qdur);
+	policy_set_hint(err, "%s", DURATION_HINT);
+	return false;
+}
+
+/*
+ * parse_number
+ *		Find the end of the number at str[start..len) into *num_end, and
+ *		check that it is digits with an optional fraction.
+ *
+ * The number is a maximal run of digits and points, checked after, so that
+ * a malformed one is quoted whole.
+ */
+static bool
+parse_number(const char *str, size_t len, size_t start, const char *qdur,
+			 size_t *num_end, PolicyError *err)
+{
+	size_t		end = start;
+	size_t		ndots = 0;
+	char		qnum[QUOTED_LEN];
+
+	while (end < len && (is_digit(str[end]) || str[end] == '.'))
+	{
+		if (str[end] == '.')
+			ndots++;
+		end++;
+	}
+	*num_end = end;
+	if (str[start] != '.' && ndots <= 1 && str[end - 1] != '.')
+		return true;
+
+	policy_set_error(err, "invalid number %s in duration %s",
+					 policy_quote(qnum, str + start, end - start), qdur);
+	if (str[start] == '.')
+		policy_set_hint(err, "Write a digit before the decimal point, as in \"0.5s\".");
+	else if (ndots > 1)
+		policy_set_hint(err, "A number has at most one decimal point, as in \"1.5s\".");
+	else
+		policy_set_hint(err, "Write digits after the decimal point, as in \"1.5s\", or leave the point out.");
+	return false;
+}
+
+/*
+ * missing_unit_error
+ *		Report the number of a part of duration qdur that no unit follows;
+ *		returns false.
+ */
+static bool
+missing_unit_error(const char *str, size_t len, const DurationPart *part,
+				   const char *qdur, PolicyError *err)
+{
+	char		qnum[QUOTED_LEN];
+
+	if (part->num_end < len)
+		return unexpected_char_error(str, part->num_end, qdur, err);
+
+	if (part->start == 0)
+		policy_set_error(err, "missing unit in duration %s", qdur);
+	else
+		policy_set_error(err, "missing unit after %s in duration %s",
+						 policy_quote(qnum, str + part->start,
+									  part->num_end - part->start),
+						 qdur);
+	policy_set_hint(err, "Add a unit (d, h, m, s or ms) to the number, as in \"5s\".");
+	return false;
+}
+
+/*
+ * check_unit
+ *		Check the unit of a part of duration qdur: a known one, smaller than
+ *		last_unit, the unit of the part before (-1 for none).
+ */
+static bool
+check_unit(const char *str, const DurationPart *part, int last_unit,
+		   const char *qdur, PolicyError *err)
+{
+	const char *name = str + part->num_end;
+	size_t		len = part->unit_end - part->num_end;
+	char		qunit[QUOTED_LEN];
+	char		qlast[QUOTED_LEN];
+
+	policy_quote(qunit, name, len);
+	if (part->unit < 0)
+	{
+		policy_set_error(err, "unknown unit %s in duration %s", qunit, qdur);
+		if (lookup_unit(name, len, true) >= 0)
+			policy_set_hint(err, "Write units in lower case (d, h, m, s or ms); upper case is refused because \"M\" could be taken for months.");
+		else
+			policy_set_hint(err, "Use one of the units d, h, m, s and ms, as in \"1h30m\" or \"250ms\".");
+		return false;
+	}
+	if (part->unit == last_unit)
+	{
+		policy_set_error(err, "unit %s repeated in duration %s", qunit, qdur);
+		policy_set_hint(err, "Use each unit at most once, largest first, as in \"1h30m\".");
+		return false;
+	}
+	if (part->unit < last_unit)
+	{
+		policy_set_error(err, "units out of order in duration %s: %s follows %s",
+						 qdur, qunit,
+						 policy_quote(qlast, duration_units[last_unit].name,
+									  strlen(duration_units[last_unit].name)));
+		policy_set_hint(err, "Write units from largest to smallest (d, h, m, s, ms), as in \"1h30m\".");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * parse_duration_part
+ *		Read the part of duration qdur that starts at str[pos] into *part,
+ *		checking its syntax and that its unit is smaller than last_unit (-1
+ *		for none), but not its value.
+ */
+static bool
+parse_duration_part(const char *str, size_t len, size_t pos, int last_unit,
+					const char *qdur, DurationPart *part, PolicyError *err)
+{
+	part->start = pos;
+	part->num_end = pos;
+	part->unit_end = pos;
+	part->unit = -1;
+	if (!is_digit(str[pos]) && str[pos] != '.')
+		return part_start_error(str, len, pos, qdur, err);
+	if (!parse_number(str, len, pos, qdur, &part->num_end, err))
+		return false;
+
+	/* The unit: a maximal run of letters */
+	part->unit_end = unit_run_end(str, len, part->num_end);
+	if (part->unit_end == part->num_end)
+		return missing_unit_error(str, len, part, qdur, err);
+	part->unit = lookup_unit(str + part->num_end,
+							 part->unit_end - part->num_end, false);
+	return check_unit(str, part, last_unit, qdur, err);
+}
+
+/*
+ * integer_value
+ *		The value of the digits str[start..end), or some value above
+ *		POLICY_MAX_DURATION if it is larger.
+ *
+ * Accumulating stops as soon as the value passes the limit, which keeps it
+ * far from overflowing however many digits there are.
+ */
+static int64_t
+integer_value(const char *str, size_t start, size_t end)
+{
+	int64_t		value = 0;
+	size_t		i;
+
+	for (i = start; i < end; i++)
+	{
+		value = value * 10 + (str[i] - '0');
+		if (value > POLICY_MAX_DURATION)
+			break;
+	}
+	return value;
+}
+
+/*
+ * add_part_value
+ *		Add the value of a well-formed part to *total, unless *too_large;
+ *		set *too_large instead when the total would pass POLICY_MAX_DURATION.
+ */
+static void
+add_part_value(const char *str, const DurationPart *part, int64_t * total,
+			   bool *too_large)
+{
+	int64_t		usecs = duration_units[part->unit].usecs;
+	size_t		int_end = part->start;
+	int64_t		whole;
+
+	if (*too_large)
+		return;
+	while (int_end < part->num_end && str[int_end] != '.')
+		int_end++;
+	whole = integer_value(str, part->start, int_end);
+	if (whole > POLICY_MAX_DURATION / usecs)
+	{
+		*too_large = true;
+		return;
+	}
+
+	/* each term is at most POLICY_MAX_DURATION + usecs */
+	*total += whole * usecs;
+	if (int_end < part->num_end)
+		*total += fraction_usecs(str + int_end + 1,
+								 part->num_end - int_end - 1, usecs);
+	if (*total > POLICY_MAX_DURATION)
+		*too_large = true;
+}
+
+/*
+ * too_large_error
+ *		Report duration qdur as above POLICY_MAX_DURATION; returns false.
+ */
+static bool
+too_large_error(const char *qdur, PolicyError *err)
+{
+	char		limit[POLICY_FORMAT_LEN];
+
+	policy_format_duration(POLICY_MAX_DURATION, limit, sizeof(limit));
+	policy_set_error(err, "duration %s exceeds the maximum of %s", qdur, limit);
+	policy_set_hint(err, "Durations can be at most %s, about ten years.", limit);
+	return false;
+}
+
+/*
  * policy_parse_duration
  *		Parse a duration such as "5s", "1h30m", "1.5s" or "250ms" into
  *		microseconds.
@@ -308,8 +604,6 @@ policy_parse_duration(const char *str, size_t len, int64_t * result,
 	int64_t		total = 0;
 	bool		too_large = false;
 	char		qdur[QUOTED_LEN];
-	char		qpart[QUOTED_LEN];
-	char		qother[QUOTED_LEN];
 
 	clear_error(err);
 	if (str == NULL || len == 0)
@@ -319,184 +613,26 @@ policy_parse_duration(const char *str, size_t len, int64_t * result,
 		return false;
 	}
 	policy_quote(qdur, str, len);
-
-	if ((str[0] == '-' || str[0] == '+') && len > 1 &&
-		(is_digit(str[1]) || str[1] == '.'))
-	{
-		if (str[0] == '-')
-			policy_set_error(err, "duration %s is negative", qdur);
-		else
-			policy_set_error(err, "sign \"+\" is not allowed in duration %s", qdur);
-		policy_set_hint(err, "Write durations without a sign, as in \"5s\".");
+	if (!check_duration_sign(str, len, qdur, err))
 		return false;
-	}
 
+	/*
+	 * Part by part.  Once the value is known to be too large we only go on
+	 * checking the syntax, so that a typo later in the text is reported
+	 * first.
+	 */
 	while (pos < len)
 	{
-		size_t		num_start = pos;
-		size_t		num_end;
-		size_t		int_end;
-		size_t		unit_end;
-		size_t		ndots = 0;
-		size_t		i;
-		int			unit;
-		int64_t		whole = 0;
-		bool		whole_too_large = false;
+		DurationPart part;
 
-		if (!is_digit(str[pos]) && str[pos] != '.')
-		{
-			if (is_unit_char(str[pos]))
-			{
-				/* only possible at the start: units end only at a non-letter */
-				unit_end = pos;
-				while (unit_end < len && is_unit_char(str[unit_end]))
-					unit_end++;
-				if (lookup_unit(str + pos, unit_end - pos, true) >= 0)
-					policy_set_error(err, "missing number before unit %s in duration %s",
-									 policy_quote(qpart, str + pos, unit_end - pos), qdur);
-				else
-					policy_set_error(err, "duration %s does not start with a number",
-									 qdur);
-				policy_set_hint(err, "%s", DURATION_HINT);
-			}
-			else
-			{
-				policy_set_error(err, "unexpected character %s in duration %s",
-								 policy_quote(qpart, str + pos, 1), qdur);
-				if (str[pos] == ',' || str[pos] == ';')
-					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
-				else
-					policy_set_hint(err, "%s", DURATION_HINT);
-			}
+		if (!parse_duration_part(str, len, pos, last_unit, qdur, &part, err))
 			return false;
-		}
-
-		/* The number: a maximal run of digits and points, checked after */
-		num_end = pos;
-		while (num_end < len && (is_digit(str[num_end]) || str[num_end] == '.'))
-		{
-			if (str[num_end] == '.')
-				ndots++;
-			num_end++;
-		}
-		policy_quote(qpart, str + num_start, num_end - num_start);
-		if (str[num_start] == '.' || ndots > 1 || str[num_end - 1] == '.')
-		{
-			policy_set_error(err, "invalid number %s in duration %s", qpart, qdur);
-			if (str[num_start] == '.')
-				policy_set_hint(err, "Write a digit before the decimal point, as in \"0.5s\".");
-			else if (ndots > 1)
-				policy_set_hint(err, "A number has at most one decimal point, as in \"1.5s\".");
-			else
-				policy_set_hint(err, "Write digits after the decimal point, as in \"1.5s\", or leave the point out.");
-			return false;
-		}
-
-		/* The unit: a maximal run of letters */
-		unit_end = num_end;
-		while (unit_end < len && is_unit_char(str[unit_end]))
-			unit_end++;
-		if (unit_end == num_end)
-		{
-			if (num_end < len)
-			{
-				policy_set_error(err, "unexpected character %s in duration %s",
-								 policy_quote(qother, str + num_end, 1), qdur);
-				if (str[num_end] == ',' || str[num_end] == ';')
-					policy_set_hint(err, "Separate the parts of a policy with white space, as in \"5s 10m\".");
-				else
-					policy_set_hint(err, "%s", DURATION_HINT);
-			}
-			else
-			{
-				if (num_start == 0)
-					policy_set_error(err, "missing unit in duration %s", qdur);
-				else
-					policy_set_error(err, "missing unit after %s in duration %s",
-									 qpart, qdur);
-				policy_set_hint(err, "Add a unit (d, h, m, s or ms) to the number, as in \"5s\".");
-			}
-			return false;
-		}
-
-		unit = lookup_unit(str + num_end, unit_end - num_end, false);
-		policy_quote(qother, str + num_end, unit_end - num_end);
-		if (unit < 0)
-		{
-			policy_set_error(err, "unknown unit %s in duration %s", qother, qdur);
-			if (lookup_unit(str + num_end, unit_end - num_end, true) >= 0)
-				policy_set_hint(err, "Write units in lower case (d, h, m, s or ms); upper case is refused because \"M\" could be taken for months.");
-			else
-				policy_set_hint(err, "Use one of the units d, h, m, s and ms, as in \"1h30m\" or \"250ms\".");
-			return false;
-		}
-		if (unit == last_unit)
-		{
-			policy_set_error(err, "unit %s repeated in duration %s", qother, qdur);
-			policy_set_hint(err, "Use each unit at most once, largest first, as in \"1h30m\".");
-			return false;
-		}
-		if (unit < last_unit)
-		{
-			char		qlast[QUOTED_LEN];
-
-			policy_set_error(err, "units out of order in duration %s: %s follows %s",
-							 qdur, qother,
-							 policy_quote(qlast, duration_units[last_unit].name,
-										  strlen(duration_units[last_unit].name)));
-			policy_set_hint(err, "Write units from largest to smallest (d, h, m, s, ms), as in \"1h30m\".");
-			return false;
-		}
-		last_unit = unit;
-
-		/*
-		 * The value.  Once anything is known to be too large we only go on
-		 * checking the syntax, so that a typo later in the text is reported
-		 * first; the integer part stops accumulating as soon as it passes the
-		 * limit, which keeps it far from overflowing.
-		 */
-		int_end = num_start;
-		while (int_end < num_end && str[int_end] != '.')
-			int_end++;
-		for (i = num_start; i < int_end; i++)
-		{
-			whole = whole * 10 + (str[i] - '0');
-			if (whole > POLICY_MAX_DURATION)
-			{
-				whole_too_large = true;
-				break;
-			}
-		}
-		if (!too_large)
-		{
-			int64_t		usecs = duration_units[unit].usecs;
-
-			if (whole_too_large || whole > POLICY_MAX_DURATION / usecs)
-				too_large = true;
-			else
-			{
-				/* each term is at most POLICY_MAX_DURATION + usecs */
-				total += whole * usecs;
-				if (int_end < num_end)
-					total += fraction_usecs(str + int_end + 1,
-											num_end - int_end - 1, usecs);
-				if (total > POLICY_MAX_DURATION)
-					too_large = true;
-			}
-		}
-
-		pos = unit_end;
+		last_unit = part.unit;
+		add_part_value(str, &part, &total, &too_large);
+		pos = part.unit_end;
 	}
-
 	if (too_large)
-	{
-		char		limit[POLICY_FORMAT_LEN];
-
-		policy_format_duration(POLICY_MAX_DURATION, limit, sizeof(limit));
-		policy_set_error(err, "duration %s exceeds the maximum of %s", qdur, limit);
-		policy_set_hint(err, "Durations can be at most %s, about ten years.", limit);
-		return false;
-	}
+		return too_large_error(qdur, err);
 
 	if (result != NULL)
 		*result = total;

@@ -841,6 +841,178 @@ held_due(Oid gate, TimestampTz now)
 }
 
 /*
+ * A gate as flow_release_held() reads it from flow_data: the function's
+ * key, and its limits (each only if set)
+ */
+typedef struct HeldGate
+{
+	Oid			gate;
+	bool		limited;		/* max_running is set */
+	int32		max_running;
+	bool		keyed;			/* max_running_per_key is set */
+	int32		max_per_key;
+	bool		has_rate;
+	RateSpec	rate;
+} HeldGate;
+
+/*
+ * lock_held_gates -- lock the gates that are not paused and hold calls
+ * (SKIP LOCKED: another worker releases for those it has locked); *gates
+ * and how many
+ *
+ * Only gates that hold calls: one that holds none has nothing to release,
+ * and is neither locked nor looked at further (a limit that does not bind
+ * then costs one index probe here).
+ */
+static uint64
+lock_held_gates(SPITupleTable **gates)
+{
+	static SPIPlanPtr plan = NULL;
+
+	plans_prepare_kept(&plan,
+					   "SELECT f.fn::pg_catalog.oid, f.max_running, f.max_running_per_key, f.rate"
+					   " FROM retries.flow_data f"
+					   " WHERE NOT f.paused"
+					   " AND EXISTS (SELECT FROM retries.call_data c"
+					   "  WHERE c.gate OPERATOR(pg_catalog.=) f.fn"
+					   "  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held)"
+					   " FOR UPDATE OF f SKIP LOCKED",
+					   0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the gates");
+	*gates = SPI_tuptable;
+	return SPI_processed;
+}
+
+/*
+ * read_held_gate -- a row of lock_held_gates() into *g
+ */
+static void
+read_held_gate(HeapTuple row, TupleDesc desc, HeldGate *g)
+{
+	bool		isnull;
+
+	g->gate = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
+	g->max_running = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	g->limited = !isnull;
+	g->max_per_key = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));
+	g->keyed = !isnull;
+	g->has_rate = gate_rate(row, desc, 4, &g->rate);
+}
+
+/*
+ * count_unclaimed -- how many of gate's calls are released, due by 'now'
+ * and not claimed yet (a retry waiting its delay is not due)
+ */
+static int64
+count_unclaimed(Oid gate, TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
+	bool		isnull;
+	int64		unclaimed;
+
+	plans_prepare_kept(&plan,
+					   "SELECT count(*) FROM retries.call_data"
+					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   " AND next_attempt OPERATOR(pg_catalog.<=) $2",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not count the released calls");
+	unclaimed = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return unclaimed;
+}
+
+/*
+ * gate_room -- how many of g's held calls may be released now (0 or less
+ * for none): a batch if g does not limit, else max_running less the
+ * attempts running and the calls released and not claimed yet, and no more
+ * than its rate lets start now (*rate_next: when the rate lets more start)
+ */
+static int64
+gate_room(const HeldGate *g, TimestampTz now, TimestampTz *rate_next)
+{
+	int64		room = RELEASE_BATCH;
+	int64		unclaimed = 0;
+
+	if (g->limited || g->has_rate)
+		unclaimed = count_unclaimed(g->gate, now);
+	if (g->limited)
+		room = g->max_running - shmem_gate_running(g->gate) - unclaimed;
+	if (g->has_rate)
+	{
+		/* as many as may start now; the time frees more, not a batch */
+		int64		rate_room = shmem_gate_rate_room(g->gate, flow_function_owner(names_key_function(g->gate)),
+													 &g->rate, now, rate_next) -
+		unclaimed;
+
+		room = Min(room, rate_room);
+	}
+	return room;
+}
+
+/*
+ * release_room -- release up to 'room' of g's held calls due by 'now', in
+ * the way its limits ask; returns how many
+ *
+ * With a limit per key, *gated is set while g holds due calls, which the
+ * ends of a key's attempts may let go.
+ */
+static uint64
+release_room(const HeldGate *g, int64 room, TimestampTz now, bool *gated)
+{
+	uint64		released;
+
+	if (room <= 0)
+		return 0;
+	if (!g->limited && !g->has_rate && !g->keyed)
+		return release_gate(g->gate, room, now, false); /* all of them */
+	if (!g->keyed)
+		return release_fairly(g->gate, room, now, false);
+
+	/* those without a key, then those whose key has room */
+	released = release_fairly(g->gate, room, now, true);
+	if ((int64) released < room)
+		released += release_keys(g->gate, g->max_per_key, room - released, now);
+	/* a key's attempts' ends may leave room for more */
+	if (held_due(g->gate, now))
+		*gated = true;
+	return released;
+}
+
+/*
+ * next_held -- the earlier of 'again' (0 for none) and the time the next
+ * of gate's held calls falls due after 'now'
+ */
+static TimestampTz
+next_held(Oid gate, TimestampTz now, TimestampTz again)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
+	bool		isnull;
+	Datum		next;
+
+	plans_prepare_kept(&plan,
+					   "SELECT min(next_attempt) FROM retries.call_data"
+					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+					   " AND next_attempt OPERATOR(pg_catalog.>) $2",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next held call");
+	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull && (again == 0 || DatumGetTimestampTz(next) < again))
+		again = DatumGetTimestampTz(next);
+	SPI_freetuptable(SPI_tuptable);
+	return again;
+}
+
+/*
  * flow_release_held -- release the held calls that the gates let go
  * now, in the caller's transaction (a worker's, with SPI connected and a
  * snapshot set, as the worker's superuser)
@@ -854,131 +1026,41 @@ held_due(Oid gate, TimestampTz now)
 TimestampTz
 flow_release_held(TimestampTz now, bool *gated)
 {
-	static SPIPlanPtr gates_plan = NULL;
-	static SPIPlanPtr released_plan = NULL;
-	static SPIPlanPtr next_plan = NULL;
-	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2];
 	SPITupleTable *gates;
 	uint64		ngates;
 	TimestampTz again = 0;
-	bool		isnull;
 
 	*gated = false;
 	if (schema_retries_version() < SCHEMA_1_2)
 		return 0;
-
-	/*
-	 * Only gates that hold calls: one that holds none has nothing to release,
-	 * and is neither locked nor looked at further (a limit that does not bind
-	 * then costs one index probe here)
-	 */
-	plans_prepare_kept(&gates_plan,
-					   "SELECT f.fn::pg_catalog.oid, f.max_running, f.max_running_per_key, f.rate"
-					   " FROM retries.flow_data f"
-					   " WHERE NOT f.paused"
-					   " AND EXISTS (SELECT FROM retries.call_data c"
-					   "  WHERE c.gate OPERATOR(pg_catalog.=) f.fn"
-					   "  AND c.state OPERATOR(pg_catalog.=) 'scheduled' AND c.held)"
-					   " FOR UPDATE OF f SKIP LOCKED",
-					   0, NULL);
-	if (SPI_execute_plan(gates_plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not read the gates");
-	gates = SPI_tuptable;
-	ngates = SPI_processed;
-
-	/* released, due and not claimed yet (a retry waiting its delay is not) */
-	plans_prepare_kept(&released_plan,
-					   "SELECT count(*) FROM retries.call_data"
-					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-					   " AND next_attempt OPERATOR(pg_catalog.<=) $2",
-					   2, argtypes);
-	plans_prepare_kept(&next_plan,
-					   "SELECT min(next_attempt) FROM retries.call_data"
-					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-					   " AND next_attempt OPERATOR(pg_catalog.>) $2",
-					   2, argtypes);
+	ngates = lock_held_gates(&gates);
 	for (uint64 i = 0; i < ngates; i++)
 	{
-		Oid			gate = DatumGetObjectId(SPI_getbinval(gates->vals[i], gates->tupdesc,
-														  1, &isnull));
-		bool		no_limit;
-		Datum		limit = SPI_getbinval(gates->vals[i], gates->tupdesc, 2, &no_limit);
-		bool		no_per_key;
-		Datum		per_key = SPI_getbinval(gates->vals[i], gates->tupdesc, 3, &no_per_key);
-		RateSpec	rate;
-		bool		has_rate = gate_rate(gates->vals[i], gates->tupdesc, 4, &rate);
+		HeldGate	g;
 		TimestampTz rate_next = 0;
-		int64		room = RELEASE_BATCH;
-		int64		unclaimed = 0;
+		int64		room;
 		uint64		released;
+		bool		full;
 
+		read_held_gate(gates->vals[i], gates->tupdesc, &g);
 		CHECK_FOR_INTERRUPTS();
-		values[0] = ObjectIdGetDatum(gate);
-		values[1] = TimestampTzGetDatum(now);
-		if (!no_limit || has_rate)
-		{
-			if (SPI_execute_plan(released_plan, values, NULL, false, 1) != SPI_OK_SELECT)
-				elog(ERROR, "retries: could not count the released calls");
-			unclaimed = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 1, &isnull));
-			SPI_freetuptable(SPI_tuptable);
-		}
-		if (!no_limit)
-			room = DatumGetInt32(limit) - shmem_gate_running(gate) - unclaimed;
-		if (has_rate)
-		{
-			/* as many as may start now; the time frees more, not a batch */
-			int64		rate_room = shmem_gate_rate_room(gate, flow_function_owner(names_key_function(gate)),
-														 &rate, now, &rate_next) -
-			unclaimed;
+		room = gate_room(&g, now, &rate_next);
+		released = release_room(&g, room, now, gated);
+		full = room <= 0 || released == (uint64) room;
 
-			room = Min(room, rate_room);
-		}
-		if (room <= 0)
-			released = 0;
-		else if (no_limit && !has_rate && no_per_key)
-			released = release_gate(gate, room, now, false);	/* all of them */
-		else if (no_per_key)
-			released = release_fairly(gate, room, now, false);
-		else
-		{
-			/* those without a key, then those whose key has room */
-			released = release_fairly(gate, room, now, true);
-			if ((int64) released < room)
-				released += release_keys(gate, DatumGetInt32(per_key),
-										 room - released, now);
-			/* a key's attempts' ends may leave room for more */
-			if (held_due(gate, now))
-				*gated = true;
-		}
-		if (has_rate && (room <= 0 || released == (uint64) room) &&
-			(again == 0 || rate_next < again) && held_due(gate, now))
+		/* when to look again */
+		if (g.has_rate && full && (again == 0 || rate_next < again) &&
+			held_due(g.gate, now))
 			again = rate_next;
 		if (released == RELEASE_BATCH)
 		{
 			again = now;
 			*gated = true;
 		}
-		else if (room <= 0 || released == (uint64) room)
+		else if (full)
 			*gated = true;		/* full: a batch's end may leave room */
-		else if (again == now)
-		{
-			/* looking again at once anyway */
-		}
-		else
-		{
-			Datum		next;
-
-			if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
-				elog(ERROR, "retries: could not find the next held call");
-			next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-			if (!isnull && (again == 0 || DatumGetTimestampTz(next) < again))
-				again = DatumGetTimestampTz(next);
-			SPI_freetuptable(SPI_tuptable);
-		}
+		else if (again != now)	/* else looking again at once anyway */
+			again = next_held(g.gate, now, again);
 	}
 	return again;
 }
