@@ -488,6 +488,56 @@ SELECT CASE id WHEN :greedy_loot THEN 'greedy' ELSE 'plain' END AS call, state, 
 SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
 DROP CAST (public.loot AS json);
 
+-- 7. a worker's batch holds its calls locked until it writes their
+-- outcomes, and code that it runs is inside that transaction: a call that
+-- cancels, retries or reschedules itself, or a call of the same batch,
+-- would find it unlocked and change it under the batch (which then wrote
+-- the attempt's outcome over a cancel: cancelled, yet run and succeeded).
+-- Each is refused (55000); a call of another batch waits as from any
+-- session, and is not cancelled either once it has succeeded.
+SET ROLE hostile_mallory;
+CREATE TABLE public.manage_log (n int, what text, outcome text);
+CREATE FUNCTION public.manage_calls(other bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	me bigint := retries.current_call();
+	tries text[] := ARRAY[
+		'cancel itself', format('SELECT retries.cancel(%s)', me),
+		'retry itself', format('SELECT retries.retry_now(%s)', me),
+		'reschedule itself', format('SELECT retries.reschedule(%s, now())', me),
+		'cancel the other', format('SELECT retries.cancel(%s)', other)];
+	done boolean;
+BEGIN
+	FOR i IN 1 .. cardinality(tries) / 2 LOOP
+		BEGIN
+			EXECUTE tries[2 * i] INTO done;
+			INSERT INTO public.manage_log VALUES (i, tries[2 * i - 1], 'returned ' || done);
+		EXCEPTION WHEN OTHERS THEN
+			INSERT INTO public.manage_log VALUES (i, tries[2 * i - 1], SQLSTATE);
+		END;
+	END LOOP;
+END
+$$;
+CREATE FUNCTION public.bystander() RETURNS text LANGUAGE sql AS $$ SELECT 'ran' $$;
+SELECT retries.annotate('public.manage_calls(bigint)', '1 1s'),
+	   retries.annotate('public.bystander()', '1 1s');
+BEGIN;
+SELECT retries.call('public.bystander()', priority => 5) AS bystander \gset
+SELECT retries.call('public.manage_calls(bigint)', jsonb_build_array(:bystander),
+					priority => 10) AS manager \gset
+COMMIT;
+RESET ROLE;
+CALL test.wait_for(format($$(SELECT count(*) = 2 FROM retries.call_data
+							  WHERE id IN (%s, %s) AND state::text IN ('succeeded', 'failed', 'cancelled'))$$,
+						  :bystander, :manager));
+-- the other call is of the same batch (refused) or of another, which it
+-- waited for (and found succeeded): never cancelled
+SELECT what, CASE WHEN what = 'cancel the other' AND outcome IN ('55000', 'returned false')
+				  THEN 'not cancelled' ELSE outcome END AS outcome
+  FROM public.manage_log ORDER BY n;
+SELECT CASE id WHEN :manager THEN 'manager' ELSE 'bystander' END AS call, state, attempts, result
+  FROM retries.calls WHERE id IN (:bystander, :manager) ORDER BY id;
+DROP TABLE public.manage_log;
+
 -- nothing was hijacked by all of that either
 SELECT count(*) AS hijacked FROM public.hijacked;
 
@@ -498,7 +548,7 @@ DROP OWNED BY hostile_mallory, hostile_victim;
 DROP ROLE hostile_mallory, hostile_victim;
 
 -- retries.call() writes a call without a key past the executor: a
--- trigger, rule, CHECK constraint, row security or default added to
+-- trigger, rule, CHECK constraint, NOT NULL, row security or default added to
 -- retries.call_data (by a superuser, by hand) would not be honoured, so
 -- such a table is refused instead
 CREATE FUNCTION public.plain_call() RETURNS void LANGUAGE sql AS 'SELECT';
@@ -512,6 +562,12 @@ DROP TRIGGER watch ON retries.call_data;
 ALTER TABLE retries.call_data ADD CONSTRAINT no_huge_args CHECK (pg_column_size(args) < 100000);
 SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
 ALTER TABLE retries.call_data DROP CONSTRAINT no_huge_args;
+SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
+ALTER TABLE retries.call_data ADD COLUMN by_hand int;
+UPDATE retries.call_data SET by_hand = 0;
+ALTER TABLE retries.call_data ALTER COLUMN by_hand SET NOT NULL;
+SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
+ALTER TABLE retries.call_data DROP COLUMN by_hand;
 SELECT retries.call('public.plain_call()', '[]') > 0 AS called;
 SELECT retries.unannotate('public.plain_call()');
 DROP FUNCTION public.plain_call(), public.call_data_watch();

@@ -66,6 +66,12 @@ extern void chains_calls_finished(int n, const int64 *ids, const char *how,
 								  const bool *notify);
 extern bool chains_pending(void);
 
+/*
+ * manage.c: set by a worker (engine/worker.c), whether a call is one its
+ * open batch has claimed (and so holds locked)
+ */
+extern bool (*manage_claimed_hook) (int64 id);
+
 /* call_context.c: set by a worker around each attempt */
 extern int64 retries_current_call_id;
 extern int32 retries_current_attempt_number;

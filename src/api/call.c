@@ -300,6 +300,25 @@ direct_insert_check(Relation rel)
 }
 
 /*
+ * direct_insert_not_null -- refuse a row for call_data that leaves NULL in
+ * a column declared NOT NULL, which table_tuple_insert() does not check
+ * (a NOT NULL added by hand to a column that insert_call_direct() leaves
+ * unset)
+ */
+static void
+direct_insert_not_null(TupleDesc desc, TupleTableSlot *slot)
+{
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attnotnull && !att->attisdropped && slot->tts_isnull[i])
+			elog(ERROR, "retries: column %s of retries.call_data is NOT NULL, which retries.call() cannot honour",
+				 NameStr(att->attname));
+	}
+}
+
+/*
  * insert_call_direct -- insert a call that has no key: straight into the
  * heap and the indexes of call_data, filling in the columns' defaults here
  *
@@ -310,7 +329,8 @@ direct_insert_check(Relation rel)
  * by construction, or defaults but those of the columns set here: its
  * indexes and NOT NULLs are all there is, and this honours them.
  * direct_insert_check() makes sure of it each time, and refuses a table
- * that has more.
+ * that has more; direct_insert_not_null() refuses a row that leaves a
+ * NOT NULL column empty.
  */
 static int64
 insert_call_direct(Oid relid, Datum *values, const char *nulls)
@@ -408,6 +428,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		elog(ERROR, "retries: column waiting_on of retries.call_data is missing");
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
+	direct_insert_not_null(desc, slot);
 
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);

@@ -26,6 +26,12 @@
  * and workers start no attempt of a call listed there: otherwise a retry
  * due sooner than the cancel's backend gets to the row would be claimed
  * and run first.
+ *
+ * Code that a worker runs -- an attempt, or a hook of one -- is inside the
+ * batch transaction that holds those locks: it would get the lock of a
+ * call of the same batch, its own included, without waiting, and change a
+ * call whose outcome the batch is about to write.  Such a call is refused
+ * (manage_claimed_hook says which calls the batch holds).
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -44,6 +50,9 @@
 #include "shmem/shmem.h"
 #include "tables/tables.h"
 #include "xact/xact.h"
+
+/* see api.h; NULL but in a worker */
+bool		(*manage_claimed_hook) (int64 id) = NULL;
 
 PG_FUNCTION_INFO_V1(retries_cancel);
 PG_FUNCTION_INFO_V1(retries_retry_now);
@@ -102,6 +111,12 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 		scheduled_by = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
 		if (access_may_see_call(caller, scheduled_by))
 		{
+			if (manage_claimed_hook != NULL && manage_claimed_hook(id))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("call " INT64_FORMAT " is being run by the batch that runs this code", id),
+						 errdetail("A worker runs a batch of one role's calls in one transaction, which holds them all until their outcomes are written."),
+						 errhint("Cancel, retry or reschedule it from another session; a call that should not be retried can raise an error its policy does not retry.")));
 			call->id = id;
 			call->state = call_state_parse(SPI_getvalue(row, desc, 1));
 			call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));

@@ -808,6 +808,25 @@ typedef struct Batch
 	uint64		gates_generation;
 } Batch;
 
+/* The batch open now, or NULL (see batch_claimed) */
+static Batch *open_batch_now = NULL;
+
+/*
+ * batch_claimed -- has the batch open now claimed call 'id'?  (Set as
+ * manage_claimed_hook: code that the batch runs may not change its calls;
+ * see manage.c.)
+ */
+static bool
+batch_claimed(int64 id)
+{
+	if (open_batch_now == NULL)
+		return false;
+	for (int i = 0; i < open_batch_now->n; i++)
+		if (open_batch_now->calls[i].id == id)
+			return true;
+	return false;
+}
+
 /*
  * open_batch -- start the batch's transaction; false, with it ended, if
  * there is nothing to run in it: the extension is gone or replaced
@@ -1000,6 +1019,7 @@ run_batch(TimestampTz *due)
 	memset(&b, 0, sizeof(b));
 	b.limit = one_by_one > 0 ? 1 : retries_batch_size;
 	claim_batch(&b);
+	open_batch_now = &b;
 
 	for (int i = 0;; i++)
 	{
@@ -1028,6 +1048,7 @@ run_batch(TimestampTz *due)
 	if (b.claim != NULL)
 		claim_end(b.claim);
 	execute_finish_batch();
+	open_batch_now = NULL;
 
 	/*
 	 * Nothing more of this role's is due now; other roles' calls may be,
@@ -1315,6 +1336,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		ErrorData  *edata;
 
 		recover_from_error(oldcxt, &edata);
+		open_batch_now = NULL;
 
 		/* the attempt in flight was rolled back with the rest: no charge */
 		ledger_write(0, 0);
@@ -1396,6 +1418,7 @@ worker_start(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("retries worker");
 	before_shmem_exit(worker_exit, (Datum) 0);
+	manage_claimed_hook = batch_claimed;
 
 	/* is the extension here?  Tell the launcher either way. */
 	start_transaction();
