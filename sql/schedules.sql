@@ -111,21 +111,22 @@ CALL test.workers_see(true);
 -- Each step lands on an occurrence as late as the real time since the
 -- schedule was made, past the second of slack on a slow machine: catch_up
 -- keeps it from being missed.
--- advance(hours): the offset, as ALTER SYSTEM (run by \gexec) and reload
-CREATE FUNCTION test.advance(hours int) RETURNS text LANGUAGE sql AS $$
-	SELECT format('ALTER SYSTEM SET retries.debug_clock_offset = %L', hours || 'h')
+-- advance(hours): the offset set, and the configuration reloaded (the
+-- two statements, run by \gexec)
+CREATE FUNCTION test.advance(hours int, OUT set_offset text, OUT reload text)
+LANGUAGE sql AS $$
+	SELECT format('ALTER SYSTEM SET retries.debug_clock_offset = %L', hours || 'h'),
+		   'SELECT pg_reload_conf()'
 $$;
 
 -- an interval schedule fires every period, each firing a call of its own
 SELECT retries.schedule('tick', 'sched_note(text)', '1h', '["tick"]', catch_up => '1 hour') AS tick \gset
-SELECT test.advance(1) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(1) \gexec
 -- (its call finished before the next step: under the default overlap,
 -- 'skip', a firing while it runs would be skipped)
 CALL test.wait_for($$(SELECT firings = 1 AND last_state = 'succeeded'
 					   FROM retries.schedules WHERE name = 'tick')$$);
-SELECT test.advance(2) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(2) \gexec
 CALL test.wait_for($$(SELECT firings = 2 FROM retries.schedules WHERE name = 'tick')$$);
 SELECT retries.pause_schedule('tick');
 SELECT count(*) = s.firings AS one_call_per_firing,
@@ -162,14 +163,11 @@ SELECT retries.annotate('sched_blocked(text)', '3 1s');
 -- skip: while the first call runs, the later firings are skipped
 SELECT pg_advisory_lock(4242);
 SELECT retries.schedule('skipper', 'sched_blocked(text)', '1h', '["skip"]', catch_up => '1 hour', overlap => 'skip');
-SELECT test.advance(3) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(3) \gexec
 CALL test.wait_for($$(SELECT last_state = 'running' FROM retries.schedules WHERE name = 'skipper')$$);
-SELECT test.advance(4) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(4) \gexec
 CALL test.wait_for($$(SELECT skipped = 1 FROM retries.schedules WHERE name = 'skipper')$$);
-SELECT test.advance(5) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(5) \gexec
 CALL test.wait_for($$(SELECT skipped = 2 FROM retries.schedules WHERE name = 'skipper')$$);
 SELECT firings, skipped, missed, last_state FROM retries.schedules WHERE name = 'skipper';
 SELECT retries.pause_schedule('skipper');
@@ -182,14 +180,11 @@ SELECT retries.unschedule('skipper');
 -- a second one meanwhile is skipped
 SELECT pg_advisory_lock(4242);
 SELECT retries.schedule('queuer', 'sched_blocked(text)', '1h', '["queue"]', catch_up => '1 hour', overlap => 'queue');
-SELECT test.advance(6) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(6) \gexec
 CALL test.wait_for($$(SELECT last_state = 'running' FROM retries.schedules WHERE name = 'queuer')$$);
-SELECT test.advance(7) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(7) \gexec
 CALL test.wait_for($$(SELECT queued FROM retries.schedule_data WHERE name = 'queuer')$$);
-SELECT test.advance(8) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(8) \gexec
 CALL test.wait_for($$(SELECT skipped = 1 AND queued FROM retries.schedule_data WHERE name = 'queuer')$$);
 SELECT firings FROM retries.schedules WHERE name = 'queuer';
 SELECT pg_advisory_unlock(4242);
@@ -208,11 +203,9 @@ SELECT retries.unschedule('queuer');
 -- allow: firings go on while the first call runs
 SELECT pg_advisory_lock(4242);
 SELECT retries.schedule('allower', 'sched_blocked(text)', '1h', '["allow"]', catch_up => '1 hour', overlap => 'allow');
-SELECT test.advance(9) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(9) \gexec
 CALL test.wait_for($$(SELECT last_state = 'running' FROM retries.schedules WHERE name = 'allower')$$);
-SELECT test.advance(10) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(10) \gexec
 CALL test.wait_for($$(SELECT count(*) = 2 FROM retries.calls
 					   WHERE schedule = 'allower' AND state IN ('scheduled', 'running'))$$);
 SELECT retries.pause_schedule('allower');
@@ -227,8 +220,7 @@ BEGIN;
 SELECT retries.schedule('orphan', 'sched_note(text)', '1h', '["orphan"]', catch_up => '1 hour');
 SELECT retries.unannotate('sched_note(text)');
 COMMIT;
-SELECT test.advance(11) \gexec
-SELECT pg_reload_conf();
+SELECT * FROM test.advance(11) \gexec
 CALL test.wait_for($$(SELECT skipped = 1 FROM retries.schedules WHERE name = 'orphan')$$);
 SELECT firings FROM retries.schedules WHERE name = 'orphan';
 SELECT retries.annotate('sched_note(text)', '3 1s');

@@ -817,27 +817,42 @@ release_keys(Oid gate, int32 max_per_key, int64 room, TimestampTz now)
 }
 
 /*
+ * gate_value -- the value of a query of one row and one column about a
+ * gate's calls, $1 the gate and $2 'now', as prepared in *plan ('what' for
+ * the error); read_only as for SPI_execute_plan()
+ */
+static Datum
+gate_value(SPIPlanPtr *plan, const char *query, const char *what, bool read_only,
+		   Oid gate, TimestampTz now, bool *isnull)
+{
+	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
+	Datum		value;
+
+	plans_prepare_kept(plan, query, 2, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, read_only, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not %s", what);
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+	SPI_freetuptable(SPI_tuptable);
+	return value;
+}
+
+/*
  * held_due -- has gate held calls due by 'now'?
  */
 static bool
 held_due(Oid gate, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
-	bool		found;
+	bool		isnull;
 
-	plans_prepare_kept(&plan,
-					   "SELECT FROM retries.call_data"
-					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-					   " AND next_attempt OPERATOR(pg_catalog.<=) $2 LIMIT 1",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look for held calls");
-	found = SPI_processed > 0;
-	SPI_freetuptable(SPI_tuptable);
-	return found;
+	return DatumGetBool(gate_value(&plan,
+								   "SELECT EXISTS (SELECT FROM retries.call_data"
+								   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+								   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+								   " AND next_attempt OPERATOR(pg_catalog.<=) $2)",
+								   "look for held calls", true, gate, now, &isnull));
 }
 
 /*
@@ -908,23 +923,14 @@ static int64
 count_unclaimed(Oid gate, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
 	bool		isnull;
-	int64		unclaimed;
 
-	plans_prepare_kept(&plan,
-					   "SELECT count(*) FROM retries.call_data"
-					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-					   " AND next_attempt OPERATOR(pg_catalog.<=) $2",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not count the released calls");
-	unclaimed = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return unclaimed;
+	return DatumGetInt64(gate_value(&plan,
+									"SELECT count(*) FROM retries.call_data"
+									" WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+									" AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+									" AND next_attempt OPERATOR(pg_catalog.<=) $2",
+									"count the released calls", false, gate, now, &isnull));
 }
 
 /*
@@ -992,23 +998,16 @@ static TimestampTz
 next_held(Oid gate, TimestampTz now, TimestampTz again)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(gate), TimestampTzGetDatum(now)};
 	bool		isnull;
-	Datum		next;
+	Datum		next = gate_value(&plan,
+								  "SELECT min(next_attempt) FROM retries.call_data"
+								  " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+								  " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+								  " AND next_attempt OPERATOR(pg_catalog.>) $2",
+								  "find the next held call", false, gate, now, &isnull);
 
-	plans_prepare_kept(&plan,
-					   "SELECT min(next_attempt) FROM retries.call_data"
-					   " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-					   " AND next_attempt OPERATOR(pg_catalog.>) $2",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not find the next held call");
-	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull && (again == 0 || DatumGetTimestampTz(next) < again))
 		again = DatumGetTimestampTz(next);
-	SPI_freetuptable(SPI_tuptable);
 	return again;
 }
 
