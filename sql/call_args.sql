@@ -35,7 +35,7 @@ SELECT retries.call('typed'::regproc::oid, '{"t": "by name", "i4": 42}');
 SELECT args FROM retries.calls WHERE id = 2;
 SELECT retries.call('typed'::regproc::oid);
 SELECT retries.call('typed'::regproc::oid, '{}');
-SELECT id, args FROM retries.calls WHERE id IN (3, 4);
+SELECT id, args FROM retries.calls WHERE id IN (3, 4) ORDER BY id;
 
 -- JSON null is SQL NULL; arrays may come as JSON arrays (nested ones are
 -- more dimensions) or as array literals; numbers may come as strings
