@@ -28,12 +28,21 @@
 #include "base/base.h"
 
 /*
+ * offset -- how far this clock runs ahead of the system's, in microseconds
+ */
+static inline TimestampTz
+offset(void)
+{
+	return (TimestampTz) retries_debug_clock_offset * 1000;
+}
+
+/*
  * clock_ahead -- a time read from the system's clock, on this clock
  */
 TimestampTz
 clock_ahead(TimestampTz system_time)
 {
-	return system_time + (TimestampTz) retries_debug_clock_offset * 1000;
+	return system_time + offset();
 }
 
 /*
@@ -77,7 +86,7 @@ clock_ms_until(TimestampTz when)
 {
 	if (TIMESTAMP_NOT_FINITE(when))
 		return clock_system_ms_until(when);
-	return clock_system_ms_until(when - (TimestampTz) retries_debug_clock_offset * 1000);
+	return clock_system_ms_until(when - offset());
 }
 
 /*
