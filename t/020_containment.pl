@@ -550,6 +550,49 @@ SELECT retries.call('mallory.ok()');
 		'succeeded', 'd: and alice\'s calls are scheduled and run meanwhile', 10);
 	$reader->query_safe('COMMIT');
 	$reader->quit;
+
+	# (found after 1.4) a follower that mallory keeps locked, and a call
+	# after the same running call left uncommitted: the worker that
+	# finishes it leaves the follower for later, and must not wait for
+	# mallory's open transaction to note so (it did: the note and hers had
+	# the same key)
+	sql('mallory', q{
+CREATE FUNCTION mallory.gate() RETURNS void LANGUAGE sql AS $$ SELECT pg_advisory_xact_lock(77) $$;
+SELECT retries.annotate('mallory.gate()', '1 10ms');
+});
+	my $holder = $node->background_psql($DB);
+	$holder->query_safe('BEGIN; SELECT pg_advisory_xact_lock(77)');
+	my ($gate, $follower) = split /,/, sql('mallory', q{
+BEGIN;
+SELECT retries.call('mallory.gate()') AS gate \gset
+SELECT :gate || ',' || retries.call('mallory.ok()', after => ARRAY[:gate::bigint]);
+COMMIT;
+});
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
+		'running', 'd: mallory\'s gate call runs, waiting');
+	my $keeper = $node->background_psql($DB);
+	$keeper->query_safe("SET ROLE mallory; BEGIN;"
+		  . " SELECT retries.reschedule($follower, now())");
+	my $opener = $node->background_psql($DB);
+	my $late = $opener->query_safe("SET ROLE mallory; BEGIN;"
+		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${gate}::bigint])");
+	$holder->query_safe('COMMIT');
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
+		'succeeded', 'd: the gate call succeeds');
+	$c = sql('alice', "SELECT retries.call('alice.work(int)', '[44]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
+		'succeeded', 'd: the worker is not held by mallory\'s open transactions', 20)
+	  or diag($node->safe_psql($DB,
+		"SELECT pid, pg_blocking_pids(pid), state, current_call FROM retries.workers"));
+	$keeper->query_safe('COMMIT');
+	$opener->query_safe('COMMIT');
+	$keeper->quit;
+	$opener->quit;
+	$holder->quit;
+	wait_until($node, $DB,
+		"SELECT string_agg(state::text, ',' ORDER BY id) FROM retries.calls"
+		  . " WHERE id IN ($follower, $late)",
+		'succeeded,succeeded', 'd: and both of her followers run once she commits');
 }
 
 ###########################################################################

@@ -40,6 +40,19 @@
  * waited for; one that has failed or was cancelled has the new call cancelled
  * at once.
  *
+ * The two kinds of entries of call_after_pending have keys of their own, so
+ * that no worker waits for a role's transaction: an entry that a new call
+ * makes is the running call's id, one that a worker (or cancel()) makes is
+ * the finished call's id negated.  The key is unique, and an insertion that
+ * meets an uncommitted entry with its key waits for that entry's
+ * transaction: with one key for both, the worker that finished a call
+ * waited for as long as a role kept open the transaction of a new call made
+ * after it (t/020_containment.pl, d).  Now a worker's entry meets only those
+ * of transactions that hold the finished call's row locked, as it does
+ * (the worker's, or cancel()'s), and a new call's entry only those of other
+ * new calls after the same call, which only roles that may see it can
+ * name (its own, and a superuser or a member of retries_admin).
+ *
  * A call scheduled again by hand (retry_now, reschedule of a failed or
  * cancelled call) waits for nothing any more.
  *
@@ -339,7 +352,8 @@ release_followers(const int64 *ids, int n)
 					   " RETURNING c.held),"
 					   " later AS ("
 					   " INSERT INTO retries.call_after_pending (after_id)"
-					   " SELECT DISTINCT a.after_id FROM retries.call_after a"
+					   " SELECT DISTINCT OPERATOR(pg_catalog.-) a.after_id"
+					   " FROM retries.call_after a"
 					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
 					   " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
 					   " ON CONFLICT DO NOTHING RETURNING after_id)"
@@ -401,7 +415,8 @@ cancel_followers(const int64 *ids, const char *how, int n)
 					   " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
 					   " later AS ("
 					   " INSERT INTO retries.call_after_pending (after_id)"
-					   " SELECT DISTINCT a.after_id FROM retries.call_after a"
+					   " SELECT DISTINCT OPERATOR(pg_catalog.-) a.after_id"
+					   " FROM retries.call_after a"
 					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
 					   " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
 					   " ON CONFLICT DO NOTHING RETURNING after_id)"
@@ -624,8 +639,12 @@ chains_pending(void)
 
 		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 											 SPI_tuptable->tupdesc, 1, &isnull));
+		if (ids[i] < 0)
+			ids[i] = -ids[i];	/* noted by a worker: see the head of the file */
 	}
 	SPI_freetuptable(SPI_tuptable);
+	qsort(ids, n, sizeof(int64), cmp_int64);
+	n = qunique(ids, n, sizeof(int64), cmp_int64);
 	values[0] = args_id_array(ids, n);
 
 	/* the calls that no other transaction holds, and their states */
@@ -672,7 +691,11 @@ chains_pending(void)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	values[0] = args_id_array(gone, ngone);
+	/* both notes of each: the worker's and the new call's */
+	gone = repalloc(gone, sizeof(int64) * 2 * n);
+	for (int i = 0; i < ngone; i++)
+		gone[ngone + i] = -gone[i];
+	values[0] = args_id_array(gone, 2 * ngone);
 	plans_prepare_kept(&done_plan,
 					   "DELETE FROM retries.call_after_pending"
 					   " WHERE after_id OPERATOR(pg_catalog.=) ANY ($1)",
