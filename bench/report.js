@@ -293,7 +293,10 @@ and 100,000 daily schedules beside ordinary calls:
 What a change costs is measured against the code before it, in one run
 (\`bench/compare\`, instruction counts under callgrind):
 [benchmarks-containment.md](benchmarks-containment.md) for the
-containment of 1.3 (one role per batch, the checks at each attempt).
+containment of 1.3 (one role per batch, the checks at each attempt);
+[benchmarks-drain.md](benchmarks-drain.md) for where a worker's time goes
+in a drain (\`BENCH_PROFILE\`, perf), share by share, and what each change
+to the drain's cost did to it.
 
 ## Reproduce
 

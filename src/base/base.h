@@ -90,6 +90,8 @@ extern CallState call_state_change(CallState from, CallState to);
 /* plans.c */
 extern SPIPlanPtr plans_prepare_kept(SPIPlanPtr *plan, const char *query,
 									 int nargs, Oid *argtypes);
+extern SPIPlanPtr plans_prepare_generic(SPIPlanPtr *plan, const char *query,
+										int nargs, Oid *argtypes);
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and

@@ -19,18 +19,15 @@
 #include "base/base.h"
 
 /*
- * plans_prepare_kept -- prepare a query once per backend and keep the plan
- *
- * The plan is re-planned by the plan cache if our tables are dropped and
- * created again, so a static pointer is safe.  Call it inside SPI_connect().
+ * prepare_kept -- plans_prepare_kept() with the plan cache's options
  */
-SPIPlanPtr
-plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
-				   Oid *argtypes)
+static SPIPlanPtr
+prepare_kept(SPIPlanPtr *plan, const char *query, int nargs, Oid *argtypes,
+			 int cursor_options)
 {
 	if (*plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare(query, nargs, argtypes);
+		SPIPlanPtr	p = SPI_prepare_cursor(query, nargs, argtypes, cursor_options);
 
 		if (p == NULL || SPI_keepplan(p) != 0)
 			elog(ERROR, "could not prepare query \"%s\": %s", query,
@@ -41,7 +38,41 @@ plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
 }
 
 /*
- * plans_prepare_unheld -- plans_prepare_kept() of a query about the
+ * plans_prepare_kept -- prepare a query once per backend and keep the plan
+ *
+ * The plan is re-planned by the plan cache if our tables are dropped and
+ * created again, so a static pointer is safe.  Call it inside SPI_connect().
+ */
+SPIPlanPtr
+plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
+				   Oid *argtypes)
+{
+	return prepare_kept(plan, query, nargs, argtypes, 0);
+}
+
+/*
+ * plans_prepare_generic -- plans_prepare_kept() of a query planned once,
+ * for any values of its parameters
+ *
+ * The plan cache plans a query anew for each execution (a custom plan)
+ * while the custom plans cost less than the generic one, which a LIMIT $n
+ * or an array parameter always makes them seem to; for the queries that
+ * claim calls that was 5 % of a worker's time in a drain (doc/benchmarks.md,
+ * "Where a worker's time goes").  Only for a query whose predicates name
+ * in constants every partial index it needs (as NOT_HELD does), so that the
+ * generic plan has the custom plan's shape: index scans bounded by the
+ * parameters.  A scan of every future call instead would show in
+ * bench/run's idle CPU beside 1,000,000 future calls.
+ */
+SPIPlanPtr
+plans_prepare_generic(SPIPlanPtr *plan, const char *query, int nargs,
+					  Oid *argtypes)
+{
+	return prepare_kept(plan, query, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+}
+
+/*
+ * plans_prepare_unheld -- plans_prepare_generic() of a query about the
  * calls that the workers may claim, whose text says NOT_HELD where it
  * means "and no gate holds the call", and PRIORITY_ZERO where it means
  * "and its priority is 0": "AND NOT held" and "AND priority = 0" in a
@@ -88,7 +119,7 @@ plans_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argty
 		p = hit + strlen(markers[which][0]);
 	}
 	appendStringInfoString(&buf, p);
-	(void) plans_prepare_kept(&plans[flow], buf.data, nargs, argtypes);
+	(void) plans_prepare_generic(&plans[flow], buf.data, nargs, argtypes);
 	pfree(buf.data);
 	return plans[flow];
 }

@@ -229,16 +229,16 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = args_id_array(skip, nskip);
 	/* version 1.2 only: its callers look for its indexes first */
-	plans_prepare_kept(&plan,
-					   "SELECT " CLAIM_COLUMNS
-					   " FROM retries.call_data"
-					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-					   " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-					   " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-					   " ORDER BY priority DESC, next_attempt"
-					   " FOR UPDATE SKIP LOCKED",
-					   3, types);
+	plans_prepare_generic(&plan,
+						  "SELECT " CLAIM_COLUMNS
+						  " FROM retries.call_data"
+						  " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+						  " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+						  " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						  " AND next_attempt OPERATOR(pg_catalog.<=) $2"
+						  " ORDER BY priority DESC, next_attempt"
+						  " FOR UPDATE SKIP LOCKED",
+						  3, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim due calls");
 	return copy_claimed(calls);
@@ -293,23 +293,23 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 	values[3] = args_id_array(skip, nskip);
 	values[4] = Int32GetDatum(limit);
 	values[5] = ObjectIdGetDatum(role);
-	plans_prepare_kept(&plan,
-					   PRIORITIES_CTE
-					   " SELECT d.id FROM p CROSS JOIN LATERAL"
-					   " (SELECT id FROM retries.call_data"
-					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-					   "  AND priority OPERATOR(pg_catalog.<>) 0"
-					   "  AND (priority, next_attempt)"
-					   "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
-					   "  AND (priority, next_attempt)"
-					   "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
-					   "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
-					   "  AND ($6 OPERATOR(pg_catalog.=) 0"
-					   "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
-					   "  ORDER BY priority, next_attempt LIMIT $5) d"
-					   " WHERE p.priority IS NOT NULL"
-					   " LIMIT $5",
-					   6, types);
+	plans_prepare_generic(&plan,
+						  PRIORITIES_CTE
+						  " SELECT d.id FROM p CROSS JOIN LATERAL"
+						  " (SELECT id FROM retries.call_data"
+						  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						  "  AND priority OPERATOR(pg_catalog.<>) 0"
+						  "  AND (priority, next_attempt)"
+						  "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
+						  "  AND (priority, next_attempt)"
+						  "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
+						  "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
+						  "  AND ($6 OPERATOR(pg_catalog.=) 0"
+						  "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
+						  "  ORDER BY priority, next_attempt LIMIT $5) d"
+						  " WHERE p.priority IS NOT NULL"
+						  " LIMIT $5",
+						  6, types);
 	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for due calls by priority");
 	nids = (int) SPI_processed;
@@ -345,18 +345,18 @@ claim_next_prioritized(TimestampTz after)
 	values[0] = Int32GetDatum(PG_INT32_MIN);
 	values[1] = Int32GetDatum(PG_INT32_MAX);
 	values[2] = TimestampTzGetDatum(after);
-	plans_prepare_kept(&plan,
-					   PRIORITIES_CTE
-					   " SELECT pg_catalog.min(d.next_attempt) FROM p CROSS JOIN LATERAL"
-					   " (SELECT next_attempt FROM retries.call_data"
-					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-					   "  AND priority OPERATOR(pg_catalog.<>) 0"
-					   "  AND (priority, next_attempt) OPERATOR(pg_catalog.>) (p.priority, $3)"
-					   "  AND (priority, next_attempt)"
-					   "   OPERATOR(pg_catalog.<=) (p.priority, 'infinity'::pg_catalog.timestamptz)"
-					   "  ORDER BY priority, next_attempt LIMIT 1) d"
-					   " WHERE p.priority IS NOT NULL",
-					   3, types);
+	plans_prepare_generic(&plan,
+						  PRIORITIES_CTE
+						  " SELECT pg_catalog.min(d.next_attempt) FROM p CROSS JOIN LATERAL"
+						  " (SELECT next_attempt FROM retries.call_data"
+						  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						  "  AND priority OPERATOR(pg_catalog.<>) 0"
+						  "  AND (priority, next_attempt) OPERATOR(pg_catalog.>) (p.priority, $3)"
+						  "  AND (priority, next_attempt)"
+						  "   OPERATOR(pg_catalog.<=) (p.priority, 'infinity'::pg_catalog.timestamptz)"
+						  "  ORDER BY priority, next_attempt LIMIT 1) d"
+						  " WHERE p.priority IS NOT NULL",
+						  3, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call by priority");
 	if (SPI_processed == 0)
