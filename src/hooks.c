@@ -103,7 +103,7 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 
 	if (access == OAT_DROP && classId == ExtensionRelationId &&
 		objectId == get_extension_oid("retries", true))
-		xact_wake_workers();
+		xact_wake_workers(WAKE_FIRE);
 }
 
 /*

@@ -593,7 +593,7 @@ store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 	else
 	{
 		(void) flow_set_gate(fnoid, NULL, max_running, per_key, rate, &was_paused);
-		xact_wake_workers();	/* a new limit may leave more room */
+		xact_wake_workers(WAKE_FIRE);	/* a new limit may leave more room */
 	}
 	SPI_finish();
 	access_restore_user(&save);

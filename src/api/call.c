@@ -652,7 +652,7 @@ retries_call(PG_FUNCTION_ARGS)
 	id = insert_call(values, nulls, &inserted);
 	if (has_after && inserted)
 		chains_after_record(id, &after);
-	xact_wake_workers();
+	xact_wake_workers(WAKE_CALLS);
 
 	SPI_finish();
 	access_restore_user(&save);

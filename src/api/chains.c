@@ -307,6 +307,8 @@ chains_after_record(int64 call_id, const RetriesAfter *after)
 		if (SPI_execute_plan(pending_plan, pending_values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not note the running calls that call " INT64_FORMAT " runs after",
 				 call_id);
+		xact_wake_workers(WAKE_FIRE);	/* to look at the list after the
+										 * commit */
 	}
 	if (after->failed != 0)
 		cancel_followers(&after->failed, &after->failed_how, 1);

@@ -314,7 +314,7 @@ rearm_call(int64 id, Datum run_at)
 
 	SPI_finish();
 	access_restore_user(&save);
-	xact_wake_workers();
+	xact_wake_workers(WAKE_CALLS);
 	return true;
 }
 

@@ -315,7 +315,7 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 
 	/* the workers release what it held */
 	if (!pause && was_paused)
-		xact_wake_workers();
+		xact_wake_workers(WAKE_FIRE);
 	return pause != was_paused;
 }
 

@@ -246,7 +246,7 @@ retries_schedule(PG_FUNCTION_ARGS)
 		elog(ERROR, "retries: could not store schedule \"%s\"", name);
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									 1, &isnull));
-	xact_wake_workers();
+	xact_wake_workers(WAKE_FIRE);
 	SPI_finish();
 	access_restore_user(&save);
 	PG_RETURN_INT64(id);
@@ -355,7 +355,7 @@ manage_schedule(FunctionCallInfo fcinfo, const char *what, ScheduleAction action
 	SPI_connect();
 	find_schedule(name, save.saved_userid, &found);
 	action(&found, &result);
-	xact_wake_workers();
+	xact_wake_workers(WAKE_FIRE);
 	SPI_finish();
 	access_restore_user(&save);
 	return result;

@@ -287,7 +287,7 @@ shmem_names_changed(Oid dboid)
 	if (db != NULL)
 		db->names_generation++;
 	LWLockRelease(retries_shared->lock);
-	shmem_wake_workers(dboid);
+	shmem_wake_workers(dboid, WAKE_FIRE);
 }
 
 /*
@@ -330,11 +330,12 @@ shmem_restoring(Oid dboid)
 
 /*
  * shmem_wake_workers -- wake every worker of a database, so that a call
- * or schedule just committed is picked up at once (the flag first: see
- * RetriesWorker.woken; SetLatch() orders the two)
+ * or schedule just committed is picked up at once; 'why' is WAKE_CALLS,
+ * WAKE_FIRE or both (the flags first: see RetriesWorker.woken; SetLatch()
+ * orders the two)
  */
 void
-shmem_wake_workers(Oid dboid)
+shmem_wake_workers(Oid dboid, uint32 why)
 {
 	RetriesWorker *w;
 
@@ -345,7 +346,7 @@ shmem_wake_workers(Oid dboid)
 	{
 		if (w->latch != NULL)
 		{
-			pg_atomic_write_u32(&w->woken, 1);
+			pg_atomic_fetch_or_u32(&w->woken, why);
 			SetLatch(w->latch);
 		}
 	}

@@ -104,10 +104,11 @@ typedef struct RetriesWorker
 	int64		gate_key;		/* whose hash this is */
 
 	/*
-	 * Set by shmem_wake_workers() before it sets the latch, taken by the
-	 * worker before it sleeps.  The latch alone can be lost: a call that
-	 * waits (pg_sleep(), a lock, a buffer being read by another process)
-	 * sleeps on the same latch and resets it.
+	 * Why the worker was woken (WAKE_CALLS, WAKE_FIRE): set by
+	 * shmem_wake_workers() before it sets the latch, taken by the worker
+	 * before it sleeps and when the latch wakes it.  The latch alone can be
+	 * lost: a call that waits (pg_sleep(), a lock, a buffer being read by
+	 * another process) sleeps on the same latch and resets it.
 	 */
 	pg_atomic_uint32 woken;
 
@@ -240,7 +241,16 @@ extern uint64 shmem_names_generation(Oid dboid);
 extern bool shmem_note_restore(Oid dboid);
 extern void shmem_forget_restores(void);
 extern pid_t shmem_restoring(Oid dboid);
-extern void shmem_wake_workers(Oid dboid);
+
+/*
+ * Why a database's workers are woken: calls made or due again, which a
+ * batch claims; or schedules, gates or names changed, or followers left
+ * for later, which the short transaction at the top of the loop sees to
+ * as well (worker.c)
+ */
+#define WAKE_CALLS				0x1
+#define WAKE_FIRE				0x2
+extern void shmem_wake_workers(Oid dboid, uint32 why);
 extern void shmem_stop_workers(Oid dboid, int pause_secs);
 extern bool shmem_call_is_running(int64 call_id);
 extern int	shmem_gate_running(Oid fnoid);

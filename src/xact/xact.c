@@ -43,7 +43,7 @@
  */
 #define STOP_PAUSE_SECS			30
 
-static bool wake_workers_at_commit = false;
+static uint32 wake_workers_at_commit = 0;	/* WAKE_CALLS, WAKE_FIRE */
 static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 static bool databases_changed_at_commit = false;
@@ -79,12 +79,14 @@ static struct
 
 /*
  * xact_wake_workers -- wake this database's workers when the current
- * transaction commits (called when a call is scheduled or re-armed)
+ * transaction commits: WAKE_CALLS when a call is scheduled or re-armed,
+ * WAKE_FIRE when what the top of their loop sees to changed (see
+ * shmem.h)
  */
 void
-xact_wake_workers(void)
+xact_wake_workers(uint32 why)
 {
-	wake_workers_at_commit = true;
+	wake_workers_at_commit |= why;
 }
 
 /*
@@ -96,7 +98,7 @@ void
 xact_gates_changed(void)
 {
 	gates_changed_at_commit = true;
-	wake_workers_at_commit = true;
+	wake_workers_at_commit |= WAKE_FIRE;
 }
 
 /*
@@ -254,12 +256,12 @@ xact_callback(XactEvent event, void *arg)
 				shmem_names_changed(MyDatabaseId);
 			if (gates_changed_at_commit)
 				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
-			if (wake_workers_at_commit)
-				shmem_wake_workers(MyDatabaseId);
+			if (wake_workers_at_commit != 0)
+				shmem_wake_workers(MyDatabaseId, wake_workers_at_commit);
 			finished_at_end(true);
 			restore_xact_end(true);
 			gates_changed_at_commit = false;
-			wake_workers_at_commit = false;
+			wake_workers_at_commit = 0;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
 			names_changed_at_commit = false;
@@ -277,7 +279,7 @@ xact_callback(XactEvent event, void *arg)
 			finished_at_end(false);
 			restore_xact_end(false);
 			gates_changed_at_commit = false;
-			wake_workers_at_commit = false;
+			wake_workers_at_commit = 0;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
 			names_changed_at_commit = false;

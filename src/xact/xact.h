@@ -8,8 +8,10 @@
 #ifndef RETRIES_XACT_H
 #define RETRIES_XACT_H
 
+#include "shmem/shmem.h"		/* WAKE_CALLS, WAKE_FIRE */
+
 extern void xact_install(void);
-extern void xact_wake_workers(void);
+extern void xact_wake_workers(uint32 why);
 extern void xact_gates_changed(void);
 extern void xact_wake_launcher(void);
 extern void xact_databases_changed(void);
