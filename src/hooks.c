@@ -133,6 +133,11 @@ names_this_extension(Node *parsetree)
 			return strcmp(((AlterExtensionStmt *) parsetree)->extname, "retries") == 0;
 		case T_AlterExtensionContentsStmt:
 			return strcmp(((AlterExtensionContentsStmt *) parsetree)->extname, "retries") == 0;
+		case T_AlterObjectDependsStmt:
+			/* [NO] DEPENDS ON EXTENSION retries: locks it, checks the object */
+			return ((AlterObjectDependsStmt *) parsetree)->extname != NULL &&
+				strcmp(strVal(((AlterObjectDependsStmt *) parsetree)->extname),
+					   "retries") == 0;
 		default:
 			return false;
 	}
@@ -337,8 +342,11 @@ check_foreign_keys(List *elements)
 /*
  * refuse_lock_before_check -- refuse, before PostgreSQL locks anything,
  * the commands that lock one of the extension's tables strongly before
- * they check their role's right to: CREATE RULE (ACCESS EXCLUSIVE), CREATE
- * TRIGGER and a foreign key referencing it (SHARE ROW EXCLUSIVE)
+ * they check their role's right to: CREATE RULE, ALTER ... DEPENDS ON
+ * EXTENSION, CREATE TABLE ... PARTITION OF, ATTACH PARTITION (ACCESS
+ * EXCLUSIVE), CREATE TRIGGER and a foreign key referencing it (SHARE ROW
+ * EXCLUSIVE); and INHERIT, which PostgreSQL refuses to all but the owner
+ * too
  *
  * A role that holds a lock on the table in another transaction (reading
  * retries.calls is enough) would have such a command wait for it, and
@@ -358,10 +366,21 @@ refuse_lock_before_check(Node *parsetree)
 		case T_CreateTrigStmt:
 			check_extension_relation(((CreateTrigStmt *) parsetree)->relation, ACL_TRIGGER);
 			break;
-		case T_CreateStmt:
-			check_foreign_keys(((CreateStmt *) parsetree)->tableElts);
-			check_foreign_keys(((CreateStmt *) parsetree)->constraints);
+		case T_AlterObjectDependsStmt:
+			check_extension_relation(((AlterObjectDependsStmt *) parsetree)->relation,
+									 ACL_NO_RIGHTS);
 			break;
+		case T_CreateStmt:
+			{
+				ListCell   *lc;
+
+				check_foreign_keys(((CreateStmt *) parsetree)->tableElts);
+				check_foreign_keys(((CreateStmt *) parsetree)->constraints);
+				/* INHERITS and PARTITION OF: the parent's owner only */
+				foreach(lc, ((CreateStmt *) parsetree)->inhRelations)
+					check_extension_relation(lfirst_node(RangeVar, lc), ACL_NO_RIGHTS);
+				break;
+			}
 		case T_AlterTableStmt:
 			{
 				ListCell   *lc;
@@ -373,6 +392,12 @@ refuse_lock_before_check(Node *parsetree)
 					if (cmd->def != NULL &&
 						(cmd->subtype == AT_AddConstraint || cmd->subtype == AT_AddColumn))
 						check_foreign_keys(list_make1(cmd->def));
+					else if (cmd->subtype == AT_AttachPartition)
+						check_extension_relation(castNode(PartitionCmd, cmd->def)->name,
+												 ACL_NO_RIGHTS);
+					else if (cmd->subtype == AT_AddInherit)
+						check_extension_relation(castNode(RangeVar, cmd->def),
+												 ACL_NO_RIGHTS);
 				}
 				break;
 			}
@@ -390,7 +415,12 @@ refuse_lock_before_check(Node *parsetree)
  * afterwards.  Every worker transaction holds that extension locked (see
  * worker.c), so such a command by any role would wait for the longest call
  * running, and, waiting, keep every worker's next batch from taking the
- * lock: any role could stall all workers of a database that way.
+ * lock: any role could stall all workers of a database that way.  ALTER
+ * ... DEPENDS ON EXTENSION retries is refused too, though PostgreSQL asks
+ * only for the ownership of the object it names: it holds the extension
+ * locked until its transaction ends, every worker waiting meanwhile, and
+ * has DROP EXTENSION drop the object, which is the extension owner's
+ * business.
  */
 static void
 refuse_unless_owner(Node *parsetree)

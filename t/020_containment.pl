@@ -534,7 +534,15 @@ SELECT retries.call('mallory.ok()');
 		  . ' FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()',
 		'CREATE TABLE mallory.fk (c bigint REFERENCES retries.call_data (id))',
 		'CREATE TABLE mallory.fk2 (c bigint); ALTER TABLE mallory.fk2'
-		  . ' ADD FOREIGN KEY (c) REFERENCES retries.call_data (id)')
+		  . ' ADD FOREIGN KEY (c) REFERENCES retries.call_data (id)',
+		# (found by the hostile review after 1.4)
+		'ALTER INDEX retries.call_data DEPENDS ON EXTENSION plpgsql',
+		'ALTER MATERIALIZED VIEW retries.call_data DEPENDS ON EXTENSION plpgsql',
+		'ALTER INDEX retries.call_data DEPENDS ON EXTENSION retries',
+		'CREATE TABLE mallory.part PARTITION OF retries.call_data FOR VALUES IN (1)',
+		'CREATE TABLE mallory.parted (id bigint) PARTITION BY LIST (id);'
+		  . ' ALTER TABLE mallory.parted ATTACH PARTITION retries.call_data FOR VALUES IN (1)',
+		'CREATE TABLE mallory.child (id bigint); ALTER TABLE mallory.child INHERIT retries.call_data')
 	{
 		my $t0 = time();
 		my ($ret, $out, $err) = $node->psql($DB, "SET ROLE mallory; $cmd",
@@ -542,9 +550,14 @@ SELECT retries.call('mallory.ok()');
 		my $took = time() - $t0;
 		isnt($ret, 0, "d: refused: $cmd");
 		ok($took < 5, "d: at once, not after mallory's transaction ($took s)");
-		like($err, qr/must be owner of table call_data|permission denied for table call_data/,
+		like($err,
+			qr/must be owner of (table call_data|extension retries)|permission denied for table call_data/,
 			'd: with the error PostgreSQL would give');
 	}
+	# and one that does not wait but holds the extension locked until its
+	# transaction ends: every worker waited meanwhile
+	fails_with('mallory', 'ALTER FUNCTION mallory.ok() DEPENDS ON EXTENSION retries',
+		'42501', 'd: DEPENDS ON EXTENSION retries by a role that does not own it');
 	my $c = sql('alice', "SELECT retries.call('alice.work(int)', '[43]')");
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
 		'succeeded', 'd: and alice\'s calls are scheduled and run meanwhile', 10);
@@ -593,6 +606,41 @@ COMMIT;
 		"SELECT string_agg(state::text, ',' ORDER BY id) FROM retries.calls"
 		  . " WHERE id IN ($follower, $late)",
 		'succeeded,succeeded', 'd: and both of her followers run once she commits');
+
+	# (found by the hostile review of the fix above) a call after a
+	# cancelled call whose follower is locked: mallory's backend notes the
+	# cancelled call for later, as the worker does when it looks again;
+	# the two notes must not have one key
+	$holder = $node->background_psql($DB);
+	$holder->query_safe('BEGIN; SELECT pg_advisory_xact_lock(77)');
+	$gate = sql('mallory', "SELECT retries.call('mallory.gate()')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
+		'running', 'd: the worker is busy with a call of mallory\'s');
+	my $x = sql('mallory', "SELECT retries.call('mallory.ok()', run_at => now() + interval '1 day')");
+	my $canceller = $node->background_psql($DB);
+	$canceller->query_safe("SET ROLE mallory; BEGIN; SELECT retries.cancel($x)");
+	my $f4 = sql('mallory', "SELECT retries.call('mallory.ok()', after => ARRAY[${x}::bigint])");
+	$keeper = $node->background_psql($DB);
+	$keeper->query_safe("SET ROLE mallory; BEGIN;"
+		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${f4}::bigint])");
+	$canceller->query_safe('COMMIT');
+	$opener = $node->background_psql($DB);
+	$opener->query_safe("SET ROLE mallory; BEGIN;"
+		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${x}::bigint])");
+	$holder->query_safe('COMMIT');
+	$c = sql('alice', "SELECT retries.call('alice.work(int)', '[45]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
+		'succeeded', 'd: nor by her notes of a cancelled call', 20)
+	  or diag($node->safe_psql($DB,
+		"SELECT pid, pg_blocking_pids(pid), state, current_call FROM retries.workers"));
+	$keeper->query_safe('COMMIT');
+	$opener->query_safe('COMMIT');
+	$keeper->quit;
+	$opener->quit;
+	$canceller->quit;
+	$holder->quit;
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $f4",
+		'cancelled', 'd: and the follower of the cancelled call is cancelled once she commits');
 }
 
 ###########################################################################

@@ -40,18 +40,19 @@
  * waited for; one that has failed or was cancelled has the new call cancelled
  * at once.
  *
- * The two kinds of entries of call_after_pending have keys of their own, so
- * that no worker waits for a role's transaction: an entry that a new call
- * makes is the running call's id, one that a worker (or cancel()) makes is
- * the finished call's id negated.  The key is unique, and an insertion that
- * meets an uncommitted entry with its key waits for that entry's
- * transaction: with one key for both, the worker that finished a call
- * waited for as long as a role kept open the transaction of a new call made
- * after it (t/020_containment.pl, d).  Now a worker's entry meets only those
- * of transactions that hold the finished call's row locked, as it does
- * (the worker's, or cancel()'s), and a new call's entry only those of other
- * new calls after the same call, which only roles that may see it can
- * name (its own, and a superuser or a member of retries_admin).
+ * The entries that the workers make in call_after_pending have keys of
+ * their own, so that no worker waits for a role's transaction: an entry
+ * that a worker makes is the finished call's id negated, one that a role's
+ * transaction makes (retries.call(), cancel()) is the call's id.  The key
+ * is unique, and an insertion that meets an uncommitted entry with its key
+ * waits for that entry's transaction: with one key for both, the worker
+ * that finished a call waited for as long as a role kept open the
+ * transaction of a new call made after it (t/020_containment.pl, d).  Now
+ * a worker's entry meets only those of the workers' transactions, which
+ * their time limits end, and a role's only those of other roles' calls
+ * about the same call, which only roles that may see it can name (its own,
+ * and a superuser or a member of retries_admin).  Code that a worker runs
+ * is the worker's transaction, and its entries are the worker's.
  *
  * A call scheduled again by hand (retry_now, reschedule of a failed or
  * cancelled call) waits for nothing any more.
@@ -87,7 +88,11 @@
 bool		retries_chains_released = false;
 bool		retries_chains_deferred = false;
 
+/* Set by a worker at its start: its notes are negated (see the file's head) */
+bool		chains_by_worker = false;
+
 static void cancel_followers(const int64 *ids, const char *how, int n);
+static int64 note_sign(void);
 
 /*
  * cmp_int64 -- qsort comparator of int64s
@@ -295,15 +300,17 @@ chains_after_record(int64 call_id, const RetriesAfter *after)
 	if (after->nrunning > 0)
 	{
 		static SPIPlanPtr pending_plan = NULL;
-		Oid			pending_types[1] = {INT8ARRAYOID};
-		Datum		pending_values[1];
+		Oid			pending_types[2] = {INT8ARRAYOID, INT8OID};
+		Datum		pending_values[2];
 
 		/* being run: the workers look again once the run is over */
 		pending_values[0] = args_id_array(after->running, after->nrunning);
+		pending_values[1] = Int64GetDatum(note_sign());
 		plans_prepare_kept(&pending_plan,
 						   "INSERT INTO retries.call_after_pending (after_id)"
-						   " SELECT pg_catalog.unnest($1) ON CONFLICT DO NOTHING",
-						   1, pending_types);
+						   " SELECT $2 OPERATOR(pg_catalog.*) pg_catalog.unnest($1)"
+						   " ON CONFLICT DO NOTHING",
+						   2, pending_types);
 		if (SPI_execute_plan(pending_plan, pending_values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not note the running calls that call " INT64_FORMAT " runs after",
 				 call_id);
@@ -312,6 +319,16 @@ chains_after_record(int64 call_id, const RetriesAfter *after)
 	}
 	if (after->failed != 0)
 		cancel_followers(&after->failed, &after->failed_how, 1);
+}
+
+/*
+ * note_sign -- what a finished call's id is multiplied by in this process's
+ * notes of call_after_pending (see the head of the file)
+ */
+static int64
+note_sign(void)
+{
+	return chains_by_worker ? -1 : 1;
 }
 
 /*
@@ -325,8 +342,8 @@ static uint64
 release_followers(const int64 *ids, int n)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8ARRAYOID};
-	Datum		values[1] = {args_id_array(ids, n)};
+	Oid			argtypes[2] = {INT8ARRAYOID, INT8OID};
+	Datum		values[2] = {args_id_array(ids, n), Int64GetDatum(note_sign())};
 	bool		isnull;
 	uint64		released;
 
@@ -354,14 +371,14 @@ release_followers(const int64 *ids, int n)
 					   " RETURNING c.held),"
 					   " later AS ("
 					   " INSERT INTO retries.call_after_pending (after_id)"
-					   " SELECT DISTINCT OPERATOR(pg_catalog.-) a.after_id"
+					   " SELECT DISTINCT $2 OPERATOR(pg_catalog.*) a.after_id"
 					   " FROM retries.call_after a"
 					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
 					   " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
 					   " ON CONFLICT DO NOTHING RETURNING after_id)"
 					   " SELECT (SELECT pg_catalog.count(*) FROM released WHERE NOT held),"
 					   "  (SELECT pg_catalog.count(*) FROM later)",
-					   1, argtypes);
+					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not release the calls that run after calls that succeeded");
 	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -383,8 +400,8 @@ static void
 cancel_followers(const int64 *ids, const char *how, int n)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT8ARRAYOID, BOOLARRAYOID};
-	Datum		values[2];
+	Oid			argtypes[3] = {INT8ARRAYOID, BOOLARRAYOID, INT8OID};
+	Datum		values[3];
 	const int64 *level_ids = ids;
 	const char *level_how = how;
 	int			level_n = n;
@@ -417,7 +434,7 @@ cancel_followers(const int64 *ids, const char *how, int n)
 					   " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
 					   " later AS ("
 					   " INSERT INTO retries.call_after_pending (after_id)"
-					   " SELECT DISTINCT OPERATOR(pg_catalog.-) a.after_id"
+					   " SELECT DISTINCT $3 OPERATOR(pg_catalog.*) a.after_id"
 					   " FROM retries.call_after a"
 					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
 					   " AND a.call_id OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT id FROM followers))"
@@ -428,7 +445,8 @@ cancel_followers(const int64 *ids, const char *how, int n)
 					   " UNION ALL"
 					   " SELECT NULL, NULL, (SELECT pg_catalog.count(*) FROM later)"
 					   " WHERE NOT EXISTS (SELECT FROM cancelled)",
-					   2, argtypes);
+					   3, argtypes);
+	values[2] = Int64GetDatum(note_sign());
 	while (level_n > 0)
 	{
 		int			next_n;

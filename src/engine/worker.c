@@ -1422,6 +1422,7 @@ worker_start(Datum main_arg)
 	pgstat_report_appname("retries worker");
 	before_shmem_exit(worker_exit, (Datum) 0);
 	manage_claimed_hook = batch_claimed;
+	chains_by_worker = true;	/* its notes of chains left for later */
 
 	/* is the extension here?  Tell the launcher either way. */
 	start_transaction();
