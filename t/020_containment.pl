@@ -115,6 +115,28 @@ sub history
 		  . " ORDER BY attempt) FROM retries.attempts WHERE call_id = $id");
 }
 
+# alice_runs_meanwhile(N, NAME): a call of alice.work(N) made now runs
+# within 20 s (a test named NAME); if not, what the workers wait for
+sub alice_runs_meanwhile
+{
+	my ($n, $name) = @_;
+	my $id = sql('alice', "SELECT retries.call('alice.work(int)', '[$n]')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $id",
+		'succeeded', $name, 20)
+	  or diag($node->safe_psql($DB,
+		"SELECT pid, pg_blocking_pids(pid), state, current_call FROM retries.workers"));
+	return;
+}
+
+# end_sessions(SESSION...): COMMIT the open transaction of each background
+# session, then quit it
+sub end_sessions
+{
+	$_->query_safe('COMMIT') for @_;
+	$_->quit for @_;
+	return;
+}
+
 # worker_exits(OFFSET): the lines of the log since OFFSET that say a retries
 # worker exited or was terminated
 sub worker_exits
@@ -592,15 +614,8 @@ COMMIT;
 	$holder->query_safe('COMMIT');
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
 		'succeeded', 'd: the gate call succeeds');
-	$c = sql('alice', "SELECT retries.call('alice.work(int)', '[44]')");
-	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
-		'succeeded', 'd: the worker is not held by mallory\'s open transactions', 20)
-	  or diag($node->safe_psql($DB,
-		"SELECT pid, pg_blocking_pids(pid), state, current_call FROM retries.workers"));
-	$keeper->query_safe('COMMIT');
-	$opener->query_safe('COMMIT');
-	$keeper->quit;
-	$opener->quit;
+	alice_runs_meanwhile(44, 'd: the worker is not held by mallory\'s open transactions');
+	end_sessions($keeper, $opener);
 	$holder->quit;
 	wait_until($node, $DB,
 		"SELECT string_agg(state::text, ',' ORDER BY id) FROM retries.calls"
@@ -628,17 +643,9 @@ COMMIT;
 	$opener->query_safe("SET ROLE mallory; BEGIN;"
 		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${x}::bigint])");
 	$holder->query_safe('COMMIT');
-	$c = sql('alice', "SELECT retries.call('alice.work(int)', '[45]')");
-	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
-		'succeeded', 'd: nor by her notes of a cancelled call', 20)
-	  or diag($node->safe_psql($DB,
-		"SELECT pid, pg_blocking_pids(pid), state, current_call FROM retries.workers"));
-	$keeper->query_safe('COMMIT');
-	$opener->query_safe('COMMIT');
-	$keeper->quit;
-	$opener->quit;
-	$canceller->quit;
-	$holder->quit;
+	alice_runs_meanwhile(45, 'd: nor by her notes of a cancelled call');
+	end_sessions($keeper, $opener);
+	$_->quit for $canceller, $holder;
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $f4",
 		'cancelled', 'd: and the follower of the cancelled call is cancelled once she commits');
 }
