@@ -265,6 +265,35 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	" FROM p WHERE p.priority IS NOT NULL)"
 
 /*
+ * any_prioritized -- is there a claimable call of a priority other than 0,
+ * due or not?
+ *
+ * Mostly there is none, and this probe of call_data_prioritized, a plan
+ * of two nodes, then spares the queries below, whose plans take longer to
+ * start than to run: with a call made at a time, those two were 15 % of a
+ * worker's time between a call's commit and its start.
+ */
+static bool
+any_prioritized(void)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		isnull;
+	bool		any;
+
+	plans_prepare_generic(&plan,
+						  "SELECT EXISTS (SELECT FROM retries.call_data"
+						  " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+						  " AND priority OPERATOR(pg_catalog.<>) 0)",
+						  0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look for calls of a priority");
+	any = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return any;
+}
+
+/*
  * claim_prioritized -- claim up to 'limit' due calls of priority above 0
  * ('above') or below it, of 'role' (or of any role, if InvalidOid),
  * highest priority first, then earliest, into calls[0..], leaving out the
@@ -285,7 +314,7 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 	Datum	   *ids;
 	int			nids;
 
-	if (limit <= 0 || schema_retries_version() < SCHEMA_1_2)
+	if (limit <= 0 || schema_retries_version() < SCHEMA_1_2 || !any_prioritized())
 		return 0;
 	values[0] = Int32GetDatum(above ? 1 : PG_INT32_MIN);
 	values[1] = Int32GetDatum(above ? PG_INT32_MAX : -1);
@@ -340,7 +369,7 @@ claim_next_prioritized(TimestampTz after)
 	bool		isnull;
 	Datum		d;
 
-	if (schema_retries_version() < SCHEMA_1_2)
+	if (schema_retries_version() < SCHEMA_1_2 || !any_prioritized())
 		return 0;
 	values[0] = Int32GetDatum(PG_INT32_MIN);
 	values[1] = Int32GetDatum(PG_INT32_MAX);
