@@ -37,6 +37,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/catalog.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/objectaddress.h"
@@ -286,7 +287,8 @@ command_would_run(Node *parsetree, Oid dboid, bool isTopLevel)
 
 /*
  * check_extension_relation -- raise 42501, as PostgreSQL would after
- * locking it, if 'rv' names a relation of the extension's schema on which
+ * locking it, if 'rv' names a relation of the extension's schema, or a
+ * system catalog (which the workers read in every transaction), on which
  * the current role lacks the privilege 'mode' (ACL_REFERENCES,
  * ACL_TRIGGER), or ownership for ACL_NO_RIGHTS
  */
@@ -294,13 +296,15 @@ static void
 check_extension_relation(const RangeVar *rv, AclMode mode)
 {
 	Oid			relid;
-	Oid			nspoid = get_namespace_oid("retries", true);
+	Oid			relnsp;
 
-	if (rv == NULL || !OidIsValid(nspoid))
+	if (rv == NULL)
 		return;
 	relid = RangeVarGetRelid(rv, NoLock, true);
-	if (!OidIsValid(relid) || get_rel_namespace(relid) != nspoid ||
-		superuser())
+	if (!OidIsValid(relid) || superuser())
+		return;
+	relnsp = get_rel_namespace(relid);
+	if (!IsCatalogNamespace(relnsp) && relnsp != get_namespace_oid("retries", true))
 		return;
 	if (mode == ACL_NO_RIGHTS ?
 		!retries_class_ownercheck(relid, GetUserId()) :
@@ -343,10 +347,12 @@ check_foreign_keys(List *elements)
  * refuse_lock_before_check -- refuse, before PostgreSQL locks anything,
  * the commands that lock one of the extension's tables strongly before
  * they check their role's right to: CREATE RULE, ALTER ... DEPENDS ON
- * EXTENSION, CREATE TABLE ... PARTITION OF, ATTACH PARTITION (ACCESS
- * EXCLUSIVE), CREATE TRIGGER and a foreign key referencing it (SHARE ROW
- * EXCLUSIVE); and INHERIT, which PostgreSQL refuses to all but the owner
- * too
+ * EXTENSION, CREATE TABLE ... PARTITION OF, ATTACH and DETACH PARTITION
+ * (ACCESS EXCLUSIVE), CREATE TRIGGER and a foreign key referencing it
+ * (SHARE ROW EXCLUSIVE); and INHERIT, which PostgreSQL refuses to all but
+ * the owner too.  The system catalogs are guarded the same way, since the
+ * workers read them in every transaction (a role would stall the whole
+ * server so, not only the workers).
  *
  * A role that holds a lock on the table in another transaction (reading
  * retries.calls is enough) would have such a command wait for it, and
@@ -392,7 +398,9 @@ refuse_lock_before_check(Node *parsetree)
 					if (cmd->def != NULL &&
 						(cmd->subtype == AT_AddConstraint || cmd->subtype == AT_AddColumn))
 						check_foreign_keys(list_make1(cmd->def));
-					else if (cmd->subtype == AT_AttachPartition)
+					else if (cmd->subtype == AT_AttachPartition ||
+							 cmd->subtype == AT_DetachPartition ||
+							 cmd->subtype == AT_DetachPartitionFinalize)
 						check_extension_relation(castNode(PartitionCmd, cmd->def)->name,
 												 ACL_NO_RIGHTS);
 					else if (cmd->subtype == AT_AddInherit)

@@ -549,7 +549,8 @@ SELECT retries.call('mallory.ok()');
 	# them: queued behind mallory's own open transaction, they held every
 	# worker, retries.call() and reader of the views; refused at once now
 	my $reader = $node->background_psql($DB);
-	$reader->query_safe("SET ROLE mallory; BEGIN; SELECT count(*) FROM retries.calls");
+	$reader->query_safe("SET ROLE mallory; BEGIN; SELECT count(*) FROM retries.calls;"
+		  . " SELECT count(*) FROM pg_extension");
 	for my $cmd (
 		'CREATE RULE r AS ON INSERT TO retries.call_data DO INSTEAD NOTHING',
 		'CREATE TRIGGER t BEFORE INSERT ON retries.call_data'
@@ -564,7 +565,15 @@ SELECT retries.call('mallory.ok()');
 		'CREATE TABLE mallory.part PARTITION OF retries.call_data FOR VALUES IN (1)',
 		'CREATE TABLE mallory.parted (id bigint) PARTITION BY LIST (id);'
 		  . ' ALTER TABLE mallory.parted ATTACH PARTITION retries.call_data FOR VALUES IN (1)',
-		'CREATE TABLE mallory.child (id bigint); ALTER TABLE mallory.child INHERIT retries.call_data')
+		'CREATE TABLE mallory.child (id bigint); ALTER TABLE mallory.child INHERIT retries.call_data',
+		'CREATE TEMP TABLE pt (id bigint) PARTITION BY LIST (id);'
+		  . ' ALTER TABLE pt DETACH PARTITION retries.call_data',
+		'CREATE TEMP TABLE pt (id bigint) PARTITION BY LIST (id);'
+		  . ' ALTER TABLE pt DETACH PARTITION retries.call_data FINALIZE',
+		# and on a system catalog, which the workers read in every transaction
+		'CREATE TEMP TABLE pt (id bigint) PARTITION BY LIST (id);'
+		  . ' ALTER TABLE pt DETACH PARTITION pg_catalog.pg_extension',
+		'ALTER INDEX pg_catalog.pg_extension DEPENDS ON EXTENSION plpgsql')
 	{
 		my $t0 = time();
 		my ($ret, $out, $err) = $node->psql($DB, "SET ROLE mallory; $cmd",
@@ -573,7 +582,7 @@ SELECT retries.call('mallory.ok()');
 		isnt($ret, 0, "d: refused: $cmd");
 		ok($took < 5, "d: at once, not after mallory's transaction ($took s)");
 		like($err,
-			qr/must be owner of (table call_data|extension retries)|permission denied for table call_data/,
+			qr/must be owner of (table call_data|extension retries|table pg_extension)|permission denied for table call_data/,
 			'd: with the error PostgreSQL would give');
 	}
 	# and one that does not wait but holds the extension locked until its
@@ -648,6 +657,31 @@ COMMIT;
 	$_->quit for $canceller, $holder;
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $f4",
 		'cancelled', 'd: and the follower of the cancelled call is cancelled once she commits');
+
+	# (found by the second hostile review) code of mallory's that a worker
+	# runs notes a call for later as her session would, not as the worker:
+	# a worker's note would be met by another worker's, which would wait
+	# for the rest of the batch that ran her code (its calls and hooks)
+	$x = sql('mallory', "SELECT retries.call('mallory.ok()', run_at => now() + interval '1 day')");
+	$canceller = $node->background_psql($DB);
+	$canceller->query_safe("SET ROLE mallory; BEGIN; SELECT retries.cancel($x)");
+	my $chainer = sql('mallory', qq{
+CREATE FUNCTION mallory.chain_after(x bigint) RETURNS bigint LANGUAGE sql
+	AS \$\$ SELECT retries.call('mallory.ok()', after => ARRAY[x]) \$\$;
+SELECT retries.annotate('mallory.chain_after(bigint)', '1 10ms');
+SELECT retries.call('mallory.chain_after(bigint)', '[$x]');
+});
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $chainer",
+		'succeeded', 'd: a call of mallory\'s schedules after a call she holds');
+	is( $node->safe_psql($DB,
+			"SELECT string_agg(after_id::text, ',') FROM retries.call_after_pending"
+			  . " WHERE abs(after_id) = $x"),
+		$x, 'd: noted for later as her own session would (not negated)');
+	end_sessions($canceller);
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.call_after a JOIN retries.calls c ON c.id = a.call_id"
+		  . " WHERE a.after_id = $x",
+		'0', 'd: and its follower is cancelled once she commits');
 }
 
 ###########################################################################

@@ -60,7 +60,7 @@ typedef struct RetriesAfter
 
 extern bool retries_chains_released;
 extern bool retries_chains_deferred;
-extern bool chains_by_worker;
+extern bool (*chains_worker_note_hook) (void);
 extern void chains_after_check(ArrayType *after, Oid caller, RetriesAfter *out);
 extern void chains_after_record(int64 call_id, const RetriesAfter *after);
 extern void chains_calls_finished(int n, const int64 *ids, const char *how,

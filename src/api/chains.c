@@ -42,17 +42,19 @@
  *
  * The entries that the workers make in call_after_pending have keys of
  * their own, so that no worker waits for a role's transaction: an entry
- * that a worker makes is the finished call's id negated, one that a role's
- * transaction makes (retries.call(), cancel()) is the call's id.  The key
+ * that a worker's own code makes is the finished call's id negated, one
+ * that a role's code makes (retries.call(), cancel(), in the role's session
+ * or in an attempt or hook that a worker runs) is the call's id.  The key
  * is unique, and an insertion that meets an uncommitted entry with its key
  * waits for that entry's transaction: with one key for both, the worker
  * that finished a call waited for as long as a role kept open the
- * transaction of a new call made after it (t/020_containment.pl, d).  Now
- * a worker's entry meets only those of the workers' transactions, which
- * their time limits end, and a role's only those of other roles' calls
- * about the same call, which only roles that may see it can name (its own,
- * and a superuser or a member of retries_admin).  Code that a worker runs
- * is the worker's transaction, and its entries are the worker's.
+ * transaction of a new call made after it (t/020_containment.pl, d).  A
+ * worker's own code notes a call only while it holds the call's row locked
+ * (its batch finished it, or chains_pending() share-locked it): so its
+ * entry meets only those of other workers' short transactions, whose
+ * batches could not lock the call meanwhile.  A role's entry meets only
+ * those of other code about the same call, which only roles that may see
+ * it can name (its own, and a superuser or a member of retries_admin).
  *
  * A call scheduled again by hand (retry_now, reschedule of a failed or
  * cancelled call) waits for nothing any more.
@@ -88,8 +90,11 @@
 bool		retries_chains_released = false;
 bool		retries_chains_deferred = false;
 
-/* Set by a worker at its start: its notes are negated (see the file's head) */
-bool		chains_by_worker = false;
+/*
+ * Set by a worker at its start: whether a note made now is the worker's
+ * own, to be negated (see the head of the file)
+ */
+bool		(*chains_worker_note_hook) (void) = NULL;
 
 static void cancel_followers(const int64 *ids, const char *how, int n);
 static int64 note_sign(void);
@@ -328,7 +333,20 @@ chains_after_record(int64 call_id, const RetriesAfter *after)
 static int64
 note_sign(void)
 {
-	return chains_by_worker ? -1 : 1;
+	return chains_worker_note_hook != NULL && chains_worker_note_hook() ? -1 : 1;
+}
+
+/*
+ * left_for_later -- this transaction noted finished calls whose followers
+ * are left for later: the workers look at them soon after its commit (the
+ * worker that commits it, from retries_chains_deferred; the others, and all
+ * of them when a role's session commits it, woken)
+ */
+static void
+left_for_later(void)
+{
+	retries_chains_deferred = true;
+	xact_wake_workers(WAKE_FIRE);
 }
 
 /*
@@ -385,7 +403,7 @@ release_followers(const int64 *ids, int n)
 													SPI_tuptable->tupdesc, 1, &isnull));
 	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									2, &isnull)) > 0)
-		retries_chains_deferred = true;
+		left_for_later();
 	SPI_freetuptable(SPI_tuptable);
 	return released;
 }
@@ -476,7 +494,7 @@ cancel_followers(const int64 *ids, const char *how, int n)
 			Datum		id = SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &none);
 
 			if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) > 0)
-				retries_chains_deferred = true;
+				left_for_later();
 			if (none)
 				continue;
 			next_ids[next_n] = DatumGetInt64(id);
@@ -627,8 +645,11 @@ chains_pending(void)
 	Oid			argtypes[1] = {INT4OID};
 	Oid			id_types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {Int32GetDatum(PENDING_BATCH)};
+	int64	   *raw;
+	int			nraw;
 	int64	   *ids;
 	bool	   *done;
+	bool	   *settled;
 	CallState  *states;
 	int			n;
 	int64	   *succeeded;
@@ -648,23 +669,25 @@ chains_pending(void)
 					   1, argtypes);
 	if (SPI_execute_plan(pending_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the finished calls whose followers wait");
-	n = (int) SPI_processed;
-	if (n == 0)
+	nraw = (int) SPI_processed;
+	if (nraw == 0)
 		return false;
-	ids = palloc(sizeof(int64) * n);
-	done = palloc(sizeof(bool) * n);
-	for (int i = 0; i < n; i++)
+	raw = palloc(sizeof(int64) * nraw);
+	ids = palloc(sizeof(int64) * nraw);
+	for (int i = 0; i < nraw; i++)
 	{
 		bool		isnull;
 
-		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+		raw[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 											 SPI_tuptable->tupdesc, 1, &isnull));
-		if (ids[i] < 0)
-			ids[i] = -ids[i];	/* noted by a worker: see the head of the file */
+		/* negated if a worker noted it: see the head of the file */
+		ids[i] = raw[i] < 0 ? -raw[i] : raw[i];
 	}
 	SPI_freetuptable(SPI_tuptable);
-	qsort(ids, n, sizeof(int64), cmp_int64);
-	n = qunique(ids, n, sizeof(int64), cmp_int64);
+	qsort(ids, nraw, sizeof(int64), cmp_int64);
+	n = qunique(ids, nraw, sizeof(int64), cmp_int64);
+	done = palloc(sizeof(bool) * n);
+	settled = palloc0(sizeof(bool) * n);
 	values[0] = args_id_array(ids, n);
 
 	/* the calls that no other transaction holds, and their states */
@@ -694,7 +717,6 @@ chains_pending(void)
 					   1, id_types);
 	if (SPI_execute_plan(present_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the finished calls whose followers wait");
-	gone = palloc(sizeof(int64) * n);
 	for (int i = 0; i < n; i++)
 	{
 		bool		present = false;
@@ -706,23 +728,34 @@ chains_pending(void)
 			present = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
 												  SPI_tuptable->tupdesc, 1, &isnull)) == ids[i];
 		}
-		if (done[i] || !present)
-			gone[ngone++] = ids[i];
+		settled[i] = done[i] || !present;
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	/* both notes of each: the worker's and the new call's */
-	gone = repalloc(gone, sizeof(int64) * 2 * n);
-	for (int i = 0; i < ngone; i++)
-		gone[ngone + i] = -gone[i];
-	values[0] = args_id_array(gone, 2 * ngone);
+	/*
+	 * The entries of the settled calls that this transaction locked, and only
+	 * those: an entry of the same call with the other sign, locked by another
+	 * worker, is left to it (deleting it would wait for that worker, which
+	 * may be waiting for this one's)
+	 */
+	gone = palloc(sizeof(int64) * nraw);
+	for (int i = 0; i < nraw; i++)
+	{
+		int64		id = raw[i] < 0 ? -raw[i] : raw[i];
+		int64	   *at = bsearch(&id, ids, n, sizeof(int64), cmp_int64);
+
+		Assert(at != NULL);
+		if (settled[at - ids])
+			gone[ngone++] = raw[i];
+	}
+	values[0] = args_id_array(gone, ngone);
 	plans_prepare_kept(&done_plan,
 					   "DELETE FROM retries.call_after_pending"
 					   " WHERE after_id OPERATOR(pg_catalog.=) ANY ($1)",
 					   1, id_types);
 	if (SPI_execute_plan(done_plan, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not forget the finished calls whose followers waited");
-	if (ngone < n)
+	if (ngone < nraw)
 		retries_chains_deferred = true; /* look again soon */
 
 	if (nsucceeded > 0)

@@ -506,6 +506,16 @@ apply_settings(ArrayType *array)
 }
 
 /*
+ * sandbox_active -- is code of a call running, between sandbox_enter() and
+ * sandbox_leave() or the abort of its subtransaction?
+ */
+bool
+sandbox_active(void)
+{
+	return in_sandbox;
+}
+
+/*
  * sandbox_enter -- start running code of a call as 'role'
  *
  * Called inside the subtransaction that the code runs in.  Until

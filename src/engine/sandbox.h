@@ -29,5 +29,6 @@ extern void sandbox_leave(Sandbox *sb);
 extern void sandbox_reset_session(const Sandbox *sb);
 extern void sandbox_abort(void);
 extern bool sandbox_transaction_changed(void);
+extern bool sandbox_active(void);
 
 #endif							/* RETRIES_SANDBOX_H */

@@ -831,6 +831,16 @@ batch_claimed(int64 id)
 }
 
 /*
+ * worker_note -- chains_worker_note_hook: is the code running now the
+ * worker's own, not a role's attempt or hook (see chains.c)?
+ */
+static bool
+worker_note(void)
+{
+	return !sandbox_active();
+}
+
+/*
  * open_batch -- start the batch's transaction; false, with it ended, if
  * there is nothing to run in it: the extension is gone or replaced
  * (*result -1), or being restored (*result 0, *due when to look again)
@@ -1422,7 +1432,7 @@ worker_start(Datum main_arg)
 	pgstat_report_appname("retries worker");
 	before_shmem_exit(worker_exit, (Datum) 0);
 	manage_claimed_hook = batch_claimed;
-	chains_by_worker = true;	/* its notes of chains left for later */
+	chains_worker_note_hook = worker_note;
 
 	/* is the extension here?  Tell the launcher either way. */
 	start_transaction();
