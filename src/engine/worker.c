@@ -1407,6 +1407,7 @@ static void
 worker_start(Datum main_arg)
 {
 	RetriesDatabase *db;
+	uint32		creates;
 	bool		present;
 	Oid			dboid;
 
@@ -1434,14 +1435,28 @@ worker_start(Datum main_arg)
 	manage_claimed_hook = batch_claimed;
 	chains_worker_note_hook = worker_note;
 
-	/* is the extension here?  Tell the launcher either way. */
+	/*
+	 * Is the extension here?  Tell the launcher either way; but a CREATE
+	 * EXTENSION that committed after this transaction began, unseen, leaves
+	 * the database to be probed again at once (its commit could not, while
+	 * this worker probed it).
+	 */
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(MyDatabaseId, false);
+	creates = db != NULL ? db->creates : 0;
+	LWLockRelease(retries_shared->lock);
 	start_transaction();
 	my_extension = lock_extension();
 	present = OidIsValid(my_extension);
 	commit_transaction();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, true);
-	if (db != NULL)
+	if (db != NULL && !present && db->creates != creates)
+	{
+		if (db->state == DB_PROBING)
+			shmem_set_db_state(db, DB_UNKNOWN);
+	}
+	else if (db != NULL)
 		shmem_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);

@@ -76,6 +76,9 @@ typedef struct RetriesDatabase
 								 * (allows connections, not a template) */
 	uint64		names_generation;	/* bumped when a rename commits (see
 									 * names.c) */
+	uint32		creates;		/* bumped when CREATE EXTENSION retries
+								 * commits, so that a worker that looked
+								 * before does not report the extension absent */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */

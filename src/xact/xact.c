@@ -246,7 +246,10 @@ xact_callback(XactEvent event, void *arg)
 				if (db != NULL && db->state == DB_NO_EXTENSION)
 					shmem_set_db_state(db, DB_UNKNOWN);
 				if (db != NULL)
+				{
 					db->paused_until = 0;
+					db->creates++;
+				}
 				LWLockRelease(retries_shared->lock);
 				databases_changed_at_commit = true;
 			}
