@@ -286,14 +286,14 @@ command_would_run(Node *parsetree, Oid dboid, bool isTopLevel)
 }
 
 /*
- * check_extension_relation -- raise 42501, as PostgreSQL would after
+ * check_guarded_relation -- raise 42501, as PostgreSQL would after
  * locking it, if 'rv' names a relation of the extension's schema, or a
  * system catalog (which the workers read in every transaction), on which
  * the current role lacks the privilege 'mode' (ACL_REFERENCES,
  * ACL_TRIGGER), or ownership for ACL_NO_RIGHTS
  */
 static void
-check_extension_relation(const RangeVar *rv, AclMode mode)
+check_guarded_relation(const RangeVar *rv, AclMode mode)
 {
 	Oid			relid;
 	Oid			relnsp;
@@ -314,7 +314,7 @@ check_extension_relation(const RangeVar *rv, AclMode mode)
 }
 
 /*
- * check_foreign_keys -- check_extension_relation() for the tables that the
+ * check_foreign_keys -- check_guarded_relation() for the tables that the
  * foreign keys among these constraints (Constraint nodes, or ColumnDefs
  * with theirs) reference
  */
@@ -338,7 +338,7 @@ check_foreign_keys(List *elements)
 			Constraint *con = lfirst_node(Constraint, c);
 
 			if (con->contype == CONSTR_FOREIGN)
-				check_extension_relation(con->pktable, ACL_REFERENCES);
+				check_guarded_relation(con->pktable, ACL_REFERENCES);
 		}
 	}
 }
@@ -367,14 +367,14 @@ refuse_lock_before_check(Node *parsetree)
 	switch (nodeTag(parsetree))
 	{
 		case T_RuleStmt:
-			check_extension_relation(((RuleStmt *) parsetree)->relation, ACL_NO_RIGHTS);
+			check_guarded_relation(((RuleStmt *) parsetree)->relation, ACL_NO_RIGHTS);
 			break;
 		case T_CreateTrigStmt:
-			check_extension_relation(((CreateTrigStmt *) parsetree)->relation, ACL_TRIGGER);
+			check_guarded_relation(((CreateTrigStmt *) parsetree)->relation, ACL_TRIGGER);
 			break;
 		case T_AlterObjectDependsStmt:
-			check_extension_relation(((AlterObjectDependsStmt *) parsetree)->relation,
-									 ACL_NO_RIGHTS);
+			check_guarded_relation(((AlterObjectDependsStmt *) parsetree)->relation,
+								   ACL_NO_RIGHTS);
 			break;
 		case T_CreateStmt:
 			{
@@ -384,7 +384,7 @@ refuse_lock_before_check(Node *parsetree)
 				check_foreign_keys(((CreateStmt *) parsetree)->constraints);
 				/* INHERITS and PARTITION OF: the parent's owner only */
 				foreach(lc, ((CreateStmt *) parsetree)->inhRelations)
-					check_extension_relation(lfirst_node(RangeVar, lc), ACL_NO_RIGHTS);
+					check_guarded_relation(lfirst_node(RangeVar, lc), ACL_NO_RIGHTS);
 				break;
 			}
 		case T_AlterTableStmt:
@@ -401,11 +401,11 @@ refuse_lock_before_check(Node *parsetree)
 					else if (cmd->subtype == AT_AttachPartition ||
 							 cmd->subtype == AT_DetachPartition ||
 							 cmd->subtype == AT_DetachPartitionFinalize)
-						check_extension_relation(castNode(PartitionCmd, cmd->def)->name,
-												 ACL_NO_RIGHTS);
+						check_guarded_relation(castNode(PartitionCmd, cmd->def)->name,
+											   ACL_NO_RIGHTS);
 					else if (cmd->subtype == AT_AddInherit)
-						check_extension_relation(castNode(RangeVar, cmd->def),
-												 ACL_NO_RIGHTS);
+						check_guarded_relation(castNode(RangeVar, cmd->def),
+											   ACL_NO_RIGHTS);
 				}
 				break;
 			}

@@ -252,9 +252,7 @@ SELECT retries.annotate('meet(text)', '1 10ms', max_running_per_key => 1);
 SELECT retries.call('meet(text)', '["x"]', limit_key => 'x');
 });
 wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.workers w JOIN retries.call_data c ON c.id = w.current_call"
-	  . " WHERE w.state = 'running' AND c.limit_key = 'x'",
-	'1', 'd: the call of key x runs');
+	"SELECT running_key('x')", '1', 'd: the call of key x runs');
 $node->safe_psql('postgres',
 	"SELECT retries.call('meet(text)', '[\"y\"]', limit_key => 'y')");
 wait_until($node, 'postgres', all_done(), 't', 'd: the calls of keys x and y run', 120);

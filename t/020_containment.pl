@@ -128,6 +128,17 @@ sub alice_runs_meanwhile
 	return;
 }
 
+# in_transaction(ROLE, SQL): a background session that runs SQL as ROLE
+# (as the superuser if ROLE is undef) in a transaction it leaves open; the
+# session, and SQL's output
+sub in_transaction
+{
+	my ($role, $sql) = @_;
+	my $session = $node->background_psql($DB);
+	my $out = $session->query_safe((defined $role ? "SET ROLE $role; " : '') . "BEGIN; $sql");
+	return ($session, $out);
+}
+
 # end_sessions(SESSION...): COMMIT the open transaction of each background
 # session, then quit it
 sub end_sessions
@@ -604,8 +615,7 @@ SELECT retries.call('mallory.ok()');
 CREATE FUNCTION mallory.gate() RETURNS void LANGUAGE sql AS $$ SELECT pg_advisory_xact_lock(77) $$;
 SELECT retries.annotate('mallory.gate()', '1 10ms');
 });
-	my $holder = $node->background_psql($DB);
-	$holder->query_safe('BEGIN; SELECT pg_advisory_xact_lock(77)');
+	my ($holder) = in_transaction(undef, 'SELECT pg_advisory_xact_lock(77)');
 	my ($gate, $follower) = split /,/, sql('mallory', q{
 BEGIN;
 SELECT retries.call('mallory.gate()') AS gate \gset
@@ -614,12 +624,9 @@ COMMIT;
 });
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
 		'running', 'd: mallory\'s gate call runs, waiting');
-	my $keeper = $node->background_psql($DB);
-	$keeper->query_safe("SET ROLE mallory; BEGIN;"
-		  . " SELECT retries.reschedule($follower, now())");
-	my $opener = $node->background_psql($DB);
-	my $late = $opener->query_safe("SET ROLE mallory; BEGIN;"
-		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${gate}::bigint])");
+	my ($keeper) = in_transaction('mallory', "SELECT retries.reschedule($follower, now())");
+	my ($opener, $late) = in_transaction('mallory',
+		"SELECT retries.call('mallory.ok()', after => ARRAY[${gate}::bigint])");
 	$holder->query_safe('COMMIT');
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
 		'succeeded', 'd: the gate call succeeds');
@@ -635,22 +642,18 @@ COMMIT;
 	# cancelled call whose follower is locked: mallory's backend notes the
 	# cancelled call for later, as the worker does when it looks again;
 	# the two notes must not have one key
-	$holder = $node->background_psql($DB);
-	$holder->query_safe('BEGIN; SELECT pg_advisory_xact_lock(77)');
+	($holder) = in_transaction(undef, 'SELECT pg_advisory_xact_lock(77)');
 	$gate = sql('mallory', "SELECT retries.call('mallory.gate()')");
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $gate",
 		'running', 'd: the worker is busy with a call of mallory\'s');
 	my $x = sql('mallory', "SELECT retries.call('mallory.ok()', run_at => now() + interval '1 day')");
-	my $canceller = $node->background_psql($DB);
-	$canceller->query_safe("SET ROLE mallory; BEGIN; SELECT retries.cancel($x)");
+	my ($canceller) = in_transaction('mallory', "SELECT retries.cancel($x)");
 	my $f4 = sql('mallory', "SELECT retries.call('mallory.ok()', after => ARRAY[${x}::bigint])");
-	$keeper = $node->background_psql($DB);
-	$keeper->query_safe("SET ROLE mallory; BEGIN;"
-		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${f4}::bigint])");
+	($keeper) = in_transaction('mallory',
+		"SELECT retries.call('mallory.ok()', after => ARRAY[${f4}::bigint])");
 	$canceller->query_safe('COMMIT');
-	$opener = $node->background_psql($DB);
-	$opener->query_safe("SET ROLE mallory; BEGIN;"
-		  . " SELECT retries.call('mallory.ok()', after => ARRAY[${x}::bigint])");
+	($opener) = in_transaction('mallory',
+		"SELECT retries.call('mallory.ok()', after => ARRAY[${x}::bigint])");
 	$holder->query_safe('COMMIT');
 	alice_runs_meanwhile(45, 'd: nor by her notes of a cancelled call');
 	end_sessions($keeper, $opener);
@@ -663,8 +666,7 @@ COMMIT;
 	# a worker's note would be met by another worker's, which would wait
 	# for the rest of the batch that ran her code (its calls and hooks)
 	$x = sql('mallory', "SELECT retries.call('mallory.ok()', run_at => now() + interval '1 day')");
-	$canceller = $node->background_psql($DB);
-	$canceller->query_safe("SET ROLE mallory; BEGIN; SELECT retries.cancel($x)");
+	($canceller) = in_transaction('mallory', "SELECT retries.cancel($x)");
 	my $chainer = sql('mallory', qq{
 CREATE FUNCTION mallory.chain_after(x bigint) RETURNS bigint LANGUAGE sql
 	AS \$\$ SELECT retries.call('mallory.ok()', after => ARRAY[x]) \$\$;

@@ -681,7 +681,7 @@ chains_pending(void)
 		raw[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 											 SPI_tuptable->tupdesc, 1, &isnull));
 		/* negated if a worker noted it: see the head of the file */
-		ids[i] = raw[i] < 0 ? -raw[i] : raw[i];
+		ids[i] = Abs(raw[i]);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	qsort(ids, nraw, sizeof(int64), cmp_int64);
@@ -741,7 +741,7 @@ chains_pending(void)
 	gone = palloc(sizeof(int64) * nraw);
 	for (int i = 0; i < nraw; i++)
 	{
-		int64		id = raw[i] < 0 ? -raw[i] : raw[i];
+		int64		id = Abs(raw[i]);
 		int64	   *at = bsearch(&id, ids, n, sizeof(int64), cmp_int64);
 
 		Assert(at != NULL);

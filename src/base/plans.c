@@ -57,8 +57,8 @@ plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
  * The plan cache plans a query anew for each execution (a custom plan)
  * while the custom plans cost less than the generic one, which a LIMIT $n
  * or an array parameter always makes them seem to; for the queries that
- * claim calls that was 5 % of a worker's time in a drain (doc/benchmarks.md,
- * "Where a worker's time goes").  Only for a query whose predicates name
+ * claim calls that was 5 % of a worker's time in a drain
+ * (doc/benchmarks-drain.md).  Only for a query whose predicates name
  * in constants every partial index it needs (as NOT_HELD does), so that the
  * generic plan has the custom plan's shape: index scans bounded by the
  * parameters.  A scan of every future call instead would show in

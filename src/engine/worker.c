@@ -81,8 +81,9 @@
  * worker's slot as well as its latch (a call that waits resets the latch),
  * and says why: a wake-up for new calls alone (WAKE_CALLS) goes straight to
  * the batch, since what this transaction does cannot have changed: it cost
- * a third of the time from a call's commit to its start.  An error there is logged and the worker tries
- * again later, while its batches go on.  The same transaction releases
+ * a third of the time from a call's commit to its start.  An error there is
+ * logged and the worker tries again later, while its batches go on.  The
+ * same transaction releases
  * the held calls that the gates of paused or limited functions let go
  * (flow.c); while a gate lets calls go, the worker also does it after
  * each batch that ran calls, since their ends may leave it room.
