@@ -337,6 +337,16 @@ note_sign(void)
 }
 
 /*
+ * noted_call -- the call that an entry of call_after_pending notes: its id,
+ * negated if a worker noted it (see the head of the file)
+ */
+static inline int64
+noted_call(int64 note)
+{
+	return note < 0 ? -note : note;
+}
+
+/*
  * left_for_later -- this transaction noted finished calls whose followers
  * are left for later: the workers look at them soon after its commit (the
  * worker that commits it, from retries_chains_deferred; the others, and all
@@ -680,8 +690,7 @@ chains_pending(void)
 
 		raw[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 											 SPI_tuptable->tupdesc, 1, &isnull));
-		/* negated if a worker noted it: see the head of the file */
-		ids[i] = Abs(raw[i]);
+		ids[i] = noted_call(raw[i]);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	qsort(ids, nraw, sizeof(int64), cmp_int64);
@@ -741,7 +750,7 @@ chains_pending(void)
 	gone = palloc(sizeof(int64) * nraw);
 	for (int i = 0; i < nraw; i++)
 	{
-		int64		id = Abs(raw[i]);
+		int64		id = noted_call(raw[i]);
 		int64	   *at = bsearch(&id, ids, n, sizeof(int64), cmp_int64);
 
 		Assert(at != NULL);
