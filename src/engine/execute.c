@@ -757,32 +757,66 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 }
 
 /*
- * log_trimming -- say, once per worker, that a queued attempt is past
- * retries.max_kept_attempts, so that its call's oldest attempt rows go
+ * trim_attempts -- delete the oldest attempt rows of the queued calls whose
+ * attempt being written is past retries.max_kept_attempts, so that the
+ * call keeps that many with it; and say so, once per worker.  A statement
+ * of its own, run only when some call needs it (rarely): inside the
+ * statement that writes every batch's outcomes it made the planner join
+ * attempt_data for every batch, and a plan made while attempt_data was
+ * empty read all of it for every batch.
  */
 static void
-log_trimming(void)
+trim_attempts(void)
 {
+	static SPIPlanPtr plan = NULL;
 	static bool logged = false;
+	Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID};
+	Datum		values[3];
+	Datum	   *ids = NULL;
+	Datum	   *attempts = NULL;
+	int			n = 0;
 
-	if (logged)
-		return;
 	for (int row = 0; row < pending.n; row++)
 	{
 		int32		attempt = DatumGetInt32(pending.values[OC_ATTEMPT][row]);
 
-		if (attempt > retries_max_kept_attempts)
+		if (attempt <= retries_max_kept_attempts)
+			continue;
+		if (ids == NULL)
 		{
-			ereport(LOG,
-					(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
-							DatumGetInt64(pending.values[OC_CALL_ID][row]), attempt,
-							retries_max_kept_attempts),
-					 errdetail("This is logged once per worker."),
-					 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
-			logged = true;
-			return;
+			ids = palloc(sizeof(Datum) * pending.n);
+			attempts = palloc(sizeof(Datum) * pending.n);
 		}
+		ids[n] = pending.values[OC_CALL_ID][row];
+		attempts[n++] = Int32GetDatum(attempt);
 	}
+	if (n == 0)
+		return;
+	if (!logged)
+	{
+		ereport(LOG,
+				(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
+						DatumGetInt64(ids[0]), DatumGetInt32(attempts[0]),
+						retries_max_kept_attempts),
+				 errdetail("This is logged once per worker."),
+				 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
+		logged = true;
+	}
+	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, true,
+												TYPALIGN_DOUBLE));
+	values[1] = PointerGetDatum(construct_array(attempts, n, INT4OID, 4, true,
+												TYPALIGN_INT));
+	values[2] = Int32GetDatum(retries_max_kept_attempts);
+	plans_prepare_kept(&plan,
+					   "DELETE FROM retries.attempt_data a"
+					   " USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+					   "  AS d(call_id, attempt)"
+					   " WHERE a.call_id OPERATOR(pg_catalog.=) d.call_id"
+					   " AND a.attempt OPERATOR(pg_catalog.<=)"
+					   "  (d.attempt OPERATOR(pg_catalog.-) $3)",
+					   3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "retries: could not delete the oldest attempt rows of calls");
 }
 
 /*
@@ -791,17 +825,17 @@ log_trimming(void)
  * transaction.
  *
  * A call keeps at most retries.max_kept_attempts attempt rows: writing a
- * newer one deletes those that fall out, so that a call retried without
- * end (every 10 ms, say) cannot fill the disk before it finishes and is
- * pruned.  The call keeps counting its attempts.
+ * newer one deletes those that fall out (trim_attempts), so that a call
+ * retried without end (every 10 ms, say) cannot fill the disk before it
+ * finishes and is pruned.  The call keeps counting its attempts.
  */
 static void
 write_outcomes(void)
 {
 	static SPIPlanPtr plans[2];
 	bool		results = (schema_retries_version() >= SCHEMA_1_2); /* version 1.2 */
-	Oid			argtypes[OC_NCOLUMNS + 1];
-	Datum		values[OC_NCOLUMNS + 1];
+	Oid			argtypes[OC_NCOLUMNS];
+	Datum		values[OC_NCOLUMNS];
 	int			n = pending.n;
 	int64	   *finished_ids;
 	char	   *finished_how;
@@ -810,17 +844,19 @@ write_outcomes(void)
 
 	if (pending.lxid != retries_local_xid() || n == 0)
 		return;
+	trim_attempts();
 	plans_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
 							pending.nulls, n, argtypes, values);
-	/* and the most attempt rows kept per call */
-	argtypes[OC_NCOLUMNS] = INT4OID;
-	values[OC_NCOLUMNS] = Int32GetDatum(retries_max_kept_attempts);
-	log_trimming();
 	pending.n = 0;
 	pending.result_bytes = 0;
 
+	/*
+	 * Planned once: a custom plan for each batch cost more than the statement
+	 * ran, and with calls of a small table a custom plan joined call_data by
+	 * reading all of it.  The generic plan looks each call up by its key.
+	 */
 	if (plans[results] == NULL)
-		plans_prepare_kept(&plans[results],
+		plans_prepare_generic(&plans[results],
 						   psprintf("WITH done AS ("
 									" SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
 									"  pg_catalog.unnest($2), pg_catalog.unnest($3),"
@@ -833,12 +869,6 @@ write_outcomes(void)
 									"  AS d(call_id, attempt, started_at, finished_at, outcome,"
 									"   state, next_attempt, sqlstate, message, detail, hint,"
 									"   context, delay, result)),"
-									" trimmed AS ("
-									" DELETE FROM retries.attempt_data a USING done d"
-									"  WHERE d.attempt OPERATOR(pg_catalog.>) $15"
-									"  AND a.call_id OPERATOR(pg_catalog.=) d.call_id"
-									"  AND a.attempt OPERATOR(pg_catalog.<=)"
-									"   (d.attempt OPERATOR(pg_catalog.-) $15)),"
 									" c AS ("
 									" UPDATE retries.call_data c SET"
 									"  state = d.state::retries.call_state, attempts = d.attempt,"
@@ -856,7 +886,7 @@ write_outcomes(void)
 									"  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
 									" FROM done",
 									results ? ", result = d.result" : ""),
-						   OC_NCOLUMNS + 1, argtypes);
+						   OC_NCOLUMNS, argtypes);
 	if (SPI_execute_plan(plans[results], values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 
