@@ -24,6 +24,29 @@ SELECT retries.annotate('work_limited(bigint)', max_running => 10);
 CREATE FUNCTION work_held(id bigint) RETURNS void
 LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
 SELECT retries.annotate('work_held(bigint)');
+-- Ten roles, each of which makes calls of work() through a SECURITY DEFINER
+-- function it owns; schedule_as(g) makes call g as bench_role_(g % 10), so
+-- that the calls of the ten roles are interleaved (the roles step).
+DO $$
+BEGIN
+	FOR i IN 0 .. 9 LOOP
+		EXECUTE format('CREATE ROLE bench_role_%s LOGIN', i);
+		EXECUTE format('GRANT INSERT ON results TO bench_role_%s', i);
+		EXECUTE format($f$CREATE FUNCTION schedule_as_%s(g bigint) RETURNS bigint
+			LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_catalog
+			AS 'SELECT retries.call(''work(bigint)'', jsonb_build_array(g))'$f$, i);
+		EXECUTE format('ALTER FUNCTION schedule_as_%s(bigint) OWNER TO bench_role_%s', i, i);
+	END LOOP;
+END $$;
+CREATE FUNCTION schedule_as(g bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	id	bigint;
+BEGIN
+	EXECUTE format('SELECT schedule_as_%s($1)', g % 10) INTO id USING g;
+	RETURN id;
+END $$;
+
 -- and a function limited to 1000 starts a second, for the rate's accuracy
 CREATE FUNCTION work_rated(id bigint) RETURNS void
 LANGUAGE sql AS $$ INSERT INTO results (id) VALUES (id) $$;
