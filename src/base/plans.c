@@ -59,9 +59,9 @@ plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
  * or an array parameter always makes them seem to; for the queries that
  * claim calls that was 5 % of a worker's time in a drain
  * (doc/benchmarks-drain.md).  Only for a query whose predicates name
- * in constants every partial index it needs (as NOT_HELD does), so that the
- * generic plan has the custom plan's shape: index scans bounded by the
- * parameters.  A scan of every future call instead would show in
+ * in constants every partial index it needs (as NOT_HELD does), or that
+ * reads its tables by key alone, so that the generic plan has the custom
+ * plan's shape: index scans bounded by the parameters.  A scan of every future call instead would show in
  * bench/run's idle CPU beside 1,000,000 future calls.
  */
 SPIPlanPtr

@@ -857,36 +857,36 @@ write_outcomes(void)
 	 */
 	if (plans[results] == NULL)
 		plans_prepare_generic(&plans[results],
-						   psprintf("WITH done AS ("
-									" SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
-									"  pg_catalog.unnest($2), pg_catalog.unnest($3),"
-									"  pg_catalog.unnest($4), pg_catalog.unnest($5),"
-									"  pg_catalog.unnest($6), pg_catalog.unnest($7),"
-									"  pg_catalog.unnest($8), pg_catalog.unnest($9),"
-									"  pg_catalog.unnest($10), pg_catalog.unnest($11),"
-									"  pg_catalog.unnest($12), pg_catalog.unnest($13),"
-									"  pg_catalog.unnest($14))"
-									"  AS d(call_id, attempt, started_at, finished_at, outcome,"
-									"   state, next_attempt, sqlstate, message, detail, hint,"
-									"   context, delay, result)),"
-									" c AS ("
-									" UPDATE retries.call_data c SET"
-									"  state = d.state::retries.call_state, attempts = d.attempt,"
-									"  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
-									"  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
-									"  last_message = coalesce(d.message, c.last_message),"
-									"  updated_at = d.finished_at%s"
-									" FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
-									" INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-									"  finished_at, outcome, sqlstate, message, detail, hint, context,"
-									"  next_delay)"
-									" SELECT call_id, attempt, started_at, finished_at,"
-									"  outcome::retries.attempt_outcome, sqlstate, message, detail,"
-									"  hint, context,"
-									"  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
-									" FROM done",
-									results ? ", result = d.result" : ""),
-						   OC_NCOLUMNS, argtypes);
+							  psprintf("WITH done AS ("
+									   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+									   "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+									   "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
+									   "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
+									   "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
+									   "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
+									   "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
+									   "  pg_catalog.unnest($14))"
+									   "  AS d(call_id, attempt, started_at, finished_at, outcome,"
+									   "   state, next_attempt, sqlstate, message, detail, hint,"
+									   "   context, delay, result)),"
+									   " c AS ("
+									   " UPDATE retries.call_data c SET"
+									   "  state = d.state::retries.call_state, attempts = d.attempt,"
+									   "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
+									   "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
+									   "  last_message = coalesce(d.message, c.last_message),"
+									   "  updated_at = d.finished_at%s"
+									   " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+									   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+									   "  finished_at, outcome, sqlstate, message, detail, hint, context,"
+									   "  next_delay)"
+									   " SELECT call_id, attempt, started_at, finished_at,"
+									   "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
+									   "  hint, context,"
+									   "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
+									   " FROM done",
+									   results ? ", result = d.result" : ""),
+							  OC_NCOLUMNS, argtypes);
 	if (SPI_execute_plan(plans[results], values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 
