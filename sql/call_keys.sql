@@ -68,6 +68,42 @@ COMMIT;
 SELECT scheduled_by, count(*) AS calls, count(key) AS with_key
   FROM retries.calls GROUP BY 1 ORDER BY 1;
 
+-- Calls without a key, many in one transaction: call_data and its indexes
+-- stay open from one to the next.  Every call is in every index it
+-- belongs to, whatever happens between them in the transaction: an index
+-- made, a subtransaction rolled back; and the table may be truncated.
+BEGIN;
+SELECT count(retries.call('send_mail(text)', jsonb_build_array(g::text), now() + interval '1 day'))
+  FROM generate_series(1, 3) g;
+CREATE INDEX call_data_by_args ON retries.call_data (args);
+SELECT count(retries.call('send_mail(text)', jsonb_build_array(g::text), now() + interval '1 day'))
+  FROM generate_series(4, 6) g;
+DO $$
+BEGIN
+	PERFORM retries.call('send_mail(text)', '["rolled back"]', now() + interval '1 day');
+	RAISE EXCEPTION 'roll the call back';
+EXCEPTION WHEN raise_exception THEN
+	NULL;
+END $$;
+SELECT count(retries.call('send_mail(text)', jsonb_build_array(g::text), now() + interval '1 day'))
+  FROM generate_series(7, 9) g;
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+-- by the new index, and by the due calls' index
+EXPLAIN (COSTS OFF) SELECT count(*) FROM retries.call_data WHERE args >= '["1"]' AND args <= '["9"]';
+SELECT count(*) FROM retries.call_data WHERE args >= '["1"]' AND args <= '["9"]';
+SELECT count(*) FROM retries.call_data WHERE args = '["rolled back"]';
+SELECT count(*) FROM retries.call_data
+ WHERE state = 'scheduled' AND NOT held AND priority = 0
+   AND next_attempt > now() + interval '1 hour';
+ROLLBACK;
+BEGIN;
+SELECT retries.call('send_mail(text)', '[10]', now() + interval '1 day') > 0 AS made;
+TRUNCATE retries.call_data, retries.attempt_data, retries.call_after, retries.call_after_pending;
+SELECT retries.call('send_mail(text)', '[11]', now() + interval '1 day') > 0 AS made;
+SELECT args FROM retries.call_data;
+ROLLBACK;
+
 DROP FUNCTION send_mail(text);
 DROP OWNED BY keys_alice, keys_bob;
 DROP ROLE keys_alice, keys_bob;

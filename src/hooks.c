@@ -57,6 +57,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "api/api.h"
 #include "base/base.h"
 #include "base/compat.h"
 #include "hooks.h"
@@ -526,6 +527,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
+	/* a command may drop, truncate or alter call_data: not held open */
+	call_insert_close();
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
