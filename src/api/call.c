@@ -344,6 +344,11 @@ kept_insert_open(Relation rel)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	MemoryContext oldcxt;
+	List	   *indexes;
+	ListCell   *lc;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	Relation	kept;
 
 	if (kept_insert.rel != NULL &&
 		(kept_insert.stale || kept_insert.lxid != retries_local_xid() ||
@@ -358,18 +363,36 @@ kept_insert_open(Relation rel)
 		kept_insert.callbacks = true;
 	}
 
+	/*
+	 * The indexes' locks first, as the current subtransaction's: waiting for
+	 * one may end in an error (a cancel, lock_timeout), which must come
+	 * before anything is kept.  Then nothing below waits; interrupts are held
+	 * off too, so that the indexes are kept open all or none: an error in
+	 * between, caught by a subtransaction, would leave later calls inserting
+	 * into some of the indexes only.
+	 */
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+		LockRelationOid(lfirst_oid(lc), RowExclusiveLock);
+	list_free(indexes);
+
+	HOLD_INTERRUPTS();
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
 	CurrentResourceOwner = TopTransactionResourceOwner;
-	kept_insert.estate = CreateExecutorState();
-	kept_insert.rri = makeNode(ResultRelInfo);
-	kept_insert.rel = table_open(RelationGetRelid(rel), RowExclusiveLock);
-	InitResultRelInfo(kept_insert.rri, kept_insert.rel, 1, NULL, 0);
-	ExecOpenIndices(kept_insert.rri, false);
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	kept = table_open(RelationGetRelid(rel), RowExclusiveLock);
+	InitResultRelInfo(rri, kept, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
 	CurrentResourceOwner = oldowner;
 	MemoryContextSwitchTo(oldcxt);
+	kept_insert.estate = estate;
+	kept_insert.rri = rri;
 	kept_insert.lxid = retries_local_xid();
 	kept_insert.stale = false;
-	return kept_insert.rel;
+	kept_insert.rel = kept;
+	RESUME_INTERRUPTS();
+	return kept;
 }
 
 /*
