@@ -104,6 +104,42 @@ SELECT retries.call('send_mail(text)', '[11]', now() + interval '1 day') > 0 AS 
 SELECT args FROM retries.call_data;
 ROLLBACK;
 
+-- A call rolled back with its savepoint, or its EXCEPTION block, leaves no
+-- lock on call_data or its indexes behind
+BEGIN;
+SAVEPOINT s;
+SELECT retries.call('send_mail(text)', '["s"]', now() + interval '1 day') > 0 AS made;
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS locks FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+ WHERE l.pid = pg_backend_pid() AND c.relnamespace = 'retries'::regnamespace
+   AND c.relname LIKE 'call_data%' AND c.relkind <> 'S';
+DO $$
+BEGIN
+	PERFORM retries.call('send_mail(text)', '["e"]', now() + interval '1 day');
+	RAISE EXCEPTION 'roll the call back';
+EXCEPTION WHEN raise_exception THEN
+	NULL;
+END $$;
+SELECT count(*) AS locks FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+ WHERE l.pid = pg_backend_pid() AND c.relnamespace = 'retries'::regnamespace
+   AND c.relname LIKE 'call_data%' AND c.relkind <> 'S';
+ROLLBACK;
+
+-- An event trigger that schedules a call when a command starts does not
+-- keep call_data open under the command
+CREATE FUNCTION note_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM retries.call('send_mail(text)', '["ddl"]', now() + interval '1 day');
+END $$;
+CREATE EVENT TRIGGER note_ddl ON ddl_command_start EXECUTE FUNCTION note_ddl();
+BEGIN;
+CREATE INDEX call_data_by_args ON retries.call_data (args);
+ALTER TABLE retries.call_data ALTER COLUMN last_message SET STATISTICS 100;
+SELECT count(*) AS noted FROM retries.call_data WHERE args = '["ddl"]';
+ROLLBACK;
+DROP EVENT TRIGGER note_ddl;
+DROP FUNCTION note_ddl();
+
 DROP FUNCTION send_mail(text);
 DROP OWNED BY keys_alice, keys_bob;
 DROP ROLE keys_alice, keys_bob;

@@ -528,7 +528,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
 	/* a command may drop, truncate or alter call_data: not held open */
-	call_insert_close();
+	call_insert_pause(pstmt->utilityStmt);
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
@@ -540,12 +540,20 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 						  context == PROCESS_UTILITY_TOPLEVEL))
 		xact_stop_workers(dboid);
 
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		call_insert_resume(pstmt->utilityStmt);
+	}
+	PG_END_TRY();
 
 	/*
 	 * A restore: the extension made (or found: IF NOT EXISTS, with the

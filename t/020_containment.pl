@@ -35,7 +35,11 @@
 #   g. the rest: the random seed a call sets does not reach the next
 #      role's call; a role past VALID UNTIL, without CONNECT or without
 #      LOGIN gets 42501; dropping a function names no other role's
-#      schedule; retries.workers shows no other database's workers.
+#      schedule; retries.workers shows no other database's workers;
+#   h. and i. (below);
+#   j. calls made while other sessions' DDL sends invalidations crash
+#      nothing (retries.call() keeps call_data's indexes open for the rest
+#      of a transaction).
 #
 # For development, RETRIES_CONTAINMENT_ONLY=REGEX runs only the sections
 # whose letters match (the setup always runs).
@@ -1017,6 +1021,36 @@ SELECT retries.call('mallory.plant()');
 		'succeeded', 'i: alice\'s call runs');
 	is(sql('mallory', 'SELECT count(*) FROM mallory.loot'), '0',
 		'i: and mallory\'s code never ran in it');
+}
+
+###########################################################################
+# j. invalidations while retries.call() opens call_data's indexes
+###########################################################################
+
+if (section('j'))
+{
+	# (found by the hostile review of call_data kept open by retries.call():
+	# a relcache invalidation that arrived while it opened the indexes, as
+	# any session's DDL sends, ran its callback on half-open state, and
+	# crashed the backend, and so the server, within a second)
+	sql('mallory', q{
+CREATE FUNCTION mallory.noop(n int) RETURNS void LANGUAGE sql AS 'SELECT 1';
+SELECT retries.annotate('mallory.noop(int)');
+});
+	my $count = "SELECT count(*) FROM retries.call_data WHERE scheduled_by = 'mallory'::regrole";
+	my $before = $node->safe_psql($DB, $count);
+	$node->pgbench(
+		"--no-vacuum --client=4 --time=3 --username=mallory $DB",
+		0,
+		[qr/number of failed transactions: 0|processed: [1-9]/],
+		[qr/^$/],
+		'j: calls made beside other sessions\' DDL, no error, no warning',
+		{
+			'020_j_call' =>
+			  q{SELECT retries.call('mallory.noop(int)', '[1]', now() + interval '1 day');},
+			'020_j_ddl' => qq{CREATE TEMP TABLE t (a int);\nDROP TABLE t;\n},
+		});
+	cmp_ok($node->safe_psql($DB, $count), '>', $before, 'j: and the calls were made');
 }
 
 no_crash($node, 0, 'no crash in the server log');

@@ -240,30 +240,38 @@ static struct
 
 /*
  * call_data as insert_call_direct() keeps it open for the rest of the
- * transaction: the table, its indexes (their IndexInfo, with their
+ * (sub)transaction: the table, its indexes (their IndexInfo, with their
  * predicates and expressions ready to evaluate) and the executor state
  * they are evaluated in.  Opening the indexes and preparing the partial
  * indexes' predicates for each call cost more than the insertion (45 % of
  * scheduling 100,000 calls in one statement).
  *
- * Opened under the transaction's resource owner, so that neither the end
- * of a statement nor the abort of a subtransaction releases them; closed
- * before the transaction commits or prepares, and forgotten when it
- * aborts, whose resource owner releases them (call_insert_xact).  Closed
- * too before any utility command (call_insert_close, from the
- * ProcessUtility hook), since a command that drops, truncates or alters
- * call_data refuses a table that its own session holds open, and after a
- * relcache invalidation of the table or one of its indexes (an index
- * added, say), when the next call opens them again.  Only when the library
- * is preloaded, which installs that hook.
+ * They are opened under the transaction's resource owner, so that the end
+ * of a statement does not release them, and closed:
+ *	- before the transaction commits or prepares (call_insert_xact);
+ *	- when the subtransaction they were opened in aborts
+ *	  (call_insert_subxact); a subtransaction that commits hands them to
+ *	  its parent;
+ *	- before a utility command (call_insert_pause, from the ProcessUtility
+ *	  hook), since a command that drops, truncates or alters call_data
+ *	  refuses a table that its own session holds open; and they are not
+ *	  kept while one runs (an event trigger, or a function the command
+ *	  calls, may schedule calls), except CALL and DO, which run code
+ *	  rather than change tables;
+ *	- after a relcache invalidation of the table or one of its indexes,
+ *	  when the next call opens them again.
+ * When the transaction aborts, its resource owner closes them.  Only when
+ * the library is preloaded, which installs that hook.
  */
 static struct
 {
 	LocalTransactionId lxid;	/* the transaction they are open in */
-	Relation	rel;			/* NULL when closed */
+	SubTransactionId subid;		/* the subtransaction that holds them */
+	Relation	rel;			/* NULL when closed; set once all are open */
 	EState	   *estate;
 	ResultRelInfo *rri;
 	bool		stale;			/* invalidated: close before the next use */
+	int			paused;			/* utility commands running */
 	bool		callbacks;		/* the callbacks below are registered */
 }			kept_insert;
 
@@ -289,25 +297,55 @@ kept_insert_invalidate(Datum arg, Oid relid)
 }
 
 /*
- * call_insert_close -- close what insert_call_direct() keeps open, if
- * anything
+ * kept_insert_close -- close what insert_call_direct() keeps open, if
+ * anything, and release the locks it took to keep it
+ *
+ * Those are extra: each statement that made a call holds its own lock on
+ * call_data, as its (sub)transaction's, until that ends, and the locks on
+ * the indexes were released after each call before they were kept open
+ * (ExecCloseIndices).  So a call rolled back with its savepoint leaves no
+ * lock behind, as before.
  */
-void
-call_insert_close(void)
+static void
+kept_insert_close(void)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
+	Relation	rel = kept_insert.rel;
 
-	if (kept_insert.rel == NULL)
+	if (rel == NULL)
 		return;
-	if (kept_insert.lxid == retries_local_xid())
-	{
-		CurrentResourceOwner = TopTransactionResourceOwner;
-		ExecCloseIndices(kept_insert.rri);
-		table_close(kept_insert.rel, NoLock);
-		CurrentResourceOwner = oldowner;
-		FreeExecutorState(kept_insert.estate);
-	}
 	kept_insert.rel = NULL;
+	if (kept_insert.lxid != retries_local_xid())
+		return;					/* an earlier transaction's: gone with it */
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	ExecCloseIndices(kept_insert.rri);
+	table_close(rel, RowExclusiveLock);
+	CurrentResourceOwner = oldowner;
+	FreeExecutorState(kept_insert.estate);
+}
+
+/*
+ * call_insert_pause -- a utility command is about to run: close what
+ * insert_call_direct() keeps open, and keep nothing open until
+ * call_insert_resume(), unless the command is CALL or DO
+ */
+void
+call_insert_pause(Node *command)
+{
+	kept_insert_close();
+	if (!IsA(command, CallStmt) && !IsA(command, DoStmt))
+		kept_insert.paused++;
+}
+
+/*
+ * call_insert_resume -- the utility command given to call_insert_pause()
+ * has ended, or failed
+ */
+void
+call_insert_resume(Node *command)
+{
+	if (!IsA(command, CallStmt) && !IsA(command, DoStmt) && kept_insert.paused > 0)
+		kept_insert.paused--;
 }
 
 /*
@@ -323,7 +361,7 @@ call_insert_xact(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			call_insert_close();
+			kept_insert_close();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -335,11 +373,28 @@ call_insert_xact(XactEvent event, void *arg)
 }
 
 /*
+ * call_insert_subxact -- subtransaction callback: what the subtransaction
+ * that ends kept open is closed if it aborts, and handed to its parent if
+ * it commits
+ */
+static void
+call_insert_subxact(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	if (kept_insert.rel == NULL || kept_insert.subid < mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		kept_insert_close();
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		kept_insert.subid = parentSubid;
+}
+
+/*
  * kept_insert_open -- call_data ('rel', opened by the caller) with its
  * indexes, kept open for the rest of the transaction (see kept_insert);
- * returns the table as kept open
+ * false if they are not kept now (a utility command runs)
  */
-static Relation
+static bool
 kept_insert_open(Relation rel)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -350,16 +405,19 @@ kept_insert_open(Relation rel)
 	ResultRelInfo *rri;
 	Relation	kept;
 
+	if (kept_insert.paused > 0)
+		return false;
 	if (kept_insert.rel != NULL &&
 		(kept_insert.stale || kept_insert.lxid != retries_local_xid() ||
 		 RelationGetRelid(kept_insert.rel) != RelationGetRelid(rel)))
-		call_insert_close();
+		kept_insert_close();
 	if (kept_insert.rel != NULL)
-		return kept_insert.rel;
+		return true;
 	if (!kept_insert.callbacks)
 	{
 		CacheRegisterRelcacheCallback(kept_insert_invalidate, (Datum) 0);
 		RegisterXactCallback(call_insert_xact, NULL);
+		RegisterSubXactCallback(call_insert_subxact, NULL);
 		kept_insert.callbacks = true;
 	}
 
@@ -367,9 +425,9 @@ kept_insert_open(Relation rel)
 	 * The indexes' locks first, as the current subtransaction's: waiting for
 	 * one may end in an error (a cancel, lock_timeout), which must come
 	 * before anything is kept.  Then nothing below waits; interrupts are held
-	 * off too, so that the indexes are kept open all or none: an error in
-	 * between, caught by a subtransaction, would leave later calls inserting
-	 * into some of the indexes only.
+	 * off too, and kept_insert.rel is set last, so that the indexes are kept
+	 * open all or none, and the invalidation callback (which runs whenever a
+	 * lock is taken) never sees them half open.
 	 */
 	indexes = RelationGetIndexList(rel);
 	foreach(lc, indexes)
@@ -389,10 +447,11 @@ kept_insert_open(Relation rel)
 	kept_insert.estate = estate;
 	kept_insert.rri = rri;
 	kept_insert.lxid = retries_local_xid();
+	kept_insert.subid = GetCurrentSubTransactionId();
 	kept_insert.stale = false;
 	kept_insert.rel = kept;
 	RESUME_INTERRUPTS();
-	return kept;
+	return true;
 }
 
 /*
@@ -502,6 +561,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	ResultRelInfo *rri;
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	int64		id;
+	bool		kept;
 
 	if (call_data_info.relid != relid || call_data_info.natts != desc->natts)
 	{
@@ -590,10 +650,10 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	ExecStoreVirtualTuple(slot);
 	direct_insert_not_null(desc, slot);
 
-	if (retries_preloaded)
+	kept = retries_preloaded && kept_insert_open(rel);
+	if (kept)
 	{
 		/* the indexes as the transaction keeps them open */
-		(void) kept_insert_open(rel);
 		estate = kept_insert.estate;
 		rri = kept_insert.rri;
 	}
@@ -606,7 +666,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	}
 	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
 	(void) retries_insert_index_tuples(rri, slot, estate);
-	if (retries_preloaded)
+	if (kept)
 		ResetPerTupleExprContext(estate);
 	else
 	{
