@@ -527,8 +527,6 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
-	/* a command may drop, truncate or alter call_data: not held open */
-	call_insert_pause(pstmt->utilityStmt);
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))
@@ -540,6 +538,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 						  context == PROCESS_UTILITY_TOPLEVEL))
 		xact_stop_workers(dboid);
 
+	/* a command may drop, truncate or alter call_data: not held open */
+	call_insert_pause(pstmt->utilityStmt);
 	PG_TRY();
 	{
 		if (prev_ProcessUtility)
