@@ -25,8 +25,8 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
-#include "access/xact.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -38,9 +38,9 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
-#include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -325,6 +325,17 @@ kept_insert_close(void)
 }
 
 /*
+ * pauses_kept_insert -- does nothing stay open while 'command' runs?  All
+ * utility commands but CALL and DO, which run code rather than change
+ * tables
+ */
+static bool
+pauses_kept_insert(Node *command)
+{
+	return !IsA(command, CallStmt) && !IsA(command, DoStmt);
+}
+
+/*
  * call_insert_pause -- a utility command is about to run: close what
  * insert_call_direct() keeps open, and keep nothing open until
  * call_insert_resume(), unless the command is CALL or DO
@@ -333,7 +344,7 @@ void
 call_insert_pause(Node *command)
 {
 	kept_insert_close();
-	if (!IsA(command, CallStmt) && !IsA(command, DoStmt))
+	if (pauses_kept_insert(command))
 		kept_insert.paused++;
 }
 
@@ -344,7 +355,7 @@ call_insert_pause(Node *command)
 void
 call_insert_resume(Node *command)
 {
-	if (!IsA(command, CallStmt) && !IsA(command, DoStmt) && kept_insert.paused > 0)
+	if (pauses_kept_insert(command) && kept_insert.paused > 0)
 		kept_insert.paused--;
 }
 

@@ -61,8 +61,9 @@ plans_prepare_kept(SPIPlanPtr *plan, const char *query, int nargs,
  * (doc/benchmarks-drain.md).  Only for a query whose predicates name
  * in constants every partial index it needs (as NOT_HELD does), or that
  * reads its tables by key alone, so that the generic plan has the custom
- * plan's shape: index scans bounded by the parameters.  A scan of every future call instead would show in
- * bench/run's idle CPU beside 1,000,000 future calls.
+ * plan's shape: index scans bounded by the parameters.  A scan of every
+ * future call instead would show in bench/run's idle CPU beside 1,000,000
+ * future calls.
  */
 SPIPlanPtr
 plans_prepare_generic(SPIPlanPtr *plan, const char *query, int nargs,

@@ -772,7 +772,7 @@ trim_attempts(void)
 	static bool logged = false;
 	Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID};
 	Datum		values[3];
-	Datum	   *ids = NULL;
+	int64	   *ids = NULL;
 	Datum	   *attempts = NULL;
 	int			n = 0;
 
@@ -784,10 +784,10 @@ trim_attempts(void)
 			continue;
 		if (ids == NULL)
 		{
-			ids = palloc(sizeof(Datum) * pending.n);
+			ids = palloc(sizeof(int64) * pending.n);
 			attempts = palloc(sizeof(Datum) * pending.n);
 		}
-		ids[n] = pending.values[OC_CALL_ID][row];
+		ids[n] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
 		attempts[n++] = Int32GetDatum(attempt);
 	}
 	if (n == 0)
@@ -796,16 +796,15 @@ trim_attempts(void)
 	{
 		ereport(LOG,
 				(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
-						DatumGetInt64(ids[0]), DatumGetInt32(attempts[0]),
+						ids[0], DatumGetInt32(attempts[0]),
 						retries_max_kept_attempts),
 				 errdetail("This is logged once per worker."),
 				 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
 		logged = true;
 	}
-	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, true,
-												TYPALIGN_DOUBLE));
-	values[1] = PointerGetDatum(construct_array(attempts, n, INT4OID, 4, true,
-												TYPALIGN_INT));
+	values[0] = args_id_array(ids, n);
+	values[1] = PointerGetDatum(construct_array(attempts, n, INT4OID, sizeof(int32),
+												true, TYPALIGN_INT));
 	values[2] = Int32GetDatum(retries_max_kept_attempts);
 	plans_prepare_kept(&plan,
 					   "DELETE FROM retries.attempt_data a"
