@@ -48,7 +48,8 @@
  *	  again gives the same list; policy_retries_sqlstate agrees with each
  *	  exact entry and with each class entry no exact one overrides.
  *	- cron_parse (src/core/cron.c): a refused expression has a well-formed error;
- *	  an accepted one has bits only where its fields can, some in each; and
+ *	  an accepted one has bits only where its fields can (bit 0 of the days
+ *	  is 'L'), some in each; and
  *	  cron_next from a wall-clock minute taken from the knobs finds a later
  *	  minute that matches, with no match in between (checked minute by
  *	  minute over up to two days).
@@ -836,7 +837,7 @@ check_cron(const char *text, bool utf8, Knobs *knobs)
 	}
 	REQUIRE(spec.minutes != 0 && spec.minutes >> 60 == 0, text);
 	REQUIRE(spec.hours != 0 && spec.hours >> 24 == 0, text);
-	REQUIRE(spec.days != 0 && (spec.days & 1) == 0, text);
+	REQUIRE(spec.days != 0, text);	/* bit 0 is CRON_LAST_DAY, 'L' */
 	REQUIRE(spec.months != 0 && (spec.months & 1) == 0 && spec.months >> 13 == 0, text);
 	REQUIRE(spec.weekdays != 0 && spec.weekdays >> 7 == 0, text);
 

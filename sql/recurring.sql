@@ -19,6 +19,13 @@ SELECT * FROM retries.next_runs('0 0 29 feb *', 'UTC', '2096-03-01', 2);
 -- the rarest: 29 February that is a Sunday ('*/7' is a step over '*': both
 -- must match), 40 years apart around 2100, which is no leap year
 SELECT t, to_char(t, 'Dy DD') FROM retries.next_runs('0 0 29 2 */7', 'UTC', '2060-03-01', 3) t;
+-- L (or pg_cron's $): the last day of the month, leap years included
+SELECT t, to_char(t AT TIME ZONE 'Europe/Berlin', 'YYYY-MM-DD HH24:MI Dy') AS berlin
+  FROM retries.next_runs('30 23 L * *', 'Europe/Berlin', '2028-01-15', 3) t;
+SELECT * FROM retries.next_runs('0 0 1,15,$ 2 *', 'UTC', '2100-01-01', 4);
+-- with a day of week: the last day or a Friday; the last day if a Sunday
+SELECT t, to_char(t, 'Dy DD') FROM retries.next_runs('0 0 L * fri', 'UTC', '2026-11-24', 3) t;
+SELECT t, to_char(t, 'Dy DD') FROM retries.next_runs('0 0 L * */7', 'UTC', '2026-11-24', 2) t;
 
 -- intervals: a fixed rate from "after", whatever the zone does
 SELECT * FROM retries.next_runs('30s', 'UTC', '2026-11-24 10:00:00+00', 3);
@@ -68,6 +75,8 @@ CALL test.try($$SELECT retries.next_runs('61 * * * *')$$);
 CALL test.try($$SELECT retries.next_runs('* * * * * *')$$);
 CALL test.try($$SELECT retries.next_runs('* * * smarch *')$$);
 CALL test.try($$SELECT retries.next_runs('0 0 30 feb *')$$);
+CALL test.try($$SELECT retries.next_runs('0 0 L-3 * *')$$);
+CALL test.try($$SELECT retries.next_runs('0 0 LW * *')$$);
 CALL test.try($$SELECT retries.next_runs('*/0 * * * *')$$);
 CALL test.try($$SELECT retries.next_runs('@reboot')$$);
 CALL test.try($$SELECT retries.next_runs('500ms')$$);

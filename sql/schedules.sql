@@ -32,6 +32,14 @@ SELECT retries.schedule('often', 'sched_note(text)', '2 minutes', '["often, agai
 						overlap => 'allow', catch_up => '5 min') = :often AS same_id;
 SELECT name, every, args, overlap, catch_up FROM retries.schedules WHERE id = :often;
 
+-- the last day of the month (L), in the schedule's zone
+SELECT retries.schedule('month_end', 'sched_note(text)', '45 23 L * *', '["month end"]',
+						'Asia/Tokyo') AS month_end \gset
+SELECT every, extract(day FROM (next_run AT TIME ZONE timezone) + interval '1 day') AS day_after,
+	   (next_run AT TIME ZONE timezone)::time AS at
+  FROM retries.schedules WHERE id = :month_end;
+SELECT retries.unschedule('month_end');
+
 -- bad input: a clear error naming the bad part, and nothing stored
 CALL test.try($$SELECT retries.schedule('x', 'sched_note(text)', '61 * * * *')$$);
 CALL test.try($$SELECT retries.schedule('x', 'sched_note(text)', '* * * * * *')$$);

@@ -82,6 +82,8 @@ agrees(const char *expr, CronTime start, int minutes)
 	CronTime	want;
 	bool		ok = true;
 
+	if (spec.minutes == 0)
+		return;					/* refused: parses() counted it */
 	/* the first match after t, the slow way, found once and then kept up */
 	want = t;
 	do
@@ -105,6 +107,40 @@ agrees(const char *expr, CronTime start, int minutes)
 			while (!cron_matches(&spec, &want));
 	}
 	CHECK(ok, expr);
+}
+
+/*
+ * last_days_agree: from 'from' (a date) for 'days' days, expr (whose
+ * day-of-month field is L and day-of-week '*') matches a day exactly when
+ * the day 24 hours later is a 1st: pg_cron's own definition of the last
+ * day, found here by stepping minutes rather than by the month's length
+ */
+static void
+last_days_agree(const char *expr, CronTime from, int days)
+{
+	CronSpec	spec = parses(expr);
+	CronTime	t = from;
+	bool		ok = true;
+	int			seen = 0;
+
+	for (int i = 0; i < days && ok; i++)
+	{
+		CronTime	tomorrow = t;
+		bool		last;
+
+		for (int m = 0; m < 24 * 60; m++)
+			cron_add_minute(&tomorrow);
+		last = tomorrow.day == 1;
+		seen += last;
+		if (cron_day_matches(&spec, t.year, t.month, t.day) != last)
+		{
+			ok = false;
+			fprintf(stderr, "  %s on %04d-%02d-%02d: %s\n", expr, t.year, t.month,
+					t.day, last ? "the last day, not matched" : "matched, not the last day");
+		}
+		t = tomorrow;
+	}
+	CHECK(ok && seen > 0, expr);
 }
 
 int
@@ -178,6 +214,26 @@ main(void)
 	refused("0 0 31 4,6,9,11 *", "never fires");
 	refused("99999999999999999999 * * * *", "minute value 99999999999999999999 is out of range 0-59");
 
+	/* L (or pg_cron's $): the last day of the month, alone or in a list */
+	s = parses("0 0 L * *");
+	CHECK(s.days == CRON_LAST_DAY && !s.days_star, "L");
+	s = parses("0 0 $ * *");
+	CHECK(s.days == CRON_LAST_DAY, "$");
+	s = parses("0 0 l * *");
+	CHECK(s.days == CRON_LAST_DAY, "l");
+	s = parses("0 0 1,15,L * *");
+	CHECK(s.days == (CRON_LAST_DAY | (1u << 1) | (1u << 15)), "1,15,L");
+	parses("0 0 L 2 *");
+	parses("0 0 L,$ 4,6,9,11 *");
+	refused("0 0 L-2 * *", "day-of-month L in \"L-2\" stands alone");
+	refused("0 0 L/2 * *", "day-of-month L in \"L/2\" stands alone");
+	refused("0 0 LW * *", "day-of-month L in \"LW\" stands alone");
+	refused("0 0 1-L * *", "day-of-month L in \"1-L\" stands alone");
+	refused("0 0 1,L/7 * *", "day-of-month L in \"1,L/7\" stands alone");
+	refused("L * * * *", "minute field \"L\" is not a number");
+	refused("0 0 * * L", "unknown day-of-week name in \"L\"");
+	refused("0 0 * L *", "unknown month name in \"L\"");
+
 	/* the next minute */
 	next_is("*/15 * * * *", t, "2026-11-24 10:15");
 	next_is("7 * * * *", t, "2026-11-24 11:07");
@@ -195,6 +251,17 @@ main(void)
 	/* a '*'-led day of week with a day of month: both must match */
 	next_is("0 0 1 2 */7", t, "2032-02-01 00:00");
 	next_is("0 0 29 2 */7", (CronTime) {2088, 2, 29, 0, 0}, "2128-02-29 00:00");
+	/* the last day of the month, leap years included */
+	next_is("0 0 L * *", t, "2026-11-30 00:00");
+	next_is("0 0 L * *", (CronTime) {2026, 11, 30, 0, 0}, "2026-12-31 00:00");
+	next_is("30 23 L 2 *", (CronTime) {2024, 1, 1, 0, 0}, "2024-02-29 23:30");
+	next_is("30 23 L 2 *", (CronTime) {2099, 3, 1, 0, 0}, "2100-02-28 23:30");
+	next_is("0 0 $ 4 *", (CronTime) {2026, 11, 24, 0, 0}, "2027-04-30 00:00");
+	/* both day fields restricted: the last day or a Friday */
+	next_is("0 0 L * 5", (CronTime) {2026, 11, 27, 0, 0}, "2026-11-30 00:00");
+	next_is("0 0 L * 5", (CronTime) {2026, 11, 30, 0, 0}, "2026-12-04 00:00");
+	/* a '*'-led day of week: the last day only when it is a Sunday */
+	next_is("0 0 L * */7", t, "2027-01-31 00:00");
 
 	/* against the slow way, over stretches with month and year ends */
 	agrees("*/7 * * * *", (CronTime) {2026, 12, 31, 22, 0}, 300);
@@ -203,6 +270,11 @@ main(void)
 	agrees("0 0 13 * 5", (CronTime) {2026, 1, 1, 0, 0}, 100000);
 	agrees("0 0 */10 * 1", (CronTime) {2026, 1, 1, 0, 0}, 100000);
 	agrees("30 2 * 3,10 0", (CronTime) {2026, 2, 27, 0, 0}, 100000);
+	agrees("0 0 L * *", (CronTime) {2027, 12, 1, 0, 0}, 200000);
+	agrees("15 6 1,L * mon", (CronTime) {2028, 1, 15, 0, 0}, 200000);
+	agrees("59 23 L 2 *", (CronTime) {2099, 1, 1, 0, 0}, 600000);
+	last_days_agree("0 0 L * *", (CronTime) {2023, 1, 1, 0, 0}, 3000);
+	last_days_agree("0 0 $ * *", (CronTime) {2099, 12, 1, 0, 0}, 800);
 
 	printf("cron_test: %d passed, %d failed\n", passed, failed);
 	return failed > 0;

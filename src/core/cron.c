@@ -103,7 +103,7 @@ static const struct
 	{"@hourly", "0 * * * *"},
 };
 
-#define CRON_HINT "A cron expression has five fields: minute (0-59), hour (0-23), day of month (1-31), month (1-12 or jan-dec) and day of week (0-7 or sun-sat, 0 and 7 are Sunday)."
+#define CRON_HINT "A cron expression has five fields: minute (0-59), hour (0-23), day of month (1-31 or L, the last), month (1-12 or jan-dec) and day of week (0-7 or sun-sat, 0 and 7 are Sunday)."
 
 bool
 cron_looks_like_cron(const char *str)
@@ -128,6 +128,27 @@ cron_looks_like_cron(const char *str)
 	return nfields == 5;
 }
 
+/* 'L', 'l' or '$': the last day of the month, in the day-of-month field */
+static bool
+is_last_day(char c)
+{
+	return c == 'L' || c == 'l' || c == '$';
+}
+
+/*
+ * last_day_alone -- refuse an 'L' that is part of a range, has a step or a
+ * suffix ('L-2', '1-L', 'L/7', 'LW': Quartz's forms, which Vixie cron and
+ * pg_cron do not have)
+ */
+static bool
+last_day_alone(const char *qpart, PolicyError *err)
+{
+	policy_set_error(err, "day-of-month L in %s stands alone: it takes no range, step or suffix",
+					 qpart);
+	policy_set_hint(err, "L (or $) is the last day of the month, as in '0 0 L * *' or in a list such as '0 0 1,15,L * *'.");
+	return false;
+}
+
 /*
  * parse_value -- a number or (where the field has them) a name at *p, of
  * the field f; advances *p past it
@@ -139,6 +160,8 @@ parse_value(const char **p, CronField f, const char *qpart, int *value,
 	const CronFieldInfo *info = &fields[f];
 	const char *s = *p;
 
+	if (f == CRON_DAY && is_last_day(*s))
+		return last_day_alone(qpart, err);
 	if (is_digit(*s))
 	{
 		long		v = 0;
@@ -217,6 +240,15 @@ parse_field(const char *str, size_t len, CronField f, uint64_t *bits,
 					to,
 					step = 1;
 
+		/* 'L', alone or as an element of a list */
+		if (f == CRON_DAY && is_last_day(*p) && (p[1] == ',' || p[1] == '\0'))
+		{
+			*bits |= CRON_LAST_DAY;
+			if (p[1] == '\0')
+				return true;
+			p += 2;
+			continue;
+		}
 		if (*p == '*')
 		{
 			from = info->min;
@@ -381,6 +413,7 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 	 */
 	if (result->days_star || !result->weekdays_star)
 		return true;
+	some_day = (result->days & CRON_LAST_DAY) != 0;
 	for (int m = 1; m <= 12 && !some_day; m++)
 	{
 		if (result->months & (1u << m))
@@ -399,7 +432,8 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 bool
 cron_day_matches(const CronSpec *spec, int year, int month, int day)
 {
-	bool		dom = (spec->days & (UINT32_C(1) << day)) != 0;
+	bool		dom = (spec->days & (UINT32_C(1) << day)) != 0 ||
+	((spec->days & CRON_LAST_DAY) && day == cron_days_in_month(year, month));
 	bool		dow = (spec->weekdays & (1u << cron_weekday(year, month, day))) != 0;
 
 	if (!(spec->months & (1u << month)))

@@ -17,9 +17,11 @@
  * of month (1-31), month (1-12 or jan-dec), day of week (0-7 or sun-sat, 0
  * and 7 both Sunday).  A field is a comma-separated list of '*', a value, or
  * a range 'a-b', each optionally followed by '/step'; 'a/step' means
- * a-(the field's maximum)/step.  Names are case-insensitive.  When both day
- * fields are restricted (neither starts with '*'), a day matches if either
- * does; otherwise it must match both.  The macros @yearly (@annually),
+ * a-(the field's maximum)/step.  Names are case-insensitive.  The day of
+ * month may also be 'L' (or 'l', or pg_cron's '$'): the last day of the
+ * month, alone or as an element of a list ('1,15,L'), never in a range or
+ * with a step.  When both day fields are restricted (neither starts with
+ * '*'), a day matches if either does; otherwise it must match both.  The macros @yearly (@annually),
  * @monthly, @weekly, @daily (@midnight) and @hourly stand for their usual
  * expressions.
  *
@@ -38,12 +40,16 @@ typedef struct CronSpec
 {
 	uint64_t	minutes;		/* bit m: minute m, 0..59 */
 	uint32_t	hours;			/* bit h: hour h, 0..23 */
-	uint32_t	days;			/* bit d: day of month d, 1..31 */
+	uint32_t	days;			/* bit d: day of month d, 1..31; bit 0:
+								 * CRON_LAST_DAY */
 	uint16_t	months;			/* bit m: month m, 1..12 */
 	uint8_t		weekdays;		/* bit w: day of week w, 0 (Sunday)..6 */
 	bool		days_star;		/* the day-of-month field starts with '*' */
 	bool		weekdays_star;	/* the day-of-week field starts with '*' */
 } CronSpec;
+
+/* CronSpec.days: the last day of the month ('L'), whichever day it is */
+#define CRON_LAST_DAY	UINT32_C(1)
 
 /* A wall-clock minute: no zone, no seconds */
 typedef struct CronTime
