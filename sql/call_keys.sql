@@ -124,6 +124,16 @@ SELECT count(*) AS locks FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
  WHERE l.pid = pg_backend_pid() AND c.relnamespace = 'retries'::regnamespace
    AND c.relname LIKE 'call_data%' AND c.relkind <> 'S';
 ROLLBACK;
+-- A call followed by a utility command (which closes what the calls keep
+-- open) leaves only call_data's lock, as an INSERT would: none on its
+-- indexes until the transaction ends
+BEGIN;
+SELECT retries.call('send_mail(text)', '["u"]', now() + interval '1 day') > 0 AS made;
+SET LOCAL application_name = 'after a call';
+SELECT c.relname AS locked FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+ WHERE l.pid = pg_backend_pid() AND c.relnamespace = 'retries'::regnamespace
+   AND c.relname LIKE 'call_data%' AND c.relkind <> 'S';
+ROLLBACK;
 
 -- An event trigger that schedules a call when a command starts does not
 -- keep call_data open under the command

@@ -301,10 +301,11 @@ kept_insert_invalidate(Datum arg, Oid relid)
  * anything, and release the locks it took to keep it
  *
  * Those are extra: each statement that made a call holds its own lock on
- * call_data, as its (sub)transaction's, until that ends, and the locks on
- * the indexes were released after each call before they were kept open
- * (ExecCloseIndices).  So a call rolled back with its savepoint leaves no
- * lock behind, as before.
+ * call_data, as its (sub)transaction's, until that ends, and the indexes'
+ * are held only while they are kept open (kept_insert_open releases the
+ * ones it takes first), as an INSERT holds them only while it runs
+ * (ExecCloseIndices).  So a call rolled back with its savepoint, or one
+ * followed by any utility command, leaves no lock on an index behind.
  */
 static void
 kept_insert_close(void)
@@ -443,7 +444,6 @@ kept_insert_open(Relation rel)
 	indexes = RelationGetIndexList(rel);
 	foreach(lc, indexes)
 		LockRelationOid(lfirst_oid(lc), RowExclusiveLock);
-	list_free(indexes);
 
 	HOLD_INTERRUPTS();
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -455,6 +455,15 @@ kept_insert_open(Relation rel)
 	ExecOpenIndices(rri, false);
 	CurrentResourceOwner = oldowner;
 	MemoryContextSwitchTo(oldcxt);
+
+	/*
+	 * The indexes are locked again as the top transaction's, open: the first
+	 * locks are no longer needed, and held on they would last until this
+	 * subtransaction ends, where an INSERT's last until its statement does.
+	 */
+	foreach(lc, indexes)
+		UnlockRelationOid(lfirst_oid(lc), RowExclusiveLock);
+	list_free(indexes);
 	kept_insert.estate = estate;
 	kept_insert.rri = rri;
 	kept_insert.lxid = retries_local_xid();
