@@ -69,6 +69,7 @@ OBJS = \
 	src/engine/policies.o \
 	src/engine/execute.o \
 	src/engine/ledger.o \
+	src/engine/runner.o \
 	src/engine/retention.o \
 	src/engine/worker.o \
 	src/engine/launcher.o \

@@ -61,6 +61,7 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "hooks.h"
+#include "engine/runner.h"
 #include "engine/sandbox.h"
 #include "tables/tables.h"
 #include "xact/xact.h"
@@ -525,6 +526,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 {
 	Oid			dboid;
 
+	if (runner_is_child())
+		runner_check_utility(pstmt->utilityStmt);
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
 	dboid = workers_in_the_way(pstmt->utilityStmt);

@@ -116,6 +116,15 @@
 	ExecutorRun((qd), ForwardScanDirection, (count), false)
 #endif
 
+/* Run a portal to its end at top level: 18 dropped the run_once argument */
+#if PG_VERSION_NUM >= 180000
+#define retries_portal_run(portal, dest, qc) \
+	PortalRun((portal), FETCH_ALL, true, (dest), (dest), (qc))
+#else
+#define retries_portal_run(portal, dest, qc) \
+	PortalRun((portal), FETCH_ALL, true, true, (dest), (dest), (qc))
+#endif
+
 /*
  * This backend's index among the MaxBackends regular backends, or -1 for a
  * process without one: MyProcNumber (from 0) from 17 on, MyBackendId (from

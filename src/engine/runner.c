@@ -1,0 +1,559 @@
+/*-------------------------------------------------------------------------
+ *
+ * runner.c
+ *	  Running a role's procedure or command in a process of its own: a
+ *	  dynamic background worker connected as the role, which runs the SQL
+ *	  text as a client's simple query would be run.
+ *
+ * Why a process of its own.  A procedure that commits, VACUUM, CREATE INDEX
+ * CONCURRENTLY and REFRESH MATERIALIZED VIEW CONCURRENTLY cannot run inside
+ * a transaction block or a function, which is what a worker's batch is.
+ * Through SPI they fail ("cannot be executed from a function"), and a
+ * procedure's COMMIT needs a top-level CALL.  So the text runs in a new
+ * backend, through the loop that runs a client's simple query
+ * (run_simple_query, after exec_simple_query in postgres.c): an implicit
+ * transaction per statement, or one for them all when there are several,
+ * and transaction statements of the text's own.
+ *
+ * The role.  The process connects as the role itself
+ * (BackgroundWorkerInitializeConnectionByOid): session_user and
+ * current_user are the role, never a superuser it could RESET back to.  It
+ * also runs under SECURITY_LOCAL_USERID_CHANGE, which refuses SET ROLE and
+ * SET SESSION AUTHORIZATION however they are written (set_config too);
+ * runner_check_utility() refuses them earlier with a clearer message, and
+ * refuses PREPARE TRANSACTION, whose transaction would outlive the run.
+ * Everything else a session leaves (temporary tables, prepared statements,
+ * settings, advisory locks, cursors) goes with the process; LISTEN is
+ * refused to background workers by PostgreSQL itself.
+ *
+ * The time cap.  statement_timeout is the role's to change, so the cap is
+ * two private timers, as for attempts (execute.c): a cancel when the cap is
+ * reached, and, RUNNER_KILL_GRACE_MS later, the end of the process for
+ * code that traps its cancel.  The parent terminates the process as well if
+ * it is still there RUNNER_PARENT_GRACE_MS after that.
+ *
+ * The outcome.  The child writes it into the dynamic shared memory segment
+ * it shares with the parent: success, or the error's SQLSTATE, message,
+ * detail, hint and context.  An ERROR is caught; a FATAL (the end of the
+ * process after the cap, a role that may no longer log in) cannot be, so
+ * emit_log_hook copies it on its way out.  A process killed by a signal
+ * says nothing (RUNNER_LOST); the postmaster then restarts every backend,
+ * as it does for a client's backend.
+ *
+ * The parent never waits: runner_launch() starts the process and returns,
+ * runner_poll() says whether it has ended and how.  A parent holds one run
+ * at a time.  It must hold no snapshot while a run goes on: CREATE INDEX
+ * CONCURRENTLY waits for every transaction older than its own to end.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "parser/analyze.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "postmaster/bgworker.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/portal.h"
+#include "utils/ps_status.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "base/compat.h"
+#include "engine/runner.h"
+
+/* After the cap's cancel, the process ends this much later */
+#define RUNNER_KILL_GRACE_MS	2000
+/* and the parent terminates it if it is still there this much later */
+#define RUNNER_PARENT_GRACE_MS	3000
+
+/* What the child says in RunnerShared.state */
+#define STATE_STARTING	0
+#define STATE_RUNNING	1
+#define STATE_DONE		2
+
+/* The segment the parent and the child share */
+typedef struct RunnerShared
+{
+	Oid			dboid;
+	Oid			roleoid;
+	int			cap_ms;			/* 0: none */
+	pg_atomic_uint32 state;
+	RunnerOutcome outcome;		/* once state is STATE_DONE */
+	char text[	FLEXIBLE_ARRAY_MEMBER];
+} RunnerShared;
+
+PGDLLEXPORT void retries_runner_main(Datum arg);
+
+/* The parent's run, if any */
+static dsm_segment *run_segment = NULL;
+static BackgroundWorkerHandle *run_handle = NULL;
+static TimestampTz run_started;
+static int	run_cap_ms;
+static bool run_terminated;
+
+/* In the child: its segment, and whether the cap's cancel came */
+static RunnerShared *child_shared = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
+static volatile sig_atomic_t cap_reached = false;
+
+
+/*
+ * runner_launch -- start running 'text' as 'role' in this database, with a
+ * time cap of cap_ms (0: none); false if no background worker slot is free
+ * (max_worker_processes), in which case nothing started
+ */
+bool
+runner_launch(Oid role, const char *text, int cap_ms)
+{
+	Size		size = offsetof(RunnerShared, text) + strlen(text) + 1;
+	RunnerShared *shared;
+	BackgroundWorker worker;
+	MemoryContext oldcxt;
+	bool		started;
+
+	Assert(run_segment == NULL);
+	run_segment = dsm_create(size, 0);
+	dsm_pin_mapping(run_segment);	/* past the transaction, if any */
+	shared = dsm_segment_address(run_segment);
+	memset(shared, 0, size);
+	shared->dboid = MyDatabaseId;
+	shared->roleoid = role;
+	shared->cap_ms = cap_ms;
+	pg_atomic_init_u32(&shared->state, STATE_STARTING);
+	strcpy(shared->text, text);
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_runner_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "retries runner for role %u", role);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "retries runner");
+	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(run_segment));
+	worker.bgw_notify_pid = MyProcPid;
+
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	started = RegisterDynamicBackgroundWorker(&worker, &run_handle);
+	MemoryContextSwitchTo(oldcxt);
+	if (!started)
+	{
+		dsm_detach(run_segment);
+		run_segment = NULL;
+		run_handle = NULL;
+		return false;
+	}
+	run_started = GetCurrentTimestamp();
+	run_cap_ms = cap_ms;
+	run_terminated = false;
+	return true;
+}
+
+/* runner_busy -- has this process a run going on? */
+bool
+runner_busy(void)
+{
+	return run_segment != NULL;
+}
+
+/*
+ * runner_poll -- has the run ended?  If so, its outcome into *outcome, and
+ * this process may launch another.  Terminates a run past its cap and the
+ * graces.
+ */
+bool
+runner_poll(RunnerOutcome *outcome)
+{
+	RunnerShared *shared;
+	pid_t		pid;
+	BgwHandleStatus status;
+
+	if (run_segment == NULL)
+		return false;
+	shared = dsm_segment_address(run_segment);
+	status = GetBackgroundWorkerPid(run_handle, &pid);
+	if (status != BGWH_STOPPED && status != BGWH_POSTMASTER_DIED)
+	{
+		if (run_cap_ms > 0 && !run_terminated &&
+			TimestampDifferenceExceeds(run_started, GetCurrentTimestamp(),
+									   run_cap_ms + RUNNER_KILL_GRACE_MS +
+									   RUNNER_PARENT_GRACE_MS))
+		{
+			TerminateBackgroundWorker(run_handle);
+			run_terminated = true;
+		}
+		return false;
+	}
+
+	pg_read_barrier();
+	if (pg_atomic_read_u32(&shared->state) == STATE_DONE)
+		memcpy(outcome, &shared->outcome, sizeof(RunnerOutcome));
+	else
+	{
+		memset(outcome, 0, sizeof(RunnerOutcome));
+		outcome->status = RUNNER_LOST;
+	}
+	dsm_detach(run_segment);
+	pfree(run_handle);
+	run_segment = NULL;
+	run_handle = NULL;
+	return true;
+}
+
+/*
+ * runner_stop -- end the run, if any, without waiting for it (the parent is
+ * on its way out; its successor charges the run, see worker.c)
+ */
+void
+runner_stop(void)
+{
+	if (run_segment == NULL)
+		return;
+	TerminateBackgroundWorker(run_handle);
+	dsm_detach(run_segment);
+	run_segment = NULL;
+	run_handle = NULL;
+}
+
+
+/* ---------------------------------------------------------------------
+ * The child
+ * ---------------------------------------------------------------------
+ */
+
+/* runner_is_child -- is this process a runner? */
+bool
+runner_is_child(void)
+{
+	return child_shared != NULL;
+}
+
+/*
+ * runner_check_utility -- in a runner, refuse what would act as another
+ * role or outlive the run
+ */
+void
+runner_check_utility(Node *parsetree)
+{
+	if (IsA(parsetree, VariableSetStmt))
+	{
+		VariableSetStmt *stmt = (VariableSetStmt *) parsetree;
+
+		if (stmt->name != NULL &&
+			(strcmp(stmt->name, "role") == 0 ||
+			 strcmp(stmt->name, "session_authorization") == 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("a command run by retries cannot change its role"),
+					 errdetail("It runs as the role that scheduled it, and only as that role.")));
+	}
+	else if (IsA(parsetree, TransactionStmt) &&
+			 ((TransactionStmt *) parsetree)->kind == TRANS_STMT_PREPARE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a command run by retries cannot prepare a transaction"),
+				 errdetail("A prepared transaction would outlive the attempt.")));
+}
+
+/*
+ * note_outcome -- the child's outcome, for the parent; 'message', if given,
+ * instead of the error's own
+ */
+static void
+note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
+{
+	RunnerOutcome *out = &child_shared->outcome;
+
+	if (pg_atomic_read_u32(&child_shared->state) == STATE_DONE)
+		return;
+	memset(out, 0, sizeof(RunnerOutcome));
+	out->status = status;
+	if (edata != NULL)
+	{
+		out->sqlerrcode = edata->sqlerrcode;
+		strlcpy(out->message, message ? message :
+				edata->message ? edata->message : "", RUNNER_TEXT_LEN);
+		strlcpy(out->detail, edata->detail ? edata->detail : "", RUNNER_TEXT_LEN);
+		strlcpy(out->hint, edata->hint ? edata->hint : "", RUNNER_TEXT_LEN);
+		strlcpy(out->context, edata->context ? edata->context : "", RUNNER_TEXT_LEN);
+	}
+	pg_write_barrier();
+	pg_atomic_write_u32(&child_shared->state, STATE_DONE);
+}
+
+/*
+ * runner_emit_log -- a FATAL cannot be caught: note it as it is reported,
+ * before the process exits
+ */
+static void
+runner_emit_log(ErrorData *edata)
+{
+	if (edata->elevel >= FATAL && child_shared != NULL)
+		note_outcome(RUNNER_FAILED, edata,
+					 cap_reached && edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ?
+					 "terminating the command: it went on past its time limit" : NULL);
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+static void
+cap_cancel(void)
+{
+	cap_reached = true;
+	QueryCancelPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+static void
+cap_kill(void)
+{
+	ProcDiePending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * run_statement -- one statement of the text, as exec_simple_query runs it
+ */
+static void
+run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
+{
+	CommandTag	tag = CreateCommandTag(parsetree->stmt);
+	bool		snapshot_set = false;
+	List	   *querytrees;
+	List	   *plantrees;
+	Portal		portal;
+	DestReceiver *receiver;
+	QueryCompletion qc;
+	MemoryContext oldcxt;
+	int16		format = 0;
+
+	set_ps_display(GetCommandTagName(tag));
+	if (IsAbortedTransactionBlockState() && !IsA(parsetree->stmt, TransactionStmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
+				 errmsg("current transaction is aborted, commands ignored until end of transaction block")));
+	CHECK_FOR_INTERRUPTS();
+	if (analyze_requires_snapshot(parsetree))
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		snapshot_set = true;
+	}
+	oldcxt = MemoryContextSwitchTo(cxt);
+	querytrees = pg_analyze_and_rewrite_fixedparams(parsetree, text, NULL, 0, NULL);
+	plantrees = pg_plan_queries(querytrees, text, CURSOR_OPT_PARALLEL_OK, NULL);
+	if (snapshot_set)
+		PopActiveSnapshot();
+	CHECK_FOR_INTERRUPTS();
+
+	portal = CreatePortal("", true, true);
+	portal->visible = false;
+	PortalDefineQuery(portal, NULL, text, tag, plantrees, NULL);
+	PortalStart(portal, NULL, 0, InvalidSnapshot);
+	PortalSetResultFormat(portal, 1, &format);
+	receiver = CreateDestReceiver(DestNone);
+	MemoryContextSwitchTo(oldcxt);
+
+	/* the role's statement_timeout, if any, as a client's backend has it */
+	if (StatementTimeout > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
+	(void) retries_portal_run(portal, receiver, &qc);
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	receiver->rDestroy(receiver);
+	PortalDrop(portal, false);
+}
+
+/*
+ * run_simple_query -- the text as a client's simple query: its statements
+ * in one implicit transaction when there are several, each committed on
+ * its own otherwise, the text's own BEGIN and COMMIT obeyed
+ */
+static void
+run_simple_query(const char *text)
+{
+	MemoryContext textcxt = AllocSetContextCreate(TopMemoryContext,
+												  "retries runner text",
+												  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext,
+											  "retries runner statement",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt;
+	List	   *parsetrees;
+	ListCell   *lc;
+	bool		implicit_block;
+
+	debug_query_string = text;
+
+	pgstat_report_activity(STATE_RUNNING, text);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+
+	/*
+	 * Parsed outside the transaction: a statement may commit it and start
+	 * another (VACUUM, CREATE INDEX CONCURRENTLY, a procedure's COMMIT)
+	 */
+	oldcxt = MemoryContextSwitchTo(textcxt);
+	parsetrees = pg_parse_query(text);
+	MemoryContextSwitchTo(oldcxt);
+	implicit_block = list_length(parsetrees) > 1;
+	foreach(lc, parsetrees)
+	{
+		RawStmt    *parsetree = lfirst_node(RawStmt, lc);
+		bool		last = lnext(parsetrees, lc) == NULL;
+
+		if (!IsTransactionState())
+			StartTransactionCommand();
+		if (implicit_block)
+			BeginImplicitTransactionBlock();
+		run_statement(parsetree, text, cxt);
+		if (last)
+		{
+			if (implicit_block)
+				EndImplicitTransactionBlock();
+			CommitTransactionCommand();
+		}
+		else if (IsA(parsetree->stmt, TransactionStmt))
+			CommitTransactionCommand();
+		else
+			CommandCounterIncrement();
+		MemoryContextReset(cxt);
+	}
+	if (IsTransactionState())
+		CommitTransactionCommand();
+
+	/*
+	 * A BEGIN without its COMMIT: a client that disconnects has it rolled
+	 * back, and so would this process's exit, silently.  An error instead.
+	 */
+	if (IsTransactionOrTransactionBlock())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("the command left a transaction block open, which was rolled back"),
+				 errhint("End it with COMMIT.")));
+	debug_query_string = NULL;
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * retries_runner_main -- the runner process: connect as the role, run the
+ * text under the cap, note the outcome, exit
+ */
+void
+retries_runner_main(Datum arg)
+{
+	dsm_segment *segment;
+	MemoryContext errcxt;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	segment = dsm_attach(DatumGetUInt32(arg));
+	if (segment == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("retries: the runner's shared memory is gone")));
+	child_shared = dsm_segment_address(segment);
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = runner_emit_log;
+
+	/* a role that may no longer log in ends here, with a FATAL noted */
+	BackgroundWorkerInitializeConnectionByOid(child_shared->dboid,
+											  child_shared->roleoid, 0);
+	SetUserIdAndSecContext(child_shared->roleoid, SECURITY_LOCAL_USERID_CHANGE);
+	SetConfigOption("application_name", "retries runner", PGC_USERSET, PGC_S_SESSION);
+	pg_atomic_write_u32(&child_shared->state, STATE_RUNNING);
+
+	if (child_shared->cap_ms > 0)
+	{
+		enable_timeout_after(RegisterTimeout(USER_TIMEOUT, cap_cancel),
+							 child_shared->cap_ms);
+		enable_timeout_after(RegisterTimeout(USER_TIMEOUT, cap_kill),
+							 child_shared->cap_ms + RUNNER_KILL_GRACE_MS);
+	}
+
+	errcxt = AllocSetContextCreate(TopMemoryContext, "retries runner error",
+								   ALLOCSET_DEFAULT_SIZES);
+	PG_TRY();
+	{
+		run_simple_query(child_shared->text);
+		note_outcome(RUNNER_SUCCEEDED, NULL, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(errcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		note_outcome(RUNNER_FAILED, edata,
+					 cap_reached && edata->sqlerrcode == ERRCODE_QUERY_CANCELED ?
+					 "canceling the command: it reached its time limit" : NULL);
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+	proc_exit(0);
+}
+
+
+/* ---------------------------------------------------------------------
+ * For tests only: not part of the extension's SQL; a superuser binds them
+ * with CREATE FUNCTION ... LANGUAGE C.
+ *
+ *	 retries_debug_runner_start(text, regrole, integer) RETURNS void
+ *	 retries_debug_runner_poll() RETURNS text	-- NULL while it runs
+ * ---------------------------------------------------------------------
+ */
+PG_FUNCTION_INFO_V1(retries_debug_runner_start);
+PG_FUNCTION_INFO_V1(retries_debug_runner_poll);
+
+Datum
+retries_debug_runner_start(PG_FUNCTION_ARGS)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only a superuser may start a runner by hand")));
+	if (runner_busy())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("this session has a runner going on")));
+	if (!runner_launch(PG_GETARG_OID(1), text_to_cstring(PG_GETARG_TEXT_PP(0)),
+					   PG_GETARG_INT32(2)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no background worker slot is free for a runner")));
+	PG_RETURN_VOID();
+}
+
+Datum
+retries_debug_runner_poll(PG_FUNCTION_ARGS)
+{
+	RunnerOutcome out;
+
+	if (!runner_poll(&out))
+		PG_RETURN_NULL();
+	if (out.status == RUNNER_SUCCEEDED)
+		PG_RETURN_TEXT_P(cstring_to_text("succeeded"));
+	if (out.status == RUNNER_LOST)
+		PG_RETURN_TEXT_P(cstring_to_text("lost"));
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("failed %s: %s",
+											  unpack_sql_state(out.sqlerrcode),
+											  out.message)));
+}

@@ -1,0 +1,43 @@
+/*-------------------------------------------------------------------------
+ *
+ * runner.h
+ *	  Running a role's procedure or command in a process of its own, as a
+ *	  client's simple query would be run (runner.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_RUNNER_H
+#define RETRIES_RUNNER_H
+
+#include "postgres.h"
+
+#include "nodes/nodes.h"
+
+/* How a run ended */
+typedef enum RunnerStatus
+{
+	RUNNER_SUCCEEDED,			/* every statement ran and committed */
+	RUNNER_FAILED,				/* an ERROR or FATAL, in sqlstate and message */
+	RUNNER_LOST					/* the process ended without a word (killed) */
+} RunnerStatus;
+
+#define RUNNER_TEXT_LEN		1024
+
+typedef struct RunnerOutcome
+{
+	RunnerStatus status;
+	int			sqlerrcode;
+	char		message[RUNNER_TEXT_LEN];
+	char		detail[RUNNER_TEXT_LEN];
+	char		hint[RUNNER_TEXT_LEN];
+	char		context[RUNNER_TEXT_LEN];
+} RunnerOutcome;
+
+extern bool runner_launch(Oid role, const char *text, int cap_ms);
+extern bool runner_busy(void);
+extern bool runner_poll(RunnerOutcome *outcome);
+extern void runner_stop(void);
+extern bool runner_is_child(void);
+extern void runner_check_utility(Node *parsetree);
+
+#endif							/* RETRIES_RUNNER_H */

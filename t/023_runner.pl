@@ -1,0 +1,154 @@
+# The runner (src/engine/runner.c): SQL text run as a role in a process of
+# its own, as a client's simple query.  What cannot run in a transaction
+# block or a function runs; the role cannot become another; the cap holds,
+# even against code that traps its cancel; the outcome comes back.
+#
+# Driven through two C entry points bound by hand (not part of the
+# extension's SQL): runner_start(text, role, cap_ms) and runner_poll().
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('runner');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'retries'
+max_prepared_transactions = 2
+});
+$node->start;
+
+$node->safe_psql('postgres', q{
+CREATE EXTENSION retries;
+CREATE FUNCTION runner_start(text, regrole, integer) RETURNS void
+	AS 'retries', 'retries_debug_runner_start' LANGUAGE C STRICT;
+CREATE FUNCTION runner_poll() RETURNS text
+	AS 'retries', 'retries_debug_runner_poll' LANGUAGE C;
+CREATE ROLE alice LOGIN;
+CREATE ROLE bob;
+GRANT bob TO alice;
+CREATE ROLE nologin_role NOLOGIN;
+GRANT CREATE ON SCHEMA public TO alice;
+SET ROLE alice;
+CREATE TABLE big (id int PRIMARY KEY, v text);
+INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 20000) g;
+CREATE MATERIALIZED VIEW big_counts AS SELECT left(v, 1) AS k, count(*) AS n FROM big GROUP BY 1;
+CREATE UNIQUE INDEX ON big_counts (k);
+CREATE TABLE seen (n int, xid xid8 DEFAULT pg_current_xact_id(), who text DEFAULT session_user,
+				   cur text DEFAULT current_user);
+CREATE PROCEDURE three_commits() LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..3 LOOP
+		INSERT INTO seen (n) VALUES (i);
+		COMMIT;
+	END LOOP;
+END $$;
+CREATE FUNCTION trap_cancel() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	LOOP
+		BEGIN
+			PERFORM pg_sleep(0.05);
+		EXCEPTION WHEN query_canceled THEN
+			NULL;
+		END;
+	END LOOP;
+END $$;
+});
+
+my $session = $node->background_psql('postgres');
+
+# run(role, text, cap_ms): start the text, poll until it ends (no snapshot
+# is held between polls: CREATE INDEX CONCURRENTLY waits for any)
+sub run
+{
+	my ($role, $text, $cap) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	my $quoted = $text =~ s/'/''/gr;
+
+	$session->query_safe("SELECT runner_start('$quoted', '$role', " . ($cap // 0) . ")");
+	while (time < $deadline)
+	{
+		my $r = $session->query_safe("SELECT coalesce(runner_poll(), '-')");
+		return $r if $r ne '-';
+		usleep(20_000);
+	}
+	die "the runner of \"$text\" did not end in time";
+}
+
+is(run('alice', 'VACUUM (ANALYZE) big'), 'succeeded', 'VACUUM runs');
+is($node->safe_psql('postgres',
+		"SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'big'"),
+	't', '... and the table was vacuumed');
+
+is(run('alice', 'CREATE INDEX CONCURRENTLY big_v ON big (v)'), 'succeeded',
+	'CREATE INDEX CONCURRENTLY runs');
+is($node->safe_psql('postgres',
+		"SELECT indisvalid FROM pg_index WHERE indexrelid = 'big_v'::regclass"),
+	't', '... and the index is valid');
+
+is(run('alice', 'REFRESH MATERIALIZED VIEW CONCURRENTLY big_counts'), 'succeeded',
+	'REFRESH MATERIALIZED VIEW CONCURRENTLY runs');
+
+is(run('alice', 'CALL three_commits()'), 'succeeded', 'a procedure that commits runs');
+is($node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT xid), min(who), min(cur) FROM seen"),
+	'3|3|alice|alice', '... committing three times, as alice');
+$node->safe_psql('postgres', 'TRUNCATE seen');
+
+like(run('alice', 'INSERT INTO seen (n) VALUES (1); SELECT 1/0'),
+	qr/^failed 22012: division by zero/, 'an error fails the run');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM seen'), '0',
+	'... and the statements before it, in the same implicit transaction, are rolled back');
+
+like(run('alice', 'BEGIN; INSERT INTO seen (n) VALUES (2)'),
+	qr/^failed 25000: the command left a transaction block open/,
+	'a transaction block left open fails the run');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM seen'), '0', '... and is rolled back');
+
+is(run('alice', 'INSERT INTO seen (n) VALUES (3); COMMIT; INSERT INTO seen (n) VALUES (4)'),
+	'succeeded', 'statements around a COMMIT run as a client\'s would');
+is($node->safe_psql('postgres', 'SELECT string_agg(n::text, \',\' ORDER BY n) FROM seen'),
+	'3,4', '... both committed');
+
+# the role, and only the role
+like(run('alice', 'SET ROLE bob'), qr/^failed 42501: a command run by retries cannot change its role/,
+	'SET ROLE is refused, even to a role alice may become');
+like(run('alice', 'SET SESSION AUTHORIZATION bob'), qr/^failed 42501/,
+	'SET SESSION AUTHORIZATION is refused');
+like(run('alice', 'RESET ROLE'), qr/^failed 42501/, 'RESET ROLE is refused');
+like(run('alice', "SELECT set_config('role', 'bob', false)"), qr/^failed 42501/,
+	'set_config of role is refused');
+like(run('alice', "BEGIN; INSERT INTO seen (n) VALUES (5); PREPARE TRANSACTION 'p'"),
+	qr/^failed 0A000: a command run by retries cannot prepare a transaction/,
+	'PREPARE TRANSACTION is refused');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
+	'... and nothing is left prepared');
+like(run('alice', 'LISTEN somewhere'), qr/^failed 0A000: cannot execute LISTEN within a background process/,
+	'LISTEN is refused');
+like(run('nologin_role', 'SELECT 1'), qr/^failed 28000: role "nologin_role" is not permitted to log in/,
+	'a role that may not log in: the run fails with why');
+like(run('alice', 'VACUUM pg_authid'), qr/^succeeded$/,
+	'a VACUUM of what alice does not own skips it, as for a client');
+
+# the cap
+my $t0 = time;
+like(run('alice', 'SELECT pg_sleep(60)', 300),
+	qr/^failed 57014: canceling the command: it reached its time limit/,
+	'a run past its cap is cancelled');
+cmp_ok(time - $t0, '<', 30, '... long before its sleep would end');
+$t0 = time;
+like(run('alice', 'SELECT trap_cancel()', 300),
+	qr/^failed 57P01: terminating the command: it went on past its time limit/,
+	'code that traps its cancel ends with its process, 2 s after the cap');
+cmp_ok(time - $t0, '<', 30, '... in time');
+
+$session->quit;
+my $log = slurp_file($node->logfile);
+unlike($log, qr/terminated by signal|server process .* was terminated/,
+	'no process was killed by a signal');
+$node->stop;
+done_testing();
