@@ -26,8 +26,15 @@ $node->safe_psql('postgres', q{
 CREATE EXTENSION retries;
 CREATE FUNCTION runner_start(text, regrole, integer) RETURNS void
 	AS 'retries', 'retries_debug_runner_start' LANGUAGE C STRICT;
+CREATE FUNCTION runner_start_call(regprocedure, jsonb, regrole, integer) RETURNS void
+	AS 'retries', 'retries_debug_runner_start_call' LANGUAGE C STRICT;
 CREATE FUNCTION runner_poll() RETURNS text
 	AS 'retries', 'retries_debug_runner_poll' LANGUAGE C;
+CREATE SCHEMA hidden;
+CREATE PROCEDURE hidden.p() LANGUAGE sql AS 'SELECT 1';
+GRANT EXECUTE ON PROCEDURE hidden.p() TO alice;
+CREATE PROCEDURE public.not_alices() LANGUAGE sql AS 'SELECT 1';
+REVOKE EXECUTE ON PROCEDURE public.not_alices() FROM PUBLIC;
 CREATE ROLE alice LOGIN;
 CREATE ROLE bob;
 GRANT bob TO alice;
@@ -46,6 +53,16 @@ BEGIN
 		INSERT INTO seen (n) VALUES (i);
 		COMMIT;
 	END LOOP;
+END $$;
+CREATE PROCEDURE add_rows(n int, tag text DEFAULT 'default tag') LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..n LOOP
+		INSERT INTO seen (n, who) VALUES (i, tag);
+		COMMIT;
+	END LOOP;
+	IF n > 3 THEN
+		RAISE EXCEPTION 'too many' USING ERRCODE = 'RT001';
+	END IF;
 END $$;
 CREATE FUNCTION trap_cancel() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -113,6 +130,39 @@ is(run('alice', 'INSERT INTO seen (n) VALUES (3); COMMIT; INSERT INTO seen (n) V
 	'succeeded', 'statements around a COMMIT run as a client\'s would');
 is($node->safe_psql('postgres', 'SELECT string_agg(n::text, \',\' ORDER BY n) FROM seen'),
 	'3,4', '... both committed');
+
+# a procedure, called with a call's arguments, defaults filled in
+sub run_call
+{
+	my ($role, $proc, $args, $cap) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+
+	$session->query_safe(
+		"SELECT runner_start_call('$proc', '$args', '$role', " . ($cap // 0) . ")");
+	while (time < $deadline)
+	{
+		my $r = $session->query_safe("SELECT coalesce(runner_poll(), '-')");
+		return $r if $r ne '-';
+		usleep(20_000);
+	}
+	die "the runner of $proc did not end in time";
+}
+
+$node->safe_psql('postgres', 'TRUNCATE seen');
+is(run_call('alice', 'add_rows(int,text)', '[3]'), 'succeeded',
+	'a procedure runs with its arguments');
+is($node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT xid), min(who), min(cur) FROM seen"),
+	'3|3|default tag|alice', '... committing after each row, its default filled in, as alice');
+$node->safe_psql('postgres', 'TRUNCATE seen');
+like(run_call('alice', 'add_rows(int,text)', '{"n": 4, "tag": "named"}'),
+	qr/^failed RT001: too many/, 'its error comes back, by name too');
+is($node->safe_psql('postgres', "SELECT count(*) FROM seen WHERE who = 'named'"), '4',
+	'... after what it committed, which stays (at least once)');
+like(run_call('alice', 'hidden.p()', '[]'), qr/^failed 42501: permission denied for schema hidden/,
+	'a procedure in a schema the role may not use is refused, though given by OID');
+like(run_call('alice', 'not_alices()', '[]'), qr/^failed 42501: permission denied for procedure not_alices/,
+	'one the role may not execute is refused');
 
 # the role, and only the role
 like(run('alice', 'SET ROLE bob'), qr/^failed 42501: a command run by retries cannot change its role/,

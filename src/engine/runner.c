@@ -50,8 +50,11 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/analyze.h"
 #include "pgstat.h"
@@ -64,7 +67,11 @@
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
@@ -73,6 +80,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "api/api.h"
 #include "base/compat.h"
 #include "engine/runner.h"
 
@@ -92,6 +100,8 @@ typedef struct RunnerShared
 	Oid			dboid;
 	Oid			roleoid;
 	int			cap_ms;			/* 0: none */
+	Oid			fnoid;			/* a procedure, its arguments (jsonb) in text;
+								 * InvalidOid: text is SQL */
 	pg_atomic_uint32 state;
 	RunnerOutcome outcome;		/* once state is STATE_DONE */
 	char text[	FLEXIBLE_ARRAY_MEMBER];
@@ -113,12 +123,13 @@ static volatile sig_atomic_t cap_reached = false;
 
 
 /*
- * runner_launch -- start running 'text' as 'role' in this database, with a
- * time cap of cap_ms (0: none); false if no background worker slot is free
- * (max_worker_processes), in which case nothing started
+ * launch -- start running 'text' (SQL, or fnoid's arguments) as 'role' in
+ * this database, with a time cap of cap_ms (0: none); false if no
+ * background worker slot is free (max_worker_processes), in which case
+ * nothing started
  */
-bool
-runner_launch(Oid role, const char *text, int cap_ms)
+static bool
+launch(Oid role, Oid fnoid, const char *text, int cap_ms)
 {
 	Size		size = offsetof(RunnerShared, text) + strlen(text) + 1;
 	RunnerShared *shared;
@@ -134,6 +145,7 @@ runner_launch(Oid role, const char *text, int cap_ms)
 	shared->dboid = MyDatabaseId;
 	shared->roleoid = role;
 	shared->cap_ms = cap_ms;
+	shared->fnoid = fnoid;
 	pg_atomic_init_u32(&shared->state, STATE_STARTING);
 	strcpy(shared->text, text);
 
@@ -162,6 +174,24 @@ runner_launch(Oid role, const char *text, int cap_ms)
 	run_cap_ms = cap_ms;
 	run_terminated = false;
 	return true;
+}
+
+/* runner_launch -- run the SQL text as a client's simple query (launch) */
+bool
+runner_launch(Oid role, const char *text, int cap_ms)
+{
+	return launch(role, InvalidOid, text, cap_ms);
+}
+
+/*
+ * runner_launch_call -- run a top-level CALL of the procedure fnoid with
+ * the call's stored arguments (launch)
+ */
+bool
+runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms)
+{
+	return launch(role, fnoid, JsonbToCString(NULL, &args->root, VARSIZE(args)),
+				  cap_ms);
 }
 
 /* runner_busy -- has this process a run going on? */
@@ -451,6 +481,83 @@ run_simple_query(const char *text)
 }
 
 /*
+ * run_procedure -- a top-level CALL of fnoid with the arguments stored in
+ * args_text (a call's canonical jsonb), converted here, by the role, as an
+ * attempt converts them (call_args_build), so that COMMIT and ROLLBACK in
+ * the procedure work
+ */
+static void
+run_procedure(Oid fnoid, const char *args_text)
+{
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext,
+											  "retries runner call",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt;
+	char	   *source;
+	List	   *args;
+	Oid			collation = InvalidOid;
+	ListCell   *lc;
+	CallStmt   *stmt;
+	PlannedStmt *pstmt;
+	Portal		portal;
+	DestReceiver *receiver;
+	QueryCompletion qc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	/* as a direct CALL would check, the schema too (it is given by OID) */
+	if (retries_namespace_aclcheck(get_func_namespace(fnoid), GetUserId(),
+								   ACL_USAGE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for schema %s",
+						get_namespace_name(get_func_namespace(fnoid)))));
+
+	/* all of it outside the transaction, which the procedure may commit */
+	oldcxt = MemoryContextSwitchTo(cxt);
+	source = psprintf("CALL %s", format_procedure_qualified(fnoid));
+	debug_query_string = source;
+	pgstat_report_activity(STATE_RUNNING, source);
+	args = call_args_build(fnoid,
+						   DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+															  CStringGetDatum(args_text))));
+	foreach(lc, args)
+	{
+		if (!OidIsValid(collation))
+			collation = exprCollation(lfirst(lc));
+	}
+	stmt = makeNode(CallStmt);
+	stmt->funcexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args,
+								  InvalidOid, collation, COERCE_EXPLICIT_CALL);
+	pstmt = makeNode(PlannedStmt);
+	pstmt->commandType = CMD_UTILITY;
+	pstmt->canSetTag = true;
+	pstmt->utilityStmt = (Node *) stmt;
+	pstmt->stmt_location = -1;
+	MemoryContextSwitchTo(oldcxt);
+	PopActiveSnapshot();
+
+	portal = CreatePortal("", true, true);
+	portal->visible = false;
+	PortalDefineQuery(portal, NULL, source, CMDTAG_CALL, list_make1(pstmt), NULL);
+	PortalStart(portal, NULL, 0, InvalidSnapshot);
+	receiver = CreateDestReceiver(DestNone);
+	if (StatementTimeout > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
+	(void) retries_portal_run(portal, receiver, &qc);
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	receiver->rDestroy(receiver);
+	PortalDrop(portal, false);
+	CommitTransactionCommand();
+	if (IsTransactionOrTransactionBlock())
+		elog(ERROR, "retries: a procedure left its transaction open");
+	debug_query_string = NULL;
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
  * retries_runner_main -- the runner process: connect as the role, run the
  * text under the cap, note the outcome, exit
  */
@@ -490,7 +597,10 @@ retries_runner_main(Datum arg)
 								   ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();
 	{
-		run_simple_query(child_shared->text);
+		if (OidIsValid(child_shared->fnoid))
+			run_procedure(child_shared->fnoid, child_shared->text);
+		else
+			run_simple_query(child_shared->text);
 		note_outcome(RUNNER_SUCCEEDED, NULL, NULL);
 	}
 	PG_CATCH();
@@ -517,10 +627,13 @@ retries_runner_main(Datum arg)
  * with CREATE FUNCTION ... LANGUAGE C.
  *
  *	 retries_debug_runner_start(text, regrole, integer) RETURNS void
+ *	 retries_debug_runner_start_call(regprocedure, jsonb, regrole, integer)
+ *		RETURNS void
  *	 retries_debug_runner_poll() RETURNS text	-- NULL while it runs
  * ---------------------------------------------------------------------
  */
 PG_FUNCTION_INFO_V1(retries_debug_runner_start);
+PG_FUNCTION_INFO_V1(retries_debug_runner_start_call);
 PG_FUNCTION_INFO_V1(retries_debug_runner_poll);
 
 Datum
@@ -536,6 +649,26 @@ retries_debug_runner_start(PG_FUNCTION_ARGS)
 				 errmsg("this session has a runner going on")));
 	if (!runner_launch(PG_GETARG_OID(1), text_to_cstring(PG_GETARG_TEXT_PP(0)),
 					   PG_GETARG_INT32(2)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no background worker slot is free for a runner")));
+	PG_RETURN_VOID();
+}
+
+Datum
+retries_debug_runner_start_call(PG_FUNCTION_ARGS)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only a superuser may start a runner by hand")));
+	if (runner_busy())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("this session has a runner going on")));
+	if (!runner_launch_call(PG_GETARG_OID(2), PG_GETARG_OID(0),
+							call_args_canonicalize(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1)),
+							PG_GETARG_INT32(3)))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("no background worker slot is free for a runner")));

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "nodes/nodes.h"
+#include "utils/jsonb.h"
 
 /* How a run ended */
 typedef enum RunnerStatus
@@ -34,6 +35,7 @@ typedef struct RunnerOutcome
 } RunnerOutcome;
 
 extern bool runner_launch(Oid role, const char *text, int cap_ms);
+extern bool runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms);
 extern bool runner_busy(void);
 extern bool runner_poll(RunnerOutcome *outcome);
 extern void runner_stop(void);
