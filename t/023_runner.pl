@@ -161,7 +161,7 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM seen WHERE who = 'named'")
 	'... after what it committed, which stays (at least once)');
 like(run_call('alice', 'hidden.p()', '[]'), qr/^failed 42501: permission denied for schema hidden/,
 	'a procedure in a schema the role may not use is refused, though given by OID');
-like(run_call('alice', 'not_alices()', '[]'), qr/^failed 42501: permission denied for procedure not_alices/,
+like(run_call('alice', 'not_alices()', '[]'), qr/^failed 42501: permission denied for (function|procedure) not_alices/,
 	'one the role may not execute is refused');
 
 # the role, and only the role

@@ -83,6 +83,7 @@
 #include "api/api.h"
 #include "base/compat.h"
 #include "engine/runner.h"
+#include "tables/tables.h"
 
 /* After the cap's cancel, the process ends this much later */
 #define RUNNER_KILL_GRACE_MS	2000
@@ -508,12 +509,7 @@ run_procedure(Oid fnoid, const char *args_text)
 	PushActiveSnapshot(GetTransactionSnapshot());
 
 	/* as a direct CALL would check, the schema too (it is given by OID) */
-	if (retries_namespace_aclcheck(get_func_namespace(fnoid), GetUserId(),
-								   ACL_USAGE) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for schema %s",
-						get_namespace_name(get_func_namespace(fnoid)))));
+	access_check_call_privilege(fnoid, GetUserId());
 
 	/* all of it outside the transaction, which the procedure may commit */
 	oldcxt = MemoryContextSwitchTo(cxt);
