@@ -30,16 +30,16 @@ CREATE FUNCTION runner_start_call(regprocedure, jsonb, regrole, integer) RETURNS
 	AS 'retries', 'retries_debug_runner_start_call' LANGUAGE C STRICT;
 CREATE FUNCTION runner_poll() RETURNS text
 	AS 'retries', 'retries_debug_runner_poll' LANGUAGE C;
-CREATE SCHEMA hidden;
-CREATE PROCEDURE hidden.p() LANGUAGE sql AS 'SELECT 1';
-GRANT EXECUTE ON PROCEDURE hidden.p() TO alice;
-CREATE PROCEDURE public.not_alices() LANGUAGE sql AS 'SELECT 1';
-REVOKE EXECUTE ON PROCEDURE public.not_alices() FROM PUBLIC;
 CREATE ROLE alice LOGIN;
 CREATE ROLE bob;
 GRANT bob TO alice;
 CREATE ROLE nologin_role NOLOGIN;
 GRANT CREATE ON SCHEMA public TO alice;
+CREATE SCHEMA hidden;
+CREATE PROCEDURE hidden.p() LANGUAGE sql AS 'SELECT 1';
+GRANT EXECUTE ON PROCEDURE hidden.p() TO alice;
+CREATE PROCEDURE public.not_alices() LANGUAGE sql AS 'SELECT 1';
+REVOKE EXECUTE ON PROCEDURE public.not_alices() FROM PUBLIC;
 SET ROLE alice;
 CREATE TABLE big (id int PRIMARY KEY, v text);
 INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 20000) g;
@@ -63,6 +63,16 @@ BEGIN
 	IF n > 3 THEN
 		RAISE EXCEPTION 'too many' USING ERRCODE = 'RT001';
 	END IF;
+END $$;
+CREATE FUNCTION trap_once() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	LOOP
+		BEGIN
+			PERFORM pg_sleep(0.05);
+		EXCEPTION WHEN query_canceled THEN
+			RETURN;
+		END;
+	END LOOP;
 END $$;
 CREATE FUNCTION trap_cancel() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -167,11 +177,32 @@ like(run_call('alice', 'not_alices()', '[]'), qr/^failed 42501: permission denie
 # the role, and only the role
 like(run('alice', 'SET ROLE bob'), qr/^failed 42501: a command run by retries cannot change its role/,
 	'SET ROLE is refused, even to a role alice may become');
+like(run('alice', 'SET "ROLE" = bob'), qr/^failed 42501: a command run by retries cannot change its role/,
+	'... however it is spelt');
 like(run('alice', 'SET SESSION AUTHORIZATION bob'), qr/^failed 42501/,
 	'SET SESSION AUTHORIZATION is refused');
-like(run('alice', 'RESET ROLE'), qr/^failed 42501/, 'RESET ROLE is refused');
 like(run('alice', "SELECT set_config('role', 'bob', false)"), qr/^failed 42501/,
 	'set_config of role is refused');
+$node->safe_psql('postgres', q{
+CREATE FUNCTION public.as_bob() RETURNS text LANGUAGE sql SET role = 'bob' AS 'SELECT current_user';
+GRANT EXECUTE ON FUNCTION public.as_bob() TO alice;});
+like(run('alice', 'SELECT as_bob()'), qr/^failed 42501/, 'a function SET role clause is refused');
+is(run('alice', 'RESET ROLE; SET ROLE NONE; SET SESSION AUTHORIZATION DEFAULT; DISCARD ALL'),
+	'failed 25001: DISCARD ALL cannot run inside a transaction block',
+	'going back to the role itself is not refused (DISCARD ALL as in psql -c)');
+is(run('alice', 'DISCARD ALL'), 'succeeded', 'DISCARD ALL alone runs');
+$node->safe_psql('postgres', 'ALTER ROLE alice SET role = bob; TRUNCATE seen');
+is(run('alice', 'INSERT INTO seen (n) VALUES (10)'), 'succeeded',
+	'a role whose login setting is SET role runs ...');
+is($node->safe_psql('postgres', 'SELECT who, cur FROM seen'), 'alice|alice', '... as itself');
+$node->safe_psql('postgres', 'ALTER ROLE alice RESET role; TRUNCATE seen');
+like(run('alice', 'COPY seen FROM STDIN'), qr/^failed 0A000: a command run by retries cannot COPY from the client/,
+	'COPY FROM STDIN is refused (the postmaster\'s standard input is no client)');
+like(run('alice', 'COPY (SELECT repeat(\'x\', 100)) TO STDOUT'),
+	qr/^failed 0A000: a command run by retries cannot COPY to the client/,
+	'COPY TO STDOUT is refused (it would write into the server log)');
+like(run('alice', q{DO $$BEGIN RAISE EXCEPTION '%', repeat('é', 3000); END $$}),
+	qr/^failed P0001: (?:\xc3\xa9)+$/, 'a long message comes back cut between characters');
 like(run('alice', "BEGIN; INSERT INTO seen (n) VALUES (5); PREPARE TRANSACTION 'p'"),
 	qr/^failed 0A000: a command run by retries cannot prepare a transaction/,
 	'PREPARE TRANSACTION is refused');
@@ -181,6 +212,9 @@ like(run('alice', 'LISTEN somewhere'), qr/^failed 0A000: cannot execute LISTEN w
 	'LISTEN is refused');
 like(run('nologin_role', 'SELECT 1'), qr/^failed 28000: role "nologin_role" is not permitted to log in/,
 	'a role that may not log in: the run fails with why');
+$node->safe_psql('postgres', "CREATE ROLE expired LOGIN VALID UNTIL '2000-01-01'");
+like(run('expired', 'SELECT 1'), qr/^failed 28000: role "expired" that scheduled the call has expired/,
+	'so does a role past its VALID UNTIL');
 like(run('alice', 'VACUUM pg_authid'), qr/^succeeded$/,
 	'a VACUUM of what alice does not own skips it, as for a client');
 
@@ -195,6 +229,20 @@ like(run('alice', 'SELECT trap_cancel()', 300),
 	qr/^failed 57P01: terminating the command: it went on past its time limit/,
 	'code that traps its cancel ends with its process, 2 s after the cap');
 cmp_ok(time - $t0, '<', 30, '... in time');
+
+$node->safe_psql('postgres', 'TRUNCATE seen');
+like(run('alice', 'INSERT INTO seen (n) VALUES (9); SELECT trap_once()', 300),
+	qr/^failed 57014: canceling the command: it reached its time limit/,
+	'a statement that traps the cap\'s cancel and ends within the grace fails all the same');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM seen'), '0', '... its work rolled back');
+
+# a FATAL is known whatever log_min_messages says
+$node->safe_psql('postgres', "ALTER SYSTEM SET log_min_messages = panic; SELECT pg_reload_conf()");
+like(run('alice', 'SELECT trap_cancel()', 300),
+	qr/^failed 57P01: terminating the command: it went on past its time limit/,
+	'with log_min_messages = panic, the end after the cap is reported');
+like(run('nologin_role', 'SELECT 1'), qr/^failed 28000/, '... and so is a refused login');
+$node->safe_psql('postgres', "ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
 
 $session->quit;
 my $log = slurp_file($node->logfile);

@@ -17,11 +17,14 @@
  *
  * The role.  The process connects as the role itself
  * (BackgroundWorkerInitializeConnectionByOid): session_user and
- * current_user are the role, never a superuser it could RESET back to.  It
- * also runs under SECURITY_LOCAL_USERID_CHANGE, which refuses SET ROLE and
- * SET SESSION AUTHORIZATION however they are written (set_config too);
- * runner_check_utility() refuses them earlier with a clearer message, and
- * refuses PREPARE TRANSACTION, whose transaction would outlive the run.
+ * current_user are the role, never a superuser it could RESET back to.  A
+ * login's checks that such a connection skips (VALID UNTIL) are made too,
+ * and an "ALTER ROLE ... SET role" is undone.  Then role and
+ * session_authorization are pinned (pin_role: their check hooks refuse any
+ * other role, however it is set: SET, set_config, a function's SET clause).
+ * runner_check_utility() refuses PREPARE TRANSACTION, whose transaction
+ * would outlive the run, and COPY from or to the client, which would read
+ * the postmaster's standard input or write into the server's log.
  * Everything else a session leaves (temporary tables, prepared statements,
  * settings, advisory locks, cursors) goes with the process; LISTEN is
  * refused to background workers by PostgreSQL itself.
@@ -29,7 +32,8 @@
  * The time cap.  statement_timeout is the role's to change, so the cap is
  * two private timers, as for attempts (execute.c): a cancel when the cap is
  * reached, and, RUNNER_KILL_GRACE_MS later, the end of the process for
- * code that traps its cancel.  The parent terminates the process as well if
+ * code that traps its cancel.  A statement that trapped the cancel and
+ * ended within the grace fails all the same (check_cap), before it commits.  The parent terminates the process as well if
  * it is still there RUNNER_PARENT_GRACE_MS after that.
  *
  * The outcome.  The child writes it into the dynamic shared memory segment
@@ -52,6 +56,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -72,7 +77,9 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/ruleutils.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/ps_status.h"
@@ -274,31 +281,120 @@ runner_is_child(void)
 	return child_shared != NULL;
 }
 
+/* The check hooks that role and session_authorization had (pin_role) */
+static GucStringCheckHook prev_role_check = NULL;
+static GucStringCheckHook prev_session_authorization_check = NULL;
+static bool role_pinned = false;
+
+/* refuse_role_change -- a check hook's refusal, once the role is pinned */
+static bool
+refuse_role_change(void)
+{
+	GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
+	GUC_check_errmsg("a command run by retries cannot change its role");
+	GUC_check_errdetail("It runs as the role that scheduled it, and only as that role.");
+	return false;
+}
+
+static bool
+check_role(char **newval, void **extra, GucSource source)
+{
+	/* RESET ROLE, SET ROLE NONE: back to the role itself, already there */
+	if (role_pinned && pg_strcasecmp(*newval, "none") != 0)
+		return refuse_role_change();
+	return prev_role_check == NULL || prev_role_check(newval, extra, source);
+}
+
+static bool
+check_session_authorization(char **newval, void **extra, GucSource source)
+{
+	/* SET SESSION AUTHORIZATION DEFAULT, DISCARD ALL: the role itself */
+	if (role_pinned && *newval != NULL &&
+		strcmp(*newval, GetUserNameFromId(GetSessionUserId(), false)) != 0)
+		return refuse_role_change();
+	return prev_session_authorization_check == NULL ||
+		prev_session_authorization_check(newval, extra, source);
+}
+
 /*
- * runner_check_utility -- in a runner, refuse what would act as another
- * role or outlive the run
+ * pin_role -- from now on, role and session_authorization cannot change
+ * in this process, however they are set (SET, set_config, a function's SET
+ * clause, RESET, DISCARD ALL)
+ */
+static void
+pin_role(void)
+{
+	struct config_generic *rec = retries_find_setting("role");
+
+	if (rec == NULL || rec->vartype != PGC_STRING)
+		elog(FATAL, "retries: setting \"role\" not found");
+	prev_role_check = ((struct config_string *) rec)->check_hook;
+	((struct config_string *) rec)->check_hook = check_role;
+	rec = retries_find_setting("session_authorization");
+	if (rec == NULL || rec->vartype != PGC_STRING)
+		elog(FATAL, "retries: setting \"session_authorization\" not found");
+	prev_session_authorization_check = ((struct config_string *) rec)->check_hook;
+	((struct config_string *) rec)->check_hook = check_session_authorization;
+	role_pinned = true;
+}
+
+/*
+ * start_as_role -- once connected: the role as a login would find it
+ * (VALID UNTIL too, which a background worker's connection does not
+ * check), its own role whatever "ALTER ROLE ... SET role" says, pinned
+ */
+static void
+start_as_role(void)
+{
+	const char *hint = NULL;
+	char	   *lacks;
+
+	StartTransactionCommand();
+	lacks = access_login_privilege(child_shared->roleoid, &hint);
+	if (lacks != NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("%s", lacks), errhint("%s", hint)));
+	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	CommitTransactionCommand();
+	pin_role();
+	SetConfigOption("application_name", "retries runner", PGC_USERSET, PGC_S_SESSION);
+}
+
+/*
+ * runner_check_utility -- in a runner, refuse what would outlive the run,
+ * or talk to a client there is none of (another role: pin_role)
  */
 void
 runner_check_utility(Node *parsetree)
 {
-	if (IsA(parsetree, VariableSetStmt))
-	{
-		VariableSetStmt *stmt = (VariableSetStmt *) parsetree;
-
-		if (stmt->name != NULL &&
-			(strcmp(stmt->name, "role") == 0 ||
-			 strcmp(stmt->name, "session_authorization") == 0))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("a command run by retries cannot change its role"),
-					 errdetail("It runs as the role that scheduled it, and only as that role.")));
-	}
-	else if (IsA(parsetree, TransactionStmt) &&
-			 ((TransactionStmt *) parsetree)->kind == TRANS_STMT_PREPARE)
+	if (IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_PREPARE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a command run by retries cannot prepare a transaction"),
 				 errdetail("A prepared transaction would outlive the attempt.")));
+	else if (IsA(parsetree, CopyStmt) && ((CopyStmt *) parsetree)->filename == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a command run by retries cannot COPY %s the client",
+						((CopyStmt *) parsetree)->is_from ? "from" : "to"),
+				 errdetail("It runs in the server, where there is no client.")));
+}
+
+/*
+ * clip -- src into dst (RUNNER_TEXT_LEN bytes), cut at a character's end
+ */
+static void
+clip(char *dst, const char *src)
+{
+	int			len;
+
+	if (src == NULL)
+		src = "";
+	len = pg_mbcliplen(src, strlen(src), RUNNER_TEXT_LEN - 1);
+	memcpy(dst, src, len);
+	dst[len] = '\0';
 }
 
 /*
@@ -317,11 +413,10 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 	if (edata != NULL)
 	{
 		out->sqlerrcode = edata->sqlerrcode;
-		strlcpy(out->message, message ? message :
-				edata->message ? edata->message : "", RUNNER_TEXT_LEN);
-		strlcpy(out->detail, edata->detail ? edata->detail : "", RUNNER_TEXT_LEN);
-		strlcpy(out->hint, edata->hint ? edata->hint : "", RUNNER_TEXT_LEN);
-		strlcpy(out->context, edata->context ? edata->context : "", RUNNER_TEXT_LEN);
+		clip(out->message, message ? message : edata->message);
+		clip(out->detail, edata->detail);
+		clip(out->hint, edata->hint);
+		clip(out->context, edata->context);
 	}
 	pg_write_barrier();
 	pg_atomic_write_u32(&child_shared->state, STATE_DONE);
@@ -360,6 +455,19 @@ cap_kill(void)
 }
 
 /*
+ * check_cap -- a statement that trapped the cap's cancel and went on to its
+ * end fails all the same, before it commits
+ */
+static void
+check_cap(void)
+{
+	if (cap_reached)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("canceling the command: it reached its time limit")));
+}
+
+/*
  * run_statement -- one statement of the text, as exec_simple_query runs it
  */
 static void
@@ -376,6 +484,7 @@ run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
 	int16		format = 0;
 
 	set_ps_display(GetCommandTagName(tag));
+	pgstat_report_activity(STATE_RUNNING, text);
 	if (IsAbortedTransactionBlockState() && !IsA(parsetree->stmt, TransactionStmt))
 		ereport(ERROR,
 				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
@@ -408,6 +517,7 @@ run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
 	disable_timeout(STATEMENT_TIMEOUT, false);
 	receiver->rDestroy(receiver);
 	PortalDrop(portal, false);
+	check_cap();
 }
 
 /*
@@ -482,40 +592,27 @@ run_simple_query(const char *text)
 }
 
 /*
- * run_procedure -- a top-level CALL of fnoid with the arguments stored in
- * args_text (a call's canonical jsonb), converted here, by the role, as an
- * attempt converts them (call_args_build), so that COMMIT and ROLLBACK in
- * the procedure work
+ * procedure_text -- "CALL <procedure>(<arguments>)" for fnoid with the
+ * arguments stored in args_text (a call's canonical jsonb), converted here,
+ * by the role, as an attempt converts them (call_args_build), and written
+ * back as literals of their types (ruleutils): the text then runs as any
+ * other (run_simple_query), a top-level CALL, so that COMMIT and ROLLBACK
+ * in the procedure work.  The privileges are checked as for a call's
+ * function: USAGE on its schema too, since it is given by OID.
  */
-static void
-run_procedure(Oid fnoid, const char *args_text)
+static char *
+procedure_text(Oid fnoid, const char *args_text)
 {
-	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext,
-											  "retries runner call",
-											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext oldcxt;
-	char	   *source;
 	List	   *args;
 	Oid			collation = InvalidOid;
 	ListCell   *lc;
-	CallStmt   *stmt;
-	PlannedStmt *pstmt;
-	Portal		portal;
-	DestReceiver *receiver;
-	QueryCompletion qc;
+	FuncExpr   *fexpr;
+	char	   *text;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-
-	/* as a direct CALL would check, the schema too (it is given by OID) */
 	access_check_call_privilege(fnoid, GetUserId());
-
-	/* all of it outside the transaction, which the procedure may commit */
-	oldcxt = MemoryContextSwitchTo(cxt);
-	source = psprintf("CALL %s", format_procedure_qualified(fnoid));
-	debug_query_string = source;
-	pgstat_report_activity(STATE_RUNNING, source);
 	args = call_args_build(fnoid,
 						   DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 															  CStringGetDatum(args_text))));
@@ -524,33 +621,16 @@ run_procedure(Oid fnoid, const char *args_text)
 		if (!OidIsValid(collation))
 			collation = exprCollation(lfirst(lc));
 	}
-	stmt = makeNode(CallStmt);
-	stmt->funcexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args,
-								  InvalidOid, collation, COERCE_EXPLICIT_CALL);
-	pstmt = makeNode(PlannedStmt);
-	pstmt->commandType = CMD_UTILITY;
-	pstmt->canSetTag = true;
-	pstmt->utilityStmt = (Node *) stmt;
-	pstmt->stmt_location = -1;
-	MemoryContextSwitchTo(oldcxt);
-	PopActiveSnapshot();
+	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args, InvalidOid,
+						 collation, COERCE_EXPLICIT_CALL);
+	text = MemoryContextStrdup(TopMemoryContext,
+							   psprintf("CALL %s",
+										deparse_expression((Node *) fexpr, NIL,
+														   false, false)));
 
-	portal = CreatePortal("", true, true);
-	portal->visible = false;
-	PortalDefineQuery(portal, NULL, source, CMDTAG_CALL, list_make1(pstmt), NULL);
-	PortalStart(portal, NULL, 0, InvalidSnapshot);
-	receiver = CreateDestReceiver(DestNone);
-	if (StatementTimeout > 0)
-		enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
-	(void) retries_portal_run(portal, receiver, &qc);
-	disable_timeout(STATEMENT_TIMEOUT, false);
-	receiver->rDestroy(receiver);
-	PortalDrop(portal, false);
+	PopActiveSnapshot();
 	CommitTransactionCommand();
-	if (IsTransactionOrTransactionBlock())
-		elog(ERROR, "retries: a procedure left its transaction open");
-	debug_query_string = NULL;
-	pgstat_report_activity(STATE_IDLE, NULL);
+	return text;
 }
 
 /*
@@ -565,6 +645,9 @@ retries_runner_main(Datum arg)
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	/* the postmaster's standard input is no client's */
+	if (freopen("/dev/null", "r", stdin) == NULL)
+		elog(FATAL, "retries: could not open /dev/null: %m");
 	segment = dsm_attach(DatumGetUInt32(arg));
 	if (segment == NULL)
 		ereport(ERROR,
@@ -574,11 +657,16 @@ retries_runner_main(Datum arg)
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = runner_emit_log;
 
-	/* a role that may no longer log in ends here, with a FATAL noted */
+	/*
+	 * A FATAL is noted as it is reported (runner_emit_log), which it is only
+	 * if log_min_messages lets it.  A role that may no longer log in ends
+	 * here, with one.
+	 */
+	if (log_min_messages > FATAL)
+		SetConfigOption("log_min_messages", "fatal", PGC_SUSET, PGC_S_OVERRIDE);
 	BackgroundWorkerInitializeConnectionByOid(child_shared->dboid,
 											  child_shared->roleoid, 0);
-	SetUserIdAndSecContext(child_shared->roleoid, SECURITY_LOCAL_USERID_CHANGE);
-	SetConfigOption("application_name", "retries runner", PGC_USERSET, PGC_S_SESSION);
+	start_as_role();
 	pg_atomic_write_u32(&child_shared->state, STATE_RUNNING);
 
 	if (child_shared->cap_ms > 0)
@@ -594,7 +682,7 @@ retries_runner_main(Datum arg)
 	PG_TRY();
 	{
 		if (OidIsValid(child_shared->fnoid))
-			run_procedure(child_shared->fnoid, child_shared->text);
+			run_simple_query(procedure_text(child_shared->fnoid, child_shared->text));
 		else
 			run_simple_query(child_shared->text);
 		note_outcome(RUNNER_SUCCEEDED, NULL, NULL);
@@ -604,6 +692,7 @@ retries_runner_main(Datum arg)
 		ErrorData  *edata;
 
 		HOLD_INTERRUPTS();
+		EmitErrorReport();		/* in the server's log, as a client's */
 		MemoryContextSwitchTo(errcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
