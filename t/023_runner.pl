@@ -213,7 +213,7 @@ like(run('alice', 'LISTEN somewhere'), qr/^failed 0A000: cannot execute LISTEN w
 like(run('nologin_role', 'SELECT 1'), qr/^failed 28000: role "nologin_role" is not permitted to log in/,
 	'a role that may not log in: the run fails with why');
 $node->safe_psql('postgres', "CREATE ROLE expired LOGIN VALID UNTIL '2000-01-01'");
-like(run('expired', 'SELECT 1'), qr/^failed 28000: role "expired" that scheduled the call has expired/,
+like(run('expired', 'SELECT 1'), qr/^failed 42501: role "expired" that scheduled the call has expired/,
 	'so does a role past its VALID UNTIL');
 like(run('alice', 'VACUUM pg_authid'), qr/^succeeded$/,
 	'a VACUUM of what alice does not own skips it, as for a client');

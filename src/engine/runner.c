@@ -353,7 +353,7 @@ start_as_role(void)
 	lacks = access_login_privilege(child_shared->roleoid, &hint);
 	if (lacks != NULL)
 		ereport(FATAL,
-				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("%s", lacks), errhint("%s", hint)));
 	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
 	CommitTransactionCommand();
@@ -485,10 +485,6 @@ run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
 
 	set_ps_display(GetCommandTagName(tag));
 	pgstat_report_activity(STATE_RUNNING, text);
-	if (IsAbortedTransactionBlockState() && !IsA(parsetree->stmt, TransactionStmt))
-		ereport(ERROR,
-				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
-				 errmsg("current transaction is aborted, commands ignored until end of transaction block")));
 	CHECK_FOR_INTERRUPTS();
 	if (analyze_requires_snapshot(parsetree))
 	{
@@ -730,7 +726,7 @@ retries_debug_runner_start(PG_FUNCTION_ARGS)
 				 errmsg("only a superuser may start a runner by hand")));
 	if (runner_busy())
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this session has a runner going on")));
 	if (!runner_launch(PG_GETARG_OID(1), text_to_cstring(PG_GETARG_TEXT_PP(0)),
 					   PG_GETARG_INT32(2)))
@@ -749,7 +745,7 @@ retries_debug_runner_start_call(PG_FUNCTION_ARGS)
 				 errmsg("only a superuser may start a runner by hand")));
 	if (runner_busy())
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this session has a runner going on")));
 	if (!runner_launch_call(PG_GETARG_OID(2), PG_GETARG_OID(0),
 							call_args_canonicalize(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1)),
