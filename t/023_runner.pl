@@ -244,6 +244,38 @@ like(run('alice', 'SELECT trap_cancel()', 300),
 like(run('nologin_role', 'SELECT 1'), qr/^failed 28000/, '... and so is a refused login');
 $node->safe_psql('postgres', "ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
 
+# end to end: an annotated procedure, called, runs in a runner; its
+# retryable error is retried; each attempt recorded
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE maint (n int, xid xid8 DEFAULT pg_current_xact_id());
+CREATE PROCEDURE maintain(rounds int) LANGUAGE plpgsql AS $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM maint WHERE n = 0) THEN
+		INSERT INTO maint (n) VALUES (0);
+		COMMIT;
+		RAISE EXCEPTION 'not yet' USING ERRCODE = 'RT001';
+	END IF;
+	FOR i IN 1..rounds LOOP
+		INSERT INTO maint (n) VALUES (i);
+		COMMIT;
+	END LOOP;
+END $$;
+SELECT retries.annotate('maintain(int)', '3 10ms');
+});
+my $call = $node->safe_psql('postgres',
+	"SET ROLE alice; SELECT retries.call('maintain(int)', '[3]')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),
+	'a called procedure succeeds');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(outcome || coalesce(' ' || sqlstate, ''), ', ' ORDER BY attempt)"
+		. " FROM retries.attempts WHERE call_id = $call"),
+	'retry RT001, succeeded', '... after a retry, both attempts recorded');
+is($node->safe_psql('postgres',
+		'SELECT count(*), count(DISTINCT xid) FROM maint WHERE n > 0'),
+	'3|3', '... its three commits made');
+
 $session->quit;
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|server process .* was terminated/,

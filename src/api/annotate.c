@@ -141,7 +141,11 @@ check_plain_function(HeapTuple tup, Oid fnoid, const char *what)
 			kind = "a window function";
 			break;
 		case PROKIND_PROCEDURE:
-			kind = "a procedure";
+			/* a call's own procedure runs in a process of its own (runner.c) */
+			if (strcmp(what, "function") != 0)
+				kind = "a procedure";
+			else if (proc->prorettype != VOIDOID)
+				kind = "a procedure with OUT parameters";
 			break;
 	}
 	if (kind)

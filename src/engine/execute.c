@@ -61,6 +61,7 @@
 #include "base/compat.h"
 #include "core/policy.h"
 #include "engine/execute.h"
+#include "engine/runner.h"
 #include "engine/policies.h"
 #include "engine/sandbox.h"
 #include "tables/tables.h"
@@ -1269,6 +1270,146 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 	/* an interruption is retried whatever retry_on says */
 	finish_failure(call, policy, attempt, true, &out);
 	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+	if (out.state == CALL_FAILED)
+		run_on_exhausted(call, policy, attempt);
+}
+
+
+/*
+ * execute_is_procedure -- is the call's function a procedure, whose calls
+ * run alone, in a runner (runner.c)?
+ */
+bool
+execute_is_procedure(const RetriesCall *call)
+{
+	CachedPolicy *policy = policies_get(call->policy_id);
+
+	return policy != NULL && policy->procedure;
+}
+
+/*
+ * execute_runner_begin -- in the batch's transaction, before a runner runs
+ * the next attempt of a procedure's call: the checks an attempt makes
+ * first (precheck), its arguments into *args (in the caller's memory) and
+ * its time limit into *timeout, and the call marked 'running', out of every
+ * claiming index, for when the batch commits.  False if the attempt cannot
+ * start: its outcome is recorded.
+ */
+bool
+execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
+{
+	static SPIPlanPtr plan = NULL;
+	CachedPolicy *policy = policies_get(call->policy_id);
+	int32		attempt = call->attempts + 1;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(call->id)};
+	Outcome		out;
+	bool		capped;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
+		return false;
+	}
+	out.notify = policy->notify;
+	if (!precheck(call, policy, &out))
+	{
+		out.outcome = "failed";
+		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
+		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		run_on_exhausted(call, policy, attempt);
+		return false;
+	}
+	*timeout = attempt_time_limit(policy, &capped);
+	*args = call->args_deferred ? read_args(call->id) : call->args;
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET state = 'running'"
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not mark call " INT64_FORMAT " running", call->id);
+	return true;
+}
+
+/*
+ * execute_runner_put_back -- a call marked running whose runner could not
+ * start (no background worker slot): scheduled again a second later, its
+ * attempt not charged.  In a transaction of its own.
+ */
+void
+execute_runner_put_back(const RetriesCall *call)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(call->id)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET state = 'scheduled',"
+					   " next_attempt = pg_catalog.clock_timestamp()"
+					   " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state OPERATOR(pg_catalog.=) 'running'",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not put call " INT64_FORMAT " back", call->id);
+}
+
+/*
+ * execute_runner_end -- record the outcome of an attempt that a runner
+ * ran, as execute_attempt records one it ran itself: a success; an error,
+ * retried per retry_on; the time limit reached (a timeout, as for an
+ * attempt); or a runner that ended without a word (interrupted).  In a
+ * transaction and SPI connection of its own.
+ */
+void
+execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
+				   const RunnerOutcome *ro)
+{
+	CachedPolicy *policy = policies_get(call->policy_id);
+	int32		attempt = call->attempts + 1;
+	Outcome		out;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, started_at, &out);
+		return;
+	}
+	out.notify = policy->notify;
+	if (ro->status == RUNNER_LOST)
+	{
+		execute_interrupted(call, attempt, HOOK_NONE);
+		return;
+	}
+	if (ro->status == RUNNER_SUCCEEDED)
+	{
+		out.outcome = "succeeded";
+		out.state = call_state_change(CALL_RUNNING, CALL_SUCCEEDED);
+		record_outcome(call, attempt, started_at, &out);
+		return;
+	}
+	set_outcome_error(&out, ro->sqlerrcode, ro->message,
+					  ro->detail[0] ? ro->detail : NULL,
+					  ro->hint[0] ? ro->hint : NULL,
+					  ro->context[0] ? ro->context : NULL);
+	out.outcome = "failed";
+	if (ro->capped)
+	{
+		char		buf[POLICY_FORMAT_LEN];
+
+		policy_format_duration(timeout, buf, sizeof(buf));
+		out.outcome = "timeout";
+		strlcpy(out.sqlstate, "57014", sizeof(out.sqlstate));
+		out.message = psprintf("attempt timed out after %s", buf);
+	}
+	finish_failure(call, policy, attempt,
+				   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+										   policy->nretry_on, out.sqlstate),
+				   &out);
+	record_outcome(call, attempt, started_at, &out);
 	if (out.state == CALL_FAILED)
 		run_on_exhausted(call, policy, attempt);
 }

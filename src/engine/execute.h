@@ -42,5 +42,12 @@ extern void execute_finish_batch(void);
 extern void execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook);
 extern Oid	execute_call_function(const RetriesCall *call, Oid *key);
 extern bool execute_attempt_killed(const char **limit);
+struct RunnerOutcome;			/* runner.h */
+
+extern bool execute_is_procedure(const RetriesCall *call);
+extern bool execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout);
+extern void execute_runner_end(RetriesCall *call, TimestampTz started_at,
+							   int64 timeout, const struct RunnerOutcome *outcome);
+extern void execute_runner_put_back(const RetriesCall *call);
 
 #endif							/* RETRIES_EXECUTE_H */

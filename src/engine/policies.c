@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_proc.h"
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
@@ -173,6 +175,7 @@ policies_get(int32 policy_id)
 	p->on_exhausted = on_exhausted;
 	p->delay_fn = delay_fn;
 	p->notify = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
+	p->procedure = OidIsValid(fn) && get_func_prokind(fn) == PROKIND_PROCEDURE;
 	MemoryContextSwitchTo(oldcxt);
 	return p;
 }

@@ -27,6 +27,8 @@ typedef struct CachedPolicy
 	Oid			on_exhausted;
 	Oid			delay_fn;
 	bool		notify;			/* NOTIFY retries_finished when a call ends */
+	bool		procedure;		/* fn is a procedure: its calls run alone, in
+								 * a runner (worker.c, runner.c) */
 } CachedPolicy;
 
 extern void policies_init(void);

@@ -130,6 +130,14 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
 static volatile sig_atomic_t cap_reached = false;
 
 
+static bool exit_callback = false;
+
+static void
+runner_stop_at_exit(int code, Datum arg)
+{
+	runner_stop();
+}
+
 /*
  * launch -- start running 'text' (SQL, or fnoid's arguments) as 'role' in
  * this database, with a time cap of cap_ms (0: none); false if no
@@ -146,6 +154,12 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms)
 	bool		started;
 
 	Assert(run_segment == NULL);
+	if (!exit_callback)
+	{
+		/* a parent that exits ends its run (its successor charges it) */
+		before_shmem_exit(runner_stop_at_exit, (Datum) 0);
+		exit_callback = true;
+	}
 	run_segment = dsm_create(size, 0);
 	dsm_pin_mapping(run_segment);	/* past the transaction, if any */
 	shared = dsm_segment_address(run_segment);
@@ -410,6 +424,7 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 		return;
 	memset(out, 0, sizeof(RunnerOutcome));
 	out->status = status;
+	out->capped = cap_reached;
 	if (edata != NULL)
 	{
 		out->sqlerrcode = edata->sqlerrcode;

@@ -27,6 +27,7 @@ typedef enum RunnerStatus
 typedef struct RunnerOutcome
 {
 	RunnerStatus status;
+	bool		capped;			/* it ended because it reached its cap */
 	int			sqlerrcode;
 	char		message[RUNNER_TEXT_LEN];
 	char		detail[RUNNER_TEXT_LEN];

@@ -127,6 +127,7 @@
 #include "engine/execute.h"
 #include "engine/ledger.h"
 #include "engine/retention.h"
+#include "engine/runner.h"
 #include "engine/sandbox.h"
 #include "flow/flow.h"
 #include "schedules/schedules.h"
@@ -306,7 +307,7 @@ charge_interrupted(const InFlight *rec)
 					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
 					   " FROM retries.call_data"
 					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND state IN ('scheduled', 'running')"
 					   " FOR UPDATE SKIP LOCKED",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -317,7 +318,7 @@ charge_interrupted(const InFlight *rec)
 		plans_prepare_kept(&exists_plan,
 						   "SELECT FROM retries.call_data"
 						   " WHERE id OPERATOR(pg_catalog.=) $1"
-						   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
+						   " AND state IN ('scheduled', 'running')",
 						   1, argtypes);
 		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
@@ -1013,6 +1014,126 @@ run_call(Batch *b, RetriesCall *call)
 }
 
 /*
+ * The procedure's call that the batch marked running, for a runner to run
+ * once the batch has committed (run_in_runner)
+ */
+static struct
+{
+	bool		pending;
+	RetriesCall call;
+	Jsonb	   *args;			/* in TopMemoryContext */
+	int64		timeout;		/* the attempt's time limit; -1: none */
+}			runner_next;
+
+/* How often a worker whose runner runs looks at it */
+#define RUNNER_POLL_MS			100
+
+/*
+ * begin_in_runner -- a procedure's call at the head of the batch: checked
+ * as run_call checks a call, then marked running for a runner
+ * (execute_runner_begin), which starts once the batch has committed: the
+ * procedure may COMMIT, and CREATE INDEX CONCURRENTLY in it would wait for
+ * the batch's snapshot
+ */
+static void
+begin_in_runner(Batch *b, RetriesCall *call)
+{
+	ExecuteHook hook;
+	Jsonb	   *args;
+	int64		timeout;
+
+	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
+	{
+		execute_interrupted(call, call->attempts + 1, hook);
+		return;
+	}
+	if (shmem_cancel_waiting(call->id))
+		return;
+	if (flow_gates_generation() != b->gates_generation)
+	{
+		b->gates_generation = flow_gates_generation();
+		b->ngates = flow_load_gates(&b->gates);
+	}
+	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
+		return;
+	if (!execute_runner_begin(call, &args, &timeout))
+	{
+		shmem_gate_leave(my_slot);
+		return;
+	}
+	runner_next.call = *call;
+	runner_next.call.args = NULL;
+	runner_next.args = (Jsonb *) MemoryContextAlloc(TopMemoryContext, VARSIZE(args));
+	memcpy(runner_next.args, args, VARSIZE(args));
+	runner_next.timeout = timeout;
+	runner_next.pending = true;
+}
+
+/*
+ * run_in_runner -- the attempt of the call begin_in_runner() marked, in a
+ * runner: this worker waits for it, outside any transaction, then records
+ * its outcome in a transaction of its own.  The ledger holds the attempt
+ * meanwhile, as for any attempt: a crash charges it (the call is at least
+ * once: what the procedure committed stays).
+ */
+static void
+run_in_runner(void)
+{
+	RetriesCall *call = &runner_next.call;
+	TimestampTz started_at = GetCurrentTimestamp();
+	RunnerOutcome outcome;
+	Oid			key;
+	int			cap_ms;
+
+	runner_next.pending = false;
+	cap_ms = runner_next.timeout < 0 ? 0 :
+		(int) Min(runner_next.timeout / 1000 + 1, INT_MAX / 2);
+	ledger_write(call->id, call->attempts + 1);
+	set_state(WORKER_RUNNING, call->id, call->role);
+	pgstat_report_activity(STATE_RUNNING,
+						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
+									call->id, call->attempts + 1));
+	if (!runner_launch_call(call->role, execute_call_function(call, &key),
+							runner_next.args, cap_ms))
+	{
+		ereport(LOG,
+				(errmsg("retries: no background worker slot is free for call " INT64_FORMAT "; it waits a second",
+						call->id),
+				 errhint("Raise max_worker_processes.")));
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension)
+			execute_runner_put_back(call);
+	}
+	else
+	{
+		while (!runner_poll(&outcome))
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 RUNNER_POLL_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension)
+			execute_runner_end(call, started_at, runner_next.timeout, &outcome);
+		count_call(outcome.status == RUNNER_SUCCEEDED);
+	}
+	PopActiveSnapshot();
+	SPI_finish();
+	commit_transaction();
+	shmem_gate_leave(my_slot);
+	pfree(runner_next.args);
+	runner_next.args = NULL;
+	set_state(WORKER_IDLE, 0, InvalidOid);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	ledger_write(0, 0);
+}
+
+/*
  * run_batch -- one batch transaction; returns the number of calls claimed
  * and sets *due to when the next call is due, or to 0 if more may be due
  * now (a full batch, or one cut short) or none is scheduled at all
@@ -1028,6 +1149,12 @@ run_batch(TimestampTz *due)
 	int			result;
 
 	lone_call_id = 0;
+	/* one that an error kept from running: its batch, and mark, rolled back */
+	if (runner_next.pending)
+	{
+		runner_next.pending = false;
+		pfree(runner_next.args);
+	}
 	if (!open_batch(start, due, &result))
 		return result;
 	memset(&b, 0, sizeof(b));
@@ -1057,6 +1184,15 @@ run_batch(TimestampTz *due)
 			lone_next = b.calls[i].id;
 			break;
 		}
+		/* a procedure's: alone too, in a runner after the batch commits */
+		if (execute_is_procedure(&b.calls[i]))
+		{
+			if (i > 0)
+				lone_next = b.calls[i].id;
+			else
+				begin_in_runner(&b, &b.calls[0]);
+			break;
+		}
 		run_call(&b, &b.calls[i]);
 	}
 	if (b.claim != NULL)
@@ -1078,6 +1214,8 @@ run_batch(TimestampTz *due)
 	commit_transaction();
 	set_state(WORKER_IDLE, 0, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
+	if (runner_next.pending)
+		run_in_runner();
 	if (one_by_one > 0 && b.n > 0)
 		one_by_one--;
 	return b.n;
