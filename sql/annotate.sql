@@ -86,13 +86,13 @@ SELECT * FROM test.stored();
 -- functions a worker cannot call are refused
 CREATE AGGREGATE total(int) (sfunc = int4pl, stype = int);
 CREATE FUNCTION ranked() RETURNS int LANGUAGE internal WINDOW AS 'window_rank';
-CREATE PROCEDURE proc() LANGUAGE sql AS '';
+CREATE PROCEDURE proc(INOUT n int) LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION many() RETURNS SETOF int LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION poly(anyelement) RETURNS void LANGUAGE sql AS '';
 CREATE FUNCTION trig() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
 CALL test.try($$SELECT retries.annotate('total(int)')$$);
 CALL test.try($$SELECT retries.annotate('ranked()')$$);
-CALL test.try($$SELECT retries.annotate('proc()')$$);
+CALL test.try($$SELECT retries.annotate('proc(int)')$$);
 CALL test.try($$SELECT retries.annotate('many()')$$);
 CALL test.try($$SELECT retries.annotate('poly(anyelement)')$$);
 CALL test.try($$SELECT retries.annotate('trig()')$$);
@@ -159,5 +159,5 @@ DROP FUNCTION owned(), with_out(int), with_variadic(int[]), on_gave_up(bigint),
 	backoff(int, text, text), bad_hook(int), bad_delay(int, text, text),
 	set_hook(bigint), ranked(), many(), poly(anyelement), trig();
 DROP AGGREGATE total(int);
-DROP PROCEDURE proc();
+DROP PROCEDURE proc(int);
 DROP ROLE annotate_owner, annotate_other;
