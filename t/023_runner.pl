@@ -276,6 +276,28 @@ is($node->safe_psql('postgres',
 		'SELECT count(*), count(DISTINCT xid) FROM maint WHERE n > 0'),
 	'3|3', '... its three commits made');
 
+# cancel() of a call that a runner runs waits for its attempt, then acts
+# as for a call of a batch: a retry does not happen
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE PROCEDURE slow_fail() LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_sleep(1);
+	RAISE EXCEPTION 'again' USING ERRCODE = 'RT001';
+END $$;
+SELECT retries.annotate('slow_fail()', '5 10ms');
+});
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('slow_fail()')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'running' FROM retries.calls WHERE id = $call"),
+	'a slow procedure runs');
+is($node->safe_psql('postgres', "SET ROLE alice; SELECT retries.cancel($call)"), 't',
+	'cancel() of it waits for its attempt ...');
+is($node->safe_psql('postgres',
+		"SELECT c.state, (SELECT string_agg(outcome::text, ',') FROM retries.attempts WHERE call_id = c.id)"
+		. " FROM retries.calls c WHERE id = $call"),
+	'cancelled|retry', '... and the call is cancelled instead of retried');
+
 $session->quit;
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|server process .* was terminated/,

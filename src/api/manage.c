@@ -41,6 +41,7 @@
 #include "miscadmin.h"
 #include "access/xact.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -168,6 +169,18 @@ lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
 	shmem_cancel_wait_begin(id);
 	PG_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
 	{
+		/*
+		 * A call that a runner runs is not locked: its worker holds the
+		 * runner's lock instead, until the attempt's outcome has committed
+		 */
+		if (call->state == CALL_RUNNING)
+		{
+			LOCKTAG		tag;
+
+			SET_LOCKTAG_RUNNER(tag, id);
+			(void) LockAcquire(&tag, ShareLock, false, false);
+			LockRelease(&tag, ShareLock, false);
+		}
 		lock_call(id, caller, true, call);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(cancel_wait_cleanup, (Datum) 0);
@@ -196,9 +209,10 @@ retries_cancel(PG_FUNCTION_ARGS)
 	SPI_connect();
 	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
 
-	if (call.state == CALL_SCHEDULED)
+	/* still running: its worker died; the crash rule finds it cancelled */
+	if (call.state == CALL_SCHEDULED || call.state == CALL_RUNNING)
 	{
-		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
+		(void) call_state_change(call.state, CALL_CANCELLED);
 		update_call(&cancel_plan,
 					"UPDATE retries.call_data"
 					" SET state = 'cancelled', updated_at = pg_catalog.now()"

@@ -71,7 +71,10 @@ extern long clock_system_ms_until(TimestampTz when);
 extern long clock_ms_until(TimestampTz when);
 extern Datum clock_clamp_run_at(Datum run_at);
 
-/* state.c: a call's state; CALL_RUNNING is shown, never stored */
+/*
+ * state.c: a call's state; CALL_RUNNING is shown, and stored only for a
+ * call that a runner runs (worker.c)
+ */
 typedef enum CallState
 {
 	CALL_SCHEDULED,
@@ -86,6 +89,16 @@ extern const char *call_state_name(CallState state);
 extern CallState call_state_parse(const char *name);
 extern bool call_state_finished(CallState state);
 extern CallState call_state_change(CallState from, CallState to);
+
+/*
+ * The lock a worker holds (as its session's) while a runner runs a call,
+ * that cancel() waits for: an advisory lock of this database, of a class
+ * (field4) that SQL's advisory functions never use
+ */
+#define RETRIES_RUNNER_LOCK_CLASS	0x5254
+#define SET_LOCKTAG_RUNNER(tag, call_id) \
+	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
+						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS)
 
 /* plans.c */
 extern SPIPlanPtr plans_prepare_kept(SPIPlanPtr *plan, const char *query,

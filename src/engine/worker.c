@@ -113,6 +113,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -1023,6 +1024,7 @@ static struct
 	RetriesCall call;
 	Jsonb	   *args;			/* in TopMemoryContext */
 	int64		timeout;		/* the attempt's time limit; -1: none */
+	LOCKTAG		lock;			/* held while it runs (cancel() waits) */
 }			runner_next;
 
 /* How often a worker whose runner runs looks at it */
@@ -1061,6 +1063,9 @@ begin_in_runner(Batch *b, RetriesCall *call)
 		shmem_gate_leave(my_slot);
 		return;
 	}
+	/* taken before the mark commits, so that cancel() never misses it */
+	SET_LOCKTAG_RUNNER(runner_next.lock, call->id);
+	(void) LockAcquire(&runner_next.lock, ExclusiveLock, true, false);
 	runner_next.call = *call;
 	runner_next.call.args = NULL;
 	runner_next.args = (Jsonb *) MemoryContextAlloc(TopMemoryContext, VARSIZE(args));
@@ -1125,6 +1130,7 @@ run_in_runner(void)
 	PopActiveSnapshot();
 	SPI_finish();
 	commit_transaction();
+	LockRelease(&runner_next.lock, ExclusiveLock, true);
 	shmem_gate_leave(my_slot);
 	pfree(runner_next.args);
 	runner_next.args = NULL;
@@ -1154,6 +1160,7 @@ run_batch(TimestampTz *due)
 	{
 		runner_next.pending = false;
 		pfree(runner_next.args);
+		LockRelease(&runner_next.lock, ExclusiveLock, true);
 	}
 	if (!open_batch(start, due, &result))
 		return result;
