@@ -19,6 +19,7 @@ $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'retries'
 max_prepared_transactions = 2
+restart_after_crash = on
 });
 $node->start;
 
@@ -302,5 +303,40 @@ $session->quit;
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|server process .* was terminated/,
 	'no process was killed by a signal');
+
+# a procedure knows its call and attempt; killed in the middle (the server
+# restarts), its attempt is charged interrupted and it runs again: what the
+# first attempt committed stays (at least once)
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE steps (what text, call bigint, attempt int);
+CREATE PROCEDURE long_job() LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO steps VALUES ('start', retries.current_call(), retries.current_attempt());
+	COMMIT;
+	IF retries.current_attempt() = 1 THEN
+		PERFORM pg_sleep(300);
+	END IF;
+	INSERT INTO steps VALUES ('done', retries.current_call(), retries.current_attempt());
+END $$;
+SELECT retries.annotate('long_job()', '3 10ms');
+});
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('long_job()')");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM steps WHERE what = 'start' AND call = $call AND attempt = 1"),
+	'a procedure sees its call and attempt');
+my $runner = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'retries runner'");
+like($runner, qr/^\d+$/, 'its runner is listed in pg_stat_activity');
+kill 'KILL', $runner;
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),
+	'after the server restarts, the call runs again and succeeds');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts WHERE call_id = $call"),
+	'interrupted,succeeded', '... its killed attempt charged interrupted');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(what || attempt, ',' ORDER BY what DESC, attempt) FROM steps"),
+	'start1,start2,done2', '... what the first attempt committed kept (at least once)');
 $node->stop;
 done_testing();

@@ -1405,10 +1405,12 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 		strlcpy(out.sqlstate, "57014", sizeof(out.sqlstate));
 		out.message = psprintf("attempt timed out after %s", buf);
 	}
+	retries_retry_after_usecs = ro->retry_after;	/* retries.retry()'s */
 	finish_failure(call, policy, attempt,
 				   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
 										   policy->nretry_on, out.sqlstate),
 				   &out);
+	retries_retry_after_usecs = -1;
 	record_outcome(call, attempt, started_at, &out);
 	if (out.state == CALL_FAILED)
 		run_on_exhausted(call, policy, attempt);

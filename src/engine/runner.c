@@ -110,6 +110,8 @@ typedef struct RunnerShared
 	int			cap_ms;			/* 0: none */
 	Oid			fnoid;			/* a procedure, its arguments (jsonb) in text;
 								 * InvalidOid: text is SQL */
+	int64		call_id;		/* for retries.current_call() there; or 0 */
+	int32		attempt;		/* for retries.current_attempt(); or 0 */
 	pg_atomic_uint32 state;
 	RunnerOutcome outcome;		/* once state is STATE_DONE */
 	char text[	FLEXIBLE_ARRAY_MEMBER];
@@ -145,7 +147,8 @@ runner_stop_at_exit(int code, Datum arg)
  * nothing started
  */
 static bool
-launch(Oid role, Oid fnoid, const char *text, int cap_ms)
+launch(Oid role, Oid fnoid, const char *text, int cap_ms, int64 call_id,
+	   int32 attempt)
 {
 	Size		size = offsetof(RunnerShared, text) + strlen(text) + 1;
 	RunnerShared *shared;
@@ -168,6 +171,8 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms)
 	shared->roleoid = role;
 	shared->cap_ms = cap_ms;
 	shared->fnoid = fnoid;
+	shared->call_id = call_id;
+	shared->attempt = attempt;
 	pg_atomic_init_u32(&shared->state, STATE_STARTING);
 	strcpy(shared->text, text);
 
@@ -202,7 +207,7 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms)
 bool
 runner_launch(Oid role, const char *text, int cap_ms)
 {
-	return launch(role, InvalidOid, text, cap_ms);
+	return launch(role, InvalidOid, text, cap_ms, 0, 0);
 }
 
 /*
@@ -210,10 +215,11 @@ runner_launch(Oid role, const char *text, int cap_ms)
  * the call's stored arguments (launch)
  */
 bool
-runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms)
+runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms,
+				   int64 call_id, int32 attempt)
 {
 	return launch(role, fnoid, JsonbToCString(NULL, &args->root, VARSIZE(args)),
-				  cap_ms);
+				  cap_ms, call_id, attempt);
 }
 
 /* runner_busy -- has this process a run going on? */
@@ -425,6 +431,7 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 	memset(out, 0, sizeof(RunnerOutcome));
 	out->status = status;
 	out->capped = cap_reached;
+	out->retry_after = retries_retry_after_usecs;
 	if (edata != NULL)
 	{
 		out->sqlerrcode = edata->sqlerrcode;
@@ -679,6 +686,8 @@ retries_runner_main(Datum arg)
 											  child_shared->roleoid, 0);
 	start_as_role();
 	pg_atomic_write_u32(&child_shared->state, STATE_RUNNING);
+	retries_current_call_id = child_shared->call_id;
+	retries_current_attempt_number = child_shared->attempt;
 
 	if (child_shared->cap_ms > 0)
 	{
@@ -764,7 +773,7 @@ retries_debug_runner_start_call(PG_FUNCTION_ARGS)
 				 errmsg("this session has a runner going on")));
 	if (!runner_launch_call(PG_GETARG_OID(2), PG_GETARG_OID(0),
 							call_args_canonicalize(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1)),
-							PG_GETARG_INT32(3)))
+							PG_GETARG_INT32(3), 0, 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("no background worker slot is free for a runner")));

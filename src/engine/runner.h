@@ -28,6 +28,7 @@ typedef struct RunnerOutcome
 {
 	RunnerStatus status;
 	bool		capped;			/* it ended because it reached its cap */
+	int64		retry_after;	/* retries.retry()'s 'after' (usecs); -1 */
 	int			sqlerrcode;
 	char		message[RUNNER_TEXT_LEN];
 	char		detail[RUNNER_TEXT_LEN];
@@ -36,7 +37,8 @@ typedef struct RunnerOutcome
 } RunnerOutcome;
 
 extern bool runner_launch(Oid role, const char *text, int cap_ms);
-extern bool runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms);
+extern bool runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms,
+							   int64 call_id, int32 attempt);
 extern bool runner_busy(void);
 extern bool runner_poll(RunnerOutcome *outcome);
 extern void runner_stop(void);

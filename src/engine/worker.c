@@ -1099,7 +1099,8 @@ run_in_runner(void)
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
 	if (!runner_launch_call(call->role, execute_call_function(call, &key),
-							runner_next.args, cap_ms))
+							runner_next.args, cap_ms, call->id,
+							call->attempts + 1))
 	{
 		ereport(LOG,
 				(errmsg("retries: no background worker slot is free for call " INT64_FORMAT "; it waits a second",
