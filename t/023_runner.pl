@@ -170,6 +170,12 @@ like(run_call('alice', 'add_rows(int,text)', '{"n": 4, "tag": "named"}'),
 	qr/^failed RT001: too many/, 'its error comes back, by name too');
 is($node->safe_psql('postgres', "SELECT count(*) FROM seen WHERE who = 'named'"), '4',
 	'... after what it committed, which stays (at least once)');
+$node->safe_psql('postgres', q{SET ROLE alice;
+CREATE PROCEDURE add_many(VARIADIC ns int[]) LANGUAGE sql AS 'INSERT INTO seen (n) SELECT unnest(ns)';});
+$node->safe_psql('postgres', 'TRUNCATE seen');
+is(run_call('alice', 'add_many(int[])', '[[7, 8]]'), 'succeeded', 'a variadic procedure runs');
+is($node->safe_psql('postgres', "SELECT string_agg(n::text, ',' ORDER BY n) FROM seen"), '7,8',
+	'... with its array');
 like(run_call('alice', 'hidden.p()', '[]'), qr/^failed 42501: permission denied for schema hidden/,
 	'a procedure in a schema the role may not use is refused, though given by OID');
 like(run_call('alice', 'not_alices()', '[]'), qr/^failed 42501: permission denied for (function|procedure) not_alices/,
@@ -304,6 +310,31 @@ my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|server process .* was terminated/,
 	'no process was killed by a signal');
 
+# long procedures do not hold back the calls of functions: one worker of
+# the two never waits for a runner
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE quick_done (n int);
+CREATE FUNCTION quick(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO quick_done VALUES (n)';
+SELECT retries.annotate('quick(int)', '3 10ms');
+CREATE PROCEDURE sleepy() LANGUAGE sql AS 'SELECT pg_sleep(4)';
+SELECT retries.annotate('sleepy()', '3 10ms');
+SELECT retries.call('sleepy()') FROM generate_series(1, 2);
+});
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'running'"),
+	'a long procedure runs');
+$node->safe_psql('postgres',
+	"SET ROLE alice; SELECT retries.call('quick(int)', jsonb_build_array(g)) FROM generate_series(1, 50) g");
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 50 FROM quick_done'),
+	'calls of a function made after it run');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'succeeded'"),
+	'0', '... before the procedures end: the second one waits, and the other worker runs the calls');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'succeeded'"),
+	'then both procedures run');
+
 # a procedure knows its call and attempt; killed in the middle (the server
 # restarts), its attempt is charged interrupted and it runs again: what the
 # first attempt committed stays (at least once)
@@ -328,6 +359,8 @@ ok($node->poll_query_until('postgres',
 my $runner = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'retries runner'");
 like($runner, qr/^\d+$/, 'its runner is listed in pg_stat_activity');
+is($node->safe_psql('postgres', "SELECT state FROM pg_stat_activity WHERE pid = $runner"),
+	'active', '... as active');
 kill 'KILL', $runner;
 ok($node->poll_query_until('postgres',
 		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),

@@ -1334,9 +1334,9 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
 }
 
 /*
- * execute_runner_put_back -- a call marked running whose runner could not
- * start (no background worker slot): scheduled again a second later, its
- * attempt not charged.  In a transaction of its own.
+ * execute_runner_put_back -- a procedure's call that cannot start now (no
+ * background worker slot for its runner, or the other workers wait for
+ * theirs): scheduled again a second later, its attempt not charged
  */
 void
 execute_runner_put_back(const RetriesCall *call)
@@ -1349,8 +1349,7 @@ execute_runner_put_back(const RetriesCall *call)
 					   "UPDATE retries.call_data SET state = 'scheduled',"
 					   " next_attempt = pg_catalog.clock_timestamp()"
 					   " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval"
-					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) 'running'",
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not put call " INT64_FORMAT " back", call->id);

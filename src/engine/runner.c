@@ -98,9 +98,9 @@
 #define RUNNER_PARENT_GRACE_MS	3000
 
 /* What the child says in RunnerShared.state */
-#define STATE_STARTING	0
-#define STATE_RUNNING	1
-#define STATE_DONE		2
+#define RUN_STARTING	0
+#define RUN_RUNNING		1
+#define RUN_DONE		2
 
 /* The segment the parent and the child share */
 typedef struct RunnerShared
@@ -113,7 +113,7 @@ typedef struct RunnerShared
 	int64		call_id;		/* for retries.current_call() there; or 0 */
 	int32		attempt;		/* for retries.current_attempt(); or 0 */
 	pg_atomic_uint32 state;
-	RunnerOutcome outcome;		/* once state is STATE_DONE */
+	RunnerOutcome outcome;		/* once state is RUN_DONE */
 	char text[	FLEXIBLE_ARRAY_MEMBER];
 } RunnerShared;
 
@@ -173,7 +173,7 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms, int64 call_id,
 	shared->fnoid = fnoid;
 	shared->call_id = call_id;
 	shared->attempt = attempt;
-	pg_atomic_init_u32(&shared->state, STATE_STARTING);
+	pg_atomic_init_u32(&shared->state, RUN_STARTING);
 	strcpy(shared->text, text);
 
 	memset(&worker, 0, sizeof(worker));
@@ -259,7 +259,7 @@ runner_poll(RunnerOutcome *outcome)
 	}
 
 	pg_read_barrier();
-	if (pg_atomic_read_u32(&shared->state) == STATE_DONE)
+	if (pg_atomic_read_u32(&shared->state) == RUN_DONE)
 		memcpy(outcome, &shared->outcome, sizeof(RunnerOutcome));
 	else
 	{
@@ -426,7 +426,7 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 {
 	RunnerOutcome *out = &child_shared->outcome;
 
-	if (pg_atomic_read_u32(&child_shared->state) == STATE_DONE)
+	if (pg_atomic_read_u32(&child_shared->state) == RUN_DONE)
 		return;
 	memset(out, 0, sizeof(RunnerOutcome));
 	out->status = status;
@@ -441,7 +441,7 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 		clip(out->context, edata->context);
 	}
 	pg_write_barrier();
-	pg_atomic_write_u32(&child_shared->state, STATE_DONE);
+	pg_atomic_write_u32(&child_shared->state, RUN_DONE);
 }
 
 /*
@@ -641,6 +641,8 @@ procedure_text(Oid fnoid, const char *args_text)
 	}
 	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args, InvalidOid,
 						 collation, COERCE_EXPLICIT_CALL);
+	/* a variadic parameter takes an array (call_args): VARIADIC in the text */
+	fexpr->funcvariadic = OidIsValid(get_func_variadictype(fnoid));
 	text = MemoryContextStrdup(TopMemoryContext,
 							   psprintf("CALL %s",
 										deparse_expression((Node *) fexpr, NIL,
@@ -685,7 +687,7 @@ retries_runner_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(child_shared->dboid,
 											  child_shared->roleoid, 0);
 	start_as_role();
-	pg_atomic_write_u32(&child_shared->state, STATE_RUNNING);
+	pg_atomic_write_u32(&child_shared->state, RUN_RUNNING);
 	retries_current_call_id = child_shared->call_id;
 	retries_current_attempt_number = child_shared->attempt;
 

@@ -308,7 +308,7 @@ charge_interrupted(const InFlight *rec)
 					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
 					   " FROM retries.call_data"
 					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state IN ('scheduled', 'running')"
+					   " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
 					   " FOR UPDATE SKIP LOCKED",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -319,7 +319,7 @@ charge_interrupted(const InFlight *rec)
 		plans_prepare_kept(&exists_plan,
 						   "SELECT FROM retries.call_data"
 						   " WHERE id OPERATOR(pg_catalog.=) $1"
-						   " AND state IN ('scheduled', 'running')",
+						   " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
 						   1, argtypes);
 		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
@@ -516,6 +516,7 @@ take_slot(uint32 generation)
 		my_slot->latch = &MyProc->procLatch;
 		SpinLockAcquire(&my_slot->mutex);
 		my_slot->since = GetCurrentTimestamp();
+		my_slot->in_runner = false;
 		SpinLockRelease(&my_slot->mutex);
 	}
 	LWLockRelease(retries_shared->lock);
@@ -536,6 +537,7 @@ release_slot(int code, Datum arg)
 	my_slot->latch = NULL;
 	SpinLockAcquire(&my_slot->mutex);
 	my_slot->current_call = 0;
+	my_slot->in_runner = false;
 	SpinLockRelease(&my_slot->mutex);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
@@ -1031,6 +1033,44 @@ static struct
 #define RUNNER_POLL_MS			100
 
 /*
+ * set_in_runner -- say in the worker's slot whether its call runs in a
+ * runner (others_in_runners counts them)
+ */
+static void
+set_in_runner(bool in_runner)
+{
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->in_runner = in_runner;
+	SpinLockRelease(&my_slot->mutex);
+}
+
+/*
+ * others_in_runners -- would this worker, waiting for a runner too, leave
+ * no worker of the database to run batches?  A long procedure must not
+ * hold back the calls of functions: with retries.max_workers above 1, at
+ * least one worker never waits for a runner.
+ */
+static bool
+others_in_runners(void)
+{
+	int			n = 0;
+
+	if (retries_max_workers < 2)
+		return false;
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		n += w->in_runner;
+		SpinLockRelease(&w->mutex);
+	}
+	return n >= retries_max_workers - 1;
+}
+
+/*
  * begin_in_runner -- a procedure's call at the head of the batch: checked
  * as run_call checks a call, then marked running for a runner
  * (execute_runner_begin), which starts once the batch has committed: the
@@ -1058,6 +1098,13 @@ begin_in_runner(Batch *b, RetriesCall *call)
 	}
 	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
 		return;
+	if (others_in_runners())
+	{
+		/* a second later, uncharged: the batches keep one worker */
+		shmem_gate_leave(my_slot);
+		execute_runner_put_back(call);
+		return;
+	}
 	if (!execute_runner_begin(call, &args, &timeout))
 	{
 		shmem_gate_leave(my_slot);
@@ -1095,6 +1142,7 @@ run_in_runner(void)
 		(int) Min(runner_next.timeout / 1000 + 1, INT_MAX / 2);
 	ledger_write(call->id, call->attempts + 1);
 	set_state(WORKER_RUNNING, call->id, call->role);
+	set_in_runner(true);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
@@ -1133,6 +1181,7 @@ run_in_runner(void)
 	commit_transaction();
 	LockRelease(&runner_next.lock, ExclusiveLock, true);
 	shmem_gate_leave(my_slot);
+	set_in_runner(false);
 	pfree(runner_next.args);
 	runner_next.args = NULL;
 	set_state(WORKER_IDLE, 0, InvalidOid);

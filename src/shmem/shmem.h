@@ -121,6 +121,7 @@ typedef struct RetriesWorker
 	int64		current_call;	/* 0 when none */
 	Oid			current_role;	/* who scheduled current_call */
 	TimestampTz since;			/* when state or current_call last changed */
+	bool		in_runner;		/* current_call runs in a runner (worker.c) */
 	int64		calls_run;
 	int64		errors;
 
