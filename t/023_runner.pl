@@ -335,6 +335,55 @@ ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 2 FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'succeeded'"),
 	'then both procedures run');
 
+# a schedule of a procedure with overlap 'skip' does not start it again
+# while it runs
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE runs (started timestamptz, ended timestamptz);
+CREATE PROCEDURE two_seconds() LANGUAGE plpgsql AS $$
+DECLARE
+	t timestamptz := clock_timestamp();
+BEGIN
+	PERFORM pg_sleep(2);
+	INSERT INTO runs VALUES (t, clock_timestamp());
+END $$;
+SELECT retries.annotate('two_seconds()', '1 10ms');
+SELECT retries.schedule('often', 'two_seconds()', '1s');
+});
+ok($node->poll_query_until('postgres', 'SELECT count(*) >= 3 FROM runs'),
+	'a procedure scheduled every second runs');
+$node->safe_psql('postgres', "SET ROLE alice; SELECT retries.unschedule('often')");
+is($node->safe_psql('postgres',
+		'SELECT count(*) FROM runs a JOIN runs b ON a.ctid < b.ctid'
+		. ' AND a.started < b.ended AND b.started < a.ended'),
+	'0', '... never twice at once (overlap skip)');
+
+# an error in the worker while its runner runs: the worker exits, its
+# successor charges the attempt, and the call runs again
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE tries (attempt int);
+CREATE PROCEDURE slow_once() LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO tries VALUES (retries.current_attempt());
+	COMMIT;
+	IF retries.current_attempt() = 1 THEN
+		PERFORM pg_sleep(3);
+	END IF;
+END $$;
+SELECT retries.annotate('slow_once()', '3 10ms');
+});
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('slow_once()')");
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 1 FROM tries'), 'a slow procedure started');
+$node->safe_psql('postgres',
+	"SELECT pg_cancel_backend(pid) FROM retries.workers WHERE current_call = $call");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),
+	'its worker cancelled meanwhile, the call still ends');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts WHERE call_id = $call"),
+	'interrupted,succeeded', '... its attempt charged interrupted, then run again');
+
 # a procedure knows its call and attempt; killed in the middle (the server
 # restarts), its attempt is charged interrupted and it runs again: what the
 # first attempt committed stays (at least once)

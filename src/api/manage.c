@@ -173,7 +173,7 @@ lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
 		 * A call that a runner runs is not locked: its worker holds the
 		 * runner's lock instead, until the attempt's outcome has committed
 		 */
-		if (call->state == CALL_RUNNING)
+		if (shmem_call_is_running(id))
 		{
 			LOCKTAG		tag;
 
@@ -209,10 +209,9 @@ retries_cancel(PG_FUNCTION_ARGS)
 	SPI_connect();
 	lock_call_for_cancel(PG_GETARG_INT64(0), save.saved_userid, &call);
 
-	/* still running: its worker died; the crash rule finds it cancelled */
-	if (call.state == CALL_SCHEDULED || call.state == CALL_RUNNING)
+	if (call.state == CALL_SCHEDULED)
 	{
-		(void) call_state_change(call.state, CALL_CANCELLED);
+		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
 		update_call(&cancel_plan,
 					"UPDATE retries.call_data"
 					" SET state = 'cancelled', updated_at = pg_catalog.now()"

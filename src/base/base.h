@@ -71,10 +71,7 @@ extern long clock_system_ms_until(TimestampTz when);
 extern long clock_ms_until(TimestampTz when);
 extern Datum clock_clamp_run_at(Datum run_at);
 
-/*
- * state.c: a call's state; CALL_RUNNING is shown, and stored only for a
- * call that a runner runs (worker.c)
- */
+/* state.c: a call's state; CALL_RUNNING is shown, never stored */
 typedef enum CallState
 {
 	CALL_SCHEDULED,

@@ -1291,9 +1291,10 @@ execute_is_procedure(const RetriesCall *call)
  * execute_runner_begin -- in the batch's transaction, before a runner runs
  * the next attempt of a procedure's call: the checks an attempt makes
  * first (precheck), its arguments into *args (in the caller's memory) and
- * its time limit into *timeout, and the call marked 'running', out of every
- * claiming index, for when the batch commits.  False if the attempt cannot
- * start: its outcome is recorded.
+ * its time limit into *timeout, and the call made due at 'infinity', so
+ * that no worker claims it while its runner runs, once the batch commits
+ * (it stays 'scheduled', unfinished, and shows as running: worker.c's
+ * set_state).  False if the attempt cannot start: its outcome is recorded.
  */
 bool
 execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
@@ -1325,7 +1326,8 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
 	*timeout = attempt_time_limit(policy, &capped);
 	*args = call->args_deferred ? read_args(call->id) : call->args;
 	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET state = 'running'"
+					   "UPDATE retries.call_data"
+					   " SET next_attempt = 'infinity'::pg_catalog.timestamptz"
 					   " WHERE id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
@@ -1366,9 +1368,31 @@ void
 execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 				   const RunnerOutcome *ro)
 {
+	static SPIPlanPtr plan = NULL;
 	CachedPolicy *policy = policies_get(call->policy_id);
 	int32		attempt = call->attempts + 1;
+	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(call->id), TimestampTzGetDatum(started_at)};
+	bool		cancelled;
 	Outcome		out;
+
+	/*
+	 * Due again when the attempt started, as a call of a batch is left (a
+	 * retry moves it on); and a cancel() that came after the batch that
+	 * made it due at 'infinity' committed, and before the runner started,
+	 * stands: the attempt is recorded, the call stays cancelled
+	 */
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET next_attempt = $2"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+					   " RETURNING state OPERATOR(pg_catalog.=) 'cancelled'",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "retries: could not update call " INT64_FORMAT, call->id);
+	cancelled = SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								   &(bool) {false}));
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
@@ -1378,6 +1402,15 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 		return;
 	}
 	out.notify = policy->notify;
+	if (cancelled && ro->status != RUNNER_LOST)
+	{
+		out.outcome = ro->status == RUNNER_SUCCEEDED ? "succeeded" : "failed";
+		if (ro->status != RUNNER_SUCCEEDED)
+			set_outcome_error(&out, ro->sqlerrcode, ro->message, NULL, NULL, NULL);
+		out.state = CALL_CANCELLED;
+		record_outcome(call, attempt, started_at, &out);
+		return;
+	}
 	if (ro->status == RUNNER_LOST)
 	{
 		execute_interrupted(call, attempt, HOOK_NONE);

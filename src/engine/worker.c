@@ -308,7 +308,7 @@ charge_interrupted(const InFlight *rec)
 					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
 					   " FROM retries.call_data"
 					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
 					   " FOR UPDATE SKIP LOCKED",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -319,7 +319,7 @@ charge_interrupted(const InFlight *rec)
 		plans_prepare_kept(&exists_plan,
 						   "SELECT FROM retries.call_data"
 						   " WHERE id OPERATOR(pg_catalog.=) $1"
-						   " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')",
+						   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
 						   1, argtypes);
 		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
@@ -1162,18 +1162,38 @@ run_in_runner(void)
 	}
 	else
 	{
-		while (!runner_poll(&outcome))
+		/*
+		 * An error here (a cancel of the worker, say) would leave the call
+		 * due at 'infinity', unclaimed for good: the worker exits instead,
+		 * its runner is stopped, and its successor charges the attempt
+		 * interrupted (the ledger still holds it)
+		 */
+		PG_TRY();
 		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 RUNNER_POLL_MS, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			while (!runner_poll(&outcome))
+			{
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 RUNNER_POLL_MS, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+			start_transaction();
+			SPI_connect();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			if (lock_extension() == my_extension)
+				execute_runner_end(call, started_at, runner_next.timeout, &outcome);
 		}
-		start_transaction();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension)
-			execute_runner_end(call, started_at, runner_next.timeout, &outcome);
+		PG_CATCH();
+		{
+			HOLD_INTERRUPTS();
+			EmitErrorReport();
+			FlushErrorState();
+			ereport(FATAL,
+					(errmsg("retries: the worker stops after an error while a runner ran call " INT64_FORMAT,
+							call->id),
+					 errdetail("The worker that takes its place charges the attempt as interrupted.")));
+		}
+		PG_END_TRY();
 		count_call(outcome.status == RUNNER_SUCCEEDED);
 	}
 	PopActiveSnapshot();
