@@ -335,6 +335,24 @@ ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 2 FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'succeeded'"),
 	'then both procedures run');
 
+# a role's open transaction that makes a call after a procedure's call
+# that a runner runs does not keep its worker from recording its outcome
+$node->safe_psql('postgres', 'TRUNCATE quick_done');
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('sleepy()')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'running' FROM retries.calls WHERE id = $call"),
+	'a procedure runs');
+my $open = $node->background_psql('postgres');
+$open->query_safe('BEGIN');
+$open->query_safe("SET ROLE alice; SELECT retries.call('quick(int)', '[1]', after => ARRAY[$call])");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),
+	'... and its outcome is recorded while a transaction that made a call after it stays open');
+$open->query_safe('COMMIT');
+$open->quit;
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 1 FROM quick_done'),
+	'... then the call made after it runs');
+
 # a schedule of a procedure with overlap 'skip' does not start it again
 # while it runs
 $node->safe_psql('postgres', q{

@@ -140,7 +140,10 @@ rows_of_ids(const int64 *ids, int n)
  * other transaction holds locked (SKIP LOCKED: a worker running one, a
  * cancel() not yet committed, or a role's own open transaction must not
  * keep this one waiting): locked[i] says whether ids[i] was, and, if so,
- * states[i] is its state then; a call that is gone is not locked
+ * states[i] is its state then; a call that is gone is not locked, nor is
+ * one that a runner runs (due at 'infinity' meanwhile, unlocked: a share
+ * lock on it would keep its worker from recording its outcome for as long
+ * as this transaction lasts)
  */
 static void
 share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
@@ -152,8 +155,9 @@ share_lock_calls(const int64 *ids, int n, bool *locked, CallState *states)
 
 	plans_prepare_kept(&plan,
 					   "SELECT id, state::pg_catalog.text FROM retries.call_data"
-					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id"
-					   " FOR SHARE SKIP LOCKED",
+					   " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
+					   " ORDER BY id FOR SHARE SKIP LOCKED",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock calls that others run after");
