@@ -194,6 +194,10 @@ $node->safe_psql('postgres', q{
 CREATE FUNCTION public.as_bob() RETURNS text LANGUAGE sql SET role = 'bob' AS 'SELECT current_user';
 GRANT EXECUTE ON FUNCTION public.as_bob() TO alice;});
 like(run('alice', 'SELECT as_bob()'), qr/^failed 42501/, 'a function SET role clause is refused');
+$node->safe_psql('postgres', q{
+CREATE FUNCTION public.as_alice() RETURNS text LANGUAGE sql SET role = 'alice' AS 'SELECT current_user';
+GRANT EXECUTE ON FUNCTION public.as_alice() TO alice;});
+is(run('alice', 'SELECT as_alice()'), 'succeeded', '... unless it names the role itself');
 is(run('alice', 'RESET ROLE; SET ROLE NONE; SET SESSION AUTHORIZATION DEFAULT; DISCARD ALL'),
 	'failed 25001: DISCARD ALL cannot run inside a transaction block',
 	'going back to the role itself is not refused (DISCARD ALL as in psql -c)');
@@ -317,7 +321,7 @@ SET ROLE alice;
 CREATE TABLE quick_done (n int);
 CREATE FUNCTION quick(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO quick_done VALUES (n)';
 SELECT retries.annotate('quick(int)', '3 10ms');
-CREATE PROCEDURE sleepy() LANGUAGE sql AS 'SELECT pg_sleep(4)';
+CREATE PROCEDURE sleepy() LANGUAGE sql AS 'SELECT pg_sleep(6)';
 SELECT retries.annotate('sleepy()', '3 10ms');
 SELECT retries.call('sleepy()') FROM generate_series(1, 2);
 });
@@ -352,6 +356,30 @@ $open->query_safe('COMMIT');
 $open->quit;
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 1 FROM quick_done'),
 	'... then the call made after it runs');
+
+# cancel() from a session holding a lock that the procedure waits for: a
+# deadlock that PostgreSQL detects, not a wait until the time limit
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE guarded (n int);
+CREATE PROCEDURE needs_guarded() LANGUAGE sql AS 'INSERT INTO guarded VALUES (1)';
+SELECT retries.annotate('needs_guarded()', '1 10ms');
+});
+my $holder = $node->background_psql('postgres');
+$holder->query_safe('BEGIN');
+$holder->query_safe('LOCK TABLE guarded');
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('needs_guarded()')");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'retries runner'"
+		. " AND wait_event_type = 'Lock'"),
+	'a procedure waits for a lock a session holds');
+my $t1 = time;
+my ($ok_cancel) = eval { $holder->query("SELECT retries.cancel($call)") };
+cmp_ok(time - $t1, '<', 60, 'that session\'s cancel() ends: the deadlock is detected');
+$holder->quit;
+ok($node->poll_query_until('postgres',
+		"SELECT state IN ('failed', 'cancelled') FROM retries.calls WHERE id = $call"),
+	'... and the call ends');
 
 # a schedule of a procedure with overlap 'skip' does not start it again
 # while it runs

@@ -177,6 +177,9 @@ lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
 		{
 			LOCKTAG		tag;
 
+			SET_LOCKTAG_RUNNER_PROCESS(tag, id);
+			(void) LockAcquire(&tag, ShareLock, false, false);
+			LockRelease(&tag, ShareLock, false);
 			SET_LOCKTAG_RUNNER(tag, id);
 			(void) LockAcquire(&tag, ShareLock, false, false);
 			LockRelease(&tag, ShareLock, false);

@@ -97,6 +97,15 @@ extern CallState call_state_change(CallState from, CallState to);
 	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
 						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS)
 
+/*
+ * And the one the runner itself holds while it runs the call: a cancel()
+ * waits for it first, so that a cancel that holds a lock the procedure
+ * waits for is a deadlock that PostgreSQL detects
+ */
+#define SET_LOCKTAG_RUNNER_PROCESS(tag, call_id) \
+	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
+						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS + 1)
+
 /* plans.c */
 extern SPIPlanPtr plans_prepare_kept(SPIPlanPtr *plan, const char *query,
 									 int nargs, Oid *argtypes);

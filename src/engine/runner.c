@@ -68,6 +68,7 @@
 #include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
@@ -88,6 +89,7 @@
 #include "utils/timestamp.h"
 
 #include "api/api.h"
+#include "base/base.h"
 #include "base/compat.h"
 #include "engine/runner.h"
 #include "tables/tables.h"
@@ -319,8 +321,12 @@ refuse_role_change(void)
 static bool
 check_role(char **newval, void **extra, GucSource source)
 {
-	/* RESET ROLE, SET ROLE NONE: back to the role itself, already there */
-	if (role_pinned && pg_strcasecmp(*newval, "none") != 0)
+	/*
+	 * RESET ROLE, SET ROLE NONE, or the role itself (a procedure's SET
+	 * clause): the role it already is
+	 */
+	if (role_pinned && pg_strcasecmp(*newval, "none") != 0 &&
+		strcmp(*newval, GetUserNameFromId(GetSessionUserId(), false)) != 0)
 		return refuse_role_change();
 	return prev_role_check == NULL || prev_role_check(newval, extra, source);
 }
@@ -690,6 +696,13 @@ retries_runner_main(Datum arg)
 	pg_atomic_write_u32(&child_shared->state, RUN_RUNNING);
 	retries_current_call_id = child_shared->call_id;
 	retries_current_attempt_number = child_shared->attempt;
+	if (child_shared->call_id != 0)
+	{
+		LOCKTAG		tag;
+
+		SET_LOCKTAG_RUNNER_PROCESS(tag, child_shared->call_id);
+		(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	}
 
 	if (child_shared->cap_ms > 0)
 	{
