@@ -94,17 +94,25 @@ my $session = $node->background_psql('postgres');
 sub run
 {
 	my ($role, $text, $cap) = @_;
-	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
 	my $quoted = $text =~ s/'/''/gr;
 
 	$session->query_safe("SELECT runner_start('$quoted', '$role', " . ($cap // 0) . ")");
+	return outcome("\"$text\"");
+}
+
+# outcome(what): poll the run started until it ends, with a deadline
+sub outcome
+{
+	my ($what) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+
 	while (time < $deadline)
 	{
 		my $r = $session->query_safe("SELECT coalesce(runner_poll(), '-')");
 		return $r if $r ne '-';
 		usleep(20_000);
 	}
-	die "the runner of \"$text\" did not end in time";
+	die "the runner of $what did not end in time";
 }
 
 is(run('alice', 'VACUUM (ANALYZE) big'), 'succeeded', 'VACUUM runs');
@@ -146,17 +154,10 @@ is($node->safe_psql('postgres', 'SELECT string_agg(n::text, \',\' ORDER BY n) FR
 sub run_call
 {
 	my ($role, $proc, $args, $cap) = @_;
-	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
 
 	$session->query_safe(
 		"SELECT runner_start_call('$proc', '$args', '$role', " . ($cap // 0) . ")");
-	while (time < $deadline)
-	{
-		my $r = $session->query_safe("SELECT coalesce(runner_poll(), '-')");
-		return $r if $r ne '-';
-		usleep(20_000);
-	}
-	die "the runner of $proc did not end in time";
+	return outcome($proc);
 }
 
 $node->safe_psql('postgres', 'TRUNCATE seen');

@@ -1288,6 +1288,24 @@ execute_is_procedure(const RetriesCall *call)
 }
 
 /*
+ * set_next_attempt -- make call 'id' due at 'when' (an SQL expression), by
+ * the statement prepared in *plan
+ */
+static void
+set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+
+	plans_prepare_kept(plan,
+					   psprintf("UPDATE retries.call_data SET next_attempt = %s"
+								" WHERE id OPERATOR(pg_catalog.=) $1", when),
+					   1, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
+}
+
+/*
  * execute_runner_begin -- in the batch's transaction, before a runner runs
  * the next attempt of a procedure's call: the checks an attempt makes
  * first (precheck), its arguments into *args (in the caller's memory) and
@@ -1302,8 +1320,6 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
 	static SPIPlanPtr plan = NULL;
 	CachedPolicy *policy = policies_get(call->policy_id);
 	int32		attempt = call->attempts + 1;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(call->id)};
 	Outcome		out;
 	bool		capped;
 
@@ -1325,13 +1341,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
 	}
 	*timeout = attempt_time_limit(policy, &capped);
 	*args = call->args_deferred ? read_args(call->id) : call->args;
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data"
-					   " SET next_attempt = 'infinity'::pg_catalog.timestamptz"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not mark call " INT64_FORMAT " running", call->id);
+	set_next_attempt(&plan, call->id, "'infinity'::pg_catalog.timestamptz");
 	return true;
 }
 
@@ -1344,17 +1354,10 @@ void
 execute_runner_put_back(const RetriesCall *call)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(call->id)};
 
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET state = 'scheduled',"
-					   " next_attempt = pg_catalog.clock_timestamp()"
-					   " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not put call " INT64_FORMAT " back", call->id);
+	set_next_attempt(&plan, call->id,
+					 "pg_catalog.clock_timestamp()"
+					 " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval");
 }
 
 /*

@@ -756,8 +756,9 @@ PG_FUNCTION_INFO_V1(retries_debug_runner_start);
 PG_FUNCTION_INFO_V1(retries_debug_runner_start_call);
 PG_FUNCTION_INFO_V1(retries_debug_runner_poll);
 
-Datum
-retries_debug_runner_start(PG_FUNCTION_ARGS)
+/* debug_may_start -- refuse a start by hand to a role that is not a superuser */
+static void
+debug_may_start(void)
 {
 	if (!superuser())
 		ereport(ERROR,
@@ -767,31 +768,35 @@ retries_debug_runner_start(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this session has a runner going on")));
-	if (!runner_launch(PG_GETARG_OID(1), text_to_cstring(PG_GETARG_TEXT_PP(0)),
-					   PG_GETARG_INT32(2)))
+}
+
+/* debug_started -- the outcome of runner_launch(), as an error if it failed */
+static void
+debug_started(bool started)
+{
+	if (!started)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("no background worker slot is free for a runner")));
+}
+
+Datum
+retries_debug_runner_start(PG_FUNCTION_ARGS)
+{
+	debug_may_start();
+	debug_started(runner_launch(PG_GETARG_OID(1), text_to_cstring(PG_GETARG_TEXT_PP(0)),
+								PG_GETARG_INT32(2)));
 	PG_RETURN_VOID();
 }
 
 Datum
 retries_debug_runner_start_call(PG_FUNCTION_ARGS)
 {
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only a superuser may start a runner by hand")));
-	if (runner_busy())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this session has a runner going on")));
-	if (!runner_launch_call(PG_GETARG_OID(2), PG_GETARG_OID(0),
-							call_args_canonicalize(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1)),
-							PG_GETARG_INT32(3), 0, 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("no background worker slot is free for a runner")));
+	debug_may_start();
+	debug_started(runner_launch_call(PG_GETARG_OID(2), PG_GETARG_OID(0),
+									 call_args_canonicalize(PG_GETARG_OID(0),
+															PG_GETARG_JSONB_P(1)),
+									 PG_GETARG_INT32(3), 0, 0));
 	PG_RETURN_VOID();
 }
 

@@ -965,6 +965,34 @@ claim_again(Batch *b)
 }
 
 /*
+ * may_start -- may a claimed call's attempt start?  Not if an interrupted
+ * attempt of it is to be charged instead, if a cancel() waits for it (it
+ * gets the call first: see manage.c), or if its gate holds it (a paused
+ * function, or a limited one with no room; the gates as they are now: a
+ * pause or limit that committed since they were loaded applies to this
+ * attempt too)
+ */
+static bool
+may_start(Batch *b, RetriesCall *call)
+{
+	ExecuteHook hook;
+
+	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
+	{
+		execute_interrupted(call, call->attempts + 1, hook);
+		return false;
+	}
+	if (shmem_cancel_waiting(call->id))
+		return false;
+	if (flow_gates_generation() != b->gates_generation)
+	{
+		b->gates_generation = flow_gates_generation();
+		b->ngates = flow_load_gates(&b->gates);
+	}
+	return b->ngates == 0 || pass_gate(call, b->gates, b->ngates);
+}
+
+/*
  * run_call -- one claimed call of the batch: its interrupted attempt
  * charged, or handed to a cancel() that waits for it, or held at its
  * gate, or its attempt run
@@ -972,30 +1000,9 @@ claim_again(Batch *b)
 static void
 run_call(Batch *b, RetriesCall *call)
 {
-	ExecuteHook hook;
 	bool		ok;
 
-	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
-	{
-		execute_interrupted(call, call->attempts + 1, hook);
-		return;
-	}
-
-	/* a cancel() waiting for the call gets it first (see manage.c) */
-	if (shmem_cancel_waiting(call->id))
-		return;
-
-	/*
-	 * A paused function, or a limited one with no room: hold the call. The
-	 * gates as they are now: a pause or limit that committed since they were
-	 * loaded applies to this attempt too.
-	 */
-	if (flow_gates_generation() != b->gates_generation)
-	{
-		b->gates_generation = flow_gates_generation();
-		b->ngates = flow_load_gates(&b->gates);
-	}
-	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
+	if (!may_start(b, call))
 		return;
 
 	ledger_write(call->id, call->attempts + 1);
@@ -1072,7 +1079,7 @@ others_in_runners(void)
 
 /*
  * begin_in_runner -- a procedure's call at the head of the batch: checked
- * as run_call checks a call, then marked running for a runner
+ * as run_call checks a call (may_start), then marked running for a runner
  * (execute_runner_begin), which starts once the batch has committed: the
  * procedure may COMMIT, and CREATE INDEX CONCURRENTLY in it would wait for
  * the batch's snapshot
@@ -1080,23 +1087,10 @@ others_in_runners(void)
 static void
 begin_in_runner(Batch *b, RetriesCall *call)
 {
-	ExecuteHook hook;
 	Jsonb	   *args;
 	int64		timeout;
 
-	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
-	{
-		execute_interrupted(call, call->attempts + 1, hook);
-		return;
-	}
-	if (shmem_cancel_waiting(call->id))
-		return;
-	if (flow_gates_generation() != b->gates_generation)
-	{
-		b->gates_generation = flow_gates_generation();
-		b->ngates = flow_load_gates(&b->gates);
-	}
-	if (b->ngates > 0 && !pass_gate(call, b->gates, b->ngates))
+	if (!may_start(b, call))
 		return;
 	if (others_in_runners())
 	{
