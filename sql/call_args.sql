@@ -136,6 +136,9 @@ SELECT retries.reschedule(:id, '2000-01-01') AS rescheduled;
 SELECT next_attempt = now() AS still_now FROM retries.calls WHERE id = :id;
 ROLLBACK;
 
+-- 'infinity' is refused: a call due then is one a runner runs
+CALL test.try($$SELECT retries.call('two(int,text)', '[3]', run_at => 'infinity')$$);
+
 -- scheduling is transactional: a rolled-back call never existed
 SELECT count(*) AS before FROM retries.calls \gset
 BEGIN;

@@ -255,11 +255,11 @@ CREATE FUNCTION public.victim_secret() RETURNS void LANGUAGE sql AS 'SELECT';
 REVOKE EXECUTE ON FUNCTION public.victim_secret() FROM PUBLIC;
 SELECT retries.annotate('public.victim_secret()', '1 1s');
 CREATE VIEW public.victim_view AS
-	SELECT retries.call('public.victim_secret()', run_at => 'infinity') AS id;
+	SELECT retries.call('public.victim_secret()', run_at => now() + interval '100 years') AS id;
 GRANT SELECT ON public.victim_view TO hostile_mallory;
 CREATE FUNCTION public.victim_wrapper() RETURNS bigint LANGUAGE sql SECURITY DEFINER
 	SET search_path = pg_catalog
-	AS $$ SELECT retries.call('public.victim_secret()', run_at => 'infinity') $$;
+	AS $$ SELECT retries.call('public.victim_secret()', run_at => now() + interval '100 years') $$;
 GRANT EXECUTE ON FUNCTION public.victim_wrapper() TO hostile_mallory;
 RESET ROLE;
 SET ROLE hostile_mallory;
@@ -292,7 +292,7 @@ CALL test.try($$SELECT retries.annotate('public.victim_secret()', '9 1s')$$);
 CALL test.try($$SELECT retries.unannotate('public.victim_secret()')$$);
 CALL test.try($$SELECT retries.start_workers()$$);
 RESET ROLE;
-SELECT state, next_attempt = 'infinity' AS untouched FROM retries.calls WHERE id = :victim_call;
+SELECT state, next_attempt > now() + interval '99 years' AS untouched FROM retries.calls WHERE id = :victim_call;
 -- a running call of the victim's: mallory sees neither its id in
 -- running_calls() nor its worker's current call; the victim sees both
 SELECT pg_advisory_lock(4242);

@@ -431,6 +431,38 @@ is($node->safe_psql('postgres',
 		"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts WHERE call_id = $call"),
 	'interrupted,succeeded', '... its attempt charged interrupted, then run again');
 
+# a procedure's time limit: its policy's timeout, and
+# retries.max_attempt_time, each named in the attempt's message
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE PROCEDURE nap() LANGUAGE sql AS 'SELECT pg_sleep(30)';
+SELECT retries.annotate('nap()', '1 10ms', timeout => '1s');
+CREATE PROCEDURE nap_long() LANGUAGE sql AS 'SELECT pg_sleep(30)';
+SELECT retries.annotate('nap_long()', '1 10ms');
+});
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('nap()')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'failed' FROM retries.calls WHERE id = $call"),
+	'a procedure past its timeout fails');
+is($node->safe_psql('postgres',
+		"SELECT outcome || ' ' || sqlstate || ' ' || message FROM retries.attempts WHERE call_id = $call"),
+	'timeout 57014 attempt timed out after 1s', '... its attempt a timeout');
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET retries.max_attempt_time = 1; SELECT pg_reload_conf()");
+my $log_at = -s $node->logfile;
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('nap_long()')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'failed' FROM retries.calls WHERE id = $call"),
+	'a procedure past retries.max_attempt_time fails');
+is($node->safe_psql('postgres',
+		"SELECT outcome || ' ' || sqlstate || ' ' || message FROM retries.attempts WHERE call_id = $call"),
+	'timeout 57014 attempt ran past retries.max_attempt_time (1s)',
+	'... its attempt says the cap stopped it');
+ok($node->log_contains(qr/attempt 1 of call $call ran past retries\.max_attempt_time/, $log_at),
+	'... and the cap is logged');
+$node->safe_psql('postgres',
+	"ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()");
+
 # a procedure knows its call and attempt; killed in the middle (the server
 # restarts), its attempt is charged interrupted and it runs again: what the
 # first attempt committed stays (at least once)

@@ -95,10 +95,17 @@ clock_ms_until(TimestampTz when)
  *
  * Due calls run earliest first: a run_at far in the past ('-infinity')
  * would put a call ahead of every other role's calls that fell due before
- * it was scheduled.
+ * it was scheduled.  'infinity' is refused: a call due then is one that a
+ * runner runs (execute.c), which no one else may claim or lock.
  */
 Datum
 clock_clamp_run_at(Datum run_at)
 {
+	if (TIMESTAMP_IS_NOEND(DatumGetTimestampTz(run_at)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run_at must be a finite time"),
+				 errdetail("A call due at infinity is one that a runner runs now."),
+				 errhint("To hold calls back, use retries.pause(), or give a time far ahead.")));
 	return TimestampTzGetDatum(Max(DatumGetTimestampTz(run_at), clock_xact_now()));
 }

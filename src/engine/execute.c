@@ -898,7 +898,11 @@ write_outcomes(void)
 	{
 		CallState	state = pending.state[row];
 
-		if (state == CALL_SCHEDULED)
+		/*
+		 * a cancelled call (execute_runner_end's) was finished by
+		 * cancel(), which woke its waiters and cancelled its followers
+		 */
+		if (state == CALL_SCHEDULED || state == CALL_CANCELLED)
 			continue;
 		finished_ids[nfinished] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
 		finished_how[nfinished] = state == CALL_SUCCEEDED ? 's' : 'f';
@@ -1055,6 +1059,27 @@ read_args(int64 id)
 }
 
 /*
+ * set_timed_out -- an attempt stopped at its time limit ('timeout', which
+ * is retries.max_attempt_time if 'capped'), whatever it raised once it was
+ * cancelled: outcome timeout, SQLSTATE 57014
+ */
+static void
+set_timed_out(const RetriesCall *call, int32 attempt, int64 timeout, bool capped,
+			  Outcome *out)
+{
+	char		buf[POLICY_FORMAT_LEN];
+
+	policy_format_duration(timeout, buf, sizeof(buf));
+	out->outcome = "timeout";
+	strlcpy(out->sqlstate, "57014", sizeof(out->sqlstate));
+	out->message = capped ?
+		psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
+		psprintf("attempt timed out after %s", buf);
+	if (capped)
+		log_capped(call, attempt, buf);
+}
+
+/*
  * classify_error -- the outcome of an attempt that ended with an error
  * ('step' tells where, 'timeout' and 'capped' its time limit): failed for
  * good, or to be retried, as its policy says, into *out
@@ -1074,17 +1099,7 @@ classify_error(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 	}
 	else if (attempt_timed_out)
 	{
-		char		buf[POLICY_FORMAT_LEN];
-
-		policy_format_duration(timeout, buf, sizeof(buf));
-		out->outcome = "timeout";
-		/* whatever the function raised once it was cancelled */
-		strlcpy(out->sqlstate, "57014", sizeof(out->sqlstate));
-		out->message = capped ?
-			psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
-			psprintf("attempt timed out after %s", buf);
-		if (capped)
-			log_capped(call, attempt, buf);
+		set_timed_out(call, attempt, timeout, capped, out);
 		finish_failure(call, policy, attempt,
 					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
 											   policy->nretry_on, "57014"),
@@ -1433,12 +1448,10 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	out.outcome = "failed";
 	if (ro->capped)
 	{
-		char		buf[POLICY_FORMAT_LEN];
+		bool		by_cap;
 
-		policy_format_duration(timeout, buf, sizeof(buf));
-		out.outcome = "timeout";
-		strlcpy(out.sqlstate, "57014", sizeof(out.sqlstate));
-		out.message = psprintf("attempt timed out after %s", buf);
+		(void) attempt_time_limit(policy, &by_cap);
+		set_timed_out(call, attempt, timeout, by_cap, &out);
 	}
 	retries_retry_after_usecs = ro->retry_after;	/* retries.retry()'s */
 	finish_failure(call, policy, attempt,
