@@ -59,6 +59,7 @@ OBJS = \
 	src/api/call_args.o \
 	src/api/call_context.o \
 	src/api/chains.o \
+	src/api/command.o \
 	src/api/manage.o \
 	src/api/status.o \
 	src/api/wait.o \
@@ -77,7 +78,7 @@ OBJS = \
 	src/retries.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql retries--1.2--1.3.sql \
-	retries--1.3--1.4.sql
+	retries--1.3--1.4.sql retries--1.4--1.5.sql
 
 REGRESS = \
 	setup \
@@ -91,6 +92,7 @@ REGRESS = \
 	engine \
 	recurring \
 	schedules \
+	commands \
 	flow \
 	results \
 	hostile

@@ -326,18 +326,17 @@ build_retry_on(ArrayType *array)
 }
 
 /*
- * build_policy -- the policy that annotate()'s arguments describe
+ * parse_policy -- the count and delays of the policy string 'source'
+ * (NULL: retries.default_policy) into *policy
  */
 static void
-build_policy(FunctionCallInfo fcinfo, Policy *policy)
+parse_policy(const char *source, Policy *policy)
 {
-	const char *source;
 	PolicySpec	spec;
 	PolicyError err;
 
-	/* the string, or the default one */
-	source = PG_ARGISNULL(ANN_POLICY) ? retries_default_policy
-		: text_to_cstring(PG_GETARG_TEXT_PP(ANN_POLICY));
+	if (source == NULL)
+		source = retries_default_policy;
 	if (!policy_parse(source, &spec, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -346,6 +345,18 @@ build_policy(FunctionCallInfo fcinfo, Policy *policy)
 	policy->max_attempts = spec.has_count ? spec.count + 1 : 0;
 	policy->min_delay = spec.min_delay;
 	policy->max_delay = spec.has_max ? spec.max_delay : -1;
+}
+
+/*
+ * build_policy -- the policy that annotate()'s arguments describe
+ */
+static void
+build_policy(FunctionCallInfo fcinfo, Policy *policy)
+{
+
+	/* the string, or the default one */
+	parse_policy(PG_ARGISNULL(ANN_POLICY) ? NULL
+				 : text_to_cstring(PG_GETARG_TEXT_PP(ANN_POLICY)), policy);
 
 	/* the named arguments override the parts of the string */
 	if (!PG_ARGISNULL(ANN_MAX_ATTEMPTS))
@@ -464,21 +475,25 @@ clear_current_policy(Oid fnoid)
 }
 
 /*
- * store_policy -- make 'policy' the current one of fnoid
+ * The columns of policy_data that a new policy fills in, in the order of
+ * policy_values(): fn, fn_signature, max_attempts, min_delay, max_delay,
+ * multiplier, jitter, retry_on, timeout, on_exhausted, delay_fn,
+ * annotated_by, notify (1.2)
+ */
+#define POLICY_COLUMNS	13
+static Oid	policy_types[POLICY_COLUMNS] = {OIDOID, TEXTOID, INT4OID,
+	INTERVALOID, INTERVALOID, FLOAT8OID, TEXTOID, TEXTARRAYOID, INTERVALOID,
+OIDOID, OIDOID, OIDOID, BOOLOID};
+
+/*
+ * policy_values -- the values (and nulls, ' ' or 'n') of a policy_data
+ * row for 'policy' of fnoid, made by 'role'; the functions by OID, until
+ * policy_keys()
  */
 static void
-store_policy(Oid fnoid, const Policy *policy)
+policy_values(Oid fnoid, const Policy *policy, Oid role, Datum *values, char *nulls)
 {
-	static SPIPlanPtr insert_plans[2];
-	Oid			insert_types[13] = {OIDOID, TEXTOID, INT4OID, INTERVALOID,
-		INTERVALOID, FLOAT8OID, TEXTOID, TEXTARRAYOID, INTERVALOID, OIDOID,
-	OIDOID, OIDOID, BOOLOID};
-	Datum		values[13];
-	char		nulls[13];
-	RetriesUserSwitch save;
-	bool		with_notify;
-
-	memset(nulls, ' ', sizeof(nulls));
+	memset(nulls, ' ', POLICY_COLUMNS);
 	values[0] = ObjectIdGetDatum(fnoid);
 	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
 	values[2] = Int32GetDatum(policy->max_attempts);
@@ -495,9 +510,35 @@ store_policy(Oid fnoid, const Policy *policy)
 	nulls[9] = OidIsValid(policy->on_exhausted) ? ' ' : 'n';
 	values[10] = ObjectIdGetDatum(policy->delay_fn);
 	nulls[10] = OidIsValid(policy->delay_fn) ? ' ' : 'n';
-	values[11] = ObjectIdGetDatum(GetUserId());
+	values[11] = ObjectIdGetDatum(role);
 	values[12] = BoolGetDatum(policy->notify);
+}
 
+/*
+ * policy_keys -- the functions of policy_values() by their keys, as the
+ * tables refer to functions (names.c); inside SPI, as the extension's owner
+ */
+static void
+policy_keys(const Policy *policy, Datum *values)
+{
+	values[0] = ObjectIdGetDatum(names_function_key(DatumGetObjectId(values[0]), true));
+	values[9] = ObjectIdGetDatum(names_function_key(policy->on_exhausted, true));
+	values[10] = ObjectIdGetDatum(names_function_key(policy->delay_fn, true));
+}
+
+/*
+ * store_policy -- make 'policy' the current one of fnoid
+ */
+static void
+store_policy(Oid fnoid, const Policy *policy)
+{
+	static SPIPlanPtr insert_plans[2];
+	Datum		values[POLICY_COLUMNS];
+	char		nulls[POLICY_COLUMNS];
+	RetriesUserSwitch save;
+	bool		with_notify;
+
+	policy_values(fnoid, policy, GetUserId(), values, nulls);
 	access_become_owner(&save);
 	SPI_connect();
 	/* notify: version 1.2 */
@@ -517,16 +558,73 @@ store_policy(Oid fnoid, const Policy *policy)
 									" $12::pg_catalog.regrole%s)",
 									with_notify ? ", notify" : "",
 									with_notify ? ", $13" : ""),
-						   with_notify ? 13 : 12, insert_types);
-	/* the tables refer to functions by key (names.c) */
-	values[0] = ObjectIdGetDatum(names_function_key(fnoid, true));
-	values[9] = ObjectIdGetDatum(names_function_key(policy->on_exhausted, true));
-	values[10] = ObjectIdGetDatum(names_function_key(policy->delay_fn, true));
+						   with_notify ? POLICY_COLUMNS : POLICY_COLUMNS - 1, policy_types);
+	policy_keys(policy, values);
 	(void) clear_current_policy(fnoid);
 	if (SPI_execute_plan(insert_plans[with_notify], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the policy of function %u", fnoid);
 	SPI_finish();
 	access_restore_user(&save);
+}
+
+/*
+ * annotate_command_policy -- the id of a policy of retries.command(text)
+ * (fnoid) for the commands of 'role': policy string 'source' (NULL:
+ * retries.default_policy) and retry_on (NULL: the retry class only), the
+ * rest as annotate's defaults.  Never current (only a command given it
+ * uses it); a row the role already has with the same policy is used
+ * again, else one is made (annotate refuses retries.command, so every row
+ * of it is one of these, and differs from another only in what is
+ * compared).  Inside SPI, as the extension's owner.
+ */
+int32
+annotate_command_policy(Oid fnoid, const char *source, ArrayType *retry_on, Oid role)
+{
+	static SPIPlanPtr find_plan = NULL;
+	static SPIPlanPtr insert_plan = NULL;
+	Policy		policy;
+	Datum		values[POLICY_COLUMNS];
+	char		nulls[POLICY_COLUMNS];
+	bool		isnull;
+
+	memset(&policy, 0, sizeof(policy));
+	parse_policy(source, &policy);
+	policy.multiplier = 2.0;
+	policy.jitter = POLICY_JITTER_NONE;
+	policy.retry_on = build_retry_on(retry_on != NULL ? retry_on
+									 : construct_empty_array(TEXTOID));
+	policy.timeout = -1;
+	policy_values(fnoid, &policy, role, values, nulls);
+	policy_keys(&policy, values);
+
+	plans_prepare_kept(&find_plan,
+					   "SELECT id FROM retries.policy_data"
+					   " WHERE fn OPERATOR(pg_catalog.=) $1 AND NOT is_current"
+					   " AND annotated_by OPERATOR(pg_catalog.=) $12::pg_catalog.regrole"
+					   " AND coalesce(max_attempts, 0) OPERATOR(pg_catalog.=) coalesce($3, 0)"
+					   " AND min_delay OPERATOR(pg_catalog.=) $4"
+					   " AND coalesce(max_delay, '-1s') OPERATOR(pg_catalog.=) coalesce($5, '-1s')"
+					   " AND retry_on OPERATOR(pg_catalog.=) $8"
+					   " ORDER BY id LIMIT 1",
+					   POLICY_COLUMNS, policy_types);
+	if (SPI_execute_plan(find_plan, values, nulls, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up a policy of retries.command(text)");
+	if (SPI_processed == 1)
+		return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+
+	plans_prepare_kept(&insert_plan,
+					   "INSERT INTO retries.policy_data (fn, fn_signature,"
+					   " max_attempts, min_delay, max_delay, multiplier,"
+					   " jitter, retry_on, timeout, on_exhausted, delay_fn,"
+					   " annotated_by, notify, is_current)"
+					   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+					   " $12::pg_catalog.regrole, $13, false) RETURNING id",
+					   POLICY_COLUMNS, policy_types);
+	if (SPI_execute_plan(insert_plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not store a policy of retries.command(text)");
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 /*
@@ -620,6 +718,7 @@ retries_annotate(PG_FUNCTION_ARGS)
 
 	args_check_not_null(fcinfo, ANN_FN, "fn");
 	fnoid = PG_GETARG_OID(ANN_FN);
+	schema_refuse_command(fnoid, "fn");
 
 	tup = lookup_function(fnoid, "fn");
 	ReleaseSysCache(tup);
@@ -654,6 +753,7 @@ retries_unannotate(PG_FUNCTION_ARGS)
 
 	args_check_not_null(fcinfo, 0, "fn");
 	fnoid = PG_GETARG_OID(0);
+	schema_refuse_command(fnoid, "fn");
 	tup = lookup_function(fnoid, "fn");
 	ReleaseSysCache(tup);
 	check_owner(fnoid);

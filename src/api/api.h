@@ -44,9 +44,19 @@ typedef struct RetriesPolicyRef
 extern void call_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);
 extern void call_insert_pause(Node *command);
 extern void call_insert_resume(Node *command);
-extern bool call_insert_fired(Oid fnoid, Datum args, Oid role,
+extern bool call_insert_fired(Oid fnoid, int32 policy_id, Datum args, Oid role,
 							  int64 schedule_id, TimestampTz run_at,
 							  int64 *id);
+extern int64 call_insert_command(Oid fnoid, int32 policy_id, Jsonb *args,
+								 Datum run_at, Oid role, Datum key);
+
+/* command.c */
+extern void command_check_syntax(const char *text);
+extern Jsonb *command_args(Oid fnoid, text *command);
+
+/* annotate.c */
+extern int32 annotate_command_policy(Oid fnoid, const char *source,
+									 ArrayType *retry_on, Oid role);
 
 /* chains.c: what retries.call()'s after says about a new call */
 typedef struct RetriesAfter

@@ -100,6 +100,34 @@ static struct
 }			last_policy;
 
 /*
+ * The columns of a policy that a new call takes, as read_policy_ref()
+ * reads them: id, max_attempts, whether the function is paused, its key
+ */
+#define POLICY_REF_COLUMNS \
+	"SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f" \
+	"  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused)," \
+	"  p.fn::pg_catalog.oid FROM retries.policy_data p"
+
+/*
+ * read_policy_ref -- the first row of a query of POLICY_REF_COLUMNS (or
+ * the same columns) into *ref
+ */
+static void
+read_policy_ref(RetriesPolicyRef *ref)
+{
+	HeapTuple	row = SPI_tuptable->vals[0];
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	bool		isnull;
+
+	ref->policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
+	ref->max_attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &ref->unlimited));
+	if (ref->unlimited)
+		ref->max_attempts = 0;
+	ref->gated = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
+	ref->fn_key = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+}
+
+/*
  * current_policy -- id and attempt budget of a function's current policy,
  * and whether it is paused, so that its calls are made held (see flow.c);
  * false if it is not annotated
@@ -125,7 +153,6 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	static SPIPlanPtr gated_plans[2];
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(fnoid)};
-	bool		isnull;
 	bool		flow = (schema_retries_version() >= SCHEMA_1_2);
 
 	/* from 1.4 the tables hold keys (names.c) */
@@ -147,10 +174,7 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 											 AccessShareLock);
 		if (gated_plans[names] == NULL)
 			plans_prepare_kept(&gated_plans[names],
-							   psprintf("SELECT p.id, p.max_attempts, EXISTS (SELECT FROM retries.flow_data f"
-										"  WHERE f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused),"
-										"  p.fn::pg_catalog.oid"
-										" FROM retries.policy_data p"
+							   psprintf(POLICY_REF_COLUMNS
 										" WHERE p.fn%s AND p.is_current", fn_is),
 							   1, argtypes);
 		if (SPI_execute_snapshot(gated_plans[names], values, NULL, GetLatestSnapshot(),
@@ -170,18 +194,7 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 	}
 	if (SPI_processed == 0)
 		return false;
-
-	ref->policy_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 1, &isnull));
-	ref->max_attempts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 2,
-													&ref->unlimited));
-	if (ref->unlimited)
-		ref->max_attempts = 0;
-	ref->gated = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 3, &isnull));
-	ref->fn_key = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 4, &isnull));
+	read_policy_ref(ref);
 
 	last_policy.fn = InvalidOid;
 	if (stmt != NULL)
@@ -207,6 +220,33 @@ call_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(fnoid)),
 				 errhint("Its owner can give it a retry policy with retries.annotate().")));
+}
+
+/*
+ * policy_by_id -- what a new call of fnoid takes from its policy of id
+ * policy_id (a command's, from 1.5), whether or not it is current; false if
+ * there is no such policy.  The function's share lock is taken as
+ * current_policy() takes it.
+ */
+static bool
+policy_by_id(Oid fnoid, int32 policy_id, RetriesPolicyRef *ref)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(policy_id)};
+
+	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
+										 AccessShareLock);
+	plans_prepare_kept(&plan,
+					   POLICY_REF_COLUMNS " WHERE p.id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up policy %d", policy_id);
+	if (SPI_processed == 0)
+		return false;
+	read_policy_ref(ref);
+	return true;
 }
 
 /*
@@ -861,6 +901,7 @@ retries_call(PG_FUNCTION_ARGS)
 				 errhint("Use a short name for what the limit counts, such as an account id or a host name.")));
 	fnoid = PG_GETARG_OID(0);
 	args = PG_GETARG_JSONB_P(1);
+	schema_refuse_command(fnoid, "fn");
 
 	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
 	if (!HeapTupleIsValid(tup))
@@ -916,11 +957,36 @@ retries_call(PG_FUNCTION_ARGS)
 }
 
 /*
+ * insert_with_policy -- insert a call under policy 'ref' with arguments
+ * already in canonical form, as 'role', due at run_at (not before now),
+ * with 'key' (0: none) or for schedule schedule_id (0: none); its id
+ */
+static int64
+insert_with_policy(const RetriesPolicyRef *ref, Datum args, Datum run_at, Oid role,
+				   Datum key, int64 schedule_id)
+{
+	Datum		values[CALL_COLUMNS];
+	char		nulls[CALL_COLUMNS];
+	bool		inserted;
+
+	memset(nulls, ' ', sizeof(nulls));
+	set_policy_columns(ref, values, nulls);
+	values[CC_ARGS] = args;
+	values[CC_NEXT_ATTEMPT] = clock_clamp_run_at(run_at);
+	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(role);
+	values[CC_KEY] = key;
+	nulls[CC_KEY] = key == (Datum) 0 ? 'n' : ' ';
+	values[CC_SCHEDULE_ID] = Int64GetDatum(schedule_id);
+	nulls[CC_SCHEDULE_ID] = schedule_id == 0 ? 'n' : ' ';
+	return insert_call(values, nulls, &inserted);
+}
+
+/*
  * call_insert_fired -- schedule a call of fnoid with arguments
  * already in canonical form, as 'role', due at run_at (not before now), for
- * schedule 'schedule_id'
- * (see schedule.c); false, and nothing scheduled, if fnoid has no current
- * policy
+ * schedule 'schedule_id' (see schedule.c), under its policy of id
+ * policy_id (a command's), or if 0 under its current policy; false, and
+ * nothing scheduled, if there is no such policy
  *
  * The caller acts as the extension's owner, in a transaction with SPI
  * connected.  No code of the function's owner or of the role runs here:
@@ -928,25 +994,36 @@ retries_call(PG_FUNCTION_ARGS)
  * privileges are checked when each attempt starts, as for any call.
  */
 bool
-call_insert_fired(Oid fnoid, Datum args, Oid role, int64 schedule_id,
-				  TimestampTz run_at, int64 *id)
+call_insert_fired(Oid fnoid, int32 policy_id, Datum args, Oid role,
+				  int64 schedule_id, TimestampTz run_at, int64 *id)
 {
 	RetriesPolicyRef ref;
-	Datum		values[CALL_COLUMNS];
-	char		nulls[CALL_COLUMNS];
-	bool		inserted;
 
 	/* many firings of one function in one statement read its policy once */
-	if (!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))
+	if (policy_id != 0 ? !policy_by_id(fnoid, policy_id, &ref) :
+		!current_policy(fnoid, ActiveSnapshotSet() ? GetActiveSnapshot() : NULL, &ref))
 		return false;
-	memset(nulls, ' ', sizeof(nulls));
-	set_policy_columns(&ref, values, nulls);
-	values[CC_ARGS] = args;
-	values[CC_NEXT_ATTEMPT] = clock_clamp_run_at(TimestampTzGetDatum(run_at));
-	values[CC_SCHEDULED_BY] = ObjectIdGetDatum(role);
-	values[CC_KEY] = (Datum) 0;
-	nulls[CC_KEY] = 'n';
-	values[CC_SCHEDULE_ID] = Int64GetDatum(schedule_id);
-	*id = insert_call(values, nulls, &inserted);
+	*id = insert_with_policy(&ref, args, TimestampTzGetDatum(run_at), role,
+							 (Datum) 0, schedule_id);
 	return true;
+}
+
+/*
+ * call_insert_command -- schedule a command (a call of retries.command,
+ * fnoid, whose one argument is the text, in 'args') as the current role,
+ * under its policy of id policy_id (annotate_command_policy), due at
+ * run_at, with 'key' (0: none); returns the call's id, or with a key, that
+ * of the role's call already holding it
+ *
+ * The caller acts as the extension's owner, with SPI connected.
+ */
+int64
+call_insert_command(Oid fnoid, int32 policy_id, Jsonb *args, Datum run_at,
+					Oid role, Datum key)
+{
+	RetriesPolicyRef ref;
+
+	if (!policy_by_id(fnoid, policy_id, &ref))
+		elog(ERROR, "retries: policy %d of a command is gone", policy_id);
+	return insert_with_policy(&ref, JsonbPGetDatum(args), run_at, role, key, 0);
 }

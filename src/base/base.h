@@ -48,11 +48,14 @@ typedef enum RetriesSchemaVersion
 	SCHEMA_1_1 = 11,			/* 1.0 and 1.1 */
 	SCHEMA_1_2 = 12,			/* flow control, chains, results, schedules */
 	SCHEMA_1_3 = 13,			/* held calls indexed by role */
-	SCHEMA_1_4 = 14				/* function_names: keys of functions */
+	SCHEMA_1_4 = 14,			/* function_names: keys of functions */
+	SCHEMA_1_5 = 15				/* procedures and commands */
 } RetriesSchemaVersion;
 
 extern Oid	schema_retries_oid(void);
 extern RetriesSchemaVersion schema_retries_version(void);
+extern Oid	schema_command_oid(void);
+extern void schema_refuse_command(Oid fnoid, const char *argname);
 
 /* args.c */
 extern void args_call_not_found(int64 id, const char *argname);

@@ -15,7 +15,11 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "base/base.h"
 
@@ -37,6 +41,48 @@ schema_retries_oid(void)
 }
 
 /*
+ * command_oid -- OID of procedure retries.command(text) in schema nspoid,
+ * InvalidOid if there is none (before 1.5)
+ */
+static Oid
+command_oid(Oid nspoid)
+{
+	Oid			argtype = TEXTOID;
+
+	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						   CStringGetDatum("command"),
+						   PointerGetDatum(buildoidvector(&argtype, 1)),
+						   ObjectIdGetDatum(nspoid));
+}
+
+/*
+ * schema_command_oid -- OID of retries.command(text), the procedure whose
+ * calls are commands (its one argument is the command's text), or
+ * InvalidOid before version 1.5
+ */
+Oid
+schema_command_oid(void)
+{
+	return command_oid(schema_retries_oid());
+}
+
+/*
+ * schema_refuse_command -- raise 42809 if fnoid is retries.command(text):
+ * commands are made by run_command() and schedule_command() only, each
+ * with its own policy
+ */
+void
+schema_refuse_command(Oid fnoid, const char *argname)
+{
+	if (OidIsValid(fnoid) && fnoid == schema_command_oid())
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("%s: retries.command(text) cannot be annotated, called or scheduled as a procedure",
+						argname),
+				 errhint("Run a command with retries.run_command(), or schedule it with retries.schedule_command().")));
+}
+
+/*
  * schema_retries_version -- the version of this database's extension, as
  * far as its objects tell: each version is known by an object it added
  */
@@ -45,6 +91,8 @@ schema_retries_version(void)
 {
 	Oid			nspoid = schema_retries_oid();
 
+	if (OidIsValid(command_oid(nspoid)))
+		return SCHEMA_1_5;
 	if (OidIsValid(get_relname_relid("function_names", nspoid)))
 		return SCHEMA_1_4;
 	if (OidIsValid(get_relname_relid("call_data_held_by_role", nspoid)))

@@ -620,7 +620,8 @@ run_simple_query(const char *text)
  * back as literals of their types (ruleutils): the text then runs as any
  * other (run_simple_query), a top-level CALL, so that COMMIT and ROLLBACK
  * in the procedure work.  The privileges are checked as for a call's
- * function: USAGE on its schema too, since it is given by OID.
+ * function: USAGE on its schema too, since it is given by OID.  A command
+ * (a call of retries.command) is its text, after the same checks.
  */
 static char *
 procedure_text(Oid fnoid, const char *args_text)
@@ -629,7 +630,7 @@ procedure_text(Oid fnoid, const char *args_text)
 	Oid			collation = InvalidOid;
 	ListCell   *lc;
 	FuncExpr   *fexpr;
-	char	   *text;
+	char	   *call_text;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -638,6 +639,16 @@ procedure_text(Oid fnoid, const char *args_text)
 	args = call_args_build(fnoid,
 						   DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 															  CStringGetDatum(args_text))));
+	if (fnoid == schema_command_oid())
+	{
+		/* a command (api/command.c): its text is its one argument */
+		char	   *command = TextDatumGetCString(castNode(Const, linitial(args))->constvalue);
+
+		command = MemoryContextStrdup(TopMemoryContext, command);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		return command;
+	}
 	foreach(lc, args)
 	{
 		if (!OidIsValid(collation))
@@ -647,14 +658,14 @@ procedure_text(Oid fnoid, const char *args_text)
 						 collation, COERCE_EXPLICIT_CALL);
 	/* a variadic parameter takes an array (call_args): VARIADIC in the text */
 	fexpr->funcvariadic = OidIsValid(get_func_variadictype(fnoid));
-	text = MemoryContextStrdup(TopMemoryContext,
-							   psprintf("CALL %s",
-										deparse_expression((Node *) fexpr, NIL,
-														   false, false)));
+	call_text = MemoryContextStrdup(TopMemoryContext,
+									psprintf("CALL %s",
+											 deparse_expression((Node *) fexpr, NIL,
+																false, false)));
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	return text;
+	return call_text;
 }
 
 /*

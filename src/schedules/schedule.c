@@ -77,6 +77,7 @@
 #include "xact/xact.h"
 
 PG_FUNCTION_INFO_V1(retries_schedule);
+PG_FUNCTION_INFO_V1(retries_schedule_command);
 PG_FUNCTION_INFO_V1(retries_unschedule);
 PG_FUNCTION_INFO_V1(retries_pause_schedule);
 PG_FUNCTION_INFO_V1(retries_resume_schedule);
@@ -96,6 +97,9 @@ PG_FUNCTION_INFO_V1(retries_trigger);
 #define FIRE_LOCKED_USECS		(100 * INT64CONST(1000))
 /* Most missed firings of a cron schedule counted one by one */
 #define MISSED_SCAN_MAX			1000000
+/* A schedule's own policy (a command's), a column from 1.5 */
+#define POLICY_ID_COLUMN(policies) \
+	((policies) ? "policy_id" : "NULL::pg_catalog.int4")
 
 /* A schedule as the management functions find it by name */
 typedef struct FoundSchedule
@@ -108,6 +112,7 @@ typedef struct FoundSchedule
 	TimestampTz origin;
 	char	   *every;
 	char	   *timezone;
+	int32		policy_id;		/* a command's own policy; 0: the current */
 } FoundSchedule;
 
 /*
@@ -141,6 +146,118 @@ first_run(const RetriesEvery *every, pg_tz *tz, TimestampTz origin, TimestampTz 
 	return next;
 }
 
+/* A schedule as retries.schedule() and schedule_command() are given it */
+typedef struct ScheduleSpec
+{
+	char	   *name;
+	Oid			fnoid;
+	Jsonb	   *args;			/* as given; canonical once checked */
+	char	   *every;
+	char	   *timezone;
+	char	   *overlap;
+	Interval   *catch_up;
+	int32		policy_id;		/* a command's own policy; 0: the current */
+} ScheduleSpec;
+
+/*
+ * check_schedule -- check a schedule's name, every, time zone, overlap
+ * and catch_up, and that the current role may call its function; the
+ * arguments converted as the caller; its first firing after 'now' into
+ * *first_run, its catch_up in *catch_up_usecs
+ */
+static void
+check_schedule(ScheduleSpec *spec, TimestampTz now, TimestampTz *first,
+			   int64 *catch_up_usecs)
+{
+	RetriesEvery every;
+	pg_tz	   *tz;
+
+	if (spec->name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid name: a schedule's name must not be empty")));
+	if (strlen(spec->name) > SCHEDULE_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid name: a schedule's name must be at most %d bytes, not %zu",
+						SCHEDULE_NAME_MAX, strlen(spec->name))));
+	check_function(spec->fnoid);
+	recurring_every_parse(spec->every, &every);
+	tz = recurring_time_zone(spec->timezone);
+	if (strcmp(spec->overlap, "skip") != 0 && strcmp(spec->overlap, "queue") != 0 &&
+		strcmp(spec->overlap, "allow") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid overlap: \"%s\" is not skip, queue or allow", spec->overlap)));
+	if (!args_interval_to_usecs(spec->catch_up, catch_up_usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid catch_up: %s is negative or out of range",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															IntervalPGetDatum(spec->catch_up)))),
+				 errhint("Use '0' to skip the firings of an outage, or how long after its time a missed firing may still run.")));
+	*first = first_run(&every, tz, now, now);
+
+	/* the arguments are converted as the caller, under its settings */
+	spec->args = call_args_canonicalize(spec->fnoid, spec->args);
+}
+
+/*
+ * store_schedule -- create the current role's schedule of that name, or
+ * replace it (keeping its id, counters and pause); its id.  Inside SPI, as
+ * the extension's owner ('owner' is the caller).
+ */
+static int64
+store_schedule(const ScheduleSpec *spec, Oid owner, Oid fn_key, TimestampTz now,
+			   TimestampTz first, int64 catch_up_usecs)
+{
+	static SPIPlanPtr plans[2];
+	Oid			argtypes[11] = {TEXTOID, OIDOID, OIDOID, TEXTOID, JSONBOID,
+		TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	INT4OID};
+	Datum		values[11];
+	char		nulls[11];
+	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
+	bool		isnull;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(spec->name);
+	values[1] = ObjectIdGetDatum(owner);
+	values[2] = ObjectIdGetDatum(fn_key);
+	values[3] = CStringGetTextDatum(spec->every);
+	values[4] = JsonbPGetDatum(spec->args);
+	values[5] = CStringGetTextDatum(spec->timezone);
+	values[6] = CStringGetTextDatum(spec->overlap);
+	values[7] = IntervalPGetDatum(args_usecs_to_interval(catch_up_usecs));
+	values[8] = TimestampTzGetDatum(now);
+	values[9] = TimestampTzGetDatum(first);
+	values[10] = Int32GetDatum(spec->policy_id);
+	nulls[10] = spec->policy_id == 0 ? 'n' : ' ';
+	/* policy_id: from 1.5 */
+	if (plans[policies] == NULL)
+		plans_prepare_kept(&plans[policies],
+						   psprintf("INSERT INTO retries.schedule_data AS s (name, owner, fn, every,"
+									" args, timezone, overlap, catch_up, origin, next_run%s)"
+									" VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.oid,"
+									" $4, $5, $6, $7, $8, $9, $10%s)"
+									" ON CONFLICT (owner, name) DO UPDATE SET fn = excluded.fn,"
+									" every = excluded.every, args = excluded.args,"
+									" timezone = excluded.timezone, overlap = excluded.overlap,"
+									" catch_up = excluded.catch_up, origin = excluded.origin,"
+									" next_run = excluded.next_run, queued = false%s"
+									" RETURNING id",
+									policies ? ", policy_id" : "",
+									policies ? ", $11" : "",
+									policies ? ", policy_id = excluded.policy_id" : ""),
+						   policies ? 11 : 10, argtypes);
+	if (SPI_execute_plan(plans[policies], values, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not store schedule \"%s\"", spec->name);
+	xact_wake_workers(WAKE_FIRE);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   1, &isnull));
+}
+
 /*
  * retries_schedule -- SQL function retries.schedule(name, fn, every, args,
  * timezone, overlap, catch_up): create the current role's schedule of that
@@ -149,23 +266,11 @@ first_run(const RetriesEvery *every, pg_tz *tz, TimestampTz origin, TimestampTz 
 Datum
 retries_schedule(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[10] = {TEXTOID, OIDOID, OIDOID, TEXTOID, JSONBOID,
-	TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[10];
-	char	   *name;
-	Oid			fnoid;
-	char	   *every_text;
-	Jsonb	   *args;
-	char	   *tz_name;
-	char	   *overlap;
-	Interval   *catch_up;
-	int64		catch_up_usecs;
-	RetriesEvery every;
-	pg_tz	   *tz;
+	ScheduleSpec spec;
 	TimestampTz now = clock_xact_now();
+	TimestampTz first;
+	int64		catch_up_usecs;
 	RetriesUserSwitch save;
-	bool		isnull;
 	int64		id;
 	RetriesPolicyRef policy;
 
@@ -179,74 +284,74 @@ retries_schedule(PG_FUNCTION_ARGS)
 	args_check_not_null(fcinfo, 5, "overlap");
 	args_check_not_null(fcinfo, 6, "catch_up");
 
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	fnoid = PG_GETARG_OID(1);
-	every_text = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	args = PG_GETARG_JSONB_P(3);
-	tz_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
-	overlap = text_to_cstring(PG_GETARG_TEXT_PP(5));
-	catch_up = PG_GETARG_INTERVAL_P(6);
-
-	if (name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid name: a schedule's name must not be empty")));
-	if (strlen(name) > SCHEDULE_NAME_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid name: a schedule's name must be at most %d bytes, not %zu",
-						SCHEDULE_NAME_MAX, strlen(name))));
-	check_function(fnoid);
-	recurring_every_parse(every_text, &every);
-	tz = recurring_time_zone(tz_name);
-	if (strcmp(overlap, "skip") != 0 && strcmp(overlap, "queue") != 0 &&
-		strcmp(overlap, "allow") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid overlap: \"%s\" is not skip, queue or allow", overlap)));
-	if (!args_interval_to_usecs(catch_up, &catch_up_usecs))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid catch_up: %s is negative or out of range",
-						DatumGetCString(DirectFunctionCall1(interval_out,
-															IntervalPGetDatum(catch_up)))),
-				 errhint("Use '0' to skip the firings of an outage, or how long after its time a missed firing may still run.")));
-
-	/* the arguments are converted as the caller, under its settings */
-	args = call_args_canonicalize(fnoid, args);
+	spec.name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	spec.fnoid = PG_GETARG_OID(1);
+	spec.every = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	spec.args = PG_GETARG_JSONB_P(3);
+	spec.timezone = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	spec.overlap = text_to_cstring(PG_GETARG_TEXT_PP(5));
+	spec.catch_up = PG_GETARG_INTERVAL_P(6);
+	spec.policy_id = 0;
+	schema_refuse_command(spec.fnoid, "fn");
+	check_schedule(&spec, now, &first, &catch_up_usecs);
 
 	access_become_owner(&save);
 	SPI_connect();
-	call_require_policy(fnoid, NULL, &policy);
+	call_require_policy(spec.fnoid, NULL, &policy);
+	id = store_schedule(&spec, save.saved_userid, policy.fn_key, now, first,
+						catch_up_usecs);
+	SPI_finish();
+	access_restore_user(&save);
+	PG_RETURN_INT64(id);
+}
 
-	values[0] = CStringGetTextDatum(name);
-	values[1] = ObjectIdGetDatum(save.saved_userid);
-	values[2] = ObjectIdGetDatum(policy.fn_key);
-	values[3] = CStringGetTextDatum(every_text);
-	values[4] = JsonbPGetDatum(args);
-	values[5] = CStringGetTextDatum(tz_name);
-	values[6] = CStringGetTextDatum(overlap);
-	values[7] = IntervalPGetDatum(args_usecs_to_interval(catch_up_usecs));
-	values[8] = TimestampTzGetDatum(now);
-	values[9] = TimestampTzGetDatum(first_run(&every, tz, now, now));
-	plans_prepare_kept(&plan,
-					   "INSERT INTO retries.schedule_data AS s (name, owner, fn, every,"
-					   " args, timezone, overlap, catch_up, origin, next_run)"
-					   " VALUES ($1, $2::pg_catalog.regrole, $3::pg_catalog.oid,"
-					   " $4, $5, $6, $7, $8, $9, $10)"
-					   " ON CONFLICT (owner, name) DO UPDATE SET fn = excluded.fn,"
-					   " every = excluded.every, args = excluded.args,"
-					   " timezone = excluded.timezone, overlap = excluded.overlap,"
-					   " catch_up = excluded.catch_up, origin = excluded.origin,"
-					   " next_run = excluded.next_run, queued = false"
-					   " RETURNING id",
-					   10, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
-		SPI_processed != 1)
-		elog(ERROR, "retries: could not store schedule \"%s\"", name);
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									 1, &isnull));
-	xact_wake_workers(WAKE_FIRE);
+/*
+ * retries_schedule_command -- SQL function retries.schedule_command(name,
+ * command, every, timezone, overlap, catch_up, policy, retry_on): as
+ * retries.schedule(), of a command (command.c) with its own policy
+ */
+Datum
+retries_schedule_command(PG_FUNCTION_ARGS)
+{
+	ScheduleSpec spec;
+	TimestampTz now = clock_xact_now();
+	TimestampTz first;
+	int64		catch_up_usecs;
+	RetriesUserSwitch save;
+	int64		id;
+	text	   *command;
+
+	PreventCommandIfReadOnly("retries.schedule_command()");
+	PreventCommandDuringRecovery("retries.schedule_command()");
+	args_check_not_null(fcinfo, 0, "name");
+	args_check_not_null(fcinfo, 1, "command");
+	args_check_not_null(fcinfo, 2, "every");
+	args_check_not_null(fcinfo, 3, "timezone");
+	args_check_not_null(fcinfo, 4, "overlap");
+	args_check_not_null(fcinfo, 5, "catch_up");
+
+	command = PG_GETARG_TEXT_PP(1);
+	command_check_syntax(text_to_cstring(command));
+	spec.name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	spec.fnoid = schema_command_oid();
+	spec.every = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	spec.args = command_args(spec.fnoid, command);
+	spec.timezone = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	spec.overlap = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	spec.catch_up = PG_GETARG_INTERVAL_P(5);
+	check_schedule(&spec, now, &first, &catch_up_usecs);
+
+	access_become_owner(&save);
+	SPI_connect();
+	spec.policy_id = annotate_command_policy(spec.fnoid,
+											 PG_ARGISNULL(6) ? NULL :
+											 text_to_cstring(PG_GETARG_TEXT_PP(6)),
+											 PG_ARGISNULL(7) ? NULL :
+											 PG_GETARG_ARRAYTYPE_P(7),
+											 save.saved_userid);
+	id = store_schedule(&spec, save.saved_userid,
+						names_function_key(spec.fnoid, true), now, first,
+						catch_up_usecs);
 	SPI_finish();
 	access_restore_user(&save);
 	PG_RETURN_INT64(id);
@@ -264,33 +369,38 @@ retries_schedule(PG_FUNCTION_ARGS)
 static void
 find_schedule(const char *name, Oid caller, FoundSchedule *found)
 {
-	static SPIPlanPtr own_plan = NULL;
-	static SPIPlanPtr any_plan = NULL;
+	static SPIPlanPtr own_plans[2];
+	static SPIPlanPtr any_plans[2];
 	Oid			argtypes[2] = {TEXTOID, OIDOID};
 	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(caller)};
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
+	Datum		policy_id;
+	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
 
 #define SCHEDULE_COLUMNS \
 	"SELECT id, owner::pg_catalog.oid, fn::pg_catalog.oid, args, paused, origin," \
-	" every, timezone FROM retries.schedule_data"
-	plans_prepare_kept(&own_plan,
-					   SCHEDULE_COLUMNS
-					   " WHERE name OPERATOR(pg_catalog.=) $1"
-					   " AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
-					   " FOR UPDATE",
-					   2, argtypes);
-	if (SPI_execute_plan(own_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+	" every, timezone, %s FROM retries.schedule_data"
+	if (own_plans[policies] == NULL)
+		plans_prepare_kept(&own_plans[policies],
+						   psprintf(SCHEDULE_COLUMNS
+									" WHERE name OPERATOR(pg_catalog.=) $1"
+									" AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
+									" FOR UPDATE", POLICY_ID_COLUMN(policies)),
+						   2, argtypes);
+	if (SPI_execute_plan(own_plans[policies], values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look up schedule \"%s\"", name);
 	if (SPI_processed == 0 && access_sees_all_calls(caller))
 	{
-		plans_prepare_kept(&any_plan,
-						   SCHEDULE_COLUMNS
-						   " WHERE name OPERATOR(pg_catalog.=) $1"
-						   " ORDER BY owner LIMIT 2 FOR UPDATE",
-						   1, argtypes);
-		if (SPI_execute_plan(any_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		if (any_plans[policies] == NULL)
+			plans_prepare_kept(&any_plans[policies],
+							   psprintf(SCHEDULE_COLUMNS
+										" WHERE name OPERATOR(pg_catalog.=) $1"
+										" ORDER BY owner LIMIT 2 FOR UPDATE",
+										POLICY_ID_COLUMN(policies)),
+							   1, argtypes);
+		if (SPI_execute_plan(any_plans[policies], values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up schedule \"%s\"", name);
 		if (SPI_processed > 1)
 			ereport(ERROR,
@@ -316,6 +426,8 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	found->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 6, &isnull));
 	found->every = SPI_getvalue(row, desc, 7);
 	found->timezone = SPI_getvalue(row, desc, 8);
+	policy_id = SPI_getbinval(row, desc, 9, &isnull);
+	found->policy_id = isnull ? 0 : DatumGetInt32(policy_id);
 	/* schedule_data holds the function's key (names.c) */
 	found->fn = names_key_function(found->fn);
 }
@@ -416,9 +528,8 @@ trigger_action(const FoundSchedule *found, Datum *result)
 	/* the call runs as the schedule's owner, who must be able to call it */
 	check_function(found->fn);
 	access_check_call_privilege(found->fn, found->owner);
-	if (!call_insert_fired(found->fn, found->args, found->owner,
-						   found->id, clock_xact_now(),
-						   &call_id))
+	if (!call_insert_fired(found->fn, found->policy_id, found->args, found->owner,
+						   found->id, clock_xact_now(), &call_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(found->fn)),
@@ -497,6 +608,7 @@ typedef struct Firing
 	bool		busy;			/* the last firing's call is unfinished */
 	bool		paused;			/* out: paused because it cannot be read */
 	int64		last_call;		/* out: 0 if no call was made */
+	int32		policy_id;		/* a command's own policy; 0: the current */
 	int64		fired;
 	int64		skipped;
 	int64		missed;
@@ -511,6 +623,7 @@ read_firing(HeapTuple row, TupleDesc desc, Firing *f)
 {
 	bool		isnull;
 	char	   *overlap;
+	Datum		policy_id;
 
 	memset(f, 0, sizeof(*f));
 	f->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
@@ -527,6 +640,8 @@ read_firing(HeapTuple row, TupleDesc desc, Firing *f)
 	f->next_run = DatumGetTimestampTz(SPI_getbinval(row, desc, 11, &isnull));
 	f->queued = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
 	f->busy = DatumGetBool(SPI_getbinval(row, desc, 13, &isnull));
+	policy_id = SPI_getbinval(row, desc, 14, &isnull);
+	f->policy_id = isnull ? 0 : DatumGetInt32(policy_id);
 	/* by its key (names.c); runs a query: read last */
 	f->fn = names_key_function(DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull)));
 }
@@ -620,7 +735,7 @@ fire(Firing *f, TimestampTz at)
 		f->skipped++;
 		return;
 	}
-	if (!call_insert_fired(f->fn, f->args, f->owner, f->id, at, &call_id))
+	if (!call_insert_fired(f->fn, f->policy_id, f->args, f->owner, f->id, at, &call_id))
 	{
 		ereport(LOG,
 				(errmsg("retries: schedule \"%s\" skipped a firing: function %s is not annotated",
@@ -777,7 +892,7 @@ fire_rows(SPIPlanPtr plan, Datum *values, TimestampTz now, TimestampTz horizon,
 	" s.every, s.timezone, s.overlap, s.catch_up, s.origin, s.next_run, s.queued," \
 	" EXISTS (SELECT FROM retries.call_data c" \
 	"  WHERE c.id OPERATOR(pg_catalog.=) s.last_call" \
-	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled') AS busy" \
+	"  AND c.state OPERATOR(pg_catalog.=) 'scheduled') AS busy, %s" \
 	" FROM retries.schedule_data s"
 
 /*
@@ -853,9 +968,11 @@ find_due(TimestampTz horizon, int *found)
 TimestampTz
 schedule_fire_due(TimestampTz now, bool *waiting)
 {
-	static SPIPlanPtr due_plan = NULL;
-	static SPIPlanPtr queued_plan = NULL;
+	static SPIPlanPtr due_plans[2];
+	static SPIPlanPtr queued_plans[2];
 	static SPIPlanPtr next_plan = NULL;
+	SPIPlanPtr	due_plan;
+	SPIPlanPtr	queued_plan;
 	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
 	Oid			due_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	Datum		due_values[2];
@@ -866,23 +983,30 @@ schedule_fire_due(TimestampTz now, bool *waiting)
 	Datum		values[2];
 	TimestampTz horizon = now + FIRE_AHEAD_USECS;
 	TimestampTz wait_until = DT_NOEND;
+	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
 
-	plans_prepare_kept(&due_plan,
-					   FIRING_COLUMNS
-					   " WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
-					   " AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
-					   " ORDER BY s.next_run"
-					   " FOR UPDATE OF s SKIP LOCKED",
-					   2, due_types);
-	plans_prepare_kept(&queued_plan,
-					   FIRING_COLUMNS
-					   " WHERE s.queued AND NOT s.paused"
-					   " AND s.next_run OPERATOR(pg_catalog.>) $1"
-					   " AND NOT EXISTS (SELECT FROM retries.call_data c"
-					   "  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
-					   "  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
-					   " LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
-					   2, argtypes);
+	if (due_plans[policies] == NULL)
+		plans_prepare_kept(&due_plans[policies],
+						   psprintf(FIRING_COLUMNS
+									" WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
+									" AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
+									" ORDER BY s.next_run"
+									" FOR UPDATE OF s SKIP LOCKED",
+									POLICY_ID_COLUMN(policies)),
+						   2, due_types);
+	if (queued_plans[policies] == NULL)
+		plans_prepare_kept(&queued_plans[policies],
+						   psprintf(FIRING_COLUMNS
+									" WHERE s.queued AND NOT s.paused"
+									" AND s.next_run OPERATOR(pg_catalog.>) $1"
+									" AND NOT EXISTS (SELECT FROM retries.call_data c"
+									"  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
+									"  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
+									" LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
+									POLICY_ID_COLUMN(policies)),
+						   2, argtypes);
+	due_plan = due_plans[policies];
+	queued_plan = queued_plans[policies];
 	due_values[0] = find_due(horizon, &found);
 	due_values[1] = TimestampTzGetDatum(horizon);
 	if (found == FIRE_BATCH)
