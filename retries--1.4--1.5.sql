@@ -119,12 +119,17 @@ SELECT s.id,
 	   s.owner,
 	   s.created_at,
 	   CASE WHEN s.policy_id IS NOT NULL THEN s.args ->> 0 END AS command,
-	   (SELECT retries.format_policy(p.max_attempts, p.min_delay, p.max_delay)
-		  FROM retries.policy_data p
-		 WHERE p.id = s.policy_id) AS policy
+	   p.policy,
+	   p.retry_on
   FROM retries.schedule_data s
+  LEFT JOIN LATERAL (SELECT retries.format_policy(d.max_attempts, d.min_delay, d.max_delay) AS policy,
+							d.retry_on
+					   FROM retries.policy_data d
+					  WHERE d.id = s.policy_id) p ON true
  WHERE retries.visible_role(s.owner);
 COMMENT ON COLUMN retries.schedules.command IS
 	'the SQL text of a command schedule (retries.schedule_command); NULL for a function''s';
 COMMENT ON COLUMN retries.schedules.policy IS
 	'a command schedule''s own retry policy, as [count] min [max]; NULL for a function''s (its current policy applies)';
+COMMENT ON COLUMN retries.schedules.retry_on IS
+	'a command schedule''s retry_on, normalized; NULL for a function''s';

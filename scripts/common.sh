@@ -29,6 +29,8 @@ APT_PACKAGES=(
 	# it with curl (the package's own daemon, on 9187, is not used)
 	prometheus-postgres-exporter
 	curl
+	# t/024_partman.pl: pg_partman's run_maintenance_proc() run by retries
+	"postgresql-$PG_MAJOR-partman"
 )
 
 # Same messages, sort order and encoding on every machine: the expected

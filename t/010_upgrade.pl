@@ -322,6 +322,19 @@ is( $node->safe_psql('postgres', $call_grants),
 	'app:true,bystander:false',
 	'1.2: the new retries.call keeps the grants of the old one (REVOKE FROM PUBLIC too)');
 
+# 1.5: a command, and a schedule of one with its own policy, made in the
+# updated database (kept paused, for the dump below)
+my $command = $node->safe_psql('postgres',
+	"SELECT retries.run_command('INSERT INTO results VALUES (990001, 1)', '2 10ms')");
+wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $command",
+	'succeeded', '1.5: a command runs after the update');
+$node->safe_psql('postgres',
+	"SELECT retries.schedule_command('vacuum results', 'VACUUM results', '0 3 * * *',"
+	  . " policy => '4 1s 1m', retry_on => '{55P03}')");
+is($node->safe_psql('postgres',
+		"SELECT command || ' | ' || policy FROM retries.schedules WHERE name = 'vacuum results'"),
+	'VACUUM results | 4 1s 1m', '1.5: a command schedule keeps its command and policy');
+
 ###########################################################################
 # e. a dump of the upgraded database restores
 ###########################################################################
@@ -331,6 +344,7 @@ SELECT * FROM retries.policies ORDER BY fn::text;
 SELECT * FROM retries.calls ORDER BY id;
 SELECT * FROM retries.attempts ORDER BY call_id, attempt;
 SELECT * FROM results ORDER BY id;
+SELECT name, fn, command, policy, every FROM retries.schedules ORDER BY name;
 };
 my $before = $node->safe_psql('postgres', $snapshot);
 my $max_id = $node->safe_psql('postgres', 'SELECT max(id) FROM retries.calls');
@@ -355,6 +369,11 @@ wait_until($node, 'copy',
 	"SELECT c.state || ',' || r.n FROM retries.calls c, results r"
 	  . " WHERE c.id = $new AND r.id = 800",
 	'succeeded,1', 'the call runs in the copy');
+my $fired = $node->safe_psql('copy', "SELECT retries.trigger('vacuum results')");
+wait_until($node, 'copy', "SELECT state FROM retries.calls WHERE id = $fired",
+	'succeeded', 'the copy\'s command schedule fires, its policy restored with it');
+is($node->safe_psql('copy', "SELECT max_attempts FROM retries.calls WHERE id = $fired"),
+	'5', '... and its calls take that policy');
 is( $node->safe_psql('copy', $call_grants),
 	'app:true,bystander:false',
 	'the copy keeps who may call retries.call (the grants were the user\'s, not the extension\'s)');

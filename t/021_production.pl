@@ -58,6 +58,8 @@ $node->append_conf(
 shared_preload_libraries = 'retries, pg_stat_statements'
 pg_stat_statements.track = all
 }) if $pgss;
+# ten databases with two workers each, and the runners of commands (e.)
+$node->append_conf('postgresql.conf', 'max_worker_processes = 40');
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION retries');
 $node->safe_psql('postgres', 'CREATE EXTENSION pg_stat_statements') if $pgss;
@@ -400,7 +402,7 @@ DROP DATABASE tpl;
 
 my $latest = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'retries'");
-for my $version ('1.1', '1.2', '1.3')
+for my $version ('1.1', '1.2', '1.3', '1.4')
 {
 	(my $db = "from_$version") =~ s/\./_/;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -435,6 +437,16 @@ SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_ser
 			  . " || (SELECT count(*) FROM retries.function_names)"
 			  . " FROM done"),
 		'400 400 2', "e: $version: each call's effect once; both functions named");
+
+	# what the update adds works at once: a command
+	my $command = $node->safe_psql($db,
+		"SELECT retries.run_command('INSERT INTO done VALUES (1000); VACUUM done')");
+	wait_until($node, $db, "SELECT state FROM retries.calls WHERE id = $command",
+		'failed', "e: $version: a command runs after the update");
+	$command = $node->safe_psql($db,
+		"SELECT retries.run_command('INSERT INTO done VALUES (1001)')");
+	wait_until($node, $db, "SELECT state FROM retries.calls WHERE id = $command",
+		'succeeded', "e: $version: ... as a client's query (VACUUM refuses a block of two)");
 }
 
 $node->stop;

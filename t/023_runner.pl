@@ -213,8 +213,11 @@ like(run('alice', 'COPY seen FROM STDIN'), qr/^failed 0A000: a command run by re
 like(run('alice', 'COPY (SELECT repeat(\'x\', 100)) TO STDOUT'),
 	qr/^failed 0A000: a command run by retries cannot COPY to the client/,
 	'COPY TO STDOUT is refused (it would write into the server log)');
-like(run('alice', q{DO $$BEGIN RAISE EXCEPTION '%', repeat('é', 3000); END $$}),
-	qr/^failed P0001: (?:\xc3\xa9)+$/, 'a long message comes back cut between characters');
+my $long = run('alice', q{DO $$BEGIN RAISE EXCEPTION '%', repeat('é', 9000); END $$});
+like($long, qr/^failed P0001: (?:\xc3\xa9)+\.\.\.$/,
+	'a long message comes back cut between characters, marked as cut');
+cmp_ok(do { use bytes; length($long) - length('failed P0001: ') }, '==', 16383,
+	'... at 16 kB');
 like(run('alice', "BEGIN; INSERT INTO seen (n) VALUES (5); PREPARE TRANSACTION 'p'"),
 	qr/^failed 0A000: a command run by retries cannot prepare a transaction/,
 	'PREPARE TRANSACTION is refused');

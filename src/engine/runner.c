@@ -407,18 +407,26 @@ runner_check_utility(Node *parsetree)
 }
 
 /*
- * clip -- src into dst (RUNNER_TEXT_LEN bytes), cut at a character's end
+ * clip -- src into dst (RUNNER_TEXT_LEN bytes); a longer one is cut at a
+ * character's end and ends in "..."
  */
 static void
 clip(char *dst, const char *src)
 {
+	int			srclen;
 	int			len;
 
 	if (src == NULL)
 		src = "";
-	len = pg_mbcliplen(src, strlen(src), RUNNER_TEXT_LEN - 1);
+	srclen = strlen(src);
+	if (srclen < RUNNER_TEXT_LEN)
+	{
+		memcpy(dst, src, srclen + 1);
+		return;
+	}
+	len = pg_mbcliplen(src, srclen, RUNNER_TEXT_LEN - 4);
 	memcpy(dst, src, len);
-	dst[len] = '\0';
+	strcpy(dst + len, "...");
 }
 
 /*

@@ -22,7 +22,7 @@ typedef enum RunnerStatus
 	RUNNER_LOST					/* the process ended without a word (killed) */
 } RunnerStatus;
 
-#define RUNNER_TEXT_LEN		1024
+#define RUNNER_TEXT_LEN		16384	/* bytes of each text of an error */
 
 typedef struct RunnerOutcome
 {
