@@ -17,6 +17,9 @@
  * - schedule_data.policy_id: a command schedule's own policy (NULL for a
  *   function's schedule, whose calls take the function's current policy).
  * - retries.calls and retries.schedules gain `command`.
+ * - Two indexes: policy_data_commands, for run_command() to find a role's
+ *   command policy; call_data_runner_held, the calls of procedures and
+ *   commands held until a place in a runner is free.
  */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
@@ -26,6 +29,15 @@
 ALTER TABLE retries.schedule_data ADD COLUMN policy_id integer;
 COMMENT ON COLUMN retries.schedule_data.policy_id IS
 	'a command schedule''s own policy (a row of policy_data); NULL: the function''s current policy';
+
+-- a role's command policies are looked up by what they are (run_command)
+CREATE INDEX policy_data_commands ON retries.policy_data (fn, annotated_by)
+	WHERE NOT is_current;
+
+-- calls of procedures and commands held until a place in a runner is
+-- free (the workers let them go in turns between roles)
+CREATE INDEX call_data_runner_held ON retries.call_data (scheduled_by, next_attempt)
+	WHERE state = 'scheduled' AND held AND gate IS NULL AND waiting_on = 0;
 
 CREATE PROCEDURE retries.command(command text)
 AS 'MODULE_PATHNAME', 'retries_command'

@@ -288,7 +288,15 @@ ${memory.join('\n')}
 Schedules firing every second and every minute, side by side with pg_cron,
 and 100,000 daily schedules beside ordinary calls:
 [benchmarks-schedules.md](benchmarks-schedules.md), written by
-\`bench/schedules\`, which \`bench/run\` runs last.
+\`bench/schedules\`, which \`bench/run\` runs after its own steps.
+
+## Beside long maintenance jobs
+
+A drain of calls beside a 30 s procedure and a \`VACUUM\` of a large
+table run as a command, against the same drain alone and beside the same
+\`VACUUM\` run by a client:
+[benchmarks-maintenance.md](benchmarks-maintenance.md), written by
+\`bench/maintenance\`, which \`bench/run\` runs last.
 
 ## Changes measured side by side
 

@@ -61,6 +61,13 @@ CALL test.try($$CALL retries.command('VACUUM cmd_t')$$);
 RESET ROLE;
 SELECT (SELECT row(s.*) FROM test.stored() s) =
 	   row(:before_policies::bigint, :before_calls::bigint, :before_attempts::bigint) AS nothing_stored;
+-- the text is parsed with standard_conforming_strings on, as the runner
+-- parses it, whatever the caller's setting
+SET standard_conforming_strings = off;
+SET ROLE cmd_alice;
+CALL test.try($$SELECT retries.run_command(E'SELECT ''a\\''', run_at => now() + interval '1 day')$$);
+RESET standard_conforming_strings;
+RESET ROLE;
 
 -- EXECUTE on retries.command is the privilege to make commands
 REVOKE EXECUTE ON PROCEDURE retries.command(text) FROM PUBLIC;

@@ -15,7 +15,14 @@
 #   e. hostile: a command cannot SET ROLE or SET SESSION AUTHORIZATION,
 #      LISTEN, or leave a temp table, a prepared statement, a setting or
 #      an advisory lock to the next command (of another role); it cannot
-#      outlive retries.max_attempt_time, even trapping the cancel.
+#      outlive retries.max_attempt_time, even trapping the cancel;
+#   g. (before f) one worker always left for batches; calls that wait
+#      for a place in a runner are held, once, and places go to roles in
+#      turns;
+#   f. a database's owner who plants aggregates and operators ahead of
+#      pg_catalog in the database's search_path (which the workers, as a
+#      superuser, connect with) does not run them as the workers: every
+#      query of theirs names pg_catalog's.
 
 use strict;
 use warnings;
@@ -246,8 +253,142 @@ is($node->safe_psql('postgres', "SELECT outcome FROM retries.attempts WHERE call
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries runner'"),
 	'0', 'e: no runner is left');
+my $late_commit = run('alice',
+	q{DO $$ BEGIN
+	  BEGIN PERFORM pg_sleep(60); EXCEPTION WHEN query_canceled THEN NULL; END;
+	  INSERT INTO seen (n) VALUES (400); COMMIT; END $$},
+	'1 10ms');
+finished($late_commit, 'failed', 'e: a command that traps the cancel and then commits fails');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM seen WHERE n = 400'), '0',
+	'e: ... and its COMMIT after the cap commits nothing');
 $node->safe_psql('postgres',
 	'ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()');
+
+# a command cannot cancel or wait for its own call (it would wait for itself)
+my $self = run('alice', 'SELECT retries.cancel(retries.current_call())', '1 10ms');
+finished($self, 'failed', 'e: a command that cancels its own call fails at once');
+like($node->safe_psql('postgres', "SELECT last_sqlstate || ' ' || last_message FROM retries.calls WHERE id = $self"),
+	qr/^55000 call $self is running this code/, 'e: ... with 55000');
+$self = run('alice', "SELECT retries.wait(retries.current_call(), '1 hour')", '1 10ms');
+finished($self, 'failed', 'e: and one that waits for it');
+
+# a procedure's arguments reach it exactly, whatever the role's settings
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE TABLE got (x float8, d date, i interval);
+CREATE PROCEDURE exact(x float8, d date, i interval) LANGUAGE sql
+	AS 'INSERT INTO got VALUES (x, d, i)';
+SELECT retries.annotate('exact(float8,date,interval)', '1 10ms');
+RESET ROLE;
+ALTER ROLE alice SET extra_float_digits = -10;
+ALTER ROLE alice SET datestyle = 'SQL, DMY';
+ALTER ROLE alice SET intervalstyle = 'sql_standard';
+});
+my $exact = $node->safe_psql('postgres', q{SET ROLE alice;
+SELECT retries.call('exact(float8,date,interval)',
+	'[0.123456789012345, "2024-01-02", "-1 days +02:03:04"]')});
+finished($exact, 'succeeded', 'e: a procedure called under other datestyles and float digits runs');
+is($node->safe_psql('postgres',
+		"SELECT x = 0.123456789012345, d = '2024-01-02', i = '-1 days +02:03:04' FROM got"),
+	't|t|t', 'e: ... with its arguments exactly as given');
+$node->safe_psql('postgres', 'ALTER ROLE alice RESET ALL');
+
+###########################################################################
+# g. places in runners: one worker (of the two) always runs batches; calls
+# waiting for a place are held, not claimed again and again, and places go
+# to roles in turns
+###########################################################################
+
+my $upd_before = $node->safe_psql('postgres',
+	"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass");
+my @alices = split /\n/, $node->safe_psql('postgres',
+	"SET ROLE alice; SELECT retries.run_command('SELECT pg_sleep(2)', '1 10ms')"
+	  . " FROM generate_series(1, 4)");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries runner'", '1',
+	'g: one command runs');
+my $bobs = run('bob', 'SELECT 1', '1 10ms');
+$node->safe_psql('postgres', q{
+SET ROLE bob;
+CREATE TABLE bob_done (n int);
+CREATE FUNCTION bob_quick(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO bob_done VALUES (n)';
+SELECT retries.annotate('bob_quick(int)', '1 10ms');
+SELECT retries.call('bob_quick(int)', '[1]');
+});
+my $t0 = time;
+wait_until($node, 'postgres', 'SELECT count(*) FROM bob_done', '1',
+	'g: a function\'s call of another role runs meanwhile');
+cmp_ok(time - $t0, '<', 1.5, 'g: ... at once, not after the 2 s command');
+stays_true($node, 'postgres',
+	"SELECT count(*) <= 1 FROM pg_stat_activity WHERE backend_type = 'retries runner'", 1,
+	'g: never two runners at once with two workers');
+my $upd_mid = $node->safe_psql('postgres',
+	"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass");
+cmp_ok($upd_mid - $upd_before, '<', 30,
+	'g: the waiting commands are held once, not put back again and again');
+finished($bobs, 'succeeded', 'g: bob\'s command runs');
+for my $id (@alices) { finished($id, 'succeeded', "g: alice's command $id runs"); }
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.attempts WHERE call_id IN (" . join(',', @alices[2..3]) . ")"
+		  . " AND started_at < (SELECT started_at FROM retries.attempts WHERE call_id = $bobs)"),
+	'0', 'g: bob\'s command, made after four of alice\'s, ran before her third: turns between roles');
+
+###########################################################################
+# f. the workers' own queries under a planted search_path
+###########################################################################
+
+$node->safe_psql('postgres', q{
+CREATE ROLE dbo LOGIN;
+CREATE DATABASE owned OWNER dbo;
+});
+$node->safe_psql('owned', 'CREATE EXTENSION retries');
+$node->safe_psql('owned', q{
+SET ROLE dbo;
+CREATE SCHEMA evil;
+CREATE TABLE evil.ran (who text, what text);
+GRANT INSERT ON evil.ran TO PUBLIC;
+GRANT USAGE ON SCHEMA evil TO PUBLIC;
+CREATE FUNCTION evil.note(what text) RETURNS void LANGUAGE sql
+	AS $$ INSERT INTO evil.ran VALUES (current_user, what) $$;
+CREATE FUNCTION evil.fin_ts(timestamptz) RETURNS timestamptz LANGUAGE plpgsql
+	AS $$ BEGIN PERFORM evil.note('min'); RETURN $1; END $$;
+CREATE AGGREGATE evil.min(timestamptz) (sfunc = pg_catalog.timestamptz_smaller,
+										stype = timestamptz, finalfunc = evil.fin_ts);
+CREATE FUNCTION evil.fin_count(bigint) RETURNS bigint LANGUAGE plpgsql
+	AS $$ BEGIN PERFORM evil.note('count'); RETURN $1; END $$;
+CREATE FUNCTION evil.count_step(bigint) RETURNS bigint LANGUAGE sql AS 'SELECT $1 + 1';
+CREATE AGGREGATE evil.count(*) (sfunc = evil.count_step, stype = bigint, initcond = '0',
+								finalfunc = evil.fin_count);
+CREATE FUNCTION evil.eq(bigint, bigint) RETURNS boolean LANGUAGE plpgsql
+	AS $$ BEGIN PERFORM evil.note('='); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR evil.= (leftarg = bigint, rightarg = bigint, function = evil.eq);
+ALTER DATABASE owned SET search_path = evil, pg_catalog, public;
+CREATE TABLE done (n int);
+CREATE FUNCTION work(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO public.done VALUES (n)';
+});
+# the workers connect again, with the database's search_path
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+	  . " WHERE backend_type = 'retries worker' AND datname = 'owned'");
+$node->safe_psql('owned', q{
+SET ROLE dbo;
+SELECT retries.annotate('public.work(int)', '3 10ms', max_running => 1);
+SELECT retries.schedule('often', 'public.work(int)', '1s', '[0]');
+SELECT retries.pause('public.work(int)');
+SELECT count(retries.call('public.work(int)', jsonb_build_array(g))) FROM generate_series(1, 20) g;
+SELECT retries.call('public.work(int)', '[100]', run_at => now() + interval '2 seconds');
+SELECT retries.resume('public.work(int)');
+});
+# (this test's own queries, as a superuser, name pg_catalog's too)
+wait_until($node, 'owned',
+	"SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>=) 23 FROM public.done", 't',
+	'f: calls held by a gate, released and limited, and a schedule run in the database');
+is($node->safe_psql('owned',
+		"SELECT pg_catalog.string_agg(r.what, ',') FROM evil.ran r"
+		  . " JOIN pg_catalog.pg_roles o ON o.rolname OPERATOR(pg_catalog.=) r.who WHERE o.rolsuper"),
+	'', 'f: no planted aggregate or operator ran as a superuser');
+is($node->safe_psql('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'dbo'"),
+	'f', 'f: the database\'s owner is still no superuser');
 
 $node->stop;
 done_testing();

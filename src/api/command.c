@@ -17,7 +17,8 @@
  * retries.schedule() (schema_refuse_command).
  *
  * The text is parsed (not analyzed) when the command is made, so that a
- * syntax error is the caller's error, not a failed attempt later.
+ * syntax error is the caller's error, not a failed attempt later; with
+ * standard_conforming_strings on, as the runner parses it.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,6 +27,7 @@
 #include "miscadmin.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
@@ -56,7 +58,11 @@ command_check_syntax(const char *text)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *stmts = NIL;
+	int			nestlevel = NewGUCNestLevel();
 
+	/* as the runner parses it, whatever the caller's setting */
+	(void) set_config_option("standard_conforming_strings", "on", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	PG_TRY();
 	{
 		stmts = raw_parser(text, RAW_PARSE_DEFAULT);
@@ -68,6 +74,7 @@ command_check_syntax(const char *text)
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		AtEOXact_GUC(false, nestlevel);
 		ereport(ERROR,
 				(errcode(edata->sqlerrcode),
 				 errmsg("invalid command: %s", edata->message),
@@ -75,6 +82,7 @@ command_check_syntax(const char *text)
 				 internalerrquery(text)));
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(true, nestlevel);
 	if (stmts == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -118,6 +118,12 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 						 errmsg("call " INT64_FORMAT " is being run by the batch that runs this code", id),
 						 errdetail("A worker runs a batch of one role's calls in one transaction, which holds them all until their outcomes are written."),
 						 errhint("Cancel, retry or reschedule it from another session; a call that should not be retried can raise an error its policy does not retry.")));
+			/* a procedure's or command's own call, in its runner */
+			if (id == retries_current_call_id)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("call " INT64_FORMAT " is running this code", id),
+						 errhint("A call that should not be retried can raise an error its policy does not retry.")));
 			call->id = id;
 			call->state = call_state_parse(SPI_getvalue(row, desc, 1));
 			call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull));

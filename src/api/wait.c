@@ -50,6 +50,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "api/api.h"
 #include "base/base.h"
 #include "core/policy.h"
 #include "shmem/shmem.h"
@@ -233,6 +234,11 @@ retries_wait(PG_FUNCTION_ARGS)
 	args_check_not_null(fcinfo, 0, "id");
 	id = PG_GETARG_INT64(0);
 	timeout = wait_timeout(fcinfo);
+	if (id == retries_current_call_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("call " INT64_FORMAT " is running this code", id),
+				 errdetail("A call cannot wait for itself to finish.")));
 
 	if (!shmem_finish_wait_begin(id))
 		ereport(ERROR,

@@ -93,7 +93,10 @@ extern CallState call_state_change(CallState from, CallState to);
 /*
  * The lock a worker holds (as its session's) while a runner runs a call,
  * that cancel() waits for: an advisory lock of this database, of a class
- * (field4) that SQL's advisory functions never use
+ * (field4) that SQL's advisory functions never use.  Advisory, so that the
+ * end of the process, however it ends, releases it; the sandbox releases
+ * it too when it releases a hook's advisory locks, which does no harm once
+ * the outcome's first write holds the call's row (execute_runner_end).
  */
 #define RETRIES_RUNNER_LOCK_CLASS	0x5254
 #define SET_LOCKTAG_RUNNER(tag, call_id) \
@@ -103,7 +106,10 @@ extern CallState call_state_change(CallState from, CallState to);
 /*
  * And the one the runner itself holds while it runs the call: a cancel()
  * waits for it first, so that a cancel that holds a lock the procedure
- * waits for is a deadlock that PostgreSQL detects
+ * waits for is a deadlock that PostgreSQL detects (unless the runner's own
+ * code drops it with pg_advisory_unlock_all(): then a cancel that holds a
+ * lock the procedure waits for waits until the attempt's time limit, which
+ * only the role's own sessions can do to its own call)
  */
 #define SET_LOCKTAG_RUNNER_PROCESS(tag, call_id) \
 	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \

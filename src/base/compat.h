@@ -160,4 +160,11 @@ retries_find_setting(const char *name)
 }
 #endif
 
+/* LockHeldByMe() gained 'orstronger' in 17 */
+#if PG_VERSION_NUM >= 170000
+#define retries_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode), false)
+#else
+#define retries_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode))
+#endif
+
 #endif							/* RETRIES_COMPAT_H */

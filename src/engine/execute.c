@@ -1376,6 +1376,65 @@ execute_runner_put_back(const RetriesCall *call)
 }
 
 /*
+ * execute_runner_hold -- a procedure's call that waits for a place in a
+ * runner (the other workers wait for theirs): held, out of every index the
+ * workers claim from, uncharged, until execute_runner_release() lets it go
+ * (held with no gate and waiting for no call is held for a runner alone)
+ */
+void
+execute_runner_hold(const RetriesCall *call)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(call->id)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET held = true"
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold call " INT64_FORMAT, call->id);
+}
+
+/*
+ * execute_runner_release -- let go of up to 'places' calls held for a
+ * runner, in turns between roles: each the earliest of the first role
+ * after *last_role that has one (then from the first role again), which
+ * it sets; returns how many.  A call that another transaction holds
+ * locked is left for the next time.
+ */
+int
+execute_runner_release(int places, Oid *last_role)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	int			released = 0;
+
+plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET held = false"
+					   " WHERE c.id OPERATOR(pg_catalog.=) (SELECT id FROM retries.call_data"
+					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+					   "  AND gate IS NULL AND waiting_on OPERATOR(pg_catalog.=) 0"
+					   "  ORDER BY scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<=) $1,"
+					   "  scheduled_by, next_attempt LIMIT 1 FOR UPDATE SKIP LOCKED)"
+					   " RETURNING c.scheduled_by::pg_catalog.oid",
+					   1, argtypes);
+	for (; released < places; released++)
+	{
+		Datum		values[1] = {ObjectIdGetDatum(*last_role)};
+		bool		isnull;
+
+		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "retries: could not release calls held for a runner");
+		if (SPI_processed == 0)
+			break;
+		*last_role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	return released;
+}
+
+/*
  * execute_runner_end -- record the outcome of an attempt that a runner
  * ran, as execute_attempt records one it ran itself: a success; an error,
  * retried per retry_on; the time limit reached (a timeout, as for an

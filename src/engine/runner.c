@@ -32,8 +32,10 @@
  * The time cap.  statement_timeout is the role's to change, so the cap is
  * two private timers, as for attempts (execute.c): a cancel when the cap is
  * reached, and, RUNNER_KILL_GRACE_MS later, the end of the process for
- * code that traps its cancel.  A statement that trapped the cancel and
- * ended within the grace fails all the same (check_cap), before it commits.  The parent terminates the process as well if
+ * code that traps its cancel.  Once the cap is reached nothing commits
+ * (cap_at_commit): a statement that trapped the cancel and ended within
+ * the grace fails all the same, and so does a COMMIT that a procedure
+ * runs after trapping it.  The parent terminates the process as well if
  * it is still there RUNNER_PARENT_GRACE_MS after that.
  *
  * The outcome.  The child writes it into the dynamic shared memory segment
@@ -502,6 +504,18 @@ check_cap(void)
 }
 
 /*
+ * cap_at_commit -- transaction callback: nothing commits once the cap is
+ * reached, whether the statement's own commit or a COMMIT that a
+ * procedure or DO block that trapped the cap's cancel runs itself
+ */
+static void
+cap_at_commit(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE)
+		check_cap();
+}
+
+/*
  * run_statement -- one statement of the text, as exec_simple_query runs it
  */
 static void
@@ -639,6 +653,7 @@ procedure_text(Oid fnoid, const char *args_text)
 	ListCell   *lc;
 	FuncExpr   *fexpr;
 	char	   *call_text;
+	int			nestlevel;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -666,10 +681,24 @@ procedure_text(Oid fnoid, const char *args_text)
 						 collation, COERCE_EXPLICIT_CALL);
 	/* a variadic parameter takes an array (call_args): VARIADIC in the text */
 	fexpr->funcvariadic = OidIsValid(get_func_variadictype(fnoid));
+
+	/*
+	 * Literals that read back as the same values whatever the role's
+	 * settings: every digit of a float, dates and intervals in formats that
+	 * every style reads
+	 */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "iso_8601", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	call_text = MemoryContextStrdup(TopMemoryContext,
 									psprintf("CALL %s",
 											 deparse_expression((Node *) fexpr, NIL,
 																false, false)));
+	AtEOXact_GUC(true, nestlevel);
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -710,6 +739,13 @@ retries_runner_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(child_shared->dboid,
 											  child_shared->roleoid, 0);
 	start_as_role();
+
+	/*
+	 * The text is parsed as run_command() checked it, whatever the role's or
+	 * database's setting (a statement in it may change it for the statements
+	 * after, as a client's could)
+	 */
+	SetConfigOption("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION);
 	pg_atomic_write_u32(&child_shared->state, RUN_RUNNING);
 	retries_current_call_id = child_shared->call_id;
 	retries_current_attempt_number = child_shared->attempt;
@@ -723,6 +759,7 @@ retries_runner_main(Datum arg)
 
 	if (child_shared->cap_ms > 0)
 	{
+		RegisterXactCallback(cap_at_commit, NULL);
 		enable_timeout_after(RegisterTimeout(USER_TIMEOUT, cap_cancel),
 							 child_shared->cap_ms);
 		enable_timeout_after(RegisterTimeout(USER_TIMEOUT, cap_kill),

@@ -124,6 +124,7 @@
 
 #include "api/api.h"
 #include "base/base.h"
+#include "base/compat.h"
 #include "engine/claim.h"
 #include "engine/execute.h"
 #include "engine/ledger.h"
@@ -1041,7 +1042,7 @@ static struct
 
 /*
  * set_in_runner -- say in the worker's slot whether its call runs in a
- * runner (others_in_runners counts them)
+ * runner (reserve_runner counts them)
  */
 static void
 set_in_runner(bool in_runner)
@@ -1052,19 +1053,21 @@ set_in_runner(bool in_runner)
 }
 
 /*
- * others_in_runners -- would this worker, waiting for a runner too, leave
- * no worker of the database to run batches?  A long procedure must not
- * hold back the calls of functions: with retries.max_workers above 1, at
- * least one worker never waits for a runner.
+ * reserve_runner -- may this worker wait for a runner?  A long procedure
+ * must not hold back the calls of functions: with retries.max_workers
+ * above 1, at least one worker never waits for a runner.  The count and
+ * the worker's own mark are made under the shared lock, so that two
+ * workers deciding at once cannot both take the last place; the mark
+ * (in_runner) stays until run_in_runner() ends, or is taken back
+ * (set_in_runner(false)) if the call does not go to a runner after all.
  */
 static bool
-others_in_runners(void)
+reserve_runner(void)
 {
 	int			n = 0;
 
-	if (retries_max_workers < 2)
-		return false;
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_SLOTS && retries_max_workers >= 2; i++)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
 
@@ -1074,7 +1077,111 @@ others_in_runners(void)
 		n += w->in_runner;
 		SpinLockRelease(&w->mutex);
 	}
-	return n >= retries_max_workers - 1;
+	if (retries_max_workers >= 2 && n >= retries_max_workers - 1)
+	{
+		LWLockRelease(retries_shared->lock);
+		return false;
+	}
+	set_in_runner(true);
+	LWLockRelease(retries_shared->lock);
+	return true;
+}
+
+/* This batch held a call for a runner (runner_held_committed says so) */
+static bool held_for_runner = false;
+
+/*
+ * runner_places -- how many more workers of the database may wait for a
+ * runner (reserve_runner's count)
+ */
+static int
+runner_places(void)
+{
+	int			n = 0;
+
+	if (retries_max_workers < 2)
+		return 1;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (!w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		n += w->in_runner;
+		SpinLockRelease(&w->mutex);
+	}
+	LWLockRelease(retries_shared->lock);
+	return retries_max_workers - 1 - n;
+}
+
+/*
+ * runner_held_committed -- after a batch that held a call for a runner has
+ * committed: say that the database may have held calls
+ */
+static void
+runner_held_committed(void)
+{
+	RetriesDatabase *db;
+
+	held_for_runner = false;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+		db->runner_held++;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * release_runner_held -- let go of calls held for a runner while places
+ * are free, in turns between roles (execute_runner_release), in a
+ * transaction of its own; nothing to do, and no query, unless a batch has
+ * held one since a worker last found none
+ */
+static void
+release_runner_held(void)
+{
+	Oid			last_role;
+	RetriesDatabase *db;
+	uint32		held;
+	int			places;
+	int			released = -1;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(MyDatabaseId, false);
+	held = db != NULL ? db->runner_held : 0;
+	if (db == NULL || held == db->runner_seen)
+	{
+		LWLockRelease(retries_shared->lock);
+		return;
+	}
+	last_role = db->runner_role;
+	LWLockRelease(retries_shared->lock);
+	places = runner_places();
+	if (places <= 0)
+		return;
+
+	start_transaction();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (lock_extension() == my_extension)
+		released = execute_runner_release(places, &last_role);
+	PopActiveSnapshot();
+	SPI_finish();
+	commit_transaction();
+
+	/*
+	 * The turn goes on from the role let go last, whichever worker does it
+	 * next; none left: none until a batch holds one again (held changes)
+	 */
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL && released > 0)
+		db->runner_role = last_role;
+	if (db != NULL && released == 0)
+		db->runner_seen = held;
+	LWLockRelease(retries_shared->lock);
 }
 
 /*
@@ -1092,18 +1199,28 @@ begin_in_runner(Batch *b, RetriesCall *call)
 
 	if (!may_start(b, call))
 		return;
-	if (others_in_runners())
+	if (!reserve_runner())
 	{
-		/* a second later, uncharged: the batches keep one worker */
+		/* held, uncharged, until a place is free: the batches keep one worker */
 		shmem_gate_leave(my_slot);
-		execute_runner_put_back(call);
+		execute_runner_hold(call);
+		held_for_runner = true;
 		return;
 	}
 	if (!execute_runner_begin(call, &args, &timeout))
 	{
+		set_in_runner(false);
 		shmem_gate_leave(my_slot);
 		return;
 	}
+
+	/*
+	 * In the ledger before the mark commits: a crash from then on charges the
+	 * attempt, and gives the call, due at 'infinity' until its outcome, a
+	 * time to run again (an error rolls both back: run_batch's caller clears
+	 * the ledger)
+	 */
+	ledger_write(call->id, call->attempts + 1);
 	/* taken before the mark commits, so that cancel() never misses it */
 	SET_LOCKTAG_RUNNER(runner_next.lock, call->id);
 	(void) LockAcquire(&runner_next.lock, ExclusiveLock, true, false);
@@ -1134,9 +1251,7 @@ run_in_runner(void)
 	runner_next.pending = false;
 	cap_ms = runner_next.timeout < 0 ? 0 :
 		(int) Min(runner_next.timeout / 1000 + 1, INT_MAX / 2);
-	ledger_write(call->id, call->attempts + 1);
 	set_state(WORKER_RUNNING, call->id, call->role);
-	set_in_runner(true);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
@@ -1193,7 +1308,9 @@ run_in_runner(void)
 	PopActiveSnapshot();
 	SPI_finish();
 	commit_transaction();
-	LockRelease(&runner_next.lock, ExclusiveLock, true);
+	/* an on_exhausted hook's sandbox may have released it already */
+	if (retries_lock_held_by_me(&runner_next.lock, ExclusiveLock))
+		LockRelease(&runner_next.lock, ExclusiveLock, true);
 	shmem_gate_leave(my_slot);
 	set_in_runner(false);
 	pfree(runner_next.args);
@@ -1225,6 +1342,7 @@ run_batch(TimestampTz *due)
 		runner_next.pending = false;
 		pfree(runner_next.args);
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
+		set_in_runner(false);
 	}
 	if (!open_batch(start, due, &result))
 		return result;
@@ -1285,6 +1403,8 @@ run_batch(TimestampTz *due)
 	commit_transaction();
 	set_state(WORKER_IDLE, 0, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
+	if (held_for_runner)
+		runner_held_committed();
 	if (runner_next.pending)
 		run_in_runner();
 	if (one_by_one > 0 && b.n > 0)
@@ -1547,6 +1667,8 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 			prune();
 			*last_prune = GetCurrentTimestamp();
 		}
+		if (retries_enabled)
+			release_runner_held();
 		batching = true;
 		if (retries_enabled)
 			n = run_batch(due);
@@ -1563,6 +1685,9 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 
 		/* the attempt in flight was rolled back with the rest: no charge */
 		ledger_write(0, 0);
+		held_for_runner = false;
+		/* a place taken for a runner that the rolled back batch marked */
+		set_in_runner(false);
 		set_state(WORKER_IDLE, 0, InvalidOid);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*due = 0;

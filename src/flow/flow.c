@@ -535,7 +535,7 @@ release_gate(Oid gate, int64 room, TimestampTz now, bool keyless)
 	"  AND held FOR UPDATE SKIP LOCKED))" \
 	" AND held RETURNING id)"
 #define LAST_RELEASED_ROLE \
-	"(SELECT c.role FROM chosen c JOIN released USING (id)" \
+	"(SELECT c.role FROM chosen c JOIN released r ON r.id OPERATOR(pg_catalog.=) c.id" \
 	" ORDER BY c.pos DESC LIMIT 1)"
 
 /*
@@ -926,7 +926,7 @@ count_unclaimed(Oid gate, TimestampTz now)
 	bool		isnull;
 
 	return DatumGetInt64(gate_value(&plan,
-									"SELECT count(*) FROM retries.call_data"
+									"SELECT pg_catalog.count(*) FROM retries.call_data"
 									" WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 									" AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
 									" AND next_attempt OPERATOR(pg_catalog.<=) $2",
@@ -1000,7 +1000,7 @@ next_held(Oid gate, TimestampTz now, TimestampTz again)
 	static SPIPlanPtr plan = NULL;
 	bool		isnull;
 	Datum		next = gate_value(&plan,
-								  "SELECT min(next_attempt) FROM retries.call_data"
+								  "SELECT pg_catalog.min(next_attempt) FROM retries.call_data"
 								  " WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
 								  " AND state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 								  " AND next_attempt OPERATOR(pg_catalog.>) $2",

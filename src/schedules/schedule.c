@@ -1032,7 +1032,7 @@ schedule_fire_due(TimestampTz now, bool *waiting)
 
 	/* the first schedule beyond the horizon, to be fired ahead of its time */
 	plans_prepare_kept(&next_plan,
-					   "SELECT (SELECT min(next_run) FROM retries.schedule_data"
+					   "SELECT (SELECT pg_catalog.min(next_run) FROM retries.schedule_data"
 					   "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
 					   " EXISTS (SELECT FROM retries.schedule_data"
 					   "  WHERE queued AND NOT paused)",

@@ -139,6 +139,7 @@ shmem_find_database(Oid dboid, bool create)
 		return NULL;
 	memset(free_entry, 0, sizeof(RetriesDatabase));
 	free_entry->dboid = dboid;
+	free_entry->runner_held = 1;	/* a crash may have left some */
 	free_entry->state = DB_UNKNOWN; /* a new entry: no transition */
 	return free_entry;
 }

@@ -79,6 +79,11 @@ typedef struct RetriesDatabase
 	uint32		creates;		/* bumped when CREATE EXTENSION retries
 								 * commits, so that a worker that looked
 								 * before does not report the extension absent */
+	uint32		runner_held;	/* bumped when a worker has held a call for a
+								 * runner (worker.c), */
+	uint32		runner_seen;	/* what it was when a worker last found none
+								 * held: different, there may be some */
+	Oid			runner_role;	/* whose held call was let go last */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
