@@ -1166,7 +1166,8 @@ release_runner_held(void)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (lock_extension() == my_extension)
-		released = execute_runner_release(places, &last_role);
+		released = schema_retries_version() >= SCHEMA_1_2 ?
+			execute_runner_release(places, &last_role) : 0;
 	PopActiveSnapshot();
 	SPI_finish();
 	commit_transaction();
@@ -1201,10 +1202,18 @@ begin_in_runner(Batch *b, RetriesCall *call)
 		return;
 	if (!reserve_runner())
 	{
-		/* held, uncharged, until a place is free: the batches keep one worker */
+		/*
+		 * held, uncharged, until a place is free: the batches keep one
+		 * worker (before 1.2, which has no held calls, a second later)
+		 */
 		shmem_gate_leave(my_slot);
-		execute_runner_hold(call);
-		held_for_runner = true;
+		if (schema_retries_version() >= SCHEMA_1_2)
+		{
+			execute_runner_hold(call);
+			held_for_runner = true;
+		}
+		else
+			execute_runner_put_back(call);
 		return;
 	}
 	if (!execute_runner_begin(call, &args, &timeout))
