@@ -333,6 +333,18 @@ is($node->safe_psql('postgres',
 		  . " AND started_at < (SELECT started_at FROM retries.attempts WHERE call_id = $bobs)"),
 	'0', 'g: bob\'s command, made after four of alice\'s, ran before her third: turns between roles');
 
+# a held command cancelled, then retried once the place is free, runs
+my $busy = run('alice', 'SELECT pg_sleep(2)', '1 10ms');
+wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $busy", 'running',
+	'g: a command takes the place');
+my $waiting = run('bob', 'SELECT 2', '1 10ms');
+wait_until($node, 'postgres', "SELECT held FROM retries.call_data WHERE id = $waiting", 't',
+	'g: another is held');
+$node->safe_psql('postgres', "SET ROLE bob; SELECT retries.cancel($waiting)");
+finished($busy, 'succeeded', 'g: the first ends');
+$node->safe_psql('postgres', "SET ROLE bob; SELECT retries.retry_now($waiting)");
+finished($waiting, 'succeeded', 'g: the cancelled one, retried, runs');
+
 ###########################################################################
 # f. the workers' own queries under a planted search_path
 ###########################################################################

@@ -309,7 +309,12 @@ rearm_call(int64 id, Datum run_at)
 		(void) call_state_change(call.state, CALL_SCHEDULED);
 		if (call.has_key)
 			check_key_free(&call);
-		/* a call that waited for others (chains.c) waits no more */
+
+		/*
+		 * a call that waited for others (chains.c) waits no more, nor one
+		 * that waited for a place in a runner (a worker holds it again if
+		 * none is free); a gate's hold stays, and flow_gate_call decides
+		 */
 		if (again_plans[chains] == NULL)
 			update_call(&again_plans[chains],
 						psprintf("UPDATE retries.call_data c"
@@ -320,7 +325,8 @@ rearm_call(int64 id, Datum run_at)
 								 " WHERE c.id OPERATOR(pg_catalog.=) $1"
 								 " AND p.id OPERATOR(pg_catalog.=) c.policy_id",
 								 chains ?
-								 ", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0,"
+								 ", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0"
+								 " AND c.gate IS NOT NULL,"
 								 " waiting_on = 0" : ""),
 						call.id, run_at);
 		else

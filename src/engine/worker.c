@@ -1087,6 +1087,9 @@ reserve_runner(void)
 	return true;
 }
 
+/* How often a worker looks for calls held for a runner, whatever it knows */
+#define RUNNER_HELD_PROBE_MS	10000
+
 /* This batch held a call for a runner (runner_held_committed says so) */
 static bool held_for_runner = false;
 
@@ -1137,11 +1140,14 @@ runner_held_committed(void)
  * release_runner_held -- let go of calls held for a runner while places
  * are free, in turns between roles (execute_runner_release), in a
  * transaction of its own; nothing to do, and no query, unless a batch has
- * held one since a worker last found none
+ * held one since a worker last found none, or RUNNER_HELD_PROBE_MS have
+ * passed since this worker last looked (a call held some other way, by a
+ * change this code does not see, is let go all the same)
  */
 static void
 release_runner_held(void)
 {
+	static TimestampTz last_probe = 0;
 	Oid			last_role;
 	RetriesDatabase *db;
 	uint32		held;
@@ -1151,11 +1157,15 @@ release_runner_held(void)
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	db = shmem_find_database(MyDatabaseId, false);
 	held = db != NULL ? db->runner_held : 0;
-	if (db == NULL || held == db->runner_seen)
+	if (db == NULL ||
+		(held == db->runner_seen &&
+		 !TimestampDifferenceExceeds(last_probe, GetCurrentTimestamp(),
+									 RUNNER_HELD_PROBE_MS)))
 	{
 		LWLockRelease(retries_shared->lock);
 		return;
 	}
+	last_probe = GetCurrentTimestamp();
 	last_role = db->runner_role;
 	LWLockRelease(retries_shared->lock);
 	places = runner_places();
@@ -1203,8 +1213,8 @@ begin_in_runner(Batch *b, RetriesCall *call)
 	if (!reserve_runner())
 	{
 		/*
-		 * held, uncharged, until a place is free: the batches keep one
-		 * worker (before 1.2, which has no held calls, a second later)
+		 * held, uncharged, until a place is free: the batches keep one worker
+		 * (before 1.2, which has no held calls, a second later)
 		 */
 		shmem_gate_leave(my_slot);
 		if (schema_retries_version() >= SCHEMA_1_2)
