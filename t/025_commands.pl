@@ -345,6 +345,35 @@ finished($busy, 'succeeded', 'g: the first ends');
 $node->safe_psql('postgres', "SET ROLE bob; SELECT retries.retry_now($waiting)");
 finished($waiting, 'succeeded', 'g: the cancelled one, retried, runs');
 
+# calls of a limited procedure that wait for a place are held for the
+# place, not let go by their gate (which has room) again and again
+$node->safe_psql('postgres', q{
+SET ROLE alice;
+CREATE PROCEDURE limited() LANGUAGE sql AS 'SELECT pg_sleep(0.1)';
+SELECT retries.annotate('limited()', '1 10ms', max_running => 5);
+});
+$busy = run('alice', 'SELECT pg_sleep(3)', '1 10ms');
+wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $busy", 'running',
+	'g: a command takes the place again');
+# made while the procedure is paused (held at its gate), then let go
+my @limited = split /\n/, $node->safe_psql('postgres',
+	"SET ROLE alice; SELECT retries.pause('limited()');"
+	  . " SELECT retries.call('limited()') FROM generate_series(1, 3)");
+shift @limited;
+$node->safe_psql('postgres', "SET ROLE alice; SELECT retries.resume('limited()')");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.call_data WHERE id IN (" . join(',', @limited) . ") AND held",
+	'3', 'g: the limited procedure\'s calls are held');
+$upd_before = $node->safe_psql('postgres',
+	"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass");
+stays_true($node, 'postgres',
+	"SELECT count(*) = 3 FROM retries.call_data WHERE id IN (" . join(',', @limited) . ") AND held",
+	1, 'g: ... and stay held while the place is taken');
+cmp_ok($node->safe_psql('postgres',
+		"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass")
+	  - $upd_before, '<', 10, 'g: ... without being written again and again');
+for my $id (@limited) { finished($id, 'succeeded', "g: the limited procedure's call $id runs"); }
+
 ###########################################################################
 # f. the workers' own queries under a planted search_path
 ###########################################################################

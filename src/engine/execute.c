@@ -1379,7 +1379,10 @@ execute_runner_put_back(const RetriesCall *call)
  * execute_runner_hold -- a procedure's call that waits for a place in a
  * runner (the other workers wait for theirs): held, out of every index the
  * workers claim from, uncharged, until execute_runner_release() lets it go
- * (held with no gate and waiting for no call is held for a runner alone)
+ * (held with no gate and waiting for no call is held for a runner alone:
+ * a gate it passed is no longer its hold, and its release is not the
+ * gate's; pass_gate() holds it at its gate again if the gate is closed
+ * when it is next claimed)
  */
 void
 execute_runner_hold(const RetriesCall *call)
@@ -1389,7 +1392,7 @@ execute_runner_hold(const RetriesCall *call)
 	Datum		values[1] = {Int64GetDatum(call->id)};
 
 	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET held = true"
+					   "UPDATE retries.call_data SET held = true, gate = NULL"
 					   " WHERE id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
