@@ -883,6 +883,7 @@ retries_call(PG_FUNCTION_ARGS)
 	bool		inserted;
 	RetriesAfter after;
 	bool		has_after = PG_NARGS() > 6 && !PG_ARGISNULL(6);
+	bool		is_procedure;
 
 	/* the insert may not go through the executor, which would check these */
 	PreventCommandIfReadOnly("retries.call()");
@@ -901,14 +902,17 @@ retries_call(PG_FUNCTION_ARGS)
 				 errhint("Use a short name for what the limit counts, such as an account id or a host name.")));
 	fnoid = PG_GETARG_OID(0);
 	args = PG_GETARG_JSONB_P(1);
-	schema_refuse_command(fnoid, "fn");
 
 	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
 	if (!HeapTupleIsValid(tup))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
 				 errmsg("fn: function with OID %u does not exist", fnoid)));
+	/* only a procedure can be retries.command: no look-up for a function */
+	is_procedure = ((Form_pg_proc) GETSTRUCT(tup))->prokind == PROKIND_PROCEDURE;
 	ReleaseSysCache(tup);
+	if (is_procedure)
+		schema_refuse_command(fnoid, "fn");
 
 	access_check_call_privilege(fnoid, userid);
 

@@ -1413,7 +1413,7 @@ execute_runner_release(int places, Oid *last_role)
 	Oid			argtypes[1] = {OIDOID};
 	int			released = 0;
 
-plans_prepare_kept(&plan,
+	plans_prepare_kept(&plan,
 					   "UPDATE retries.call_data c SET held = false"
 					   " WHERE c.id OPERATOR(pg_catalog.=) (SELECT id FROM retries.call_data"
 					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND held"

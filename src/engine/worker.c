@@ -1053,6 +1053,29 @@ set_in_runner(bool in_runner)
 }
 
 /*
+ * workers_in_runners -- how many workers of this database wait for a
+ * runner (their in_runner mark; never this one, which is deciding); under
+ * the shared lock, which the caller holds
+ */
+static int
+workers_in_runners(void)
+{
+	int			n = 0;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (!w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		n += w->in_runner;
+		SpinLockRelease(&w->mutex);
+	}
+	return n;
+}
+
+/*
  * reserve_runner -- may this worker wait for a runner?  A long procedure
  * must not hold back the calls of functions: with retries.max_workers
  * above 1, at least one worker never waits for a runner.  The count and
@@ -1064,27 +1087,15 @@ set_in_runner(bool in_runner)
 static bool
 reserve_runner(void)
 {
-	int			n = 0;
+	bool		room;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_SLOTS && retries_max_workers >= 2; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
-		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		n += w->in_runner;
-		SpinLockRelease(&w->mutex);
-	}
-	if (retries_max_workers >= 2 && n >= retries_max_workers - 1)
-	{
-		LWLockRelease(retries_shared->lock);
-		return false;
-	}
-	set_in_runner(true);
+	room = retries_max_workers < 2 ||
+		workers_in_runners() < retries_max_workers - 1;
+	if (room)
+		set_in_runner(true);
 	LWLockRelease(retries_shared->lock);
-	return true;
+	return room;
 }
 
 /* How often a worker looks for calls held for a runner, whatever it knows */
@@ -1092,32 +1103,6 @@ reserve_runner(void)
 
 /* This batch held a call for a runner (runner_held_committed says so) */
 static bool held_for_runner = false;
-
-/*
- * runner_places -- how many more workers of the database may wait for a
- * runner (reserve_runner's count)
- */
-static int
-runner_places(void)
-{
-	int			n = 0;
-
-	if (retries_max_workers < 2)
-		return 1;
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
-		if (!w->in_use || w->dboid != MyDatabaseId)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		n += w->in_runner;
-		SpinLockRelease(&w->mutex);
-	}
-	LWLockRelease(retries_shared->lock);
-	return retries_max_workers - 1 - n;
-}
 
 /*
  * runner_held_committed -- after a batch that held a call for a runner has
@@ -1154,21 +1139,24 @@ release_runner_held(void)
 	int			places;
 	int			released = -1;
 
+	TimestampTz now = GetCurrentTimestamp();
+
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	db = shmem_find_database(MyDatabaseId, false);
 	held = db != NULL ? db->runner_held : 0;
 	if (db == NULL ||
 		(held == db->runner_seen &&
-		 !TimestampDifferenceExceeds(last_probe, GetCurrentTimestamp(),
-									 RUNNER_HELD_PROBE_MS)))
+		 !TimestampDifferenceExceeds(last_probe, now, RUNNER_HELD_PROBE_MS)))
 	{
 		LWLockRelease(retries_shared->lock);
 		return;
 	}
-	last_probe = GetCurrentTimestamp();
+	last_probe = now;
 	last_role = db->runner_role;
+	/* how many more workers may wait for a runner (reserve_runner's count) */
+	places = retries_max_workers < 2 ? 1 :
+		retries_max_workers - 1 - workers_in_runners();
 	LWLockRelease(retries_shared->lock);
-	places = runner_places();
 	if (places <= 0)
 		return;
 
