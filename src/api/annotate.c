@@ -61,7 +61,8 @@ enum
 	ANN_MAX_RUNNING,			/* version 1.2 */
 	ANN_MAX_RUNNING_PER_KEY,	/* version 1.2 */
 	ANN_RATE,					/* version 1.2 */
-	ANN_NOTIFY					/* version 1.2 */
+	ANN_NOTIFY,					/* version 1.2 */
+	ANN_KEY_WINDOW				/* version 1.6 */
 };
 
 /* Most entries a retry_on list may have (normalizing it is quadratic) */
@@ -702,6 +703,42 @@ store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 }
 
 /*
+ * store_key_window -- annotate()'s key_window (1.6), more than zero and at
+ * most 3650 days, into the function's current policy, just stored
+ */
+static void
+store_key_window(FunctionCallInfo fcinfo, Oid fnoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, INTERVALOID};
+	Datum		values[2];
+	RetriesUserSwitch save;
+	int64		usecs;
+
+	if (PG_NARGS() <= ANN_KEY_WINDOW || PG_ARGISNULL(ANN_KEY_WINDOW))
+		return;
+	if (!args_interval_to_usecs(PG_GETARG_INTERVAL_P(ANN_KEY_WINDOW), &usecs) ||
+		usecs == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key_window must be more than zero and at most 3650 days, not \"%s\"",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															PG_GETARG_DATUM(ANN_KEY_WINDOW))))));
+	access_become_owner(&save);
+	SPI_connect();
+	values[0] = ObjectIdGetDatum(names_function_key(fnoid, true));
+	values[1] = PG_GETARG_DATUM(ANN_KEY_WINDOW);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.policy_data SET key_window = $2"
+					   " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not store the key_window of function %u", fnoid);
+	SPI_finish();
+	access_restore_user(&save);
+}
+
+/*
  * retries_annotate -- SQL function retries.annotate()
  *
  * Checks the function (exists, caller owns it, a worker can call it), builds
@@ -733,6 +770,7 @@ retries_annotate(PG_FUNCTION_ARGS)
 	build_policy(fcinfo, &policy);
 	store_policy(fnoid, &policy);
 	store_limits(fcinfo, fnoid);
+	store_key_window(fcinfo, fnoid);
 
 	PG_RETURN_VOID();
 }

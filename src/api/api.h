@@ -13,6 +13,7 @@
  *							call does to the calls after it
  * src/api/wait.c			retries.wait(), retries.result()
  * src/api/status.c			retries.workers and the running calls
+ * src/api/events.c			retries.emit(), retries.event(), event timeouts
  *
  *-------------------------------------------------------------------------
  */
@@ -49,6 +50,11 @@ extern bool call_insert_fired(Oid fnoid, int32 policy_id, Datum args, Oid role,
 							  int64 *id);
 extern int64 call_insert_command(Oid fnoid, int32 policy_id, Jsonb *args,
 								 Datum run_at, Oid role, Datum key);
+
+/* events.c */
+extern void events_check_name(text *event, const char *argname);
+extern bool events_emitted(Oid role, text *event);
+extern TimestampTz events_release_timed_out(TimestampTz now);
 
 /* command.c */
 extern void command_check_syntax(const char *text);

@@ -49,6 +49,7 @@
 #include "api/api.h"
 #include "base/base.h"
 #include "base/compat.h"
+#include "shmem/shmem.h"
 #include "tables/tables.h"
 #include "xact/xact.h"
 
@@ -69,8 +70,20 @@ typedef enum CallColumn
 	CC_PRIORITY,
 	CC_LIMIT_KEY,
 	CC_WAITING_ON,				/* see chains.c */
+	CC_ON_EVENT,				/* these four: 1.6 (events.c) */
+	CC_EVENT_DEADLINE,
+	CC_EVENT_WAIT,
+	CC_KEY_GEN,					/* which call of its key (see insert_keyed) */
 	CALL_COLUMNS
 } CallColumn;
+
+/* What retries.call() says of a call's key besides the key (1.6) */
+typedef struct KeyRule
+{
+	bool		has_window;
+	Datum		window;			/* interval: dedupe only within it */
+	bool		has_debounce;	/* move the key's call that has not started */
+} KeyRule;
 
 /*
  * The longest limit_key, in bytes: it is a column of indexes (by gate and
@@ -275,7 +288,11 @@ static struct
 				att_held,
 				att_priority,
 				att_limit_key,
-				att_waiting_on;
+				att_waiting_on,
+				att_on_event,	/* these four: InvalidAttrNumber before 1.6 */
+				att_event_deadline,
+				att_event_wait,
+				att_key_gen;
 }			call_data_info;
 
 /*
@@ -568,7 +585,8 @@ direct_insert_check(Relation rel)
 				att != call_data_info.att_updated_at &&
 				att != call_data_info.att_held &&
 				att != call_data_info.att_priority &&
-				att != call_data_info.att_waiting_on)
+				att != call_data_info.att_waiting_on &&
+				att != call_data_info.att_key_gen)
 				what = psprintf("a default of column %s",
 								NameStr(TupleDescAttr(desc, att - 1)->attname));
 		}
@@ -642,6 +660,10 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		call_data_info.att_priority = get_attnum(relid, "priority");
 		call_data_info.att_limit_key = get_attnum(relid, "limit_key");
 		call_data_info.att_waiting_on = get_attnum(relid, "waiting_on");
+		call_data_info.att_on_event = get_attnum(relid, "on_event");
+		call_data_info.att_event_deadline = get_attnum(relid, "event_deadline");
+		call_data_info.att_event_wait = get_attnum(relid, "event_wait");
+		call_data_info.att_key_gen = get_attnum(relid, "key_gen");
 		call_data_info.seqid = retries_identity_sequence(rel, call_data_info.att_id);
 		call_data_info.scheduled =
 			DirectFunctionCall2(enum_in, CStringGetDatum(call_state_name(CALL_SCHEDULED)),
@@ -706,6 +728,19 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 		SET_COLUMN(att_waiting_on, values[CC_WAITING_ON]);
 	else if (DatumGetInt32(values[CC_WAITING_ON]) != 0)
 		elog(ERROR, "retries: column waiting_on of retries.call_data is missing");
+	if (call_data_info.att_key_gen != InvalidAttrNumber)
+		SET_COLUMN(att_key_gen, Int32GetDatum(0));	/* NOT NULL, no key */
+	if (nulls[CC_ON_EVENT] != 'n')
+	{
+		if (call_data_info.att_on_event == InvalidAttrNumber ||
+			call_data_info.att_event_deadline == InvalidAttrNumber ||
+			call_data_info.att_event_wait == InvalidAttrNumber)
+			elog(ERROR, "retries: column on_event of retries.call_data is missing");
+		SET_COLUMN(att_on_event, values[CC_ON_EVENT]);
+		SET_COLUMN(att_event_wait, values[CC_EVENT_WAIT]);
+		if (nulls[CC_EVENT_DEADLINE] != 'n')
+			SET_COLUMN(att_event_deadline, values[CC_EVENT_DEADLINE]);
+	}
 #undef SET_COLUMN
 	ExecStoreVirtualTuple(slot);
 	direct_insert_not_null(desc, slot);
@@ -762,6 +797,175 @@ set_policy_columns(const RetriesPolicyRef *ref, Datum *values, char *nulls)
 	nulls[CC_LIMIT_KEY] = 'n';
 	values[CC_WAITING_ON] = Int32GetDatum(0);
 	nulls[CC_WAITING_ON] = ' ';
+	nulls[CC_ON_EVENT] = 'n';
+	nulls[CC_EVENT_DEADLINE] = 'n';
+	nulls[CC_EVENT_WAIT] = 'n';
+	values[CC_KEY_GEN] = Int32GetDatum(0);
+	nulls[CC_KEY_GEN] = ' ';
+}
+
+/* The types of the columns of a call, in CallColumn's order */
+static Oid	call_column_types[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID,
+	TIMESTAMPTZOID, OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID,
+INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4OID};
+
+/*
+ * key_race_failed -- raise 40001: the key of values[CC_KEY] changed hands
+ * each time this transaction looked
+ */
+static void
+key_race_failed(const Datum *values)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not schedule a call with key \"%s\" because of concurrent changes",
+					TextDatumGetCString(values[CC_KEY])),
+			 errhint("Try again.")));
+}
+
+/* The call that holds a key now (key_holder) */
+typedef struct KeyHolder
+{
+	int64		id;
+	int32		gen;			/* its key_gen */
+	bool		within;			/* made within the key_window (none: true) */
+	bool		fresh;			/* scheduled, and no attempt has started */
+} KeyHolder;
+
+/*
+ * key_holder -- the call of the role and key of values[] that holds the key
+ * now: the latest of the key's calls (the highest key_gen); false if the
+ * role has none kept
+ */
+static bool
+key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, INTERVALOID};
+	Datum		args[3] = {values[CC_SCHEDULED_BY], values[CC_KEY], rule->window};
+	char		nulls[3] = {' ', ' ', rule->has_window ? ' ' : 'n'};
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+
+	plans_prepare_kept(&plan,
+					   "SELECT id, key_gen,"
+					   " $3::pg_catalog.interval IS NULL OR created_at OPERATOR(pg_catalog.+) $3"
+					   "  OPERATOR(pg_catalog.>) pg_catalog.now(),"
+					   " state OPERATOR(pg_catalog.=) 'scheduled'"
+					   "  AND attempts OPERATOR(pg_catalog.=) 0"
+					   " FROM retries.call_data"
+					   " WHERE scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					   " AND pg_catalog.md5(key) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+					   " AND key OPERATOR(pg_catalog.=) $2"
+					   " ORDER BY key_gen DESC LIMIT 1",
+					   3, argtypes);
+	if (SPI_execute_plan(plan, args, nulls, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up a call by key");
+	if (SPI_processed == 0)
+		return false;
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	h->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	h->gen = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	h->within = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
+	h->fresh = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull));
+	return true;
+}
+
+/*
+ * debounce_call -- move call 'id' to values[CC_NEXT_ATTEMPT], with the
+ * arguments of values[], if it has not started: true if so, false if it
+ * has, or if another transaction holds its row (a worker that claimed it,
+ * which runs it now or soon; that counts as started)
+ */
+static bool
+debounce_call(int64 id, const Datum *values)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8OID, TIMESTAMPTZOID, JSONBOID};
+	Datum		args[3] = {Int64GetDatum(id), values[CC_NEXT_ATTEMPT], values[CC_ARGS]};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET next_attempt = $2, args = $3,"
+					   " updated_at = pg_catalog.now()"
+					   " FROM (SELECT id FROM retries.call_data"
+					   "  WHERE id OPERATOR(pg_catalog.=) $1"
+					   "  AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   "  AND attempts OPERATOR(pg_catalog.=) 0"
+					   "  FOR NO KEY UPDATE SKIP LOCKED) f"
+					   " WHERE c.id OPERATOR(pg_catalog.=) f.id",
+					   3, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not move call " INT64_FORMAT, id);
+	return SPI_processed == 1;
+}
+
+/*
+ * insert_keyed -- insert_call() of a call with a key, from version 1.6,
+ * under 'rule' (NULL: a key that lasts as long as its call is kept)
+ *
+ * A key's calls are numbered by key_gen, from 0, and the latest holds the
+ * key: the index call_data_key is unique over (role, key, key_gen).  The
+ * holder is looked up first.  Within its window (or with no window and no
+ * debounce) the call dedupes to it; with debounce, a holder that has not
+ * started is moved and takes the new arguments (concurrent debounces of a
+ * key wait for each other on the key's lock); otherwise the new call is
+ * inserted as the next key_gen, which never writes the holder's row (a
+ * worker may hold it for as long as it runs).  Two transactions that make
+ * the same key_gen at once meet in the unique index: the second inserts
+ * nothing, looks again and finds the first's call.
+ */
+static int64
+insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
+{
+	static SPIPlanPtr plan = NULL;
+	static const KeyRule lasting = {false, (Datum) 0, false};
+	bool		isnull;
+
+	if (rule == NULL)
+		rule = &lasting;
+	if (rule->has_debounce)
+		shmem_private_lock(RETRIES_KEY_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
+						   VARDATA_ANY(DatumGetTextPP(values[CC_KEY])),
+						   VARSIZE_ANY_EXHDR(DatumGetTextPP(values[CC_KEY])),
+						   ExclusiveLock);
+	plans_prepare_kept(&plan,
+					   "INSERT INTO retries.call_data"
+					   " (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
+					   "  gate, held, priority, limit_key, waiting_on,"
+					   "  on_event, event_deadline, event_wait, key_gen)"
+					   " VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
+					   "  $8::pg_catalog.oid, $9, $10, $11, $12, $13, $14, $15, $16)"
+					   " ON CONFLICT (scheduled_by, pg_catalog.md5(key), key_gen)"
+					   " WHERE key IS NOT NULL"
+					   " DO NOTHING RETURNING id",
+					   CALL_COLUMNS, call_column_types);
+
+	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
+	{
+		KeyHolder	h;
+
+		values[CC_KEY_GEN] = Int32GetDatum(0);
+		if (key_holder(values, rule, &h))
+		{
+			*inserted = false;
+			if (rule->has_debounce && h.fresh && debounce_call(h.id, values))
+				return h.id;
+			if (rule->has_window ? h.within : !rule->has_debounce)
+				return h.id;
+			values[CC_KEY_GEN] = Int32GetDatum(h.gen + 1);
+			*inserted = true;
+		}
+		if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not insert a call");
+		if (SPI_processed == 1)
+			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+		/* another transaction made that key_gen meanwhile: look again */
+	}
+	key_race_failed(values);
+	return 0;					/* keep compiler quiet */
 }
 
 /*
@@ -778,15 +982,14 @@ set_policy_columns(const RetriesPolicyRef *ref, Datum *values, char *nulls)
  * makes them.
  */
 static int64
-insert_call(Datum *values, const char *nulls, bool *inserted)
+insert_call(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 {
 	static SPIPlanPtr insert_plan = NULL;
 	static SPIPlanPtr gated_insert_plan = NULL;
 	static SPIPlanPtr find_plans[2];
-	Oid			argtypes[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID, TIMESTAMPTZOID,
-	OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID, INT4OID};
 	SPIPlanPtr	plan;
-	bool		lasting = (schema_retries_version() >= SCHEMA_1_2);
+	RetriesSchemaVersion version = schema_retries_version();
+	bool		lasting = (version >= SCHEMA_1_2);
 	bool		isnull;
 
 	*inserted = true;
@@ -794,6 +997,8 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 	if (nulls[CC_KEY] == 'n')
 		return insert_call_direct(get_relname_relid("call_data", schema_retries_oid()),
 								  values, nulls);
+	if (version >= SCHEMA_1_6)
+		return insert_keyed(values, nulls, rule, inserted);
 
 	/*
 	 * The conflict clause names the index of 1.1, among unfinished calls; it
@@ -809,7 +1014,7 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 								  " WHERE key IS NOT NULL"
 								  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
 								  " DO NOTHING RETURNING id",
-								  6, argtypes);
+								  6, call_column_types);
 	else
 		plan = plans_prepare_kept(&gated_insert_plan,
 								  "INSERT INTO retries.call_data"
@@ -821,7 +1026,7 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 								  " WHERE key IS NOT NULL"
 								  " AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"
 								  " DO NOTHING RETURNING id",
-								  CALL_COLUMNS, argtypes);
+								  CALL_COLUMNS, call_column_types);
 
 	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
 	{
@@ -841,7 +1046,7 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 										" AND key OPERATOR(pg_catalog.=) $6%s",
 										lasting ? "" :
 										" AND state OPERATOR(pg_catalog.=) ANY ('{scheduled,running}')"),
-							   6, argtypes);
+							   6, call_column_types);
 		if (SPI_execute_plan(find_plans[lasting], values, nulls, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up a call by key");
 		if (SPI_processed == 1)
@@ -850,14 +1055,141 @@ insert_call(Datum *values, const char *nulls, bool *inserted)
 		*inserted = true;
 	}
 	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not schedule a call with key \"%s\" because of concurrent changes",
-						TextDatumGetCString(values[CC_KEY])),
-				 errhint("Try again.")));
+		key_race_failed(values);
 
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									   SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* retries.call()'s arguments from 1.6, by position */
+#define CALL_KEY_WINDOW		7
+#define CALL_DEBOUNCE		8
+#define CALL_ON_EVENT		9
+#define CALL_EVENT_TIMEOUT	10
+
+/*
+ * interval_option -- retries.call()'s interval argument 'argno', named
+ * 'name', checked: zero or more (more than zero if 'positive') and at most
+ * 3650 days; false if not given
+ */
+static bool
+interval_option(FunctionCallInfo fcinfo, int argno, const char *name,
+				bool positive)
+{
+	int64		usecs;
+
+	if (PG_ARGISNULL(argno))
+		return false;
+	if (!args_interval_to_usecs(PG_GETARG_INTERVAL_P(argno), &usecs) ||
+		(positive && usecs == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be %s and at most 3650 days, not \"%s\"", name,
+						positive ? "more than zero" : "zero or more",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															PG_GETARG_DATUM(argno))))));
+	return true;
+}
+
+/*
+ * policy_key_window -- the key_window of policy 'policy_id' (annotate's), in
+ * *window; false if it has none
+ */
+static bool
+policy_key_window(int32 policy_id, Datum *window)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(policy_id)};
+	bool		isnull = true;
+
+	plans_prepare_kept(&plan,
+					   "SELECT key_window FROM retries.policy_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up policy %d", policy_id);
+	if (SPI_processed == 1)
+	{
+		*window = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								&isnull);
+		if (!isnull)
+			*window = SPI_datumTransfer(*window, false, -1);
+	}
+	return !isnull;
+}
+
+/*
+ * call_options -- retries.call()'s key_window, debounce, on_event and
+ * event_timeout (1.6) into *rule and the columns of the new call (values
+ * and nulls, set for the rest); with SPI connected, as the extension's
+ * owner, the role's id in values[CC_SCHEDULED_BY]
+ */
+static void
+call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
+			 Datum *values, char *nulls, KeyRule *rule)
+{
+	bool		has_key = nulls[CC_KEY] != 'n';
+	bool		has_timeout;
+
+	rule->has_window = interval_option(fcinfo, CALL_KEY_WINDOW, "key_window", true);
+	if (rule->has_window)
+		rule->window = PG_GETARG_DATUM(CALL_KEY_WINDOW);
+	rule->has_debounce = interval_option(fcinfo, CALL_DEBOUNCE, "debounce", false);
+	has_timeout = interval_option(fcinfo, CALL_EVENT_TIMEOUT, "event_timeout", false);
+	if (!has_key && (rule->has_window || rule->has_debounce))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s needs a key", rule->has_window ? "key_window" : "debounce"),
+				 errhint("Give the calls that it applies to the same key.")));
+	if (has_timeout && PG_ARGISNULL(CALL_ON_EVENT))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("event_timeout needs on_event"),
+				 errhint("Name the event that the call waits for in on_event.")));
+
+	/* no window given: the function's, if annotate gave it one */
+	if (has_key && !rule->has_window)
+		rule->has_window = policy_key_window(ref->policy_id, &rule->window);
+
+	/* a debounced call runs once the calls of its key stop for so long */
+	if (rule->has_debounce)
+	{
+		Datum		later = DirectFunctionCall2(timestamptz_pl_interval,
+												TimestampTzGetDatum(clock_xact_now()),
+												PG_GETARG_DATUM(CALL_DEBOUNCE));
+
+		if (DatumGetTimestampTz(later) > DatumGetTimestampTz(values[CC_NEXT_ATTEMPT]))
+			values[CC_NEXT_ATTEMPT] = later;
+	}
+
+	if (!PG_ARGISNULL(CALL_ON_EVENT))
+	{
+		text	   *event = PG_GETARG_TEXT_PP(CALL_ON_EVENT);
+
+		events_check_name(event, "on_event");
+		values[CC_ON_EVENT] = PointerGetDatum(event);
+		nulls[CC_ON_EVENT] = ' ';
+		nulls[CC_EVENT_WAIT] = ' ';
+		if (events_emitted(DatumGetObjectId(values[CC_SCHEDULED_BY]), event))
+			values[CC_EVENT_WAIT] = BoolGetDatum(false);
+		else
+		{
+			/* it waits as a chained call does: held, one more to wait on */
+			values[CC_EVENT_WAIT] = BoolGetDatum(true);
+			values[CC_HELD] = BoolGetDatum(true);
+			nulls[CC_GATE] = 'n';
+			values[CC_WAITING_ON] = Int32GetDatum(DatumGetInt32(values[CC_WAITING_ON]) + 1);
+			if (has_timeout)
+			{
+				values[CC_EVENT_DEADLINE] =
+					DirectFunctionCall2(timestamptz_pl_interval,
+										TimestampTzGetDatum(clock_xact_now()),
+										PG_GETARG_DATUM(CALL_EVENT_TIMEOUT));
+				nulls[CC_EVENT_DEADLINE] = ' ';
+			}
+		}
+	}
 }
 
 /*
@@ -884,6 +1216,7 @@ retries_call(PG_FUNCTION_ARGS)
 	RetriesAfter after;
 	bool		has_after = PG_NARGS() > 6 && !PG_ARGISNULL(6);
 	bool		is_procedure;
+	KeyRule		rule = {false, (Datum) 0, false};
 
 	/* the insert may not go through the executor, which would check these */
 	PreventCommandIfReadOnly("retries.call()");
@@ -949,7 +1282,10 @@ retries_call(PG_FUNCTION_ARGS)
 		values[CC_WAITING_ON] = Int32GetDatum(after.nwaiting + (after.failed != 0 ? 1 : 0));
 	}
 
-	id = insert_call(values, nulls, &inserted);
+	if (PG_NARGS() > 7)
+		call_options(fcinfo, &ref, values, nulls, &rule);
+
+	id = insert_call(values, nulls, &rule, &inserted);
 	if (has_after && inserted)
 		chains_after_record(id, &after);
 	xact_wake_workers(WAKE_CALLS);
@@ -982,7 +1318,7 @@ insert_with_policy(const RetriesPolicyRef *ref, Datum args, Datum run_at, Oid ro
 	nulls[CC_KEY] = key == (Datum) 0 ? 'n' : ' ';
 	values[CC_SCHEDULE_ID] = Int64GetDatum(schedule_id);
 	nulls[CC_SCHEDULE_ID] = schedule_id == 0 ? 'n' : ' ';
-	return insert_call(values, nulls, &inserted);
+	return insert_call(values, nulls, NULL, &inserted);
 }
 
 /*

@@ -49,7 +49,8 @@ typedef enum RetriesSchemaVersion
 	SCHEMA_1_2 = 12,			/* flow control, chains, results, schedules */
 	SCHEMA_1_3 = 13,			/* held calls indexed by role */
 	SCHEMA_1_4 = 14,			/* function_names: keys of functions */
-	SCHEMA_1_5 = 15				/* procedures and commands */
+	SCHEMA_1_5 = 15,			/* procedures and commands */
+	SCHEMA_1_6 = 16				/* keys with windows, debounce, events */
 } RetriesSchemaVersion;
 
 extern Oid	schema_retries_oid(void);
@@ -99,6 +100,14 @@ extern CallState call_state_change(CallState from, CallState to);
  * the outcome's first write holds the call's row (execute_runner_end).
  */
 #define RETRIES_RUNNER_LOCK_CLASS	0x5254
+
+/*
+ * The classes of the private locks (shmem_private_lock): on a key of a
+ * role's calls (debounce), on an event of a role (making a call that waits
+ * for it, and emitting it)
+ */
+#define RETRIES_KEY_LOCK_CLASS		(RETRIES_RUNNER_LOCK_CLASS + 2)
+#define RETRIES_EVENT_LOCK_CLASS	(RETRIES_RUNNER_LOCK_CLASS + 3)
 #define SET_LOCKTAG_RUNNER(tag, call_id) \
 	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
 						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS)

@@ -57,3 +57,30 @@ retention_prune(int limit)
 		elog(ERROR, "retries: could not prune finished calls");
 	return SPI_processed;
 }
+
+/*
+ * retention_prune_events -- delete up to 'limit' events (1.6) emitted
+ * longer than retries.retention ago; how many.  Runs inside the caller's
+ * transaction and SPI connection.
+ */
+uint64
+retention_prune_events(int limit)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+
+	values[0] = CStringGetTextDatum(retries_retention);
+	values[1] = Int32GetDatum(limit);
+	plans_prepare_kept(&plan,
+					   "DELETE FROM retries.event_data"
+					   " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT ctid FROM retries.event_data"
+					   "  WHERE emitted_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+					   "   OPERATOR(pg_catalog.-) $1::pg_catalog.interval)"
+					   "  LIMIT $2 FOR UPDATE SKIP LOCKED))",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "retries: could not prune events");
+	return SPI_processed;
+}

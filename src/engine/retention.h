@@ -10,5 +10,6 @@
 #define RETRIES_RETENTION_H
 
 extern uint64 retention_prune(int limit);
+extern uint64 retention_prune_events(int limit);
 
 #endif							/* RETRIES_RETENTION_H */

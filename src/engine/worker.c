@@ -644,6 +644,8 @@ prune(void)
 		}
 
 		deleted = retention_prune(PRUNE_BATCH);
+		if (schema_retries_version() >= SCHEMA_1_6)
+			deleted = Max(deleted, retention_prune_events(PRUNE_BATCH));
 		PopActiveSnapshot();
 		SPI_finish();
 		commit_transaction();
@@ -1589,6 +1591,11 @@ fire_step(void)
 			next_fire = schedule_fire_due(tx_now, &fire_waiting);
 			release = flow_release_held(tx_now, &gated);
 			(void) chains_pending();
+			if (release != 0 && (next_fire == 0 || release < next_fire))
+				next_fire = release;
+			/* calls past their event_timeout (1.6) */
+			release = schema_retries_version() >= SCHEMA_1_6 ?
+				events_release_timed_out(tx_now) : 0;
 			if (release != 0 && (next_fire == 0 || release < next_fire))
 				next_fire = release;
 		}

@@ -19,9 +19,12 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -103,6 +106,9 @@ shmem_startup(void)
 		for (int i = 0; i < MaxBackends; i++)
 			SpinLockInit(&shmem_backend_waits[i].mutex);
 		retries_shared->started_at = GetCurrentTimestamp();
+		if (!pg_strong_random(retries_shared->lock_secret,
+							  sizeof(retries_shared->lock_secret)))
+			elog(ERROR, "retries: could not generate a random secret");
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -397,6 +403,45 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(10000L);
 	}
+}
+
+/*
+ * shmem_private_lock -- take, as the current transaction's, a lock in mode
+ * 'mode' of class 'lockclass' on the name 'name' (len bytes) of role
+ * 'role': a key of its calls, or one of its events
+ *
+ * The lock is an advisory lock of this database, of a class (field4) that
+ * SQL's advisory functions never use, and pg_locks shows its tag to every
+ * role.  So the tag is not the name, nor a hash of it that a role could
+ * compute for the names it guesses, but a SHA-256 of the name, the role
+ * and the class keyed by a secret that this shared memory drew when it was
+ * made.  Two names whose tags meet only wait for each other.  Without
+ * shared memory (the library not preloaded) the secret is all zero.
+ */
+void
+shmem_private_lock(uint16 lockclass, Oid role, const char *name, int len,
+				   LOCKMODE mode)
+{
+	static const uint8 no_secret[32];
+	const uint8 *secret = retries_shared != NULL ? retries_shared->lock_secret
+	: no_secret;
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint32		words[2];
+	LOCKTAG		tag;
+
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, secret, 32) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &role, sizeof(role)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &lockclass, sizeof(lockclass)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) name, len) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "retries: could not hash a lock's name");
+	pg_cryptohash_free(ctx);
+	memcpy(words, digest, sizeof(words));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, words[0], words[1], lockclass);
+	(void) LockAcquire(&tag, mode, false, false);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
+#include "storage/lockdefs.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
@@ -210,6 +211,7 @@ typedef struct RetriesShared
 	int			next_interrupted;	/* where the next entry goes */
 	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
 	TimestampTz started_at;		/* when this shared memory was made */
+	uint8		lock_secret[32];	/* keys the tags of private locks */
 } RetriesShared;
 
 extern RetriesShared *retries_shared;
@@ -262,6 +264,8 @@ extern pid_t shmem_restoring(Oid dboid);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
 extern void shmem_stop_workers(Oid dboid, int pause_secs);
 extern bool shmem_call_is_running(int64 call_id);
+extern void shmem_private_lock(uint16 lockclass, Oid role, const char *name,
+							   int len, LOCKMODE mode);
 extern int	shmem_gate_running(Oid fnoid);
 extern bool shmem_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 							 bool keyed, int64 key, int32 max_per_key,

@@ -1,0 +1,276 @@
+/*-------------------------------------------------------------------------
+ *
+ * events.c
+ *	  Events (version 1.6): retries.emit(), retries.event(), and what a
+ *	  call made with on_event and a worker's timeouts do.
+ *
+ * An event is a name of a role's own: emit(event, payload) records its
+ * latest payload in event_data, keyed by the role that emits (current_user)
+ * and the name, and releases the calls of that role waiting for it.  There
+ * is no way to name another role: a role lets another emit its events
+ * through a SECURITY DEFINER function of its own that calls emit().
+ *
+ * A call made with on_event waits as a call that runs after another does
+ * (chains.c): held, with one more in waiting_on, so that whatever releases
+ * held calls (the end of the calls it runs after, a gate, a place in a
+ * runner) leaves it held until its event is emitted or its timeout passes,
+ * each of which takes that one off.  call_data.event_wait says which: true
+ * while it waits, false once the event released it, NULL after its timeout.
+ * retries.event() gives the call the event's latest payload, read when it
+ * asks, only if the event released it.  A call made after its event was
+ * emitted (and not pruned) does not wait.
+ *
+ * Races.  A call that waits and an emit of its event must not miss each
+ * other: the call is made under a share lock on (role, event), emit takes
+ * it exclusively before it looks for waiting calls, and each reads with a
+ * snapshot taken after its lock.  So an emit that commits first is seen by
+ * the call, and a call that commits first is released by the emit.  An
+ * emit rolled back releases nothing: its release is part of its
+ * transaction, and the workers are woken only at its commit.  The lock's
+ * tag shows neither the role nor the event (shmem_private_lock).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/snapmgr.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "shmem/shmem.h"
+#include "tables/tables.h"
+#include "xact/xact.h"
+
+PG_FUNCTION_INFO_V1(retries_emit);
+PG_FUNCTION_INFO_V1(retries_event);
+
+/* The most calls a worker releases at their timeouts in one transaction */
+#define TIMEOUT_BATCH	1000
+
+/*
+ * What releasing a waiting call does to it, by its event (event_wait =
+ * false) or its timeout (NULL): one off waiting_on, held while any is
+ * left.  A call that waits no more on anything (retry_now() of a cancelled
+ * call that waited) keeps its hold as it is.
+ */
+#define RELEASE_SET \
+	" waiting_on = CASE WHEN c.waiting_on OPERATOR(pg_catalog.>) 0" \
+	"  THEN c.waiting_on OPERATOR(pg_catalog.-) 1 ELSE 0 END," \
+	" held = CASE WHEN c.waiting_on OPERATOR(pg_catalog.>) 0" \
+	"  THEN c.waiting_on OPERATOR(pg_catalog.>) 1 ELSE c.held END," \
+	" updated_at = pg_catalog.now()"
+
+/*
+ * lock_event -- the lock on 'event' of 'role' described at the top, in
+ * 'mode'
+ */
+static void
+lock_event(Oid role, text *event, LOCKMODE mode)
+{
+	shmem_private_lock(RETRIES_EVENT_LOCK_CLASS, role, VARDATA_ANY(event),
+					   VARSIZE_ANY_EXHDR(event), mode);
+}
+
+/*
+ * events_check_name -- an event name (emit()'s event, call()'s on_event) is
+ * not empty
+ */
+void
+events_check_name(text *event, const char *argname)
+{
+	if (VARSIZE_ANY_EXHDR(event) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname),
+				 errhint("Name the event, such as 'payment:' followed by an order id.")));
+}
+
+/*
+ * events_emitted -- a call of 'role' is being made that waits for 'event':
+ * has the role emitted it already (kept in event_data)?  Takes the share
+ * lock on the event first, kept until the transaction ends.  Inside SPI,
+ * as the extension's owner.
+ */
+bool
+events_emitted(Oid role, text *event)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2] = {ObjectIdGetDatum(role), PointerGetDatum(event)};
+
+	lock_event(role, event, ShareLock);
+	plans_prepare_kept(&plan,
+					   "SELECT FROM retries.event_data"
+					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+					   " AND event OPERATOR(pg_catalog.=) $2",
+					   2, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up an event");
+	return SPI_processed > 0;
+}
+
+/*
+ * retries_emit -- SQL function retries.emit(event, payload): record the
+ * event of the current role and release its calls that wait for it; how
+ * many
+ */
+Datum
+retries_emit(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr store_plan = NULL;
+	static SPIPlanPtr release_plan = NULL;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, JSONBOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	Oid			role = GetUserId();
+	text	   *event;
+	RetriesUserSwitch save;
+	uint64		released;
+
+	PreventCommandIfReadOnly("retries.emit()");
+	PreventCommandDuringRecovery("retries.emit()");
+	args_check_not_null(fcinfo, 0, "event");
+	event = PG_GETARG_TEXT_PP(0);
+	events_check_name(event, "event");
+	values[0] = ObjectIdGetDatum(role);
+	values[1] = PointerGetDatum(event);
+	values[2] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
+	nulls[2] = PG_ARGISNULL(1) ? 'n' : ' ';
+
+	/* calls being made that wait for it commit first, or see it */
+	lock_event(role, event, ExclusiveLock);
+
+	access_become_owner(&save);
+	SPI_connect();
+	plans_prepare_kept(&store_plan,
+					   "INSERT INTO retries.event_data AS e (role, event, payload, emitted_at)"
+					   " VALUES ($1::pg_catalog.regrole, $2, $3, pg_catalog.now())"
+					   " ON CONFLICT (role, pg_catalog.md5(event))"
+					   " DO UPDATE SET payload = excluded.payload, emitted_at = excluded.emitted_at"
+					   " WHERE e.event OPERATOR(pg_catalog.=) excluded.event",
+					   3, argtypes);
+	if (SPI_execute_plan(store_plan, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record an event");
+	if (SPI_processed != 1)
+		elog(ERROR, "retries: two events of role %u share a hash", role);
+
+	/* the calls made before this lock, committed: a snapshot taken after it */
+	plans_prepare_kept(&release_plan,
+					   "UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+					   " WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					   " AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+					   " AND c.on_event OPERATOR(pg_catalog.=) $2"
+					   " AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'",
+					   2, argtypes);
+	if (SPI_execute_snapshot(release_plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not release the calls waiting for an event");
+	released = SPI_processed;
+	SPI_finish();
+	access_restore_user(&save);
+
+	if (released > 0)
+		xact_wake_workers(WAKE_CALLS);
+	PG_RETURN_INT64((int64) released);
+}
+
+/*
+ * retries_event -- SQL function retries.event(): inside an attempt of a
+ * call that its event released, the event's latest payload (JSON null if
+ * it has none); NULL anywhere else
+ */
+Datum
+retries_event(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1];
+	RetriesUserSwitch save;
+	Datum		payload = (Datum) 0;
+	bool		isnull = true;
+
+	if (retries_current_call_id == 0 || schema_retries_version() < SCHEMA_1_6)
+		PG_RETURN_NULL();
+	values[0] = Int64GetDatum(retries_current_call_id);
+	access_become_owner(&save);
+	SPI_connect();
+	plans_prepare_kept(&plan,
+					   "SELECT CASE WHEN c.event_wait IS FALSE"
+					   " THEN coalesce(e.payload, 'null'::pg_catalog.jsonb) END"
+					   " FROM retries.call_data c"
+					   " LEFT JOIN retries.event_data e"
+					   " ON e.role OPERATOR(pg_catalog.=) c.scheduled_by"
+					   " AND pg_catalog.md5(e.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
+					   " AND e.event OPERATOR(pg_catalog.=) c.on_event"
+					   " WHERE c.id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the event of call " INT64_FORMAT,
+			 retries_current_call_id);
+	if (SPI_processed == 1)
+	{
+		payload = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								&isnull);
+		if (!isnull)
+			payload = SPI_datumTransfer(payload, false, -1);
+	}
+	SPI_finish();
+	access_restore_user(&save);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(payload);
+}
+
+/*
+ * events_release_timed_out -- release the calls whose event_timeout has
+ * passed by 'now' (up to TIMEOUT_BATCH; those another transaction holds
+ * are left for later); when the next one passes, or 0 if none waits with a
+ * timeout.  A worker's, inside its transaction and SPI connection.
+ */
+TimestampTz
+events_release_timed_out(TimestampTz now)
+{
+	static SPIPlanPtr release_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(TIMEOUT_BATCH)};
+	bool		isnull;
+	Datum		next;
+
+	plans_prepare_generic(&release_plan,
+						  "WITH due AS (SELECT id FROM retries.call_data"
+						  " WHERE event_wait AND state OPERATOR(pg_catalog.=) 'scheduled'"
+						  " AND event_deadline OPERATOR(pg_catalog.<=) $1"
+						  " ORDER BY event_deadline LIMIT $2 FOR UPDATE SKIP LOCKED)"
+						  " UPDATE retries.call_data c SET event_wait = NULL," RELEASE_SET
+						  " FROM due WHERE c.id OPERATOR(pg_catalog.=) due.id",
+						  2, argtypes);
+	if (SPI_execute_plan(release_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not release the calls past their event_timeout");
+	if (SPI_processed > 0)
+		xact_wake_workers(WAKE_CALLS);
+	if (SPI_processed >= TIMEOUT_BATCH)
+		return now;				/* more to do at once */
+
+	plans_prepare_generic(&next_plan,
+						  "SELECT event_deadline FROM retries.call_data"
+						  " WHERE event_wait AND state OPERATOR(pg_catalog.=) 'scheduled'"
+						  " AND event_deadline OPERATOR(pg_catalog.>) $1"
+						  " ORDER BY event_deadline LIMIT 1",
+						  1, argtypes);
+	if (SPI_execute_plan(next_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next event_timeout");
+	if (SPI_processed == 0)
+		return 0;
+	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetTimestampTz(next);
+}
