@@ -96,6 +96,7 @@ REGRESS = \
 	commands \
 	flow \
 	results \
+	events \
 	hostile
 
 REGRESS_OPTS = \

@@ -34,7 +34,7 @@ CREATE PROCEDURE test.reset()
 LANGUAGE sql AS $$
 	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data,
 		retries.schedule_data, retries.flow_data, retries.call_after,
-		retries.call_after_pending RESTART IDENTITY;
+		retries.call_after_pending, retries.event_data RESTART IDENTITY;
 $$;
 
 -- stored(): how many rows the extension's tables hold, to show that a

@@ -1114,7 +1114,7 @@ policy_key_window(int32 policy_id, Datum *window)
 		*window = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 								&isnull);
 		if (!isnull)
-			*window = SPI_datumTransfer(*window, false, -1);
+			*window = SPI_datumTransfer(*window, false, sizeof(Interval));
 	}
 	return !isnull;
 }
@@ -1187,6 +1187,8 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 										TimestampTzGetDatum(clock_xact_now()),
 										PG_GETARG_DATUM(CALL_EVENT_TIMEOUT));
 				nulls[CC_EVENT_DEADLINE] = ' ';
+				/* the workers learn of its timeout as of a schedule's time */
+				xact_wake_workers(WAKE_FIRE);
 			}
 		}
 	}
