@@ -104,7 +104,8 @@ REGRESS_OPTS = \
 	--temp-config=$(srcdir)/test/retries.conf \
 	--load-extension=retries
 
-ISOLATION = call_keys_race cancel_running workers_exactly_once chain_race kept_indexes
+ISOLATION = call_keys_race cancel_running workers_exactly_once chain_race kept_indexes \
+	key_window_race debounce_claim emit_race
 ISOLATION_OPTS = \
 	--temp-instance=$(CURDIR)/tmp_check_iso \
 	--temp-config=$(srcdir)/test/retries.conf

@@ -335,6 +335,21 @@ is($node->safe_psql('postgres',
 		"SELECT command || ' | ' || policy FROM retries.schedules WHERE name = 'vacuum results'"),
 	'VACUUM results | 4 1s 1m', '1.5: a command schedule keeps its command and policy');
 
+# 1.6: a call that waits for an event, made in the updated database, waits
+# through the dump below; a key with a window
+my $waiting = $node->safe_psql('postgres',
+	"SELECT retries.call('work(bigint)', '[990002]', on_event => 'go:990002')");
+is($node->safe_psql('postgres',
+		"SELECT state || ' ' || waiting_for_event FROM retries.calls WHERE id = $waiting"),
+	'scheduled go:990002', '1.6: a call waits for its event after the update');
+my $windowed = $node->safe_psql('postgres',
+	"SELECT retries.call('work(bigint)', '[990003]', key => 'w', key_window => '1 hour')");
+is($node->safe_psql('postgres',
+		"SELECT retries.call('work(bigint)', '[990004]', key => 'w', key_window => '1 hour')"),
+	$windowed, '1.6: a key with a window dedupes within it');
+wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $windowed",
+	'succeeded', '1.6: ... and its call runs');
+
 ###########################################################################
 # e. a dump of the upgraded database restores
 ###########################################################################
@@ -377,6 +392,15 @@ is($node->safe_psql('copy', "SELECT max_attempts FROM retries.calls WHERE id = $
 is( $node->safe_psql('copy', $call_grants),
 	'app:true,bystander:false',
 	'the copy keeps who may call retries.call (the grants were the user\'s, not the extension\'s)');
+is($node->safe_psql('copy', "SELECT retries.emit('go:990002')"),
+	'1', 'the copy\'s waiting call is released by its event');
+wait_until($node, 'copy',
+	"SELECT c.state || ',' || r.n FROM retries.calls c, results r"
+	  . " WHERE c.id = $waiting AND r.id = 990002",
+	'succeeded,1', '... and runs in the copy');
+is($node->safe_psql('postgres',
+		"SELECT state || ' ' || waiting_for_event FROM retries.calls WHERE id = $waiting"),
+	'scheduled go:990002', '... while the original still waits');
 
 $node->stop;
 done_testing();

@@ -402,7 +402,7 @@ DROP DATABASE tpl;
 
 my $latest = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'retries'");
-for my $version ('1.1', '1.2', '1.3', '1.4')
+for my $version ('1.1', '1.2', '1.3', '1.4', '1.5')
 {
 	(my $db = "from_$version") =~ s/\./_/;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -447,6 +447,14 @@ SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_ser
 		"SELECT retries.run_command('INSERT INTO done VALUES (1001)')");
 	wait_until($node, $db, "SELECT state FROM retries.calls WHERE id = $command",
 		'succeeded', "e: $version: ... as a client's query (VACUUM refuses a block of two)");
+
+	# and events: a call that waits for one, released by its emit
+	my $waiting = $node->safe_psql($db,
+		"SELECT retries.call('quick(int)', '[1002]', on_event => 'go')");
+	is($node->safe_psql($db, "SELECT retries.emit('go')"),
+		'1', "e: $version: an emit releases a waiting call after the update");
+	wait_until($node, $db, "SELECT state FROM retries.calls WHERE id = $waiting",
+		'succeeded', "e: $version: ... which runs");
 }
 
 $node->stop;

@@ -1,0 +1,227 @@
+# Keys with windows, debounce and events (1.6) across crashes and
+# restarts, and at a scale the regression tests do not reach.
+#
+#   a. event timeouts survive a restart: a call whose timeout passes while
+#      the server is down runs once it is back, retries.event() NULL; one
+#      whose timeout is later waits for it, and runs within a second of it;
+#   b. an emit that committed just before an immediate shutdown has
+#      released its calls: they run after the restart, each once; an emit
+#      whose transaction was in flight releases nothing;
+#   c. a worker SIGKILLed while it runs a released call: the call is charged
+#      interrupted and runs again, its effect once;
+#   d. 2,000 calls waiting on 200 events, emitted from 4 sessions at once
+#      while new waiting calls are made: every call runs exactly once, with
+#      its event's payload, and none is left waiting;
+#   e. debounce under a drain: 20 sessions debounce 50 keys while the
+#      workers run them: each key's calls ran with the key's last arguments
+#      in the end, and no call ran twice.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use IPC::Run;
+
+my $node = retries_node('events');
+$node->append_conf('postgresql.conf', "retries.max_workers = 4\n");
+$node->start;
+
+$node->safe_psql('postgres', q{
+CREATE EXTENSION retries;
+CREATE TABLE ran (call bigint, attempt int, arg text, event jsonb,
+				  at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION note(arg text) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO ran (call, attempt, arg, event)
+	VALUES (retries.current_call(), retries.current_attempt(), arg, retries.event())
+$$;
+SELECT retries.annotate('note(text)', '5 10ms');
+-- sleeps while advisory lock 7 is held elsewhere, for the SIGKILL below
+CREATE FUNCTION held(arg text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() = 1 THEN
+		PERFORM pg_advisory_xact_lock(7);
+	END IF;
+	INSERT INTO ran (call, attempt, arg, event)
+	VALUES (retries.current_call(), retries.current_attempt(), arg, retries.event());
+END $$;
+SELECT retries.annotate('held(text)', '5 10ms');
+});
+
+# sessions(sqls...): run each SQL script in a psql session of its own, all
+# at once, each statement in a transaction of its own; wait for all
+sub sessions
+{
+	my @handles;
+	for my $sql (@_)
+	{
+		my ($out, $err) = ('', '');
+		push @handles,
+		  IPC::Run::start(
+			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', '-' ],
+			'<', \$sql, '>', \$out, '2>', \$err);
+	}
+	my $ok = 1;
+	$ok &&= $_->finish for @handles;
+	return $ok;
+}
+
+# state(id): a call's state and its waiting_for_event
+sub state_of
+{
+	my ($id) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT state || ' ' || coalesce(waiting_for_event, '-') FROM retries.calls WHERE id = $id");
+}
+
+###########################################################################
+# a. timeouts across a restart
+###########################################################################
+
+my $soon = $node->safe_psql('postgres',
+	"SELECT retries.call('note(text)', '[\"soon\"]', on_event => 'never', event_timeout => '2 s')");
+my $later = $node->safe_psql('postgres',
+	"SELECT retries.call('note(text)', '[\"later\"]', on_event => 'never', event_timeout => '12 s')");
+$node->stop('immediate');
+sleep 3;    # the first timeout passes while the server is down
+$node->start;
+wait_until($node, 'postgres', "SELECT count(*) FROM ran WHERE arg = 'soon' AND event IS NULL",
+	'1', 'a: a timeout that passed while the server was down runs once it is back');
+is(state_of($later), 'scheduled never', 'a: the later one still waits');
+wait_until($node, 'postgres', "SELECT count(*) FROM ran WHERE arg = 'later'",
+	'1', 'a: ... until its timeout', 30);
+my $late_by = $node->safe_psql('postgres',
+	"SELECT extract(epoch FROM r.at - c.event_deadline)"
+	  . " FROM ran r, retries.call_data c WHERE r.arg = 'later' AND c.id = $later");
+cmp_ok($late_by, '>=', 0, "a: not before its timeout ($late_by s after)");
+cmp_ok($late_by, '<', 1.5, 'a: and within a second or so of it');
+
+###########################################################################
+# b. an emit committed before an immediate shutdown
+###########################################################################
+
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET retries.enabled = off;
+SELECT pg_reload_conf();
+SELECT retries.call('note(text)', jsonb_build_array('b' || i), on_event => 'b:go')
+  FROM generate_series(1, 20) i;
+SELECT retries.call('note(text)', jsonb_build_array('c' || i), on_event => 'b:never')
+  FROM generate_series(1, 5) i;
+});
+is($node->safe_psql('postgres', "SELECT retries.emit('b:go', '{\"n\": 1}')"),
+	'20', 'b: the emit released its 20 calls');
+# an emit in flight when the server stops
+my $open = $node->background_psql('postgres', on_error_stop => 0);
+$open->query_safe("BEGIN; SELECT retries.emit('b:never');");
+$node->stop('immediate');
+eval { $open->quit };
+$node->start;
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET retries.enabled;
+SELECT pg_reload_conf();
+});
+wait_until($node, 'postgres',
+	"SELECT count(*) || ' ' || count(DISTINCT arg) FROM ran WHERE arg LIKE 'b%' AND event = '{\"n\": 1}'",
+	'20 20', 'b: after the restart each released call ran once, with the payload');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE waiting_for_event = 'b:never'"),
+	'5', 'b: the emit that did not commit released nothing');
+
+###########################################################################
+# c. a worker killed while it runs a released call
+###########################################################################
+
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('SELECT pg_advisory_lock(7)');
+my $c = $node->safe_psql('postgres',
+	"SELECT retries.call('held(text)', '[\"c\"]', on_event => 'c:go')");
+$node->safe_psql('postgres', "SELECT retries.emit('c:go', '\"payload c\"')");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 7 AND NOT granted",
+	'1', 'c: the released call runs, and waits for the lock');
+my $pid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 7 AND NOT granted");
+kill 'KILL', $pid;    # a crash restart: the locker's session goes too
+wait_until($node, 'postgres',
+	"SELECT state || ' ' || attempts FROM retries.calls WHERE id = $c",
+	'succeeded 2', 'c: after the SIGKILL it ran again (charged interrupted)');
+is($node->safe_psql('postgres',
+		"SELECT count(*) || ' ' || max(event #>> '{}') FROM ran WHERE call = $c"),
+	'1 payload c', 'c: its effect once, with its payload');
+eval { $locker->quit };
+my $log_offset = -s $node->logfile;
+
+###########################################################################
+# d. many waiting calls, emits from several sessions, calls made meanwhile
+###########################################################################
+
+$node->safe_psql('postgres', q{
+SELECT count(retries.call('note(text)', jsonb_build_array('d' || i),
+						  on_event => 'd:' || (i % 200)))
+  FROM generate_series(1, 2000) i;
+});
+my @emits = map {
+	my $s = $_;
+	join('', map { "SELECT retries.emit('d:$_', '{\"e\": $_}');\n" } grep { $_ % 4 == $s } 0 .. 199)
+} 0 .. 3;
+# and calls made while the emits run: the event is there already, or not yet
+my $late = q{
+SELECT count(retries.call('note(text)', jsonb_build_array('x' || i),
+						  on_event => 'd:' || (i % 200)))
+  FROM generate_series(1, 400) i;
+};
+ok(sessions(@emits, $late), 'd: four sessions emit while a fifth makes waiting calls');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE fn = 'note(text)'::regprocedure"
+	  . " AND (args->>0 LIKE 'd%' OR args->>0 LIKE 'x%') AND state = 'succeeded'",
+	'2400', 'd: all 2,400 calls waiting on 200 events ran', 120);
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) || ' ' || count(DISTINCT arg) || ' '
+	   || count(*) FILTER (WHERE (event->>'e')::int
+							 = (regexp_replace(arg, '\D', '', 'g'))::int % 200)
+  FROM ran WHERE arg LIKE 'd%' OR arg LIKE 'x%'}),
+	'2400 2400 2400', 'd: each exactly once, each with its own event\'s payload');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE waiting_for_event LIKE 'd:%'"),
+	'0', 'd: none left waiting');
+
+###########################################################################
+# e. debounce under a drain
+###########################################################################
+
+my @debounces = map {
+	my $s = $_;
+	join('', map {
+		my $k = $_ % 50;
+		"SELECT retries.call('note(text)', '[\"e$k:$s:$_\"]', key => 'e:$k', debounce => '0');\n"
+	} 1 .. 25)
+} 1 .. 20;
+ok(sessions(@debounces), 'e: twenty sessions debounce fifty keys');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE key LIKE 'e:%' AND state <> 'succeeded'",
+	'0', 'e: every debounced call ran', 120);
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FILTER (WHERE n > 1) FROM (
+	SELECT call, count(*) AS n FROM ran WHERE arg LIKE 'e%' GROUP BY call) s}),
+	'0', 'e: no call ran twice');
+# the last arguments of each key ran: the holder of each key ran with the
+# arguments it had when it ran, which are those of a call no later one moved
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM retries.calls c
+ WHERE c.key LIKE 'e:%'
+   AND NOT EXISTS (SELECT FROM ran r WHERE r.call = c.id AND r.arg = c.args->>0)}),
+	'0', 'e: each call ran with the arguments it shows');
+
+no_crash($node, $log_offset, 'd, e: no crash');
+
+$node->stop;
+done_testing();
