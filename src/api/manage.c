@@ -280,8 +280,10 @@ static bool
 rearm_call(int64 id, Datum run_at)
 {
 	static SPIPlanPtr move_plan = NULL;
-	static SPIPlanPtr again_plans[2];
-	bool		chains = (schema_retries_version() >= SCHEMA_1_2);
+	static SPIPlanPtr again_plans[3];
+	RetriesSchemaVersion version = schema_retries_version();
+	bool		chains = (version >= SCHEMA_1_2);
+	int			form = version >= SCHEMA_1_6 ? 2 : chains ? 1 : 0;
 	RetriesUserSwitch save;
 	LockedCall	call;
 
@@ -312,25 +314,29 @@ rearm_call(int64 id, Datum run_at)
 
 		/*
 		 * a call that waited for others (chains.c) waits no more, nor one
-		 * that waited for a place in a runner (a worker holds it again if
+		 * that waited for its event (it runs without it, as after its
+		 * timeout) or for a place in a runner (a worker holds it again if
 		 * none is free); a gate's hold stays, and flow_gate_call decides
 		 */
-		if (again_plans[chains] == NULL)
-			update_call(&again_plans[chains],
+		if (again_plans[form] == NULL)
+			update_call(&again_plans[form],
 						psprintf("UPDATE retries.call_data c"
 								 " SET state = 'scheduled', next_attempt = $2,"
 								 " max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
-								 " updated_at = pg_catalog.now()%s"
+								 " updated_at = pg_catalog.now()%s%s"
 								 " FROM retries.policy_data p"
 								 " WHERE c.id OPERATOR(pg_catalog.=) $1"
 								 " AND p.id OPERATOR(pg_catalog.=) c.policy_id",
 								 chains ?
 								 ", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0"
 								 " AND c.gate IS NOT NULL,"
-								 " waiting_on = 0" : ""),
+								 " waiting_on = 0" : "",
+								 form == 2 ?
+								 ", event_wait = CASE WHEN c.event_wait THEN NULL"
+								 " ELSE c.event_wait END" : ""),
 						call.id, run_at);
 		else
-			update_call(&again_plans[chains], NULL, call.id, run_at);
+			update_call(&again_plans[form], NULL, call.id, run_at);
 		/* a call of a paused or limited function waits for its gate */
 		flow_gate_call(call.id);
 	}

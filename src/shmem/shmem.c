@@ -20,6 +20,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
+#include "common/hashfn.h"
 #include "common/sha2.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -405,17 +406,25 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 	}
 }
 
+/* How many private locks of a class a role's transaction may hold at most */
+#define PRIVATE_LOCK_BUCKETS	16
+
 /*
  * shmem_private_lock -- take, as the current transaction's, a lock in mode
  * 'mode' of class 'lockclass' on the name 'name' (len bytes) of role
  * 'role': a key of its calls, or one of its events
  *
- * The lock is an advisory lock of this database, of a class (field4) that
- * SQL's advisory functions never use, and pg_locks shows its tag to every
- * role.  So the tag is not the name, nor a hash of it that a role could
- * compute for the names it guesses, but a SHA-256 of the name, the role
- * and the class keyed by a secret that this shared memory drew when it was
- * made.  Two names whose tags meet only wait for each other.  Without
+ * The lock is one of PRIVATE_LOCK_BUCKETS of the role and class: the
+ * name's bucket.  Each lock held takes an entry of the server's lock table
+ * until the transaction ends, so a lock per name would let one transaction
+ * that makes calls waiting on 20,000 events fill it, and fail other roles'
+ * transactions; with buckets a transaction holds at most that many per
+ * role and class.  Two names of a role in one bucket only wait for each
+ * other.  The lock is an advisory lock of this database, of a class
+ * (field4) that SQL's advisory functions never use, and pg_locks shows its
+ * tag to every role.  So the tag is not the bucket, nor a hash that a role
+ * could compute, but a SHA-256 of the role, the class and the bucket keyed
+ * by a secret that this shared memory drew when it was made.  Without
  * shared memory (the library not preloaded) the secret is all zero.
  */
 void
@@ -430,12 +439,14 @@ shmem_private_lock(uint16 lockclass, Oid role, const char *name, int len,
 	uint32		words[2];
 	LOCKTAG		tag;
 
+	uint32		bucket = hash_bytes((const unsigned char *) name, len) % PRIVATE_LOCK_BUCKETS;
+
 	if (ctx == NULL ||
 		pg_cryptohash_init(ctx) < 0 ||
 		pg_cryptohash_update(ctx, secret, 32) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) &role, sizeof(role)) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) &lockclass, sizeof(lockclass)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) name, len) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &bucket, sizeof(bucket)) < 0 ||
 		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
 		elog(ERROR, "retries: could not hash a lock's name");
 	pg_cryptohash_free(ctx);
