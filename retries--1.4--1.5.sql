@@ -25,7 +25,14 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.5'" to load this file. \quit
 
--- first, the one table that changes (workers firing schedules lock it)
+-- the strongest locks first, in the order the workers' batches take them
+-- (see 1.4), and with them those that a later script of the same update
+-- needs (1.6 alters policy_data and call_data: a lock made stronger after
+-- CREATE INDEX below took a weaker one deadlocks with the workers)
+LOCK TABLE retries.policy_data, retries.call_data, retries.schedule_data
+	IN ACCESS EXCLUSIVE MODE;
+
+-- the one table that changes (workers firing schedules lock it)
 ALTER TABLE retries.schedule_data ADD COLUMN policy_id integer;
 COMMENT ON COLUMN retries.schedule_data.policy_id IS
 	'a command schedule''s own policy (a row of policy_data); NULL: the function''s current policy';

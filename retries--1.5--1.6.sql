@@ -31,8 +31,11 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.6'" to load this file. \quit
 
--- in the order the workers' batches lock them: policy_data, then
--- call_data (see 1.4)
+-- the strongest locks first, in the order the workers' batches take them
+-- (see 1.4): a weaker lock taken first, then made stronger, deadlocks with
+-- a worker that holds one table and waits for the other
+LOCK TABLE retries.policy_data, retries.call_data IN ACCESS EXCLUSIVE MODE;
+
 ALTER TABLE retries.policy_data ADD COLUMN key_window interval;
 COMMENT ON COLUMN retries.policy_data.key_window IS
 	'the key_window of the function''s calls that give none (retries.annotate); NULL: a key lasts as long as its call is kept';
@@ -81,6 +84,17 @@ COMMENT ON TABLE retries.event_data IS
 SELECT pg_catalog.pg_extension_config_dump('retries.event_data', '');
 REVOKE ALL ON retries.event_data FROM PUBLIC;
 
+/*
+ * call and annotate gain arguments: new signatures, so the old functions
+ * go.  Renamed first, so that the new ones are given the privileges that
+ * the old ones had, as the user's own (see 1.2, and retries_grant_as_user
+ * in src/tables/access.c)
+ */
+CREATE FUNCTION retries.grant_as_user(stmt text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_grant_as_user'
+LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION retries.grant_as_user(text) FROM PUBLIC;
 CREATE FUNCTION retries.copy_grants(old regprocedure, new regprocedure)
 RETURNS void
 LANGUAGE plpgsql
@@ -164,6 +178,7 @@ DROP FUNCTION retries.annotate_1_5(regprocedure, text, integer, interval, interv
 								   float8, text, text[], interval, regprocedure, regprocedure,
 								   integer, integer, text, boolean);
 DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
+DROP FUNCTION retries.grant_as_user(text);
 
 CREATE FUNCTION retries.emit(event text, payload jsonb DEFAULT NULL)
 RETURNS bigint

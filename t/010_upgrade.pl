@@ -262,11 +262,11 @@ is( $node->safe_psql(
 SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
   FROM pg_extension, unnest(extconfig) c WHERE extname = 'retries'}),
 	'{retries.attempt_data,retries.call_after,retries.call_after_pending,'
-	  . 'retries.call_data,retries.call_data_id_seq,'
+	  . 'retries.call_data,retries.call_data_id_seq,retries.event_data,'
 	  . 'retries.flow_data,retries.function_names,'
 	  . 'retries.policy_data,retries.policy_data_id_seq,'
 	  . 'retries.schedule_data,retries.schedule_data_id_seq}',
-	'1.1 dumps attempts and the id sequences too, 1.2 the schedules, the gates and the chains');
+	'1.1 dumps attempts and the id sequences too, 1.2 the schedules, the gates and the chains, 1.6 the events');
 is( $node->safe_psql('postgres', $workers_columns),
 	'pid,database,state,current_call,since,calls_run,errors,busy_time',
 	'1.1: retries.workers has busy_time');
