@@ -76,7 +76,11 @@ CREATE TABLE retries.event_data (
 	payload			jsonb,
 	emitted_at		timestamptz NOT NULL
 );
-CREATE UNIQUE INDEX event_data_event ON retries.event_data
+-- not unique: emit() keeps one row per event of a role (it holds the
+-- event's lock), and a restore in several runs may load the dump's row of
+-- an event beside one that its role emitted between the runs (the latest
+-- counts), instead of failing to load the whole table
+CREATE INDEX event_data_event ON retries.event_data
 	(role, pg_catalog.md5(event));
 CREATE INDEX event_data_emitted ON retries.event_data (emitted_at);
 COMMENT ON TABLE retries.event_data IS

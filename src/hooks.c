@@ -495,6 +495,20 @@ renames_functions(Node *parsetree)
 }
 
 /*
+ * commits_prepared -- is the command COMMIT PREPARED?  What the prepared
+ * transaction did (calls made, an emit's release) wakes no worker at its
+ * PREPARE: the workers are woken when this command's transaction commits,
+ * as if it had made a call (in this database: COMMIT PREPARED runs only in
+ * the prepared transaction's)
+ */
+static bool
+commits_prepared(Node *parsetree)
+{
+	return IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED;
+}
+
+/*
  * restores_extension -- is the command CREATE EXTENSION [IF NOT EXISTS]
  * retries run by a restore, as a superuser?  Told by the setting that the
  * output of pg_dump (restored by pg_restore or psql) makes first:
@@ -536,6 +550,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		xact_databases_changed();
 	if (renames_functions(pstmt->utilityStmt))
 		xact_names_changed();
+	if (commits_prepared(pstmt->utilityStmt))
+		xact_wake_workers(WAKE_CALLS | WAKE_FIRE);
 	if (OidIsValid(dboid) &&
 		command_would_run(pstmt->utilityStmt, dboid,
 						  context == PROCESS_UTILITY_TOPLEVEL))

@@ -162,17 +162,25 @@ retries_emit(PG_FUNCTION_ARGS)
 
 	access_become_owner(&save);
 	SPI_connect();
+
+	/*
+	 * The event's row, updated or else inserted: under the event's lock, no
+	 * other emit of it runs meanwhile (the index is not unique: see the
+	 * update script to 1.6)
+	 */
 	plans_prepare_kept(&store_plan,
-					   "INSERT INTO retries.event_data AS e (role, event, payload, emitted_at)"
-					   " VALUES ($1::pg_catalog.regrole, $2, $3, pg_catalog.now())"
-					   " ON CONFLICT (role, pg_catalog.md5(event))"
-					   " DO UPDATE SET payload = excluded.payload, emitted_at = excluded.emitted_at"
-					   " WHERE e.event OPERATOR(pg_catalog.=) excluded.event",
+					   "WITH updated AS ("
+					   " UPDATE retries.event_data SET payload = $3, emitted_at = pg_catalog.now()"
+					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+					   " AND event OPERATOR(pg_catalog.=) $2 RETURNING 1)"
+					   " INSERT INTO retries.event_data (role, event, payload, emitted_at)"
+					   " SELECT $1::pg_catalog.regrole, $2, $3, pg_catalog.now()"
+					   " WHERE NOT EXISTS (SELECT FROM updated)",
 					   3, argtypes);
-	if (SPI_execute_plan(store_plan, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_snapshot(store_plan, values, nulls, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record an event");
-	if (SPI_processed != 1)
-		elog(ERROR, "retries: two events of role %u share a hash", role);
 
 	/* the calls made before this lock, committed: a snapshot taken after it */
 	plans_prepare_kept(&release_plan,
@@ -222,10 +230,11 @@ retries_event(PG_FUNCTION_ARGS)
 					   " THEN coalesce(e.payload, 'null'::pg_catalog.jsonb) END,"
 					   " c.scheduled_by::pg_catalog.oid"
 					   " FROM retries.call_data c"
-					   " LEFT JOIN retries.event_data e"
-					   " ON e.role OPERATOR(pg_catalog.=) c.scheduled_by"
-					   " AND pg_catalog.md5(e.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
-					   " AND e.event OPERATOR(pg_catalog.=) c.on_event"
+					   " LEFT JOIN LATERAL (SELECT d.payload FROM retries.event_data d"
+					   "  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
+					   "  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
+					   "  AND d.event OPERATOR(pg_catalog.=) c.on_event"
+					   "  ORDER BY d.emitted_at DESC LIMIT 1) e ON true"
 					   " WHERE c.id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)

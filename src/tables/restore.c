@@ -36,6 +36,7 @@
 #include "storage/ipc.h"
 #include "utils/builtins.h"
 
+#include "base/base.h"
 #include "shmem/shmem.h"
 #include "tables/tables.h"
 
@@ -186,6 +187,32 @@ scatter_ids(void)
 			elog(ERROR, "retries: could not move a sequence of the extension");
 	}
 	SPI_finish();
+}
+
+/*
+ * restore_ids_scattered -- are the ids of calls where scatter_ids() put
+ * them, above 2^44: has a restore made the extension, and not yet loaded
+ * the dump's data (whose setval() puts the sequence back)?  Only if a
+ * database makes 2^44 calls would it be so otherwise.  The sequence's own
+ * last_value: pg_sequence_last_value() is NULL until a RESTART is used.
+ * Inside SPI, as the extension's owner.
+ */
+bool
+restore_ids_scattered(void)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		isnull;
+	Datum		d;
+
+	plans_prepare_kept(&plan,
+					   "SELECT last_value OPERATOR(pg_catalog.>=)"
+					   " (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
+					   " FROM retries.call_data_id_seq",
+					   0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "retries: could not read the sequence of call ids");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return !isnull && DatumGetBool(d);
 }
 
 /*

@@ -59,6 +59,7 @@ extern void names_refresh_failed(void);
 
 /* restore.c */
 extern void restore_hold(void);
+extern bool restore_ids_scattered(void);
 extern void restore_xact_end(bool committed);
 extern void restore_subxact_end(bool committed, SubTransactionId mySubid,
 								SubTransactionId parentSubid);

@@ -276,6 +276,8 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			/* finished at COMMIT PREPARED, elsewhere: its waiters time out */
 			finished_at_end(false);
+			/* the COMMIT PREPARED wakes the workers (hooks.c) */
+			wake_workers_at_commit = 0;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
