@@ -59,12 +59,17 @@ CREATE UNIQUE INDEX call_data_key ON retries.call_data
 	(scheduled_by, pg_catalog.md5(key), key_gen)
 	WHERE key IS NOT NULL;
 
--- what an emit releases, and what the workers release at the timeouts
+-- what an emit releases, and what the workers release at the timeouts.
+-- Each predicate names a column that only its own queries test (emit's
+-- on_event, the timeouts' event_deadline), so that neither index can serve
+-- the other's queries: the workers keep one plan of the timeout queries,
+-- and one made while no call waited scanned and sorted every waiting call
+-- through the other index at each wake-up (bench/events)
 CREATE INDEX call_data_event_wait ON retries.call_data
 	(scheduled_by, pg_catalog.md5(on_event))
-	WHERE event_wait AND state = 'scheduled';
+	WHERE event_wait AND state = 'scheduled' AND on_event IS NOT NULL;
 CREATE INDEX call_data_event_deadline ON retries.call_data (event_deadline)
-	WHERE event_wait AND state = 'scheduled';
+	WHERE event_wait AND state = 'scheduled' AND event_deadline IS NOT NULL;
 
 /*
  * event_data: the latest emit of each event of each role, kept until

@@ -66,7 +66,8 @@ SELECT fn, key_window FROM retries.policies WHERE fn = 'ev_digest(text)'::regpro
 SELECT retries.call('ev_digest(text)', '["c2"]', key => 'digest:c2',
 					run_at => now() + interval '1 day') AS d1 \gset
 UPDATE retries.call_data SET created_at = created_at - interval '2 hours' WHERE id = :d1;
-SELECT retries.call('ev_digest(text)', '["c2"]', key => 'digest:c2') <> :d1
+SELECT retries.call('ev_digest(text)', '["c2"]', key => 'digest:c2',
+					run_at => now() + interval '1 day') <> :d1
 	AS default_window_new_call;
 -- a call's own key_window wins over the function's
 UPDATE retries.call_data SET created_at = created_at - interval '2 hours' WHERE key = 'digest:c2';

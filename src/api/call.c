@@ -852,6 +852,7 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
+	int			nestlevel = plans_by_index_begin();
 
 	plans_prepare_kept(&plan,
 					   "SELECT id, key_gen,"
@@ -871,6 +872,7 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 					   4, argtypes);
 	if (SPI_execute_plan(plan, args, nulls, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up a call by key");
+	plans_by_index_end(nestlevel);
 	if (SPI_processed == 0)
 		return false;
 	row = SPI_tuptable->vals[0];

@@ -113,8 +113,11 @@ events_emitted(Oid role, text *event)
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {OIDOID, TEXTOID};
 	Datum		values[2] = {ObjectIdGetDatum(role), PointerGetDatum(event)};
+	bool		emitted;
+	int			nestlevel;
 
 	lock_event(role, event, ShareLock);
+	nestlevel = plans_by_index_begin();
 	plans_prepare_kept(&plan,
 					   "SELECT FROM retries.event_data"
 					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
@@ -124,7 +127,9 @@ events_emitted(Oid role, text *event)
 	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up an event");
-	return SPI_processed > 0;
+	emitted = SPI_processed > 0;
+	plans_by_index_end(nestlevel);
+	return emitted;
 }
 
 /*
@@ -144,6 +149,7 @@ retries_emit(PG_FUNCTION_ARGS)
 	text	   *event;
 	RetriesUserSwitch save;
 	uint64		released;
+	int			nestlevel;
 
 	PreventCommandIfReadOnly("retries.emit()");
 	PreventCommandDuringRecovery("retries.emit()");
@@ -162,6 +168,7 @@ retries_emit(PG_FUNCTION_ARGS)
 
 	access_become_owner(&save);
 	SPI_connect();
+	nestlevel = plans_by_index_begin();
 
 	/*
 	 * The event's row, updated or else inserted: under the event's lock, no
@@ -194,6 +201,7 @@ retries_emit(PG_FUNCTION_ARGS)
 							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not release the calls waiting for an event");
 	released = SPI_processed;
+	plans_by_index_end(nestlevel);
 	SPI_finish();
 	access_restore_user(&save);
 
@@ -276,6 +284,7 @@ events_release_timed_out(TimestampTz now)
 	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(TIMEOUT_BATCH)};
 	bool		isnull;
 	Datum		next;
+	int			nestlevel = plans_by_index_begin();
 
 	plans_prepare_generic(&release_plan,
 						  "WITH due AS (SELECT id FROM retries.call_data"
@@ -290,7 +299,10 @@ events_release_timed_out(TimestampTz now)
 	if (SPI_processed > 0)
 		xact_wake_workers(WAKE_CALLS);
 	if (SPI_processed >= TIMEOUT_BATCH)
+	{
+		plans_by_index_end(nestlevel);
 		return now;				/* more to do at once */
+	}
 
 	plans_prepare_generic(&next_plan,
 						  "SELECT event_deadline FROM retries.call_data"
@@ -300,6 +312,7 @@ events_release_timed_out(TimestampTz now)
 						  1, argtypes);
 	if (SPI_execute_plan(next_plan, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next event_timeout");
+	plans_by_index_end(nestlevel);
 	if (SPI_processed == 0)
 		return 0;
 	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

@@ -129,6 +129,8 @@ extern SPIPlanPtr plans_prepare_kept(SPIPlanPtr *plan, const char *query,
 									 int nargs, Oid *argtypes);
 extern SPIPlanPtr plans_prepare_generic(SPIPlanPtr *plan, const char *query,
 										int nargs, Oid *argtypes);
+extern int	plans_by_index_begin(void);
+extern void plans_by_index_end(int nestlevel);
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and
