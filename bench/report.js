@@ -306,12 +306,12 @@ CPU beside them, and how soon a call starts after the commit of the
 [benchmarks-events.md](benchmarks-events.md), written by
 \`bench/events\`, which \`bench/run\` runs last. On the 2-core
 machine of 2026-11-27 (5 rounds, medians): a drain of 20,000 calls ran at
-52,744 calls/s beside the waiting calls and 50,527 alone (1.04, target
-at least 0.9); the idle workers used 0.10 % of one core beside them (as
-alone; target under 1 %); a call started 0.286 ms (p50; p99 0.717 ms)
-after the emit's COMMIT returned to the client, 0.401 ms (p99 1.024 ms)
-after the commit's own timestamp (1,000 trials beside the waiting calls;
-target p50 within 1 ms).
+50,320 calls/s beside the waiting calls and 49,297 alone (1.02, target
+at least 0.9); the idle workers used 0.75 % of one core beside them
+(0.55 % alone; target under 1 %); a call started 0.353 ms (p50; p99
+1.333 ms) after the emit's COMMIT returned to the client, 0.521 ms (p99
+1.570 ms) after the commit's own timestamp (1,000 trials beside the
+waiting calls; target p50 within 1 ms).
 
 ## Changes measured side by side
 
