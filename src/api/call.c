@@ -887,9 +887,9 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 /*
  * debounce_call -- move call 'id' (of the same function as values[]) to
  * values[CC_NEXT_ATTEMPT], with the arguments of values[], if it has not
- * started: true if so, false if it
- * has, or if another transaction holds its row (a worker that claimed it,
- * which runs it now or soon; that counts as started)
+ * started: true if so, false if it has, or if another transaction holds
+ * its row (a worker that claimed it, which runs it now or soon; that
+ * counts as started)
  */
 static bool
 debounce_call(int64 id, const Datum *values)
@@ -922,10 +922,10 @@ debounce_call(int64 id, const Datum *values)
  * holder is looked up first.  Within its window (or with no window and no
  * debounce) the call dedupes to it; with debounce, a holder of the same
  * function that has not started is moved and takes the new arguments (one
- * of another function, whose arguments these are not, counts as started) (concurrent debounces of a
- * key wait for each other on the key's lock); otherwise the new call is
- * inserted as the next key_gen, which never writes the holder's row (a
- * worker may hold it for as long as it runs).  Two transactions that make
+ * of another function, whose arguments these are not, counts as started;
+ * concurrent debounces of a key wait for each other on the key's lock);
+ * otherwise the new call is inserted as the next key_gen, which never
+ * writes the holder's row (a worker may hold it for as long as it runs).  Two transactions that make
  * the same key_gen at once meet in the unique index: the second inserts
  * nothing, looks again and finds the first's call.
  */
