@@ -50,6 +50,26 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
+# show_server_log FILE: the last 60 lines of a failed benchmark's server
+# log, then those of its lines that tell of a process's end or of the
+# workers, as "server log: ..." for the digest of scripts/test
+show_server_log() {
+	printf '\n======== server log (last 60 lines) ========\n' >&2
+	tail -n 60 "$1" >&2
+	grep -E 'FATAL|PANIC|terminated|exited|retries: ' "$1" |
+		tail -n 20 | sed 's/^/server log: /' >&2
+}
+
+# name_failures: from here on, a command whose failure ends the script (set
+# -e) first prints "error: FILE line N: exit status S: COMMAND", so that the
+# digest of a failed suite shows where a long script such as bench/run
+# stopped even when the command itself printed nothing that names it.
+name_failures() {
+	set -o errtrace
+	trap 'printf "error: %s line %s: exit status %s: %s\n" \
+		"${BASH_SOURCE[0]##*/}" "$LINENO" "$?" "$BASH_COMMAND" >&2' ERR
+}
+
 # as_root CMD...: run CMD with root privileges (sudo unless already root).
 as_root() {
 	if is_root; then

@@ -1291,6 +1291,44 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 
 
 /*
+ * execute_commit_failed -- record the attempt of a one-call batch that ran,
+ * but whose transaction could not commit, with the commit's error (edata):
+ * as an interruption, it counts, and the call is retried after its delay
+ * whatever retry_on says, or fails if that was its last attempt
+ *
+ * What fails a commit this way is not the call's function but the
+ * transaction around it: Citus fails the commit of a transaction that
+ * wrote to a node it has since lost ("failure on connection marked as
+ * essential", XX000), for as long as the node is down.  The worker calls
+ * this only for such internal errors (see commit_failure in worker.c).
+ */
+void
+execute_commit_failed(RetriesCall *call, int32 attempt, const ErrorData *edata)
+{
+	CachedPolicy *policy = policies_get(call->policy_id);
+	Outcome		out;
+
+	memset(&out, 0, sizeof(out));
+	out.delay = -1;
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
+		return;
+	}
+	out.notify = policy->notify;
+	out.outcome = "interrupted";
+	set_outcome_error(&out, edata->sqlerrcode,
+					  psprintf("the attempt's transaction could not commit: %s", edata->message),
+					  "The function returned, but the commit of its transaction failed (a node of a distributed transaction was lost, say); its effects were rolled back.",
+					  NULL, NULL);
+	finish_failure(call, policy, attempt, true, &out);
+	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+	if (out.state == CALL_FAILED)
+		run_on_exhausted(call, policy, attempt);
+}
+
+
+/*
  * execute_is_procedure -- is the call's function a procedure, whose calls
  * run alone, in a runner (runner.c)?
  */

@@ -71,7 +71,10 @@
  * fails that call, in a transaction of its own, with the worker's error as
  * its message, and the others carry on.  If even that cannot be written,
  * the worker leaves the call alone (SKIP_MAX of them at most) until it
- * exits.
+ * exits.  One error is not the row's: an internal error (XX000) raised
+ * while the one-call batch commits, as Citus raises when a node that the
+ * transaction used is lost; the attempt is charged as interrupted instead
+ * (commit_failure), and the call retried after its delay.
  *
  * Schedules.  At the top of its loop, a worker fires the recurring
  * schedules that are due (schedule.c), in a short transaction before its
@@ -173,6 +176,9 @@ static int	my_slot_index = -1;
 static int	one_by_one = 0;
 static int64 lone_call_id = 0;
 static int32 lone_attempt = 0;
+
+/* Whether the batch's transaction is committing (see commit_failure) */
+static bool committing_batch = false;
 
 /* Calls left alone */
 static int64 skipped[SKIP_MAX];
@@ -279,6 +285,63 @@ lock_extension(void)
 	}
 }
 
+/* What lock_scheduled_call found */
+typedef enum
+{
+	CALL_GONE,					/* finished, or gone */
+	CALL_LOCKED,				/* scheduled, locked by another transaction */
+	CALL_LOCKED_NOW				/* scheduled, and now locked by this one */
+} LockedCall;
+
+/*
+ * lock_scheduled_call -- lock the row of call 'id' if it is scheduled and
+ * no other transaction has it locked, and fill in what charging an attempt
+ * of it needs (id, policy, attempts, max_attempts, role) into *call
+ */
+static LockedCall
+lock_scheduled_call(int64 id, RetriesCall *call)
+{
+	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr exists_plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	bool		isnull;
+	HeapTuple	row;
+	TupleDesc	desc;
+	Datum		d;
+
+	plans_prepare_kept(&plan,
+					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
+					   " FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " FOR UPDATE SKIP LOCKED",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look up call " INT64_FORMAT, id);
+	if (SPI_processed != 1)
+	{
+		plans_prepare_kept(&exists_plan,
+						   "SELECT FROM retries.call_data"
+						   " WHERE id OPERATOR(pg_catalog.=) $1"
+						   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
+						   1, argtypes);
+		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not look up call " INT64_FORMAT, id);
+		return SPI_processed == 0 ? CALL_GONE : CALL_LOCKED;
+	}
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	memset(call, 0, sizeof(*call));
+	call->id = id;
+	call->policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
+	call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	d = SPI_getbinval(row, desc, 3, &isnull);
+	call->max_attempts = isnull ? 0 : DatumGetInt32(d);
+	call->role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+	return CALL_LOCKED_NOW;
+}
+
 /*
  * charge_interrupted -- record the attempt a dead worker left in flight,
  * if its batch did not commit (the call still has fewer attempts); false
@@ -294,54 +357,23 @@ lock_extension(void)
 static bool
 charge_interrupted(const InFlight *rec)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr exists_plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(rec->call_id)};
 	RetriesCall call;
-	bool		isnull;
 	ExecuteHook hook;
-	HeapTuple	row;
-	TupleDesc	desc;
-	Datum		d;
 
-	plans_prepare_kept(&plan,
-					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
-					   " FROM retries.call_data"
-					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " FOR UPDATE SKIP LOCKED",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
-	if (SPI_processed != 1)
+	switch (lock_scheduled_call(rec->call_id, &call))
 	{
-		/* finished or gone (nothing to charge), or locked (later) */
-		plans_prepare_kept(&exists_plan,
-						   "SELECT FROM retries.call_data"
-						   " WHERE id OPERATOR(pg_catalog.=) $1"
-						   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
-						   1, argtypes);
-		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "retries: could not look up call " INT64_FORMAT, rec->call_id);
-		if (SPI_processed == 0)
-			return true;
-		ereport(LOG,
-				(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
-						rec->attempt, rec->call_id)));
-		ledger_note_interrupted(rec->extension, rec->call_id, rec->attempt,
-								(ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
-		return false;
+		case CALL_GONE:
+			return true;		/* finished or gone: nothing to charge */
+		case CALL_LOCKED:
+			ereport(LOG,
+					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
+							rec->attempt, rec->call_id)));
+			ledger_note_interrupted(rec->extension, rec->call_id, rec->attempt,
+									(ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
+			return false;
+		case CALL_LOCKED_NOW:
+			break;
 	}
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	memset(&call, 0, sizeof(call));
-	call.id = rec->call_id;
-	call.policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
-	call.attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
-	d = SPI_getbinval(row, desc, 3, &isnull);
-	call.max_attempts = isnull ? 0 : DatumGetInt32(d);
-	call.role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
 
 	/* its ring entry, if worker_exit() left one, is done with too */
 	(void) ledger_take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook);
@@ -1409,7 +1441,9 @@ run_batch(TimestampTz *due)
 
 	PopActiveSnapshot();
 	SPI_finish();
+	committing_batch = true;
 	commit_transaction();
+	committing_batch = false;
 	set_state(WORKER_IDLE, 0, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	if (held_for_runner)
@@ -1469,6 +1503,22 @@ recover_from_error(MemoryContext oldcxt, ErrorData **edata)
 		shmem_gate_leave(my_slot);	/* an attempt it entered is over */
 	MemoryContextSwitchTo(oldcxt);
 	RESUME_INTERRUPTS();
+}
+
+/*
+ * leave_lone_call -- what fail_lone_call or commit_failure could not write
+ * failed too: this worker leaves the call alone (SKIP_MAX of them at most)
+ * until it exits
+ */
+static void
+leave_lone_call(void)
+{
+	if (nskipped >= SKIP_MAX)
+		return;
+	skipped[nskipped++] = lone_call_id;
+	ereport(LOG,
+			(errmsg("retries: this worker leaves call " INT64_FORMAT " alone until it exits",
+					lone_call_id)));
 }
 
 /*
@@ -1534,13 +1584,54 @@ fail_lone_call(const ErrorData *edata)
 	PG_CATCH();
 	{
 		recover_from_error(oldcxt, NULL);
-		if (nskipped < SKIP_MAX)
-		{
-			skipped[nskipped++] = lone_call_id;
-			ereport(LOG,
-					(errmsg("retries: this worker leaves call " INT64_FORMAT " alone until it exits",
-							lone_call_id)));
-		}
+		leave_lone_call();
+	}
+	PG_END_TRY();
+	lone_call_id = 0;
+}
+
+/*
+ * commit_failure -- the call of a one-call batch ran, but the batch's
+ * commit failed with an internal error (edata): charge its attempt as
+ * execute_commit_failed says, in a transaction of its own; if even that
+ * fails, leave the call alone from now on
+ *
+ * Citus fails the commit of a transaction that used a connection to a node
+ * it has lost since ("failure on connection marked as essential", XX000,
+ * raised by its pre-commit callback), even when the statements of the call
+ * saw only warnings; it does so for as long as the node is down.  Failing
+ * the call for good, as an error that comes back with the call alone
+ * otherwise does (fail_lone_call), would lose it to an outage; not
+ * charging it would run it again and again without end.  An error of a
+ * deferred constraint, also raised at commit, has its own SQLSTATE, and
+ * still fails the call.
+ */
+static void
+commit_failure(const ErrorData *edata)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	RetriesCall call;
+
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " ran, but its transaction could not commit: %s",
+					lone_attempt, lone_call_id, edata->message)));
+	PG_TRY();
+	{
+		start_transaction();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (lock_extension() == my_extension &&
+			lock_scheduled_call(lone_call_id, &call) == CALL_LOCKED_NOW &&
+			call.attempts < lone_attempt)
+			execute_commit_failed(&call, lone_attempt, edata);
+		PopActiveSnapshot();
+		SPI_finish();
+		commit_transaction();
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+		leave_lone_call();
 	}
 	PG_END_TRY();
 	lone_call_id = 0;
@@ -1693,7 +1784,9 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		bool		at_commit = committing_batch;
 
+		committing_batch = false;
 		recover_from_error(oldcxt, &edata);
 		open_batch_now = NULL;
 
@@ -1707,7 +1800,10 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		*due = 0;
 		n = 0;
 
-		if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
+		if (batching && lone_call_id != 0 && at_commit &&
+			edata->sqlerrcode == ERRCODE_INTERNAL_ERROR)
+			commit_failure(edata);	/* no pause either */
+		else if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
 			fail_lone_call(edata);	/* no pause: the others can go on */
 		else
 		{

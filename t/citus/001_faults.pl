@@ -1,0 +1,188 @@
+# retries on a Citus cluster (a coordinator and two worker nodes): the
+# extension reaches every node, every node runs its own workers, and calls
+# whose function writes to a distributed and a reference table take effect
+# exactly once across SIGKILLs of retries workers on every node (each a
+# crash restart of that node), a worker node stopped for 10 s under load,
+# and a node lost between a call's write and its commit.  Counted after
+# Citus has recovered its prepared transactions.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use lib "$FindBin::RealBin/..";
+use CitusTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+citus_or_skip();
+my @nodes = citus_cluster();
+my ($c, $w1, $w2) = @nodes;
+
+# --- the extension on every node, with its own workers --------------------
+is(on_all(\@nodes, "SELECT extversion FROM pg_extension WHERE extname = 'retries'"),
+	join('|', ($c->safe_psql('postgres',
+		"SELECT default_version FROM pg_available_extensions WHERE name = 'retries'")) x 3),
+	'CREATE EXTENSION on the coordinator reached both worker nodes');
+wait_until($_, 'postgres', workers_query('postgres'), '2',
+	'the workers of ' . $_->name . ' started') for @nodes;
+
+# --- a function writing to a distributed and a reference table -------------
+# No unique constraints: a call that took effect twice shows as two rows.
+# The retry_on that rides out a node restart (doc/operations.md, "Running
+# on Citus").
+$c->safe_psql('postgres', q{
+CREATE TABLE orders (id bigint, note text);
+SELECT create_distributed_table('orders', 'id');
+CREATE TABLE audit (id bigint);
+SELECT create_reference_table('audit');
+CREATE FUNCTION put(i bigint) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO orders VALUES (i, 'put');
+	INSERT INTO audit VALUES (i);
+$$;
+CREATE FUNCTION slow_put(i bigint) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO orders VALUES (i, current_setting('port'));
+	SELECT pg_sleep(1.5);
+$$;
+});
+my $policy = q{'50 10ms 1s', retry_on => '{RT, 08, 57P01, 57P02, 57P03, 40001, 40P01}'};
+for my $node ($c, $w1)
+{
+	$node->safe_psql('postgres', "SELECT retries.annotate('put(bigint)', $policy)");
+	$node->safe_psql('postgres', "SELECT retries.annotate('slow_put(bigint)', $policy)");
+}
+
+my $unfinished = "SELECT count(*) FROM retries.calls WHERE state IN ('scheduled', 'running')";
+
+# exactly_once(FROM, TO, NAME): calls put(FROM..TO) succeeded each once,
+# with one row each in orders and audit, after every node has no call
+# left unfinished and no transaction left prepared
+sub exactly_once
+{
+	my ($from, $to, $name) = @_;
+	my $n = $to - $from + 1;
+
+	wait_until($_, 'postgres', $unfinished, '0', "$name: no call left unfinished on " . $_->name, 180)
+	  for ($c, $w1);
+	my $deadline = time() + 120;
+	usleep(200_000) while prepared_xacts(@nodes) > 0 && time() < $deadline;
+	is(prepared_xacts(@nodes), 0, "$name: Citus recovered every prepared transaction");
+	is( $c->safe_psql('postgres',
+			"SELECT count(*) || ' rows, ' || count(DISTINCT id) || ' ids'"
+			  . " FROM orders WHERE id BETWEEN $from AND $to"),
+		"$n rows, $n ids", "$name: one row in the distributed table per call");
+	is( $c->safe_psql('postgres',
+			"SELECT count(*) || ' rows, ' || count(DISTINCT id) || ' ids'"
+			  . " FROM audit WHERE id BETWEEN $from AND $to"),
+		"$n rows, $n ids", "$name: one row in the reference table per call");
+	my $states = join ',', map {
+		$_->safe_psql('postgres',
+			"SELECT coalesce(string_agg(state || ' ' || n, ',' ORDER BY state), '')"
+			  . " FROM (SELECT state, count(*) n FROM retries.calls"
+			  . " WHERE fn = 'put(bigint)'::regprocedure"
+			  . " AND (args->>0)::bigint BETWEEN $from AND $to GROUP BY state) s")
+	} ($c, $w1);
+	my $ok = 0;
+	$ok += $1 while $states =~ /succeeded (\d+)/g;
+	is($ok, $n, "$name: every call succeeded ($states)");
+	return;
+}
+
+# kill_worker(NODE): SIGKILL one of NODE's retries workers (a crash restart
+# of NODE), then wait for its workers to be back
+sub kill_worker
+{
+	my ($node) = @_;
+	my @pids = split /,/, worker_pids($node, 'postgres');
+	ok(@pids, 'a retries worker to kill on ' . $node->name) or return;
+	kill 'KILL', $pids[0];
+	# the postmaster restarts the node; its workers come back
+	wait_until($node, 'postgres', workers_query('postgres'), '2',
+		'the workers of ' . $node->name . ' back after a SIGKILL', 120);
+	return;
+}
+
+# --- 1. calls made on the coordinator and on a worker node, SIGKILLs -------
+# of a retries worker on every node during the drain
+$w1->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off');
+$c->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off');
+$_->reload for ($c, $w1);
+schedule_range($c, 'postgres', 'put(bigint)', 1, 3000);
+schedule_range($w1, 'postgres', 'put(bigint)', 3001, 4000);
+$c->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled');
+$w1->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled');
+$_->reload for ($c, $w1);
+
+for my $node ($w1, $c, $w2)
+{
+	wait_until($c, 'postgres',
+		"SELECT count(*) > 0 FROM retries.calls WHERE state = 'running' OR attempts > 0",
+		't', 'the drain is under way');
+	kill_worker($node);
+}
+exactly_once(1, 4000, 'SIGKILLs on every node');
+
+# --- 2. a worker node stopped for 10 s under load ---------------------------
+schedule_range($c, 'postgres', 'put(bigint)', 10001, 13000);
+wait_until($c, 'postgres',
+	"SELECT count(*) > 0 FROM orders WHERE id BETWEEN 10001 AND 13000", 't',
+	'the second drain is under way');
+$w2->stop('fast');
+# The outage is the scenario: the node stays down for 10 s whatever happens.
+sleep 10;
+$w2->start;
+exactly_once(10001, 13000, 'a worker node stopped for 10 s');
+
+# --- 3. the node lost between a call's write and its commit ----------------
+# slow_put writes its row, then sleeps; the node holding the row's shard is
+# stopped at once and started again.  The batch cannot commit (Citus fails
+# it with "failure on connection marked as essential", XX000): the call
+# must run again, not be failed for good.
+my $id = 20001;
+my $port = $c->safe_psql('postgres',
+	"SELECT nodeport FROM citus_shards"
+	  . " WHERE shardid = get_shard_id_for_distribution_column('orders', $id)");
+my ($holder) = grep { $_->port == $port } ($w1, $w2);
+my $call = $c->safe_psql('postgres', "SELECT retries.call('slow_put(bigint)', '[$id]')");
+wait_until($c, 'postgres', "SELECT state FROM retries.calls WHERE id = $call", 'running',
+	'slow_put is running');
+usleep(300_000);    # its INSERT is done: the sleep takes 1.5 s
+$holder->stop('immediate');
+usleep(2_000_000);    # past the sleep: the commit finds the node gone
+$holder->start;
+wait_until($c, 'postgres', "SELECT state FROM retries.calls WHERE id = $call", 'succeeded',
+	'a call whose node was lost before its commit ran again and succeeded');
+note($c->safe_psql('postgres',
+	"SELECT string_agg(outcome || ' ' || coalesce(sqlstate, '') || ' ' || left(coalesce(message, ''), 80), E'\n' ORDER BY attempt)"
+	  . " FROM retries.attempts WHERE call_id = $call"));
+is($c->safe_psql('postgres', "SELECT count(*) FROM orders WHERE id = $id"), '1',
+	'its row is there once');
+
+# --- 4. a node lost while the workers keep connections to it -------------
+# The workers keep connections to the nodes between their transactions.
+# A drain, then the node is stopped at once and left down, then calls that
+# write to it: a batch that finds its kept connection dead cannot commit
+# (Citus fails it with "failure on connection marked as essential",
+# XX000), which must not fail a call for good; each attempt fails with the
+# connection's SQLSTATE and is retried as retry_on says; once the node is
+# back, each call runs once.
+schedule_range($c, 'postgres', 'put(bigint)', 30001, 31000);
+wait_until($c, 'postgres', $unfinished, '0', 'the fourth drain is over');
+$w2->stop('immediate');
+schedule_range($c, 'postgres', 'put(bigint)', 31001, 32000);
+wait_until($c, 'postgres',
+	"SELECT count(*) >= 20 FROM retries.attempts a JOIN retries.calls c ON c.id = a.call_id"
+	  . " WHERE c.args->>0 BETWEEN '31001' AND '32000' AND a.sqlstate = '08006'",
+	't', 'with a node down, attempts fail with 08006');
+is($c->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE args->>0 BETWEEN '30001' AND '32000'"
+		  . " AND state = 'failed'"),
+	'0', 'no call failed for good while the node was down');
+$w2->start;
+exactly_once(30001, 32000, 'a node lost in a drain, then back');
+
+$_->stop for @nodes;
+done_testing();

@@ -1,0 +1,92 @@
+# Helpers of the Citus suite (t/citus/): a cluster of a coordinator and
+# two worker nodes on this machine, each with its own port and socket
+# directory, each preloading citus and retries.
+#
+# The tests skip (plan skip_all) when the server has no citus.so: Debian
+# does not package Citus, and scripts/citus builds it from its source and
+# installs it (see scripts/citus for how to get the source).
+
+package CitusTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use FindBin;
+use lib "$FindBin::RealBin/..";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+our @EXPORT = qw(citus_cluster citus_or_skip prepared_xacts on_all);
+
+# citus_or_skip(): skip the whole test file unless citus.so is installed
+sub citus_or_skip
+{
+	my $probe = PostgreSQL::Test::Cluster->new('probe');
+	plan skip_all => 'Citus is not installed (scripts/citus builds it)'
+	  unless -e $probe->config_data('--pkglibdir') . '/citus.so';
+	return;
+}
+
+# citus_cluster(WORKERS => 2, CONF => '...'): start a coordinator and the
+# worker nodes, with citus and retries preloaded, CREATE EXTENSION citus
+# on each, the nodes added to the coordinator's metadata, then CREATE
+# EXTENSION retries on the coordinator (Citus propagates it).  Returns the
+# nodes, the coordinator first.
+sub citus_cluster
+{
+	my (%o) = @_;
+	my $workers = $o{WORKERS} // 2;
+	my @nodes;
+
+	for my $i (0 .. $workers)
+	{
+		my $node = retries_node($i == 0 ? 'coordinator' : "worker$i");
+
+		# citus must come first; Citus commits a transaction that wrote
+		# to several nodes in two phases, and recovers the prepared ones
+		# every citus.recover_2pc_interval
+		$node->append_conf(
+			'postgresql.conf', qq{
+shared_preload_libraries = 'citus,retries'
+max_prepared_transactions = 100
+max_worker_processes = 32
+citus.recover_2pc_interval = '1s'
+retries.max_workers = 2
+} . ($o{CONF} // ''));
+		$node->start;
+		$node->safe_psql('postgres', 'CREATE EXTENSION citus');
+		push @nodes, $node;
+	}
+	my $c = $nodes[0];
+	$c->safe_psql('postgres',
+		"SELECT citus_set_coordinator_host('" . $c->host . "', " . $c->port . ')');
+	for my $w (@nodes[1 .. $#nodes])
+	{
+		$c->safe_psql('postgres',
+			"SELECT citus_add_node('" . $w->host . "', " . $w->port . ')');
+	}
+	$c->safe_psql('postgres', 'CREATE EXTENSION retries');
+	return @nodes;
+}
+
+# prepared_xacts(NODES): how many transactions are left prepared on the
+# nodes (Citus's recovery commits or aborts them)
+sub prepared_xacts
+{
+	my $n = 0;
+	$n += $_->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts')
+	  for @_;
+	return $n;
+}
+
+# on_all(NODES, SQL): SQL run on each node, outputs joined with '|'
+sub on_all
+{
+	my ($nodes, $sql) = @_;
+	return join '|', map { $_->safe_psql('postgres', $sql) } @$nodes;
+}
+
+1;
