@@ -61,13 +61,16 @@ show_server_log() {
 }
 
 # name_failures: from here on, a command whose failure ends the script (set
-# -e) first prints "error: FILE line N: exit status S: COMMAND", so that the
+# -e) first prints "error: SCRIPT, in FUNCTION, line N: exit status S:
+# COMMAND" (once for each function it ends), so that the
 # digest of a failed suite shows where a long script such as bench/run
 # stopped even when the command itself printed nothing that names it.
 name_failures() {
 	set -o errtrace
-	trap 'printf "error: %s line %s: exit status %s: %s\n" \
-		"${BASH_SOURCE[0]##*/}" "$LINENO" "$?" "$BASH_COMMAND" >&2' ERR
+	# only where the failure ends the script: not in on_exit (set +e) nor in
+	# a command substitution (bash clears -e there)
+	trap '[[ $- != *e* ]] || printf "error: %s, in %s, line %s: exit status %s: %s\n" \
+		"${0##*/}" "${FUNCNAME[0]:-the script}" "$LINENO" "$?" "$BASH_COMMAND" >&2' ERR
 }
 
 # as_root CMD...: run CMD with root privileges (sudo unless already root).
