@@ -155,14 +155,17 @@ plans_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,
 
 /*
  * plans_by_index_begin -- until plans_by_index_end(), plan the queries run
- * as if a scan of a whole table cost more than any index scan
- * (enable_seqscan off, for this transaction's nest level); its nest level
+ * as if a scan of a whole table, or a sort, cost more than any index scan
+ * (enable_seqscan and enable_sort off, for this transaction's nest level);
+ * its nest level
  *
  * For a kept plan that must use its partial index however the table looked
  * when it was made: a generic plan is made once, when the query is first
  * run, and kept until the table changes shape, not when it grows.  One made
  * while no call waited for an event chose a scan of every row, and kept it
- * beside 100,000 waiting calls (bench/events).  The plan cache plans again
+ * beside 100,000 waiting calls (bench/events); the workers' claims, made
+ * while call_data was empty, walked every due call through another index
+ * and sorted them, at each claim.  The plan cache plans again
  * only when a query is run, so every plan of the queries run in between is
  * made so.  An error in between ends the nest level with the transaction.
  */
@@ -172,6 +175,8 @@ plans_by_index_begin(void)
 	int			nestlevel = NewGUCNestLevel();
 
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return nestlevel;
 }

@@ -935,10 +935,18 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
  * query that goes on from step to step (claim_again); or, for a batch of
  * calls below 0, those, leaving out the calls left alone and those
  * already claimed
+ *
+ * The claims' plans are made as if a scan of the whole table or a sort
+ * cost more than any index scan (plans_by_index_begin): they are kept, and
+ * one made while call_data was empty walked every due call through
+ * call_data_due and sorted them, at each claim (62 % of the workers' time
+ * in a drain of 40,000 calls after a TRUNCATE and an ANALYZE).
  */
 static void
 claim_batch(Batch *b)
 {
+	int			nestlevel = plans_by_index_begin();
+
 	b->calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * b->limit);
 	b->gates_generation = flow_gates_generation();
 	b->ngates = flow_load_gates(&b->gates);
@@ -968,6 +976,7 @@ claim_batch(Batch *b)
 	}
 	else
 		b->zero_done = true;
+	plans_by_index_end(nestlevel);
 }
 
 /*
@@ -980,9 +989,11 @@ claim_again(Batch *b)
 {
 	int			want = Min(Max(b->n, 1), b->limit - b->n);
 	int			got = 0;
+	int			nestlevel;
 
 	if (want <= 0 || !b->claimed_all || b->n == 0 || b->calls[0].lone)
 		return false;
+	nestlevel = plans_by_index_begin();
 	if (!b->zero_done)
 	{
 		got = claim_more(b->claim, b->calls + b->n, want);
@@ -995,6 +1006,7 @@ claim_again(Batch *b)
 								claimed_ids(b->calls, b->n), nskipped + b->n);
 		b->claimed_all = got == want;
 	}
+	plans_by_index_end(nestlevel);
 	b->n += got;
 	return got > 0;
 }

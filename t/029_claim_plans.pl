@@ -1,0 +1,68 @@
+# The workers' claims use their indexes however call_data looked when
+# their plans were made.
+#
+# A claim's plan is kept for as long as the worker lives (until call_data
+# changes shape).  One made while call_data was empty, its statistics
+# saying so, walked every due call through call_data_due and sorted them,
+# at each claim of a batch: a drain of N calls read N^2 / batch_size index
+# entries, and ran at a third of its speed (62 % of the workers' time in a
+# sort), until autovacuum's ANALYZE happened to replan it.  The plans are
+# now made as if a sort or a scan of the whole table cost more than any
+# index scan.  This counts the index entries the drain read.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+my $N = 20000;
+my $node = retries_node('claim_plans');
+$node->append_conf('postgresql.conf', "retries.max_workers = 2\nautovacuum = off\n");
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION retries;
+CREATE TABLE done (i bigint);
+CREATE FUNCTION work(i bigint) RETURNS void LANGUAGE sql AS $$ INSERT INTO done VALUES (i) $$;
+SELECT retries.annotate('work(bigint)', '3 10ms');
+});
+
+# A first drain, then an ANALYZE (autovacuum's, in a real database):
+# call_data's statistics now say that no call is scheduled, and the
+# workers plan their claims again with them.  Then N calls are made while
+# execution is off, and drained.
+schedule_range($node, 'postgres', 'work(bigint)', -$N, -1);
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE state = 'succeeded'", $N,
+	'the first drain ran', 120);
+wait_until($node, 'postgres',
+	"SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'done'::regclass", $N,
+	"the worker's statistics of the first drain are flushed", 30);
+$node->safe_psql('postgres', 'ANALYZE retries.call_data');
+$node->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off');
+$node->reload;
+my $reads = q{SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_all_indexes
+	WHERE indexrelid = 'retries.call_data_due'::regclass};
+my $before = $node->safe_psql('postgres', $reads);
+schedule_range($node, 'postgres', 'work(bigint)', 1, $N);
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled');
+$node->reload;
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE state = 'succeeded'", 2 * $N,
+	"the $N calls ran", 120);
+# the worker's statistics reach the shared ones (all of them at once)
+# within a second or so of its commits: its inserts into done count too
+wait_until($node, 'postgres',
+	"SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'done'::regclass", 2 * $N,
+	"the worker's statistics are flushed", 30);
+my $read = $node->safe_psql('postgres', $reads) - $before;
+cmp_ok($read, '<', 10 * $N,
+	"the drain of $N calls read fewer than 10N entries of call_data_due ($read)");
+
+$node->stop;
+done_testing();
