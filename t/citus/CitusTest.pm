@@ -47,7 +47,9 @@ sub citus_cluster
 
 		# citus must come first; Citus commits a transaction that wrote
 		# to several nodes in two phases, and recovers the prepared ones
-		# every citus.recover_2pc_interval
+		# every citus.recover_2pc_interval; the nodes listen on a socket
+		# directory, which is how a node names itself to connect to itself
+		# (citus.local_hostname, localhost by default)
 		$node->append_conf(
 			'postgresql.conf', qq{
 shared_preload_libraries = 'citus,retries'
@@ -55,7 +57,7 @@ max_prepared_transactions = 100
 max_worker_processes = 32
 citus.recover_2pc_interval = '1s'
 retries.max_workers = 2
-} . ($o{CONF} // ''));
+} . "citus.local_hostname = '" . $node->host . "'\n" . ($o{CONF} // ''));
 		$node->start;
 		$node->safe_psql('postgres', 'CREATE EXTENSION citus');
 		push @nodes, $node;
