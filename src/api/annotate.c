@@ -713,17 +713,10 @@ store_key_window(FunctionCallInfo fcinfo, Oid fnoid)
 	Oid			argtypes[2] = {OIDOID, INTERVALOID};
 	Datum		values[2];
 	RetriesUserSwitch save;
-	int64		usecs;
 
 	if (PG_NARGS() <= ANN_KEY_WINDOW || PG_ARGISNULL(ANN_KEY_WINDOW))
 		return;
-	if (!args_interval_to_usecs(PG_GETARG_INTERVAL_P(ANN_KEY_WINDOW), &usecs) ||
-		usecs == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("key_window must be more than zero and at most 3650 days, not \"%s\"",
-						DatumGetCString(DirectFunctionCall1(interval_out,
-															PG_GETARG_DATUM(ANN_KEY_WINDOW))))));
+	(void) args_interval_arg(fcinfo, ANN_KEY_WINDOW, "key_window", true);
 	access_become_owner(&save);
 	SPI_connect();
 	values[0] = ObjectIdGetDatum(names_function_key(fnoid, true));

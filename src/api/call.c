@@ -1090,25 +1090,15 @@ insert_call(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 
 /*
  * interval_option -- retries.call()'s interval argument 'argno', named
- * 'name', checked: zero or more (more than zero if 'positive') and at most
- * 3650 days; false if not given
+ * 'name', checked (args_interval_arg); false if not given
  */
 static bool
 interval_option(FunctionCallInfo fcinfo, int argno, const char *name,
 				bool positive)
 {
-	int64		usecs;
-
 	if (PG_ARGISNULL(argno))
 		return false;
-	if (!args_interval_to_usecs(PG_GETARG_INTERVAL_P(argno), &usecs) ||
-		(positive && usecs == 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be %s and at most 3650 days, not \"%s\"", name,
-						positive ? "more than zero" : "zero or more",
-						DatumGetCString(DirectFunctionCall1(interval_out,
-															PG_GETARG_DATUM(argno))))));
+	(void) args_interval_arg(fcinfo, argno, name, positive);
 	return true;
 }
 

@@ -41,14 +41,8 @@ retries_retry(PG_FUNCTION_ARGS)
 	: text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		after = -1;
 
-	if (!PG_ARGISNULL(1) &&
-		!args_interval_to_usecs(PG_GETARG_INTERVAL_P(1), &after))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("after must be zero or more and at most 3650 days, not \"%s\"",
-						DatumGetCString(DirectFunctionCall1(interval_out,
-															PG_GETARG_DATUM(1))))));
-
+	if (!PG_ARGISNULL(1))
+		after = args_interval_arg(fcinfo, 1, "after", false);
 	retries_retry_after_usecs = after;
 	ereport(ERROR,
 			(errcode(ERRCODE_RETRIES_RETRY),

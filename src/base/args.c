@@ -94,6 +94,29 @@ args_interval_to_usecs(const Interval *span, int64 *usecs)
 }
 
 /*
+ * args_interval_arg -- the interval argument 'argno' of a SQL function,
+ * named 'argname', as microseconds, checked: zero or more (more than zero
+ * if 'positive') and at most 3650 days (POLICY_MAX_DURATION); 22023 naming
+ * it if not.  The argument must not be NULL.
+ */
+int64
+args_interval_arg(FunctionCallInfo fcinfo, int argno, const char *argname,
+				  bool positive)
+{
+	int64		usecs;
+
+	if (!args_interval_to_usecs(PG_GETARG_INTERVAL_P(argno), &usecs) ||
+		(positive && usecs == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be %s and at most 3650 days, not \"%s\"", argname,
+						positive ? "more than zero" : "zero or more",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															PG_GETARG_DATUM(argno))))));
+	return usecs;
+}
+
+/*
  * args_interval_to_delay -- an interval as a delay, clamped to
  * 0 .. POLICY_MAX_DURATION
  *

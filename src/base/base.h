@@ -64,6 +64,8 @@ extern Datum args_id_array(const int64 *ids, int n);
 extern void args_check_not_null(FunctionCallInfo fcinfo, int argno,
 								const char *argname);
 extern bool args_interval_to_usecs(const Interval *span, int64 *usecs);
+extern int64 args_interval_arg(FunctionCallInfo fcinfo, int argno,
+							   const char *argname, bool positive);
 extern int64 args_interval_to_delay(const Interval *span);
 extern Interval *args_usecs_to_interval(int64 usecs);
 
