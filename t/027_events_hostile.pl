@@ -83,29 +83,11 @@ SELECT retries.annotate('pr(text)', '2 10ms');
 GRANT EXECUTE ON PROCEDURE retries.command(text) TO alice;
 });
 
-# sql(ROLE, SQL): SQL as ROLE, its output (dies on error)
-sub sql
-{
-	my ($role, $sql) = @_;
-	return $node->safe_psql($DB, "SET ROLE $role;\n$sql");
-}
-
-# try(ROLE, SQL): (output, error) of SQL as ROLE; output undef on error
-sub try
-{
-	my ($role, $sql) = @_;
-	my ($ret, $out, $err) = $node->psql($DB,
-		"\\set VERBOSITY verbose\nSET ROLE $role;\n$sql", on_error_stop => 1);
-	return ($ret == 0 ? $out : undef, $err);
-}
-
-# done(ID, STATE, NAME): the call reaches STATE
-sub done
-{
-	my ($id, $state, $name) = @_;
-	return wait_until($node, $DB,
-		"SELECT state FROM retries.call_data WHERE id = $id", $state, $name);
-}
+# sql, try, done: as_role, try_as and call_reaches (RetriesTest) on this
+# node and database
+sub sql { return as_role($node, $DB, @_); }
+sub try { return try_as($node, $DB, @_); }
+sub done { return call_reaches($node, $DB, @_); }
 
 ###########################################################################
 # a. FINDING 1: retries.event() and code of another role inside the attempt

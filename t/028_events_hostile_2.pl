@@ -91,26 +91,11 @@ SELECT retries.annotate('em(text)', '3 10ms');
 SELECT retries.annotate('pr(text)', '2 10ms');
 });
 
-sub sql
-{
-	my ($role, $sql) = @_;
-	return $node->safe_psql($DB, "SET ROLE $role;\n$sql");
-}
-
-sub try
-{
-	my ($role, $sql) = @_;
-	my ($ret, $out, $err) = $node->psql($DB,
-		"\\set VERBOSITY verbose\nSET ROLE $role;\n$sql", on_error_stop => 1);
-	return ($ret == 0 ? $out : undef, $err);
-}
-
-sub done
-{
-	my ($id, $state, $name, $deadline) = @_;
-	return wait_until($node, $DB,
-		"SELECT state FROM retries.call_data WHERE id = $id", $state, $name, $deadline);
-}
+# sql, try, done: as_role, try_as and call_reaches (RetriesTest) on this
+# node and database
+sub sql { return as_role($node, $DB, @_); }
+sub try { return try_as($node, $DB, @_); }
+sub done { return call_reaches($node, $DB, @_); }
 
 # bg(ROLE, SQL, [DB]): SQL run as ROLE in the background; the harness
 sub bg

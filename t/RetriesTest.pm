@@ -33,6 +33,9 @@ our @EXPORT = qw(
   crash_lines
   no_crash
   has_library
+  as_role
+  try_as
+  call_reaches
 );
 
 # How long a wait may take before the test fails (seconds).  Generous: a
@@ -64,6 +67,33 @@ sub has_library
 {
 	my ($node, $name) = @_;
 	return -e $node->config_data('--pkglibdir') . "/$name.so";
+}
+
+# as_role(NODE, DB, ROLE, SQL): SQL run as ROLE (SET ROLE first); its
+# output, the test dying if it fails
+sub as_role
+{
+	my ($node, $db, $role, $sql) = @_;
+	return $node->safe_psql($db, "SET ROLE $role;\n$sql");
+}
+
+# try_as(NODE, DB, ROLE, SQL): (output, error) of SQL run as ROLE, with
+# verbose errors (SQLSTATEs); the output undef if it failed
+sub try_as
+{
+	my ($node, $db, $role, $sql) = @_;
+	my ($ret, $out, $err) = $node->psql($db,
+		"\\set VERBOSITY verbose\nSET ROLE $role;\n$sql", on_error_stop => 1);
+	return ($ret == 0 ? $out : undef, $err);
+}
+
+# call_reaches(NODE, DB, ID, STATE, NAME, [DEADLINE]): a test that call ID
+# reaches STATE (in call_data) before the deadline
+sub call_reaches
+{
+	my ($node, $db, $id, $state, $name, $deadline) = @_;
+	return wait_until($node, $db,
+		"SELECT state FROM retries.call_data WHERE id = $id", $state, $name, $deadline);
 }
 
 # query_value(NODE, DB, SQL): run SQL once; its output, or undef (with the
