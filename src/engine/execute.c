@@ -1296,11 +1296,10 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
  * as an interruption, it counts, and the call is retried after its delay
  * whatever retry_on says, or fails if that was its last attempt
  *
- * What fails a commit this way is not the call's function but the
- * transaction around it: Citus fails the commit of a transaction that
- * wrote to a node it has since lost ("failure on connection marked as
- * essential", XX000), for as long as the node is down.  The worker calls
- * this only for such internal errors (see commit_failure in worker.c).
+ * What fails a commit is not the call's function but the transaction
+ * around it: Citus's two-phase commit, when a node it wrote to is lost, a
+ * name it gives a prepared transaction is taken, or a deferred trigger
+ * fires on another node (see commit_failure in worker.c).
  */
 void
 execute_commit_failed(RetriesCall *call, int32 attempt, const ErrorData *edata)

@@ -71,10 +71,13 @@
  * fails that call, in a transaction of its own, with the worker's error as
  * its message, and the others carry on.  If even that cannot be written,
  * the worker leaves the call alone (SKIP_MAX of them at most) until it
- * exits.  One error is not the row's: an internal error (XX000) raised
- * while the one-call batch commits, as Citus raises when a node that the
- * transaction used is lost; the attempt is charged as interrupted instead
- * (commit_failure), and the call retried after its delay.
+ * exits.  An error raised while a batch commits is not a row's but the
+ * transaction's (Citus's two-phase commit: a node lost, a name taken, a
+ * deferred trigger on another node): a batch holds one role's calls, so it
+ * costs that role only.  The worker does not pause, runs that role's next
+ * calls one per batch (other roles' batches stay whole), and charges the
+ * attempt of a one-call batch that fails so as interrupted
+ * (commit_failure), to be retried after its delay.
  *
  * Schedules.  At the top of its loop, a worker fires the recurring
  * schedules that are due (schedule.c), in a short transaction before its
@@ -177,8 +180,14 @@ static int	one_by_one = 0;
 static int64 lone_call_id = 0;
 static int32 lone_attempt = 0;
 
-/* Whether the batch's transaction is committing (see commit_failure) */
+/*
+ * Whether the batch's transaction is committing, and the role whose calls
+ * the batch holds (see commit_failure); the role whose batches run one call
+ * each while one_by_one counts down, InvalidOid for every role's
+ */
 static bool committing_batch = false;
+static Oid	batch_role = InvalidOid;
+static Oid	one_by_one_role = InvalidOid;
 
 /* Calls left alone */
 static int64 skipped[SKIP_MAX];
@@ -947,7 +956,9 @@ claim_batch(Batch *b)
 {
 	int			nestlevel = plans_by_index_begin();
 
-	b->calls = MemoryContextAlloc(TopTransactionContext, sizeof(RetriesCall) * b->limit);
+	/* room for a whole batch: the limit of one call is another role's only */
+	b->calls = MemoryContextAlloc(TopTransactionContext,
+								  sizeof(RetriesCall) * Max(b->limit, retries_batch_size));
 	b->gates_generation = flow_gates_generation();
 	b->ngates = flow_load_gates(&b->gates);
 	b->claimed_at = clock_now();
@@ -955,7 +966,10 @@ claim_batch(Batch *b)
 	b->n = claim_first(b->calls, b->claimed_at, &b->below_zero);
 	b->role = b->n > 0 ? b->calls[0].role : InvalidOid;
 	b->claimed_all = b->n > 0;
-	if (one_by_one > 0 && b->n > 0)
+	/* one call a batch for the role whose batch failed at its commit only */
+	if (one_by_one > 0 && OidIsValid(one_by_one_role) && b->role != one_by_one_role)
+		b->limit = retries_batch_size;
+	else if (one_by_one > 0 && b->n > 0)
 	{
 		lone_call_id = b->calls[0].id;
 		lone_attempt = b->calls[0].attempts + 1;
@@ -1389,6 +1403,7 @@ run_batch(TimestampTz *due)
 	int			result;
 
 	lone_call_id = 0;
+	batch_role = InvalidOid;
 	/* one that an error kept from running: its batch, and mark, rolled back */
 	if (runner_next.pending)
 	{
@@ -1402,6 +1417,7 @@ run_batch(TimestampTz *due)
 	memset(&b, 0, sizeof(b));
 	b.limit = one_by_one > 0 ? 1 : retries_batch_size;
 	claim_batch(&b);
+	batch_role = b.role;
 	open_batch_now = &b;
 
 	for (int i = 0;; i++)
@@ -1462,7 +1478,7 @@ run_batch(TimestampTz *due)
 		runner_held_committed();
 	if (runner_next.pending)
 		run_in_runner();
-	if (one_by_one > 0 && b.n > 0)
+	if (one_by_one > 0 && b.n > 0 && (!OidIsValid(one_by_one_role) || b.role == one_by_one_role))
 		one_by_one--;
 	return b.n;
 }
@@ -1604,19 +1620,25 @@ fail_lone_call(const ErrorData *edata)
 
 /*
  * commit_failure -- the call of a one-call batch ran, but the batch's
- * commit failed with an internal error (edata): charge its attempt as
- * execute_commit_failed says, in a transaction of its own; if even that
- * fails, leave the call alone from now on
+ * commit failed (edata): charge its attempt as execute_commit_failed says,
+ * in a transaction of its own; if even that fails, leave the call alone
+ * from now on
  *
- * Citus fails the commit of a transaction that used a connection to a node
- * it has lost since ("failure on connection marked as essential", XX000,
- * raised by its pre-commit callback), even when the statements of the call
- * saw only warnings; it does so for as long as the node is down.  Failing
- * the call for good, as an error that comes back with the call alone
- * otherwise does (fail_lone_call), would lose it to an outage; not
- * charging it would run it again and again without end.  An error of a
- * deferred constraint, also raised at commit, has its own SQLSTATE, and
- * still fails the call.
+ * What fails at the commit is the transaction around the call, not its
+ * function: the sandbox fires the call's deferred triggers inside the
+ * attempt.  Citus fails the commit of a transaction that used a connection
+ * to a node it has lost since ("failure on connection marked as
+ * essential", XX000, from its pre-commit callback), for as long as the
+ * node is down; it fails it when a name it gives a prepared transaction
+ * is already taken (42710: any role may PREPARE TRANSACTION under the
+ * names Citus will use next, which are predictable); and it reports the
+ * error of a deferred trigger on another node, which fires when that node
+ * prepares (any SQLSTATE, 40001 among them).  Failing the call for good, as
+ * an error that comes back with the call alone otherwise does
+ * (fail_lone_call), would let an outage or another role fail it; not
+ * charging it (a "passing" SQLSTATE) would run it again and again without
+ * end.  Charged as interrupted, it is retried after its delay, within its
+ * attempts.
  */
 static void
 commit_failure(const ErrorData *edata)
@@ -1812,16 +1834,31 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		*due = 0;
 		n = 0;
 
-		if (batching && lone_call_id != 0 && at_commit &&
-			edata->sqlerrcode == ERRCODE_INTERNAL_ERROR)
-			commit_failure(edata);	/* no pause either */
+		if (batching && at_commit && OidIsValid(batch_role))
+		{
+			/*
+			 * A batch holds one role's calls: its commit failing costs that
+			 * role only.  No pause; its calls run one a batch, and a one-call
+			 * batch's attempt is charged.
+			 */
+			if (lone_call_id != 0)
+				commit_failure(edata);
+			else
+			{
+				one_by_one = Max(one_by_one, retries_batch_size);
+				one_by_one_role = batch_role;
+			}
+		}
 		else if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
 			fail_lone_call(edata);	/* no pause: the others can go on */
 		else
 		{
 			(*errors)++;
 			if (batching)
+			{
 				one_by_one = Max(one_by_one, retries_batch_size);
+				one_by_one_role = InvalidOid;
+			}
 		}
 	}
 	PG_END_TRY();
