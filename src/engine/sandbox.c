@@ -72,7 +72,9 @@
  * a check hook that refuses to turn them on while a call's code runs: SET,
  * set_config() and a function's SET clause fail with 55P02, and ALTER ROLE
  * ... SET of them is skipped as a login skips a setting it cannot
- * apply.  Process-wide state that a call can set and SQL can read back, the
+ * apply.  So is an application_name of Citus's own form, from which Citus
+ * would take the worker's global pid for every later call
+ * (check_application_name).  Process-wide state that a call can set and SQL can read back, the
  * seed of random(), is reseeded before a call of another role than the last
  * one runs.  The rest (a function that traps its own cancel, memory) is the
  * worker's business (execute.c, worker.c).
@@ -149,6 +151,7 @@ static Oid	last_role = InvalidOid;
 /* The check hooks the pinned settings had (see pin_settings) */
 static GucBoolCheckHook prev_exit_on_error_check = NULL;
 static GucIntCheckHook prev_transaction_timeout_check = NULL;
+static GucStringCheckHook prev_application_name_check = NULL;
 
 /*
  * refuse_pinned -- a check hook's refusal of a pinned setting
@@ -188,6 +191,29 @@ check_transaction_timeout(int *newval, void **extra, GucSource source)
 }
 
 /*
+ * check_application_name -- check hook of application_name in a worker:
+ * a call may not take one of Citus's internal names ("citus_internal
+ * gpid=N", "citus_rebalancer gpid=N", ...), from which Citus takes the
+ * process's global pid: the worker's, for every later call, in
+ * citus_stat_activity and citus_lock_waits, and in its connections to the
+ * other nodes
+ */
+static bool
+check_application_name(char **newval, void **extra, GucSource source)
+{
+	if (settings_pinned && *newval != NULL && strncmp(*newval, "citus_", 6) == 0)
+	{
+		GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+		GUC_check_errmsg("parameter \"application_name\" cannot be set to a name of Citus's own (\"%s\") in a call",
+						 *newval);
+		GUC_check_errdetail("Citus takes the process's global pid from such a name, and a retries worker runs the calls of every role.");
+		return false;
+	}
+	return prev_application_name_check == NULL ||
+		prev_application_name_check(newval, extra, source);
+}
+
+/*
  * pin_settings -- pin the settings that end the process (see the top of
  * the file): off for the worker's life, and not to be turned on by calls
  */
@@ -208,6 +234,12 @@ pin_settings(void)
 		prev_transaction_timeout_check = ((struct config_int *) rec)->check_hook;
 		((struct config_int *) rec)->check_hook = check_transaction_timeout;
 		SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	}
+	rec = retries_find_setting("application_name");
+	if (rec != NULL && rec->vartype == PGC_STRING)
+	{
+		prev_application_name_check = ((struct config_string *) rec)->check_hook;
+		((struct config_string *) rec)->check_hook = check_application_name;
 	}
 }
 
