@@ -58,6 +58,7 @@ OBJS = \
 	src/api/call.o \
 	src/api/call_args.o \
 	src/api/call_context.o \
+	src/api/colocate.o \
 	src/api/chains.o \
 	src/api/command.o \
 	src/api/events.o \
@@ -79,7 +80,7 @@ OBJS = \
 	src/retries.o
 
 DATA = retries--1.0.sql retries--1.0--1.1.sql retries--1.1--1.2.sql retries--1.2--1.3.sql \
-	retries--1.3--1.4.sql retries--1.4--1.5.sql retries--1.5--1.6.sql
+	retries--1.3--1.4.sql retries--1.4--1.5.sql retries--1.5--1.6.sql retries--1.6--1.7.sql
 
 REGRESS = \
 	setup \

@@ -6,6 +6,7 @@
  *
  * src/api/annotate.c		retries.annotate(), retries.unannotate()
  * src/api/call.c			retries.call()
+ * src/api/colocate.c		retries.call()'s colocate_with on Citus
  * src/api/call_args.c		converting call arguments to parameter types
  * src/api/manage.c			retries.cancel(), retry_now(), reschedule()
  * src/api/call_context.c	retries.retry(), current_call(), current_attempt()
@@ -29,6 +30,9 @@
 extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
 extern List *call_args_build(Oid fnoid, Jsonb *args);
 extern void call_args_check_size(const Jsonb *args, const char *what);
+
+/* colocate.c */
+extern bool colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id);
 
 /* call.c */
 extern uint64 retries_policy_generation;

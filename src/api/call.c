@@ -1265,6 +1265,10 @@ retries_call(PG_FUNCTION_ARGS)
 	/* the arguments are converted as the caller, under its settings */
 	args = call_args_canonicalize(fnoid, args);
 
+	/* on Citus, to be made on another node (colocate.c) */
+	if (colocate_call(fcinfo, fnoid, args, &id))
+		PG_RETURN_INT64(id);
+
 	memset(nulls, ' ', sizeof(nulls));
 	access_become_owner(&save);
 	SPI_connect();

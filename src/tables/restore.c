@@ -193,7 +193,9 @@ scatter_ids(void)
  * restore_ids_scattered -- are the ids of calls where scatter_ids() put
  * them, above 2^44: has a restore made the extension, and not yet loaded
  * the dump's data (whose setval() puts the sequence back)?  Only if a
- * database makes 2^44 calls would it be so otherwise.  The sequence's own
+ * database makes 2^44 calls would it be so otherwise.  On Citus a node's
+ * ids run in a range of 2^48 of their own (retries.citus_id_range()):
+ * what counts is the place in the range, the low 48 bits.  The sequence's own
  * last_value: pg_sequence_last_value() is NULL until a RESTART is used.
  * Inside SPI, as the extension's owner.
  */
@@ -205,8 +207,9 @@ restore_ids_scattered(void)
 	Datum		d;
 
 	plans_prepare_kept(&plan,
-					   "SELECT last_value OPERATOR(pg_catalog.>=)"
-					   " (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
+					   "SELECT (last_value OPERATOR(pg_catalog.&)"
+					   "  ((INT8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))"
+					   " OPERATOR(pg_catalog.>=) (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
 					   " FROM retries.call_data_id_seq",
 					   0, NULL);
 	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)

@@ -1,0 +1,189 @@
+/*
+ * retries--1.6--1.7.sql
+ *	  Upgrade script of the retries extension from 1.6 to 1.7.
+ *
+ * 1.7 runs calls beside their data on Citus (doc/operations.md, "Running
+ * on Citus"; the design: doc/architecture.md, "On Citus").
+ *
+ * - retries.call(..., colocate_with, shard_key) stores the call on, and
+ *   runs it on, the node holding that value's shard of a distributed
+ *   table.  The call travels in the caller's transaction as an INSERT into
+ *   a mailbox table distributed beside that table (colocated with it); a
+ *   trigger on the mailbox's shard, on the node holding it, makes the call
+ *   there with retries.call() as the inserting role, and removes the row.
+ * - retries.citus_setup() gives each node's call ids a range of their
+ *   own (the node's group id in the top bits) and makes the mailbox of a
+ *   distributed table's colocation group.
+ */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION retries UPDATE TO '1.7'" to load this file. \quit
+
+CREATE FUNCTION retries.grant_as_user(stmt text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_grant_as_user'
+LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION retries.grant_as_user(text) FROM PUBLIC;
+CREATE FUNCTION retries.copy_grants(old regprocedure, new regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g record;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_proc p,
+					   aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+				    WHERE p.oid = old AND a.grantee = 0 AND a.privilege_type = 'EXECUTE') THEN
+		PERFORM retries.grant_as_user(format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', new));
+	END IF;
+	FOR g IN
+		SELECT a.grantee, a.is_grantable
+		  FROM pg_proc p,
+			   aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+		 WHERE p.oid = old AND a.privilege_type = 'EXECUTE'
+		   AND a.grantee <> p.proowner AND a.grantee <> 0
+	LOOP
+		PERFORM retries.grant_as_user(format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new,
+					   g.grantee::regrole::text,
+					   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END));
+	END LOOP;
+END
+$$;
+
+ALTER FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[],
+							 interval, interval, text, interval)
+	RENAME TO call_1_6;
+CREATE FUNCTION retries.call(fn regprocedure,
+							 args jsonb DEFAULT '[]',
+							 run_at timestamptz DEFAULT pg_catalog.now(),
+							 key text DEFAULT NULL,
+							 priority integer DEFAULT 0,
+							 limit_key text DEFAULT NULL,
+							 after bigint[] DEFAULT NULL,
+							 key_window interval DEFAULT NULL,
+							 debounce interval DEFAULT NULL,
+							 on_event text DEFAULT NULL,
+							 event_timeout interval DEFAULT NULL,
+							 colocate_with regclass DEFAULT NULL,
+							 shard_key text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_call'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[],
+								 interval, interval, text, interval, regclass, text) IS
+	'schedule a call of an annotated function at run_at, as the current role; a key dedupes (within key_window), debounce moves the key''s call that has not started; on_event waits for the role''s event (up to event_timeout); on Citus, colocate_with and shard_key make and run it on the node holding that value''s shard; returns the call id';
+SELECT retries.copy_grants('retries.call_1_6(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval)',
+						   'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval, regclass, text)');
+DROP FUNCTION retries.call_1_6(regprocedure, jsonb, timestamptz, text, integer, text, bigint[],
+							   interval, interval, text, interval);
+DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
+DROP FUNCTION retries.grant_as_user(text);
+
+/*
+ * The trigger of the mailboxes: before the insert, it makes the call (as
+ * the inserting role) and gives the row its id, which the INSERT returns;
+ * after it, it deletes the row (src/api/colocate.c).
+ */
+CREATE FUNCTION retries.mailbox_deliver()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'retries_mailbox_deliver'
+LANGUAGE C;
+COMMENT ON FUNCTION retries.mailbox_deliver() IS
+	'trigger of the Citus mailboxes (retries.call_mailbox_N): makes the call on the node holding the shard, as the inserting role';
+
+CREATE FUNCTION retries.citus_id_range()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g bigint;
+	lo bigint;
+	last bigint;
+BEGIN
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '55000',
+			MESSAGE = 'retries.citus_id_range() needs Citus',
+			HINT = 'Run CREATE EXTENSION citus first.';
+	END IF;
+	SELECT groupid INTO g FROM pg_catalog.pg_dist_local_group;
+	IF g < 0 OR g >= 32767 THEN
+		RAISE EXCEPTION USING ERRCODE = '55000',
+			MESSAGE = format('node group %s has no range of call ids', g),
+			HINT = 'A range is kept for each of the node groups 0 to 32766.';
+	END IF;
+	lo := (g << 48) + 1;
+	SELECT last_value INTO last FROM retries.call_data_id_seq;
+	EXECUTE format('ALTER SEQUENCE retries.call_data_id_seq MINVALUE %s MAXVALUE %s START WITH %s%s',
+				   lo, ((g + 1) << 48) - 1, lo,
+				   CASE WHEN last < lo THEN format(' RESTART WITH %s', lo) ELSE '' END);
+END
+$$;
+REVOKE ALL ON FUNCTION retries.citus_id_range() FROM PUBLIC;
+COMMENT ON FUNCTION retries.citus_id_range() IS
+	'on a Citus node: give this node''s call ids their range (group id times 2^48 and up); retries.citus_setup() runs it on every node';
+
+CREATE FUNCTION retries.citus_setup(colocate_with regclass DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	node record;
+	colocation integer;
+	keytype text;
+	mailbox text;
+BEGIN
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '55000',
+			MESSAGE = 'retries.citus_setup() needs Citus',
+			HINT = 'Run CREATE EXTENSION citus first.';
+	END IF;
+	FOR node IN
+		SELECT * FROM pg_catalog.run_command_on_all_nodes('SELECT retries.citus_id_range()')
+	LOOP
+		IF NOT node.success THEN
+			RAISE EXCEPTION USING ERRCODE = '55000',
+				MESSAGE = format('could not give node %s its range of call ids: %s',
+								 node.nodeid, node.result),
+				HINT = 'Install retries on every node (CREATE EXTENSION on the coordinator does so once the nodes are added).';
+		END IF;
+	END LOOP;
+	IF colocate_with IS NULL THEN
+		RETURN;
+	END IF;
+	SELECT p.colocationid, format_type(a.atttypid, a.atttypmod)
+	  INTO colocation, keytype
+	  FROM pg_dist_partition p
+	  JOIN pg_attribute a ON a.attrelid = p.logicalrelid
+		   AND a.attname = column_to_column_name(p.logicalrelid, p.partkey)
+	 WHERE p.logicalrelid = colocate_with AND p.partmethod = 'h';
+	IF NOT FOUND THEN
+		RAISE EXCEPTION USING ERRCODE = '22023',
+			MESSAGE = format('colocate_with: table %s is not a hash-distributed table', colocate_with),
+			HINT = 'Give a table made with create_distributed_table().';
+	END IF;
+	mailbox := format('retries.call_mailbox_%s', colocation);
+	IF pg_catalog.to_regclass(mailbox) IS NOT NULL THEN
+		RETURN;
+	END IF;
+	EXECUTE format('CREATE TABLE %s (shard_key %s NOT NULL, fn text NOT NULL, args jsonb NOT NULL,'
+				   ' run_at timestamptz NOT NULL, key text, priority integer NOT NULL,'
+				   ' limit_key text, after bigint[], key_window interval, debounce interval,'
+				   ' on_event text, event_timeout interval, id bigint)', mailbox, keytype);
+	PERFORM create_distributed_table(mailbox, 'shard_key', colocate_with => colocate_with::text);
+	SET LOCAL citus.enable_unsafe_triggers = on;
+	EXECUTE format('CREATE TRIGGER deliver BEFORE INSERT ON %s'
+				   ' FOR EACH ROW EXECUTE FUNCTION retries.mailbox_deliver()', mailbox);
+	EXECUTE format('CREATE TRIGGER delivered AFTER INSERT ON %s'
+				   ' FOR EACH ROW EXECUTE FUNCTION retries.mailbox_deliver()', mailbox);
+	EXECUTE format('GRANT INSERT ON %s TO PUBLIC', mailbox);
+	EXECUTE format('COMMENT ON TABLE %s IS %L', mailbox,
+				   format('mailbox of retries.call(colocate_with => ...) for colocation group %s (always empty)',
+						  colocation));
+END
+$$;
+REVOKE ALL ON FUNCTION retries.citus_setup(regclass) FROM PUBLIC;
+COMMENT ON FUNCTION retries.citus_setup(regclass) IS
+	'on a Citus coordinator: give every node''s call ids a range of their own; with colocate_with, make the mailbox through which retries.call(colocate_with => ...) reaches the nodes of that table''s shards';

@@ -1,0 +1,301 @@
+/*-------------------------------------------------------------------------
+ *
+ * colocate.c
+ *	  retries.call(..., colocate_with, shard_key) on Citus (1.7): a call
+ *	  made on, and run by, the node that holds a value's shard.
+ *
+ * The call travels as a row inserted into a mailbox: a table that
+ * retries.citus_setup() distributes beside colocate_with (in its
+ * colocation group), retries.call_mailbox_N for group N.  Citus routes
+ * the INSERT to the node holding the shard of shard_key, over its
+ * connection as the calling role, in the caller's transaction.  There the
+ * mailbox's trigger (retries.mailbox_deliver, before the insert) makes
+ * the call with retries.call() as that role, on that node, with every
+ * check a call made there has, and gives the row the call's id, which the
+ * INSERT returns; after the insert it deletes the row: a mailbox is always
+ * empty once its inserting statement ends, so a shard move has nothing of
+ * it to move.
+ *
+ * Exactly once: the caller's transaction and the remote one commit
+ * together through Citus's two-phase commit.  Citus uses it on its own
+ * only when a transaction writes through more than one connection; an
+ * INSERT of one row into one shard would otherwise be committed on its
+ * node before the caller's local commit, so a crash between the two would
+ * keep a call whose caller's transaction did not commit.  The insert asks
+ * for it (Use2PCForCoordinatedTransaction, looked up in Citus's library).
+ *
+ * A call whose shard is on this node is made here directly.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/regproc.h"
+#include "utils/snapmgr.h"
+
+#include "api/api.h"
+#include "base/base.h"
+
+PG_FUNCTION_INFO_V1(retries_mailbox_deliver);
+
+/* retries.call()'s arguments, by position, and how many it has from 1.7 */
+#define CALL_COLOCATE_WITH	11
+#define CALL_SHARD_KEY		12
+#define CALL_NARGS_1_7		13
+
+/* Where the shard of a call's value is */
+typedef struct ShardPlace
+{
+	int32		colocation;		/* colocate_with's colocation group */
+	int32		group;			/* the node group holding the shard */
+	int32		local_group;	/* this node's */
+} ShardPlace;
+
+/*
+ * citus_function -- a function of Citus's library, by name; error if
+ * Citus is not loaded or has no such function
+ */
+static void *
+citus_function(const char *name)
+{
+	return (void *) load_external_function("citus", name, true, NULL);
+}
+
+/*
+ * shard_place -- where the shard of 'key' of distributed table 'rel' is;
+ * errors name colocate_with and shard_key.  With SPI connected.
+ */
+static void
+shard_place(Oid rel, text *key, ShardPlace *place)
+{
+	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2] = {ObjectIdGetDatum(rel), PointerGetDatum(key)};
+	bool		isnull;
+	TupleDesc	desc;
+	HeapTuple	tup;
+
+	if (!OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("colocate_with needs Citus"),
+				 errhint("Make calls with colocate_with on a Citus cluster, after CREATE EXTENSION citus and SELECT retries.citus_setup(colocate_with).")));
+	if (SPI_execute_with_args("SELECT p.colocationid, p.partmethod,"
+							  " (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l)"
+							  " FROM pg_catalog.pg_dist_partition p"
+							  " WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read Citus's metadata of a table");
+	if (SPI_processed != 1 ||
+		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), "h") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("colocate_with: table %s is not a hash-distributed table",
+						DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(rel)))),
+				 errhint("Give a table made with create_distributed_table().")));
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	place->colocation = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+	place->local_group = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+
+	/* the shard's placement: get_shard_id_... converts the value as text */
+	if (SPI_execute_with_args("SELECT pl.groupid FROM pg_catalog.pg_dist_placement pl"
+							  " WHERE pl.shardid OPERATOR(pg_catalog.=)"
+							  "  pg_catalog.get_shard_id_for_distribution_column($1, $2)"
+							  " ORDER BY pl.groupid OPERATOR(pg_catalog.=) $3 DESC LIMIT 1",
+							  3, (Oid[]) {REGCLASSOID, TEXTOID, INT4OID},
+							  (Datum[]) {values[0], values[1], Int32GetDatum(place->local_group)},
+							  NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the shard of a value");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shard_key: the shard of \"%s\" in table %s has no placement",
+						text_to_cstring(key), get_rel_name(rel))));
+	place->group = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											   1, &isnull));
+}
+
+/*
+ * mailbox_insert -- the INSERT into the mailbox of colocation group
+ * 'colocation', as text, its shard key cast to the distribution column's
+ * type; error if retries.citus_setup() has not made that mailbox
+ */
+static char *
+mailbox_insert(Oid rel, int32 colocation)
+{
+	char	   *name = psprintf("call_mailbox_%d", colocation);
+	Oid			mailbox = get_relname_relid(name, schema_retries_oid());
+	Oid			keytype;
+	int32		keytypmod;
+	Oid			keycoll;
+
+	if (!OidIsValid(mailbox))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("colocate_with: no mailbox for the colocation group of table %s",
+						get_rel_name(rel)),
+				 errhint("A superuser runs SELECT retries.citus_setup('%s') once on the coordinator.",
+						 get_rel_name(rel))));
+	get_atttypetypmodcoll(mailbox, get_attnum(mailbox, "shard_key"),
+						  &keytype, &keytypmod, &keycoll);
+	return psprintf("INSERT INTO retries.%s (shard_key, fn, args, run_at, key, priority,"
+					" limit_key, after, key_window, debounce, on_event, event_timeout)"
+					" VALUES (CAST($1 AS %s), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+					" RETURNING id",
+					quote_identifier(name),
+					format_type_with_typemod(keytype, keytypmod));
+}
+
+/*
+ * colocate_call -- retries.call()'s colocate_with and shard_key: false if
+ * the call is to be made here (none given, or the shard is on this node);
+ * else the call is made on the shard's node and its id is in *id.
+ * 'args' are the call's arguments, already converted as the caller.
+ */
+bool
+colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
+{
+	Oid			rel;
+	text	   *key;
+	ShardPlace	place;
+	char	   *sql;
+	Oid			argtypes[12] = {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+	TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID};
+	Datum		values[12];
+	char		nulls[12];
+	bool		isnull;
+
+	if (PG_NARGS() < CALL_NARGS_1_7 ||
+		(PG_ARGISNULL(CALL_COLOCATE_WITH) && PG_ARGISNULL(CALL_SHARD_KEY)))
+		return false;
+	if (PG_ARGISNULL(CALL_COLOCATE_WITH) || PG_ARGISNULL(CALL_SHARD_KEY))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s needs %s",
+						PG_ARGISNULL(CALL_SHARD_KEY) ? "colocate_with" : "shard_key",
+						PG_ARGISNULL(CALL_SHARD_KEY) ? "shard_key" : "colocate_with"),
+				 errhint("Give both: the distributed table, and the value of its distribution column whose shard's node is to run the call.")));
+	rel = PG_GETARG_OID(CALL_COLOCATE_WITH);
+	key = PG_GETARG_TEXT_PP(CALL_SHARD_KEY);
+
+	SPI_connect();
+	shard_place(rel, key, &place);
+	if (place.group == place.local_group)
+	{
+		SPI_finish();
+		return false;
+	}
+	sql = mailbox_insert(rel, place.colocation);
+
+	values[0] = PointerGetDatum(key);
+	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
+	values[2] = JsonbPGetDatum(args);
+	for (int i = 3; i < 12; i++)
+	{
+		values[i] = PG_ARGISNULL(i - 1) ? (Datum) 0 : PG_GETARG_DATUM(i - 1);
+		nulls[i] = PG_ARGISNULL(i - 1) ? 'n' : ' ';
+	}
+	nulls[0] = nulls[1] = nulls[2] = ' ';
+
+	if (SPI_execute_with_args(sql, 12, argtypes, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: the mailbox of a Citus node returned no call id");
+	*id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		elog(ERROR, "retries: the mailbox of a Citus node returned no call id");
+	/* both commit, or neither: two-phase commit (see the top) */
+	((void (*) (void)) citus_function("Use2PCForCoordinatedTransaction")) ();
+	SPI_finish();
+	return true;
+}
+
+/*
+ * deliver -- make the call of a mailbox row 'tup' here, as the current
+ * role, through retries.call(); its id
+ */
+static int64
+deliver(TupleDesc desc, HeapTuple tup)
+{
+	static const char *const columns[11] = {"fn", "args", "run_at", "key", "priority",
+		"limit_key", "after", "key_window", "debounce", "on_event", "event_timeout"};
+	Oid			argtypes[11];
+	Datum		values[11];
+	char		nulls[11];
+	bool		isnull;
+	int64		id;
+
+	for (int i = 0; i < 11; i++)
+	{
+		int			att = SPI_fnumber(desc, columns[i]);
+
+		if (att <= 0)
+			elog(ERROR, "retries: a mailbox has no column %s", columns[i]);
+		argtypes[i] = SPI_gettypeid(desc, att);
+		values[i] = SPI_getbinval(tup, desc, att, &isnull);
+		nulls[i] = isnull ? 'n' : ' ';
+	}
+	if (SPI_execute_with_args("SELECT retries.call(CAST($1 AS pg_catalog.regprocedure),"
+							  " $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+							  11, argtypes, values, nulls, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not make the call of a mailbox");
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return id;
+}
+
+/*
+ * retries_mailbox_deliver -- trigger of a mailbox's shards (see the top):
+ * before the insert of a row, make its call and give the row its id;
+ * after it, delete the row
+ */
+Datum
+retries_mailbox_deliver(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	HeapTuple	tup;
+	int			att;
+	int64		id;
+	Datum		value;
+	bool		isnull = false;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("retries.mailbox_deliver() must be fired for each row inserted")));
+	rel = trigdata->tg_relation;
+	tup = trigdata->tg_trigtuple;
+
+	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))
+	{
+		/* this transaction's own row, just inserted: no one else sees it */
+		CommandCounterIncrement();
+		simple_table_tuple_delete(rel, &tup->t_self, GetActiveSnapshot());
+		return PointerGetDatum(NULL);
+	}
+
+	SPI_connect();
+	id = deliver(RelationGetDescr(rel), tup);
+	SPI_finish();
+
+	att = SPI_fnumber(RelationGetDescr(rel), "id");
+	if (att <= 0)
+		elog(ERROR, "retries: a mailbox has no column id");
+	value = Int64GetDatum(id);
+	return PointerGetDatum(heap_modify_tuple_by_cols(tup, RelationGetDescr(rel), 1, &att,
+													 &value, &isnull));
+}
