@@ -187,3 +187,88 @@ $$;
 REVOKE ALL ON FUNCTION retries.citus_setup(regclass) FROM PUBLIC;
 COMMENT ON FUNCTION retries.citus_setup(regclass) IS
 	'on a Citus coordinator: give every node''s call ids a range of their own; with colocate_with, make the mailbox through which retries.call(colocate_with => ...) reaches the nodes of that table''s shards';
+
+/*
+ * wait, result and cancel of a call on another Citus node: the function
+ * forwards them there (src/api/colocate.c) to this one, which runs them
+ * as the role and hands back the value, or the error with its SQLSTATE.
+ */
+CREATE FUNCTION retries.node_op(op text, id bigint, timeout interval DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v jsonb;
+	st text;
+	msg text;
+	det text;
+	hnt text;
+BEGIN
+	CASE op
+		WHEN 'wait' THEN
+			SELECT to_jsonb(w) INTO v FROM retries.wait(id, timeout) w;
+		WHEN 'result' THEN
+			v := retries.result(id);
+		WHEN 'cancel' THEN
+			v := to_jsonb(retries.cancel(id));
+		ELSE
+			RAISE EXCEPTION USING ERRCODE = '22023',
+				MESSAGE = format('op: %s is not wait, result or cancel', op);
+	END CASE;
+	RETURN jsonb_build_object('value', v);
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+	RETURN jsonb_build_object('sqlstate', st, 'message', msg,
+							  'detail', nullif(det, ''), 'hint', nullif(hnt, ''));
+END
+$$;
+COMMENT ON FUNCTION retries.node_op(text, bigint, interval) IS
+	'on a Citus node: run retries.wait, result or cancel of a call of this node for another node''s retries.wait, result or cancel; returns {"value": ...} or the error';
+
+/*
+ * Every node's calls, on Citus: each node's retries.calls as the role sees
+ * it there, read through Citus's connections (without Citus, this
+ * database's).  A node that cannot be read is left out with a warning.
+ */
+CREATE FUNCTION retries.cluster_call_rows()
+RETURNS TABLE (node_group integer, calls jsonb)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	r record;
+BEGIN
+	IF to_regclass('pg_catalog.pg_dist_node') IS NULL THEN
+		RETURN QUERY SELECT 0, coalesce(jsonb_agg(c), '[]') FROM retries.calls c;
+		RETURN;
+	END IF;
+	FOR r IN EXECUTE
+		'SELECT n.groupid, a.success, a.result'
+		' FROM pg_catalog.run_command_on_all_nodes(''SELECT COALESCE(pg_catalog.jsonb_agg(c), ''''[]'''') FROM retries.calls c'') a'
+		' JOIN pg_catalog.pg_dist_node n ON n.nodeid = a.nodeid'
+	LOOP
+		IF r.success THEN
+			node_group := r.groupid;
+			calls := r.result::jsonb;
+			RETURN NEXT;
+		ELSE
+			RAISE WARNING 'retries.cluster_calls: could not read the calls of node group %: %',
+				r.groupid, r.result;
+		END IF;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION retries.cluster_call_rows() IS
+	'the rows of retries.cluster_calls, as one jsonb array per node group';
+
+CREATE VIEW retries.cluster_calls AS
+SELECT r.node_group, c.*
+  FROM retries.cluster_call_rows() r,
+	   jsonb_populate_recordset(NULL::retries.calls, r.calls) c;
+COMMENT ON VIEW retries.cluster_calls IS
+	'on Citus: retries.calls of every node, as the current role sees them there, with the node group of each';
+COMMENT ON COLUMN retries.cluster_calls.node_group IS
+	'the Citus node group whose node holds and runs the call (0: the coordinator; without Citus, 0)';
+GRANT SELECT ON retries.cluster_calls TO PUBLIC;

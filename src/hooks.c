@@ -544,6 +544,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		runner_check_utility(pstmt->utilityStmt);
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
+	if (IsA(pstmt->utilityStmt, DropStmt) && names_this_extension(pstmt->utilityStmt))
+		colocate_drop_mailboxes();
 	dboid = workers_in_the_way(pstmt->utilityStmt);
 	sandbox_note_utility(pstmt->utilityStmt);
 	if (changes_databases(pstmt->utilityStmt))

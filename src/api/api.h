@@ -33,6 +33,10 @@ extern void call_args_check_size(const Jsonb *args, const char *what);
 
 /* colocate.c */
 extern bool colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id);
+extern bool colocate_forward(const char *op, int64 id, FunctionCallInfo fcinfo,
+							 int timeout_arg, Datum *value, bool *isnull);
+extern Datum colocate_calls_row(Datum value);
+extern void colocate_drop_mailboxes(void);
 
 /* call.c */
 extern uint64 retries_policy_generation;

@@ -34,6 +34,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "commands/extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -74,6 +75,14 @@ citus_function(const char *name)
 	return (void *) load_external_function("citus", name, true, NULL);
 }
 
+/* error context callback of shard_key's conversion */
+static void
+shard_key_context(void *arg)
+{
+	errcontext("shard_key, converted to the type of the distribution column of table %s",
+			   (const char *) arg);
+}
+
 /*
  * shard_place -- where the shard of 'key' of distributed table 'rel' is;
  * errors name colocate_with and shard_key.  With SPI connected.
@@ -86,6 +95,7 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 	bool		isnull;
 	TupleDesc	desc;
 	HeapTuple	tup;
+	ErrorContextCallback context;
 
 	if (!OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
 		ereport(ERROR,
@@ -111,6 +121,10 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 	place->local_group = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
 
 	/* the shard's placement: get_shard_id_... converts the value as text */
+	context.callback = shard_key_context;
+	context.arg = DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(rel)));
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	if (SPI_execute_with_args("SELECT pl.groupid FROM pg_catalog.pg_dist_placement pl"
 							  " WHERE pl.shardid OPERATOR(pg_catalog.=)"
 							  "  pg_catalog.get_shard_id_for_distribution_column($1, $2)"
@@ -119,6 +133,7 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 							  (Datum[]) {values[0], values[1], Int32GetDatum(place->local_group)},
 							  NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the shard of a value");
+	error_context_stack = context.previous;
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -298,4 +313,181 @@ retries_mailbox_deliver(PG_FUNCTION_ARGS)
 	value = Int64GetDatum(id);
 	return PointerGetDatum(heap_modify_tuple_by_cols(tup, RelationGetDescr(rel), 1, &att,
 													 &value, &isnull));
+}
+
+/*
+ * node_of_call -- the node group that call 'id' is kept on, if that is
+ * another node than this: on Citus the ids of each node group run in a
+ * range of their own (retries.citus_id_range(): the group id times 2^48
+ * and up).  A call kept here is this node's whatever its id (one made
+ * before the ranges were given).  With SPI connected.
+ */
+static bool
+node_of_call(int64 id, int32 *group)
+{
+	Oid			argtypes[2] = {INT8OID, INT4OID};
+	Datum		values[2];
+	bool		isnull;
+
+	if (!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)) ||
+		id <= 0)
+		return false;
+	*group = (int32) (id >> 48);
+	values[0] = Int64GetDatum(id);
+	values[1] = Int32GetDatum(*group);
+	if (SPI_execute_with_args("SELECT $2 OPERATOR(pg_catalog.<>) l.groupid"
+							  "  AND NOT EXISTS (SELECT FROM retries.call_data c"
+							  "   WHERE c.id OPERATOR(pg_catalog.=) $1)"
+							  " FROM pg_catalog.pg_dist_local_group l",
+							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not read Citus's group of this node");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * raise_node_error -- raise the error that retries.node_op() returned
+ * from node group 'group' (its fields in 'reply'), with its SQLSTATE
+ */
+static void
+raise_node_error(int32 group, HeapTuple reply, TupleDesc desc)
+{
+	char	   *state = SPI_getvalue(reply, desc, 2);
+	char	   *message = SPI_getvalue(reply, desc, 3);
+	char	   *detail = SPI_getvalue(reply, desc, 4);
+	char	   *hint = SPI_getvalue(reply, desc, 5);
+	int			code = ERRCODE_INTERNAL_ERROR;
+
+	if (state != NULL && strlen(state) == 5)
+		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg_internal("%s", message != NULL ? message : "(no message)"),
+			 detail != NULL ? errdetail_internal("%s", detail) : 0,
+			 hint != NULL ? errhint("%s", hint) : 0,
+			 errcontext("the call's node, in Citus node group %d", group)));
+}
+
+/*
+ * colocate_forward -- run retries.wait(), result() or cancel() ('op') of
+ * call 'id' on the node that keeps it, if that is another Citus node;
+ * false if the call is this node's.  The call's value (jsonb) is in
+ * *value, NULL in *isnull.  Through Citus's master_run_on_worker(), as the
+ * role, on a connection of its own: a cancel there commits at once.
+ */
+bool
+colocate_forward(const char *op, int64 id, FunctionCallInfo fcinfo, int timeout_arg,
+				 Datum *value, bool *isnull)
+{
+	int32		group;
+	char	   *command;
+	HeapTuple	reply;
+	TupleDesc	desc;
+	bool		null;
+
+	SPI_connect();
+	if (!node_of_call(id, &group))
+	{
+		SPI_finish();
+		return false;
+	}
+	command = psprintf("SELECT retries.node_op('%s', " INT64_FORMAT ", %s)", op, id,
+					   timeout_arg < 0 || PG_ARGISNULL(timeout_arg) ? "NULL" :
+					   quote_literal_cstr(DatumGetCString(DirectFunctionCall1(interval_out,
+																			  PG_GETARG_DATUM(timeout_arg)))));
+	if (SPI_execute_with_args("SELECT a.success, r.v OPERATOR(pg_catalog.->>) 'sqlstate',"
+							  "  r.v OPERATOR(pg_catalog.->>) 'message',"
+							  "  r.v OPERATOR(pg_catalog.->>) 'detail',"
+							  "  r.v OPERATOR(pg_catalog.->>) 'hint',"
+							  "  r.v OPERATOR(pg_catalog.?) 'value',"
+							  "  CASE WHEN pg_catalog.jsonb_typeof(r.v OPERATOR(pg_catalog.->) 'value')"
+							  "   OPERATOR(pg_catalog.<>) 'null' THEN r.v OPERATOR(pg_catalog.->) 'value' END,"
+							  "  a.result"
+							  " FROM pg_catalog.pg_dist_node n,"
+							  "  pg_catalog.master_run_on_worker(ARRAY[n.nodename], ARRAY[n.nodeport],"
+							  "   ARRAY[$2], false) a,"
+							  "  LATERAL (SELECT CASE WHEN a.success THEN CAST(a.result AS pg_catalog.jsonb) END) r(v)"
+							  " WHERE n.groupid OPERATOR(pg_catalog.=) $1"
+							  "  AND n.noderole OPERATOR(pg_catalog.=) 'primary'",
+							  2, (Oid[]) {INT4OID, TEXTOID},
+							  (Datum[]) {Int32GetDatum(group), CStringGetTextDatum(command)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not reach the node of a call");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("call " INT64_FORMAT " does not exist", id),
+				 errdetail("Its id names Citus node group %d, which has no primary node.", group)));
+	reply = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	if (!DatumGetBool(SPI_getbinval(reply, desc, 1, &null)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not reach the node of call " INT64_FORMAT " (Citus node group %d): %s",
+						id, group, SPI_getvalue(reply, desc, 8)),
+				 errhint("The call is kept on that node; try again once it is up.")));
+	if (!DatumGetBool(SPI_getbinval(reply, desc, 6, &null)))
+		raise_node_error(group, reply, desc);
+	*value = SPI_getbinval(reply, desc, 7, isnull);
+	if (!*isnull)
+		*value = SPI_datumTransfer(*value, false, -1);
+	SPI_finish();
+	return true;
+}
+
+/*
+ * colocate_calls_row -- a row of retries.calls from its jsonb form, as
+ * retries.node_op() returns it for a wait
+ */
+Datum
+colocate_calls_row(Datum value)
+{
+	bool		isnull;
+	Datum		row;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT pg_catalog.jsonb_populate_record(CAST(NULL AS retries.calls), $1)",
+							  1, (Oid[]) {JSONBOID}, &value, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "retries: could not read the row of a call of another node");
+	row = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	row = SPI_datumTransfer(row, false, -1);
+	SPI_finish();
+	return row;
+}
+
+/*
+ * colocate_drop_mailboxes -- before DROP EXTENSION retries, on a Citus
+ * coordinator: drop the mailboxes that retries.citus_setup() made, through
+ * Citus, which drops their shards on the nodes.  They are not members of
+ * the extension: dropped with it, Citus would forget them and leave their
+ * shards, in a schema retries, on the worker nodes.
+ */
+void
+colocate_drop_mailboxes(void)
+{
+	SPITupleTable *rows;
+	uint64		n;
+
+	if (!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)) ||
+		!OidIsValid(get_extension_oid("retries", true)))
+		return;
+	SPI_connect();
+	if (SPI_execute("SELECT pg_catalog.format('retries.%I', c.relname)"
+					" FROM pg_catalog.pg_class c, pg_catalog.pg_dist_local_group l"
+					" WHERE c.relnamespace OPERATOR(pg_catalog.=) 'retries'::pg_catalog.regnamespace"
+					"  AND c.relname OPERATOR(pg_catalog.~) '^call_mailbox_[0-9]+$'"
+					"  AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+					"  AND l.groupid OPERATOR(pg_catalog.=) 0",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not list the mailboxes");
+	rows = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		if (SPI_execute(psprintf("DROP TABLE %s", SPI_getvalue(rows->vals[i], rows->tupdesc, 1)),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "retries: could not drop a mailbox");
+	}
+	SPI_finish();
 }

@@ -211,8 +211,13 @@ retries_cancel(PG_FUNCTION_ARGS)
 	RetriesUserSwitch save;
 	LockedCall	call;
 	bool		result = true;
+	Datum		value;
+	bool		isnull;
 
 	args_check_not_null(fcinfo, 0, "id");
+	/* a call of another Citus node: cancelled there (colocate.c) */
+	if (colocate_forward("cancel", PG_GETARG_INT64(0), fcinfo, -1, &value, &isnull))
+		PG_RETURN_BOOL(!isnull && DatumGetBool(DirectFunctionCall1(jsonb_bool, value)));
 
 	access_become_owner(&save);
 	SPI_connect();

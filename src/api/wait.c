@@ -230,10 +230,14 @@ retries_wait(PG_FUNCTION_ARGS)
 	int64		id;
 	int64		timeout;
 	Datum		row;
+	bool		isnull;
 
 	args_check_not_null(fcinfo, 0, "id");
 	id = PG_GETARG_INT64(0);
 	timeout = wait_timeout(fcinfo);
+	/* a call of another Citus node: waited for there (colocate.c) */
+	if (colocate_forward("wait", id, fcinfo, 1, &row, &isnull))
+		PG_RETURN_DATUM(colocate_calls_row(row));
 	if (id == retries_current_call_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -268,9 +272,17 @@ retries_result(PG_FUNCTION_ARGS)
 {
 	int64		id;
 	LookedCall	call;
+	Datum		value;
+	bool		isnull;
 
 	args_check_not_null(fcinfo, 0, "id");
 	id = PG_GETARG_INT64(0);
+	if (colocate_forward("result", id, fcinfo, -1, &value, &isnull))
+	{
+		if (isnull)
+			PG_RETURN_NULL();
+		PG_RETURN_DATUM(value);
+	}
 	look_at_call(id, GetUserId(), false, &call);
 	if (call.state != CALL_SUCCEEDED)
 	{
