@@ -178,7 +178,8 @@ BEGIN
 				   ' FOR EACH ROW EXECUTE FUNCTION retries.mailbox_deliver()', mailbox);
 	EXECUTE format('CREATE TRIGGER delivered AFTER INSERT ON %s'
 				   ' FOR EACH ROW EXECUTE FUNCTION retries.mailbox_deliver()', mailbox);
-	EXECUTE format('GRANT INSERT ON %s TO PUBLIC', mailbox);
+	-- the INSERT returns the id: SELECT on that column (no row outlives its statement)
+	EXECUTE format('GRANT INSERT, SELECT (id) ON %s TO PUBLIC', mailbox);
 	EXECUTE format('COMMENT ON TABLE %s IS %L', mailbox,
 				   format('mailbox of retries.call(colocate_with => ...) for colocation group %s (always empty)',
 						  colocation));

@@ -49,6 +49,7 @@
 
 #include "api/api.h"
 #include "base/base.h"
+#include "tables/tables.h"
 
 PG_FUNCTION_INFO_V1(retries_mailbox_deliver);
 
@@ -328,6 +329,7 @@ node_of_call(int64 id, int32 *group)
 	Oid			argtypes[2] = {INT8OID, INT4OID};
 	Datum		values[2];
 	bool		isnull;
+	RetriesUserSwitch save;
 
 	if (!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)) ||
 		id <= 0)
@@ -335,6 +337,8 @@ node_of_call(int64 id, int32 *group)
 	*group = (int32) (id >> 48);
 	values[0] = Int64GetDatum(id);
 	values[1] = Int32GetDatum(*group);
+	/* whose the call is, the node that keeps it says */
+	access_become_owner(&save);
 	if (SPI_execute_with_args("SELECT $2 OPERATOR(pg_catalog.<>) l.groupid"
 							  "  AND NOT EXISTS (SELECT FROM retries.call_data c"
 							  "   WHERE c.id OPERATOR(pg_catalog.=) $1)"
@@ -342,6 +346,7 @@ node_of_call(int64 id, int32 *group)
 							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not read Citus's group of this node");
+	access_restore_user(&save);
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -461,7 +466,10 @@ colocate_calls_row(Datum value)
  * coordinator: drop the mailboxes that retries.citus_setup() made, through
  * Citus, which drops their shards on the nodes.  They are not members of
  * the extension: dropped with it, Citus would forget them and leave their
- * shards, in a schema retries, on the worker nodes.
+ * shards, in a schema retries, on the worker nodes.  The shards that a
+ * shard move left on their old node, which Citus drops in its own time,
+ * are dropped first: their triggers would keep DROP EXTENSION from
+ * dropping the trigger function there.
  */
 void
 colocate_drop_mailboxes(void)
@@ -483,6 +491,10 @@ colocate_drop_mailboxes(void)
 		elog(ERROR, "retries: could not list the mailboxes");
 	rows = SPI_tuptable;
 	n = SPI_processed;
+	/* the shards a move left behind, which Citus drops later, first */
+	if (n > 0 && SPI_execute("CALL pg_catalog.citus_cleanup_orphaned_resources()",
+							 false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "retries: could not drop the shards that shard moves left");
 	for (uint64 i = 0; i < n; i++)
 	{
 		if (SPI_execute(psprintf("DROP TABLE %s", SPI_getvalue(rows->vals[i], rows->tupdesc, 1)),
