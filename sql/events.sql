@@ -219,6 +219,12 @@ CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', on_event => 'e',
 CALL test.try($$SELECT retries.emit('')$$);
 CALL test.try($$SELECT retries.emit(NULL)$$);
 
+-- colocate_with and shard_key (1.7) go together, and need Citus
+CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', colocate_with => 'ev_mail')$$);
+CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', shard_key => '1')$$);
+CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', colocate_with => 'ev_mail', shard_key => '1')$$);
+CALL test.try($$SELECT retries.citus_setup()$$);
+
 -- what the mail table saw, in order of the calls
 SELECT who, body, event FROM ev_mail ORDER BY at;
 
