@@ -89,6 +89,9 @@ CREATE FUNCTION retries.mailbox_deliver()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'retries_mailbox_deliver'
 LANGUAGE C;
+-- a trigger of a table of a role's own would make calls as that role
+-- anyway; the function refuses any table but a mailbox all the same
+REVOKE ALL ON FUNCTION retries.mailbox_deliver() FROM PUBLIC;
 COMMENT ON FUNCTION retries.mailbox_deliver() IS
 	'trigger of the Citus mailboxes (retries.call_mailbox_N): makes the call on the node holding the shard, as the inserting role';
 
@@ -218,7 +221,7 @@ BEGIN
 				MESSAGE = format('op: %s is not wait, result or cancel', op);
 	END CASE;
 	RETURN jsonb_build_object('value', v);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
 	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
 		det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
 	RETURN jsonb_build_object('sqlstate', st, 'message', msg,

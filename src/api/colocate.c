@@ -41,7 +41,9 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
@@ -57,6 +59,14 @@ PG_FUNCTION_INFO_V1(retries_mailbox_deliver);
 #define CALL_COLOCATE_WITH	11
 #define CALL_SHARD_KEY		12
 #define CALL_NARGS_1_7		13
+
+/*
+ * The ids of the calls that this transaction made on other nodes: until it
+ * commits, those nodes' other sessions cannot see them (made_here_lxid
+ * says which transaction the list, kept in its memory, is of)
+ */
+static List *made_elsewhere = NIL;
+static LocalTransactionId made_elsewhere_lxid = InvalidLocalTransactionId;
 
 /* Where the shard of a call's value is */
 typedef struct ShardPlace
@@ -176,6 +186,44 @@ mailbox_insert(Oid rel, int32 colocation)
 }
 
 /*
+ * note_made_elsewhere -- this transaction made call 'id' on another node
+ */
+static void
+note_made_elsewhere(int64 id)
+{
+	MemoryContext old;
+
+	if (made_elsewhere_lxid != MyProc->lxid)
+	{
+		made_elsewhere = NIL;	/* its memory went with its transaction */
+		made_elsewhere_lxid = MyProc->lxid;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	made_elsewhere = lappend(made_elsewhere, palloc(sizeof(int64)));
+	*(int64 *) llast(made_elsewhere) = id;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * made_elsewhere_here -- did this transaction make call 'id' on another
+ * node?
+ */
+static bool
+made_elsewhere_here(int64 id)
+{
+	ListCell   *lc;
+
+	if (made_elsewhere_lxid != MyProc->lxid)
+		return false;
+	foreach(lc, made_elsewhere)
+	{
+		if (*(int64 *) lfirst(lc) == id)
+			return true;
+	}
+	return false;
+}
+
+/*
  * colocate_call -- retries.call()'s colocate_with and shard_key: false if
  * the call is to be made here (none given, or the shard is on this node);
  * else the call is made on the shard's node and its id is in *id.
@@ -232,6 +280,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	*id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (isnull)
 		elog(ERROR, "retries: the mailbox of a Citus node returned no call id");
+	note_made_elsewhere(*id);
 	/* both commit, or neither: two-phase commit (see the top) */
 	((void (*) (void)) citus_function("Use2PCForCoordinatedTransaction")) ();
 	SPI_finish();
@@ -273,6 +322,29 @@ deliver(TupleDesc desc, HeapTuple tup)
 }
 
 /*
+ * check_mailbox -- error unless 'rel' is a mailbox, or a shard of one: a
+ * table of schema retries named call_mailbox_N (_SHARDID), whose column id
+ * is a bigint (the trigger writes the call's id there)
+ */
+static void
+check_mailbox(Relation rel)
+{
+	const char *name = RelationGetRelationName(rel);
+	size_t		digits;
+	AttrNumber	att = get_attnum(RelationGetRelid(rel), "id");
+
+	digits = strncmp(name, "call_mailbox_", 13) == 0 ? strspn(name + 13, "0123456789_") : 0;
+	if (RelationGetNamespace(rel) != schema_retries_oid() || digits == 0 ||
+		name[13 + digits] != '\0' || att == InvalidAttrNumber ||
+		get_atttype(RelationGetRelid(rel), att) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("retries.mailbox_deliver() fires only on the mailboxes of retries, not on table %s",
+						name),
+				 errhint("retries.citus_setup() makes the mailboxes.")));
+}
+
+/*
  * retries_mailbox_deliver -- trigger of a mailbox's shards (see the top):
  * before the insert of a row, make its call and give the row its id;
  * after it, delete the row
@@ -295,6 +367,7 @@ retries_mailbox_deliver(PG_FUNCTION_ARGS)
 				 errmsg("retries.mailbox_deliver() must be fired for each row inserted")));
 	rel = trigdata->tg_relation;
 	tup = trigdata->tg_trigtuple;
+	check_mailbox(rel);
 
 	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))
 	{
@@ -396,6 +469,15 @@ colocate_forward(const char *op, int64 id, FunctionCallInfo fcinfo, int timeout_
 		SPI_finish();
 		return false;
 	}
+	if (made_elsewhere_here(id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("call " INT64_FORMAT " was made on another node by this transaction, which has not committed",
+						id),
+				 errdetail("The call's node (Citus node group %d) is reached over a connection of its own, which sees the call once this transaction commits.",
+						   group),
+				 errhint("%s it after COMMIT.", strcmp(op, "cancel") == 0 ? "Cancel" :
+						 strcmp(op, "wait") == 0 ? "Wait for" : "Read its result")));
 	command = psprintf("SELECT retries.node_op('%s', " INT64_FORMAT ", %s)", op, id,
 					   timeout_arg < 0 || PG_ARGISNULL(timeout_arg) ? "NULL" :
 					   quote_literal_cstr(DatumGetCString(DirectFunctionCall1(interval_out,
