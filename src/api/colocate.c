@@ -101,6 +101,8 @@ shard_key_context(void *arg)
 static void
 shard_place(Oid rel, text *key, ShardPlace *place)
 {
+	static SPIPlanPtr table_plan = NULL;
+	static SPIPlanPtr shard_plan = NULL;
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2] = {ObjectIdGetDatum(rel), PointerGetDatum(key)};
 	bool		isnull;
@@ -113,11 +115,13 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("colocate_with needs Citus"),
 				 errhint("Make calls with colocate_with on a Citus cluster, after CREATE EXTENSION citus and SELECT retries.citus_setup(colocate_with).")));
-	if (SPI_execute_with_args("SELECT p.colocationid, p.partmethod,"
-							  " (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l)"
-							  " FROM pg_catalog.pg_dist_partition p"
-							  " WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+	plans_prepare_kept(&table_plan,
+					   "SELECT p.colocationid, p.partmethod,"
+					   " (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l)"
+					   " FROM pg_catalog.pg_dist_partition p"
+					   " WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(table_plan, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read Citus's metadata of a table");
 	if (SPI_processed != 1 ||
 		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), "h") != 0)
@@ -136,13 +140,15 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 	context.arg = DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(rel)));
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	if (SPI_execute_with_args("SELECT pl.groupid FROM pg_catalog.pg_dist_placement pl"
-							  " WHERE pl.shardid OPERATOR(pg_catalog.=)"
-							  "  pg_catalog.get_shard_id_for_distribution_column($1, $2)"
-							  " ORDER BY pl.groupid OPERATOR(pg_catalog.=) $3 DESC LIMIT 1",
-							  3, (Oid[]) {REGCLASSOID, TEXTOID, INT4OID},
-							  (Datum[]) {values[0], values[1], Int32GetDatum(place->local_group)},
-							  NULL, true, 1) != SPI_OK_SELECT)
+	plans_prepare_kept(&shard_plan,
+					   "SELECT pl.groupid FROM pg_catalog.pg_dist_placement pl"
+					   " WHERE pl.shardid OPERATOR(pg_catalog.=)"
+					   "  pg_catalog.get_shard_id_for_distribution_column($1, $2)"
+					   " ORDER BY pl.groupid OPERATOR(pg_catalog.=) $3 DESC LIMIT 1",
+					   3, (Oid[]) {REGCLASSOID, TEXTOID, INT4OID});
+	if (SPI_execute_plan(shard_plan,
+						 (Datum[]) {values[0], values[1], Int32GetDatum(place->local_group)},
+						 NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the shard of a value");
 	error_context_stack = context.previous;
 	if (SPI_processed != 1)
@@ -156,17 +162,24 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 
 /*
  * mailbox_insert -- the INSERT into the mailbox of colocation group
- * 'colocation', as text, its shard key cast to the distribution column's
- * type; error if retries.citus_setup() has not made that mailbox
+ * 'colocation', its shard key cast to the distribution column's type,
+ * prepared and kept (for one mailbox at a time: most databases make calls
+ * beside one colocation group's tables); error if retries.citus_setup()
+ * has not made that mailbox
  */
-static char *
+static SPIPlanPtr
 mailbox_insert(Oid rel, int32 colocation)
 {
+	static Oid	kept_mailbox = InvalidOid;
+	static SPIPlanPtr kept_plan = NULL;
 	char	   *name = psprintf("call_mailbox_%d", colocation);
 	Oid			mailbox = get_relname_relid(name, schema_retries_oid());
+	Oid			argtypes[12] = {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+	TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID};
 	Oid			keytype;
 	int32		keytypmod;
 	Oid			keycoll;
+	SPIPlanPtr	plan;
 
 	if (!OidIsValid(mailbox))
 		ereport(ERROR,
@@ -175,14 +188,27 @@ mailbox_insert(Oid rel, int32 colocation)
 						get_rel_name(rel)),
 				 errhint("A superuser runs SELECT retries.citus_setup('%s') once on the coordinator.",
 						 get_rel_name(rel))));
+	if (mailbox == kept_mailbox && kept_plan != NULL)
+		return kept_plan;
 	get_atttypetypmodcoll(mailbox, get_attnum(mailbox, "shard_key"),
 						  &keytype, &keytypmod, &keycoll);
-	return psprintf("INSERT INTO retries.%s (shard_key, fn, args, run_at, key, priority,"
-					" limit_key, after, key_window, debounce, on_event, event_timeout)"
-					" VALUES (CAST($1 AS %s), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
-					" RETURNING id",
-					quote_identifier(name),
-					format_type_with_typemod(keytype, keytypmod));
+	plan = SPI_prepare(psprintf("INSERT INTO retries.%s (shard_key, fn, args, run_at, key, priority,"
+								" limit_key, after, key_window, debounce, on_event, event_timeout)"
+								" VALUES (CAST($1 AS %s), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+								" RETURNING id",
+								quote_identifier(name),
+								format_type_with_typemod(keytype, keytypmod)),
+					   12, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "retries: could not prepare the insert into a mailbox: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "retries: could not keep the plan of the insert into a mailbox");
+	if (kept_plan != NULL)
+		SPI_freeplan(kept_plan);
+	kept_plan = plan;
+	kept_mailbox = mailbox;
+	return plan;
 }
 
 /*
@@ -235,9 +261,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	Oid			rel;
 	text	   *key;
 	ShardPlace	place;
-	char	   *sql;
-	Oid			argtypes[12] = {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
-	TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID};
+	SPIPlanPtr	insert;
 	Datum		values[12];
 	char		nulls[12];
 	bool		isnull;
@@ -262,7 +286,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 		SPI_finish();
 		return false;
 	}
-	sql = mailbox_insert(rel, place.colocation);
+	insert = mailbox_insert(rel, place.colocation);
 
 	values[0] = PointerGetDatum(key);
 	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
@@ -274,7 +298,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	}
 	nulls[0] = nulls[1] = nulls[2] = ' ';
 
-	if (SPI_execute_with_args(sql, 12, argtypes, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING ||
+	if (SPI_execute_plan(insert, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: the mailbox of a Citus node returned no call id");
 	*id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -296,7 +320,9 @@ deliver(TupleDesc desc, HeapTuple tup)
 {
 	static const char *const columns[11] = {"fn", "args", "run_at", "key", "priority",
 		"limit_key", "after", "key_window", "debounce", "on_event", "event_timeout"};
-	Oid			argtypes[11];
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[11] = {TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+	TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID};
 	Datum		values[11];
 	char		nulls[11];
 	bool		isnull;
@@ -306,15 +332,17 @@ deliver(TupleDesc desc, HeapTuple tup)
 	{
 		int			att = SPI_fnumber(desc, columns[i]);
 
-		if (att <= 0)
-			elog(ERROR, "retries: a mailbox has no column %s", columns[i]);
-		argtypes[i] = SPI_gettypeid(desc, att);
+		if (att <= 0 || SPI_gettypeid(desc, att) != argtypes[i])
+			elog(ERROR, "retries: column %s of a mailbox is missing or not of its type", columns[i]);
 		values[i] = SPI_getbinval(tup, desc, att, &isnull);
 		nulls[i] = isnull ? 'n' : ' ';
 	}
-	if (SPI_execute_with_args("SELECT retries.call(CAST($1 AS pg_catalog.regprocedure),"
-							  " $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-							  11, argtypes, values, nulls, false, 1) != SPI_OK_SELECT ||
+	/* as the inserting role: the executor checks EXECUTE on retries.call */
+	plans_prepare_kept(&plan,
+					   "SELECT retries.call(CAST($1 AS pg_catalog.regprocedure),"
+					   " $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+					   11, argtypes);
+	if (SPI_execute_plan(plan, values, nulls, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not make the call of a mailbox");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
