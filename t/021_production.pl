@@ -402,7 +402,7 @@ DROP DATABASE tpl;
 
 my $latest = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'retries'");
-for my $version ('1.1', '1.2', '1.3', '1.4', '1.5')
+for my $version ('1.1', '1.2', '1.3', '1.4', '1.5', '1.6')
 {
 	(my $db = "from_$version") =~ s/\./_/;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
