@@ -241,7 +241,28 @@ sleep 1 while prepared_xacts(@nodes) > 0 && time() < $deadline;
 is($c->safe_psql('postgres', "SELECT count(*) || ' ' || count(DISTINCT id) FROM orders"),
 	"$made $made", 'one row per call, none twice, across the moves');
 
-# 10. DROP EXTENSION drops the mailboxes, on every node
+# 10. A schedule on the coordinator whose function makes calls beside
+# their data: each firing's calls are made on the shards' nodes, in the
+# firing's attempt, and run there
+$c->safe_psql('postgres', q{
+CREATE FUNCTION fan_out(n int) RETURNS bigint LANGUAGE sql AS $$
+	SELECT count(retries.call('put(bigint)', jsonb_build_array(i),
+							  colocate_with => 'orders', shard_key => i::text))
+	  FROM generate_series(3000001, 3000000 + n) i $$;
+SELECT retries.annotate('fan_out(int)', '3 10ms');
+SELECT retries.schedule('nightly', 'fan_out(int)', '1 day', '[20]');
+SELECT retries.trigger('nightly');
+});
+wait_until($c, 'postgres',
+	"SELECT count(*) FROM retries.cluster_calls WHERE state = 'succeeded' AND (args->>0)::bigint > 3000000",
+	'20', 'a schedule\'s firing made 20 calls beside their data, and they ran');
+is($c->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE fn = 'put(bigint)'::regprocedure"),
+	'0', 'none of them on the coordinator');
+is($c->safe_psql('postgres', "SELECT result FROM retries.calls WHERE schedule = 'nightly'"),
+	'20', 'the firing\'s call returned how many it made');
+
+# 11. DROP EXTENSION drops the mailboxes, on every node
 $c->safe_psql('postgres', 'DROP EXTENSION retries');
 is(on_all(\@nodes, "SELECT count(*) FROM pg_class WHERE relname LIKE 'call_mailbox%'"),
 	'0|0|0', 'DROP EXTENSION retries leaves no mailbox or shard of one');
