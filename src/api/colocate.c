@@ -51,6 +51,7 @@
 
 #include "api/api.h"
 #include "base/base.h"
+#include "base/compat.h"
 #include "tables/tables.h"
 
 PG_FUNCTION_INFO_V1(retries_mailbox_deliver);
@@ -219,10 +220,10 @@ note_made_elsewhere(int64 id)
 {
 	MemoryContext old;
 
-	if (made_elsewhere_lxid != MyProc->lxid)
+	if (made_elsewhere_lxid != retries_local_xid())
 	{
 		made_elsewhere = NIL;	/* its memory went with its transaction */
-		made_elsewhere_lxid = MyProc->lxid;
+		made_elsewhere_lxid = retries_local_xid();
 	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	made_elsewhere = lappend(made_elsewhere, palloc(sizeof(int64)));
@@ -239,7 +240,7 @@ made_elsewhere_here(int64 id)
 {
 	ListCell   *lc;
 
-	if (made_elsewhere_lxid != MyProc->lxid)
+	if (made_elsewhere_lxid != retries_local_xid())
 		return false;
 	foreach(lc, made_elsewhere)
 	{
