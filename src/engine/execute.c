@@ -1227,6 +1227,45 @@ execute_call_function(const RetriesCall *call, Oid *key)
 }
 
 /*
+ * interrupted_outcome -- begin the outcome of an interrupted attempt of
+ * 'call' in *out; its policy, or NULL if it has none: the call has then
+ * been failed (fail_without_policy), and there is nothing more to record
+ */
+static CachedPolicy *
+interrupted_outcome(RetriesCall *call, int32 attempt, Outcome *out)
+{
+	CachedPolicy *policy = policies_get(call->policy_id);
+
+	memset(out, 0, sizeof(*out));
+	out->delay = -1;
+	if (policy == NULL)
+	{
+		fail_without_policy(call, attempt, GetCurrentTimestamp(), out);
+		return NULL;
+	}
+	out->notify = policy->notify;
+	out->outcome = "interrupted";
+	return policy;
+}
+
+/*
+ * charge_interruption -- record the interrupted attempt begun in *out
+ * with error 'sqlstate', 'message' and 'detail': it counts, and the call
+ * is retried after its delay whatever retry_on says, or fails (and its
+ * on_exhausted hook runs) if that was its last attempt
+ */
+static void
+charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outcome *out,
+					int sqlstate, const char *message, const char *detail)
+{
+	set_outcome_error(out, sqlstate, message, detail, NULL, NULL);
+	finish_failure(call, policy, attempt, true, out);
+	record_outcome(call, attempt, GetCurrentTimestamp(), out);
+	if (out->state == CALL_FAILED)
+		run_on_exhausted(call, policy, attempt);
+}
+
+/*
  * execute_interrupted -- record that an attempt was cut short by a crash or
  * a killed worker: it counts, and the call is retried after its delay or
  * fails if that was its last attempt
@@ -1237,21 +1276,15 @@ execute_call_function(const RetriesCall *call, Oid *key)
 void
 execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 {
-	CachedPolicy *policy = policies_get(call->policy_id);
+	CachedPolicy *policy;
 	Outcome		out;
 
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
 					attempt, call->id)));
-	memset(&out, 0, sizeof(out));
-	out.delay = -1;
+	policy = interrupted_outcome(call, attempt, &out);
 	if (policy == NULL)
-	{
-		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
 		return;
-	}
-	out.notify = policy->notify;
-	out.outcome = "interrupted";
 	if (in_hook == HOOK_ON_EXHAUSTED)
 	{
 		/* the call had failed for good: it fails, its hook is not run again */
@@ -1278,15 +1311,9 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 		run_on_exhausted(call, policy, attempt);
 		return;
 	}
-	set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
-					  "the worker running this attempt was interrupted",
-					  "The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.",
-					  NULL, NULL);
-	/* an interruption is retried whatever retry_on says */
-	finish_failure(call, policy, attempt, true, &out);
-	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
-	if (out.state == CALL_FAILED)
-		run_on_exhausted(call, policy, attempt);
+	charge_interruption(call, policy, attempt, &out, ERRCODE_ADMIN_SHUTDOWN,
+						"the worker running this attempt was interrupted",
+						"The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.");
 }
 
 
@@ -1304,26 +1331,14 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 void
 execute_commit_failed(RetriesCall *call, int32 attempt, const ErrorData *edata)
 {
-	CachedPolicy *policy = policies_get(call->policy_id);
 	Outcome		out;
+	CachedPolicy *policy = interrupted_outcome(call, attempt, &out);
 
-	memset(&out, 0, sizeof(out));
-	out.delay = -1;
 	if (policy == NULL)
-	{
-		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
 		return;
-	}
-	out.notify = policy->notify;
-	out.outcome = "interrupted";
-	set_outcome_error(&out, edata->sqlerrcode,
-					  psprintf("the attempt's transaction could not commit: %s", edata->message),
-					  "The function returned, but the commit of its transaction failed (a node of a distributed transaction was lost, say); its effects were rolled back.",
-					  NULL, NULL);
-	finish_failure(call, policy, attempt, true, &out);
-	record_outcome(call, attempt, GetCurrentTimestamp(), &out);
-	if (out.state == CALL_FAILED)
-		run_on_exhausted(call, policy, attempt);
+	charge_interruption(call, policy, attempt, &out, edata->sqlerrcode,
+						psprintf("the attempt's transaction could not commit: %s", edata->message),
+						"The function returned, but the commit of its transaction failed (a node of a distributed transaction was lost, say); its effects were rolled back.");
 }
 
 

@@ -947,9 +947,11 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
  *
  * The claims' plans are made as if a scan of the whole table or a sort
  * cost more than any index scan (plans_by_index_begin): they are kept, and
- * one made while call_data was empty walked every due call through
- * call_data_due and sorted them, at each claim (62 % of the workers' time
- * in a drain of 40,000 calls after a TRUNCATE and an ANALYZE).
+ * one made after an ANALYZE of a table of finished calls (autovacuum's,
+ * after any drain), whose statistics say that no call is scheduled,
+ * walked every due call through call_data_due and sorted them, at each
+ * claim (62 % of the workers' time in a drain of 40,000 calls made after
+ * such an ANALYZE; t/029_claim_plans.pl).
  */
 static void
 claim_batch(Batch *b)
@@ -1550,61 +1552,24 @@ leave_lone_call(void)
 }
 
 /*
- * fail_lone_call -- fail the call of a one-call batch that failed outside
- * the call, in a transaction of its own, with the worker's error; if even
+ * in_lone_transaction -- run 'write' for the call of a one-call batch that
+ * failed outside the call (lone_call_id), in a transaction of its own,
+ * with SPI connected, a snapshot and the extension locked (nothing is
+ * written if the extension is not the one this worker serves); if even
  * that fails, leave the call alone from now on
  */
 static void
-fail_lone_call(const ErrorData *edata)
+in_lone_transaction(void (*write) (const ErrorData *edata), const ErrorData *edata)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[5];
 	MemoryContext oldcxt = CurrentMemoryContext;
 
-	values[0] = Int64GetDatum(lone_call_id);
-	values[1] = Int32GetDatum(lone_attempt);
-	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
-	values[3] = CStringGetTextDatum(psprintf("the worker could not run or record this attempt: %s",
-											 edata->message));
-	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
-
-	ereport(LOG,
-			(errmsg("retries: call " INT64_FORMAT " failed: the worker could not run or record attempt %d: %s",
-					lone_call_id, lone_attempt, edata->message)));
 	PG_TRY();
 	{
 		start_transaction();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (lock_extension() == my_extension)
-		{
-			plans_prepare_kept(&plan,
-							   "WITH l AS ("
-							   " SELECT id FROM retries.call_data"
-							   " WHERE id OPERATOR(pg_catalog.=) $1"
-							   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-							   " AND attempts OPERATOR(pg_catalog.<) $2"
-							   " FOR UPDATE SKIP LOCKED),"
-							   " c AS ("
-							   " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
-							   "  last_sqlstate = $3, last_message = $4,"
-							   "  updated_at = pg_catalog.now()"
-							   " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
-							   " RETURNING d.id)"
-							   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-							   "  finished_at, outcome, sqlstate, message, detail)"
-							   " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
-							   "  'failed', $3, $4, $5 FROM c"
-							   " ON CONFLICT DO NOTHING",
-							   5, argtypes);
-			/* its last attempt was interrupted: it ran, and fails */
-			(void) call_state_change(CALL_RUNNING, CALL_FAILED);
-			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
-			if (SPI_processed > 0)
-				chains_calls_finished(1, &lone_call_id, "f", NULL);
-		}
+			write(edata);
 		PopActiveSnapshot();
 		SPI_finish();
 		commit_transaction();
@@ -1616,6 +1581,78 @@ fail_lone_call(const ErrorData *edata)
 	}
 	PG_END_TRY();
 	lone_call_id = 0;
+}
+
+/*
+ * write_lone_failure -- fail the lone call for good with the worker's
+ * error 'edata', unless it has been charged or claimed since
+ */
+static void
+write_lone_failure(const ErrorData *edata)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+
+	values[0] = Int64GetDatum(lone_call_id);
+	values[1] = Int32GetDatum(lone_attempt);
+	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+	values[3] = CStringGetTextDatum(psprintf("the worker could not run or record this attempt: %s",
+											 edata->message));
+	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
+	plans_prepare_kept(&plan,
+					   "WITH l AS ("
+					   " SELECT id FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND attempts OPERATOR(pg_catalog.<) $2"
+					   " FOR UPDATE SKIP LOCKED),"
+					   " c AS ("
+					   " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
+					   "  last_sqlstate = $3, last_message = $4,"
+					   "  updated_at = pg_catalog.now()"
+					   " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
+					   " RETURNING d.id)"
+					   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+					   "  finished_at, outcome, sqlstate, message, detail)"
+					   " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
+					   "  'failed', $3, $4, $5 FROM c"
+					   " ON CONFLICT DO NOTHING",
+					   5, argtypes);
+	/* its last attempt was interrupted: it ran, and fails */
+	(void) call_state_change(CALL_RUNNING, CALL_FAILED);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
+	if (SPI_processed > 0)
+		chains_calls_finished(1, &lone_call_id, "f", NULL);
+}
+
+/*
+ * fail_lone_call -- fail the call of a one-call batch that failed outside
+ * the call, in a transaction of its own, with the worker's error; if even
+ * that fails, leave the call alone from now on
+ */
+static void
+fail_lone_call(const ErrorData *edata)
+{
+	ereport(LOG,
+			(errmsg("retries: call " INT64_FORMAT " failed: the worker could not run or record attempt %d: %s",
+					lone_call_id, lone_attempt, edata->message)));
+	in_lone_transaction(write_lone_failure, edata);
+}
+
+/*
+ * charge_lone_commit -- charge the lone call's attempt as
+ * execute_commit_failed says, unless it has been charged or claimed since
+ */
+static void
+charge_lone_commit(const ErrorData *edata)
+{
+	RetriesCall call;
+
+	if (lock_scheduled_call(lone_call_id, &call) == CALL_LOCKED_NOW &&
+		call.attempts < lone_attempt)
+		execute_commit_failed(&call, lone_attempt, edata);
 }
 
 /*
@@ -1643,32 +1680,10 @@ fail_lone_call(const ErrorData *edata)
 static void
 commit_failure(const ErrorData *edata)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	RetriesCall call;
-
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " ran, but its transaction could not commit: %s",
 					lone_attempt, lone_call_id, edata->message)));
-	PG_TRY();
-	{
-		start_transaction();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension &&
-			lock_scheduled_call(lone_call_id, &call) == CALL_LOCKED_NOW &&
-			call.attempts < lone_attempt)
-			execute_commit_failed(&call, lone_attempt, edata);
-		PopActiveSnapshot();
-		SPI_finish();
-		commit_transaction();
-	}
-	PG_CATCH();
-	{
-		recover_from_error(oldcxt, NULL);
-		leave_lone_call();
-	}
-	PG_END_TRY();
-	lone_call_id = 0;
+	in_lone_transaction(charge_lone_commit, edata);
 }
 
 /*
