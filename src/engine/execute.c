@@ -28,6 +28,8 @@
  */
 #include "postgres.h"
 
+#include <dlfcn.h>
+
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
@@ -406,6 +408,37 @@ disarm_time_limit(void)
 	disable_timeout(attempt_kill_id, false);
 }
 
+
+/*
+ * rename_deadlock_cancel -- an attempt that Citus cancelled to break a
+ * distributed deadlock failed with a deadlock (40P01), as Citus reports
+ * such a cancel itself: it renames the cancel's 57014 only when the error
+ * is emitted (its emit_log_hook), and the sandbox catches the error
+ * before that.  Citus, when loaded, says whether it cancelled this
+ * process for a deadlock (and forgets it: the next cancel may have another
+ * cause).
+ */
+static void
+rename_deadlock_cancel(ErrorData *edata)
+{
+	static bool looked_up = false;
+	static bool (*cancelled_for_deadlock) (bool clear) = NULL;
+
+	if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+		return;
+	if (!looked_up)
+	{
+		cancelled_for_deadlock = (bool (*) (bool))
+			dlsym(RTLD_DEFAULT, "MyBackendGotCancelledDueToDeadlock");
+		looked_up = true;
+	}
+	if (cancelled_for_deadlock != NULL && cancelled_for_deadlock(true))
+	{
+		edata->sqlerrcode = ERRCODE_T_R_DEADLOCK_DETECTED;
+		edata->message = pstrdup("canceling the transaction since it was involved in a distributed deadlock");
+	}
+}
+
 /*
  * run_sandboxed -- run a function (the call, or one of its hooks) as
  * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
@@ -482,6 +515,7 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		rename_deadlock_cancel(edata);
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;

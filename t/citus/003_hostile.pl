@@ -700,12 +700,11 @@ beside_poison('mallory.poison_xx_forever(bigint)', 10, undef, $alone, 0);
 			  . " '; ' ORDER BY attempt) FROM retries.attempts WHERE call_id = $id");
 	};
 	note('e: deadlock: w1 ' . $attempts->($w1, $x) . ' | coordinator ' . $attempts->($c, $y));
-  TODO:
-	{
-		local $TODO = 'the attempt that Citus cancels to break a distributed deadlock is recorded as 57014 "canceling statement due to user request", not 40P01 (Citus rewrites it only when the error is emitted), and so not retried by retry_on 40P01';
-		is(state_of($w1, $x) . ',' . state_of($c, $y), 'succeeded,succeeded',
-			'e: both succeed in the end, the cancelled one retried as a deadlock');
-	}
+	is(state_of($w1, $x) . ',' . state_of($c, $y), 'succeeded,succeeded',
+		'e: both succeed in the end, the cancelled one retried as a deadlock');
+	like($attempts->($w1, $x) . ' | ' . $attempts->($c, $y),
+		qr/40P01 canceling the transaction since it was involved in a distributed deadlock/,
+		'e: the attempt Citus cancelled is recorded as a deadlock, 40P01');
 	alice_done($w1, $ids, 'e: alice\'s calls on w1 beside the deadlock succeed', 30);
 	for my $node ($c, $w1)
 	{
