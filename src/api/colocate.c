@@ -26,6 +26,14 @@
  *
  * A call whose shard is on this node is made here directly.
  *
+ * Call ids name their node: retries.citus_setup() gives each node group's
+ * ids a range of their own (the group id times 2^48 and up).  So
+ * retries.wait(), result() and cancel() of a call that another node keeps
+ * are forwarded there (colocate_forward), as the role, over a connection
+ * of Citus's (master_run_on_worker), to retries.node_op(), which hands
+ * back the value or the error with its SQLSTATE.  DROP EXTENSION drops
+ * the mailboxes through Citus first (colocate_drop_mailboxes).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -34,17 +42,17 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
-#include "commands/extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
 #include "utils/snapmgr.h"
