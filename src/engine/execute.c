@@ -516,6 +516,7 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
 		edata = CopyErrorData();
 		FlushErrorState();
 		rename_deadlock_cancel(edata);
+		sandbox_note_error(edata);
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;

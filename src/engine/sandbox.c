@@ -403,6 +403,27 @@ sandbox_begin_transaction(void)
 }
 
 /*
+ * sandbox_note_error -- an attempt failed with 'edata': one that lost a
+ * connection to another server ends its batch (sandbox_transaction_changed),
+ * so that the next call starts in a new transaction, with connections of
+ * its own.  Those are the errors of class 08 and the codes a server's
+ * shutdown sends (57P01 to 57P03), which Citus passes on from a node.  A
+ * Citus transaction that lost a node keeps that node's placements tied to
+ * the connection it lost: the next call of the batch that wrote to a
+ * reference table waited on it until it was cancelled, minutes later
+ * (t/citus/001_faults.pl, a worker node stopped under load).
+ */
+void
+sandbox_note_error(const ErrorData *edata)
+{
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
+		edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		edata->sqlerrcode == ERRCODE_CRASH_SHUTDOWN ||
+		edata->sqlerrcode == ERRCODE_CANNOT_CONNECT_NOW)
+		transaction_changed = true;
+}
+
+/*
  * sandbox_transaction_changed -- did an attempt change the transaction in a
  * way the next call must not see?  Then the batch ends after it.
  */

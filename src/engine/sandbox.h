@@ -28,6 +28,7 @@ extern void sandbox_enter(Sandbox *sb, Oid role);
 extern void sandbox_leave(Sandbox *sb);
 extern void sandbox_reset_session(const Sandbox *sb);
 extern void sandbox_abort(void);
+extern void sandbox_note_error(const ErrorData *edata);
 extern bool sandbox_transaction_changed(void);
 extern bool sandbox_active(void);
 

@@ -65,8 +65,19 @@ sub exactly_once
 	my ($from, $to, $name) = @_;
 	my $n = $to - $from + 1;
 
-	wait_until($_, 'postgres', $unfinished, '0', "$name: no call left unfinished on " . $_->name, 180)
-	  for ($c, $w1);
+	for my $node ($c, $w1)
+	{
+		next
+		  if wait_until($node, 'postgres', $unfinished, '0',
+			"$name: no call left unfinished on " . $node->name, 180);
+		# what every node's processes are doing, to tell where it hangs
+		diag($_->name . ":\n"
+			  . $_->safe_psql('postgres',
+				"SELECT pid, backend_type, state, wait_event_type || ':' || wait_event,"
+				  . " left(query, 120) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+				  . " AND backend_type IN ('client backend', 'retries worker')"))
+		  for @nodes;
+	}
 	my $deadline = time() + 120;
 	usleep(200_000) while prepared_xacts(@nodes) > 0 && time() < $deadline;
 	is(prepared_xacts(@nodes), 0, "$name: Citus recovered every prepared transaction");
