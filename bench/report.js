@@ -319,12 +319,14 @@ Calls on a three-node Citus cluster (a coordinator and two worker nodes
 on this machine), by where their data is, with each node's share of the
 CPU: [benchmarks-citus.md](benchmarks-citus.md), written by
 \`bench/citus\`, which needs Citus (\`scripts/citus\` builds it) and runs on
-its own. On the 2-core machine of 2026-11-27 (20,000 calls each inserting
+its own. On the 2-core machine of 2026-11-28 (20,000 calls each inserting
 one row, medians of 3 rounds): made on the coordinator into a local table
-48,637 calls/s; made there into a hash-distributed table 4,281 (0.09×);
-made on the worker node that holds the rows' shards 21,466 (0.44×; 0.46×
-that node's drain into a local table), with the coordinator doing 0.0 %
-of the cluster's CPU work (54 % for calls made on it).
+43,209 calls/s; made there into a hash-distributed table 4,726 (0.11×);
+made on the worker node that holds the rows' shards 22,899 (0.53×); made
+on the coordinator with \`colocate_with\` (1.7), so that each is made on
+and run by its shard's node, 22,315 (0.52×; 0.49× for one node's shards
+alone), with the coordinator doing 0.0 % of the cluster's CPU work (54 %
+for calls made on it without \`colocate_with\`).
 
 ## Changes measured side by side
 
