@@ -38,6 +38,8 @@
  */
 #include "postgres.h"
 
+#include <dlfcn.h>
+
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -86,13 +88,23 @@ typedef struct ShardPlace
 } ShardPlace;
 
 /*
- * citus_function -- a function of Citus's library, by name; error if
- * Citus is not loaded or has no such function
+ * colocate_citus_symbol -- a function of Citus's library, by name; NULL if
+ * Citus is not loaded (PostgreSQL loads libraries into the global symbol
+ * namespace, and Citus is preloaded or absent)
  */
-static void *
-citus_function(const char *name)
+void *
+colocate_citus_symbol(const char *name)
 {
-	return (void *) load_external_function("citus", name, true, NULL);
+	return dlsym(RTLD_DEFAULT, name);
+}
+
+/*
+ * citus_installed -- has this database Citus's metadata?
+ */
+static bool
+citus_installed(void)
+{
+	return OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE));
 }
 
 /* error context callback of shard_key's conversion */
@@ -119,7 +131,7 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 	HeapTuple	tup;
 	ErrorContextCallback context;
 
-	if (!OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
+	if (!citus_installed())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("colocate_with needs Citus"),
@@ -274,6 +286,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	Datum		values[12];
 	char		nulls[12];
 	bool		isnull;
+	void		(*use_2pc) (void);
 
 	if (PG_NARGS() < CALL_NARGS_1_7 ||
 		(PG_ARGISNULL(CALL_COLOCATE_WITH) && PG_ARGISNULL(CALL_SHARD_KEY)))
@@ -315,7 +328,10 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 		elog(ERROR, "retries: the mailbox of a Citus node returned no call id");
 	note_made_elsewhere(*id);
 	/* both commit, or neither: two-phase commit (see the top) */
-	((void (*) (void)) citus_function("Use2PCForCoordinatedTransaction")) ();
+	use_2pc = (void (*) (void)) colocate_citus_symbol("Use2PCForCoordinatedTransaction");
+	if (use_2pc == NULL)
+		elog(ERROR, "retries: Citus's library has no Use2PCForCoordinatedTransaction()");
+	use_2pc();
 	SPI_finish();
 	return true;
 }
@@ -359,26 +375,28 @@ deliver(TupleDesc desc, HeapTuple tup)
 }
 
 /*
- * check_mailbox -- error unless 'rel' is a mailbox, or a shard of one: a
- * table of schema retries named call_mailbox_N (_SHARDID), whose column id
- * is a bigint (the trigger writes the call's id there)
+ * check_mailbox -- the column id of 'rel', if it is a mailbox or a shard
+ * of one (a table of schema retries named call_mailbox_N or
+ * call_mailbox_N_SHARDID, whose column id is a bigint: the trigger writes
+ * the call's id there); error otherwise
  */
-static void
+static AttrNumber
 check_mailbox(Relation rel)
 {
 	const char *name = RelationGetRelationName(rel);
+	int			att = SPI_fnumber(RelationGetDescr(rel), "id");
 	size_t		digits;
-	AttrNumber	att = get_attnum(RelationGetRelid(rel), "id");
 
 	digits = strncmp(name, "call_mailbox_", 13) == 0 ? strspn(name + 13, "0123456789_") : 0;
 	if (RelationGetNamespace(rel) != schema_retries_oid() || digits == 0 ||
-		name[13 + digits] != '\0' || att == InvalidAttrNumber ||
-		get_atttype(RelationGetRelid(rel), att) != INT8OID)
+		name[13 + digits] != '\0' || att <= 0 ||
+		TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid != INT8OID)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("retries.mailbox_deliver() fires only on the mailboxes of retries, not on table %s",
 						name),
 				 errhint("retries.citus_setup() makes the mailboxes.")));
+	return att;
 }
 
 /*
@@ -393,7 +411,6 @@ retries_mailbox_deliver(PG_FUNCTION_ARGS)
 	Relation	rel;
 	HeapTuple	tup;
 	int			att;
-	int64		id;
 	Datum		value;
 	bool		isnull = false;
 
@@ -404,7 +421,7 @@ retries_mailbox_deliver(PG_FUNCTION_ARGS)
 				 errmsg("retries.mailbox_deliver() must be fired for each row inserted")));
 	rel = trigdata->tg_relation;
 	tup = trigdata->tg_trigtuple;
-	check_mailbox(rel);
+	att = check_mailbox(rel);
 
 	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))
 	{
@@ -415,13 +432,8 @@ retries_mailbox_deliver(PG_FUNCTION_ARGS)
 	}
 
 	SPI_connect();
-	id = deliver(RelationGetDescr(rel), tup);
+	value = Int64GetDatum(deliver(RelationGetDescr(rel), tup));
 	SPI_finish();
-
-	att = SPI_fnumber(RelationGetDescr(rel), "id");
-	if (att <= 0)
-		elog(ERROR, "retries: a mailbox has no column id");
-	value = Int64GetDatum(id);
 	return PointerGetDatum(heap_modify_tuple_by_cols(tup, RelationGetDescr(rel), 1, &att,
 													 &value, &isnull));
 }
@@ -441,8 +453,7 @@ node_of_call(int64 id, int32 *group)
 	bool		isnull;
 	RetriesUserSwitch save;
 
-	if (!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)) ||
-		id <= 0)
+	if (!citus_installed() || id <= 0)
 		return false;
 	*group = (int32) (id >> 48);
 	values[0] = Int64GetDatum(id);
@@ -596,8 +607,7 @@ colocate_drop_mailboxes(void)
 	SPITupleTable *rows;
 	uint64		n;
 
-	if (!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)) ||
-		!OidIsValid(get_extension_oid("retries", true)))
+	if (!citus_installed() || !OidIsValid(get_extension_oid("retries", true)))
 		return;
 	SPI_connect();
 	if (SPI_execute("SELECT pg_catalog.format('retries.%I', c.relname)"

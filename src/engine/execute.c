@@ -28,8 +28,6 @@
  */
 #include "postgres.h"
 
-#include <dlfcn.h>
-
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
@@ -408,7 +406,6 @@ disarm_time_limit(void)
 	disable_timeout(attempt_kill_id, false);
 }
 
-
 /*
  * rename_deadlock_cancel -- an attempt that Citus cancelled to break a
  * distributed deadlock failed with a deadlock (40P01), as Citus reports
@@ -429,7 +426,7 @@ rename_deadlock_cancel(ErrorData *edata)
 	if (!looked_up)
 	{
 		cancelled_for_deadlock = (bool (*) (bool))
-			dlsym(RTLD_DEFAULT, "MyBackendGotCancelledDueToDeadlock");
+			colocate_citus_symbol("MyBackendGotCancelledDueToDeadlock");
 		looked_up = true;
 	}
 	if (cancelled_for_deadlock != NULL && cancelled_for_deadlock(true))

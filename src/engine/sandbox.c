@@ -74,10 +74,10 @@
  * ... SET of them is skipped as a login skips a setting it cannot
  * apply.  So is an application_name of Citus's own form, from which Citus
  * would take the worker's global pid for every later call
- * (check_application_name).  Process-wide state that a call can set and SQL can read back, the
- * seed of random(), is reseeded before a call of another role than the last
- * one runs.  The rest (a function that traps its own cancel, memory) is the
- * worker's business (execute.c, worker.c).
+ * (check_application_name).  Process-wide state that a call can set and
+ * SQL can read back, the seed of random(), is reseeded before a call of
+ * another role than the last one runs.  The rest (a function that traps
+ * its own cancel, memory) is the worker's business (execute.c, worker.c).
  *
  * JIT.  A third hook, the planner's, tells the worker's own statements from
  * a call's: the worker's are planned without JIT (see sandbox_planner), a

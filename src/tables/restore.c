@@ -195,9 +195,9 @@ scatter_ids(void)
  * the dump's data (whose setval() puts the sequence back)?  Only if a
  * database makes 2^44 calls would it be so otherwise.  On Citus a node's
  * ids run in a range of 2^48 of their own (retries.citus_id_range()):
- * what counts is the place in the range, the low 48 bits.  The sequence's own
- * last_value: pg_sequence_last_value() is NULL until a RESTART is used.
- * Inside SPI, as the extension's owner.
+ * what counts is the place in the range, the low 48 bits.  The sequence's
+ * own last_value: pg_sequence_last_value() is NULL until a RESTART is
+ * used.  Inside SPI, as the extension's owner.
  */
 bool
 restore_ids_scattered(void)

@@ -55,10 +55,17 @@ is( on_all(\@nodes,
 my $holder = q{(SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
 	WHERE p.shardid = get_shard_id_for_distribution_column('orders', %s))};
 
+# colocated(FROM, TO): SQL that makes the calls put(i), i from FROM to TO,
+# each beside its row (colocate_with orders, shard_key i); their count
+sub colocated
+{
+	my ($from, $to) = @_;
+	return "SELECT count(retries.call('put(bigint)', jsonb_build_array(i),"
+	  . " colocate_with => 'orders', shard_key => i::text)) FROM generate_series($from, $to) i";
+}
+
 # 3. N calls made on the coordinator, in one transaction
-$c->safe_psql('postgres',
-	"SELECT count(retries.call('put(bigint)', jsonb_build_array(i), colocate_with => 'orders', shard_key => i::text))"
-	  . " FROM generate_series(1, $N) i");
+$c->safe_psql('postgres', colocated(1, $N));
 is($c->safe_psql('postgres', "SELECT count(*) FROM retries.calls"),
 	'0', 'the coordinator keeps none of the calls');
 my $per_node = join '|', map {
@@ -143,9 +150,7 @@ like($err, qr/ERROR:  42501/, 'a role may not call there what it may not call he
 	  . " (shard_key, fn, args, run_at, priority) VALUES (300002, 'put(bigint)', '[300002]', now(), 0)");
 like($err, qr/ERROR:  42501/, 'nor by writing into the mailbox itself');
 $c->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION put(bigint) TO PUBLIC');
-is($c->safe_psql('postgres',
-		"SET ROLE alice; SELECT count(retries.call('put(bigint)', jsonb_build_array(i),"
-		  . " colocate_with => 'orders', shard_key => i::text)) FROM generate_series(300003, 300012) i"),
+is($c->safe_psql('postgres', 'SET ROLE alice; ' . colocated(300003, 300012)),
 	'10', 'alice makes calls on the worker nodes');
 wait_until($c, 'postgres',
 	"SELECT count(*) FROM retries.cluster_calls WHERE scheduled_by = 'alice'::regrole AND state = 'succeeded'",
@@ -168,9 +173,7 @@ like($err, qr/invalid input syntax for type bigint.*shard_key/s, 'a shard_key no
 # 8. Exactly once across SIGKILLs of the retries workers of both worker nodes
 $c->safe_psql('postgres', 'TRUNCATE orders');
 $_->safe_psql('postgres', 'ALTER SYSTEM SET retries.batch_size = 10'), $_->reload for ($w1, $w2);
-$c->safe_psql('postgres',
-	"SELECT count(retries.call('put(bigint)', jsonb_build_array(i), colocate_with => 'orders', shard_key => i::text))"
-	  . " FROM generate_series(1000001, 1000000 + $N) i");
+$c->safe_psql('postgres', colocated(1000001, 1000000 + $N));
 for my $w ($w1, $w2)
 {
 	wait_until($w, 'postgres',
@@ -200,31 +203,23 @@ my @shards = split /,/, $c->safe_psql('postgres',
 	  . " WHERE table_name = 'orders'::regclass AND nodeport = " . $w1->port);
 ok(@shards >= 1, 'worker node 1 holds shards of orders (' . scalar(@shards) . ')');
 my $batch = 100;
-for my $shard (@shards)
-{
-	# a batch of calls, then the move, blocking writes meanwhile, then more
-	for my $round (1 .. 2)
+# make_batches(K): K batches of calls more, made by the background session
+my $make_batches = sub {
+	for (1 .. $_[0])
 	{
-		my $from = 2000000 + $made + 1;
-		my $to = 2000000 + $made + $batch;
-		$maker->query_safe(
-			"SELECT count(retries.call('put(bigint)', jsonb_build_array(i), colocate_with => 'orders',"
-			  . " shard_key => i::text)) FROM generate_series($from, $to) i");
+		$maker->query_safe(colocated(2000000 + $made + 1, 2000000 + $made + $batch));
 		$made += $batch;
 	}
+};
+for my $shard (@shards)
+{
+	# batches of calls, then the move, blocking writes meanwhile, then more
+	$make_batches->(2);
 	$c->safe_psql('postgres',
 		"SELECT citus_move_shard_placement($shard, '" . $w1->host . "', " . $w1->port
 		  . ", '" . $w2->host . "', " . $w2->port . ", shard_transfer_mode := 'block_writes')");
 }
-for my $round (1 .. 4)
-{
-	my $from = 2000000 + $made + 1;
-	my $to = 2000000 + $made + $batch;
-	$maker->query_safe(
-		"SELECT count(retries.call('put(bigint)', jsonb_build_array(i), colocate_with => 'orders',"
-		  . " shard_key => i::text)) FROM generate_series($from, $to) i");
-	$made += $batch;
-}
+$make_batches->(4);
 $maker->quit;
 is($c->safe_psql('postgres',
 		"SELECT count(*) FROM citus_shards WHERE nodeport = " . $w1->port
