@@ -10,6 +10,8 @@
 #                         src/layers.txt: no include or call upward, no cycle
 #   make indent           format the C sources with pgindent (scripts/indent)
 #   make indentcheck      fail if a C source is not formatted so
+#   make waitcheck        fail if a test sleeps without saying why no
+#                         outcome depends on the time it sleeps
 #   make fuzz             build the libFuzzer target fuzz/policy_fuzz (clang)
 #   make fuzzcheck        run it briefly over fuzz/corpus/policy; any finding
 #                         fails (scripts/fuzz runs it for longer)
@@ -166,6 +168,11 @@ test/rate_test: test/rate_test.c test/unit.h src/core/rate.c src/core/rate.h src
 .PHONY: layercheck
 layercheck: $(OBJS)
 	perl $(srcdir)/scripts/layers $(srcdir)/src
+
+# No test waits on a fixed sleep instead of a condition (scripts/waitcheck)
+.PHONY: waitcheck
+waitcheck:
+	perl $(srcdir)/scripts/waitcheck --self-test
 
 # PostgreSQL's formatting, by pgindent (scripts/indent fetches it)
 .PHONY: indent indentcheck

@@ -84,6 +84,16 @@ as_root() {
 	fi
 }
 
+# apt_get ARGS...: apt-get as root, noninteractive, one at a time among
+# these scripts (scripts/test runs suites at once, and several install
+# packages or update the lists): a lock file serializes them, and dpkg's
+# own lock is waited for rather than failed on.
+APT_LOCK=/var/lock/retries-apt.lock
+apt_get() {
+	as_root flock "$APT_LOCK" env DEBIAN_FRONTEND=noninteractive \
+		apt-get -o DPkg::Lock::Timeout=600 "$@"
+}
+
 # install_packages: install whichever of APT_PACKAGES is missing.
 install_packages() {
 	local missing=() pkg status
@@ -96,9 +106,8 @@ install_packages() {
 		return 0
 	fi
 	log "packages: installing ${missing[*]}"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-		--no-install-recommends "${missing[@]}"
+	apt_get update
+	apt_get install -y --no-install-recommends "${missing[@]}"
 	[ -x "$PG_CONFIG" ] || die "$PG_CONFIG is missing after the install"
 }
 
@@ -331,8 +340,19 @@ in_root() {
 }
 
 # copy_tree DEST: the working tree of the repository, without .git and
-# build or test products, into the existing directory DEST
+# build or test products, into the existing directory DEST.  In a git
+# checkout, the files git would list (tracked and untracked, less what
+# .gitignore names): a build or a test writing into the repository at the
+# same time (scripts/test runs suites at once) leaves only ignored files,
+# which are not read.  Else (a release tarball) all but the usual products.
 copy_tree() {
+	if git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+		# (a tracked file deleted in the working tree is left out)
+		(cd "$REPO_ROOT" && git ls-files -z --cached --others --exclude-standard |
+			perl -0 -ne 'chomp; print "$_\0" if -e $_' |
+			tar --null -T - -cf -) | tar -C "$1" -xf -
+		return
+	fi
 	tar -C "$REPO_ROOT" \
 		--exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
 		--exclude=./results --exclude=./output_iso --exclude='./tmp_check*' \

@@ -9,7 +9,12 @@
 #
 # Everything that waits does so in a loop with a deadline, never with a
 # bare sleep: a condition that does not come true within the deadline fails
-# the test with the last output seen.
+# the test with the last output seen.  No test may assume how fast the
+# machine is: where one step must happen while a call is in the middle of
+# its work, the call waits at a gate the test holds (close_gate, below)
+# instead of sleeping for a time that the step is hoped to fit in.
+# scripts/waitcheck fails on a sleep in a test that is not marked as one
+# that no outcome depends on.
 
 package RetriesTest;
 
@@ -36,11 +41,18 @@ our @EXPORT = qw(
   as_role
   try_as
   call_reaches
+  close_gate
+  open_gate
+  gate_waiters
+  wait_at_gate
+  gate_sql
 );
 
-# How long a wait may take before the test fails (seconds).  Generous: a
-# passing run waits far less, and a failing one should not hang forever.
-our $DEADLINE = 60;
+# How long a wait may take before the test fails (seconds): the TAP
+# framework's default timeout (180 s, or PG_TEST_TIMEOUT_DEFAULT).
+# Generous: a passing run waits far less, even on a slow machine under
+# load, and a failing one should not hang forever.
+our $DEADLINE = $PostgreSQL::Test::Utils::timeout_default;
 
 # retries_node(NAME, [init options]): a new node with the library preloaded
 # and crash restarts on (PostgreSQL::Test::Cluster turns them off).  Not
@@ -137,7 +149,7 @@ sub wait_until
 		($out, $err) = query_value($node, $db, $sql);
 		return pass($name) if defined $out && $out eq $expected;
 		last if time() > $until;
-		usleep(50_000);
+		usleep(50_000);    # poll
 	}
 	fail($name);
 	diag(
@@ -169,7 +181,7 @@ sub stays_true
 			return 0;
 		}
 		$checks++;
-		usleep(100_000);
+		usleep(100_000);    # poll
 	}
 	return pass("$name ($checks checks over $seconds s)");
 }
@@ -230,6 +242,90 @@ sub no_crash
 	my @bad = crash_lines($node, $offset);
 	ok(!@bad, $name) or diag(join("\n", @bad[ 0 .. ($#bad < 9 ? $#bad : 9) ]));
 	return;
+}
+
+# Under scripts/coverage (RETRIES_COVERAGE set) the nodes still running at
+# the end are stopped in fast mode before the framework's own END block
+# stops them in immediate mode: a process that immediate mode ends writes
+# no coverage counts, and the workers live until then.  (END blocks run
+# last-defined first: this module's after PostgreSQL::Test::Cluster's.)
+END
+{
+	if ($ENV{RETRIES_COVERAGE})
+	{
+		my $exit_code = $?;
+		for my $node (@PostgreSQL::Test::Cluster::all_nodes)
+		{
+			eval { $node->stop('fast') if defined $node->{_pid}; 1 };
+		}
+		$? = $exit_code;
+	}
+}
+
+# Gates: the order of events made explicit with a lock the test holds.
+#
+#   my $gate = close_gate($node, 'postgres', 41);
+#   ... a call whose function passes the gate (gate_sql(41)) starts, and
+#   waits there until the test opens it ...
+#   wait_at_gate($node, 'postgres', 41, 1, 'the call is at the gate');
+#   ... whatever must happen while the call is in the middle of its work ...
+#   open_gate($gate);
+#
+# A gate is the session-level advisory lock KEY (a positive integer) of
+# database DB, held in exclusive mode by a session of the test; passing it
+# takes the lock in share mode and lets it go at once, so any number of
+# processes pass an open gate and wait at a closed one.  A wait for a lock
+# also resets the waiting process's latch, as pg_sleep() does.
+
+# close_gate(NODE, DB, KEY): a background session holding gate KEY
+sub close_gate
+{
+	my ($node, $db, $key) = @_;
+	my $session = $node->background_psql($db);
+
+	$session->query_safe("SELECT pg_advisory_lock($key)");
+	$session->{retries_gate} = $key;
+	return $session;
+}
+
+# open_gate(SESSION): let everything waiting at the gate pass, and end the
+# session that held it
+sub open_gate
+{
+	my ($session) = @_;
+
+	$session->query_safe("SELECT pg_advisory_unlock($session->{retries_gate})");
+	$session->quit;
+	return;
+}
+
+# gate_waiters(KEY): SQL giving how many processes of the current database
+# wait at gate KEY
+sub gate_waiters
+{
+	my ($key) = @_;
+	return "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+	  . " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+	  . " AND classid = 0 AND objid = $key AND objsubid = 1 AND NOT granted";
+}
+
+# wait_at_gate(NODE, DB, KEY, N, NAME): a test that N processes wait at
+# gate KEY
+sub wait_at_gate
+{
+	my ($node, $db, $key, $n, $name) = @_;
+	return wait_until($node, $db, "SELECT (" . gate_waiters($key) . ") >= $n",
+		't', $name);
+}
+
+# gate_sql(KEY): an SQL expression that passes gate KEY (waits while it is
+# closed), true: `SELECT <it>` in an SQL function, `PERFORM <it>` in
+# PL/pgSQL (the lock is taken in the sub-select first, then let go)
+sub gate_sql
+{
+	my ($key) = @_;
+	return "(SELECT pg_advisory_unlock_shared($key)"
+	  . " FROM (SELECT pg_advisory_lock_shared($key) OFFSET 0) AS gate)";
 }
 
 1;
