@@ -5,12 +5,21 @@
 #
 # Driven through two C entry points bound by hand (not part of the
 # extension's SQL): runner_start(text, role, cap_ms) and runner_poll().
+#
+# Where a step must happen while a procedure runs (a cancel, a call made
+# after it, a schedule's firing), the procedure waits at a gate the test
+# holds (RetriesTest's close_gate), never for a time the step is hoped to
+# fit in.
 
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::RealBin;
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RetriesTest;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
@@ -65,11 +74,13 @@ BEGIN
 		RAISE EXCEPTION 'too many' USING ERRCODE = 'RT001';
 	END IF;
 END $$;
+-- both loop until the cap's cancel (trap_once) or the end of the process
+-- after it (trap_cancel) stops them
 CREATE FUNCTION trap_once() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	LOOP
 		BEGIN
-			PERFORM pg_sleep(0.05);
+			PERFORM pg_sleep(0.05);    -- not a wait: the cap's cancel ends the loop
 		EXCEPTION WHEN query_canceled THEN
 			RETURN;
 		END;
@@ -79,7 +90,7 @@ CREATE FUNCTION trap_cancel() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	LOOP
 		BEGIN
-			PERFORM pg_sleep(0.05);
+			PERFORM pg_sleep(0.05);    -- not a wait: the end of the process ends the loop
 		EXCEPTION WHEN query_canceled THEN
 			NULL;
 		END;
@@ -87,7 +98,10 @@ BEGIN
 END $$;
 });
 
+# (its timeout counts per query, not from its start: on a slow machine the
+# runs below may together take longer than one query's timeout)
 my $session = $node->background_psql('postgres');
+$session->set_query_timer_restart();
 
 # run(role, text, cap_ms): start the text, poll until it ends (no snapshot
 # is held between polls: CREATE INDEX CONCURRENTLY waits for any)
@@ -110,7 +124,7 @@ sub outcome
 	{
 		my $r = $session->query_safe("SELECT coalesce(runner_poll(), '-')");
 		return $r if $r ne '-';
-		usleep(20_000);
+		usleep(20_000);    # poll
 	}
 	die "the runner of $what did not end in time";
 }
@@ -233,8 +247,13 @@ like(run('expired', 'SELECT 1'), qr/^failed 42501: role "expired" that scheduled
 like(run('alice', 'VACUUM pg_authid'), qr/^succeeded$/,
 	'a VACUUM of what alice does not own skips it, as for a client');
 
-# the cap
+# the cap.  The bounds on the time taken are robust: the cap is 0.3 s and
+# the grace after it 2 s, so a run ends in about 0.5 s and 2.5 s, seconds
+# even on a machine ten times slower; 30 s is far beyond that, and still
+# half the 60 s sleep that the cancel must cut short (trap_cancel never
+# ends by itself: the process must end it)
 my $t0 = time;
+# not a wait: the cap cuts the sleep short
 like(run('alice', 'SELECT pg_sleep(60)', 300),
 	qr/^failed 57014: canceling the command: it reached its time limit/,
 	'a run past its cap is cancelled');
@@ -292,22 +311,31 @@ is($node->safe_psql('postgres',
 	'3|3', '... its three commits made');
 
 # cancel() of a call that a runner runs waits for its attempt, then acts
-# as for a call of a batch: a retry does not happen
+# as for a call of a batch: a retry does not happen.  The attempt waits at
+# gate 1 until the cancel() waits for it.
+my $gate = close_gate($node, 'postgres', 1);
 $node->safe_psql('postgres', q{
 SET ROLE alice;
 CREATE PROCEDURE slow_fail() LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM pg_sleep(1);
+	PERFORM } . gate_sql(1) . q{;
 	RAISE EXCEPTION 'again' USING ERRCODE = 'RT001';
 END $$;
 SELECT retries.annotate('slow_fail()', '5 10ms');
 });
 $call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('slow_fail()')");
-ok($node->poll_query_until('postgres',
-		"SELECT state = 'running' FROM retries.calls WHERE id = $call"),
-	'a slow procedure runs');
-is($node->safe_psql('postgres', "SET ROLE alice; SELECT retries.cancel($call)"), 't',
-	'cancel() of it waits for its attempt ...');
+wait_at_gate($node, 'postgres', 1, 1, 'a slow procedure runs');
+my $canceller = $node->background_psql('postgres');
+$canceller->query_until(qr/sent\n/,
+	"\\echo sent\nSET ROLE alice;\nSELECT retries.cancel($call);\n");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+	  . " AND query LIKE '%retries.cancel($call)%' AND pid <> pg_backend_pid()",
+	'1', 'cancel() of it waits for its attempt ...');
+open_gate($gate);
+like($canceller->query_until(qr/^[tf]\n/m, ''), qr/^t$/m,
+	'... which fails, and cancel() returns true');
+$canceller->quit;
 is($node->safe_psql('postgres',
 		"SELECT c.state, (SELECT string_agg(outcome::text, ',') FROM retries.attempts WHERE call_id = c.id)"
 		. " FROM retries.calls c WHERE id = $call"),
@@ -319,40 +347,44 @@ unlike($log, qr/terminated by signal|server process .* was terminated/,
 	'no process was killed by a signal');
 
 # long procedures do not hold back the calls of functions: one worker of
-# the two never waits for a runner
+# the two never waits for a runner.  The procedure runs until the test
+# opens gate 4.
+$gate = close_gate($node, 'postgres', 4);
 $node->safe_psql('postgres', q{
 SET ROLE alice;
 CREATE TABLE quick_done (n int);
 CREATE FUNCTION quick(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO quick_done VALUES (n)';
 SELECT retries.annotate('quick(int)', '3 10ms');
-CREATE PROCEDURE sleepy() LANGUAGE sql AS 'SELECT pg_sleep(6)';
-SELECT retries.annotate('sleepy()', '3 10ms');
-SELECT retries.call('sleepy()') FROM generate_series(1, 2);
+CREATE PROCEDURE long_proc() LANGUAGE sql AS 'SELECT } . gate_sql(4) . q{';
+SELECT retries.annotate('long_proc()', '3 10ms');
+SELECT retries.call('long_proc()') FROM generate_series(1, 2);
 });
-ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'running'"),
-	'a long procedure runs');
+wait_at_gate($node, 'postgres', 4, 1, 'a long procedure runs');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.calls WHERE fn = 'long_proc()'::regprocedure AND state = 'running'"),
+	'1', '... one');
 $node->safe_psql('postgres',
 	"SET ROLE alice; SELECT retries.call('quick(int)', jsonb_build_array(g)) FROM generate_series(1, 50) g");
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 50 FROM quick_done'),
 	'calls of a function made after it run');
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'succeeded'"),
+		"SELECT count(*) FROM retries.calls WHERE fn = 'long_proc()'::regprocedure AND state = 'succeeded'"),
 	'0', '... before the procedures end: the second one waits, and the other worker runs the calls');
+open_gate($gate);
 ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 2 FROM retries.calls WHERE fn = 'sleepy()'::regprocedure AND state = 'succeeded'"),
+		"SELECT count(*) = 2 FROM retries.calls WHERE fn = 'long_proc()'::regprocedure AND state = 'succeeded'"),
 	'then both procedures run');
 
 # a role's open transaction that makes a call after a procedure's call
 # that a runner runs does not keep its worker from recording its outcome
 $node->safe_psql('postgres', 'TRUNCATE quick_done');
-$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('sleepy()')");
-ok($node->poll_query_until('postgres',
-		"SELECT state = 'running' FROM retries.calls WHERE id = $call"),
-	'a procedure runs');
+$gate = close_gate($node, 'postgres', 4);
+$call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('long_proc()')");
+wait_at_gate($node, 'postgres', 4, 1, 'a procedure runs');
 my $open = $node->background_psql('postgres');
 $open->query_safe('BEGIN');
 $open->query_safe("SET ROLE alice; SELECT retries.call('quick(int)', '[1]', after => ARRAY[$call])");
+open_gate($gate);
 ok($node->poll_query_until('postgres',
 		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),
 	'... and its outcome is recorded while a transaction that made a call after it stays open');
@@ -377,6 +409,9 @@ ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'retries runner'"
 		. " AND wait_event_type = 'Lock'"),
 	'a procedure waits for a lock a session holds');
+# (the deadlock is found after deadlock_timeout, 1 s, so seconds even on a
+# slow machine; undetected, the cancel() would wait for the procedure's
+# time limit, retries.max_attempt_time's hour)
 my $t1 = time;
 my ($ok_cancel) = eval { $holder->query("SELECT retries.cancel($call)") };
 cmp_ok(time - $t1, '<', 60, 'that session\'s cancel() ends: the deadlock is detected');
@@ -386,22 +421,29 @@ ok($node->poll_query_until('postgres',
 	'... and the call ends');
 
 # a schedule of a procedure with overlap 'skip' does not start it again
-# while it runs
+# while it runs: its first call waits at gate 3 while the firings of the
+# next seconds come, and they make no call
+$gate = close_gate($node, 'postgres', 3);
 $node->safe_psql('postgres', q{
 SET ROLE alice;
 CREATE TABLE runs (started timestamptz, ended timestamptz);
-CREATE PROCEDURE two_seconds() LANGUAGE plpgsql AS $$
+CREATE PROCEDURE gated_run() LANGUAGE plpgsql AS $$
 DECLARE
 	t timestamptz := clock_timestamp();
 BEGIN
-	PERFORM pg_sleep(2);
+	PERFORM } . gate_sql(3) . q{;
 	INSERT INTO runs VALUES (t, clock_timestamp());
 END $$;
-SELECT retries.annotate('two_seconds()', '1 10ms');
-SELECT retries.schedule('often', 'two_seconds()', '1s');
+SELECT retries.annotate('gated_run()', '1 10ms');
+SELECT retries.schedule('often', 'gated_run()', '1s');
 });
-ok($node->poll_query_until('postgres', 'SELECT count(*) >= 3 FROM runs'),
-	'a procedure scheduled every second runs');
+wait_at_gate($node, 'postgres', 3, 1, 'a procedure scheduled every second runs');
+wait_until($node, 'postgres',
+	"SELECT firings || ' ' || (skipped > 0) FROM retries.schedules WHERE name = 'often'",
+	'1 true', '... and the firings that come while it runs make no call (overlap skip)');
+open_gate($gate);
+ok($node->poll_query_until('postgres', 'SELECT count(*) >= 2 FROM runs'),
+	'... then it runs again');
 $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.unschedule('often')");
 is($node->safe_psql('postgres',
 		'SELECT count(*) FROM runs a JOIN runs b ON a.ctid < b.ctid'
@@ -409,7 +451,9 @@ is($node->safe_psql('postgres',
 	'0', '... never twice at once (overlap skip)');
 
 # an error in the worker while its runner runs: the worker exits, its
-# successor charges the attempt, and the call runs again
+# successor charges the attempt, and the call runs again.  The first
+# attempt waits at gate 2, which stays closed: the worker's end ends it.
+$gate = close_gate($node, 'postgres', 2);
 $node->safe_psql('postgres', q{
 SET ROLE alice;
 CREATE TABLE tries (attempt int);
@@ -418,18 +462,20 @@ BEGIN
 	INSERT INTO tries VALUES (retries.current_attempt());
 	COMMIT;
 	IF retries.current_attempt() = 1 THEN
-		PERFORM pg_sleep(3);
+		PERFORM } . gate_sql(2) . q{;
 	END IF;
 END $$;
 SELECT retries.annotate('slow_once()', '3 10ms');
 });
 $call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('slow_once()')");
-ok($node->poll_query_until('postgres', 'SELECT count(*) = 1 FROM tries'), 'a slow procedure started');
-$node->safe_psql('postgres',
-	"SELECT pg_cancel_backend(pid) FROM retries.workers WHERE current_call = $call");
+wait_at_gate($node, 'postgres', 2, 1, 'a slow procedure started');
+is($node->safe_psql('postgres',
+		"SELECT pg_cancel_backend(pid) FROM retries.workers WHERE current_call = $call"),
+	't', 'its worker is cancelled');
 ok($node->poll_query_until('postgres',
 		"SELECT state = 'succeeded' FROM retries.calls WHERE id = $call"),
-	'its worker cancelled meanwhile, the call still ends');
+	'... meanwhile, and the call still ends');
+open_gate($gate);
 is($node->safe_psql('postgres',
 		"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts WHERE call_id = $call"),
 	'interrupted,succeeded', '... its attempt charged interrupted, then run again');
@@ -438,9 +484,11 @@ is($node->safe_psql('postgres',
 # retries.max_attempt_time, each named in the attempt's message
 $node->safe_psql('postgres', q{
 SET ROLE alice;
-CREATE PROCEDURE nap() LANGUAGE sql AS 'SELECT pg_sleep(30)';
+-- not a wait: the timeout cuts the sleep short
+CREATE PROCEDURE nap() LANGUAGE sql AS 'SELECT pg_sleep(300)';
 SELECT retries.annotate('nap()', '1 10ms', timeout => '1s');
-CREATE PROCEDURE nap_long() LANGUAGE sql AS 'SELECT pg_sleep(30)';
+-- not a wait: retries.max_attempt_time cuts the sleep short
+CREATE PROCEDURE nap_long() LANGUAGE sql AS 'SELECT pg_sleep(300)';
 SELECT retries.annotate('nap_long()', '1 10ms');
 });
 $call = $node->safe_psql('postgres', "SET ROLE alice; SELECT retries.call('nap()')");
@@ -477,7 +525,7 @@ BEGIN
 	INSERT INTO steps VALUES ('start', retries.current_call(), retries.current_attempt());
 	COMMIT;
 	IF retries.current_attempt() = 1 THEN
-		PERFORM pg_sleep(300);
+		PERFORM pg_sleep(300);    -- not a wait: the SIGKILL below cuts it short
 	END IF;
 	INSERT INTO steps VALUES ('done', retries.current_call(), retries.current_attempt());
 END $$;

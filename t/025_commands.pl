@@ -23,6 +23,10 @@
 #      pg_catalog in the database's search_path (which the workers, as a
 #      superuser, connect with) does not run them as the workers: every
 #      query of theirs names pg_catalog's.
+#
+# Where a step must happen while a command runs (another call, a held
+# call), the command waits at a gate the test holds (RetriesTest's
+# close_gate), never for a time the step is hoped to fit in.
 
 use strict;
 use warnings;
@@ -180,6 +184,7 @@ is($node->safe_psql('postgres', 'SELECT string_agg(tripped::text, \',\') FROM fl
 
 my $killed = run('alice',
 	q{INSERT INTO seen (n) VALUES (100); COMMIT;
+	  /* not a wait: the SIGKILL below cuts the sleep short */
 	  DO $$ BEGIN IF retries.current_attempt() = 1 THEN PERFORM pg_sleep(300); END IF; END $$;
 	  INSERT INTO seen (n) VALUES (101)},
 	'3 10ms');
@@ -233,21 +238,27 @@ my $check = run('bob',
 finished($check, 'succeeded',
 	'e: ... none of it (temp table, prepared statement, setting, advisory lock) reaches the next command');
 
-# the cap
+# the cap.  Its time is robust: the cap is 1 s and the grace after it 2 s,
+# so both commands end in about 5 s, and in well under 120 s even on a
+# machine ten times slower, while their sleeps, which the cap must cut
+# short, last 600 s (the trapping one never ends by itself)
 $node->safe_psql('postgres',
 	'ALTER SYSTEM SET retries.max_attempt_time = 1; SELECT pg_reload_conf()');
 my $start = time;
-my $sleepy = run('alice', 'SELECT pg_sleep(60)', '1 10ms');
+# not a wait: the cap cuts the sleep short
+my $sleepy = run('alice', 'SELECT pg_sleep(600)', '1 10ms');
 finished($sleepy, 'failed', 'e: a command past retries.max_attempt_time fails');
 is($node->safe_psql('postgres',
 		"SELECT outcome || ' ' || sqlstate || ' ' || message FROM retries.attempts WHERE call_id = $sleepy"),
 	'timeout 57014 attempt ran past retries.max_attempt_time (1s)', 'e: ... a timeout');
 my $trap = run('alice',
-	q{DO $$ BEGIN PERFORM pg_sleep(60);
-	  EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(60); END $$},
+	q{DO $$ BEGIN PERFORM pg_sleep(600);    /* not a wait: the cap cuts it short */
+	  EXCEPTION WHEN query_canceled THEN
+	  PERFORM pg_sleep(600);    /* not a wait: the end of the process cuts it short */
+	  END $$},
 	'1 10ms');
 finished($trap, 'failed', 'e: a command that traps the cancel fails too');
-cmp_ok(time - $start, '<', 30, 'e: ... both ended long before their 60 s sleeps');
+cmp_ok(time - $start, '<', 120, 'e: ... both ended long before their 600 s sleeps');
 is($node->safe_psql('postgres', "SELECT outcome FROM retries.attempts WHERE call_id = $trap"),
 	'timeout', 'e: ... the trapping one is a timeout as well');
 is($node->safe_psql('postgres',
@@ -255,7 +266,8 @@ is($node->safe_psql('postgres',
 	'0', 'e: no runner is left');
 my $late_commit = run('alice',
 	q{DO $$ BEGIN
-	  BEGIN PERFORM pg_sleep(60); EXCEPTION WHEN query_canceled THEN NULL; END;
+	  BEGIN PERFORM pg_sleep(600);    /* not a wait: the cap cuts it short */
+	  EXCEPTION WHEN query_canceled THEN NULL; END;
 	  INSERT INTO seen (n) VALUES (400); COMMIT; END $$},
 	'1 10ms');
 finished($late_commit, 'failed', 'e: a command that traps the cancel and then commits fails');
@@ -296,17 +308,23 @@ $node->safe_psql('postgres', 'ALTER ROLE alice RESET ALL');
 ###########################################################################
 # g. places in runners: one worker (of the two) always runs batches; calls
 # waiting for a place are held, not claimed again and again, and places go
-# to roles in turns
+# to roles in turns.  The command that takes the place runs until the test
+# opens the gate it waits at.
 ###########################################################################
+
+# a command that waits at gate KEY
+sub gated { my ($key) = @_; return 'SELECT ' . gate_sql($key); }
 
 my $upd_before = $node->safe_psql('postgres',
 	"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass");
+my $gate = close_gate($node, 'postgres', 1);
 my @alices = split /\n/, $node->safe_psql('postgres',
-	"SET ROLE alice; SELECT retries.run_command('SELECT pg_sleep(2)', '1 10ms')"
+	"SET ROLE alice; SELECT retries.run_command('" . gated(1) . "', '1 10ms')"
 	  . " FROM generate_series(1, 4)");
-wait_until($node, 'postgres',
-	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries runner'", '1',
-	'g: one command runs');
+wait_at_gate($node, 'postgres', 1, 1, 'g: one command runs');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries runner'"),
+	'1', 'g: ... in a runner');
 my $bobs = run('bob', 'SELECT 1', '1 10ms');
 $node->safe_psql('postgres', q{
 SET ROLE bob;
@@ -315,10 +333,14 @@ CREATE FUNCTION bob_quick(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO bob_d
 SELECT retries.annotate('bob_quick(int)', '1 10ms');
 SELECT retries.call('bob_quick(int)', '[1]');
 });
-my $t0 = time;
 wait_until($node, 'postgres', 'SELECT count(*) FROM bob_done', '1',
 	'g: a function\'s call of another role runs meanwhile');
-cmp_ok(time - $t0, '<', 1.5, 'g: ... at once, not after the 2 s command');
+is($node->safe_psql('postgres', gate_waiters(1)), '1',
+	'g: ... while the command still runs (it waits at the gate), not after it');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.call_data WHERE held AND id IN ("
+	  . join(',', @alices[ 1 .. 3 ], $bobs) . ")",
+	'4', 'g: the other commands wait for the place, held');
 stays_true($node, 'postgres',
 	"SELECT count(*) <= 1 FROM pg_stat_activity WHERE backend_type = 'retries runner'", 1,
 	'g: never two runners at once with two workers');
@@ -326,6 +348,7 @@ my $upd_mid = $node->safe_psql('postgres',
 	"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass");
 cmp_ok($upd_mid - $upd_before, '<', 30,
 	'g: the waiting commands are held once, not put back again and again');
+open_gate($gate);
 finished($bobs, 'succeeded', 'g: bob\'s command runs');
 for my $id (@alices) { finished($id, 'succeeded', "g: alice's command $id runs"); }
 is($node->safe_psql('postgres',
@@ -334,13 +357,15 @@ is($node->safe_psql('postgres',
 	'0', 'g: bob\'s command, made after four of alice\'s, ran before her third: turns between roles');
 
 # a held command cancelled, then retried once the place is free, runs
-my $busy = run('alice', 'SELECT pg_sleep(2)', '1 10ms');
+$gate = close_gate($node, 'postgres', 2);
+my $busy = run('alice', gated(2), '1 10ms');
 wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $busy", 'running',
 	'g: a command takes the place');
 my $waiting = run('bob', 'SELECT 2', '1 10ms');
 wait_until($node, 'postgres', "SELECT held FROM retries.call_data WHERE id = $waiting", 't',
 	'g: another is held');
 $node->safe_psql('postgres', "SET ROLE bob; SELECT retries.cancel($waiting)");
+open_gate($gate);
 finished($busy, 'succeeded', 'g: the first ends');
 $node->safe_psql('postgres', "SET ROLE bob; SELECT retries.retry_now($waiting)");
 finished($waiting, 'succeeded', 'g: the cancelled one, retried, runs');
@@ -349,10 +374,11 @@ finished($waiting, 'succeeded', 'g: the cancelled one, retried, runs');
 # place, not let go by their gate (which has room) again and again
 $node->safe_psql('postgres', q{
 SET ROLE alice;
-CREATE PROCEDURE limited() LANGUAGE sql AS 'SELECT pg_sleep(0.1)';
+CREATE PROCEDURE limited() LANGUAGE sql AS 'SELECT 1';
 SELECT retries.annotate('limited()', '1 10ms', max_running => 5);
 });
-$busy = run('alice', 'SELECT pg_sleep(3)', '1 10ms');
+$gate = close_gate($node, 'postgres', 3);
+$busy = run('alice', gated(3), '1 10ms');
 wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $busy", 'running',
 	'g: a command takes the place again');
 # made while the procedure is paused (held at its gate), then let go
@@ -372,6 +398,7 @@ stays_true($node, 'postgres',
 cmp_ok($node->safe_psql('postgres',
 		"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass")
 	  - $upd_before, '<', 10, 'g: ... without being written again and again');
+open_gate($gate);
 for my $id (@limited) { finished($id, 'succeeded', "g: the limited procedure's call $id runs"); }
 
 ###########################################################################

@@ -176,15 +176,17 @@ SELECT retries.call('f(text)', '["m2"]', key => 'order:7', debounce => '1 hour',
 isnt($mkey, $wait, 'b: mallory\'s debounce of alice\'s key name makes her own call');
 is($node->safe_psql($DB, "SELECT args::text || ' ' || key_gen FROM retries.call_data WHERE id = $wait"),
 	'["wait"] 0', 'b: ... alice\'s call keeps its arguments and key_gen');
-# the private locks: a transaction of alice's that emits, left open
+# the private locks: a transaction of alice's that emits, left open: it
+# waits at gate 1 until the test has looked
 {
+	my $gate = close_gate($node, $DB, 1);
 	my ($in, $o, $e) = ('', '', '');
 	my $h = IPC::Run::start(
 		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($DB) ],
 		'<', \$in, '>', \$o, '2>', \$e);
 	$in .= "SET ROLE alice; BEGIN; SELECT retries.emit('secret-event-name');\n"
 	  . "SELECT retries.call('f(text)', '[\"k\"]', key => 'secret-key', debounce => '1 hour');\n"
-	  . "SELECT pg_sleep(3); COMMIT;\n";
+	  . "SELECT " . gate_sql(1) . "; COMMIT;\n";
 	$h->pump while $o !~ /\n.*\n/s && $h->pumpable;
 	my $alice_oid = $node->safe_psql($DB, "SELECT 'alice'::regrole::oid");
 	# the classes of the private locks: RETRIES_RUNNER_LOCK_CLASS + 2, + 3
@@ -195,6 +197,7 @@ SELECT count(*) || ' ' || count(*) FILTER (WHERE classid::bigint = } . $alice_oi
  WHERE l.locktype = 'advisory' AND l.objsubid IN (21078, 21079)});
 	like($locks, qr/^[1-9]\d* 0$/,
 		'b: pg_locks shows alice\'s private locks, with neither her role in the tag');
+	open_gate($gate);
 	$h->finish;
 }
 
