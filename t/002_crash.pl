@@ -12,6 +12,13 @@
 # work(id) records each run of call id in results: a second run of the same
 # call would show as n = 2, so "exactly once" is checked on the effects
 # themselves, not only on the calls' states.
+#
+# The kill in a, and the stops in c and d, come while one call of the run
+# waits at a gate the test holds (t/RetriesTest.pm), at its first attempt:
+# that a worker is in the middle of a call, and that the run is not over,
+# is so whatever the speed of the machine.  The crash restart or the stop
+# ends the session that holds the gate, and the call's next attempt
+# passes.
 
 use strict;
 use warnings;
@@ -23,21 +30,29 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
-use Time::HiRes qw(usleep);
 
 my $node = retries_node('crash');
 $node->start;
 
+my $GATE = 1;
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION retries;
 CREATE TABLE results (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 1);
+-- the calls (by argument) that wait at the gate at their first attempt
+CREATE TABLE gated (a bigint PRIMARY KEY);
 
-CREATE FUNCTION work(id bigint) RETURNS void LANGUAGE sql AS $$
-	INSERT INTO results AS r (id) VALUES ($1)
+CREATE FUNCTION work(a bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO results AS r (id) VALUES (a)
 		ON CONFLICT (id) DO UPDATE SET n = r.n + 1;
-	SELECT pg_sleep(0.002);
-$$;
+	IF retries.current_attempt() = 1 AND EXISTS (SELECT FROM gated g WHERE g.a = work.a) THEN
+		PERFORM } . gate_sql($GATE) . q{;
+	END IF;
+	-- a call takes a little while, so that a kill may find the other
+	-- worker in the middle of one too
+	PERFORM pg_sleep(0.002);	-- not a wait: no check depends on it
+END $$;
 SELECT retries.annotate('work(bigint)', '10 10ms');
 
 -- COPY TO PROGRAM runs the program through sh, whose parent is the backend
@@ -45,7 +60,7 @@ SELECT retries.annotate('work(bigint)', '10 10ms');
 CREATE FUNCTION poison_kill() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	COPY (SELECT 1) TO PROGRAM 'kill -9 $PPID';
-	PERFORM pg_sleep(10);		-- not reached
+	PERFORM pg_sleep(10);		-- not a wait: not reached, the worker is killed
 END $$;
 SELECT retries.annotate('poison_kill()', '2 10ms');
 
@@ -54,7 +69,7 @@ SELECT retries.annotate('poison_kill()', '2 10ms');
 CREATE FUNCTION poison_term() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM pg_terminate_backend(pg_backend_pid());
-	PERFORM pg_sleep(10);		-- not reached
+	PERFORM pg_sleep(10);		-- not a wait: not reached, the worker exits
 END $$;
 SELECT retries.annotate('poison_term()', '2 10ms');
 });
@@ -144,21 +159,24 @@ sub succeeded_count
 # a. SIGKILL of a busy worker
 ###########################################################################
 
-my ($first, $last) = schedule_range($node, 'postgres', 'work(bigint)', 1, 2000);
-wait_until($node, 'postgres', succeeded_query($first, $last, '>= 200'),
-	't', 'a: the workers are running the 2000 calls');
-
-# a worker in the middle of a call
-my $pid;
-for my $try (1 .. 200)
+# gated_worker(NAME, ARG): wait until the call of work(ARG) waits at the
+# gate; the pid of the worker running it
+sub gated_worker
 {
-	$pid = $node->safe_psql('postgres',
-		"SELECT pid FROM retries.workers WHERE database = 'postgres'"
-		  . " AND state = 'running' AND current_call IS NOT NULL LIMIT 1");
-	last if $pid ne '';
-	usleep(10_000);
+	my ($name, $arg) = @_;
+	wait_at_gate($node, 'postgres', $GATE, 1,
+		"$name: the call of work($arg) waits at the gate");
+	return $node->safe_psql('postgres',
+		"SELECT w.pid FROM retries.workers w JOIN retries.calls c ON c.id = w.current_call"
+		  . " WHERE c.fn = 'work(bigint)'::regprocedure AND c.args->>0 = '$arg'");
 }
-isnt($pid, '', 'a: found a worker running a call');
+
+# the 1000th call waits at the gate: its worker is in the middle of it
+$node->safe_psql('postgres', 'INSERT INTO gated VALUES (1000)');
+my $gate = close_gate($node, 'postgres', $GATE);
+my ($first, $last) = schedule_range($node, 'postgres', 'work(bigint)', 1, 2000);
+my $pid = gated_worker('a', 1000);
+isnt($pid, '', 'a: found the worker running that call');
 my $done_before = succeeded_count($first, $last);
 my $log_offset = -s $node->logfile;
 is(kill('KILL', $pid), 1, "a: sent SIGKILL to worker $pid");
@@ -169,6 +187,8 @@ $node->wait_for_log(qr/\(PID $pid\) was terminated by signal 9/, $log_offset);
 $node->wait_for_log(qr/all server processes terminated; reinitializing/,
 	$log_offset);
 pass('a: the postmaster restarted the cluster after the kill');
+# (the restart ended the session that held the gate)
+$gate->quit;
 
 wait_until($node, 'postgres', succeeded_query($first, $last, '= 2000'),
 	't', 'a: all 2000 calls succeed after the crash restart');
@@ -264,20 +284,25 @@ check_exactly_once('b2', $wfirst, $wlast, 110001, 110300, 0, 1);
 ###########################################################################
 
 # stop_under_load(NAME, MODE, FROM): schedule 3000 calls, stop the server
-# in MODE while they run, start it again and check exactly-once
+# in MODE while they run (the 1500th waiting at the gate), start it again
+# and check exactly-once
 sub stop_under_load
 {
 	my ($name, $mode, $from) = @_;
 	my $to = $from + 2999;
+	my $held = $from + 1499;
+	$node->safe_psql('postgres', "INSERT INTO gated VALUES ($held)");
+	my $gate = close_gate($node, 'postgres', $GATE);
 	my ($first, $last) =
 	  schedule_range($node, 'postgres', 'work(bigint)', $from, $to);
 
-	wait_until($node, 'postgres', succeeded_query($first, $last, '>= 300'),
-		't', "$name: the workers are running the 3000 calls");
+	gated_worker($name, $held);
 	my $done = succeeded_count($first, $last);
 	$node->stop($mode);
 	cmp_ok($done, '<', 3000,
 		"$name: the server was stopped ($mode) mid-run ($done of 3000 done)");
+	# (the stop ended the session that held the gate)
+	$gate->quit;
 	$node->start;
 	wait_until($node, 'postgres', succeeded_query($first, $last, '= 3000'),
 		't', "$name: all 3000 calls succeed after the restart");

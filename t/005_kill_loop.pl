@@ -12,12 +12,17 @@
 #   fail      raises division_by_zero, which the policy does not retry
 #   exhaust   work_exhaust(): raises an RT error every time; its policy
 #             ('3 10ms') allows 4 attempts
+#   gated     the first call only: at its first attempt, waits at a gate
+#             the test holds (t/RetriesTest.pm)
 #
 # Then a worker is sent SIGKILL (the postmaster restarts the whole cluster)
 # or SIGTERM (the worker exits, the launcher starts a new one), alternately,
 # 0-300 ms after the workers are back from the previous kill; 20 kills in
 # all.  Kills land while a worker runs a call, between calls of a batch,
-# while it records outcomes, and while it sleeps.
+# while it records outcomes, and while it sleeps.  The first kill is sent
+# to the worker of the gated call, once it waits at the gate: at least one
+# kill lands in the middle of a call, however fast the machine (the crash
+# restart ends the session that holds the gate).
 #
 # The choices (which worker, how long to wait, the plan) come from a random
 # seed that is printed; RETRIES_KILL_SEED=N repeats them.  The timing of the
@@ -93,7 +98,11 @@ BEGIN
 	SELECT * INTO STRICT p FROM plan WHERE plan.arg = a;
 	INSERT INTO results AS r VALUES (a)
 		ON CONFLICT (arg) DO UPDATE SET n = r.n + 1;
+	IF p.kind = 'gated' AND retries.current_attempt() = 1 THEN
+		PERFORM } . gate_sql(1) . q{;
+	END IF;
 	IF p.sleep_ms > 0 THEN
+		-- not a wait: so that kills land in the middle of calls, at random
 		PERFORM pg_sleep(p.sleep_ms / 1000.0);
 	END IF;
 	RAISE LOG 'kill-loop: end %/%',
@@ -143,6 +152,7 @@ for my $arg (1 .. $NCALLS)
 	elsif ($r < 0.42) { $kind = 'exhaust'; }
 	# a sleep now and then in the other kinds too
 	$sleep = 5 + int(rand(20)) if $kind ne 'sleep' && rand() < 0.05;
+	($kind, $sleep, $fail_first) = ('gated', 0, 0) if $arg == 1;
 
 	# the first calls come in bursts that fall due at once, the rest spread
 	my $due =
@@ -154,6 +164,9 @@ for my $arg (1 .. $NCALLS)
 $node->safe_psql('postgres',
 	"INSERT INTO plan (arg, kind, sleep_ms, fail_first, due_ms) VALUES "
 	  . join(',', @rows));
+
+# the gated call waits there until the first kill
+my $gate = close_gate($node, 'postgres', 1);
 
 # one transaction, so that the start time is the same for all
 $node->safe_psql(
@@ -197,7 +210,7 @@ sub workers_back
 		my @pids = current_workers();
 
 		return @pids if @pids == 2 && !grep { $killed->{$_} } @pids;
-		usleep(20_000);
+		usleep(20_000);    # poll
 	}
 	return ();
 }
@@ -226,9 +239,22 @@ for my $k (1 .. $KILLS)
 		fail("kill $k: the workers are back from the previous kill");
 		last;
 	}
-	usleep(int(rand(300_000)));
-
-	my $target = $pids[ int(rand(@pids)) ];
+	my $target;
+	if ($k == 1)
+	{
+		# the worker of the gated call, waiting at the gate
+		wait_at_gate($node, 'postgres', 1, 1, 'the gated call waits at the gate');
+		$target = $node->safe_psql('postgres',
+			"SELECT w.pid FROM retries.workers w JOIN plan p ON p.call_id = w.current_call"
+			  . " WHERE p.kind = 'gated'");
+		# (a SIGKILL: the crash restart ends the session that holds the gate)
+		die 'the first kill must be a SIGKILL' if $signal ne 'KILL';
+	}
+	else
+	{
+		usleep(int(rand(300_000)));    # not a wait: a random moment for the kill
+		$target = $pids[ int(rand(@pids)) ];
+	}
 	my $done = finished_count();
 	# what it was doing just before (for the record only: it moves on)
 	my ($was) = query_value($node, 'postgres',
@@ -260,6 +286,7 @@ for my $k (1 .. $KILLS)
 	}
 }
 is(scalar(@recovery_times), $KILLS, "$KILLS kills, each followed by the workers' return");
+$gate->quit;
 diag(sprintf("kills took %.1f s; slowest return %.2f s; targets were: %s",
 	time() - $start, (sort { $b <=> $a } @recovery_times)[0] // 0,
 	join(', ', map { "$_ $was_doing{$_}" } sort keys %was_doing)));

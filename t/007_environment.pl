@@ -29,6 +29,15 @@
 #
 # results(id, n) counts the runs of each call's effects: n = 2 would be a
 # call whose effects committed twice.
+#
+# No step depends on the machine's speed.  A call that a command must find
+# running sleeps for 300 s, which the command cuts short (its first attempt
+# is then interrupted), or, where the test keeps a session in the database,
+# waits at a gate the test holds (t/RetriesTest.pm).  Workers that must be
+# back "at once" after a command must be back before the 30 s pause that
+# stopping them sets would have ended since the command started.  Workers
+# that must NOT start are watched for at least as long as workers took to
+# start in this run.
 
 use strict;
 use warnings;
@@ -48,8 +57,8 @@ $node->start;
 # setup_db(DB): the extension, results, and three annotated functions:
 #   work(id)       records its run;
 #   slow(id, secs) sleeps 'secs' at its first attempt, then records its run;
-#   step(id)       fails with RT001 at its first attempt (retried 2 s
-#                  later), records its run at the next.
+#   held(id)       waits at gate 1 at its first attempt, then records its
+#                  run.
 sub setup_db
 {
 	my ($db) = @_;
@@ -66,14 +75,41 @@ SELECT retries.annotate('work(bigint)', '3 10ms');
 CREATE FUNCTION slow(k bigint, secs float8) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	IF retries.current_attempt() = 1 THEN
-		PERFORM pg_sleep(secs);
+		PERFORM pg_sleep(secs);		-- not a wait: the command under test cuts it short
 	END IF;
 	INSERT INTO results AS r (id, note) VALUES (k, 'slow')
 		ON CONFLICT (id) DO UPDATE SET n = r.n + 1;
 END $$;
 SELECT retries.annotate('slow(bigint,float8)', '5 100ms');
+CREATE FUNCTION held(k bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF retries.current_attempt() = 1 THEN
+		PERFORM } . gate_sql(1) . q{;
+	END IF;
+	INSERT INTO results AS r (id, note) VALUES (k, 'held')
+		ON CONFLICT (id) DO UPDATE SET n = r.n + 1;
+END $$;
+SELECT retries.annotate('held(bigint)', '5 100ms');
 });
 	return;
+}
+
+# How long slow() sleeps when a command must cut it short: a command that
+# waited for it would take minutes
+my $SLOW = 300;
+
+# back_before_pause(DB, T0, NAME): a test that the two workers of DB are
+# back before 25 s have passed since T0, when the command that stopped them
+# started.  Stopping them keeps the launcher away for 30 s unless the
+# command's transaction ends first: back before that, they came back
+# because it ended.  The command and their return take a second or two,
+# even on a slow machine.
+sub back_before_pause
+{
+	my ($db, $t0, $name) = @_;
+	my $left = $t0 + 25 - time();
+	return wait_until($node, 'postgres', workers_query($db), '2', $name,
+		$left > 0 ? $left : 0);
 }
 
 # start_slow(DB, ID, SECS, [ROLE]): schedule slow(ID, SECS), as ROLE if
@@ -89,6 +125,19 @@ sub start_slow
 	wait_until($node, $db,
 		"SELECT state FROM retries.calls WHERE id = $call",
 		'running', "$db: call $call (slow) is running");
+	return $call;
+}
+
+# start_held(DB, ID, ROLE): schedule held(ID) as ROLE, and wait until it
+# waits at gate 1 (which the caller holds); returns the call id.  Its row
+# of results is ID + 1,000,000.
+sub start_held
+{
+	my ($db, $id, $role) = @_;
+	$id += 1_000_000;
+	my $call = $node->safe_psql($db,
+		"SET ROLE $role; SELECT retries.call('held(bigint)', '[$id]')");
+	wait_at_gate($node, $db, 1, 1, "$db: call $call (held) waits at the gate");
 	return $call;
 }
 
@@ -155,9 +204,20 @@ my $launcher_query =
   "SELECT pid FROM pg_stat_activity WHERE backend_type = 'retries launcher'";
 
 # workers of 'postgres': they must outlive all that follows
+my $t0 = time();
 setup_db('postgres');
 wait_until($node, 'postgres', workers_query('postgres'),
 	'2', 'postgres: two workers start');
+# how long that took: the least time to watch for workers that must not
+# start
+my $startup = time() - $t0;
+
+# watch(SECONDS): SECONDS, or longer if workers took longer to start
+sub watch
+{
+	my ($seconds) = @_;
+	return $startup > $seconds ? sprintf('%.1f', $startup) : $seconds;
+}
 my $postgres_pids = worker_pids($node, 'postgres');
 my $launcher_pid = $node->safe_psql('postgres', $launcher_query);
 
@@ -174,8 +234,9 @@ wait_until($node, 'postgres', workers_query('ren_a'),
 # a user's session in the database: the rename fails, as it would without
 # the extension, and the workers it stopped come back at once, not after
 # some pause
-my $slow1 = start_slow('ren_a', 1, 300);
+my $slow1 = start_slow('ren_a', 1, $SLOW);
 my $session = $node->background_psql('ren_a');
+$t0 = time();
 my ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'ALTER DATABASE ren_a RENAME TO ren_b',
 	timeout => 60);
@@ -184,8 +245,7 @@ like(
 	$stderr,
 	qr/database "ren_a" is being accessed by other users/,
 	'a: for the user session, as without the extension');
-wait_until($node, 'postgres', workers_query('ren_a'),
-	'2', 'a: the workers are back at once', 10);
+back_before_pause('ren_a', $t0, 'a: the workers are back at once');
 wait_until($node, 'ren_a',
 	"SELECT state FROM retries.calls WHERE id = $slow1",
 	'succeeded', 'a: the call they were running is run again');
@@ -195,19 +255,20 @@ $session->quit;
 
 # with no session left, the rename succeeds while a call runs and others
 # are scheduled; they all run in the renamed database
-my $slow2 = start_slow('ren_a', 2, 300);
+my $slow2 = start_slow('ren_a', 2, $SLOW);
 $node->safe_psql('ren_a',
 	"SELECT retries.call('work(bigint)', jsonb_build_array(i),"
 	  . " run_at => now() + interval '2 s') FROM generate_series(101, 300) i");
-my $t0 = time();
+$t0 = time();
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'ALTER DATABASE ren_a RENAME TO ren_b',
 	timeout => 60);
 is($ret, 0, 'a: ALTER DATABASE RENAME succeeds while a call runs')
   or diag($stderr);
-cmp_ok(time() - $t0, '<', 15, 'a: without waiting for the call');
-wait_until($node, 'postgres', workers_query('ren_b'),
-	'2', 'a: the workers come back in ren_b', 15);
+# (the call sleeps for minutes: a command that waited for it would not end
+# within the minute allowed; its interrupted attempt, below, shows it too)
+cmp_ok(time() - $t0, '<', 60, 'a: without waiting for the call');
+back_before_pause('ren_b', $t0, 'a: the workers come back in ren_b, at once');
 wait_until($node, 'ren_b',
 	"SELECT state FROM retries.calls WHERE id = $slow2",
 	'succeeded', 'a: the call that was running succeeds');
@@ -224,13 +285,12 @@ my $n = 10;
 for my $cmd ('ALTER DATABASE ren_b SET TABLESPACE elsewhere',
 	'CREATE DATABASE copy_a TEMPLATE ren_b')
 {
-	my $slow = start_slow('ren_b', ++$n, 300);
+	my $slow = start_slow('ren_b', ++$n, $SLOW);
 	$t0 = time();
 	($ret, $stdout, $stderr) = $node->psql('postgres', $cmd, timeout => 60);
 	is($ret, 0, "a: $cmd succeeds while a call runs") or diag($stderr);
-	cmp_ok(time() - $t0, '<', 15, "a: $cmd does not wait for the call");
-	wait_until($node, 'postgres', workers_query('ren_b'),
-		'2', "a: after $cmd the workers come back", 15);
+	cmp_ok(time() - $t0, '<', 60, "a: $cmd does not wait for the call");
+	back_before_pause('ren_b', $t0, "a: after $cmd the workers come back, at once");
 	wait_until($node, 'ren_b',
 		"SELECT state FROM retries.calls WHERE id = $slow",
 		'succeeded', "a: after $cmd the call that was running succeeds");
@@ -240,7 +300,7 @@ for my $cmd ('ALTER DATABASE ren_b SET TABLESPACE elsewhere',
 # the copy is a database with the extension like any other: it gets
 # workers of its own
 wait_until($node, 'postgres', workers_query('copy_a'),
-	'2', 'a: the copy has workers of its own', 15);
+	'2', 'a: the copy has workers of its own');
 no_crash($node, $offset, 'a: no crash in the server log');
 
 ###########################################################################
@@ -252,7 +312,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE drop_b');
 setup_db('drop_b');
 wait_until($node, 'postgres', workers_query('drop_b'),
 	'2', 'b: two workers in drop_b');
-start_slow('drop_b', 1, 300);
+start_slow('drop_b', 1, $SLOW);
 schedule_range($node, 'drop_b', 'work(bigint)', 1, 2000);
 my $gone_query =
     "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries worker'"
@@ -262,21 +322,21 @@ my $gone_query =
 # a failed DROP DATABASE (a user is connected) leaves the workers back at
 # once too
 $session = $node->background_psql('drop_b');
+$t0 = time();
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'DROP DATABASE drop_b', timeout => 60);
 isnt($ret, 0, 'b: DROP DATABASE fails while a user is connected');
-wait_until($node, 'postgres', workers_query('drop_b'),
-	'2', 'b: the workers are back at once', 10);
+back_before_pause('drop_b', $t0, 'b: the workers are back at once');
 $session->quit;
 
 $t0 = time();
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'DROP DATABASE drop_b', timeout => 60);
 is($ret, 0, 'b: DROP DATABASE succeeds while a call runs') or diag($stderr);
-cmp_ok(time() - $t0, '<', 15, 'b: without waiting for the call');
+cmp_ok(time() - $t0, '<', 60, 'b: without waiting for the call');
 wait_until($node, 'postgres', $gone_query, '0',
 	'b: no worker of drop_b is left');
-stays_true($node, 'postgres', "SELECT ($gone_query) = 0", 3,
+stays_true($node, 'postgres', "SELECT ($gone_query) = 0", watch(3),
 	'b: and the launcher starts none again');
 
 # WITH (FORCE): the user session is ended by PostgreSQL, the workers by
@@ -285,7 +345,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE drop_c');
 setup_db('drop_c');
 wait_until($node, 'postgres', workers_query('drop_c'),
 	'2', 'b: two workers in drop_c');
-start_slow('drop_c', 1, 300);
+start_slow('drop_c', 1, $SLOW);
 $session = $node->background_psql('drop_c', on_error_stop => 0);
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'DROP DATABASE drop_c WITH (FORCE)',
@@ -311,7 +371,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE closed_c');
 setup_db('closed_c');
 wait_until($node, 'postgres', workers_query('closed_c'),
 	'2', 'c: two workers in closed_c');
-my $slow3 = start_slow('closed_c', 1, 300);
+my $slow3 = start_slow('closed_c', 1, $SLOW);
 $node->safe_psql('closed_c',
 	"SELECT retries.call('work(bigint)', jsonb_build_array(i),"
 	  . " run_at => now() + interval '1 s') FROM generate_series(1, 500) i");
@@ -319,11 +379,11 @@ my $closed_pids = join '|', split /,/, worker_pids($node, 'closed_c');
 $node->safe_psql('postgres',
 	'ALTER DATABASE closed_c WITH ALLOW_CONNECTIONS false');
 wait_until($node, 'postgres', workers_query('closed_c'),
-	'0', 'c: the workers leave a database that allows no connections', 15);
+	'0', 'c: the workers leave a database that allows no connections');
 my $closed_offset = -s $node->logfile;
 stays_true($node, 'postgres',
 	'SELECT (' . workers_query('closed_c') . ') = 0',
-	5, 'c: and none comes back while it allows none');
+	watch(5), 'c: and none comes back while it allows none');
 # (lines of the workers that left, or about them, may still come: a worker
 # leaves pg_stat_activity before its process ends, and the postmaster logs
 # the exit of one that was stopped only when it reaps it; under ASan that
@@ -336,7 +396,7 @@ is( count_log(
 $node->safe_psql('postgres',
 	'ALTER DATABASE closed_c WITH ALLOW_CONNECTIONS true');
 wait_until($node, 'postgres', workers_query('closed_c'),
-	'2', 'c: connections allowed again: the workers come back', 15);
+	'2', 'c: connections allowed again: the workers come back');
 wait_until($node, 'closed_c',
 	"SELECT state FROM retries.calls WHERE id = $slow3",
 	'succeeded', 'c: the call they were running succeeds');
@@ -362,11 +422,14 @@ GRANT SELECT, INSERT, UPDATE ON results TO alice, bob;
 wait_until($node, 'postgres', workers_query('roles_d'),
 	'2', 'd: two workers in roles_d');
 
-# alice: a call running when she is dropped, ten calls due in an hour
+# alice: a call running (at the gate) when she is dropped, ten calls due
+# in an hour
 schedule_later('roles_d', 'alice', 1, 10);
-my $alice_running = start_slow('roles_d', 100, 3, 'alice');
+my $gate = close_gate($node, 'roles_d', 1);
+my $alice_running = start_held('roles_d', 100, 'alice');
 $node->safe_psql('roles_d', 'DROP OWNED BY alice; DROP ROLE alice');
 pass('d: DROP ROLE alice succeeds while she has calls');
+open_gate($gate);
 wait_until(
 	$node, 'roles_d',
 	"SELECT state IN ('succeeded', 'failed') FROM retries.calls"
@@ -391,8 +454,10 @@ is($node->safe_psql('roles_d', 'SELECT count(*) FROM results WHERE id <= 10'),
 # as the role that scheduled them, as a session of that role would: a role
 # that may not log in (the usual way to disable an account) runs none.
 schedule_later('roles_d', 'bob', 11, 20);
-my $bob_running = start_slow('roles_d', 200, 3, 'bob');
+$gate = close_gate($node, 'roles_d', 1);
+my $bob_running = start_held('roles_d', 200, 'bob');
 $node->safe_psql('roles_d', 'ALTER ROLE bob NOLOGIN');
+open_gate($gate);
 wait_until($node, 'roles_d',
 	"SELECT state || ',' || (SELECT n FROM results WHERE id = 1000200)"
 	  . " FROM retries.calls WHERE id = $bob_running",
@@ -499,14 +564,13 @@ wait_until($node, 'postgres', workers_query('ext_f'),
 
 # a DROP that is rolled back: the workers are back at once and the call
 # they were running runs again
-my $slow4 = start_slow('ext_f', 1, 300);
+my $slow4 = start_slow('ext_f', 1, $SLOW);
 $t0 = time();
 $node->safe_psql('ext_f', 'BEGIN; DROP EXTENSION retries; ROLLBACK',
 	timeout => 60);
-cmp_ok(time() - $t0, '<', 15,
+cmp_ok(time() - $t0, '<', 60,
 	'f: DROP EXTENSION does not wait for the running call');
-wait_until($node, 'postgres', workers_query('ext_f'),
-	'2', 'f: rolled back, the workers are back at once', 10);
+back_before_pause('ext_f', $t0, 'f: rolled back, the workers are back at once');
 wait_until($node, 'ext_f',
 	"SELECT state FROM retries.calls WHERE id = $slow4",
 	'succeeded', 'f: the call they were running succeeds');
@@ -514,24 +578,24 @@ is(history('ext_f', $slow4), '1:interrupted,2:succeeded',
 	'f: its attempt cut short counts as interrupted');
 
 # the real thing, under load
-start_slow('ext_f', 2, 300);
+start_slow('ext_f', 2, $SLOW);
 schedule_range($node, 'ext_f', 'work(bigint)', 1001, 3000);
 $t0 = time();
 ($ret, $stdout, $stderr) =
   $node->psql('ext_f', 'DROP EXTENSION retries', timeout => 60);
 is($ret, 0, 'f: DROP EXTENSION succeeds while a call runs') or diag($stderr);
-cmp_ok(time() - $t0, '<', 15, 'f: without waiting for the call');
+cmp_ok(time() - $t0, '<', 60, 'f: without waiting for the call');
 wait_until($node, 'postgres', workers_query('ext_f'),
-	'0', 'f: the workers of ext_f stop', 15);
+	'0', 'f: the workers of ext_f stop');
 stays_true($node, 'postgres', 'SELECT (' . workers_query('ext_f') . ') = 0',
-	3, 'f: and none starts again');
+	watch(3), 'f: and none starts again');
 
 # CREATE EXTENSION again: workers again
 $node->safe_psql('ext_f',
-	'DROP TABLE results; DROP FUNCTION work(bigint), slow(bigint, float8)');
+	'DROP TABLE results; DROP FUNCTION work(bigint), slow(bigint, float8), held(bigint)');
 setup_db('ext_f');
 wait_until($node, 'postgres', workers_query('ext_f'),
-	'2', 'f: CREATE EXTENSION again: two workers again', 15);
+	'2', 'f: CREATE EXTENSION again: two workers again');
 schedule_range($node, 'ext_f', 'work(bigint)', 1, 100);
 all_ran_once('ext_f', 1, 100, 'f: and they run calls');
 is($node->safe_psql('postgres', $launcher_query),

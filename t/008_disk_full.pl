@@ -12,6 +12,14 @@
 #      fails or is charged an attempt for it, and once space is back every
 #      call succeeds, its effects committed exactly once.
 #
+# The workers' CPU and log lines are counted over a few seconds while the
+# disk is full, as rates.  No step depends on the machine's speed: in a,
+# only ten calls retry (at most ten attempts a second once their backoff
+# reaches 1 s), so their CPU stays a small part of a core even on a machine
+# ten times slower, where a spinning worker takes all it can get; in b, the
+# calls fall due only once the disk is full, when the test moves the
+# extension's clock two hours ahead (retries.debug_clock_offset).
+#
 # The test cannot mount anything (it runs as the server's user): it uses
 # the directory named by RETRIES_SMALL_DISK, on a small mount of its own
 # (scripts/test mounts a 64 MB tmpfs there), and skips without it.
@@ -109,6 +117,7 @@ sub watch_while_full
 	my $offset = -s $node->logfile;
 	my $cpu = worker_cpu($pids);
 	my $t0 = time();
+	# not a wait: the window over which CPU and log lines are counted
 	sleep($seconds);
 	my $used = worker_cpu($pids) - $cpu;
 	my $elapsed = time() - $t0;
@@ -174,7 +183,7 @@ is($node->safe_psql('postgres', 'SELECT try_write()'),
 	'disk_full', 'a: filled up, it gives 53100 disk_full');
 
 schedule_range($node, 'postgres', 'sink_write(bigint)', 1, 20);
-schedule_range($node, 'postgres', 'sink_write_53(bigint)', 101, 200);
+schedule_range($node, 'postgres', 'sink_write_53(bigint)', 101, 110);
 wait_until(
 	$node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'sink_write(bigint)'::regprocedure"
@@ -184,7 +193,7 @@ wait_until(
 	$node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'sink_write_53(bigint)'::regprocedure"
 	  . " AND state = 'scheduled' AND attempts >= 2 AND last_sqlstate = '53100'",
-	'100', 'a: with 53 in retry_on, the calls retry');
+	'10', 'a: with 53 in retry_on, the calls retry');
 watch_while_full('a', 5);
 # one statement: the workers go on retrying meanwhile
 is( $node->safe_psql(
@@ -201,11 +210,11 @@ wait_until(
 	$node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'sink_write_53(bigint)'::regprocedure"
 	  . " AND state = 'succeeded'",
-	'100', 'a: space back, they all succeed');
+	'10', 'a: space back, they all succeed');
 is( $node->safe_psql(
 		'postgres',
-		'SELECT count(*) || \',\' || sum(n) FROM sink WHERE id BETWEEN 101 AND 200'),
-	'100,100',
+		'SELECT count(*) || \',\' || sum(n) FROM sink WHERE id BETWEEN 101 AND 110'),
+	'10,10',
 	'a: each wrote its row once');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM sink WHERE id <= 20'),
 	'0', 'a: the failed calls wrote nothing');
@@ -259,16 +268,17 @@ is( $node->safe_psql(
 		  . " OR i.indrelid IN ('retries.call_data'::regclass, 'retries.attempt_data'::regclass))"),
 	'b: the tables of the extension and their indexes are on the small disk');
 
-# calls due in a few seconds, when the disk will be full
+# calls due in an hour; the disk is filled, then the extension's clock
+# moved two hours ahead: they are due while the disk is full
 my $offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	"SELECT retries.call('work(bigint)', jsonb_build_array(i),"
-	  . " run_at => now() + interval '2 s') FROM generate_series(1, 2000) i");
+	  . " run_at => now() + interval '1 hour') FROM generate_series(1, 2000) i");
 fill_disk();
-wait_until($node, 'postgres',
-	"SELECT count(*) > 0 FROM retries.calls WHERE next_attempt < now()"
-	  . " AND fn = 'work(bigint)'::regprocedure",
-	't', 'b: the calls are due while the disk is full');
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET retries.debug_clock_offset = '2h'; SELECT pg_reload_conf()");
+wait_until($node, 'postgres', 'SHOW retries.debug_clock_offset',
+	'2h', 'b: the calls are due while the disk is full');
 $node->wait_for_log(qr/ERROR:  could not extend file/,
 	$offset);
 pass('b: the workers cannot record outcomes');
@@ -291,6 +301,8 @@ wait_until(
 	"SELECT count(*) FILTER (WHERE state = 'succeeded' AND attempts = 1)"
 	  . " FROM retries.calls WHERE fn = 'work(bigint)'::regprocedure",
 	'2000', 'b: space back, every call succeeds at its first attempt');
+$node->safe_psql('postgres',
+	'ALTER SYSTEM RESET retries.debug_clock_offset; SELECT pg_reload_conf()');
 is( $node->safe_psql(
 		'postgres', 'SELECT count(*) || \',\' || max(n) FROM results'),
 	'2000,1',

@@ -5,7 +5,10 @@
 #      delay_fn, one with an on_exhausted hook) and calls that run slowly,
 #      calls due now, calls due in a few seconds and calls that retry;
 #   b. ALTER EXTENSION retries UPDATE while workers are running calls, and
-#      with more calls scheduled right after it;
+#      with more calls scheduled right after it: a slow call waits at a
+#      gate the test holds (t/RetriesTest.pm) until the update, sent from
+#      a session of its own, waits for it, so that the update comes in the
+#      middle of that call whatever the speed of the machine;
 #   c. every call finishes exactly once (effects counted per call), with the
 #      attempts its policy gives, hooks included;
 #   d. the 1.1 change is visible: the functions of policy_data are
@@ -69,6 +72,8 @@ CREATE FUNCTION work(id bigint) RETURNS void LANGUAGE sql AS $$
 	SELECT record($1);
 $$;
 CREATE FUNCTION slow(id bigint) RETURNS void LANGUAGE sql AS $$
+	SELECT } . gate_sql(1) . q{;
+	-- not a wait: a length that busy_time must count, no step waits for it
 	SELECT pg_sleep(1);
 	SELECT record($1);
 $$;
@@ -146,6 +151,7 @@ my $dup_pending = $node->safe_psql('postgres',
 	"SELECT retries.call('keyed(bigint)', '[2]', now() + interval '1 hour', 'dup')");
 isnt($dup_pending, $dup_done, '1.0: a finished call\'s key named a new call');
 
+my $gate = close_gate($node, 'postgres', 1);
 $node->safe_psql(
 	'postgres', q{
 SELECT retries.call('slow(bigint)', jsonb_build_array(i)) FROM generate_series(1, 4) i;
@@ -160,14 +166,20 @@ SELECT retries.call('doomed(bigint)', jsonb_build_array(i)) FROM generate_series
 # b. the update, while a slow call runs
 ###########################################################################
 
+wait_at_gate($node, 'postgres', 1, 1, 'a worker is running a slow call (at the gate)');
+my $updater = $node->background_psql('postgres', on_error_stop => 0);
+$updater->query_until(qr/update sent/,
+	"\\echo update sent\nALTER EXTENSION retries UPDATE;\n");
 wait_until(
 	$node, 'postgres',
-	"SELECT count(*) > 0 FROM retries.workers w JOIN retries.calls c"
-	  . " ON c.id = w.current_call WHERE c.fn = 'slow(bigint)'::regprocedure",
-	't', 'a worker is running a slow call');
-my ($out, $err) = query_value($node, 'postgres', 'ALTER EXTENSION retries UPDATE');
-ok(defined $out, 'ALTER EXTENSION retries UPDATE while calls run')
-  or diag($err);
+	"SELECT count(*) FROM pg_stat_activity"
+	  . " WHERE query LIKE 'ALTER EXTENSION retries UPDATE%' AND wait_event_type = 'Lock'",
+	'1', 'the update waits for the slow call');
+open_gate($gate);
+my ($out, $failed) = $updater->query('SELECT 1');
+ok(!$failed, 'ALTER EXTENSION retries UPDATE while calls run')
+  or diag($updater->{stderr});
+$updater->quit;
 is( $node->safe_psql(
 		'postgres', "SELECT extversion FROM pg_extension WHERE extname = 'retries'"),
 	$node->safe_psql('postgres',

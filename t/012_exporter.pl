@@ -95,7 +95,7 @@ CREATE TABLE naps (pid int);
 GRANT INSERT ON naps TO app_user;
 CREATE FUNCTION nap() RETURNS void LANGUAGE sql AS $$
 	INSERT INTO naps VALUES (pg_backend_pid());
-	SELECT pg_sleep(0.5);
+	SELECT pg_sleep(0.5);	-- not a wait: its length, which busy time must count
 $$;
 CREATE FUNCTION late(i int) RETURNS void LANGUAGE sql AS $$ SELECT $$;
 
@@ -349,7 +349,7 @@ sub start_exporter
 				undef $exporter_pid;
 				last;
 			}
-			usleep(100_000);
+			usleep(100_000);    # poll
 		}
 		last if defined $exporter_pid;    # running, but never answered
 		diag("the exporter exited at once; trying another port");
@@ -372,7 +372,7 @@ sub stop_exporter
 			waitpid($exporter_pid, 0);
 			last;
 		}
-		usleep(50_000);
+		usleep(50_000);    # poll
 	}
 	undef $exporter_pid;
 	return;
