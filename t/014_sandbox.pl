@@ -54,8 +54,9 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 my $DB = 'postgres';
-# how long the calls of one scenario may take to finish
-my $CALLS_DEADLINE = 20;
+# how long the calls of one scenario may take to finish, and anything else
+# the test waits for: only a failing test waits that long
+my $CALLS_DEADLINE = $RetriesTest::DEADLINE;
 
 my $node = retries_node('sandbox');
 $node->append_conf(
@@ -85,12 +86,13 @@ sub lit
 
 # sql(SQL, [ROLE]): run SQL (as ROLE if given), return its output.  While
 # the server does not take connections (a crash restart, the attack of the
-# last section on a server that has the bug), it tries again for a minute.
+# last section on a server that has the bug), it tries again until the
+# deadline.
 sub sql
 {
 	my ($sql, $role) = @_;
 	my $prefix = defined $role ? "SET ROLE $role;\n" : '';
-	my $until = time() + 60;
+	my $until = time() + $RetriesTest::DEADLINE;
 	for (;;)
 	{
 		my ($out, $err) = query_value($node, $DB, $prefix . $sql);
@@ -100,7 +102,7 @@ sub sql
 		  || $err !~ /could not connect|connection to server|the database system is|
 					  server closed the connection|terminating connection|
 					  Broken\ pipe|no\ connection\ to\ the\ server/x;
-		usleep(200_000);
+		usleep(200_000);    # poll
 	}
 }
 
@@ -116,7 +118,7 @@ sub poll
 		($out, $err) = query_value($node, $DB, $sql);
 		return (1, $out) if defined $out && $out eq $expected;
 		last if time() > $until;
-		usleep(50_000);
+		usleep(50_000);    # poll
 	}
 	return (0, $out // "(error: " . ($err // '') . ")");
 }
@@ -128,14 +130,14 @@ sub set_enabled
 	return;
 }
 
-# pause(): execution off, and the worker has seen it
+# pause(): execution off, and the worker has seen it; whether it has
 sub pause
 {
 	set_enabled('off');
 	my ($ok, $out) = poll("SELECT string_agg(state, ',') FROM retries.workers",
-		'paused', 30);
+		'paused', $RetriesTest::DEADLINE);
 	note("the worker did not pause: $out") unless $ok;
-	return;
+	return $ok;
 }
 
 sub resume
@@ -180,7 +182,8 @@ sub wait_done
 sub run_calls
 {
 	my @calls = @_;
-	pause();
+	# (a worker that still ran would take each call as it is made)
+	pause() or die "the worker did not pause\n";
 	my @ids = map { schedule(@$_) } @calls;
 	resume();
 	ok(wait_done(@ids), 'the calls finish (' . join(', ', map { $_->[1] } @calls) . ')');
@@ -261,7 +264,7 @@ sub fresh_worker
 	my ($ok, $out) = poll(
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries worker'"
 		  . ($old ne '' ? " AND pid NOT IN ($old)" : ''),
-		'1', 30);
+		'1', $RetriesTest::DEADLINE);
 	note($ok ? 'a fresh worker started' : "no fresh worker: $out");
 	return;
 }
@@ -302,14 +305,15 @@ sub section
 	return $ok;
 }
 
-# until_probe(NAME, ROLE, FN, CHECK, EXPECTED, [SECONDS]): schedule FN(tag)
-# as ROLE again and again, each once the one before finished, until
-# CHECK(id, tag) gives EXPECTED; one test.  For settings that calls see
-# from the batch that starts after the change, about a second later.
+# until_probe(NAME, ROLE, FN, CHECK, EXPECTED): schedule FN(tag) as ROLE
+# again and again, each once the one before finished, until CHECK(id, tag)
+# gives EXPECTED (or the deadline passes); one test.  For settings that
+# calls see from the batch that starts after the change, however long
+# that takes.
 sub until_probe
 {
-	my ($name, $role, $fn, $check, $expected, $seconds) = @_;
-	my $until = time() + ($seconds // 15);
+	my ($name, $role, $fn, $check, $expected) = @_;
+	my $until = time() + $RetriesTest::DEADLINE;
 	my ($n, $got) = (0, '');
 	while (time() < $until)
 	{
@@ -318,7 +322,7 @@ sub until_probe
 		last unless wait_done($id);
 		$got = $check->($id, $tag);
 		return pass("$name (after $n calls)") if $got eq $expected;
-		usleep(100_000);
+		usleep(100_000);    # poll
 	}
 	fail($name);
 	diag("after $n calls: got $got, expected $expected");
@@ -1276,7 +1280,7 @@ my $running = 1;
 	my $ok = skipped($name) || subtest(
 		$name,
 		sub {
-			pause();
+			ok(pause(), 'execution paused');
 			my $att = schedule('attacker', 'attacker.a_forge(text,int,text)',
 				qq{["B4", $pwn_policy, "42"]});
 			my $vic = schedule('victim', 'victim.work(text)', '["B4 victim"]');
@@ -1289,7 +1293,7 @@ my $running = 1;
 					"SELECT count(*) FROM retries.calls WHERE id IN ($att, $vic)"
 					  . " AND state IN ('succeeded', 'failed', 'cancelled')");
 				last if defined $done && $done eq '2';
-				usleep(100_000);
+				usleep(100_000);    # poll
 			}
 			if (crash_lines($node, $crash_offset))
 			{

@@ -20,8 +20,10 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
+use Time::HiRes qw(time usleep);
 
 my $N = 20000;
+
 my $node = retries_node('claim_plans');
 $node->append_conf('postgresql.conf', "retries.max_workers = 2\nautovacuum = off\n");
 $node->start;
@@ -32,34 +34,51 @@ CREATE FUNCTION work(i bigint) RETURNS void LANGUAGE sql AS $$ INSERT INTO done 
 SELECT retries.annotate('work(bigint)', '3 10ms');
 });
 
+# drained(COUNT, NAME): a test that the calls succeeded reach COUNT; it
+# fails only if their number stops growing for the deadline
+sub drained
+{
+	my ($count, $name) = @_;
+	my ($done, $last, $until) = (0, -1, time() + $RetriesTest::DEADLINE);
+	while ($done != $count && time() < $until)
+	{
+		$done = $node->safe_psql('postgres',
+			"SELECT count(*) FROM retries.calls WHERE state = 'succeeded'");
+		($last, $until) = ($done, time() + $RetriesTest::DEADLINE) if $done > $last;
+		usleep(100_000) if $done != $count;    # poll
+	}
+	return is($done, $count, $name);
+}
+
 # A first drain, then an ANALYZE (autovacuum's, in a real database):
 # call_data's statistics now say that no call is scheduled, and the
 # workers plan their claims again with them.  Then N calls are made while
-# execution is off, and drained.
+# execution is off (the workers said they paused), and drained.  The waits
+# for a drain give up only when it stalls, not after a set time: 20,000
+# calls take what they take on the machine.
 schedule_range($node, 'postgres', 'work(bigint)', -$N, -1);
-wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.calls WHERE state = 'succeeded'", $N,
-	'the first drain ran', 120);
+drained($N, 'the first drain ran');
 wait_until($node, 'postgres',
 	"SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'done'::regclass", $N,
-	"the worker's statistics of the first drain are flushed", 30);
+	"the worker's statistics of the first drain are flushed");
 $node->safe_psql('postgres', 'ANALYZE retries.call_data');
 $node->safe_psql('postgres', 'ALTER SYSTEM SET retries.enabled = off');
 $node->reload;
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.workers WHERE state = 'paused'", '2',
+	'the workers paused');
 my $reads = q{SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_all_indexes
 	WHERE indexrelid = 'retries.call_data_due'::regclass};
 my $before = $node->safe_psql('postgres', $reads);
 schedule_range($node, 'postgres', 'work(bigint)', 1, $N);
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET retries.enabled');
 $node->reload;
-wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.calls WHERE state = 'succeeded'", 2 * $N,
-	"the $N calls ran", 120);
+drained(2 * $N, "the $N calls ran");
 # the worker's statistics reach the shared ones (all of them at once)
 # within a second or so of its commits: its inserts into done count too
 wait_until($node, 'postgres',
 	"SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'done'::regclass", 2 * $N,
-	"the worker's statistics are flushed", 30);
+	"the worker's statistics are flushed");
 my $read = $node->safe_psql('postgres', $reads) - $before;
 cmp_ok($read, '<', 10 * $N,
 	"the drain of $N calls read fewer than 10N entries of call_data_due ($read)");
