@@ -20,6 +20,7 @@ CREATE FUNCTION flow_slow(secs float8) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	t timestamptz := clock_timestamp();
 BEGIN
+	-- not a wait: the attempt's length, in which another would overlap it
 	PERFORM pg_sleep(secs);
 	INSERT INTO flow_log (note, started, ended) VALUES ('slow', t, clock_timestamp());
 END
@@ -29,6 +30,7 @@ CREATE FUNCTION flow_flaky() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	t timestamptz := clock_timestamp();
 BEGIN
+	-- not a wait: the attempt's length, in which another would overlap it
 	PERFORM pg_sleep(0.05);
 	INSERT INTO flow_log (note, started, ended) VALUES ('flaky', t, clock_timestamp());
 	IF retries.current_attempt() = 1 THEN

@@ -49,8 +49,10 @@ $$;
 -- wait_for(condition): wait until a query is true, polling every 10 ms at
 -- first and less often as the wait goes on (up to every 100 ms: on a slow
 -- server, under valgrind, the polling must not take the workers' time),
--- and fail after a deadline (never a bare sleep)
-CREATE PROCEDURE test.wait_for(condition text, deadline interval DEFAULT '60s')
+-- and fail after a deadline (never a bare sleep).  The deadline only ends a
+-- wait that would never end: 180 s, as the TAP tests', for a server that
+-- valgrind makes 50 times slower.
+CREATE PROCEDURE test.wait_for(condition text, deadline interval DEFAULT '180s')
 LANGUAGE plpgsql AS $$
 DECLARE
 	give_up timestamptz := clock_timestamp() + deadline;
@@ -63,7 +65,7 @@ BEGIN
 		IF clock_timestamp() > give_up THEN
 			RAISE EXCEPTION 'timed out after % waiting for: %', deadline, condition;
 		END IF;
-		PERFORM pg_sleep(pause);
+		PERFORM pg_sleep(pause);	-- poll
 		pause := least(pause * 1.2, 0.1);
 	END LOOP;
 END

@@ -73,9 +73,8 @@ my $per_node = join '|', map {
 		"SELECT count(*) FROM generate_series(1, $N) i WHERE "
 		  . sprintf($holder, 'i') . " = " . $_->port)
 } ($w1, $w2);
-wait_until($c, 'postgres',
-	"SELECT count(*) FROM retries.cluster_calls WHERE state = 'succeeded'", $N,
-	"all $N calls succeeded, seen from the coordinator", 180);
+drains($c, "SELECT count(*) FROM retries.cluster_calls WHERE state = 'succeeded'",
+	$N, "all $N calls succeeded, seen from the coordinator");
 is(join('|', map { $_->safe_psql('postgres', 'SELECT count(*) FROM retries.calls') } ($w1, $w2)),
 	$per_node, "each worker node kept the calls of its shards ($per_node)");
 is($c->safe_psql('postgres',
@@ -86,8 +85,7 @@ is($c->safe_psql('postgres',
 		"SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || count(DISTINCT node_group)"
 		  . " || ' ' || bool_and(id >> 48 = node_group) FROM retries.cluster_calls"),
 	"$N $N 2 true", 'the ids are unique across the cluster and name their node group');
-my $deadline = time() + 60;
-sleep 1 while prepared_xacts(@nodes) > 0 && time() < $deadline;
+no_prepared_xacts(\@nodes, 'Citus recovered every prepared transaction');
 is($c->safe_psql('postgres', "SELECT count(*) || ' ' || count(DISTINCT id) FROM orders"),
 	"$N $N", 'one row per call, none twice');
 
@@ -95,7 +93,7 @@ is($c->safe_psql('postgres', "SELECT count(*) || ' ' || count(DISTINCT id) FROM 
 my $id = $c->safe_psql('postgres',
 	"SELECT retries.call('put(bigint)', '[100001]', colocate_with => 'orders', shard_key => '100001')");
 ok($id >= (1 << 48), 'a call kept on a worker node has that node\'s id');
-is($c->safe_psql('postgres', "SELECT (retries.wait($id, '60 s')).state"),
+is($c->safe_psql('postgres', "SELECT (retries.wait($id, '$RetriesTest::DEADLINE s')).state"),
 	'succeeded', 'retries.wait() on the coordinator waits for a call on a worker node');
 is($c->safe_psql('postgres', "SELECT retries.result($id)"),
 	'1000010', 'retries.result() reads its value there');
@@ -183,12 +181,10 @@ for my $w ($w1, $w2)
 	ok(@pids > 0, 'a retries worker to kill on ' . $w->name);
 	kill 'KILL', $pids[0] if @pids;
 }
-wait_until($c, 'postgres',
+drains($c,
 	"SELECT count(*) FROM retries.cluster_calls WHERE state = 'succeeded' AND (args->>0)::bigint > 1000000",
-	$N, "all $N calls succeeded after the SIGKILLs", 240);
-$deadline = time() + 120;
-sleep 1 while prepared_xacts(@nodes) > 0 && time() < $deadline;
-is(prepared_xacts(@nodes), 0, 'Citus recovered every prepared transaction');
+	$N, "all $N calls succeeded after the SIGKILLs");
+no_prepared_xacts(\@nodes, 'Citus recovered every prepared transaction');
 is($c->safe_psql('postgres', "SELECT count(*) || ' ' || count(DISTINCT id) FROM orders"),
 	"$N $N", 'one row per call, none twice, after the SIGKILLs');
 
@@ -225,14 +221,13 @@ is($c->safe_psql('postgres',
 		"SELECT count(*) FROM citus_shards WHERE nodeport = " . $w1->port
 		  . " AND colocation_id = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass)"),
 	'0', "orders' shards and its mailbox's moved off worker node 1");
-wait_until($c, 'postgres',
+drains($c,
 	"SELECT count(*) FROM retries.cluster_calls WHERE state = 'succeeded' AND (args->>0)::bigint > 2000000",
-	$made, "all $made calls made around the moves succeeded", 240);
+	$made, "all $made calls made around the moves succeeded");
 is($w2->safe_psql('postgres',
 		"SELECT count(*) FROM retries.calls WHERE (args->>0)::bigint > 2000000 + $made - 4 * $batch"),
 	4 * $batch, 'the calls made after the moves were made on the node the shards moved to');
-$deadline = time() + 120;
-sleep 1 while prepared_xacts(@nodes) > 0 && time() < $deadline;
+no_prepared_xacts(\@nodes, 'Citus recovered every prepared transaction, across the moves');
 is($c->safe_psql('postgres', "SELECT count(*) || ' ' || count(DISTINCT id) FROM orders"),
 	"$made $made", 'one row per call, none twice, across the moves');
 

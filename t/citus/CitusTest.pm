@@ -18,8 +18,10 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
+use Time::HiRes qw(usleep time);
 
-our @EXPORT = qw(citus_cluster citus_or_skip prepared_xacts on_all);
+our @EXPORT =
+  qw(citus_cluster citus_or_skip prepared_xacts no_prepared_xacts on_all drains psql_seconds);
 
 # citus_or_skip(): skip the whole test file unless citus.so is installed
 sub citus_or_skip
@@ -82,6 +84,74 @@ sub prepared_xacts
 	$n += $_->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts')
 	  for @_;
 	return $n;
+}
+
+# no_prepared_xacts(NODES, NAME): a test that Citus's recovery leaves no
+# transaction prepared on the nodes (polled, until the deadline)
+sub no_prepared_xacts
+{
+	my ($nodes, $name) = @_;
+	my $until = time() + $RetriesTest::DEADLINE;
+	my $n;
+
+	while (($n = prepared_xacts(@$nodes)) > 0 && time() < $until)
+	{
+		usleep(100_000);    # poll
+	}
+	return is($n, 0, $name);
+}
+
+# drains(NODE, SQL, EXPECTED, NAME): a test that SQL (a count of calls left,
+# or done) comes to give EXPECTED.  How long a drain of thousands of calls
+# takes depends on the machine, so there is no deadline for the whole of
+# it: the test fails only when the output has not changed for
+# $RetriesTest::DEADLINE seconds (the drain is stuck).
+sub drains
+{
+	my ($node, $sql, $expected, $name) = @_;
+	my $t0 = time();
+	my $until = $t0 + $RetriesTest::DEADLINE;
+	my ($out, $err, $last);
+
+	for (;;)
+	{
+		($out, $err) = query_value($node, 'postgres', $sql);
+		if (defined $out && $out eq $expected)
+		{
+			return pass(sprintf('%s (%.0f s)', $name, time() - $t0));
+		}
+		if (defined $out && (!defined $last || $out ne $last))
+		{
+			$last = $out;
+			$until = time() + $RetriesTest::DEADLINE;
+		}
+		last if time() > $until;
+		usleep(100_000);    # poll
+	}
+	fail($name);
+	diag("no progress for $RetriesTest::DEADLINE s: $sql\n"
+		  . "expected: $expected\n"
+		  . "last output: " . ($last // '(none)') . "\n"
+		  . "last error: " . ($err // '') . "\n");
+	return 0;
+}
+
+# psql_seconds(NODE): how long a psql that runs a trivial query on NODE
+# takes now (the slowest of three): a reference measured in the same run,
+# for the few checks that bound how long a step takes
+sub psql_seconds
+{
+	my ($node) = @_;
+	my $slowest = 0;
+
+	for (1 .. 3)
+	{
+		my $t0 = time();
+		query_value($node, 'postgres', 'SELECT 1');
+		my $took = time() - $t0;
+		$slowest = $took if $took > $slowest;
+	}
+	return $slowest;
 }
 
 # on_all(NODES, SQL): SQL run on each node, outputs joined with '|'
