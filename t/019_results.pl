@@ -4,7 +4,7 @@
 #   a. retries.wait() sleeps without polling (its backend uses no CPU to
 #      speak of while it waits) and returns at the commit that finishes the
 #      call: a cancel() in another session, a worker's success with its
-#      result;
+#      result (of a call made due once the wait has begun);
 #   b. pg_cancel_backend() ends a wait, and the backend can wait again;
 #   c. notify: each finished call of a function annotated with notify =>
 #      true sends NOTIFY retries_finished with its id (succeeded, failed,
@@ -18,9 +18,14 @@
 #      workers ship them: each order ships exactly once, and each key names
 #      one call;
 #   f. a chain of 30 calls, each after the one before, with a worker killed
-#      (SIGKILL, a crash restart) in the middle: every link runs once, in
-#      order; and fan-out (one call, 500 after it) and fan-in (500 calls,
-#      one after them all) both finish, each call once.
+#      (SIGKILL, a crash restart) in the middle, while link 15 waits at a
+#      gate: every link runs once, in order; and fan-out (one call, 500
+#      after it) and fan-in (500 calls, one after them all), made in one
+#      transaction, both finish, each call once.
+#
+# No step assumes how fast the machine is: a waiter is woken by a call made
+# due once it waits, the last notification is one the test sends after the
+# others, and the kill comes while a link waits at a gate the test holds.
 
 use strict;
 use warnings;
@@ -75,13 +80,15 @@ my $later = $node->safe_psql('postgres',
 my $waiter = $node->background_psql('postgres', on_error_stop => 0);
 my $waiter_pid = $waiter->query_safe('SELECT pg_backend_pid()');
 $waiter->query_until(qr/waiting\n/,
-	"\\echo waiting\nSELECT w.state || '|' FROM retries.wait($later, '60s') w;\n");
+	"\\echo waiting\nSELECT w.state || '|' FROM retries.wait($later, '1h') w;\n");
 wait_until($node, 'postgres',
 	"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $waiter_pid",
 	'Extension:Extension', 'a: the waiter sleeps on its latch');
 my $ticks = cpu_ticks($waiter_pid);
 my $slept = time();
-usleep(1_000_000);
+# the span over which the waiter's CPU time is counted (a waiter asleep on
+# its latch uses none, however slow the machine)
+usleep(1_000_000);    # not a wait: the span the CPU time is counted over
 $ticks = cpu_ticks($waiter_pid) - $ticks;
 $slept = time() - $slept;
 ok($ticks <= 3,
@@ -91,11 +98,18 @@ my $out = $waiter->query_until(qr/\|.*\n/, '');
 is((split /\|/, $out)[0], 'cancelled',
 	'a: the wait returns the call, cancelled by another session');
 
-# a worker's success, with its result
+# a worker's success, with its result: the call is made due only once the
+# waiter waits for it
 my $soon = $node->safe_psql('postgres',
-	"SELECT retries.call('answer(integer)', '[21]', run_at => now() + interval '500 ms')");
-is( $waiter->query_safe("SELECT state || ' ' || result FROM retries.wait($soon, '60s')"),
-	'succeeded {"answer": 42}',
+	"SELECT retries.call('answer(integer)', '[21]', run_at => now() + interval '1 hour')");
+$waiter->query_until(qr/waiting\n/,
+	"\\echo waiting\nSELECT state || ' ' || result || '|' FROM retries.wait($soon, '1h');\n");
+wait_until($node, 'postgres',
+	"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $waiter_pid",
+	'Extension:Extension', 'a: the waiter waits for a call due in an hour');
+$node->safe_psql('postgres', "SELECT retries.reschedule($soon, now())");
+$out = $waiter->query_until(qr/\|.*\n/, '');
+is((split /\|/, $out)[0], 'succeeded {"answer": 42}',
 	'a: a worker\'s success wakes the waiter, with the result');
 
 ###########################################################################
@@ -115,9 +129,10 @@ like($waiter->{stderr}, qr/canceling statement due to user request/,
 	'b: pg_cancel_backend() ends the wait');
 $waiter->{stderr} = '';
 $soon = $node->safe_psql('postgres', "SELECT retries.call('answer(integer)', '[5]')");
-is($waiter->query_safe("SELECT (retries.wait($soon, '60s')).state"),
+is($waiter->query_safe("SELECT (retries.wait($soon, '1h')).state"),
 	'succeeded', 'b: the same backend waits again');
 $node->safe_psql('postgres', "SELECT retries.cancel($later)");
+$waiter->quit;
 
 ###########################################################################
 # c. notify
@@ -142,20 +157,21 @@ wait_until($node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE id IN ($ok_id, $bad_id, $quiet1)"
 	  . " AND state IN ('succeeded', 'failed')",
 	'3', 'c: the calls ran');
+# and nothing more comes: a notification sent after the calls finished
+# (and so queued after any that their commits sent) is heard last
+$node->safe_psql('postgres', "NOTIFY retries_finished, 'end'");
 my %heard;
+my $end = 0;
 my $until = time() + $RetriesTest::DEADLINE;
-while (keys %heard < 3 && time() < $until)
+while (!$end && time() < $until)
 {
 	my $heard = $listener->query('SELECT 1');
 	$heard{$1}++
 	  while $heard =~ s/notification "retries_finished" with payload "(\d+)"//;
-	usleep(50_000) if keys %heard < 3;
+	$end = 1 if $heard =~ /notification "retries_finished" with payload "end"/;
+	usleep(50_000) if !$end;    # poll
 }
-# and nothing more comes
-$listener->query('SELECT pg_sleep(0.2)');
-my $more = $listener->query('SELECT 1');
-$heard{$1}++
-  while $more =~ s/notification "retries_finished" with payload "(\d+)"//;
+ok($end, 'c: the listener hears the notifications up to the last one sent');
 is( join(',', map { "$_:$heard{$_}" } sort { $a <=> $b } keys %heard),
 	join(',', map { "$_:1" } sort { $a <=> $b } $ok_id, $bad_id, $hand_id),
 	'c: the notify function\'s succeeded, failed and cancelled calls were announced, once, and nothing else'
@@ -238,8 +254,6 @@ is( $node->safe_psql(
 		  . " GROUP BY key HAVING count(*) > 1) s"),
 	'0', 'e: each key names one call');
 
-$waiter->quit;
-
 ###########################################################################
 # f. chains across a crash; fan-out and fan-in
 ###########################################################################
@@ -247,8 +261,9 @@ $waiter->quit;
 $node->safe_psql(
 	'postgres', q{
 CREATE TABLE links (i integer, at timestamptz DEFAULT clock_timestamp());
+-- link 15 passes gate 1 (before its effect)
 CREATE FUNCTION link(i integer) RETURNS integer LANGUAGE sql AS $$
-	SELECT pg_sleep(0.03);
+	SELECT CASE WHEN i = 15 THEN } . gate_sql(1) . q{ END;
 	INSERT INTO links (i) VALUES (i) RETURNING i
 $$;
 SELECT retries.annotate('link(integer)', '5 10ms');
@@ -262,17 +277,21 @@ BEGIN
 	RETURN prev;
 END $$;
 });
+# the worker is killed while it runs link 15, held at the gate
+my $gate = close_gate($node, 'postgres', 1);
 my $last = $node->safe_psql('postgres', 'SELECT chain(30)');
-wait_until($node, 'postgres', 'SELECT count(*) >= 10 FROM links', 't',
-	'f: the chain is under way');
+wait_at_gate($node, 'postgres', 1, 1, 'f: the chain is under way, at link 15');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM links'), '14',
+	'f: (14 links ran before it)');
 my $log_offset = -s $node->logfile;
 my $victim = $node->safe_psql('postgres',
-	"SELECT pid FROM retries.workers WHERE current_call IS NOT NULL LIMIT 1");
-$victim ||= (split /,/, worker_pids($node, 'postgres'))[0];
+	"SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 1 AND NOT granted");
 kill 'KILL', $victim;
+# the crash restart ends the gate's session too, and so opens the gate
 wait_until($node, 'postgres',
 	"SELECT state FROM retries.calls WHERE id = $last",
-	'succeeded', 'f: after the crash restart the chain runs to its end', 120);
+	'succeeded', 'f: after the crash restart the chain runs to its end');
+$gate->quit;
 ok(scalar(crash_lines($node, $log_offset)) > 0, 'f: the kill made a crash restart');
 is( $node->safe_psql('postgres',
 		"SELECT string_agg(i::text, ',' ORDER BY at) = string_agg(i::text, ',' ORDER BY i)"
@@ -286,6 +305,7 @@ is( $node->safe_psql(
 is($node->safe_psql('postgres', 'SELECT count(*) FROM retries.call_after'),
 	'0', 'f: nothing is left in call_after');
 
+# made in one transaction: none of the calls runs before all are made
 $node->safe_psql(
 	'postgres', q{
 TRUNCATE links;
@@ -293,15 +313,16 @@ CREATE OR REPLACE FUNCTION link(i integer) RETURNS integer LANGUAGE sql AS $$
 	INSERT INTO links (i) VALUES (i) RETURNING i
 $$;
 CREATE TABLE fan (what text, id bigint);
-INSERT INTO fan SELECT 'root', retries.call('link(integer)', '[0]', run_at => now() + interval '300 ms');
+BEGIN;
+INSERT INTO fan SELECT 'root', retries.call('link(integer)', '[0]');
 INSERT INTO fan SELECT 'out', retries.call('link(integer)', jsonb_build_array(i),
 										   after => ARRAY[(SELECT id FROM fan WHERE what = 'root')])
   FROM generate_series(1, 500) i;
-INSERT INTO fan SELECT 'in', retries.call('link(integer)', jsonb_build_array(1000 + i),
-										  run_at => now() + interval '300 ms')
+INSERT INTO fan SELECT 'in', retries.call('link(integer)', jsonb_build_array(1000 + i))
   FROM generate_series(1, 500) i;
 INSERT INTO fan SELECT 'joined', retries.call('link(integer)', '[2000]',
 											  after => (SELECT array_agg(id) FROM fan WHERE what = 'in'));
+COMMIT;
 });
 wait_until($node, 'postgres',
 	"SELECT count(*) FROM retries.calls c JOIN fan f ON f.id = c.id WHERE c.state = 'succeeded'",

@@ -15,7 +15,8 @@
 #      rewrite its signature, and its calls run; CREATE OR REPLACE keeps
 #      them too;
 #   c. a function dropped and created again under the same signature is
-#      another function: its calls fail, the annotation is gone;
+#      another function: its calls (one made, the workers paused, before
+#      the drop) fail, the annotation is gone;
 #   d. rows of function_names that came from elsewhere (written under an
 #      extension of another OID, as after pg_upgrade or a restore, with
 #      OIDs that name other functions here) are read by signature and
@@ -34,9 +35,10 @@
 #      an argument's type is gone) names nothing and makes no reader fail;
 #   h. a dump of one of two databases made from one template (the same
 #      extension OID) restored into the other: read by signature;
-#   e. ALTER EXTENSION retries UPDATE from 1.1, 1.2 and 1.3 to the latest
-#      while calls run (t/010 does it from 1.0): every call runs once, and
-#      the updated database names its functions in function_names.
+#   e. ALTER EXTENSION retries UPDATE from 1.1 to 1.6 to the latest while
+#      calls run (issued while an attempt waits at a gate the test holds;
+#      t/010 does it from 1.0): every call runs once, and the updated
+#      database names its functions in function_names.
 
 use strict;
 use warnings;
@@ -72,6 +74,24 @@ $node->safe_psql('postgres', 'CREATE EXTENSION pg_stat_statements') if $pgss;
 sub current_setting_workers
 {
 	return $node->safe_psql('postgres', "SELECT current_setting('retries.max_workers')");
+}
+
+# set_enabled(on|off): retries.enabled; off, a test that the workers of
+# 'postgres' are paused (none runs a call any more)
+sub set_enabled
+{
+	my ($on) = @_;
+	$node->safe_psql('postgres',
+		($on eq 'on'
+			? 'ALTER SYSTEM RESET retries.enabled'
+			: 'ALTER SYSTEM SET retries.enabled = off')
+		  . '; SELECT pg_reload_conf()');
+	return if $on eq 'on';
+	wait_until($node, 'postgres',
+		"SELECT count(*) FILTER (WHERE state = 'paused') FROM retries.workers"
+		  . " WHERE database = current_database()",
+		current_setting_workers(), 'the workers are paused');
+	return;
 }
 
 my $tables =
@@ -189,14 +209,18 @@ is($node->safe_psql('postgres', 'SELECT string_agg(tag, \',\') FROM effects'),
 # c. dropped and created again: another function
 ###########################################################################
 
+# the call is made while the workers are paused, so that none runs it
+# before the function is dropped
+set_enabled('off');
 my $pending = $node->safe_psql('postgres',
-	"SELECT retries.call('after.noted(text)', '[\"gone\"]', run_at => now() + interval '2 seconds')");
+	"SELECT retries.call('after.noted(text)', '[\"gone\"]')");
 $node->safe_psql(
 	'postgres', q{
 DROP FUNCTION after.noted(text);
 CREATE FUNCTION after.noted(tag text) RETURNS void LANGUAGE sql AS
 	'INSERT INTO effects VALUES (tag)';
 });
+set_enabled('on');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT (SELECT count(*) FROM retries.policies) || ',' || (SELECT count(*) FROM retries.schedules)"
@@ -375,7 +399,7 @@ CREATE TABLE done (tag text);
 CREATE FUNCTION pad() RETURNS void LANGUAGE sql AS 'SELECT';
 CREATE FUNCTION sib(tag text) RETURNS void LANGUAGE sql AS $$INSERT INTO done VALUES (tag)$$;
 SELECT retries.annotate('sib(text)', '3 10ms');
-SELECT retries.call('sib(text)', '["restored"]', run_at => now() + interval '3 s');
+SELECT retries.call('sib(text)', '["restored"]', run_at => now() + interval '1 hour');
 });
 $node->command_ok([ 'pg_dump', '-Fc', '-f', "$dumpdir/sib.dump", '-d', $node->connstr('sib_x') ],
 	'h: pg_dump of one sibling');
@@ -385,6 +409,9 @@ $node->safe_psql('sib_y', 'CREATE FUNCTION other() RETURNS void LANGUAGE sql AS 
 system_log('pg_restore', '-d', $node->connstr('sib_y'), "$dumpdir/sib.dump");
 is($node->safe_psql('sib_y', 'SELECT string_agg(fn::text, \',\') FROM retries.policies'),
 	'sib(text)', 'h: the restored policy names its function by signature');
+# the call, due in an hour (so that it ran in neither database before), due
+# now
+$node->safe_psql('sib_y', 'SELECT retries.reschedule(id, now()) FROM retries.calls');
 wait_until($node, 'sib_y', "SELECT string_agg(tag, ',') FROM done", 'restored',
 	'h: the restored call runs its function');
 # their workers would take the slots that e's databases need
@@ -412,16 +439,28 @@ CREATE EXTENSION retries VERSION '$version';
 CREATE TABLE done (id int PRIMARY KEY);
 CREATE FUNCTION quick(id int) RETURNS void LANGUAGE sql AS 'INSERT INTO done VALUES (id)';
 CREATE FUNCTION slow(id int) RETURNS void LANGUAGE sql AS
-	'SELECT pg_sleep(0.3); INSERT INTO done VALUES (id)';
+	'SELECT } . gate_sql(1) . qq{; INSERT INTO done VALUES (id)';
 SELECT retries.annotate('quick(int)', '3 10ms');
 SELECT retries.annotate('slow(int)', '3 10ms');
+});
+	# the update is made while an attempt of slow() waits at a gate, and
+	# goes on (it may wait for that attempt's batch) once the gate opens
+	my $gate = close_gate($node, $db, 1);
+	$node->safe_psql(
+		$db, q{
 SELECT count(retries.call('slow(int)', jsonb_build_array(i))) FROM generate_series(1, 10) i;
 SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_series(11, 300) i;
 });
-	wait_until($node, $db,
-		"SELECT count(*) > 0 FROM retries.workers WHERE state = 'running'",
-		't', "e: $version: calls are running");
-	$node->safe_psql($db, 'ALTER EXTENSION retries UPDATE', timeout => 60);
+	wait_at_gate($node, $db, 1, 1, "e: $version: calls are running");
+	my $updater = $node->background_psql($db, on_error_stop => 0);
+	# (the update may not wait for the attempt: then both lines may come at
+	# once)
+	my $said = $updater->query_until(qr/updating\n/,
+		"\\echo updating\nALTER EXTENSION retries UPDATE;\n\\echo updated\n");
+	open_gate($gate);
+	$updater->query_until(qr/updated\n/, '') if $said !~ /updated\n/;
+	is($updater->{stderr}, '', "e: $version: the update succeeds");
+	$updater->quit;
 	$node->safe_psql($db,
 		"SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_series(301, 400) i"
 	);
