@@ -337,10 +337,12 @@ wait_until($node, 'postgres', 'SELECT count(*) FROM bob_done', '1',
 	'g: a function\'s call of another role runs meanwhile');
 is($node->safe_psql('postgres', gate_waiters(1)), '1',
 	'g: ... while the command still runs (it waits at the gate), not after it');
+# (whichever of alice's four took the place: they were made in one
+# statement, and the claim does not promise the first id)
 wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.call_data WHERE held AND id IN ("
-	  . join(',', @alices[ 1 .. 3 ], $bobs) . ")",
-	'4', 'g: the other commands wait for the place, held');
+	"SELECT count(*) FILTER (WHERE held) || ' ' || count(*) FILTER (WHERE NOT held)"
+	  . " FROM retries.call_data WHERE id IN (" . join(',', @alices, $bobs) . ")",
+	'4 1', 'g: the other commands wait for the place, held');
 stays_true($node, 'postgres',
 	"SELECT count(*) <= 1 FROM pg_stat_activity WHERE backend_type = 'retries runner'", 1,
 	'g: never two runners at once with two workers');
@@ -352,9 +354,9 @@ open_gate($gate);
 finished($bobs, 'succeeded', 'g: bob\'s command runs');
 for my $id (@alices) { finished($id, 'succeeded', "g: alice's command $id runs"); }
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM retries.attempts WHERE call_id IN (" . join(',', @alices[2..3]) . ")"
+		"SELECT count(*) <= 2 FROM retries.attempts WHERE call_id IN (" . join(',', @alices) . ")"
 		  . " AND started_at < (SELECT started_at FROM retries.attempts WHERE call_id = $bobs)"),
-	'0', 'g: bob\'s command, made after four of alice\'s, ran before her third: turns between roles');
+	't', 'g: bob\'s command, made after four of alice\'s, ran before her third: turns between roles');
 
 # a held command cancelled, then retried once the place is free, runs
 $gate = close_gate($node, 'postgres', 2);
