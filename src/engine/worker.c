@@ -1854,7 +1854,9 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 			/*
 			 * A batch holds one role's calls: its commit failing costs that
 			 * role only.  No pause; its calls run one a batch, and a one-call
-			 * batch's attempt is charged.
+			 * batch's attempt is charged.  They are due again now (the
+			 * rollback undid their claims): the worker goes on at once, not
+			 * after its idle sleep.
 			 */
 			if (lone_call_id != 0)
 				commit_failure(edata);
@@ -1863,9 +1865,13 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 				one_by_one = Max(one_by_one, retries_batch_size);
 				one_by_one_role = batch_role;
 			}
+			*due = clock_now();
 		}
 		else if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
+		{
 			fail_lone_call(edata);	/* no pause: the others can go on */
+			*due = clock_now();
+		}
 		else
 		{
 			(*errors)++;
