@@ -76,20 +76,6 @@ SELECT retries.annotate('long()', '3 10ms');
 	return;
 }
 
-# back_before_pause(DB, T0, NAME): a test that the two workers of DB are
-# back before 25 s have passed since T0, when the command that stopped them
-# started.  Stopping them keeps the launcher away for 30 s unless the
-# command's transaction ends first: back before that, they came back
-# because it ended.  The command and their return take a second or two,
-# even on a slow machine.
-sub back_before_pause
-{
-	my ($db, $t0, $name) = @_;
-	my $left = $t0 + 25 - time();
-	return wait_until($node, 'postgres', workers_query($db), '2', $name,
-		$left > 0 ? $left : 0);
-}
-
 # call_runs(DB, ID, NAME): schedule work(ID) in DB and wait until it succeeds
 sub call_runs
 {
@@ -211,7 +197,7 @@ $t0 = time();
   $node->psql('postgres', 'ALTER DATABASE db3 RENAME TO db4', timeout => 60);
 is($ret, 0, 'd: ALTER DATABASE db3 RENAME TO db4 succeeds while db3 has workers')
   or diag($stderr);
-back_before_pause('db4', $t0, 'd: two workers come back in db4, at once');
+workers_back_before_pause($node, 'db4', $t0, 'd: two workers come back in db4, at once');
 is( $node->safe_psql(
 		'db4', "SELECT count(*) FROM retries.workers WHERE database = 'db4'"),
 	'2',

@@ -98,20 +98,6 @@ SELECT retries.annotate('held(bigint)', '5 100ms');
 # waited for it would take minutes
 my $SLOW = 300;
 
-# back_before_pause(DB, T0, NAME): a test that the two workers of DB are
-# back before 25 s have passed since T0, when the command that stopped them
-# started.  Stopping them keeps the launcher away for 30 s unless the
-# command's transaction ends first: back before that, they came back
-# because it ended.  The command and their return take a second or two,
-# even on a slow machine.
-sub back_before_pause
-{
-	my ($db, $t0, $name) = @_;
-	my $left = $t0 + 25 - time();
-	return wait_until($node, 'postgres', workers_query($db), '2', $name,
-		$left > 0 ? $left : 0);
-}
-
 # start_slow(DB, ID, SECS, [ROLE]): schedule slow(ID, SECS), as ROLE if
 # given, and wait until a worker runs it; returns the call id.  slow's
 # results are apart from work's: its row is ID + 1,000,000.
@@ -245,7 +231,7 @@ like(
 	$stderr,
 	qr/database "ren_a" is being accessed by other users/,
 	'a: for the user session, as without the extension');
-back_before_pause('ren_a', $t0, 'a: the workers are back at once');
+workers_back_before_pause($node, 'ren_a', $t0, 'a: the workers are back at once');
 wait_until($node, 'ren_a',
 	"SELECT state FROM retries.calls WHERE id = $slow1",
 	'succeeded', 'a: the call they were running is run again');
@@ -268,7 +254,7 @@ is($ret, 0, 'a: ALTER DATABASE RENAME succeeds while a call runs')
 # (the call sleeps for minutes: a command that waited for it would not end
 # within the minute allowed; its interrupted attempt, below, shows it too)
 cmp_ok(time() - $t0, '<', 60, 'a: without waiting for the call');
-back_before_pause('ren_b', $t0, 'a: the workers come back in ren_b, at once');
+workers_back_before_pause($node, 'ren_b', $t0, 'a: the workers come back in ren_b, at once');
 wait_until($node, 'ren_b',
 	"SELECT state FROM retries.calls WHERE id = $slow2",
 	'succeeded', 'a: the call that was running succeeds');
@@ -290,7 +276,7 @@ for my $cmd ('ALTER DATABASE ren_b SET TABLESPACE elsewhere',
 	($ret, $stdout, $stderr) = $node->psql('postgres', $cmd, timeout => 60);
 	is($ret, 0, "a: $cmd succeeds while a call runs") or diag($stderr);
 	cmp_ok(time() - $t0, '<', 60, "a: $cmd does not wait for the call");
-	back_before_pause('ren_b', $t0, "a: after $cmd the workers come back, at once");
+	workers_back_before_pause($node, 'ren_b', $t0, "a: after $cmd the workers come back, at once");
 	wait_until($node, 'ren_b',
 		"SELECT state FROM retries.calls WHERE id = $slow",
 		'succeeded', "a: after $cmd the call that was running succeeds");
@@ -326,7 +312,7 @@ $t0 = time();
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'DROP DATABASE drop_b', timeout => 60);
 isnt($ret, 0, 'b: DROP DATABASE fails while a user is connected');
-back_before_pause('drop_b', $t0, 'b: the workers are back at once');
+workers_back_before_pause($node, 'drop_b', $t0, 'b: the workers are back at once');
 $session->quit;
 
 $t0 = time();
@@ -570,7 +556,7 @@ $node->safe_psql('ext_f', 'BEGIN; DROP EXTENSION retries; ROLLBACK',
 	timeout => 60);
 cmp_ok(time() - $t0, '<', 60,
 	'f: DROP EXTENSION does not wait for the running call');
-back_before_pause('ext_f', $t0, 'f: rolled back, the workers are back at once');
+workers_back_before_pause($node, 'ext_f', $t0, 'f: rolled back, the workers are back at once');
 wait_until($node, 'ext_f',
 	"SELECT state FROM retries.calls WHERE id = $slow4",
 	'succeeded', 'f: the call they were running succeeds');

@@ -34,6 +34,7 @@ our @EXPORT = qw(
   stays_true
   worker_pids
   workers_query
+  workers_back_before_pause
   schedule_range
   crash_lines
   no_crash
@@ -203,6 +204,20 @@ sub workers_query
 	my ($db) = @_;
 	return "SELECT count(*) FROM pg_stat_activity"
 	  . " WHERE backend_type = 'retries worker' AND datname = '$db'";
+}
+
+# workers_back_before_pause(NODE, DB, T0, NAME): a test that the two
+# workers of DB are back before 25 s have passed since T0, when the command
+# that stopped them started.  Stopping them keeps the launcher away for 30 s
+# (STOP_PAUSE_SECS in src/xact/xact.c) unless the command's transaction
+# ends first: back before that, they came back because it ended.  The
+# command and their return take a second or two, even on a slow machine.
+sub workers_back_before_pause
+{
+	my ($node, $db, $t0, $name) = @_;
+	my $left = $t0 + 25 - time();
+	return wait_until($node, 'postgres', workers_query($db), '2', $name,
+		$left > 0 ? $left : 0);
 }
 
 # schedule_range(NODE, DB, FN, FROM, TO): schedule FN(i) for i in FROM..TO
