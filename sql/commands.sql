@@ -128,9 +128,9 @@ SELECT retries.run_command($$INSERT INTO cmd_t (n) VALUES (-2); INSERT INTO cmd_
 SELECT retries.run_command($$DO 'BEGIN RAISE EXCEPTION ''later'' USING ERRCODE = ''RT001''; END'$$,
 						   '1 10ms') AS retried \gset
 SELECT retries.run_command('VACUUM cmd_missing', '3 10ms') AS missing \gset
-SELECT (retries.wait(:retried, '60s')).state AS retried_state;
-SELECT (retries.wait(:missing, '60s')).state AS missing_state;
-SELECT (retries.wait(id, '60s')).state, count(*)
+SELECT (retries.wait(:retried, '180s')).state AS retried_state;
+SELECT (retries.wait(:missing, '180s')).state AS missing_state;
+SELECT (retries.wait(id, '180s')).state, count(*)
   FROM unnest(ARRAY[:who, :mv, :vac, :two_stmts]::bigint[]) id GROUP BY 1;
 SELECT n, who, sess, call = :who AS knows_its_call FROM cmd_t WHERE n < 0 ORDER BY n DESC;
 SELECT a.call_id = :retried AS retried, a.attempt, a.outcome, a.sqlstate, a.message

@@ -136,20 +136,20 @@ SELECT retries.emit('paid:5', '{"amount": 5}') AS released_other;
 SELECT state, waiting_for_event FROM retries.calls WHERE id = :e1;
 -- its event releases it, and it runs with the payload
 SELECT retries.emit('paid:4', '{"amount": 4}') AS released;
-SELECT state, result FROM retries.wait(:e1, '60s');
+SELECT state, result FROM retries.wait(:e1, '180s');
 SELECT waiting_for_event FROM retries.calls WHERE id = :e1;
 -- a call made after the event runs at once, with the latest payload
 SELECT retries.emit('paid:4', '{"amount": 44}') AS released_again;
 SELECT retries.call('ev_send(text,text)', '["c4", "receipt"]', on_event => 'paid:4') AS e2 \gset
-SELECT state, result FROM retries.wait(:e2, '60s');
+SELECT state, result FROM retries.wait(:e2, '180s');
 -- an event emitted without a payload gives JSON null, not SQL NULL
 SELECT retries.call('ev_send(text,text)', '["c6", "bare"]', on_event => 'bare:6') AS e3 \gset
 SELECT retries.emit('bare:6') AS released;
-SELECT state, result, jsonb_typeof(result -> 'event') FROM retries.wait(:e3, '60s');
+SELECT state, result, jsonb_typeof(result -> 'event') FROM retries.wait(:e3, '180s');
 -- past event_timeout it runs without: retries.event() is NULL
 SELECT retries.call('ev_send(text,text)', '["c7", "refund"]', on_event => 'paid:7',
 					event_timeout => '100 ms') AS e4 \gset
-SELECT state, result FROM retries.wait(:e4, '60s');
+SELECT state, result FROM retries.wait(:e4, '180s');
 -- an emit after the timeout has nothing left to release
 SELECT retries.emit('paid:7') AS released_late;
 -- outside a call, retries.event() is NULL
@@ -179,7 +179,7 @@ SET ROLE ev_alice;
 SELECT public.bob_paid(8) AS alice_released_for_bob;
 RESET ROLE;
 SET ROLE ev_bob;
-SELECT state, result FROM retries.wait(:e5, '60s');
+SELECT state, result FROM retries.wait(:e5, '180s');
 RESET ROLE;
 -- the payload that released it was bob's, not alice's
 SELECT role, event, payload FROM retries.event_data ORDER BY role, event;
@@ -193,7 +193,7 @@ SELECT retries.emit('paid:9') AS released;
 SELECT state, waiting_for = ARRAY[:before]::bigint[] AS waits_for_before, waiting_for_event
   FROM retries.calls WHERE id = :e6;
 SELECT retries.retry_now(:before);
-SELECT state FROM retries.wait(:e6, '60s');
+SELECT state FROM retries.wait(:e6, '180s');
 -- a cancelled waiting call stays cancelled when its event comes
 SELECT retries.call('ev_send(text,text)', '["c10", "x"]', on_event => 'paid:10') AS e7 \gset
 SELECT retries.cancel(:e7);
@@ -210,7 +210,7 @@ RESET ROLE;
 CALL test.wait_for(format($$(SELECT held AND gate IS NOT NULL FROM retries.call_data WHERE id = %s)$$, :e8));
 SELECT state, waiting_for_event FROM retries.calls WHERE id = :e8;
 SELECT retries.resume('ev_send(text,text)');
-SELECT state, result FROM retries.wait(:e8, '60s');
+SELECT state, result FROM retries.wait(:e8, '180s');
 
 -- bad events are refused
 CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', on_event => '')$$);

@@ -37,7 +37,7 @@ INSERT INTO res_calls VALUES
 	('null', retries.call('res_null()'));
 -- wait() returns the call's row in retries.calls once it has finished
 SELECT r.name, w.state, w.result, jsonb_typeof(w.result) AS type
-  FROM res_calls r, LATERAL retries.wait(r.id, '60s') w ORDER BY r.id;
+  FROM res_calls r, LATERAL retries.wait(r.id, '180s') w ORDER BY r.id;
 -- result() returns the result alone
 SELECT name, retries.result(id) FROM res_calls ORDER BY id;
 -- at once for a call that has finished
@@ -51,7 +51,7 @@ END
 $$;
 SELECT retries.annotate('res_fail()', '3 10ms');
 SELECT retries.call('res_fail()') AS failing \gset
-SELECT state, result FROM retries.wait(:failing, '60s');
+SELECT state, result FROM retries.wait(:failing, '180s');
 CALL test.try($$SELECT retries.result($$ || :failing || $$)$$);
 SELECT retries.call('res_int(int,int)', '[1, 1]', run_at => now() + interval '1 hour') AS later \gset
 CALL test.try($$SELECT retries.result($$ || :later || $$)$$);
@@ -131,7 +131,7 @@ SELECT id = :a AS is_a, state, waiting_for = '{}' AS waits_for_none,
   FROM retries.calls WHERE id IN (:a, :b, :c) ORDER BY id;
 SELECT held FROM retries.stats WHERE fn = 'chain_step(text)'::regprocedure;
 SELECT retries.reschedule(:a, now()) AS a_due;
-SELECT state, result FROM retries.wait(:c, '60s');
+SELECT state, result FROM retries.wait(:c, '180s');
 SELECT string_agg(step, ' ' ORDER BY at) AS order_run FROM chain_log;
 SELECT id, state, waiting_for FROM retries.calls WHERE id IN (:a, :b, :c) ORDER BY id;
 
@@ -141,13 +141,13 @@ SELECT array_agg(retries.call('chain_step(text)', format('["in%s"]', i)::jsonb,
 						   run_at => now() + interval '200 ms')) AS parents
   FROM generate_series(1, 5) i \gset
 SELECT retries.call('chain_step(text)', '["joined"]', after => :'parents') AS joined \gset
-SELECT state FROM retries.wait(:joined, '60s');
+SELECT state FROM retries.wait(:joined, '180s');
 SELECT count(*) AS steps_before_join FROM chain_log
  WHERE at < (SELECT at FROM chain_log WHERE step = 'joined');
 SELECT retries.call('chain_step(text)', '["root"]', run_at => now() + interval '200 ms') AS root \gset
 SELECT retries.call('chain_step(text)', format('["out%s"]', i)::jsonb, after => ARRAY[:root]::bigint[])
   FROM generate_series(1, 5) i;
-SELECT count(*) FILTER (WHERE (retries.wait(id, '60s')).state = 'succeeded') AS out_succeeded
+SELECT count(*) FILTER (WHERE (retries.wait(id, '180s')).state = 'succeeded') AS out_succeeded
   FROM retries.calls WHERE args->>0 LIKE 'out%';
 SELECT bool_and(at > (SELECT at FROM chain_log WHERE step = 'root')) AS all_after_root
   FROM chain_log WHERE step LIKE 'out%';
@@ -155,14 +155,14 @@ SELECT bool_and(at > (SELECT at FROM chain_log WHERE step = 'root')) AS all_afte
 -- the same call listed twice waits once; calls already succeeded are not
 -- waited for
 SELECT retries.call('chain_step(text)', '["twice"]', after => ARRAY[:a, :a, :b]::bigint[]) AS twice \gset
-SELECT state, waiting_for FROM retries.wait(:twice, '60s');
+SELECT state, waiting_for FROM retries.wait(:twice, '180s');
 
 -- a failure cancels what runs after it, naming it, and what runs after
 -- those in turn; a call scheduled after a failed call is cancelled at once
 SELECT retries.call('chain_fail(text)', '["f"]', run_at => now() + interval '200 ms') AS f \gset
 SELECT retries.call('chain_step(text)', '["after f"]', after => ARRAY[:f]::bigint[]) AS g \gset
 SELECT retries.call('chain_step(text)', '["after g"]', after => ARRAY[:g, :a]::bigint[]) AS h \gset
-SELECT state, last_message FROM retries.wait(:h, '60s');
+SELECT state, last_message FROM retries.wait(:h, '180s');
 SELECT id = :f AS is_f, state, last_message = format('call %s, which this call runs after, failed', :f) AS names_f,
 	   last_message = format('call %s, which this call runs after, was cancelled', :g) AS names_g
   FROM retries.calls WHERE id IN (:f, :g, :h) ORDER BY id;
@@ -183,7 +183,7 @@ SELECT retries.call('chain_step(text)', '["never 2"]', run_at => now() + interva
 SELECT retries.call('chain_step(text)', '["by hand"]', after => ARRAY[:n2]::bigint[]) AS m2 \gset
 SELECT retries.cancel(:m2);
 SELECT retries.retry_now(:m2);
-SELECT state, waiting_for FROM retries.wait(:m2, '60s');
+SELECT state, waiting_for FROM retries.wait(:m2, '180s');
 SELECT count(*) FROM retries.call_after WHERE after_id = :n2;
 SELECT retries.cancel(:n2);
 
@@ -201,7 +201,7 @@ CALL test.try($$SELECT retries.call('chain_step(text)', '["x"]', after => ARRAY[
 SELECT count(*) = :calls_before AS nothing_stored FROM retries.call_data;
 -- an empty list waits for nothing
 SELECT retries.call('chain_step(text)', '["empty"]', after => '{}') AS empty \gset
-SELECT state FROM retries.wait(:empty, '60s');
+SELECT state FROM retries.wait(:empty, '180s');
 
 -- (last, since it makes a number of calls that depends on timing)
 -- a result larger than retries.max_result_size fails the attempt, and is
@@ -224,7 +224,7 @@ BEGIN
 	LOOP
 		id := retries.call('res_big(int)', '[5000]');
 		COMMIT;
-		EXIT WHEN (retries.wait(id, '60s')).state = 'failed';
+		EXIT WHEN (retries.wait(id, '180s')).state = 'failed';
 		IF clock_timestamp() > give_up THEN
 			RAISE EXCEPTION 'the workers never saw retries.max_result_size';
 		END IF;
@@ -233,12 +233,12 @@ END
 $$;
 CALL res_until_too_big();
 SELECT retries.call('res_big_effect(int)', '[2000]') AS big \gset
-SELECT state, attempts, last_sqlstate, last_message FROM retries.wait(:big, '60s');
+SELECT state, attempts, last_sqlstate, last_message FROM retries.wait(:big, '180s');
 SELECT outcome, sqlstate, message, detail, hint FROM retries.attempts WHERE call_id = :big;
 SELECT count(*) AS effects_kept FROM res_effects;
 -- a result just under the limit is kept
 SELECT retries.call('res_big_effect(int)', '[900]') AS small \gset
-SELECT state, length(result #>> '{}') FROM retries.wait(:small, '60s');
+SELECT state, length(result #>> '{}') FROM retries.wait(:small, '180s');
 ALTER SYSTEM RESET retries.max_result_size;
 SELECT pg_reload_conf();
 
