@@ -35,6 +35,10 @@ my $node = retries_node('crash');
 $node->start;
 
 my $GATE = 1;
+# the gate the poison call that kills its worker waits at, until the
+# session that made it has its COMMIT's answer: else, on a slow machine,
+# the crash restart could end that session first
+my $POISON_GATE = 2;
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION retries;
@@ -59,6 +63,7 @@ SELECT retries.annotate('work(bigint)', '10 10ms');
 -- running the COPY: here, the worker.
 CREATE FUNCTION poison_kill() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+	PERFORM } . gate_sql($POISON_GATE) . q{;
 	COPY (SELECT 1) TO PROGRAM 'kill -9 $PPID';
 	PERFORM pg_sleep(10);		-- not a wait: not reached, the worker is killed
 END $$;
@@ -243,7 +248,12 @@ sub check_poison
 
 # b1. SIGKILL: each attempt crashes the whole cluster
 $log_offset = -s $node->logfile;
+my $poison_gate = close_gate($node, 'postgres', $POISON_GATE);
 my ($poison_id, $wfirst, $wlast) = poison('poison_kill()', 100001);
+# the session that holds the gate ends, which lets it go (open_gate's
+# unlock could wait for an answer that the crash restart it lets loose
+# never sends)
+$poison_gate->quit;
 wait_until(
 	$node, 'postgres',
 	"SELECT (SELECT state FROM retries.calls WHERE id = $poison_id) = 'failed'"

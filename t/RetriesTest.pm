@@ -304,7 +304,9 @@ sub close_gate
 }
 
 # open_gate(SESSION): let everything waiting at the gate pass, and end the
-# session that held it
+# session that held it.  (Where what passes the gate crashes the server,
+# $session->quit lets it go instead: the answer to the unlock may never
+# come.)
 sub open_gate
 {
 	my ($session) = @_;
