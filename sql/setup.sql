@@ -26,15 +26,44 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- reset(): forget every policy, call and attempt, and restart the ids
 -- the key by which the extension's tables refer to a function (1.4)
 CREATE FUNCTION test.key(fn regprocedure) RETURNS oid
 LANGUAGE sql STABLE AS $$ SELECT key FROM retries.function_refs r WHERE r.fn = key.fn $$;
-CREATE PROCEDURE test.reset()
-LANGUAGE sql AS $$
-	TRUNCATE retries.policy_data, retries.call_data, retries.attempt_data,
-		retries.schedule_data, retries.flow_data, retries.call_after,
+
+-- reset(): forget every policy, call and attempt, and restart the ids.
+--
+-- The workers may be running, and they lock these tables in more than one
+-- order (a schedule's firing takes schedule_data before call_data, a batch
+-- call_data before attempt_data and the followers' tables, a follower's
+-- release call_after_pending before call_after): a TRUNCATE, which locks
+-- the tables one by one in the order it names them, deadlocked with a
+-- worker that held one and then wanted one that it already held (a loaded
+-- run: a firing held schedule_data).  So reset takes every lock at once or
+-- none (NOWAIT, in a subtransaction that a refusal rolls back), and tries
+-- again after a pause, until its deadline.
+CREATE PROCEDURE test.reset(deadline interval DEFAULT '180s')
+LANGUAGE plpgsql AS $$
+DECLARE
+	give_up timestamptz := clock_timestamp() + deadline;
+BEGIN
+	LOOP
+		BEGIN
+			LOCK TABLE retries.schedule_data, retries.policy_data, retries.call_data,
+				retries.flow_data, retries.attempt_data, retries.call_after,
+				retries.call_after_pending, retries.event_data
+				IN ACCESS EXCLUSIVE MODE NOWAIT;
+			EXIT;
+		EXCEPTION WHEN lock_not_available THEN
+			IF clock_timestamp() > give_up THEN
+				RAISE EXCEPTION 'test.reset: the workers held the tables for %', deadline;
+			END IF;
+		END;
+		PERFORM pg_sleep(0.01);	-- poll
+	END LOOP;
+	TRUNCATE retries.schedule_data, retries.policy_data, retries.call_data,
+		retries.flow_data, retries.attempt_data, retries.call_after,
 		retries.call_after_pending, retries.event_data RESTART IDENTITY;
+END
 $$;
 
 -- stored(): how many rows the extension's tables hold, to show that a
