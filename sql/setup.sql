@@ -123,6 +123,15 @@ BEGIN
 END
 $$;
 
+-- the extension is there, in its own schema, with its settings (shown
+-- before the reload below: this session applies a reload only between two
+-- statements after the postmaster signals it, which on a loaded machine
+-- can come after the workers have seen it, and after the next statement)
+SELECT extname, extversion, extnamespace::regnamespace, extrelocatable
+  FROM pg_extension WHERE extname = 'retries';
+SELECT name, setting, context FROM pg_settings
+ WHERE name LIKE 'retries.%' ORDER BY name;
+
 -- the tests of the SQL surface run with execution paused, so that no
 -- worker changes a call under them; engine.sql turns it on
 CALL test.wait_for($$(SELECT count(*) FROM retries.workers
@@ -131,8 +140,3 @@ ALTER SYSTEM SET retries.enabled = off;
 SELECT pg_reload_conf();
 CALL test.workers_see(false);
 
--- the extension is there, in its own schema, with its settings
-SELECT extname, extversion, extnamespace::regnamespace, extrelocatable
-  FROM pg_extension WHERE extname = 'retries';
-SELECT name, setting, context FROM pg_settings
- WHERE name LIKE 'retries.%' ORDER BY name;
