@@ -14,10 +14,12 @@
 --      view and through a SECURITY DEFINER wrapper
 --   4. forging another role's calls through the views and functions
 --   5. oversized and odd input: 1 MB arguments, 10,000-element arrays,
---      10 kB keys, hostile text in every string argument
+--      10 kB keys, keys over 16 kB, hostile text in every string argument
 --   6. code that runs as a call's result is kept: a cast to json of the
 --      role's own type, which to_jsonb() calls, runs as the role, in the
---      call's sandbox, whatever it tries
+--      call's sandbox, whatever it tries; and code that a function's owner
+--      chose (that cast, the delay_fn and on_exhausted hooks) runs as the
+--      owner when another role calls it, a superuser too
 --
 CALL test.reset();
 \set regression_db :DBNAME
@@ -358,9 +360,18 @@ SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
 					key => repeat('k', 10240)) = :k1 AS same,
 	   retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
 					key => repeat('k', 10239) || 'K') <> :k1 AS different;
--- a 1 MB key
+-- a key over 16 kB is refused (54000), a byte over as a megabyte, and
+-- nothing is stored
+SELECT calls AS calls_before FROM test.stored() \gset
 SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
-					key => repeat('k', 1024 * 1024)) IS NOT NULL AS megabyte_key;
+					key => repeat('k', 16 * 1024)) IS NOT NULL AS key_of_16_kb;
+SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
+					key => repeat('k', 16 * 1024 + 1));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT retries.call('public.sink(text,int[],jsonb)', '["k", [], {}]',
+					key => repeat('k', 1024 * 1024));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT calls = :calls_before + 1 AS only_the_16_kb_one FROM test.stored();
 -- hostile text in every string argument: quotes, backslashes, format
 -- specifiers, SQL, control characters and non-ASCII; each is either taken as
 -- data or refused with an error that quotes it
@@ -486,6 +497,154 @@ SELECT CASE id WHEN :greedy_loot THEN 'greedy' ELSE 'plain' END AS call, state, 
 	   last_sqlstate
   FROM retries.calls WHERE id IN (:plain_loot, :greedy_loot, :plain_again) ORDER BY id;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
+
+-- 6b. code that a function's owner chose never runs with the rights of a
+-- caller of another role, be it a superuser: the delay_fn and on_exhausted
+-- hooks she annotated her SECURITY DEFINER function with run as her, and
+-- the cast of her type (above) does not run at all for another role's call
+-- (a direct call runs no cast: the result is the value's text form).  Each
+-- tries to read the callers' secrets and to make mallory a superuser, and
+-- records who it ran as and the search_path it found (the victim's login
+-- path names the victim's own schema first).
+CREATE SCHEMA victim_first AUTHORIZATION hostile_victim;
+SET ROLE hostile_victim;
+CREATE TABLE victim_first.victim_secret (s text);
+INSERT INTO victim_first.victim_secret VALUES ('the victim''s secret');
+RESET ROLE;
+ALTER ROLE hostile_victim SET search_path = victim_first, public;
+CREATE TABLE public.admin_secret (s text);
+INSERT INTO public.admin_secret VALUES ('the superuser''s secret');
+SET ROLE hostile_mallory;
+TRUNCATE public.loot_log;
+CREATE TABLE public.owner_log (hook text, who name, session_who name, path text, loot text);
+GRANT INSERT ON public.owner_log TO PUBLIC;
+CREATE FUNCTION public.owner_hook_log(hook text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	loot text := 'none';
+BEGIN
+	BEGIN
+		SELECT s INTO loot FROM victim_first.victim_secret;
+	EXCEPTION WHEN insufficient_privilege THEN
+		BEGIN
+			SELECT s INTO loot FROM public.admin_secret;
+		EXCEPTION WHEN insufficient_privilege THEN
+			loot := 'denied';
+		END;
+	END;
+	INSERT INTO public.owner_log
+	VALUES (hook, current_user, session_user, current_setting('search_path'), loot);
+	BEGIN
+		ALTER ROLE hostile_mallory SUPERUSER;
+	EXCEPTION WHEN insufficient_privilege THEN
+		NULL;
+	END;
+END
+$$;
+CREATE FUNCTION public.owner_delay(a int, st text, m text) RETURNS interval
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.owner_hook_log('delay_fn');
+	RETURN interval '10 ms';
+END
+$$;
+CREATE FUNCTION public.owner_exhausted(id bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.owner_hook_log('on_exhausted');
+END
+$$;
+-- 0: always busy (two retries, then the call fails for good); 1 and 2: a
+-- result of her type, which has a cast to json
+CREATE FUNCTION public.api(n int) RETURNS public.loot LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog AS $$
+BEGIN
+	IF n OPERATOR(pg_catalog.=) 0 THEN
+		RAISE EXCEPTION 'busy' USING ERRCODE = 'RT000';
+	END IF;
+	RETURN (ARRAY['plain', 'greedy']::public.loot[])[n];
+END
+$$;
+SELECT retries.annotate('public.api(integer)', '2 10ms',
+						delay_fn => 'public.owner_delay(integer,text,text)',
+						on_exhausted => 'public.owner_exhausted(bigint)');
+RESET ROLE;
+SET ROLE hostile_victim;
+SELECT retries.call('public.api(integer)', '[0]') AS victim_busy \gset
+SELECT retries.call('public.api(integer)', '[1]') AS victim_plain \gset
+SELECT retries.call('public.api(integer)'::regprocedure::oid::regprocedure, '[2]') AS victim_greedy \gset
+RESET ROLE;
+SELECT retries.call('public.api(integer)', '[0]') AS admin_busy \gset
+SELECT retries.call('public.api(integer)', '[1]') AS admin_plain \gset
+SELECT retries.call('public.api(integer)'::regprocedure::oid::regprocedure, '[2]') AS admin_greedy \gset
+CALL test.wait_for($$(SELECT count(*) = 6 FROM retries.call_data
+					   WHERE id IN ($$ || :victim_busy || $$, $$ || :victim_plain || $$, $$ ||
+									 :victim_greedy || $$, $$ || :admin_busy || $$, $$ ||
+									 :admin_plain || $$, $$ || :admin_greedy || $$)
+						 AND state::text IN ('succeeded', 'failed'))$$);
+-- the hooks (two delay_fn, then an on_exhausted, for each busy call) ran
+-- as mallory, in a session of hers (the search_path of her login, not the
+-- victim's), and took nothing
+SELECT hook, count(*), bool_and(who = 'hostile_mallory' AND session_who = 'hostile_mallory') AS as_mallory,
+	   string_agg(DISTINCT path, ' / ') AS search_path, string_agg(DISTINCT loot, ' / ') AS loot
+  FROM public.owner_log GROUP BY hook ORDER BY hook;
+-- her cast ran for none of them: their results are the text form, the
+-- greedy ones too
+SELECT count(*) AS casts FROM public.loot_log;
+SELECT CASE id WHEN :victim_busy THEN 'victim busy' WHEN :victim_plain THEN 'victim plain'
+			   WHEN :victim_greedy THEN 'victim greedy' WHEN :admin_busy THEN 'admin busy'
+			   WHEN :admin_plain THEN 'admin plain' ELSE 'admin greedy' END AS call,
+	   state, attempts, result, last_sqlstate
+  FROM retries.calls
+ WHERE id IN (:victim_busy, :victim_plain, :victim_greedy, :admin_busy, :admin_plain, :admin_greedy)
+ ORDER BY id;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
+-- a cast of the caller's own runs as the caller, and so does what it calls:
+-- mallory's function that logs who runs it runs as the victim
+SET ROLE hostile_victim;
+CREATE TYPE victim_first.mood AS ENUM ('calm');
+CREATE FUNCTION victim_first.mood_json(m victim_first.mood) RETURNS json LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.owner_hook_log('victim''s own cast');
+	RETURN to_json(m::text OPERATOR(pg_catalog.||) ' as json');
+END
+$$;
+CREATE CAST (victim_first.mood AS json) WITH FUNCTION victim_first.mood_json(victim_first.mood);
+CREATE FUNCTION victim_first.mood() RETURNS victim_first.mood LANGUAGE sql AS $$ SELECT 'calm'::victim_first.mood $$;
+SELECT retries.annotate('victim_first.mood()', '1 10ms');
+SELECT retries.call('victim_first.mood()') AS own_cast \gset
+RESET ROLE;
+-- (waits compare the state as text: public holds mallory's = for the
+-- extension's enum types, which an exact match prefers to pg_catalog's)
+CALL test.wait_for($$(SELECT state::text IN ('succeeded', 'failed') FROM retries.call_data
+					   WHERE id = $$ || :own_cast || $$)$$);
+SELECT state, result FROM retries.calls WHERE id = :own_cast;
+SELECT who, session_who, loot FROM public.owner_log WHERE hook = 'victim''s own cast';
+-- a hook must be the code of the function's owner or of a superuser: the
+-- victim may not set mallory's on her function (it would run mallory's
+-- code with the victim's rights)
+SET ROLE hostile_victim;
+SELECT retries.annotate('victim_first.mood()', '1 10ms',
+						on_exhausted => 'public.owner_exhausted(bigint)');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- nor does mallory's hook run once her function has changed hands: taken
+-- over by the superuser, it would run as the superuser; it is refused,
+-- and the refusal recorded
+CREATE TEMP TABLE owner_log_before AS SELECT count(*) AS n FROM public.owner_log;
+ALTER FUNCTION public.api(integer) OWNER TO CURRENT_USER;
+SELECT retries.call('public.api(integer)', '[0]') AS taken_over \gset
+CALL test.wait_for($$(SELECT state::text IN ('succeeded', 'failed') FROM retries.call_data
+					   WHERE id = $$ || :taken_over || $$)$$);
+SELECT state, last_sqlstate,
+	   last_message LIKE 'delay_fn % failed: delay_fn public.owner_delay(%) is owned by role "hostile_mallory", which is neither the owner of the function, "%", nor a superuser' AS says_why
+  FROM retries.calls WHERE id = :taken_over;
+SELECT on_exhausted_error LIKE '42501: on_exhausted public.owner_exhausted(bigint) is owned by role "hostile_mallory", which is neither %' AS hook_refused
+  FROM retries.attempts WHERE call_id = :taken_over AND on_exhausted_error IS NOT NULL;
+SELECT count(*) - (SELECT n FROM owner_log_before) AS hooks_run FROM public.owner_log;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
+ALTER FUNCTION public.api(integer) OWNER TO hostile_mallory;
+DROP CAST (victim_first.mood AS json);
+ALTER ROLE hostile_victim RESET search_path;
+DROP TABLE public.admin_secret;
 DROP CAST (public.loot AS json);
 
 -- 7. a worker's batch holds its calls locked until it writes their

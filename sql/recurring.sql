@@ -64,6 +64,32 @@ SELECT t AS utc, t AT TIME ZONE 'Australia/Lord_Howe' AS wall
 SELECT t AS utc, t AT TIME ZONE 'Pacific/Apia' AS wall
   FROM retries.next_runs('0 12 * * *', 'Pacific/Apia', '2011-12-28 00:00+00', 4) t;
 
+-- POSIX zones as far from UTC as PostgreSQL accepts (167:59 either
+-- way, in standard and in summer time), against a minute-by-minute search
+-- by PostgreSQL's own conversion: the first 5 runs after each start are
+-- the first 5 minutes whose wall-clock time in the zone matches (1.7 fired
+-- every 42 hours for hourly in <X>-41, weekly for every 5 minutes in
+-- UTC-167: it searched 40 hours either way and fell back to UTC)
+SELECT count(*) AS cases,
+	   string_agg(zone || ' ' || expr || ' ' || after, '; ') FILTER (WHERE NOT as_searched) AS differ
+  FROM (
+SELECT zone, expr, after,
+	   (SELECT array_agg(t ORDER BY t) FROM retries.next_runs(expr, zone, after, 5) t)
+	   = (SELECT array_agg(m ORDER BY m)
+			FROM (SELECT m FROM generate_series(date_trunc('minute', after) + interval '1 minute',
+												after + interval '6 days', interval '1 minute') m
+				   WHERE CASE expr
+						 WHEN '0 * * * *' THEN extract(minute FROM m AT TIME ZONE zone) = 0
+						 WHEN '*/5 * * * *' THEN extract(minute FROM m AT TIME ZONE zone)::int % 5 = 0
+						 ELSE extract(hour FROM m AT TIME ZONE zone) = 2
+							  AND extract(minute FROM m AT TIME ZONE zone) = 30 END
+				   ORDER BY m LIMIT 5) o) AS as_searched
+  FROM (VALUES ('UTC-167'), ('UTC+167'), ('<X>-41'), ('<X>+100:30'),
+			   ('<X>-167:59'), ('<X>-150<Y>-151,M3.5.0,M10.5.0')) z(zone),
+	   (VALUES ('0 * * * *'), ('*/5 * * * *'), ('30 2 * * *')) e(expr),
+	   (VALUES ('2026-11-29 10:07:30+00'::timestamptz), ('2027-06-30 23:59:00+00')) a(after)
+) cases;
+
 -- every instant is later than the one before, through a year of shifts
 SELECT bool_and(t > prev) AS increasing, count(*)
   FROM (SELECT t, lag(t, 1, '-infinity') OVER (ORDER BY ord) AS prev

@@ -32,6 +32,10 @@ SET ROLE roles_bob;
 SELECT id, scheduled_by FROM retries.calls ORDER BY id;
 SELECT call_id, message FROM retries.attempts;
 SELECT fn, scheduled FROM retries.stats;
+-- the workers are listed, but their state, counts and busy time tell of
+-- every role's calls: NULL for a role that does not see them all
+SELECT count(*) > 0 AS workers, count(state) AS states, count(calls_run) AS counts,
+	   count(errors) AS errors, count(busy_time) AS busy FROM retries.workers;
 
 -- and cannot manage the other's: the error is the one for an id that does
 -- not exist, so it reveals nothing
@@ -132,6 +136,13 @@ SET ROLE roles_owner;
 DROP FUNCTION public.roles_tick();
 RESET ROLE;
 SELECT count(*) AS schedules_left FROM retries.schedule_data;
+
+-- retries_admin sees them
+SET ROLE roles_admin;
+SELECT count(*) > 0 AS workers, count(state) = count(*) AS states,
+	   count(calls_run) = count(*) AS counts, count(busy_time) = count(*) AS busy
+  FROM retries.workers;
+RESET ROLE;
 
 DROP FUNCTION task(int), schedule_as_owner();
 DROP OWNED BY roles_alice, roles_bob, roles_admin, roles_owner;

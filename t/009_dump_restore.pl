@@ -170,6 +170,8 @@ CREATE FUNCTION exhausted(call_id bigint) RETURNS void LANGUAGE sql AS $$
 	INSERT INTO hook_log VALUES (call_id, current_user,
 								 current_setting('cluster_name'));
 $$;
+-- bob's: its hook runs as bob, whoever calls it
+ALTER FUNCTION doomed(int) OWNER TO bob;
 
 -- retried once, after a delay its delay_fn chooses
 CREATE FUNCTION paced(i int) RETURNS void LANGUAGE plpgsql AS $$
@@ -240,7 +242,7 @@ is( $src->safe_psql(
 	'1|t',
 	'source: flaky call retrying, one attempt made, next one in an hour');
 is($src->safe_psql('app', 'SELECT call_id, who, cluster FROM hook_log'),
-	"$id{doomed1}|bob|source", 'source: on_exhausted ran as bob');
+	"$id{doomed1}|bob|source", 'source: on_exhausted ran as bob, the owner of doomed()');
 
 # policy history: ok re-annotated (its old calls keep the old policy), bad
 # unannotated
@@ -490,8 +492,8 @@ SELECT string_agg(c.id || ':' || e.attempt || ':' || e.cluster, ',' ORDER BY c.i
 	is( $dst->safe_psql(
 			$db, q{SELECT string_agg(call_id || ':' || who || ':' || cluster, ','
 								 ORDER BY call_id) FROM hook_log}),
-		"$id{doomed1}:bob:source,$id{doomed2}:alice:restored",
-		"$db: on_exhausted, restored by name, ran as alice in the new cluster");
+		"$id{doomed1}:bob:source,$id{doomed2}:bob:restored",
+		"$db: on_exhausted, restored by name, ran as bob (the owner of doomed(), restored by name) for alice's call in the new cluster");
 	is( $dst->safe_psql(
 			$db, q{SELECT count(*) FROM pace_log WHERE cluster = 'restored'}),
 		'1', "$db: delay_fn, restored by name, ran in the new cluster");

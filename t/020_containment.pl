@@ -42,7 +42,10 @@
 #   h. and i. (below);
 #   j. calls made while other sessions' DDL sends invalidations crash
 #      nothing (retries.call() keeps call_data's indexes open for the rest
-#      of a transaction).
+#      of a transaction);
+#   k. another role's code that the caller calls (mallory's SECURITY
+#      DEFINER function, which traps its cancel and ends the worker) does
+#      not have the caller's other calls run again.
 #
 # No step assumes how fast the machine is: a call that must still run while
 # the test does something waits at a gate the test holds (t/RetriesTest.pm),
@@ -322,9 +325,10 @@ SELECT retries.annotate('alice.export_secret(text)', '3 10ms');
 		'42501', 'b: retries.trigger() of it');
 	sql('mallory', "SELECT retries.unschedule('steal')");
 
-	# a hook the role may no longer call (USAGE revoked on its schema since
-	# the policy was written) is not run: its error is recorded (found by
-	# the hostile review of 1.3)
+	# a hook that the function's owner (mallory, here), as whom it runs,
+	# may no longer call (USAGE revoked on its schema since the policy was
+	# written) is not run: its error is recorded (found by the hostile
+	# review of 1.3)
 	$node->safe_psql($DB, q{
 CREATE SCHEMA hooks;
 GRANT USAGE ON SCHEMA hooks TO PUBLIC;
@@ -335,6 +339,7 @@ CREATE FUNCTION hooks.after_failure(id bigint) RETURNS void LANGUAGE sql
 CREATE FUNCTION public.always_fails() RETURNS void LANGUAGE sql AS $$ SELECT 1 / 0 $$;
 SELECT retries.annotate('public.always_fails()', '1 10ms',
 						on_exhausted => 'hooks.after_failure(bigint)');
+ALTER FUNCTION public.always_fails() OWNER TO mallory;
 REVOKE USAGE ON SCHEMA hooks FROM PUBLIC;
 });
 	# hook_refused(WHY, ERROR, NAME): mallory's call of always_fails()
@@ -1093,6 +1098,66 @@ SELECT retries.annotate('mallory.noop(int)');
 			'020_j_ddl' => qq{CREATE TEMP TABLE t (a int);\nDROP TABLE t;\n},
 		});
 	cmp_ok($node->safe_psql($DB, $count), '>', $before, 'j: and the calls were made');
+}
+
+###########################################################################
+# k. another role's code does not rerun the caller's other calls
+###########################################################################
+
+if (section('k'))
+{
+	# mallory's SECURITY DEFINER api4(int), which alice may call, traps its
+	# cancel past the 1 s that mallory chose as its timeout, and the worker
+	# exits (found by the hostile review of 1.7: alice's calls that shared
+	# its batch were rolled back and run again, 9 of 10 twice).  alice makes
+	# 5 calls of her work(), one of api4(), then 5 more, all due at once;
+	# api4() runs in a batch of its own, and each of hers exactly once.
+	my $offset = -s $node->logfile;
+	sql('mallory', q{
+GRANT USAGE ON SCHEMA mallory TO alice;
+CREATE FUNCTION mallory.api4(n int) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+	FOR i IN 1 .. 3600 LOOP
+		BEGIN
+			PERFORM pg_sleep(1);  -- not a wait: the worker's exit ends it
+		EXCEPTION WHEN query_canceled THEN
+			NULL;
+		END;
+	END LOOP;
+END $$;
+SELECT retries.annotate('mallory.api4(int)', '1 1h', timeout => '1 s');
+});
+	my $seq_before = sql('alice',
+		'SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM alice.log_id_seq');
+	my (undef, $api4) = split /\n/, sql('alice', q{
+BEGIN;
+SELECT count(retries.call('alice.work(int)', jsonb_build_array(g), now()))
+  FROM generate_series(101, 105) g;
+SELECT retries.call('mallory.api4(int)', '[4]', now());
+SELECT count(retries.call('alice.work(int)', jsonb_build_array(g), now()))
+  FROM generate_series(106, 110) g;
+COMMIT;
+});
+	wait_until($node, $DB, "SELECT count(*) FROM retries.attempts WHERE call_id = $api4",
+		'1', 'k: mallory\'s function, which alice called, has its attempt recorded');
+	is(history($api4), '1:interrupted 57P01',
+		'k: interrupted: it ended the worker');
+	# it ran its 1 s and the 2 s of grace after its cancel: its attempt
+	# keeps its real start, not the moment it was charged (1.7: 0 s)
+	is( $node->safe_psql($DB,
+			"SELECT finished_at - started_at >= interval '3 s' FROM retries.attempts"
+			  . " WHERE call_id = $api4"),
+		't', 'k: the interrupted attempt lasted from its real start');
+	wait_until($node, $DB,
+		"SELECT count(*) FILTER (WHERE state = 'succeeded') || ' ' || sum(attempts)"
+		  . " FROM retries.calls WHERE fn = 'alice.work(int)'::regprocedure"
+		  . " AND (args->>0)::int BETWEEN 101 AND 110",
+		'10 10', 'k: alice\'s 10 calls beside it succeed, in one attempt each');
+	is(sql('alice', 'SELECT last_value FROM alice.log_id_seq'),
+		$seq_before + 10, 'k: and her function ran exactly once per call');
+	ok(scalar(worker_exits($offset)) > 0, 'k: (the worker did exit)');
+	sql('alice', "SELECT retries.cancel($api4)");
+	sql('mallory', 'REVOKE USAGE ON SCHEMA mallory FROM alice');
 }
 
 no_crash($node, 0, 'no crash in the server log');

@@ -241,10 +241,15 @@ SELECT retries.call('f(text)', '["huge"]', on_event => repeat('e', 3000000),
 					key => repeat('k', 3000000), event_timeout => '0')});
 like($err, qr/ERROR:  22023: on_event is longer than 1024 bytes/,
 	'c: a 3 MB event name is refused');
-my $huge = sql('mallory', q{
+($out, $err) = try('mallory', q{
 SELECT retries.call('f(text)', '["huge"]', on_event => repeat('e', 1024),
 					key => repeat('k', 3000000), event_timeout => '0')});
-done($huge, 'succeeded', 'c: a call with a 1 kB event name and a 3 MB key runs after its timeout');
+like($err, qr/ERROR:  54000: key is 3000000 bytes, more than 16 kB/,
+	'c: a 3 MB key is refused');
+my $huge = sql('mallory', q{
+SELECT retries.call('f(text)', '["huge"]', on_event => repeat('e', 1024),
+					key => repeat('k', 16 * 1024), event_timeout => '0')});
+done($huge, 'succeeded', 'c: a call with a 1 kB event name and a 16 kB key runs after its timeout');
 
 ###########################################################################
 # d. races

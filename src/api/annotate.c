@@ -208,15 +208,21 @@ check_plain_function(HeapTuple tup, Oid fnoid, const char *what)
 }
 
 /*
- * check_hook -- validate an on_exhausted or delay_fn function: it must be a
- * plain function with exactly these parameter types (and, if 'rettype' is
- * valid, this result type), and the annotating role must be allowed to
- * execute it
+ * check_hook -- validate an on_exhausted or delay_fn function of function
+ * 'annotated': it must be a plain function with exactly these parameter
+ * types (and, if 'rettype' is valid, this result type), the annotating role
+ * must be allowed to execute it, and it must be the code of the annotated
+ * function's owner or of a superuser, since it runs as that owner
+ * (access_hook_owner)
  */
 static void
 check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
-		   Oid rettype, const char *expected)
+		   Oid rettype, const char *expected, Oid annotated)
 {
+	char	   *wrong_owner;
+	HeapTuple	fntup;
+	Oid			fn_owner;
+
 	HeapTuple	tup = lookup_function(fnoid, argname);
 	Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
 	bool		ok;
@@ -239,6 +245,16 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 				 errdetail("It must be %s.", expected)));
 
 	access_check_call_privilege(fnoid, GetUserId());
+
+	fntup = lookup_function(annotated, "fn");
+	fn_owner = ((Form_pg_proc) GETSTRUCT(fntup))->proowner;
+	ReleaseSysCache(fntup);
+	wrong_owner = access_hook_owner(fnoid, fn_owner, argname);
+	if (wrong_owner != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s", wrong_owner),
+				 errhint("A hook runs as the owner of the function it is set on: use a function of that owner's, or of a superuser's.")));
 }
 
 /*
@@ -432,7 +448,7 @@ build_policy(FunctionCallInfo fcinfo, Policy *policy)
 
 		policy->on_exhausted = PG_GETARG_OID(ANN_ON_EXHAUSTED);
 		check_hook(policy->on_exhausted, "on_exhausted", 1, argtypes,
-				   InvalidOid, "on_exhausted(call_id bigint)");
+				   InvalidOid, "on_exhausted(call_id bigint)", PG_GETARG_OID(ANN_FN));
 	}
 
 	policy->delay_fn = InvalidOid;
@@ -442,7 +458,8 @@ build_policy(FunctionCallInfo fcinfo, Policy *policy)
 
 		policy->delay_fn = PG_GETARG_OID(ANN_DELAY_FN);
 		check_hook(policy->delay_fn, "delay_fn", 3, argtypes, INTERVALOID,
-				   "delay_fn(attempt integer, sqlstate text, message text) RETURNS interval");
+				   "delay_fn(attempt integer, sqlstate text, message text) RETURNS interval",
+				   PG_GETARG_OID(ANN_FN));
 	}
 
 	/* version 1.2; NULL means false, as the default does */

@@ -91,6 +91,13 @@ typedef struct KeyRule
  */
 #define LIMIT_KEY_MAX		256
 
+/*
+ * The longest idempotency key, in bytes: like the arguments, it is kept
+ * with the call and read by every call made with it, and must not let a
+ * role fill the table or a worker's memory (30 MB keys were accepted)
+ */
+#define KEY_MAX				(16 * 1024)
+
 /* The key_gen of a new key's call made between the runs of a restore */
 #define RESTORE_KEY_GEN		(1 << 30)
 
@@ -1014,6 +1021,14 @@ insert_call(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 	bool		isnull;
 
 	*inserted = true;
+	if (nulls[CC_KEY] != 'n' &&
+		VARSIZE_ANY_EXHDR(DatumGetTextPP(values[CC_KEY])) > KEY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("key is %zu bytes, more than %d kB",
+						(Size) VARSIZE_ANY_EXHDR(DatumGetTextPP(values[CC_KEY])),
+						KEY_MAX / 1024),
+				 errhint("Use a short key, such as an order id, or a hash of a long one.")));
 	/* without a key, nothing can conflict */
 	if (nulls[CC_KEY] == 'n')
 		return insert_call_direct(get_relname_relid("call_data", schema_retries_oid()),

@@ -56,7 +56,10 @@ worker_state_name(RetriesWorkerState state)
  * retries_worker_status -- SQL function behind retries.workers
  *
  * One row per worker process of the cluster.  The current call is shown
- * only to roles that may see it.  Without the library preloaded there are
+ * only to roles that may see it; the state, counts and busy time, which
+ * tell of every role's calls, only to roles that see every role's calls
+ * (access_reads_all_calls), and to others the state only while the worker
+ * runs a call of theirs.  Without the library preloaded there are
  * no workers, and a single row says why.
  *
  * The row has as many columns as the caller's declaration of the function:
@@ -120,6 +123,25 @@ retries_worker_status(PG_FUNCTION_ARGS)
 		nulls[4] = w->since == 0;
 		values[5] = Int64GetDatum(w->calls_run);
 		values[6] = Int64GetDatum(w->errors);
+		if (!reads_all)
+		{
+			/*
+			 * What the worker does, and has done, is other roles' calls as
+			 * much as the role's own: as pg_stat_activity shows another
+			 * role's session, the row shows the worker, and its state only
+			 * while it runs a call of the role's
+			 */
+			for (int col = 2; col < WORKER_STATUS_COLS; col++)
+				nulls[col] = true;
+			if (w->current_call != 0 && access_may_read_call(userid, w->current_role))
+			{
+				nulls[2] = false;
+				nulls[3] = false;
+				nulls[4] = w->since == 0;
+			}
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			continue;
+		}
 		if (natts >= WORKER_STATUS_COLS_V1_1)
 		{
 			Interval   *busy = palloc0(sizeof(Interval));

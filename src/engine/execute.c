@@ -374,7 +374,9 @@ evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
 	if (!keep)
 		return;
 	*step = STEP_RESULT;
+	sandbox_convert_result(true);
 	jb = result_to_jsonb(result_type, *result, *isnull);
+	sandbox_convert_result(false);
 	check_result_size(fnoid, jb);
 	*result = PointerGetDatum(jb);
 	*isnull = jb == NULL;
@@ -585,28 +587,59 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 }
 
 /*
+ * function_owner -- the owner of function fnoid now, or InvalidOid if it
+ * no longer exists
+ */
+static Oid
+function_owner(Oid fnoid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
  * run_hook -- run a hook of a call's policy (on_exhausted, delay_fn) with
- * these argument expressions, as run_sandboxed() runs it: as the call's
- * role, under retries.max_attempt_time, with the worker told which hook
- * runs (see hook_phase in worker.c); on error, its ErrorData
+ * these argument expressions, as run_sandboxed() runs code: under
+ * retries.max_attempt_time, with the worker told which hook runs (see
+ * hook_phase in worker.c); on error, its ErrorData
  *
- * The hook runs only if the role may call it as a direct call would: it
- * may have been dropped, or its privileges revoked, since the policy was
- * written.  If not, the error is a 42501 that says so.
+ * A hook is the choice of whoever annotated the function, its owner (or a
+ * superuser acting for it): it runs as the owner of the annotated
+ * function as it is now, as if in a login session of that owner, never as
+ * the role that scheduled the call, which chose neither the hook nor its
+ * code (doc/architecture.md, "Trust").  Like the body of a SECURITY
+ * DEFINER function, it runs whether or not the owner may log in.
+ *
+ * The hook runs only if it is the owner's code or a superuser's (the
+ * function may have changed hands since it was annotated: its former
+ * owner's hook would run with the new owner's rights), and if the owner
+ * may call it as a direct call would: it may have been dropped, or its
+ * privileges revoked, since the policy was written.  If not, the error is
+ * a 42501 that says so.
  */
 static ErrorData *
-run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
-		 List *args, Datum *result, bool *isnull)
+run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
+		 ExecuteHook which, Oid hook, List *args, Datum *result, bool *isnull)
 {
 	ErrorData  *edata;
 	char	   *lacks;
 	bool		capped;
 	SandboxStep step;
+	Oid			owner = function_owner(policy->fn);
 
-	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
+	if (!OidIsValid(owner))
+		lacks = psprintf("function %s no longer exists", policy->fn_signature);
+	else if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
 		lacks = psprintf("function %u no longer exists", hook);
-	else
-		lacks = access_call_privilege(hook, call->role);
+	else if ((lacks = access_hook_owner(hook, owner,
+										which == HOOK_DELAY_FN ? "delay_fn" : "on_exhausted")) == NULL)
+		lacks = access_call_privilege(hook, owner);
 	if (lacks != NULL)
 	{
 		edata = palloc0(sizeof(ErrorData));
@@ -616,7 +649,7 @@ run_hook(const RetriesCall *call, int32 attempt, ExecuteHook which, Oid hook,
 	}
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, which);
-	edata = run_sandboxed(call->role, hook, NULL, NULL, args,
+	edata = run_sandboxed(owner, hook, NULL, NULL, args,
 						  attempt_time_limit(NULL, &capped), &step, result, isnull);
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, HOOK_NONE);
@@ -651,7 +684,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
 									CStringGetTextDatum(out->message ? out->message : ""),
 									out->message == NULL, false));
-		edata = run_hook(call, attempt, HOOK_DELAY_FN, policy->delay_fn, args,
+		edata = run_hook(call, policy, attempt, HOOK_DELAY_FN, policy->delay_fn, args,
 						 &result, &isnull);
 		if (edata != NULL)
 		{
@@ -976,7 +1009,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 	CommandCounterIncrement();
 	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
 								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
-	edata = run_hook(call, attempt, HOOK_ON_EXHAUSTED, policy->on_exhausted, args,
+	edata = run_hook(call, policy, attempt, HOOK_ON_EXHAUSTED, policy->on_exhausted, args,
 					 &result, &isnull);
 	if (edata == NULL)
 		return;
@@ -1288,11 +1321,12 @@ interrupted_outcome(RetriesCall *call, int32 attempt, Outcome *out)
  */
 static void
 charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outcome *out,
-					int sqlstate, const char *message, const char *detail)
+					TimestampTz started, int sqlstate, const char *message,
+					const char *detail)
 {
 	set_outcome_error(out, sqlstate, message, detail, NULL, NULL);
 	finish_failure(call, policy, attempt, true, out);
-	record_outcome(call, attempt, GetCurrentTimestamp(), out);
+	record_outcome(call, attempt, started, out);
 	if (out->state == CALL_FAILED)
 		run_on_exhausted(call, policy, attempt);
 }
@@ -1300,16 +1334,21 @@ charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outc
 /*
  * execute_interrupted -- record that an attempt was cut short by a crash or
  * a killed worker: it counts, and the call is retried after its delay or
- * fails if that was its last attempt
+ * fails if that was its last attempt.  'started' is when it started (0 if
+ * unknown: then now); it finished when it is charged.
  *
  * The one way an interrupted attempt is charged: by the recovery of a dead
  * worker's slot, or by the worker that claims the call later (worker.c).
  */
 void
-execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
+execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
+					TimestampTz started)
 {
 	CachedPolicy *policy;
 	Outcome		out;
+
+	if (started == 0)
+		started = GetCurrentTimestamp();
 
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
@@ -1325,7 +1364,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 						  "The call had failed for good; the record of its failure was rolled back with the hook, whose effects were rolled back too.",
 						  NULL, NULL);
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		record_outcome(call, attempt, started, &out);
 		record_hook_error(call->id, attempt,
 						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
 		return;
@@ -1339,11 +1378,11 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook)
 						  "The attempt had failed with a retryable error, and its delay_fn ran to choose the delay; the record of the attempt was rolled back with it.",
 						  NULL, NULL);
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		record_outcome(call, attempt, started, &out);
 		run_on_exhausted(call, policy, attempt);
 		return;
 	}
-	charge_interruption(call, policy, attempt, &out, ERRCODE_ADMIN_SHUTDOWN,
+	charge_interruption(call, policy, attempt, &out, started, ERRCODE_ADMIN_SHUTDOWN,
 						"the worker running this attempt was interrupted",
 						"The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.");
 }
@@ -1368,7 +1407,8 @@ execute_commit_failed(RetriesCall *call, int32 attempt, const ErrorData *edata)
 
 	if (policy == NULL)
 		return;
-	charge_interruption(call, policy, attempt, &out, edata->sqlerrcode,
+	charge_interruption(call, policy, attempt, &out, GetCurrentTimestamp(),
+						edata->sqlerrcode,
 						psprintf("the attempt's transaction could not commit: %s", edata->message),
 						"The function returned, but the commit of its transaction failed (a node of a distributed transaction was lost, say); its effects were rolled back.");
 }
@@ -1384,6 +1424,41 @@ execute_is_procedure(const RetriesCall *call)
 	CachedPolicy *policy = policies_get(call->policy_id);
 
 	return policy != NULL && policy->procedure;
+}
+
+/*
+ * execute_foreign_owner -- the role whose code the call runs with that
+ * role's own rights, as far as is known before it runs, if that role is
+ * neither the call's nor a superuser: the owner of its function, when the
+ * function is SECURITY DEFINER or its policy has hooks (which run as that
+ * owner); else InvalidOid.  Such code may end the worker (a cancel it
+ * traps past its time limit), which rolls back its batch: worker.c keeps
+ * the calls of one such owner in batches of their own (doc/architecture.md,
+ * "Trust").
+ */
+Oid
+execute_foreign_owner(const RetriesCall *call)
+{
+	CachedPolicy *policy = policies_get(call->policy_id);
+	HeapTuple	tup;
+	Form_pg_proc form;
+	Oid			owner;
+	bool		definer;
+
+	if (policy == NULL || !OidIsValid(policy->fn) || policy->procedure)
+		return InvalidOid;
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(policy->fn));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	form = (Form_pg_proc) GETSTRUCT(tup);
+	owner = form->proowner;
+	definer = form->prosecdef;
+	ReleaseSysCache(tup);
+	if (owner == call->role || superuser_arg(owner))
+		return InvalidOid;
+	if (definer || OidIsValid(policy->on_exhausted) || OidIsValid(policy->delay_fn))
+		return owner;
+	return InvalidOid;
 }
 
 /*
@@ -1577,7 +1652,7 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	}
 	if (ro->status == RUNNER_LOST)
 	{
-		execute_interrupted(call, attempt, HOOK_NONE);
+		execute_interrupted(call, attempt, HOOK_NONE, started_at);
 		return;
 	}
 	if (ro->status == RUNNER_SUCCEEDED)

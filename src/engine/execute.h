@@ -39,7 +39,8 @@ typedef void (*ExecuteHookPhase) (int64 call_id, int32 attempt, ExecuteHook whic
 extern void execute_init(ExecuteHookPhase hook_phase);
 extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
-extern void execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook);
+extern void execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
+								TimestampTz started);
 extern void execute_commit_failed(RetriesCall *call, int32 attempt,
 								  const ErrorData *edata);
 extern Oid	execute_call_function(const RetriesCall *call, Oid *key);
@@ -47,6 +48,7 @@ extern bool execute_attempt_killed(const char **limit);
 struct RunnerOutcome;			/* runner.h */
 
 extern bool execute_is_procedure(const RetriesCall *call);
+extern Oid	execute_foreign_owner(const RetriesCall *call);
 extern bool execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout);
 extern void execute_runner_end(RetriesCall *call, TimestampTz started_at,
 							   int64 timeout, const struct RunnerOutcome *outcome);

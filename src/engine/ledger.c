@@ -39,7 +39,7 @@
 static volatile InFlight *inflight_map = NULL;
 
 /* What the in-flight file holds now */
-static InFlight inflight = {0, 0, InvalidOid, 0};
+static InFlight inflight = {0, 0, InvalidOid, 0, 0};
 
 /* The extension whose calls this worker runs (ledger_open) */
 static Oid	ledger_extension = InvalidOid;
@@ -67,19 +67,21 @@ ledger_path(char *path, size_t len, Oid dboid, int slot_no)
 void
 ledger_write(int64 call_id, int32 attempt)
 {
-	ledger_write_hook(call_id, attempt, HOOK_NONE);
+	ledger_write_hook(call_id, attempt, HOOK_NONE,
+					  call_id != 0 ? GetCurrentTimestamp() : 0);
 }
 
 
 /*
  * ledger_write_hook -- ledger_write(), saying whether the call's
- * on_exhausted hook is what runs
+ * on_exhausted hook is what runs, and when the attempt started (so that an
+ * interrupted attempt is recorded with its real start)
  */
 void
-ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook)
+ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook, TimestampTz started)
 {
 	InFlight	rec = {call_id, attempt, call_id != 0 ? ledger_extension : InvalidOid,
-	(int32) hook};
+	(int32) hook, started};
 
 	inflight_map->call_id = 0;
 	if (call_id != 0)
@@ -88,6 +90,7 @@ ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook)
 		inflight_map->attempt = rec.attempt;
 		inflight_map->extension = rec.extension;
 		inflight_map->hook = rec.hook;
+		inflight_map->started = rec.started;
 		pg_write_barrier();
 		inflight_map->call_id = call_id;
 	}
@@ -117,10 +120,11 @@ ledger_hook_phase(int64 call_id, int32 attempt, ExecuteHook which)
 	if (which != HOOK_NONE)
 	{
 		saved = inflight;
-		ledger_write_hook(call_id, attempt, which);
+		ledger_write_hook(call_id, attempt, which,
+						  saved.call_id == call_id ? saved.started : GetCurrentTimestamp());
 	}
 	else
-		ledger_write_hook(saved.call_id, saved.attempt, HOOK_NONE);
+		ledger_write_hook(saved.call_id, saved.attempt, HOOK_NONE, saved.started);
 }
 
 
@@ -150,10 +154,16 @@ ledger_open(int slot_no, Oid extension)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not open \"%s\": %m", path)));
-	/* a new file is empty: give it its record, then map it */
+
+	/*
+	 * A new file is empty: give it its record, then map it.  One that an
+	 * older library wrote, without the attempt's start, keeps its record, and
+	 * the start reads 0: unknown.
+	 */
 	if (fstat(fd, &st) < 0 ||
 		(st.st_size < (off_t) sizeof(InFlight) &&
-		 pwrite(fd, &empty, sizeof(empty), 0) != sizeof(empty)))
+		 pwrite(fd, (char *) &empty + st.st_size, sizeof(empty) - st.st_size,
+				st.st_size) != (ssize_t) (sizeof(empty) - st.st_size)))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("retries: could not write \"%s\": %m", path)));
@@ -200,8 +210,7 @@ ledger_clear_slot(int slot_no)
  * was interrupted and is not charged yet, for ledger_take_interrupted()
  */
 void
-ledger_note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook hook,
-						int keep_ms)
+ledger_note_interrupted(const InFlight *rec, int keep_ms)
 {
 	RetriesInterrupted *e;
 
@@ -210,10 +219,11 @@ ledger_note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
 	if (!OidIsValid(e->dboid))
 		retries_shared->ninterrupted++;
 	e->dboid = MyDatabaseId;
-	e->extension = extension;
-	e->call_id = call_id;
-	e->attempt = attempt;
-	e->hook = hook;
+	e->extension = rec->extension;
+	e->call_id = rec->call_id;
+	e->attempt = rec->attempt;
+	e->hook = rec->hook;
+	e->started = rec->started;
 	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
 	retries_shared->next_interrupted =
 		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
@@ -234,12 +244,14 @@ ledger_note_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
  * would look through the entries, under the lock, forever.
  */
 bool
-ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook)
+ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook,
+						TimestampTz *started)
 {
 	TimestampTz now;
 	bool		found = false;
 
 	*hook = HOOK_NONE;
+	*started = 0;
 	if (retries_shared->ninterrupted == 0)
 		return false;			/* unlocked read: entries exist before the
 								 * claim */
@@ -261,7 +273,10 @@ ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
 			retries_shared->ninterrupted--;
 			found |= match;
 			if (match)
+			{
 				*hook = (ExecuteHook) e->hook;
+				*started = e->started;
+			}
 		}
 	}
 	LWLockRelease(retries_shared->lock);
@@ -287,12 +302,16 @@ ledger_read_slot(int slot_no, InFlight *rec)
 	char		path[MAXPGPATH];
 	int			fd;
 	bool		held;
+	ssize_t		n;
 
 	ledger_path(path, sizeof(path), MyDatabaseId, slot_no);
 	fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
 	if (fd < 0)
 		return false;
-	held = pread(fd, rec, sizeof(*rec), 0) == sizeof(*rec) && rec->call_id != 0;
+	memset(rec, 0, sizeof(*rec));
+	n = pread(fd, rec, sizeof(*rec), 0);
+	/* an older library's record ends before the start: unknown, 0 */
+	held = n >= (ssize_t) offsetof(InFlight, started) && rec->call_id != 0;
 	close(fd);
 	return held;
 }

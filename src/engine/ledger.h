@@ -17,18 +17,19 @@ typedef struct InFlight
 	int32		attempt;
 	Oid			extension;		/* the extension the call belongs to */
 	int32		hook;			/* an ExecuteHook: the hook that was running */
+	TimestampTz started;		/* when the attempt started */
 } InFlight;
 
 extern void ledger_open(int slot_no, Oid extension);
 extern void ledger_write(int64 call_id, int32 attempt);
-extern void ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook);
+extern void ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook,
+							  TimestampTz started);
 extern void ledger_hook_phase(int64 call_id, int32 attempt, ExecuteHook which);
 extern const InFlight *ledger_in_flight(void);
 extern bool ledger_read_slot(int slot_no, InFlight *rec);
 extern void ledger_clear_slot(int slot_no);
-extern void ledger_note_interrupted(Oid extension, int64 call_id, int32 attempt,
-									ExecuteHook hook, int keep_ms);
+extern void ledger_note_interrupted(const InFlight *rec, int keep_ms);
 extern bool ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt,
-									ExecuteHook *hook);
+									ExecuteHook *hook, TimestampTz *started);
 
 #endif							/* RETRIES_LEDGER_H */

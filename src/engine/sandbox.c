@@ -7,12 +7,16 @@
  * A worker is a superuser session that runs the calls of every role, many
  * calls to one batch transaction, each in a subtransaction of its own.  The
  * code a call reaches (its function, the conversion of its arguments, the
- * triggers its statements fire, deferred ones too, its on_exhausted and
- * delay_fn hooks) is untrusted: it belongs to whoever scheduled the call.
- * The rule (doc/operations.md, "Isolation"): every piece of it runs as the
- * call's role, sees the settings a login session of that role would start
- * with, and nothing it does outlives its attempt or runs later as the
- * worker or as another call.
+ * triggers its statements fire, deferred ones too) is untrusted: it is the
+ * choice of whoever scheduled the call.  The rule (doc/operations.md,
+ * "Isolation"): every piece of it runs as the call's role, sees the
+ * settings a login session of that role would start with, and nothing it
+ * does outlives its attempt or runs later as the worker or as another
+ * call.  Code that the function's owner chose never runs with the caller's
+ * rights (doc/architecture.md, "Trust"): the on_exhausted and delay_fn
+ * hooks run as that owner, in a sandbox of the owner's (execute.c's
+ * run_hook), and a cast to json of a result's type whose function another
+ * role owns does not run at all (sandbox_convert_result).
  *
  * This is PostgreSQL's own answer for running untrusted code from a
  * privileged session (REFRESH MATERIALIZED VIEW, ANALYZE, CREATE INDEX),
@@ -99,6 +103,7 @@
 #include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_depend.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/prepare.h"
@@ -119,11 +124,13 @@
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timeout.h"
 
 #include "base/compat.h"
@@ -147,6 +154,14 @@ static bool worker_session_superuser = false;
 
 /* The role whose code ran last, and whether the seed of random() is its */
 static Oid	last_role = InvalidOid;
+
+/*
+ * Converting a call's result to jsonb (see sandbox_convert_result)
+ */
+static bool converting_result = false;
+
+static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
+static fmgr_hook_type prev_fmgr_hook = NULL;
 
 /* The check hooks the pinned settings had (see pin_settings) */
 static GucBoolCheckHook prev_exit_on_error_check = NULL;
@@ -265,6 +280,9 @@ static struct
 	List	   *roles;			/* RoleSettings */
 }			settings;
 
+static RoleSettings *role_settings(Oid role);
+static void apply_settings(ArrayType *array);
+
 /*
  * defers_after_statement -- can this table's triggers have queued events
  * that wait for the end of the transaction?
@@ -354,6 +372,146 @@ sandbox_planner(Query *parse, const char *query_string, int cursorOptions,
 }
 
 /*
+ * foreign_function -- is function fnoid code that the current user did not
+ * choose: not built in, and owned by another role than the current user
+ * that is not a superuser?
+ *
+ * A superuser's function (an extension's, or one the administrator wrote)
+ * is trusted code: it runs as the caller, as in a direct call.
+ */
+static bool
+foreign_function(Oid fnoid)
+{
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (fnoid < FirstNormalObjectId)
+		return false;
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner != GetUserId() && !superuser_arg(owner);
+}
+
+/*
+ * text_form_as_json -- what stands for another role's cast to json while a
+ * result is converted: the value's text, as its type's output function
+ * gives it (what a direct call shows), as a JSON string
+ *
+ * The value is of the cast function's first parameter type (a cast's
+ * source type, or one binary-coercible to it), whose output function is
+ * C, a superuser's.
+ */
+static Datum
+text_form_as_json(PG_FUNCTION_ARGS)
+{
+	Oid			argtype = InvalidOid;
+	Oid			output;
+	bool		isvarlena;
+	HeapTuple	tup;
+	StringInfoData buf;
+
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_proc form = (Form_pg_proc) GETSTRUCT(tup);
+
+		if (form->pronargs > 0)
+			argtype = form->proargtypes.values[0];
+		ReleaseSysCache(tup);
+	}
+	if (!OidIsValid(argtype))
+		elog(ERROR, "retries: cache lookup failed for the cast function %u",
+			 fcinfo->flinfo->fn_oid);
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	getTypeOutputInfo(argtype, &output, &isvarlena);
+	initStringInfo(&buf);
+	escape_json(&buf, OidOutputFunctionCall(output, PG_GETARG_DATUM(0)));
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+}
+
+/*
+ * sandbox_needs_fmgr -- PostgreSQL's needs_fmgr_hook: while a result is
+ * converted, every function that is not built in goes through
+ * sandbox_fmgr.  The functions that to_jsonb() calls itself are output
+ * functions and casts to json; those it calls, not what they call in turn
+ * (see sandbox_fmgr).
+ */
+static bool
+sandbox_needs_fmgr(Oid fnoid)
+{
+	if (prev_needs_fmgr_hook != NULL && prev_needs_fmgr_hook(fnoid))
+		return true;
+	return converting_result && fnoid >= FirstNormalObjectId;
+}
+
+/*
+ * sandbox_fmgr -- PostgreSQL's fmgr_hook, around a function that
+ * sandbox_needs_fmgr routed (and around every SECURITY DEFINER function,
+ * which it leaves alone).  FHET_START comes after PostgreSQL has looked the
+ * function up and before it calls it, through 'flinfo':
+ *
+ *	- another role's cast to json does not run at all: text_form_as_json
+ *	  runs in its place;
+ *	- a cast of the caller's or of a superuser's (or an output function)
+ *	  runs as in a direct call, as the caller, and nothing it calls is
+ *	  routed: the result is not being converted while it runs (*private is
+ *	  1 until it returns).
+ */
+static void
+sandbox_fmgr(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
+{
+	if (prev_fmgr_hook != NULL)
+		prev_fmgr_hook(event, flinfo, private);
+	switch (event)
+	{
+		case FHET_START:
+			if (!converting_result)
+				return;
+			if (foreign_function(flinfo->fn_oid))
+				flinfo->fn_addr = text_form_as_json;
+			else
+			{
+				converting_result = false;
+				*private = BoolGetDatum(true);
+			}
+			break;
+		case FHET_END:
+		case FHET_ABORT:
+			if (DatumGetBool(*private))
+			{
+				*private = BoolGetDatum(false);
+				converting_result = true;
+			}
+			break;
+	}
+}
+
+/*
+ * sandbox_convert_result -- a call's result is about to be converted to
+ * jsonb (true), or has been (false)
+ *
+ * to_jsonb() runs the cast to json of each type in the result that has
+ * one.  The type's owner chose that cast, not the caller: a call of a
+ * function that returns another role's type (of another role's function,
+ * mostly) would run that role's code with the caller's rights, up to a
+ * superuser's, which a direct call of the function never does (it shows
+ * the result with the type's output function).  So while converting, such
+ * a cast is not run: the value's text form stands for it, as a JSON
+ * string (sandbox_fmgr).  Casts of the caller and of superusers run as
+ * before, as the caller.
+ */
+void
+sandbox_convert_result(bool converting)
+{
+	Assert(in_sandbox);
+	converting_result = converting;
+}
+
+/*
  * sandbox_init -- install the sandbox's hooks (once per worker; ordinary
  * backends never run a sandbox and do not have them)
  */
@@ -366,6 +524,10 @@ sandbox_init(void)
 	ExecutorEnd_hook = sandbox_executor_end;
 	prev_planner = planner_hook;
 	planner_hook = sandbox_planner;
+	prev_needs_fmgr_hook = needs_fmgr_hook;
+	needs_fmgr_hook = sandbox_needs_fmgr;
+	prev_fmgr_hook = fmgr_hook;
+	fmgr_hook = sandbox_fmgr;
 
 	pin_settings();
 }
@@ -740,6 +902,7 @@ sandbox_reset_session(const Sandbox *sb)
 {
 	in_sandbox = false;
 	settings_pinned = false;
+	converting_result = false;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 
 	/*
@@ -766,5 +929,6 @@ sandbox_abort(void)
 {
 	in_sandbox = false;
 	settings_pinned = false;
+	converting_result = false;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 }

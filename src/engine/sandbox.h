@@ -31,5 +31,6 @@ extern void sandbox_abort(void);
 extern void sandbox_note_error(const ErrorData *edata);
 extern bool sandbox_transaction_changed(void);
 extern bool sandbox_active(void);
+extern void sandbox_convert_result(bool converting);
 
 #endif							/* RETRIES_SANDBOX_H */

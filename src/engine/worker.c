@@ -16,9 +16,14 @@
  * Containment (doc/operations.md, "Containment").  The sandbox contains what
  * raises an ERROR.  What escapes one (the process's exit, which rolls back its
  * batch and has the calls of the batch run again) must cost only the role
- * whose call caused it, so a batch holds the calls of one role, and a call
- * whose last attempt was interrupted (by the worker's exit, or a crash) runs
- * alone, in a batch of its own: if it makes the worker exit again, no other
+ * whose call caused it, so a batch holds the calls of one role; of those,
+ * the calls that run code of another role with that role's rights (its
+ * SECURITY DEFINER function, the hooks of its function: see
+ * execute_foreign_owner) share a batch only with calls that run the same
+ * role's code, so that such code cannot have the role's other calls run
+ * again, and are left, claimed, to a later batch (released at commit)
+ * otherwise; and a call whose last attempt was interrupted (by the
+ * worker's exit, or a crash) runs alone, in a batch of its own: if it makes the worker exit again, no other
  * call is rolled back with it, and each time it is charged an attempt, until
  * it fails.  Such a call, claimed behind others, ends its batch before it, and
  * the next batch claims it alone (lone_next).  The worker leaves the last free
@@ -368,6 +373,7 @@ charge_interrupted(const InFlight *rec)
 {
 	RetriesCall call;
 	ExecuteHook hook;
+	TimestampTz started;
 
 	switch (lock_scheduled_call(rec->call_id, &call))
 	{
@@ -377,19 +383,19 @@ charge_interrupted(const InFlight *rec)
 			ereport(LOG,
 					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
 							rec->attempt, rec->call_id)));
-			ledger_note_interrupted(rec->extension, rec->call_id, rec->attempt,
-									(ExecuteHook) rec->hook, INTERRUPTED_LOCKED_KEEP_MS);
+			ledger_note_interrupted(rec, INTERRUPTED_LOCKED_KEEP_MS);
 			return false;
 		case CALL_LOCKED_NOW:
 			break;
 	}
 
 	/* its ring entry, if worker_exit() left one, is done with too */
-	(void) ledger_take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook);
+	(void) ledger_take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook,
+								   &started);
 	if (call.attempts >= rec->attempt)
 		return true;			/* its batch committed after all */
 
-	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook);
+	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started);
 	return true;
 }
 
@@ -608,8 +614,7 @@ worker_exit(int code, Datum arg)
 						inflight->attempt, inflight->call_id, limit),
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
-	ledger_note_interrupted(inflight->extension, inflight->call_id, inflight->attempt,
-							(ExecuteHook) inflight->hook, INTERRUPTED_KEEP_MS);
+	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS);
 }
 
 /*
@@ -850,6 +855,8 @@ typedef struct Batch
 	int			n;				/* claimed so far */
 	int			limit;			/* the most it may hold */
 	Oid			role;			/* whose calls it holds */
+	Oid			foreign_owner;	/* whose code they run as that role, if
+								 * another's (execute_foreign_owner) */
 	bool		claimed_all;	/* more calls may be claimed */
 	bool		zero_done;		/* the calls of priority 0 are all claimed */
 	bool		below_zero;		/* a batch of calls of priority below 0 */
@@ -1039,10 +1046,12 @@ static bool
 may_start(Batch *b, RetriesCall *call)
 {
 	ExecuteHook hook;
+	TimestampTz started;
 
-	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook))
+	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook,
+								&started))
 	{
-		execute_interrupted(call, call->attempts + 1, hook);
+		execute_interrupted(call, call->attempts + 1, hook, started);
 		return false;
 	}
 	if (shmem_cancel_waiting(call->id))
@@ -1453,6 +1462,11 @@ run_batch(TimestampTz *due)
 				begin_in_runner(&b, &b.calls[0]);
 			break;
 		}
+		/* one that runs another role's code than the first: a later batch */
+		if (i == 0)
+			b.foreign_owner = execute_foreign_owner(&b.calls[0]);
+		else if (execute_foreign_owner(&b.calls[i]) != b.foreign_owner)
+			continue;
 		run_call(&b, &b.calls[i]);
 	}
 	if (b.claim != NULL)

@@ -183,19 +183,27 @@ wall_clock(pg_time_t t, pg_tz *tz, CronTime *wall)
  * fires: its first occurrence, or, when a shift skips it, the shift
  *
  * It walks the zone's offset periods over a window wide enough for any
- * offset (within 15 hours) and any shift (within a day), earliest first.
- * In a period with offset 'off', the wall time L happens at L - off if that
- * falls inside the period.  At a shift forward from offset 'a' to 'b' at
- * instant B, the wall times [B + a, B + b) never happen.
+ * offset that PostgreSQL accepts, earliest first: the zones of the tz
+ * database stay within 15 hours of UTC, but a POSIX zone may be up to 167
+ * hours and 59 minutes from it in standard and in summer time (UTC-167,
+ * <X>+41<Y>+42,M3.5.0,M10.5.0; PostgreSQL refuses offsets with seconds),
+ * so the window is ZONE_REACH either side.  In a period with offset 'off', the wall time L happens at
+ * L - off if that falls inside the period.  At a shift forward from offset
+ * 'a' to 'b' at instant B, the wall times [B + a, B + b) never happen.
+ * Every wall time therefore either happens or is skipped within the
+ * window; one that is neither means the zone is not what this code knows,
+ * and is an error, not a guess.
  */
+#define ZONE_REACH		((pg_time_t) 8 * 24 * SECS_PER_HOUR)
+
 static pg_time_t
 instant_of(const CronTime *wall, pg_tz *tz)
 {
 	pg_time_t	local = (pg_time_t) (date2j(wall->year, wall->month, wall->day) -
 									 UNIX_EPOCH_JDATE) * SECS_PER_DAY +
 	wall->hour * SECS_PER_HOUR + wall->minute * SECS_PER_MINUTE;
-	pg_time_t	from = local - 40 * SECS_PER_HOUR;
-	pg_time_t	until = local + 40 * SECS_PER_HOUR;
+	pg_time_t	from = local - ZONE_REACH;
+	pg_time_t	until = local + ZONE_REACH;
 
 	while (from <= until)
 	{
@@ -219,8 +227,12 @@ instant_of(const CronTime *wall, pg_tz *tz)
 			return boundary;
 		from = boundary;
 	}
-	/* no zone rule places it (cannot happen with a sane zone): as UTC */
-	return local;
+	ereport(ERROR,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg("could not place %04d-%02d-%02d %02d:%02d in time zone \"%s\"",
+					wall->year, wall->month, wall->day, wall->hour, wall->minute,
+					pg_get_timezone_name(tz))));
+	return local;				/* not reached */
 }
 
 TimestampTz

@@ -152,6 +152,7 @@ typedef struct RetriesInterrupted
 	int64		call_id;
 	int32		attempt;
 	int32		hook;			/* the hook that was running (execute.h) */
+	TimestampTz started;		/* when the attempt started */
 	TimestampTz keep_until;		/* forgotten after this, if no one took it */
 } RetriesInterrupted;
 

@@ -162,6 +162,33 @@ access_check_call_privilege(Oid fnoid, Oid role)
 }
 
 /*
+ * access_hook_owner -- NULL if function 'hook' may be a hook (on_exhausted,
+ * delay_fn, named by 'what') of a function owned by 'fn_owner', else a
+ * message that says why not
+ *
+ * A hook runs as the owner of the function it is set on (doc/architecture.md,
+ * "Trust"), so its code must be that owner's, or a superuser's: a hook of
+ * another role would run that role's code with the owner's rights, as
+ * would one left behind when the function changed hands.
+ */
+char *
+access_hook_owner(Oid hook, Oid fn_owner, const char *what)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(hook));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return psprintf("function %u no longer exists", hook);
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	if (owner == fn_owner || superuser_arg(owner))
+		return NULL;
+	return psprintf("%s %s is owned by role \"%s\", which is neither the owner of the function, \"%s\", nor a superuser",
+					what, format_procedure_qualified(hook),
+					GetUserNameFromId(owner, false), GetUserNameFromId(fn_owner, false));
+}
+
+/*
  * access_login_privilege -- what 'role' lacks to log in to this database
  * now, as a login would find it: LOGIN, a VALID UNTIL not yet past, CONNECT
  * on the database.  NULL if nothing, else a message and *hint.

@@ -32,6 +32,7 @@ extern bool access_may_read_call(Oid roleid, Oid scheduled_by);
 extern char *access_call_privilege(Oid fnoid, Oid role);
 extern void access_check_call_privilege(Oid fnoid, Oid role);
 extern char *access_login_privilege(Oid role, const char **hint);
+extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 
 /*
  * names.c.  RETRIES_KEY_OF(fn) is SQL for the key of function fn (an SQL
