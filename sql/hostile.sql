@@ -597,6 +597,38 @@ SELECT CASE id WHEN :victim_busy THEN 'victim busy' WHEN :victim_plain THEN 'vic
  WHERE id IN (:victim_busy, :victim_plain, :victim_greedy, :admin_busy, :admin_plain, :admin_greedy)
  ORDER BY id;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
+-- nor does a SECURITY DEFINER cast of hers (PostgreSQL switches to her
+-- before the extension sees the function), and the SET seed clause that
+-- PostgreSQL applies before it does not fix the random() of the caller's
+-- next call
+SET ROLE hostile_mallory;
+CREATE TYPE public.gem AS ENUM ('ruby');
+CREATE FUNCTION public.gem_json(g public.gem) RETURNS json LANGUAGE plpgsql
+	SECURITY DEFINER SET seed = 0.5 AS $$
+BEGIN
+	INSERT INTO public.loot_log VALUES (0, current_user, session_user, 'gem');
+	RETURN to_json('CAST RAN'::text);
+END
+$$;
+CREATE CAST (public.gem AS json) WITH FUNCTION public.gem_json(public.gem);
+RESET ROLE;
+CREATE FUNCTION public.admin_gem() RETURNS public.gem LANGUAGE sql AS $$ SELECT 'ruby'::public.gem $$;
+CREATE FUNCTION public.admin_random() RETURNS float8 LANGUAGE sql AS 'SELECT random()';
+SELECT retries.annotate('public.admin_gem()', '1 10ms');
+SELECT retries.annotate('public.admin_random()', '1 10ms');
+BEGIN;
+SELECT retries.call('public.admin_gem()') AS gem \gset
+SELECT retries.call('public.admin_random()') AS rnd \gset
+COMMIT;
+CALL test.wait_for($$(SELECT count(*) = 2 FROM retries.call_data
+					   WHERE id IN ($$ || :gem || $$, $$ || :rnd || $$)
+						 AND state::text IN ('succeeded', 'failed'))$$);
+SELECT (SELECT result FROM retries.calls WHERE id = :gem) AS gem_result,
+	   (SELECT count(*) FROM public.loot_log WHERE app OPERATOR(pg_catalog.=) 'gem') AS gem_casts;
+SELECT 'seeded' AS as_the_clause_would FROM setseed(0.5);
+SELECT (SELECT result::float8 FROM retries.calls WHERE id = :rnd) <> random() AS random_not_fixed;
+DROP CAST (public.gem AS json);
+DROP FUNCTION public.admin_gem(), public.admin_random();
 -- a cast of the caller's own runs as the caller, and so does what it calls:
 -- mallory's function that logs who runs it runs as the victim
 SET ROLE hostile_victim;

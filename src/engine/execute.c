@@ -64,6 +64,7 @@
 #include "engine/runner.h"
 #include "engine/policies.h"
 #include "engine/sandbox.h"
+#include "flow/flow.h"
 #include "tables/tables.h"
 
 /* The outcome of an attempt, as it is recorded */
@@ -587,23 +588,6 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 }
 
 /*
- * function_owner -- the owner of function fnoid now, or InvalidOid if it
- * no longer exists
- */
-static Oid
-function_owner(Oid fnoid)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/*
  * run_hook -- run a hook of a call's policy (on_exhausted, delay_fn) with
  * these argument expressions, as run_sandboxed() runs code: under
  * retries.max_attempt_time, with the worker told which hook runs (see
@@ -631,7 +615,7 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 	char	   *lacks;
 	bool		capped;
 	SandboxStep step;
-	Oid			owner = function_owner(policy->fn);
+	Oid			owner = flow_function_owner(policy->fn);
 
 	if (!OidIsValid(owner))
 		lacks = psprintf("function %s no longer exists", policy->fn_signature);

@@ -128,6 +128,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -151,6 +152,9 @@ static bool transaction_changed = false;
 /* The worker's own session user, which it gets back after every attempt */
 static Oid	worker_session_userid = InvalidOid;
 static bool worker_session_superuser = false;
+
+/* The role whose code runs in the sandbox now (sandbox_enter) */
+static Oid	sandbox_role = InvalidOid;
 
 /* The role whose code ran last, and whether the seed of random() is its */
 static Oid	last_role = InvalidOid;
@@ -282,6 +286,7 @@ static struct
 
 static RoleSettings *role_settings(Oid role);
 static void apply_settings(ArrayType *array);
+static void reseed_random(void);
 
 /*
  * defers_after_statement -- can this table's triggers have queued events
@@ -372,8 +377,10 @@ sandbox_planner(Query *parse, const char *query_string, int cursorOptions,
 }
 
 /*
- * foreign_function -- is function fnoid code that the current user did not
- * choose: not built in, and owned by another role than the current user
+ * foreign_function -- is function fnoid code that the call's role did not
+ * choose: not built in, and owned by another role than the call's (the
+ * role of the sandbox, whoever the current user is: PostgreSQL switches to
+ * the owner of a SECURITY DEFINER function before sandbox_fmgr sees it)
  * that is not a superuser?
  *
  * A superuser's function (an extension's, or one the administrator wrote)
@@ -392,7 +399,7 @@ foreign_function(Oid fnoid)
 		return false;
 	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
 	ReleaseSysCache(tup);
-	return owner != GetUserId() && !superuser_arg(owner);
+	return owner != sandbox_role && !superuser_arg(owner);
 }
 
 /*
@@ -401,8 +408,8 @@ foreign_function(Oid fnoid)
  * gives it (what a direct call shows), as a JSON string
  *
  * The value is of the cast function's first parameter type (a cast's
- * source type, or one binary-coercible to it), whose output function is
- * C, a superuser's.
+ * source type, or one binary-coercible to it).  Its output function runs
+ * with the conversion's routing off: it is what a direct call runs.
  */
 static Datum
 text_form_as_json(PG_FUNCTION_ARGS)
@@ -412,6 +419,7 @@ text_form_as_json(PG_FUNCTION_ARGS)
 	bool		isvarlena;
 	HeapTuple	tup;
 	StringInfoData buf;
+	char	   *str;
 
 	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
 	if (HeapTupleIsValid(tup))
@@ -425,11 +433,20 @@ text_form_as_json(PG_FUNCTION_ARGS)
 	if (!OidIsValid(argtype))
 		elog(ERROR, "retries: cache lookup failed for the cast function %u",
 			 fcinfo->flinfo->fn_oid);
+	if (IsPolymorphicType(argtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the result's cast to json %s is another role's, and polymorphic: it is not run, and its value's type is not known",
+						format_procedure(fcinfo->flinfo->fn_oid)),
+				 errhint("A cast of another role's is not run for a call; its owner can make it take the type itself.")));
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	getTypeOutputInfo(argtype, &output, &isvarlena);
+	converting_result = false;
+	str = OidOutputFunctionCall(output, PG_GETARG_DATUM(0));
+	converting_result = true;
 	initStringInfo(&buf);
-	escape_json(&buf, OidOutputFunctionCall(output, PG_GETARG_DATUM(0)));
+	escape_json(&buf, str);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }
 
@@ -448,18 +465,30 @@ sandbox_needs_fmgr(Oid fnoid)
 	return converting_result && fnoid >= FirstNormalObjectId;
 }
 
+/* What sandbox_fmgr did at FHET_START, in '*private' */
+#define FMGR_LEFT		0		/* nothing */
+#define FMGR_TRUSTED	1		/* a trusted function runs: routing off */
+#define FMGR_REPLACED	2		/* another role's cast does not run */
+
 /*
  * sandbox_fmgr -- PostgreSQL's fmgr_hook, around a function that
- * sandbox_needs_fmgr routed (and around every SECURITY DEFINER function,
- * which it leaves alone).  FHET_START comes after PostgreSQL has looked the
- * function up and before it calls it, through 'flinfo':
+ * sandbox_needs_fmgr routed (and around every SECURITY DEFINER function or
+ * one with SET clauses, which it leaves alone but while a result is
+ * converted).  FHET_START comes after PostgreSQL has looked the function
+ * up, switched to its owner if it is SECURITY DEFINER and applied its SET
+ * clauses, and before it calls it, through 'flinfo':
  *
- *	- another role's cast to json does not run at all: text_form_as_json
- *	  runs in its place;
- *	- a cast of the caller's or of a superuser's (or an output function)
- *	  runs as in a direct call, as the caller, and nothing it calls is
- *	  routed: the result is not being converted while it runs (*private is
- *	  1 until it returns).
+ *	- another role's cast to json (it returns json) does not run at all:
+ *	  text_form_as_json runs in its place.  Its SET clauses were applied
+ *	  and are undone by PostgreSQL when it returns; one setting has an
+ *	  effect that outlives it, the seed of random(), which is drawn anew
+ *	  then (a cast of mallory's with SET seed fixed the caller's random());
+ *	- any other function of another role (an output function that changed
+ *	  hands) fails the conversion: it is not the caller's choice, and
+ *	  nothing can stand for it;
+ *	- a function of the caller's or of a superuser's (a cast, an output
+ *	  function) runs as in a direct call, as the caller, and nothing it
+ *	  calls is routed: the result is not being converted while it runs.
  */
 static void
 sandbox_fmgr(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
@@ -471,21 +500,40 @@ sandbox_fmgr(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 		case FHET_START:
 			if (!converting_result)
 				return;
-			if (foreign_function(flinfo->fn_oid))
-				flinfo->fn_addr = text_form_as_json;
-			else
+			if (!foreign_function(flinfo->fn_oid))
 			{
 				converting_result = false;
-				*private = BoolGetDatum(true);
+				*private = Int32GetDatum(FMGR_TRUSTED);
 			}
+			else if (get_func_rettype(flinfo->fn_oid) == JSONOID)
+			{
+				flinfo->fn_addr = text_form_as_json;
+				*private = Int32GetDatum(FMGR_REPLACED);
+			}
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("converting the result to jsonb would run function %s of another role",
+								format_procedure(flinfo->fn_oid)),
+						 errdetail("Only the caller's code and a superuser's convert a call's result.")));
 			break;
 		case FHET_END:
-		case FHET_ABORT:
-			if (DatumGetBool(*private))
-			{
-				*private = BoolGetDatum(false);
+			if (DatumGetInt32(*private) == FMGR_TRUSTED)
 				converting_result = true;
+			else if (DatumGetInt32(*private) == FMGR_REPLACED)
+			{
+				reseed_random();
+				last_role = InvalidOid;
 			}
+			*private = Int32GetDatum(FMGR_LEFT);
+			break;
+		case FHET_ABORT:
+			/* the attempt fails; the next call reseeds (sandbox_enter) */
+			if (DatumGetInt32(*private) == FMGR_TRUSTED)
+				converting_result = true;
+			else if (DatumGetInt32(*private) == FMGR_REPLACED)
+				last_role = InvalidOid;
+			*private = Int32GetDatum(FMGR_LEFT);
 			break;
 	}
 }
@@ -750,6 +798,7 @@ sandbox_enter(Sandbox *sb, Oid role)
 	}
 	settings_pinned = true;
 	sb->role = role;
+	sandbox_role = role;
 	GetUserIdAndSecContext(&sb->saved_userid, &sb->saved_sec_context);
 	SetSessionAuthorization(role, superuser_arg(role));
 	SetUserIdAndSecContext(role,

@@ -400,6 +400,70 @@ charge_interrupted(const InFlight *rec)
 }
 
 /*
+ * charge_lost_runners -- charge the attempts of the calls that were handed to
+ * a runner (due at 'infinity' until their outcome: begin_in_runner) before
+ * this database's workers last started, and that no in-flight file named:
+ * their runner is gone, and so is the record of their attempt, which a
+ * pg_upgrade (the new data directory has no pg_retries) or a promoted
+ * standby (the files are not replicated) does not carry.  Without this
+ * they stayed unclaimed for good.
+ *
+ * Called by the first worker of the database after the server started,
+ * before any worker of it claims anything (the recovered flag), after the
+ * in-flight files were charged: no runner of this database runs then.  A
+ * call whose runner lock (SET_LOCKTAG_RUNNER) is held all the same is left
+ * alone.
+ */
+static void
+charge_lost_runners(void)
+{
+	static SPIPlanPtr plan = NULL;
+	int64	   *ids;
+	uint64		n;
+
+	plans_prepare_kept(&plan,
+					   "SELECT id FROM retries.call_data"
+					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz",
+					   0, NULL);
+	/* not read-only: it must see the charges recover_slot() just made */
+	if (SPI_execute_plan(plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look for calls of lost runners");
+	n = SPI_processed;
+	if (n == 0)
+		return;
+	ids = palloc(sizeof(int64) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		LOCKTAG		tag;
+		RetriesCall call;
+
+		SET_LOCKTAG_RUNNER(tag, ids[i]);
+		if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+			continue;
+		if (lock_scheduled_call(ids[i], &call) == CALL_LOCKED_NOW)
+		{
+			ereport(LOG,
+					(errmsg("retries: call " INT64_FORMAT " was handed to a runner before the server stopped, and no record of its attempt is left: the attempt is charged as interrupted",
+							ids[i]),
+					 errdetail("The data directory was upgraded with pg_upgrade, or is a promoted standby: neither keeps pg_retries.")));
+			execute_interrupted(&call, call.attempts + 1, HOOK_NONE, 0);
+		}
+		LockRelease(&tag, ExclusiveLock, true);
+	}
+	pfree(ids);
+}
+
+/*
  * recover_slot -- charge what the in-flight file of one slot holds; true if
  * it held anything that is now dealt with, for ledger_clear_slot() to clear once
  * the charge has committed (a charge left for later stays in the file, and
@@ -448,6 +512,7 @@ recover(void)
 		{
 			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
 				held[n] = recover_slot(n);
+			charge_lost_runners();
 		}
 		else
 			held[my_slot->slot_no] = recover_slot(my_slot->slot_no);
