@@ -600,14 +600,22 @@ SELECT rolsuper FROM pg_roles WHERE rolname = 'hostile_mallory';
 -- nor does a SECURITY DEFINER cast of hers (PostgreSQL switches to her
 -- before the extension sees the function), and the SET seed clause that
 -- PostgreSQL applies before it does not fix the random() of the caller's
--- next call
+-- next call (PostgreSQL 17 and later refuse to apply SET seed in a
+-- function, and fail the call: there the clause is not made)
 SET ROLE hostile_mallory;
 CREATE TYPE public.gem AS ENUM ('ruby');
 CREATE FUNCTION public.gem_json(g public.gem) RETURNS json LANGUAGE plpgsql
-	SECURITY DEFINER SET seed = 0.5 AS $$
+	SECURITY DEFINER AS $$
 BEGIN
 	INSERT INTO public.loot_log VALUES (0, current_user, session_user, 'gem');
 	RETURN to_json('CAST RAN'::text);
+END
+$$;
+DO $$
+BEGIN
+	IF current_setting('server_version_num')::int < 170000 THEN
+		ALTER FUNCTION public.gem_json(public.gem) SET seed = 0.5;
+	END IF;
 END
 $$;
 CREATE CAST (public.gem AS json) WITH FUNCTION public.gem_json(public.gem);
