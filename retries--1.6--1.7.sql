@@ -14,10 +14,19 @@
  * - retries.citus_setup() gives each node's call ids a range of their
  *   own (the node's group id in the top bits) and makes the mailbox of a
  *   distributed table's colocation group.
+ * - Calls of a priority below 0 take their role's turn when the role has
+ *   no call of 0 or above due (1.6: only when no role had one): another
+ *   role's stream of due calls cannot hold them back.  Index
+ *   call_data_low_by_role finds each role's earliest such call, as
+ *   call_data_due_by_role does for the others.
  */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.7'" to load this file. \quit
+
+-- each role's earliest due call of a priority below 0 (see src/engine/claim.c)
+CREATE INDEX call_data_low_by_role ON retries.call_data (scheduled_by, next_attempt)
+	WHERE state = 'scheduled' AND NOT held AND priority < 0;
 
 CREATE FUNCTION retries.grant_as_user(stmt text)
 RETURNS void

@@ -45,7 +45,19 @@
 #      of a transaction);
 #   k. another role's code that the caller calls (mallory's SECURITY
 #      DEFINER function, which traps its cancel and ends the worker) does
-#      not have the caller's other calls run again.
+#      not have the caller's other calls run again;
+#   l. a stream of another role's due calls does not hold back a call of
+#      priority below 0: mallory's 5,000 calls, failing and due again 10 ms
+#      later, for ever (more than the worker runs in 10 ms, so that some
+#      are always due), and alice's call of priority -1 runs while they are
+#      still due (1.7 before this: not until mallory's calls ended);
+#   m. one role's long calls do not hold every worker: with two workers,
+#      each held by a call of mallory's (at a gate), and no other role's
+#      call due when they were claimed, alice's call runs in an extra
+#      worker, which does not take mallory's next call; so do her command
+#      while mallory's commands hold the one place for a runner, and the
+#      extra stops once the workers are free (1.7 before this: alice's call
+#      waited for mallory's to end).
 #
 # No step assumes how fast the machine is: a call that must still run while
 # the test does something waits at a gate the test holds (t/RetriesTest.pm),
@@ -183,9 +195,40 @@ CREATE TABLE alice.log (id serial PRIMARY KEY, n int NOT NULL);
 CREATE FUNCTION alice.work(n int) RETURNS void LANGUAGE sql
 	AS $$ INSERT INTO alice.log (n) VALUES (n) $$;
 SELECT retries.annotate('alice.work(int)', '5 1s');
+SET ROLE mallory;
+-- traps every cancel for an hour: only the worker's exit ends it
+CREATE FUNCTION mallory.trap_cancels() RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+	caught int := 0;
+BEGIN
+	FOR i IN 1 .. 3600 LOOP
+		BEGIN
+			PERFORM pg_sleep(1);  -- not a wait: the worker's exit ends it
+		EXCEPTION WHEN query_canceled THEN
+			caught := caught + 1;
+		END;
+	END LOOP;
+	RETURN caught;
+END $$;
 RESET ROLE;
 });
 wait_until($node, 'postgres', workers_query($DB), '1', 'one worker');
+
+# mallory_first(FN, ROLE, N): in one transaction, a call of mallory's FN
+# due a second ago, then ROLE's call of alice.work(N); returns their ids
+sub mallory_first
+{
+	my ($fn, $role, $n) = @_;
+	my $out = $node->safe_psql($DB, qq{
+BEGIN;
+SET LOCAL ROLE mallory;
+SELECT retries.call('$fn', run_at => now() - interval '1 second');
+SET LOCAL ROLE $role;
+SELECT retries.call('alice.work(int)', '[$n]');
+COMMIT;
+});
+	return $out =~ /(\d+)\s+(\d+)/ ? ($1, $2) : (0, 0);
+}
 
 # alice_calls(FROM, TO): alice schedules work(FROM..TO); returns the ids
 # as "first,last"
@@ -388,19 +431,8 @@ BEGIN
 	RETURN 'slept';
 END $$;
 SELECT retries.annotate('mallory.trap_once()', '2 10ms');
-CREATE FUNCTION mallory.trap_all() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	caught int := 0;
-BEGIN
-	FOR i IN 1 .. 3600 LOOP
-		BEGIN
-			PERFORM pg_sleep(1);  -- not a wait: the worker's exit ends it
-		EXCEPTION WHEN query_canceled THEN
-			caught := caught + 1;
-		END;
-	END LOOP;
-	RETURN 'caught ' || caught || ' cancels';
-END $$;
+CREATE FUNCTION mallory.trap_all() RETURNS text LANGUAGE sql
+	AS $$ SELECT 'caught ' || mallory.trap_cancels() || ' cancels' $$;
 SELECT retries.annotate('mallory.trap_all()', '1 1h');
 });
 	my $t0 = time();
@@ -951,14 +983,7 @@ SELECT retries.annotate('mallory.hog()', '1 10ms');
 	my $l1 = sql('mallory', "SELECT retries.call('mallory.hog()')");
 	wait_at_gate($node, $DB, 32, 1, 'h: a long call of mallory runs');
 	# her second one is due before zed's, and she comes first in turn
-	my ($l2, $q) = split /\|/, $node->safe_psql($DB, q{
-BEGIN;
-SET LOCAL ROLE mallory;
-SELECT retries.call('mallory.hog()', run_at => now() - interval '1 second');
-SET LOCAL ROLE zed;
-SELECT retries.call('alice.work(int)', '[900]');
-COMMIT;
-}) =~ /(\d+)\s+(\d+)/ ? ($1 . '|' . $2) : ('0|0');
+	my ($l2, $q) = mallory_first('mallory.hog()', 'zed', 900);
 	# (had the other worker taken her second one, it would wait at the gate
 	# too, and zed's would not run)
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $q",
@@ -1115,16 +1140,8 @@ if (section('k'))
 	my $offset = -s $node->logfile;
 	sql('mallory', q{
 GRANT USAGE ON SCHEMA mallory TO alice;
-CREATE FUNCTION mallory.api4(n int) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
-BEGIN
-	FOR i IN 1 .. 3600 LOOP
-		BEGIN
-			PERFORM pg_sleep(1);  -- not a wait: the worker's exit ends it
-		EXCEPTION WHEN query_canceled THEN
-			NULL;
-		END;
-	END LOOP;
-END $$;
+CREATE FUNCTION mallory.api4(n int) RETURNS int LANGUAGE sql SECURITY DEFINER
+	AS $$ SELECT mallory.trap_cancels() $$;
 SELECT retries.annotate('mallory.api4(int)', '1 1h', timeout => '1 s');
 });
 	my $seq_before = sql('alice',
@@ -1158,6 +1175,100 @@ COMMIT;
 	ok(scalar(worker_exits($offset)) > 0, 'k: (the worker did exit)');
 	sql('alice', "SELECT retries.cancel($api4)");
 	sql('mallory', 'REVOKE USAGE ON SCHEMA mallory FROM alice');
+}
+
+###########################################################################
+# l. a stream of another role's due calls and a priority below 0
+###########################################################################
+
+if (section('l'))
+{
+	sql('mallory', q{
+CREATE FUNCTION mallory.again(n int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'again' USING ERRCODE = 'RT001';
+END $$;
+SELECT retries.annotate('mallory.again(int)', '10ms 10ms');
+SELECT count(retries.call('mallory.again(int)', jsonb_build_array(g)))
+  FROM generate_series(1, 5000) g;
+});
+	wait_until($node, $DB,
+		"SELECT count(*) FROM retries.calls WHERE fn = 'mallory.again(int)'::regprocedure"
+		  . " AND attempts >= 2",
+		'5000', 'l: mallory\'s calls fail and are due again, on and on');
+	my $low = sql('alice', "SELECT retries.call('alice.work(int)', '[301]', priority => -1)");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $low",
+		'succeeded', 'l: alice\'s call of priority -1 runs beside them');
+	is( $node->safe_psql($DB,
+			"SELECT count(*) FROM retries.calls WHERE fn = 'mallory.again(int)'::regprocedure"
+			  . " AND state IN ('succeeded', 'failed')"),
+		'0', 'l: (while none of mallory\'s calls had ended: all were to run again)');
+	sql('mallory', "SELECT count(retries.cancel(id)) FROM retries.calls"
+		  . " WHERE fn = 'mallory.again(int)'::regprocedure AND state = 'scheduled'");
+}
+
+###########################################################################
+# m. one role's long calls and extra workers
+###########################################################################
+
+if (section('m'))
+{
+	# one extra at most: were it to take mallory's call, alice's would
+	# wait; and no cap on attempts that would end mallory's calls first
+	$node->safe_psql($DB, q{
+ALTER SYSTEM SET retries.max_workers = 2;
+ALTER SYSTEM SET retries.max_extra_workers = 1;
+ALTER SYSTEM SET retries.max_attempt_time = '1h';
+SELECT pg_reload_conf();
+});
+	wait_until($node, 'postgres', workers_query($DB), '2', 'm: two workers');
+	sql('mallory', q{
+CREATE FUNCTION mallory.hold() RETURNS void LANGUAGE sql AS $$ SELECT } . gate_sql(34) . q{ $$;
+SELECT retries.annotate('mallory.hold()', '1 10ms');
+});
+	my $gate = close_gate($node, $DB, 34);
+	sql('mallory', "SELECT retries.call('mallory.hold()')");
+	wait_at_gate($node, $DB, 34, 1, 'm: a long call of mallory runs');
+	sql('mallory', "SELECT retries.call('mallory.hold()')");
+	wait_at_gate($node, $DB, 34, 2, 'm: and another, in the other worker');
+	my ($next, $a) = mallory_first('mallory.hold()', 'alice', 950);
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $a",
+		'succeeded', 'm: alice\'s call runs while mallory\'s hold both workers');
+	is( $node->safe_psql($DB,
+			"SELECT (SELECT attempts FROM retries.calls WHERE id = $next) || ' ' || ("
+			  . gate_waiters(34) . ")"),
+		'0 2', 'm: in an extra worker, which left mallory\'s next call alone');
+	my $extras = "SELECT count(*) FROM pg_stat_activity"
+	  . " WHERE backend_type = 'retries extra worker' AND datname = '$DB'";
+	is($node->safe_psql($DB, $extras), '1', 'm: (one extra worker)');
+
+	# commands: mallory's hold the one place for a runner, at gate 35
+	my $gate35 = close_gate($node, $DB, 35);
+	my $hold35 = 'SELECT ' . gate_sql(35);
+	$hold35 =~ s/'/''/g;
+	sql('mallory', "SELECT retries.run_command('$hold35', '1 10ms')");
+	open_gate($gate);
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $next",
+		'succeeded', 'm: mallory\'s calls run once the gate opens');
+	wait_at_gate($node, $DB, 35, 1, 'm: a command of mallory runs');
+	my $m2 = sql('mallory', "SELECT retries.run_command('$hold35', '1 10ms')");
+	my $c = sql('alice', "SELECT retries.run_command('SELECT 1', '1 10ms')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
+		'succeeded', 'm: alice\'s command runs while mallory\'s holds the place for a runner');
+	is( $node->safe_psql($DB,
+			"SELECT attempts || ' ' || (" . gate_waiters(35) . ") FROM retries.calls WHERE id = $m2"),
+		'0 1', 'm: mallory\'s second command still waits');
+	open_gate($gate35);
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $m2",
+		'succeeded', 'm: and runs once the first ends');
+	wait_until($node, 'postgres', $extras, '0',
+		'm: the extra worker stops once the workers are free');
+	$node->safe_psql($DB, q{
+ALTER SYSTEM RESET retries.max_workers;
+ALTER SYSTEM RESET retries.max_extra_workers;
+ALTER SYSTEM RESET retries.max_attempt_time;
+SELECT pg_reload_conf();
+});
 }
 
 no_crash($node, 0, 'no crash in the server log');

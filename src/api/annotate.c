@@ -220,9 +220,6 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 		   Oid rettype, const char *expected, Oid annotated)
 {
 	char	   *wrong_owner;
-	HeapTuple	fntup;
-	Oid			fn_owner;
-
 	HeapTuple	tup = lookup_function(fnoid, argname);
 	Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
 	bool		ok;
@@ -246,10 +243,7 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 
 	access_check_call_privilege(fnoid, GetUserId());
 
-	fntup = lookup_function(annotated, "fn");
-	fn_owner = ((Form_pg_proc) GETSTRUCT(fntup))->proowner;
-	ReleaseSysCache(fntup);
-	wrong_owner = access_hook_owner(fnoid, fn_owner, argname);
+	wrong_owner = access_hook_owner(fnoid, flow_function_owner(annotated), argname);
 	if (wrong_owner != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -25,6 +25,7 @@
 
 /* settings.c */
 extern int	retries_max_workers;
+extern int	retries_max_extra_workers;
 extern int	retries_batch_size;
 extern bool retries_enabled;
 extern char *retries_retention;
@@ -50,7 +51,9 @@ typedef enum RetriesSchemaVersion
 	SCHEMA_1_3 = 13,			/* held calls indexed by role */
 	SCHEMA_1_4 = 14,			/* function_names: keys of functions */
 	SCHEMA_1_5 = 15,			/* procedures and commands */
-	SCHEMA_1_6 = 16				/* keys with windows, debounce, events */
+	SCHEMA_1_6 = 16,			/* keys with windows, debounce, events */
+	SCHEMA_1_7 = 17				/* calls beside their data, low priorities by
+								 * role */
 } RetriesSchemaVersion;
 
 extern Oid	schema_retries_oid(void);

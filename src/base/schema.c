@@ -91,6 +91,8 @@ schema_retries_version(void)
 {
 	Oid			nspoid = schema_retries_oid();
 
+	if (OidIsValid(get_relname_relid("call_data_low_by_role", nspoid)))
+		return SCHEMA_1_7;
 	if (OidIsValid(get_relname_relid("event_data", nspoid)))
 		return SCHEMA_1_6;
 	if (OidIsValid(command_oid(nspoid)))

@@ -20,6 +20,7 @@
 #include "core/policy.h"
 
 int			retries_max_workers = 2;
+int			retries_max_extra_workers = 2;
 int			retries_batch_size = 100;
 bool		retries_enabled = true;
 char	   *retries_retention = NULL;
@@ -107,6 +108,14 @@ settings_define(void)
 							NULL,
 							&retries_max_workers,
 							2, 1, 64,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_extra_workers",
+							"Most workers per database started beside retries.max_workers while those are all held by long batches.",
+							"An extra worker runs the calls of roles that have none running, and stops once a worker is free.",
+							&retries_max_extra_workers,
+							2, 0, 64,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 

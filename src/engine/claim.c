@@ -32,10 +32,14 @@
  *
  * Priorities (version 1.2).  Within a role's batch, its due calls of
  * priority above 0 come first, highest first, then those of priority 0,
- * earliest first.  Calls below 0 run only when no call of priority 0 or
- * above is due, of any role (they give up their role's turn): then a batch
- * is made of one role's calls below 0.  Fairness comes first: a role
- * cannot take the other roles' turns by raising its calls' priority.
+ * earliest first.  A role's calls below 0 run when it has no call of
+ * priority 0 or above due: its turn then makes a batch of its calls below
+ * 0 (version 1.7; before, they gave up their role's turn and ran only when
+ * no call of 0 or above was due, of any role, so that another role's
+ * stream of due calls held them back for as long as it lasted).  Fairness
+ * comes first: a role cannot take the other roles' turns by raising its
+ * calls' priority, and another role's calls cannot take its turn by their
+ * number.
  * Calls of priority 0 are in index call_data_due, the others in
  * call_data_prioritized, on (priority, next_attempt): claim_prioritized
  * walks the distinct priorities in it (one index probe each, as
@@ -133,9 +137,12 @@ claim_destroy(DestReceiver *self)
 
 /*
  * What claim_heads() looks at: calls of priority 0 and above (the
- * predicate of call_data_due_by_role; it runs only at version 1.2)
+ * predicate of call_data_due_by_role; it runs only from version 1.2)
  */
 #define HEAD_PRIORITY " AND priority OPERATOR(pg_catalog.>=) 0"
+
+/* ... and at calls below 0 (call_data_low_by_role's, version 1.7) */
+#define LOW_PRIORITY " AND priority OPERATOR(pg_catalog.<) 0"
 
 /* Most roles claim_heads() looks at in one batch */
 #define HEADS_MAX_ROLES			32
@@ -395,84 +402,118 @@ claim_next_prioritized(TimestampTz after)
 }
 
 /*
+ * The next role after 'after' (SQL text: "" for the first) that has
+ * scheduled calls of 'which' priorities, through the index whose predicate
+ * they are: call_data_due_by_role (HEAD_PRIORITY) or call_data_low_by_role
+ * (LOW_PRIORITY)
+ */
+#define NEXT_ROLE(which, after) \
+	"(SELECT scheduled_by::pg_catalog.oid FROM retries.call_data" \
+	" WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD which after \
+	" ORDER BY scheduled_by LIMIT 1)"
+
+/* ... of any priority: from version 1.7, those below 0 too */
+#define NEXT_ROLE_ANY(after) \
+	"LEAST(" NEXT_ROLE(HEAD_PRIORITY, after) ", " \
+	NEXT_ROLE(LOW_PRIORITY, after) ")"
+
+/* The earliest due call of 'which' priorities of role r.role, and 'low' */
+#define ROLE_HEAD(which, low) \
+	"(SELECT id, " low " AS low FROM retries.call_data" \
+	" WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD which \
+	" AND (scheduled_by::pg_catalog.oid, next_attempt)" \
+	"  OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)" \
+	" AND (scheduled_by::pg_catalog.oid, next_attempt)" \
+	"  OPERATOR(pg_catalog.<=) (r.role, $2)" \
+	" ORDER BY scheduled_by, next_attempt LIMIT 1)"
+
+/*
+ * The query of claim_heads(): the roles in turn, each with its head, using
+ * 'next' to go from role to role and 'head' to find a role's head
+ */
+#define HEADS_QUERY(next, head) \
+	"WITH RECURSIVE" \
+	" after_last(role) AS (" \
+	"  SELECT " next(" AND scheduled_by OPERATOR(pg_catalog.>) $1") \
+	"  UNION ALL" \
+	"  SELECT " next(" AND scheduled_by OPERATOR(pg_catalog.>) a.role") \
+	"  FROM after_last a WHERE a.role IS NOT NULL)," \
+	" up_to_last(role) AS (" \
+	"  SELECT " next("") \
+	"  UNION ALL" \
+	"  SELECT " next(" AND scheduled_by OPERATOR(pg_catalog.>) u.role") \
+	"  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1)," \
+	" roles AS (" \
+	"  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL" \
+	"  UNION ALL" \
+	"  SELECT role, 2 FROM up_to_last" \
+	"   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0" \
+	"  LIMIT $3)" \
+	" SELECT r.role, h.id, h.low FROM roles r" \
+	" LEFT JOIN LATERAL " head " h ON true" \
+	" ORDER BY r.lap, r.role"
+
+#define NEXT_ROLE_HIGH(after) NEXT_ROLE(HEAD_PRIORITY, after)
+
+/*
  * claim_heads -- claim the earliest due call of one role: the first, going
- * round the roles that have due calls (of priority 0 or above), whose
- * earliest due call is not locked by another worker; returns 1, or 0 if
- * none is
+ * round the roles that have due calls, whose earliest due call is not
+ * locked by another worker; returns 1, or 0 if none is.  A role's head is
+ * its earliest due call of priority 0 or above, or if it has none, from
+ * version 1.7, its earliest below 0 (*low is then set: the batch is of
+ * such calls).  Before 1.7, roles with due calls below 0 only have no turn
+ * (their calls run when no call of 0 or above is due: claim_first).
  *
  * The roles are taken in OID order, round from the one after *last_role,
  * which is left at the role claimed (or at the last one looked at), so
  * that the next batch goes on from there; at most HEADS_MAX_ROLES roles
  * are looked at.  The 'navoid' roles of 'avoid' are taken only if no
- * other role's call can be claimed.  The first statement walks the roles
+ * other role's call can be claimed, and never if 'strict'.  The first statement walks the roles
  * that have scheduled calls, one index probe each (the recursive CTEs
- * skip from one role to the next in call_data_due_by_role), and finds each
- * one's earliest due call (the row comparisons bound that scan to the
- * role's due calls; "scheduled_by = r AND next_attempt <= now" could have
- * the planner walk call_data_due through every other role's due calls
- * instead); then they are locked one at a time (SKIP LOCKED: a call that
- * another worker holds is being served), until one is: a batch holds the
- * calls of one role only.  Leaves out the 'nskip' calls of 'skip'.  Does
- * nothing (and returns 0) in a database whose extension is older than
- * 1.2, which lacks the index that makes this cheap.
+ * skip from one role to the next in call_data_due_by_role, and in
+ * call_data_low_by_role), and finds each one's earliest due call (the row
+ * comparisons bound that scan to the role's due calls; "scheduled_by = r
+ * AND next_attempt <= now" could have the planner walk call_data_due
+ * through every other role's due calls instead); then they are locked one
+ * at a time (SKIP LOCKED: a call that another worker holds is being
+ * served), until one is: a batch holds the calls of one role only.  Leaves
+ * out the 'nskip' calls of 'skip'.  Does nothing (and returns 0) in a
+ * database whose extension is older than 1.2, which lacks the index that
+ * makes this cheap.
  */
 int
 claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
-			const Oid *avoid, int navoid, const int64 *skip, int nskip)
+			const Oid *avoid, int navoid, const int64 *skip, int nskip,
+			bool strict, bool *low)
 {
-	static SPIPlanPtr find_plans[2];
+	static SPIPlanPtr high_plans[2];
+	static SPIPlanPtr any_plans[2];
 	SPIPlanPtr	plan;
 	Oid			find_types[3] = {OIDOID, TIMESTAMPTZOID, INT4OID};
 	Datum		find_values[3];
 	Oid		   *roles;
 	Datum	   *ids;
+	bool	   *lows;
 	int			nids;
 
+	*low = false;
 	if (schema_retries_version() < SCHEMA_1_2)
 		return 0;
 
 	find_values[0] = ObjectIdGetDatum(*last_role);
 	find_values[1] = TimestampTzGetDatum(now);
 	find_values[2] = Int32GetDatum(HEADS_MAX_ROLES);
-	plan = plans_prepare_unheld(find_plans,
-								"WITH RECURSIVE"
-								" after_last(role) AS ("
-								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								"   AND scheduled_by OPERATOR(pg_catalog.>) $1"
-								"   ORDER BY scheduled_by LIMIT 1)"
-								"  UNION ALL"
-								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								"   AND scheduled_by OPERATOR(pg_catalog.>) a.role"
-								"   ORDER BY scheduled_by LIMIT 1)"
-								"  FROM after_last a WHERE a.role IS NOT NULL),"
-								" up_to_last(role) AS ("
-								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								"   ORDER BY scheduled_by LIMIT 1)"
-								"  UNION ALL"
-								"  SELECT (SELECT scheduled_by::pg_catalog.oid FROM retries.call_data"
-								"   WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								"   AND scheduled_by OPERATOR(pg_catalog.>) u.role"
-								"   ORDER BY scheduled_by LIMIT 1)"
-								"  FROM up_to_last u WHERE u.role OPERATOR(pg_catalog.<) $1),"
-								" roles AS ("
-								"  SELECT role, 1 AS lap FROM after_last WHERE role IS NOT NULL"
-								"  UNION ALL"
-								"  SELECT role, 2 FROM up_to_last"
-								"   WHERE role OPERATOR(pg_catalog.<=) $1 AND $1 OPERATOR(pg_catalog.<>) 0"
-								"  LIMIT $3)"
-								" SELECT r.role, h.id FROM roles r"
-								" LEFT JOIN LATERAL (SELECT id FROM retries.call_data"
-								"  WHERE state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD HEAD_PRIORITY
-								"  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-								"   OPERATOR(pg_catalog.>=) (r.role, '-infinity'::pg_catalog.timestamptz)"
-								"  AND (scheduled_by::pg_catalog.oid, next_attempt)"
-								"   OPERATOR(pg_catalog.<=) (r.role, $2)"
-								"  ORDER BY scheduled_by, next_attempt LIMIT 1) h ON true"
-								" ORDER BY r.lap, r.role",
-								3, find_types);
+	if (schema_retries_version() >= SCHEMA_1_7)
+		plan = plans_prepare_unheld(any_plans,
+									HEADS_QUERY(NEXT_ROLE_ANY,
+												"(SELECT * FROM (" ROLE_HEAD(HEAD_PRIORITY, "false")
+												" UNION ALL " ROLE_HEAD(LOW_PRIORITY, "true")
+												") b ORDER BY low LIMIT 1)"),
+									3, find_types);
+	else
+		plan = plans_prepare_unheld(high_plans,
+									HEADS_QUERY(NEXT_ROLE_HIGH, ROLE_HEAD(HEAD_PRIORITY, "false")),
+									3, find_types);
 	if (SPI_execute_plan(plan, find_values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for the due calls of each role");
 	if (SPI_processed == 0)
@@ -480,6 +521,7 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 
 	roles = palloc(sizeof(Oid) * SPI_processed);
 	ids = palloc(sizeof(Datum) * SPI_processed);
+	lows = palloc(sizeof(bool) * SPI_processed);
 	nids = 0;
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -492,13 +534,15 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 		if (!isnull)
 		{
 			roles[nids] = *last_role;
+			lows[nids] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+													SPI_tuptable->tupdesc, 3, &isnull));
 			ids[nids++] = d;
 		}
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	/* the roles not to pass over first, then those */
-	for (int pass = 0; pass < 2; pass++)
+	/* the roles not to pass over first, then those (unless strict) */
+	for (int pass = 0; pass < (strict ? 1 : 2); pass++)
 		for (int i = 0; i < nids; i++)
 		{
 			bool		avoided = false;
@@ -510,6 +554,7 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 			if (lock_claimed(&ids[i], 1, now, skip, nskip, calls) == 1)
 			{
 				*last_role = roles[i];
+				*low = lows[i];
 				return 1;
 			}
 		}

@@ -15,7 +15,8 @@
 typedef struct Claim Claim;
 
 extern int	claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
-						const Oid *avoid, int navoid, const int64 *skip, int nskip);
+						const Oid *avoid, int navoid, const int64 *skip, int nskip,
+						bool strict, bool *low);
 extern int	claim_prioritized(RetriesCall *calls, int limit, TimestampTz now,
 							  bool above, Oid role, const int64 *skip, int nskip);
 extern TimestampTz claim_next_prioritized(TimestampTz after);

@@ -1547,27 +1547,36 @@ execute_runner_hold(const RetriesCall *call)
  * runner, in turns between roles: each the earliest of the first role
  * after *last_role that has one (then from the first role again), which
  * it sets; returns how many.  A call that another transaction holds
- * locked is left for the next time.
+ * locked is left for the next time, and so are the calls of the 'navoid'
+ * roles of 'avoid'.
  */
 int
-execute_runner_release(int places, Oid *last_role)
+execute_runner_release(int places, Oid *last_role, const Oid *avoid, int navoid)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {OIDOID};
+	Oid			argtypes[2] = {OIDOID, OIDARRAYOID};
+	Datum	   *elems = palloc(sizeof(Datum) * Max(navoid, 1));
+	Datum		avoided;
 	int			released = 0;
+
+	for (int i = 0; i < navoid; i++)
+		elems[i] = ObjectIdGetDatum(avoid[i]);
+	avoided = PointerGetDatum(construct_array(elems, navoid, OIDOID, sizeof(Oid),
+											  true, TYPALIGN_INT));
 
 	plans_prepare_kept(&plan,
 					   "UPDATE retries.call_data c SET held = false"
 					   " WHERE c.id OPERATOR(pg_catalog.=) (SELECT id FROM retries.call_data"
 					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 					   "  AND gate IS NULL AND waiting_on OPERATOR(pg_catalog.=) 0"
+					   "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<>) ALL ($2)"
 					   "  ORDER BY scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<=) $1,"
 					   "  scheduled_by, next_attempt LIMIT 1 FOR UPDATE SKIP LOCKED)"
 					   " RETURNING c.scheduled_by::pg_catalog.oid",
-					   1, argtypes);
+					   2, argtypes);
 	for (; released < places; released++)
 	{
-		Datum		values[1] = {ObjectIdGetDatum(*last_role)};
+		Datum		values[2] = {ObjectIdGetDatum(*last_role), avoided};
 		bool		isnull;
 
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)

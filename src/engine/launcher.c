@@ -151,7 +151,9 @@ start_worker(Oid dboid, int slot_no)
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "retries worker %d for database %u",
 			 slot_no, dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "retries worker");
+	/* an extra's own type: pg_stat_activity tells them apart */
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s",
+			 slot_no < retries_max_workers ? "retries worker" : "retries extra worker");
 
 	/*
 	 * Fill the slot in before the worker exists: the postmaster may start it
@@ -188,7 +190,7 @@ start_worker(Oid dboid, int slot_no)
 		{
 			ereport(LOG,
 					(errmsg("retries: could not start a worker for database %u", dboid),
-					 errhint("Raise max_worker_processes to at least 1 + retries.max_workers times the number of databases with the extension.")));
+					 errhint("Raise max_worker_processes to at least 1 + (retries.max_workers + retries.max_extra_workers) times the number of databases with the extension.")));
 			last_complaint = GetCurrentTimestamp();
 		}
 		return false;
@@ -256,6 +258,35 @@ stop_slot(int i)
 }
 
 /*
+ * start_extra -- start an extra worker in database db if it wants extras
+ * (its workers, or their places for runners, held by long batches:
+ * worker.c, "Extra workers"), the extras it has are all held too, and it
+ * has fewer than retries.max_extra_workers; 'have' says
+ * which slot_nos it has.  Returns when to look again: when a worker busy
+ * now will count as held, or 0 if none is busy.  Caller holds the lock.
+ */
+static TimestampTz
+start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
+{
+	RetriesHeld held;
+	int			base = Min(retries_max_workers, RETRIES_MAX_SLOTS);
+	int			top = Min(base + retries_max_extra_workers, RETRIES_MAX_SLOTS);
+
+	if (!shmem_extras_wanted(db->dboid, base, now, &held) ||
+		held.extras_held < held.extras)
+		return held.next;
+	for (int n = base; n < top; n++)
+	{
+		if (have[n])
+			continue;
+		if (!start_worker(db->dboid, n))
+			return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+		return held.next;
+	}
+	return held.next;
+}
+
+/*
  * manage_database -- start or stop workers of one database as its state
  * asks; returns when it next needs looking at, or 0 if only when something
  * happens.  Caller holds the lock exclusively.
@@ -278,7 +309,8 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			continue;
 		/* paused, or more workers than now wanted: stop them */
 		if (now < db->paused_until || db->state == DB_NO_EXTENSION ||
-			(db->state == DB_ACTIVE && w->slot_no >= retries_max_workers))
+			(db->state == DB_ACTIVE &&
+			 w->slot_no >= retries_max_workers + retries_max_extra_workers))
 			stop_slot(i);
 		else if (w->slot_no < RETRIES_MAX_SLOTS)
 			have[w->slot_no] = true;
@@ -316,7 +348,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 					return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 				return now;		/* more to start, after the others */
 			}
-			break;
+			return start_extra(db, have, now);
 		case DB_NO_EXTENSION:
 
 			/*

@@ -136,6 +136,7 @@
 
 #include "base/compat.h"
 #include "engine/sandbox.h"
+#include "flow/flow.h"
 
 /* Between sandbox_enter() and the end of the attempt */
 static bool in_sandbox = false;
@@ -389,17 +390,12 @@ sandbox_planner(Query *parse, const char *query_string, int cursorOptions,
 static bool
 foreign_function(Oid fnoid)
 {
-	HeapTuple	tup;
 	Oid			owner;
 
 	if (fnoid < FirstNormalObjectId)
 		return false;
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
-	if (!HeapTupleIsValid(tup))
-		return false;
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	return owner != sandbox_role && !superuser_arg(owner);
+	owner = flow_function_owner(fnoid);
+	return OidIsValid(owner) && owner != sandbox_role && !superuser_arg(owner);
 }
 
 /*

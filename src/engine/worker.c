@@ -99,6 +99,22 @@
  * (flow.c); while a gate lets calls go, the worker also does it after
  * each batch that ran calls, since their ends may leave it room.
  *
+ * Extra workers.  A role's long calls, commands or procedures can hold
+ * every worker of the database, and the calls of every other role would
+ * wait for them, up to retries.max_attempt_time; the last free worker is
+ * left to other roles (busy_roles) only if they have a call due when it is
+ * claimed.  So when each of the database's workers has been in one batch
+ * for RETRIES_HELD_AFTER_MS, the launcher starts an extra worker (slot_no
+ * from retries.max_workers on; at most retries.max_extra_workers of them,
+ * one more each time all the extras are held too).  An extra worker takes
+ * only the calls of roles that have none running in another worker
+ * (running_roles), so that no role holds more of them than one: a role's
+ * due call starts within about a second whatever another role's calls
+ * hold.  It fires schedules as the others do, and stops as soon as it
+ * finds nothing to claim while some worker of the database's own is not
+ * held.  A base worker that begins a batch while the others are busy
+ * wakes the launcher, which looks again when they will count as held.
+ *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
  * Each transaction of the worker also locks the extension (as an object),
@@ -559,6 +575,34 @@ wait_for_recovery(void)
 }
 
 /*
+ * is_extra -- is this worker an extra one (see "Extra workers" above)?
+ */
+static bool
+is_extra(void)
+{
+	return my_slot->slot_no >= retries_max_workers;
+}
+
+/*
+ * note_all_busy -- this worker has begun a batch: if the database's other
+ * workers are all busy too, wake the launcher, which then looks again when
+ * they will count as held, to start an extra worker (see "Extra workers")
+ */
+static void
+note_all_busy(void)
+{
+	RetriesHeld held;
+	Latch	   *launcher;
+
+	if (retries_max_extra_workers == 0)
+		return;
+	shmem_workers_held(MyDatabaseId, retries_max_workers, GetCurrentTimestamp(), &held);
+	launcher = retries_shared->launcher_latch;
+	if (held.base_busy >= retries_max_workers && launcher != NULL)
+		SetLatch(launcher);
+}
+
+/*
  * set_state -- publish what this worker is doing
  *
  * It also keeps the worker's busy time: a busy period starts when the
@@ -574,12 +618,14 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 {
 	bool		changed = my_slot->state != state || my_slot->current_call != call_id;
 	TimestampTz now = changed ? GetCurrentTimestamp() : 0;
+	bool		began = false;
 
 	SpinLockAcquire(&my_slot->mutex);
 	if (changed)
 	{
 		my_slot->since = now;
-		if (state == WORKER_RUNNING && my_slot->busy_since == 0)
+		began = state == WORKER_RUNNING && my_slot->busy_since == 0;
+		if (began)
 			my_slot->busy_since = now;
 		else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
 		{
@@ -592,6 +638,8 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 	my_slot->current_call = call_id;
 	my_slot->current_role = role;
 	SpinLockRelease(&my_slot->mutex);
+	if (began && !is_extra())
+		note_all_busy();
 }
 
 /*
@@ -868,16 +916,65 @@ busy_roles(Oid *roles)
 }
 
 /*
+ * extra_wanted -- may an extra worker that found nothing to claim stay:
+ * does the database still want extras (shmem_extras_wanted)?
+ */
+static bool
+extra_wanted(void)
+{
+	RetriesHeld held;
+	bool		wanted;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	wanted = shmem_extras_wanted(MyDatabaseId, retries_max_workers,
+								 GetCurrentTimestamp(), &held);
+	LWLockRelease(retries_shared->lock);
+	return wanted;
+}
+
+/*
+ * running_roles -- the roles that have a call running in another worker
+ * of this database, into roles[]; returns how many.  Read without the
+ * locks, as busy_roles().
+ */
+static int
+running_roles(Oid *roles)
+{
+	int			n = 0;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		Oid			role;
+		bool		listed = false;
+
+		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		role = w->state == WORKER_RUNNING ? w->current_role : InvalidOid;
+		SpinLockRelease(&w->mutex);
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == role;
+		if (OidIsValid(role) && !listed)
+			roles[n++] = role;
+	}
+	return n;
+}
+
+/*
  * claim_first -- claim the first call of a batch, which makes it a batch
  * of that call's role (see claim.c); returns 1, or 0 if no call is due
  *
  * That call is: the one the last batch left to run alone (its last
  * attempt was interrupted), if it is still due; else the earliest due call
- * of the next role in turn (claim_heads); else, when each of those is
- * locked by another worker (or the database is at 1.1, without the index
- * of the turns), the first due call that can be claimed, of a priority
- * above 0, then of 0; else, when no call of priority 0 or above is due,
- * one below 0 (*below_zero is set: the batch is of such calls).
+ * of the next role in turn (claim_heads; from version 1.7, a role with
+ * only calls below 0 due has its turn too, *below_zero set: the batch is
+ * of such calls); else, when each of those is locked by another worker (or
+ * the database is at 1.1, without the index of the turns), the first due
+ * call that can be claimed, of a priority above 0, then of 0; else, when
+ * no call of priority 0 or above is due, one below 0 (*below_zero set).
+ * An extra worker takes only the head of a role that has no call running
+ * in another worker (see "Extra workers").
  */
 static int
 claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
@@ -894,8 +991,11 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 		if (claim_ids(calls, &id, 1, now) == 1)
 			return 1;
 	}
+	if (is_extra())
+		return claim_heads(calls, now, &last_role, avoid, running_roles(avoid),
+						   skipped, nskipped, true, below_zero);
 	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
-					skipped, nskipped);
+					skipped, nskipped, false, below_zero);
 	if (n == 0)
 		n = claim_prioritized(calls, 1, now, true, InvalidOid, skipped, nskipped);
 	if (n == 0)
@@ -1189,9 +1289,9 @@ set_in_runner(bool in_runner)
 }
 
 /*
- * workers_in_runners -- how many workers of this database wait for a
- * runner (their in_runner mark; never this one, which is deciding); under
- * the shared lock, which the caller holds
+ * workers_in_runners -- how many of the database's own workers (not the
+ * extras) wait for a runner (their in_runner mark; never this one, which
+ * is deciding); under the shared lock, which the caller holds
  */
 static int
 workers_in_runners(void)
@@ -1202,7 +1302,8 @@ workers_in_runners(void)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
 
-		if (!w->in_use || w->dboid != MyDatabaseId)
+		if (!w->in_use || w->dboid != MyDatabaseId ||
+			w->slot_no >= retries_max_workers)
 			continue;
 		SpinLockAcquire(&w->mutex);
 		n += w->in_runner;
@@ -1219,6 +1320,9 @@ workers_in_runners(void)
  * workers deciding at once cannot both take the last place; the mark
  * (in_runner) stays until run_in_runner() ends, or is taken back
  * (set_in_runner(false)) if the call does not go to a runner after all.
+ * An extra worker always may: it runs the calls of one role that has none
+ * running elsewhere (see "Extra workers"), and no function call waits for
+ * it.
  */
 static bool
 reserve_runner(void)
@@ -1226,7 +1330,7 @@ reserve_runner(void)
 	bool		room;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	room = retries_max_workers < 2 ||
+	room = is_extra() || retries_max_workers < 2 ||
 		workers_in_runners() < retries_max_workers - 1;
 	if (room)
 		set_in_runner(true);
@@ -1254,6 +1358,9 @@ runner_held_committed(void)
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL)
 		db->runner_held++;
+	/* it may want an extra worker (see "Extra workers") */
+	if (retries_shared->launcher_latch != NULL)
+		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -1274,6 +1381,8 @@ release_runner_held(void)
 	uint32		held;
 	int			places;
 	int			released = -1;
+	Oid			avoid[RETRIES_MAX_SLOTS];
+	int			navoid = 0;
 
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -1290,9 +1399,12 @@ release_runner_held(void)
 	last_probe = now;
 	last_role = db->runner_role;
 	/* how many more workers may wait for a runner (reserve_runner's count) */
-	places = retries_max_workers < 2 ? 1 :
+	places = retries_max_workers < 2 || is_extra() ? 1 :
 		retries_max_workers - 1 - workers_in_runners();
 	LWLockRelease(retries_shared->lock);
+	/* an extra lets go only of calls it may claim */
+	if (is_extra())
+		navoid = running_roles(avoid);
 	if (places <= 0)
 		return;
 
@@ -1301,7 +1413,7 @@ release_runner_held(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (lock_extension() == my_extension)
 		released = schema_retries_version() >= SCHEMA_1_2 ?
-			execute_runner_release(places, &last_role) : 0;
+			execute_runner_release(places, &last_role, avoid, navoid) : 0;
 	PopActiveSnapshot();
 	SPI_finish();
 	commit_transaction();
@@ -1314,7 +1426,8 @@ release_runner_held(void)
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL && released > 0)
 		db->runner_role = last_role;
-	if (db != NULL && released == 0)
+	/* (an extra that found none of the roles it may take found no answer) */
+	if (db != NULL && released == 0 && navoid == 0)
 		db->runner_seen = held;
 	LWLockRelease(retries_shared->lock);
 }
@@ -2205,7 +2318,7 @@ retries_worker_main(Datum main_arg)
 		 * workers write, was never vacuumed and grew without bound.
 		 */
 		pgstat_report_stat(false);
-		if (my_slot->slot_no >= retries_max_workers)
+		if (my_slot->slot_no >= retries_max_workers + retries_max_extra_workers)
 			break;
 		if (errors > 0 && wait_after_errors(errors, last_error))
 			continue;
@@ -2234,6 +2347,13 @@ retries_worker_main(Datum main_arg)
 		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
 			continue;
+		if (is_extra())
+		{
+			/* an extra stays only while the others are held */
+			if (!extra_wanted())
+				break;
+			sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
+		}
 
 		/* idle: send whatever statistics are left before sleeping */
 		pgstat_report_stat(true);

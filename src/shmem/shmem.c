@@ -337,6 +337,74 @@ shmem_restoring(Oid dboid)
 }
 
 /*
+ * shmem_workers_held -- count the workers of database dboid, and those of
+ * them that are held: busy in one batch (in the calls of one role) for
+ * RETRIES_HELD_AFTER_MS or more as of 'now'.  Workers of slot_no below
+ * 'base' (retries.max_workers) are the database's own, the others extras
+ * (worker.c, "Extra workers").  A hint read under the spinlocks only.
+ */
+void
+shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
+{
+	memset(held, 0, sizeof(*held));
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		TimestampTz busy_since;
+		TimestampTz held_at;
+		bool		in_runner;
+		bool		extra = w->slot_no >= base;
+
+		if (!w->in_use || w->dboid != dboid)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		busy_since = w->state == WORKER_RUNNING ? w->busy_since : 0;
+		in_runner = w->in_runner;
+		SpinLockRelease(&w->mutex);
+		if (extra)
+			held->extras++;
+		else
+			held->base++;
+		if (busy_since == 0)
+			continue;
+		if (!extra)
+			held->base_busy++;
+		held_at = TimestampTzPlusMilliseconds(busy_since, RETRIES_HELD_AFTER_MS);
+		if (held_at <= now)
+		{
+			if (extra)
+				held->extras_held++;
+			else
+				held->base_held++;
+			if (!extra && in_runner)
+				held->runners_held++;
+		}
+		else if (held->next == 0 || held_at < held->next)
+			held->next = held_at;
+	}
+}
+
+/*
+ * shmem_extras_wanted -- does database dboid want extra workers
+ * (worker.c, "Extra workers"): are its own workers (slot_no below 'base')
+ * all held, or are the places for runners among them all held while calls
+ * may be held for a runner?  Fills *held (shmem_workers_held).  Caller
+ * holds the lock.
+ */
+bool
+shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
+{
+	RetriesDatabase *db = shmem_find_database(dboid, false);
+	int			places = base < 2 ? 1 : base - 1;
+
+	shmem_workers_held(dboid, base, now, held);
+	if (db == NULL)
+		return false;
+	return held->base_held >= base ||
+		(held->runners_held >= places && db->runner_held != db->runner_seen);
+}
+
+/*
  * shmem_wake_workers -- wake every worker of a database, so that a call
  * or schedule just committed is picked up at once; 'why' is WAKE_CALLS,
  * WAKE_FIRE or both (the flags first: see RetriesWorker.woken; SetLatch()

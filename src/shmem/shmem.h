@@ -96,6 +96,22 @@ typedef enum RetriesWorkerState
 	WORKER_PAUSED				/* retries.enabled = off */
 } RetriesWorkerState;
 
+/* How long a worker's batch runs before the worker counts as held */
+#define RETRIES_HELD_AFTER_MS	1000
+
+/* What shmem_workers_held() counts */
+typedef struct RetriesHeld
+{
+	int			base;			/* workers below slot_no 'base' there */
+	int			base_busy;		/* ... in a batch */
+	int			base_held;		/* ... held: in one batch for HELD_AFTER */
+	int			runners_held;	/* ... held, waiting for a runner */
+	int			extras;			/* extra workers there (slot_no >= base) */
+	int			extras_held;	/* ... held */
+	TimestampTz next;			/* when a worker busy now will count as held,
+								 * 0 if none will */
+} RetriesHeld;
+
 typedef struct RetriesWorker
 {
 	/* under the LWLock: assigned by the launcher, freed by the worker */
@@ -262,6 +278,8 @@ extern pid_t shmem_restoring(Oid dboid);
  */
 #define WAKE_CALLS				0x1
 #define WAKE_FIRE				0x2
+extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
+extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
 extern void shmem_stop_workers(Oid dboid, int pause_secs);
 extern bool shmem_call_is_running(int64 call_id);
