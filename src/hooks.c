@@ -26,6 +26,10 @@
  *   are refused before they lock one of the extension's tables, so that a
  *   role cannot queue a lock that every worker would wait behind.
  *
+ * - A restore's CREATE EXTENSION holds the extension, or is refused if it
+ *   has rows already, and a COPY FROM into its tables is refused then
+ *   (restore.c).
+ *
  * - Inside a worker, the sandbox of an attempt learns of the commands that
  *   leave something for the end of the transaction (sandbox.c).
  *
@@ -539,11 +543,16 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				QueryCompletion *qc)
 {
 	Oid			dboid;
+	Oid			copy_into;
 
 	if (runner_is_child())
 		runner_check_utility(pstmt->utilityStmt);
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
+	/* a restore's rows never mix with rows there before (restore.c) */
+	copy_into = restore_copy_table(pstmt->utilityStmt);
+	if (OidIsValid(copy_into))
+		restore_refuse_copy(copy_into);
 	if (IsA(pstmt->utilityStmt, DropStmt) && names_this_extension(pstmt->utilityStmt))
 		colocate_drop_mailboxes();
 	dboid = workers_in_the_way(pstmt->utilityStmt);
@@ -569,6 +578,8 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		else
 			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 									params, queryEnv, dest, qc);
+		if (OidIsValid(copy_into))
+			restore_copy_loaded(copy_into);
 	}
 	PG_FINALLY();
 	{

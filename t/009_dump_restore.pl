@@ -41,14 +41,24 @@
 #      holds nothing; the same restore into a database that has the
 #      extension already (from template1) with row_security on is held too;
 #      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back (whole or
-#      to a savepoint) holds nothing and leaves the sequences alone, and
+#      to a savepoint) in a database whose extension has no rows holds
+#      nothing and leaves the sequences alone, and
 #      one run by a SECURITY DEFINER function for another role holds
 #      nothing;
 #   f. a restore in several runs (pg_restore --section=pre-data, then the
 #      rest), with a role annotating, scheduling and calling in between:
 #      the data loads (the restored CREATE EXTENSION moved the id sequences
 #      to a random point far above the dump's ids), the victim's rows name
-#      its own functions, and new ids go on from the dump's.
+#      its own functions, and new ids go on from the dump's;
+#   g. a restore into a database whose extension has rows already (from
+#      a template that has them: a policy, a call), by psql without
+#      ON_ERROR_STOP, pg_restore, and pg_restore -j 2: its CREATE
+#      EXTENSION fails with 55000 naming the reason, its COPYs fail (in
+#      the other sessions of -j too), no row of the dump is in any of the
+#      extension's tables and the rows there are unchanged; so with
+#      pg_restore --data-only (no CREATE EXTENSION), from its first COPY,
+#      into a table without rows; after DROP EXTENSION and CREATE
+#      EXTENSION, a restore works.
 #
 # With policies that stored functions as plain oids and no signatures
 # (version 1.0), c fails: the restored policies name no function.
@@ -109,6 +119,19 @@ SELECT * FROM retries.attempts ORDER BY call_id, attempt;
 SELECT * FROM retries.attempt_data ORDER BY call_id, attempt;
 SELECT * FROM retries.call_after ORDER BY after_id, call_id;
 });
+}
+
+# ext_rows(NODE, DB): every row of the extension's tables, as text; but
+# the origin of function_names, which the workers of a database made from
+# a template write anew
+sub ext_rows
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db,
+		join(";\n",
+			map { "SELECT '$_', string_agg((to_jsonb(x) - 'origin')::text, ',' ORDER BY (to_jsonb(x) - 'origin')::text) FROM retries.$_ x" }
+			  qw(policy_data call_data attempt_data schedule_data call_after
+			  call_after_pending flow_data function_names event_data)));
 }
 
 ###########################################################################
@@ -603,24 +626,33 @@ is( $dst->safe_psql('held',
 $player->quit;
 
 # a superuser's CREATE EXTENSION under pg_dump's settings whose transaction
-# rolls back holds nothing after it (the session goes on, connected)
+# rolls back holds nothing after it (the session goes on, connected); in a
+# database whose extension has no rows (with rows, it is refused: g), its
+# sequences used
+$dst->safe_psql('postgres', 'CREATE DATABASE undo');
+$dst->safe_psql(
+	'undo', q{
+CREATE EXTENSION retries;
+SELECT nextval('retries.policy_data_id_seq'), nextval('retries.call_data_id_seq'),
+	nextval('retries.schedule_data_id_seq');
+});
 my $sequences = q{SELECT string_agg(last_value::text, ',' ORDER BY sequencename)
   FROM pg_sequences WHERE schemaname = 'retries'};
-my $before_undone = $dst->safe_psql('held', $sequences);
-my $undone = $dst->background_psql('held', on_error_stop => 0);
+my $before_undone = $dst->safe_psql('undo', $sequences);
+my $undone = $dst->background_psql('undo', on_error_stop => 0);
 $undone->query(q{SET check_function_bodies = off;
 BEGIN; CREATE EXTENSION IF NOT EXISTS retries; ROLLBACK;});
-is($dst->safe_psql('held', $sequences), $before_undone,
+is($dst->safe_psql('undo', $sequences), $before_undone,
 	'e: a CREATE EXTENSION rolled back leaves the id sequences where they were');
-($ret, $out, $err) = $dst->psql('held',
-	as_role('alice', q{SELECT retries.call('ok(int)', '[502]') IS NOT NULL}));
-is("$out$err", 't', 'e: and holds nothing');
+# cancel() of a call that is not there: refused while held
+($ret, $out, $err) = $dst->psql('undo', q{SELECT retries.cancel(1)});
+like($err, qr/call 1 does not exist/, 'e: and holds nothing');
 # ... nor one rolled back to a savepoint
 $undone->query(q{BEGIN; SAVEPOINT s; CREATE EXTENSION IF NOT EXISTS retries;
 ROLLBACK TO s; COMMIT;});
-($ret, $out, $err) = $dst->psql('held',
-	as_role('alice', q{SELECT retries.call('ok(int)', '[503]') IS NOT NULL}));
-is("$out$err", 't', 'e: a CREATE EXTENSION rolled back to a savepoint holds nothing');
+($ret, $out, $err) = $dst->psql('undo', q{SELECT retries.cancel(1)});
+like($err, qr/call 1 does not exist/,
+	'e: a CREATE EXTENSION rolled back to a savepoint holds nothing');
 $undone->quit;
 
 # a superuser's SECURITY DEFINER function that makes the extension, called
@@ -703,6 +735,65 @@ is( $dst->safe_psql(
 SET ROLE victim;
 SELECT retries.call('v2()', run_at => now() + interval '1 hour')}),
 	$last_id + 1, 'f: and new ids go on from the dump\'s');
+
+###########################################################################
+# g. a restore into a database whose extension has rows already (made
+#    from a template that has the extension, a policy and a call): its
+#    CREATE EXTENSION fails (55000) and no COPY loads a row, whether the
+#    restore goes on after errors (psql without ON_ERROR_STOP, pg_restore
+#    without --exit-on-error) or loads the data in other sessions
+#    (pg_restore -j 2); once the extension is dropped and made again, the
+#    restore works
+###########################################################################
+
+# their workers would take the slots that the next databases need
+$dst->safe_psql('postgres', "DROP DATABASE $_") for qw(restored plain held held2 undo fsrc fdst);
+$dst->safe_psql('postgres', 'CREATE DATABASE tpl_rows');
+$dst->safe_psql(
+	'tpl_rows', q{
+CREATE EXTENSION retries;
+CREATE FUNCTION mine(i int) RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('mine(int)', '3 1s');
+SELECT retries.call('mine(int)', '[1]', run_at => now() + interval '1 day');
+});
+$dst->safe_psql('postgres', 'ALTER DATABASE tpl_rows IS_TEMPLATE true');
+my $tpl_rows = ext_rows($dst, 'tpl_rows');
+my $n = 0;
+for my $case (
+	[ 'psql', [ 'psql', '-X', '-q', '-f', "$tmp/app.sql", '-d' ] ],
+	[ 'pg_restore', [ 'pg_restore', "$tmp/app.dump", '-d' ] ],
+	[ 'pg_restore -j 2', [ 'pg_restore', '-j', '2', "$tmp/app.dump", '-d' ] ])
+{
+	my ($name, $command) = @$case;
+	my $db = 'rows_' . ++$n;
+	$dst->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE tpl_rows");
+	my ($out, $err) = run_command([ @$command, $dst->connstr($db) ]);
+	like(
+		$err,
+		qr/ERROR:  extension "retries" already has rows in this database\n.*DETAIL:  Table retries\.policy_data has rows made before this restore: the restored rows would take their ids, and a restored call could name another policy\./,
+		"g: $name: the restore's CREATE EXTENSION fails, naming the rows there");
+	like($err, qr/DETAIL:  A restore into this database was refused/,
+		"g: $name: and so do its COPYs");
+	is(ext_rows($dst, $db), $tpl_rows,
+		"g: $name: no row of the dump is loaded, and the rows there are unchanged");
+}
+# pg_restore --data-only: no CREATE EXTENSION, so no note; the first
+# COPY (attempt_data, which has no rows there) is refused all the same, the
+# policy there being no COPY's, and so is every COPY after it
+$dst->safe_psql('postgres', 'CREATE DATABASE rows_data TEMPLATE tpl_rows');
+($out, $err) = run_command([ 'pg_restore', '--data-only', "$tmp/app.dump", '-d',
+	$dst->connstr('rows_data') ]);
+like(
+	$err,
+	qr/ERROR:  extension "retries" already has rows in this database\nDETAIL:  Table retries\.policy_data has rows made before this restore.*\nCommand was: COPY retries\.attempt_data/s,
+	'g: pg_restore --data-only: its first COPY fails, naming the table that has rows made before');
+is(ext_rows($dst, 'rows_data'), $tpl_rows,
+	'g: pg_restore --data-only: no row of the dump is loaded');
+
+$dst->safe_psql('rows_1', 'DROP EXTENSION retries CASCADE; CREATE EXTENSION retries;');
+run_command([ 'pg_restore', "$tmp/app.dump", '-d', $dst->connstr('rows_1') ]);
+is(snapshot($dst, 'rows_1'), $before,
+	'g: once the extension is dropped and made again, a restore works');
 
 $src->stop;
 $dst->stop;

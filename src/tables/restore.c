@@ -24,21 +24,95 @@
  * point drawn at random: an id taken in between is none of the dump's,
  * whose own setval() then puts each sequence back (scatter_ids).
  *
+ * Rows already there.  A restore never mixes its rows with rows that the
+ * extension had before it: the dump's rows would take their ids, and a
+ * restored call could name another role's policy.  So a restore's CREATE
+ * EXTENSION that finds the extension there with rows made before it fails
+ * (55000).  A restore goes on after an error (psql without ON_ERROR_STOP,
+ * pg_restore without --exit-on-error, or with -j, whose other sessions
+ * load the data), so the refusal is noted for the database's extension in
+ * shared memory (RetriesLoads), and while it is, every COPY FROM into the
+ * extension's tables, from any session, fails the same way before it
+ * loads a row.  The note lasts until the extension is dropped (a new one
+ * has another OID) or the server stops.
+ *
+ * Without the note (a restart since, pg_restore --data-only), a COPY FROM
+ * into one of the tables fails, and takes the note, if that table holds
+ * rows made before any restore, or another table does that no COPY has
+ * loaded since the server started: shared memory keeps which tables of
+ * the extension a COPY has loaded, whose rows are then a restore's (a
+ * dump loads each table once, so that each table is empty of the dump's
+ * rows before its own COPY, and the dump's calls are not taken for rows
+ * that its attempts, say, would mix with).  Which rows were made before
+ * any restore, per table (config_tables): those whose id, or the id of
+ * the call they belong to, lies below the range that scatter_ids() draws
+ * from (below 2^44 in the low 48 bits for calls and schedules, below 2^29
+ * for policies), so that the rows that other sessions make during a
+ * restore in several runs do not count; and every row of function_names,
+ * flow_data and event_data, which have no ids, unless the ids are
+ * scattered (restore_ids_scattered: a restore's CREATE EXTENSION has run,
+ * and the dump's setval(), which pg_dump puts after the data, has not
+ * come yet).  A restore that a restart interrupts is refused when it goes
+ * on: its tables loaded so far look as made before.  INSERTs (pg_dump
+ * --inserts) are not caught: only a hook on every statement could.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "base/base.h"
 #include "shmem/shmem.h"
 #include "tables/tables.h"
+
+/*
+ * The place of a call's (or schedule's) id in its range: its low 48 bits
+ * (a Citus node's ids run in a range of their own), of its absolute value
+ * (a worker's entry of call_after_pending is the call's id negated); is it
+ * below the ids that scatter_ids() draws, 2^44 and up?
+ */
+#define CALL_ID_BEFORE(id) \
+	"(pg_catalog.abs(" id ") OPERATOR(pg_catalog.&)" \
+	" ((INT8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))" \
+	" OPERATOR(pg_catalog.<) (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
+
+/*
+ * The extension's configuration tables, and which of a table's rows x were
+ * made before any restore (see "Rows already there" at the top): an SQL
+ * condition, or NULL for every row unless the ids are scattered.  Each
+ * has a bit in RetriesLoads.loaded, by its place here.
+ */
+typedef struct ConfigTable
+{
+	const char *name;
+	const char *before;
+} ConfigTable;
+
+static const ConfigTable config_tables[] = {
+	/* scatter_ids: a quarter of the maximum of an integer sequence */
+	{"policy_data", "x.id OPERATOR(pg_catalog.<) (INT4 '2147483647' OPERATOR(pg_catalog./) 4)"},
+	{"call_data", CALL_ID_BEFORE("x.id")},
+	{"schedule_data", CALL_ID_BEFORE("x.id")},
+	{"attempt_data", CALL_ID_BEFORE("x.call_id")},
+	/* the follower: the call made with after */
+	{"call_after", CALL_ID_BEFORE("x.call_id")},
+	{"call_after_pending", CALL_ID_BEFORE("x.after_id")},
+	{"function_names", NULL},
+	{"flow_data", NULL},
+	{"event_data", NULL},
+};
 
 /* This session holds the extension for a restore */
 static bool hold_noted = false;
@@ -219,21 +293,170 @@ restore_ids_scattered(void)
 }
 
 /*
+ * config_table -- the index in config_tables of relation relid, one of the
+ * extension's configuration tables; -1 if it is none
+ */
+static int
+config_table(Oid relid)
+{
+	Oid			extoid = get_extension_oid("retries", true);
+	char	   *name;
+
+	if (!OidIsValid(extoid) || !OidIsValid(relid) ||
+		getExtensionOfObject(RelationRelationId, relid) != extoid ||
+		(name = get_rel_name(relid)) == NULL)
+		return -1;
+	for (int i = 0; i < (int) lengthof(config_tables); i++)
+		if (strcmp(name, config_tables[i].name) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * table_with_old_rows -- a configuration table of the extension that holds
+ * rows made before any restore, or NULL (see "Rows already there" at the
+ * top): any table but those in 'loaded' (bits of config_tables), which a
+ * restore's COPY loaded, and table 'target' in any case; inside SPI, as
+ * the extension's owner
+ */
+static const char *
+table_with_old_rows(int target, uint32 loaded)
+{
+	Oid			nspoid = schema_retries_oid();
+
+	for (int i = 0; i < (int) lengthof(config_tables); i++)
+	{
+		const ConfigTable *t = &config_tables[i];
+
+		if ((i != target && (loaded & (1U << i)) != 0) ||
+			!OidIsValid(get_relname_relid(t->name, nspoid)) ||
+			(t->before == NULL && restore_ids_scattered()))
+			continue;
+		if (SPI_execute(psprintf("SELECT FROM retries.%s x WHERE %s LIMIT 1",
+								 t->name, t->before != NULL ? t->before : "true"),
+						true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not read table retries.%s", t->name);
+		if (SPI_processed > 0)
+			return t->name;
+	}
+	return NULL;
+}
+
+/*
+ * find_old_rows -- table_with_old_rows(), read as the extension's owner
+ * (the restoring role may not read the tables)
+ */
+static const char *
+find_old_rows(int target, uint32 loaded)
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	const char *found;
+
+	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	found = table_with_old_rows(target, loaded);
+	SPI_finish();
+	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	return found;
+}
+
+/*
+ * refuse_old_rows -- 55000: a restore would mix its rows with the rows of
+ * 'table' made before it (NULL: a restore into the database was refused
+ * so before); noted for the database (see "Rows already there" at the top)
+ */
+static void
+refuse_old_rows(const char *table)
+{
+	if (retries_shared != NULL)
+		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), true, 0);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("extension \"retries\" already has rows in this database"),
+			 table != NULL ?
+			 errdetail("Table retries.%s has rows made before this restore: the restored rows would take their ids, and a restored call could name another policy.",
+					   table) :
+			 errdetail("A restore into this database was refused, since its tables had rows made before it: the restored rows would take their ids, and a restored call could name another policy."),
+			 errhint("Restore into a database created from template0 (createdb -T template0), or drop the extension there first. Until DROP EXTENSION retries (or a restart of the server), COPY into the extension's tables is refused in this database.")));
+}
+
+/*
+ * restore_copy_table -- the relation that the command COPYs into (FROM),
+ * if it is one of the extension's configuration tables; else InvalidOid
+ */
+Oid
+restore_copy_table(Node *parsetree)
+{
+	CopyStmt   *stmt = (CopyStmt *) parsetree;
+	Oid			relid;
+
+	if (!IsA(parsetree, CopyStmt) || !stmt->is_from || stmt->relation == NULL)
+		return InvalidOid;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	return config_table(relid) >= 0 ? relid : InvalidOid;
+}
+
+/*
+ * restore_refuse_copy -- 55000 before a COPY FROM into configuration table
+ * relid loads a row, if a restore into the database was refused, or the
+ * rows would mix with rows made before any restore (see "Rows already
+ * there" at the top).  A role that may not write the table (PostgreSQL
+ * refuses it) learns nothing here.
+ */
+void
+restore_refuse_copy(Oid relid)
+{
+	uint32		loaded = 0;
+	const char *table;
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		return;
+	if (retries_shared != NULL &&
+		shmem_loads(MyDatabaseId, get_extension_oid("retries", false), &loaded))
+		refuse_old_rows(NULL);
+	table = find_old_rows(config_table(relid), loaded);
+	if (table != NULL)
+		refuse_old_rows(table);
+}
+
+/*
+ * restore_copy_loaded -- a COPY FROM has loaded configuration table relid:
+ * its rows are a restore's (see "Rows already there" at the top)
+ */
+void
+restore_copy_loaded(Oid relid)
+{
+	int			i = config_table(relid);
+
+	if (retries_shared != NULL && i >= 0)
+		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
+						 1U << i);
+}
+
+/*
  * restore_hold -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
  *
- * Noted in shared memory, not as a lock: PostgreSQL releases a session
- * lock when a transaction of the session aborts, and a restore goes on
- * after errors.  Only a superuser's CREATE EXTENSION may call it
- * (hooks.c): a role that could hold the extension otherwise could shut
- * every other role out.  Without the library preloaded there is no
- * shared memory, and nothing runs the calls either.
+ * Refused (55000) if the extension has rows made before the restore (see
+ * "Rows already there" at the top).  Noted in shared memory, not as a
+ * lock: PostgreSQL releases a session lock when a transaction of the
+ * session aborts, and a restore goes on after errors.  Only a superuser's
+ * CREATE EXTENSION may call it (hooks.c): a role that could hold the
+ * extension otherwise could shut every other role out.  Without the
+ * library preloaded there is no shared memory, and nothing runs the calls
+ * either.
  */
 void
 restore_hold(void)
 {
 	static bool registered = false;
+	const char *table = find_old_rows(-1, 0);
 
+	if (table != NULL)
+		refuse_old_rows(table);
 	scatter_ids();
 	if (retries_shared == NULL)
 		return;

@@ -15,6 +15,7 @@
 #define RETRIES_TABLES_H
 
 #include "access/xact.h"
+#include "nodes/nodes.h"
 
 /* access.c: the saved identity while acting as the extension's owner */
 typedef struct RetriesUserSwitch
@@ -67,5 +68,8 @@ extern void restore_subxact_end(bool committed, SubTransactionId mySubid,
 extern void restore_before_prepare(void);
 extern pid_t restore_holder(void);
 extern void restore_refuse(void);
+extern Oid	restore_copy_table(Node *parsetree);
+extern void restore_refuse_copy(Oid relid);
+extern void restore_copy_loaded(Oid relid);
 
 #endif							/* RETRIES_TABLES_H */
