@@ -58,7 +58,17 @@
 #      extension's tables and the rows there are unchanged; so with
 #      pg_restore --data-only (no CREATE EXTENSION), from its first COPY,
 #      into a table without rows; after DROP EXTENSION and CREATE
-#      EXTENSION, a restore works.
+#      EXTENSION, a restore works;
+#   h. the owner of a database, not a superuser, with calls of her own and
+#      of a role she is a member of, a policy with a hook, keys and a
+#      schedule: she runs pg_dump -Fc and -Fp; a superuser makes a new
+#      database for her from template0 and the extension in it; she
+#      restores (pg_restore, psql), the only errors those of the schema's
+#      and the extension's statements, the superuser's; the database reads
+#      as the source and the calls run, each as its role.  Her restore of
+#      a dump edited so that a call's role, or a function's owner, is
+#      postgres fails with 42501 and leaves no row in that table; she may
+#      not INSERT into the tables, nor COPY into them with a WHERE.
 #
 # With policies that stored functions as plain oids and no signatures
 # (version 1.0), c fails: the restored policies name no function.
@@ -794,6 +804,114 @@ $dst->safe_psql('rows_1', 'DROP EXTENSION retries CASCADE; CREATE EXTENSION retr
 run_command([ 'pg_restore', "$tmp/app.dump", '-d', $dst->connstr('rows_1') ]);
 is(snapshot($dst, 'rows_1'), $before,
 	'g: once the extension is dropped and made again, a restore works');
+
+###########################################################################
+# h. the owner of a database, not a superuser, dumps it and restores it
+#    into a database that a superuser made for her with the extension in
+#    it; her restore loads only rows of roles she is a member of
+###########################################################################
+
+# their workers would take the slots that the next databases need
+$dst->safe_psql('postgres', "DROP DATABASE $_") for qw(rows_1 rows_2 rows_3 rows_data);
+$dst->safe_psql(
+	'postgres', q{
+CREATE ROLE dbo LOGIN;
+CREATE ROLE dbo_app LOGIN;
+GRANT dbo_app TO dbo;
+CREATE DATABASE owned OWNER dbo;
+});
+$dst->safe_psql('owned', 'CREATE EXTENSION retries');
+# due now: execution is paused, they run once it is on
+$dst->safe_psql(
+	'owned', q{
+SET ROLE dbo;
+CREATE TABLE ran (i int, who text DEFAULT current_user, db text DEFAULT current_database());
+GRANT INSERT ON ran TO dbo_app;
+CREATE FUNCTION work(i int) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran (i) VALUES (i)';
+CREATE FUNCTION gave_up(call_id bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+GRANT EXECUTE ON FUNCTION work(int) TO dbo_app;
+SELECT retries.annotate('work(int)', '3 10ms', on_exhausted => 'gave_up(bigint)');
+SELECT retries.call('work(int)', '[1]');
+SELECT retries.call('work(int)', '[2]', key => 'k');
+SET ROLE dbo_app;
+SELECT retries.call('work(int)', '[3]');
+SELECT retries.call('work(int)', '[4]', key => 'k');
+SELECT retries.schedule('app', 'work(int)', '1 hour', '[5]');
+SELECT retries.pause_schedule('app');
+});
+my $owned = snapshot($dst, 'owned');
+like($owned, qr/"scheduled_by": "dbo_app"/, 'h: the source has calls of dbo_app');
+
+my $as_dbo = sub { $dst->connstr($_[0]) . ' user=dbo' };
+$dst->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/owned.dump", '-d', $as_dbo->('owned') ],
+	'h: the database owner runs pg_dump -Fc');
+$dst->command_ok([ 'pg_dump', '-Fp', '-f', "$tmp/owned.sql", '-d', $as_dbo->('owned') ],
+	'h: and pg_dump -Fp');
+
+# owned_c: pg_restore of the custom dump; owned_p: psql of the plain one;
+# owned_evil, owned_evil2: edited plain dumps.  A superuser makes each and
+# the extension in it; their restores report the statements on the
+# schema and the extension, which are the superuser's, and go on.
+for my $db (qw(owned_c owned_p owned_evil owned_evil2))
+{
+	$dst->safe_psql('postgres', "CREATE DATABASE $db OWNER dbo TEMPLATE template0");
+	$dst->safe_psql($db, 'CREATE EXTENSION retries');
+}
+my $superusers_only = qr/ERROR:  (?!schema "retries" already exists|must be owner of (?:schema|extension) retries)/;
+($out, $err) = run_command([ 'pg_restore', '-d', $as_dbo->('owned_c'), "$tmp/owned.dump" ]);
+unlike($err, $superusers_only, 'h: the database owner runs pg_restore, with no other error')
+  or diag($err);
+($out, $err) = run_command(
+	[ 'psql', '-X', '-q', '-d', $as_dbo->('owned_p'), '-f', "$tmp/owned.sql" ]);
+unlike($err, $superusers_only, 'h: and psql of the plain dump') or diag($err);
+for my $db (qw(owned_c owned_p))
+{
+	is(snapshot($dst, $db), $owned, "h: $db: policies, calls and attempts read as in the source");
+}
+
+# a dump edited so that a call of dbo_app's is the superuser's; and so that
+# the function of the policy and of the calls (whose hook would run as its
+# owner) is the superuser's
+my $super = $dst->safe_psql('postgres', 'SELECT current_user');
+open(my $ofh, '<', "$tmp/owned.sql") or die "cannot read $tmp/owned.sql: $!";
+my $owned_sql = do { local $/; <$ofh> };
+close($ofh);
+for my $evil ([ 'owned_evil', 'call_data', qr/\tdbo_app\t/ ],
+			  [ 'owned_evil2', 'function_names', qr/\tdbo\t/ ])
+{
+	my ($db, $table, $from) = @$evil;
+	(my $edited = $owned_sql) =~ s{(\nCOPY retries\.$table .*?\n\\\.\n)}{
+		(my $block = $1) =~ s/$from/\t$super\t/; $block}se;
+	isnt($edited, $owned_sql, "h: $db: the dump's $table names $super");
+	PostgreSQL::Test::Utils::append_to_file("$tmp/$db.sql", $edited);
+	($out, $err) = run_command([ 'psql', '-X', '-q', '-v', 'VERBOSITY=verbose', '-d',
+		$as_dbo->($db), '-f', "$tmp/$db.sql" ]);
+	like($err, qr/ERROR:  42501: permission denied to load a row naming role $super into table retries\.$table/,
+		"h: $db: the database owner's restore of it fails with 42501");
+	is($dst->safe_psql($db, "SELECT count(*) FROM retries.$table"), '0',
+		"h: $db: and no row of that table is there");
+}
+($ret, $out, $err) = $dst->psql('owned_evil',
+	q{INSERT INTO retries.call_data (policy_id, args, scheduled_by) VALUES (1, '[9]', 'dbo')},
+	extra_params => [ '-U', 'dbo' ]);
+like($err, qr/permission denied for table call_data/,
+	'h: the database owner cannot INSERT into the extension\'s tables');
+($ret, $out, $err) = $dst->psql('owned_evil',
+	"COPY retries.event_data FROM STDIN WHERE pg_catalog.pg_backend_pid() > 0;\n\\.\n",
+	extra_params => [ '-U', 'dbo' ]);
+like($err, qr/permission denied for table event_data/,
+	'h: nor COPY with a WHERE, which would run her expressions');
+$dst->safe_psql('postgres', "DROP DATABASE $_") for qw(owned_evil owned_evil2);
+
+# the restored calls run, each as its role
+set_enabled($dst, 1);
+for my $db (qw(owned_c owned_p))
+{
+	wait_until($dst, $db,
+		q{SELECT string_agg(i || ':' || who || ':' || db, ',' ORDER BY i) FROM ran},
+		"1:dbo:$db,2:dbo:$db,3:dbo_app:$db,4:dbo_app:$db",
+		"h: $db: the restored calls run, as their roles");
+}
 
 $src->stop;
 $dst->stop;

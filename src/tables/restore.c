@@ -56,6 +56,24 @@
  * on: its tables loaded so far look as made before.  INSERTs (pg_dump
  * --inserts) are not caught: only a hook on every statement could.
  *
+ * Restores by the database owner.  She may read the tables, and so dump
+ * her database (GRANTed to pg_database_owner), but not write them: a row
+ * names roles whose calls run, or whose code, or whose calls it changes,
+ * and one naming a role she is not a member of (a call of a superuser's)
+ * would have the extension act as that role.  A superuser makes the
+ * database and the extension (not trusted, it needs one), and her restore
+ * loads the rows with COPY FROM: a COPY of hers into one of the tables,
+ * of data from the client, in a statement of her own, runs as the
+ * extension's owner (copies_as_owner), and before it ends, every row it
+ * loaded is checked (check_loaded_rows: the rows of the current
+ * transaction and command, by xmin and cmin): if one names a role that she
+ * is not a member of (config_tables: the roles of calls, schedules,
+ * events, annotations, and the owners of the functions, calls and
+ * schedules that it names, when those are there), the COPY fails (42501)
+ * and its rows roll back.  Her INSERT stays refused.  She sets the
+ * sequences with setval() (UPDATE, GRANTed): the worst she can do so is
+ * make her own database's new calls fail.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -63,6 +81,7 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -89,29 +108,67 @@
 	" OPERATOR(pg_catalog.<) (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
 
 /*
- * The extension's configuration tables, and which of a table's rows x were
+ * The roles that a row x names through another row, if that row is there
+ * (SQL, of type oid): the owner of the function of key k, the role of
+ * call id, the owner of schedule id
+ */
+#define KEY_OWNER(k) \
+	"(SELECT n.owner::pg_catalog.oid FROM retries.function_names n" \
+	" WHERE n.key OPERATOR(pg_catalog.=) " k ")"
+#define CALL_ROLE(id) \
+	"(SELECT c.scheduled_by::pg_catalog.oid FROM retries.call_data c" \
+	" WHERE c.id OPERATOR(pg_catalog.=) " id ")"
+#define SCHEDULE_OWNER(id) \
+	"(SELECT s.owner::pg_catalog.oid FROM retries.schedule_data s" \
+	" WHERE s.id OPERATOR(pg_catalog.=) " id ")"
+
+/* The roles that a row x of each table names, an SQL VALUES list */
+#define POLICY_ROLES \
+	"(x.annotated_by::pg_catalog.oid), (" KEY_OWNER("x.fn") ")," \
+	" (" KEY_OWNER("x.on_exhausted") "), (" KEY_OWNER("x.delay_fn") ")"
+#define CALL_ROLES \
+	"(x.scheduled_by::pg_catalog.oid), (" KEY_OWNER("x.gate") ")," \
+	" (" SCHEDULE_OWNER("x.schedule_id") ")"
+#define SCHEDULE_ROLES \
+	"(x.owner::pg_catalog.oid), (" KEY_OWNER("x.fn") "), (" CALL_ROLE("x.last_call") ")"
+/* a row of this database's origin is taken by its fn (names.c) */
+#define FUNCTION_ROLES \
+	"(x.owner::pg_catalog.oid), (CASE WHEN x.origin OPERATOR(pg_catalog.=) " \
+	RETRIES_ORIGIN " THEN (SELECT p.proowner FROM pg_catalog.pg_proc p" \
+	" WHERE p.oid OPERATOR(pg_catalog.=) x.fn) END)"
+
+/*
+ * The extension's configuration tables; which of a table's rows x were
  * made before any restore (see "Rows already there" at the top): an SQL
- * condition, or NULL for every row unless the ids are scattered.  Each
- * has a bit in RetriesLoads.loaded, by its place here.
+ * condition, or NULL for every row unless the ids are scattered; and the
+ * roles that a row names (see "Restores by the database owner"): whose
+ * calls run, whose code, whose calls change.  Each table has a bit in
+ * RetriesLoads.loaded, by its place here.
  */
 typedef struct ConfigTable
 {
 	const char *name;
 	const char *before;
+	const char *roles;
 } ConfigTable;
 
+/* scatter_ids: a quarter of the maximum of an integer sequence */
+#define POLICY_BEFORE \
+	"x.id OPERATOR(pg_catalog.<) (INT4 '2147483647' OPERATOR(pg_catalog./) 4)"
+
 static const ConfigTable config_tables[] = {
-	/* scatter_ids: a quarter of the maximum of an integer sequence */
-	{"policy_data", "x.id OPERATOR(pg_catalog.<) (INT4 '2147483647' OPERATOR(pg_catalog./) 4)"},
-	{"call_data", CALL_ID_BEFORE("x.id")},
-	{"schedule_data", CALL_ID_BEFORE("x.id")},
-	{"attempt_data", CALL_ID_BEFORE("x.call_id")},
-	/* the follower: the call made with after */
-	{"call_after", CALL_ID_BEFORE("x.call_id")},
-	{"call_after_pending", CALL_ID_BEFORE("x.after_id")},
-	{"function_names", NULL},
-	{"flow_data", NULL},
-	{"event_data", NULL},
+	{"policy_data", POLICY_BEFORE, POLICY_ROLES},
+	{"call_data", CALL_ID_BEFORE("x.id"), CALL_ROLES},
+	{"schedule_data", CALL_ID_BEFORE("x.id"), SCHEDULE_ROLES},
+	{"attempt_data", CALL_ID_BEFORE("x.call_id"), "(" CALL_ROLE("x.call_id") ")"},
+	/* before: the follower, the call made with after */
+	{"call_after", CALL_ID_BEFORE("x.call_id"),
+	"(" CALL_ROLE("x.after_id") "), (" CALL_ROLE("x.call_id") ")"},
+	{"call_after_pending", CALL_ID_BEFORE("x.after_id"),
+	"(" CALL_ROLE("pg_catalog.abs(x.after_id)") ")"},
+	{"function_names", NULL, FUNCTION_ROLES},
+	{"flow_data", NULL, "(" KEY_OWNER("x.fn") ")"},
+	{"event_data", NULL, "(x.role::pg_catalog.oid)"},
 };
 
 /* This session holds the extension for a restore */
@@ -384,11 +441,11 @@ refuse_old_rows(const char *table)
 }
 
 /*
- * restore_copy_table -- the relation that the command COPYs into (FROM),
- * if it is one of the extension's configuration tables; else InvalidOid
+ * copy_table -- the relation that the command COPYs into (FROM), if it is
+ * one of the extension's configuration tables; else InvalidOid
  */
-Oid
-restore_copy_table(Node *parsetree)
+static Oid
+copy_table(Node *parsetree)
 {
 	CopyStmt   *stmt = (CopyStmt *) parsetree;
 	Oid			relid;
@@ -400,40 +457,143 @@ restore_copy_table(Node *parsetree)
 }
 
 /*
- * restore_refuse_copy -- 55000 before a COPY FROM into configuration table
- * relid loads a row, if a restore into the database was refused, or the
- * rows would mix with rows made before any restore (see "Rows already
- * there" at the top).  A role that may not write the table (PostgreSQL
- * refuses it) learns nothing here.
+ * copies_as_owner -- is this COPY into one of the extension's tables a
+ * database owner's restore, to be run as the extension's owner (see
+ * "Restores by the database owner" at the top)?  Only data from the
+ * client, into a table named with its schema, with no WHERE (which would
+ * run her expressions with the owner's rights), in a statement of her own,
+ * and in a database whose extension has the columns the check reads.
+ */
+static bool
+copies_as_owner(CopyStmt *stmt, bool toplevel)
+{
+	return toplevel && stmt->filename == NULL && !stmt->is_program &&
+		stmt->whereClause == NULL && stmt->relation->schemaname != NULL &&
+		strcmp(stmt->relation->schemaname, "retries") == 0 &&
+		!superuser() && has_privs_of_role(GetUserId(), ROLE_PG_DATABASE_OWNER) &&
+		schema_retries_version() >= SCHEMA_1_6;
+}
+
+/*
+ * restore_copy_begin -- before a utility command: if it is a COPY FROM
+ * into one of the extension's configuration tables, fill in *copy, and
+ * refuse it (55000) if its rows would mix with rows made before any
+ * restore, or a restore into the database was refused (see "Rows already
+ * there" at the top).  A role that may not write the table, and whose
+ * COPY is not a database owner's restore, learns nothing here: PostgreSQL
+ * refuses it.
  */
 void
-restore_refuse_copy(Oid relid)
+restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy)
 {
 	uint32		loaded = 0;
 	const char *table;
 
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+	Oid			relid = copy_table(parsetree);
+
+	memset(copy, 0, sizeof(RestoreCopy));
+	GetUserIdAndSecContext(&copy->userid, &copy->sec_context);
+	copy->table = -1;
+	if (!OidIsValid(relid))
 		return;
+	copy->as_owner = copies_as_owner((CopyStmt *) parsetree, toplevel);
+	if (!copy->as_owner &&
+		pg_class_aclcheck(relid, copy->userid, ACL_INSERT) != ACLCHECK_OK)
+		return;
+	copy->table = config_table(relid);
 	if (retries_shared != NULL &&
 		shmem_loads(MyDatabaseId, get_extension_oid("retries", false), &loaded))
 		refuse_old_rows(NULL);
-	table = find_old_rows(config_table(relid), loaded);
+	table = find_old_rows(copy->table, loaded);
 	if (table != NULL)
 		refuse_old_rows(table);
 }
 
 /*
- * restore_copy_loaded -- a COPY FROM has loaded configuration table relid:
- * its rows are a restore's (see "Rows already there" at the top)
+ * restore_copy_enter -- the COPY of restore_copy_begin() is about to run:
+ * as the extension's owner, if it is a database owner's restore
  */
 void
-restore_copy_loaded(Oid relid)
+restore_copy_enter(RestoreCopy *copy)
 {
-	int			i = config_table(relid);
+	if (!copy->as_owner)
+		return;
+	copy->cid = GetCurrentCommandId(false);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   copy->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
 
-	if (retries_shared != NULL && i >= 0)
+/*
+ * check_loaded_rows -- 42501 if a row that the database owner's COPY
+ * loaded names a role that she is not a member of (see "Restores by the
+ * database owner" at the top); the rows of the COPY are those of the
+ * current (sub)transaction and of its command or later, none having run
+ * since.  As the extension's owner.
+ */
+static void
+check_loaded_rows(const RestoreCopy *copy)
+{
+	const ConfigTable *t = &config_tables[copy->table];
+	TransactionId xid = GetCurrentTransactionIdIfAny();
+	Oid			argtypes[3] = {XIDOID, INT8OID, OIDOID};
+	Datum		values[3];
+	char	   *role = NULL;
+
+	if (!TransactionIdIsValid(xid))
+		return;					/* it loaded no row */
+	values[0] = TransactionIdGetDatum(xid);
+	values[1] = Int64GetDatum((int64) copy->cid);
+	values[2] = ObjectIdGetDatum(copy->userid);
+	SPI_connect();
+	if (SPI_execute_with_args(psprintf("SELECT r.role::pg_catalog.regrole::pg_catalog.text"
+									   " FROM retries.%s x, LATERAL (VALUES %s) r(role)"
+									   " WHERE x.xmin OPERATOR(pg_catalog.=) $1"
+									   " AND x.cmin::pg_catalog.text::pg_catalog.int8"
+									   "  OPERATOR(pg_catalog.>=) $2"
+									   " AND NOT pg_catalog.pg_has_role($3, r.role, 'MEMBER')"
+									   " LIMIT 1", t->name, t->roles),
+							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the rows loaded into table retries.%s", t->name);
+	if (SPI_processed > 0)
+		role = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	SPI_finish();
+	if (role != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to load a row naming role %s into table retries.%s",
+						role, t->name),
+				 errdetail("Role \"%s\" is not a member of role %s: the row would have the extension run code as that role, or change its calls.",
+						   GetUserNameFromId(copy->userid, false), role),
+				 errhint("Have a superuser restore the dump.")));
+}
+
+/*
+ * restore_copy_done -- the COPY of restore_copy_begin() has run: its rows
+ * are checked if it was a database owner's restore, and the table is
+ * noted as loaded (see the top)
+ */
+void
+restore_copy_done(const RestoreCopy *copy)
+{
+	if (copy->table < 0)
+		return;
+	if (copy->as_owner)
+		check_loaded_rows(copy);
+	if (retries_shared != NULL)
 		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
-						 1U << i);
+						 1U << copy->table);
+}
+
+/*
+ * restore_copy_leave -- after the COPY of restore_copy_begin(), whether it
+ * ended or failed: back to the role that runs it
+ */
+void
+restore_copy_leave(const RestoreCopy *copy)
+{
+	if (copy->as_owner)
+		SetUserIdAndSecContext(copy->userid, copy->sec_context);
 }
 
 /*
