@@ -19,6 +19,9 @@
  *   role's stream of due calls cannot hold them back.  Index
  *   call_data_low_by_role finds each role's earliest such call, as
  *   call_data_due_by_role does for the others.
+ *
+ * And the database owner may dump and restore her database with the
+ * extension in it (doc/operations.md, "Restore from pg_dump").
  */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
@@ -285,3 +288,19 @@ COMMENT ON VIEW retries.cluster_calls IS
 COMMENT ON COLUMN retries.cluster_calls.node_group IS
 	'the Citus node group whose node holds and runs the call (0: the coordinator; without Citus, 0)';
 GRANT SELECT ON retries.cluster_calls TO PUBLIC;
+
+/*
+ * The database owner may pg_dump her database: a dump holds every role's
+ * calls, so whoever may dump the database reads them, and she reads the
+ * tables, every role's rows (doc/reference.md, "Security model").  She
+ * may set the id sequences, as her restore does: the worst she can do so
+ * is make her database's new calls fail, which she could do by dropping
+ * it.  She may not INSERT: her restore's COPY is checked (src/hooks.c,
+ * src/tables/restore.c).
+ */
+GRANT SELECT ON retries.policy_data, retries.call_data, retries.attempt_data,
+	retries.schedule_data, retries.call_after, retries.call_after_pending,
+	retries.flow_data, retries.function_names, retries.event_data
+	TO pg_database_owner;
+GRANT SELECT, UPDATE ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
+	retries.schedule_data_id_seq TO pg_database_owner;

@@ -26,6 +26,11 @@
  *   are refused before they lock one of the extension's tables, so that a
  *   role cannot queue a lock that every worker would wait behind.
  *
+ * - A restore's CREATE EXTENSION holds the extension, or is refused if it
+ *   has rows already, and a COPY FROM into its tables is refused then; a
+ *   database owner's COPY FROM into them runs as their owner, its rows
+ *   checked (restore.c).
+ *
  * - Inside a worker, the sandbox of an attempt learns of the commands that
  *   leave something for the end of the transaction (sandbox.c).
  *
@@ -539,11 +544,15 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				QueryCompletion *qc)
 {
 	Oid			dboid;
+	RestoreCopy copy;
 
 	if (runner_is_child())
 		runner_check_utility(pstmt->utilityStmt);
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
+	/* a restore's rows never mix with rows there before (restore.c) */
+	restore_copy_begin(pstmt->utilityStmt, context == PROCESS_UTILITY_TOPLEVEL,
+					   &copy);
 	if (IsA(pstmt->utilityStmt, DropStmt) && names_this_extension(pstmt->utilityStmt))
 		colocate_drop_mailboxes();
 	dboid = workers_in_the_way(pstmt->utilityStmt);
@@ -563,15 +572,18 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	call_insert_pause(pstmt->utilityStmt);
 	PG_TRY();
 	{
+		restore_copy_enter(&copy);
 		if (prev_ProcessUtility)
 			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
 		else
 			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 									params, queryEnv, dest, qc);
+		restore_copy_done(&copy);
 	}
 	PG_FINALLY();
 	{
+		restore_copy_leave(&copy);
 		call_insert_resume(pstmt->utilityStmt);
 	}
 	PG_END_TRY();

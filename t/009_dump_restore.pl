@@ -41,14 +41,34 @@
 #      holds nothing; the same restore into a database that has the
 #      extension already (from template1) with row_security on is held too;
 #      a superuser's CREATE EXTENSION IF NOT EXISTS rolled back (whole or
-#      to a savepoint) holds nothing and leaves the sequences alone, and
+#      to a savepoint) in a database whose extension has no rows holds
+#      nothing and leaves the sequences alone, and
 #      one run by a SECURITY DEFINER function for another role holds
 #      nothing;
 #   f. a restore in several runs (pg_restore --section=pre-data, then the
 #      rest), with a role annotating, scheduling and calling in between:
 #      the data loads (the restored CREATE EXTENSION moved the id sequences
 #      to a random point far above the dump's ids), the victim's rows name
-#      its own functions, and new ids go on from the dump's.
+#      its own functions, and new ids go on from the dump's;
+#   g. a restore into a database whose extension has rows already (from
+#      a template that has them: a policy, a call), by psql without
+#      ON_ERROR_STOP, pg_restore, and pg_restore -j 2: its CREATE
+#      EXTENSION fails with 55000 naming the reason, its COPYs fail (in
+#      the other sessions of -j too), no row of the dump is in any of the
+#      extension's tables and the rows there are unchanged; so with
+#      pg_restore --data-only (no CREATE EXTENSION), from its first COPY,
+#      into a table without rows; after DROP EXTENSION and CREATE
+#      EXTENSION, a restore works;
+#   h. the owner of a database, not a superuser, with calls of her own and
+#      of a role she is a member of, a policy with a hook, keys and a
+#      schedule: she runs pg_dump -Fc and -Fp; a superuser makes a new
+#      database for her from template0 and the extension in it; she
+#      restores (pg_restore, psql), the only errors those of the schema's
+#      and the extension's statements, the superuser's; the database reads
+#      as the source and the calls run, each as its role.  Her restore of
+#      a dump edited so that a call's role, or a function's owner, is
+#      postgres fails with 42501 and leaves no row in that table; she may
+#      not INSERT into the tables, nor COPY into them with a WHERE.
 #
 # With policies that stored functions as plain oids and no signatures
 # (version 1.0), c fails: the restored policies name no function.
@@ -109,6 +129,19 @@ SELECT * FROM retries.attempts ORDER BY call_id, attempt;
 SELECT * FROM retries.attempt_data ORDER BY call_id, attempt;
 SELECT * FROM retries.call_after ORDER BY after_id, call_id;
 });
+}
+
+# ext_rows(NODE, DB): every row of the extension's tables, as text; but
+# the origin of function_names, which the workers of a database made from
+# a template write anew
+sub ext_rows
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db,
+		join(";\n",
+			map { "SELECT '$_', string_agg((to_jsonb(x) - 'origin')::text, ',' ORDER BY (to_jsonb(x) - 'origin')::text) FROM retries.$_ x" }
+			  qw(policy_data call_data attempt_data schedule_data call_after
+			  call_after_pending flow_data function_names event_data)));
 }
 
 ###########################################################################
@@ -603,24 +636,33 @@ is( $dst->safe_psql('held',
 $player->quit;
 
 # a superuser's CREATE EXTENSION under pg_dump's settings whose transaction
-# rolls back holds nothing after it (the session goes on, connected)
+# rolls back holds nothing after it (the session goes on, connected); in a
+# database whose extension has no rows (with rows, it is refused: g), its
+# sequences used
+$dst->safe_psql('postgres', 'CREATE DATABASE undo');
+$dst->safe_psql(
+	'undo', q{
+CREATE EXTENSION retries;
+SELECT nextval('retries.policy_data_id_seq'), nextval('retries.call_data_id_seq'),
+	nextval('retries.schedule_data_id_seq');
+});
 my $sequences = q{SELECT string_agg(last_value::text, ',' ORDER BY sequencename)
   FROM pg_sequences WHERE schemaname = 'retries'};
-my $before_undone = $dst->safe_psql('held', $sequences);
-my $undone = $dst->background_psql('held', on_error_stop => 0);
+my $before_undone = $dst->safe_psql('undo', $sequences);
+my $undone = $dst->background_psql('undo', on_error_stop => 0);
 $undone->query(q{SET check_function_bodies = off;
 BEGIN; CREATE EXTENSION IF NOT EXISTS retries; ROLLBACK;});
-is($dst->safe_psql('held', $sequences), $before_undone,
+is($dst->safe_psql('undo', $sequences), $before_undone,
 	'e: a CREATE EXTENSION rolled back leaves the id sequences where they were');
-($ret, $out, $err) = $dst->psql('held',
-	as_role('alice', q{SELECT retries.call('ok(int)', '[502]') IS NOT NULL}));
-is("$out$err", 't', 'e: and holds nothing');
+# cancel() of a call that is not there: refused while held
+($ret, $out, $err) = $dst->psql('undo', q{SELECT retries.cancel(1)});
+like($err, qr/call 1 does not exist/, 'e: and holds nothing');
 # ... nor one rolled back to a savepoint
 $undone->query(q{BEGIN; SAVEPOINT s; CREATE EXTENSION IF NOT EXISTS retries;
 ROLLBACK TO s; COMMIT;});
-($ret, $out, $err) = $dst->psql('held',
-	as_role('alice', q{SELECT retries.call('ok(int)', '[503]') IS NOT NULL}));
-is("$out$err", 't', 'e: a CREATE EXTENSION rolled back to a savepoint holds nothing');
+($ret, $out, $err) = $dst->psql('undo', q{SELECT retries.cancel(1)});
+like($err, qr/call 1 does not exist/,
+	'e: a CREATE EXTENSION rolled back to a savepoint holds nothing');
 $undone->quit;
 
 # a superuser's SECURITY DEFINER function that makes the extension, called
@@ -703,6 +745,173 @@ is( $dst->safe_psql(
 SET ROLE victim;
 SELECT retries.call('v2()', run_at => now() + interval '1 hour')}),
 	$last_id + 1, 'f: and new ids go on from the dump\'s');
+
+###########################################################################
+# g. a restore into a database whose extension has rows already (made
+#    from a template that has the extension, a policy and a call): its
+#    CREATE EXTENSION fails (55000) and no COPY loads a row, whether the
+#    restore goes on after errors (psql without ON_ERROR_STOP, pg_restore
+#    without --exit-on-error) or loads the data in other sessions
+#    (pg_restore -j 2); once the extension is dropped and made again, the
+#    restore works
+###########################################################################
+
+# their workers would take the slots that the next databases need
+$dst->safe_psql('postgres', "DROP DATABASE $_") for qw(restored plain held held2 undo fsrc fdst);
+$dst->safe_psql('postgres', 'CREATE DATABASE tpl_rows');
+$dst->safe_psql(
+	'tpl_rows', q{
+CREATE EXTENSION retries;
+CREATE FUNCTION mine(i int) RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('mine(int)', '3 1s');
+SELECT retries.call('mine(int)', '[1]', run_at => now() + interval '1 day');
+});
+$dst->safe_psql('postgres', 'ALTER DATABASE tpl_rows IS_TEMPLATE true');
+my $tpl_rows = ext_rows($dst, 'tpl_rows');
+my $n = 0;
+for my $case (
+	[ 'psql', [ 'psql', '-X', '-q', '-f', "$tmp/app.sql", '-d' ] ],
+	[ 'pg_restore', [ 'pg_restore', "$tmp/app.dump", '-d' ] ],
+	[ 'pg_restore -j 2', [ 'pg_restore', '-j', '2', "$tmp/app.dump", '-d' ] ])
+{
+	my ($name, $command) = @$case;
+	my $db = 'rows_' . ++$n;
+	$dst->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE tpl_rows");
+	my ($out, $err) = run_command([ @$command, $dst->connstr($db) ]);
+	like(
+		$err,
+		qr/ERROR:  extension "retries" already has rows in this database\n.*DETAIL:  Table retries\.policy_data has rows made before this restore: the restored rows would take their ids, and a restored call could name another policy\./,
+		"g: $name: the restore's CREATE EXTENSION fails, naming the rows there");
+	like($err, qr/DETAIL:  A restore into this database was refused/,
+		"g: $name: and so do its COPYs");
+	is(ext_rows($dst, $db), $tpl_rows,
+		"g: $name: no row of the dump is loaded, and the rows there are unchanged");
+}
+# pg_restore --data-only: no CREATE EXTENSION, so no note; the first
+# COPY (attempt_data, which has no rows there) is refused all the same, the
+# policy there being no COPY's, and so is every COPY after it
+$dst->safe_psql('postgres', 'CREATE DATABASE rows_data TEMPLATE tpl_rows');
+($out, $err) = run_command([ 'pg_restore', '--data-only', "$tmp/app.dump", '-d',
+	$dst->connstr('rows_data') ]);
+like(
+	$err,
+	qr/ERROR:  extension "retries" already has rows in this database\nDETAIL:  Table retries\.policy_data has rows made before this restore.*\nCommand was: COPY retries\.attempt_data/s,
+	'g: pg_restore --data-only: its first COPY fails, naming the table that has rows made before');
+is(ext_rows($dst, 'rows_data'), $tpl_rows,
+	'g: pg_restore --data-only: no row of the dump is loaded');
+
+$dst->safe_psql('rows_1', 'DROP EXTENSION retries CASCADE; CREATE EXTENSION retries;');
+run_command([ 'pg_restore', "$tmp/app.dump", '-d', $dst->connstr('rows_1') ]);
+is(snapshot($dst, 'rows_1'), $before,
+	'g: once the extension is dropped and made again, a restore works');
+
+###########################################################################
+# h. the owner of a database, not a superuser, dumps it and restores it
+#    into a database that a superuser made for her with the extension in
+#    it; her restore loads only rows of roles she is a member of
+###########################################################################
+
+# their workers would take the slots that the next databases need
+$dst->safe_psql('postgres', "DROP DATABASE $_") for qw(rows_1 rows_2 rows_3 rows_data);
+$dst->safe_psql(
+	'postgres', q{
+CREATE ROLE dbo LOGIN;
+CREATE ROLE dbo_app LOGIN;
+GRANT dbo_app TO dbo;
+CREATE DATABASE owned OWNER dbo;
+});
+$dst->safe_psql('owned', 'CREATE EXTENSION retries');
+# due now: execution is paused, they run once it is on
+$dst->safe_psql(
+	'owned', q{
+SET ROLE dbo;
+CREATE TABLE ran (i int, who text DEFAULT current_user, db text DEFAULT current_database());
+GRANT INSERT ON ran TO dbo_app;
+CREATE FUNCTION work(i int) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran (i) VALUES (i)';
+CREATE FUNCTION gave_up(call_id bigint) RETURNS void LANGUAGE sql AS 'SELECT';
+GRANT EXECUTE ON FUNCTION work(int) TO dbo_app;
+SELECT retries.annotate('work(int)', '3 10ms', on_exhausted => 'gave_up(bigint)');
+SELECT retries.call('work(int)', '[1]');
+SELECT retries.call('work(int)', '[2]', key => 'k');
+SET ROLE dbo_app;
+SELECT retries.call('work(int)', '[3]');
+SELECT retries.call('work(int)', '[4]', key => 'k');
+SELECT retries.schedule('app', 'work(int)', '1 hour', '[5]');
+SELECT retries.pause_schedule('app');
+});
+my $owned = snapshot($dst, 'owned');
+like($owned, qr/"scheduled_by": "dbo_app"/, 'h: the source has calls of dbo_app');
+
+my $as_dbo = sub { $dst->connstr($_[0]) . ' user=dbo' };
+$dst->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/owned.dump", '-d', $as_dbo->('owned') ],
+	'h: the database owner runs pg_dump -Fc');
+$dst->command_ok([ 'pg_dump', '-Fp', '-f', "$tmp/owned.sql", '-d', $as_dbo->('owned') ],
+	'h: and pg_dump -Fp');
+
+# owned_c: pg_restore of the custom dump; owned_p: psql of the plain one;
+# owned_evil, owned_evil2: edited plain dumps.  A superuser makes each and
+# the extension in it; their restores report the statements on the
+# schema and the extension, which are the superuser's, and go on.
+for my $db (qw(owned_c owned_p owned_evil owned_evil2))
+{
+	$dst->safe_psql('postgres', "CREATE DATABASE $db OWNER dbo TEMPLATE template0");
+	$dst->safe_psql($db, 'CREATE EXTENSION retries');
+}
+my $superusers_only = qr/ERROR:  (?!schema "retries" already exists|must be owner of (?:schema|extension) retries)/;
+($out, $err) = run_command([ 'pg_restore', '-d', $as_dbo->('owned_c'), "$tmp/owned.dump" ]);
+unlike($err, $superusers_only, 'h: the database owner runs pg_restore, with no other error')
+  or diag($err);
+($out, $err) = run_command(
+	[ 'psql', '-X', '-q', '-d', $as_dbo->('owned_p'), '-f', "$tmp/owned.sql" ]);
+unlike($err, $superusers_only, 'h: and psql of the plain dump') or diag($err);
+for my $db (qw(owned_c owned_p))
+{
+	is(snapshot($dst, $db), $owned, "h: $db: policies, calls and attempts read as in the source");
+}
+
+# a dump edited so that a call of dbo_app's is the superuser's; and so that
+# the function of the policy and of the calls (whose hook would run as its
+# owner) is the superuser's
+my $super = $dst->safe_psql('postgres', 'SELECT current_user');
+open(my $ofh, '<', "$tmp/owned.sql") or die "cannot read $tmp/owned.sql: $!";
+my $owned_sql = do { local $/; <$ofh> };
+close($ofh);
+for my $evil ([ 'owned_evil', 'call_data', qr/\tdbo_app\t/ ],
+			  [ 'owned_evil2', 'function_names', qr/\tdbo\t/ ])
+{
+	my ($db, $table, $from) = @$evil;
+	(my $edited = $owned_sql) =~ s{(\nCOPY retries\.$table .*?\n\\\.\n)}{
+		(my $block = $1) =~ s/$from/\t$super\t/; $block}se;
+	isnt($edited, $owned_sql, "h: $db: the dump's $table names $super");
+	PostgreSQL::Test::Utils::append_to_file("$tmp/$db.sql", $edited);
+	($out, $err) = run_command([ 'psql', '-X', '-q', '-v', 'VERBOSITY=verbose', '-d',
+		$as_dbo->($db), '-f', "$tmp/$db.sql" ]);
+	like($err, qr/ERROR:  42501: permission denied to load a row naming role $super into table retries\.$table/,
+		"h: $db: the database owner's restore of it fails with 42501");
+	is($dst->safe_psql($db, "SELECT count(*) FROM retries.$table"), '0',
+		"h: $db: and no row of that table is there");
+}
+($ret, $out, $err) = $dst->psql('owned_evil',
+	q{INSERT INTO retries.call_data (policy_id, args, scheduled_by) VALUES (1, '[9]', 'dbo')},
+	extra_params => [ '-U', 'dbo' ]);
+like($err, qr/permission denied for table call_data/,
+	'h: the database owner cannot INSERT into the extension\'s tables');
+($ret, $out, $err) = $dst->psql('owned_evil',
+	"COPY retries.event_data FROM STDIN WHERE pg_catalog.pg_backend_pid() > 0;\n\\.\n",
+	extra_params => [ '-U', 'dbo' ]);
+like($err, qr/permission denied for table event_data/,
+	'h: nor COPY with a WHERE, which would run her expressions');
+$dst->safe_psql('postgres', "DROP DATABASE $_") for qw(owned_evil owned_evil2);
+
+# the restored calls run, each as its role
+set_enabled($dst, 1);
+for my $db (qw(owned_c owned_p))
+{
+	wait_until($dst, $db,
+		q{SELECT string_agg(i || ':' || who || ':' || db, ',' ORDER BY i) FROM ran},
+		"1:dbo:$db,2:dbo:$db,3:dbo_app:$db,4:dbo_app:$db",
+		"h: $db: the restored calls run, as their roles");
+}
 
 $src->stop;
 $dst->stop;

@@ -57,6 +57,7 @@ typedef enum RetriesSchemaVersion
 } RetriesSchemaVersion;
 
 extern Oid	schema_retries_oid(void);
+extern Oid	schema_retries_owner(void);
 extern RetriesSchemaVersion schema_retries_version(void);
 extern Oid	schema_command_oid(void);
 extern void schema_refuse_command(Oid fnoid, const char *argname);

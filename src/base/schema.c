@@ -14,7 +14,9 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -38,6 +40,25 @@ schema_retries_oid(void)
 				 errmsg("extension \"retries\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION retries.")));
 	return nspoid;
+}
+
+/*
+ * schema_retries_owner -- the owner of schema retries, who owns the
+ * extension's objects
+ */
+Oid
+schema_retries_owner(void)
+{
+	Oid			nspoid = schema_retries_oid();
+	HeapTuple	tup;
+	Oid			owner;
+
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for namespace %u", nspoid);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
 }
 
 /*

@@ -405,6 +405,61 @@ shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
 }
 
 /*
+ * shmem_note_loads -- note what a restore did to database dboid's
+ * extension extoid: refused it, or loaded tables 'loaded' (bits), added to
+ * what is noted of that extension; in place of the oldest entry when
+ * there is no room
+ */
+void
+shmem_note_loads(Oid dboid, Oid extoid, bool refused, uint32 loaded)
+{
+	RetriesLoads *entry = NULL;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RETRIES_MAX_DATABASES && entry == NULL; i++)
+		if (retries_shared->loads[i].dboid == dboid)
+			entry = &retries_shared->loads[i];
+	if (entry == NULL)
+	{
+		entry = &retries_shared->loads[retries_shared->next_loads];
+		retries_shared->next_loads =
+			(retries_shared->next_loads + 1) % RETRIES_MAX_DATABASES;
+	}
+	if (entry->dboid != dboid || entry->extoid != extoid)
+		memset(entry, 0, sizeof(RetriesLoads));
+	entry->dboid = dboid;
+	entry->extoid = extoid;
+	entry->refused |= refused;
+	entry->loaded |= loaded;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_loads -- whether a restore of database dboid's extension extoid
+ * was refused; *loaded, the tables that a COPY has loaded (bits)
+ */
+bool
+shmem_loads(Oid dboid, Oid extoid, uint32 *loaded)
+{
+	bool		refused = false;
+
+	*loaded = 0;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesLoads *entry = &retries_shared->loads[i];
+
+		if (entry->dboid == dboid && entry->extoid == extoid)
+		{
+			refused = entry->refused;
+			*loaded = entry->loaded;
+		}
+	}
+	LWLockRelease(retries_shared->lock);
+	return refused;
+}
+
+/*
  * shmem_wake_workers -- wake every worker of a database, so that a call
  * or schedule just committed is picked up at once; 'why' is WAKE_CALLS,
  * WAKE_FIRE or both (the flags first: see RetriesWorker.woken; SetLatch()

@@ -209,6 +209,19 @@ typedef struct RetriesRestore
 	pid_t		pid;
 } RetriesRestore;
 
+/*
+ * What restores did to a database's extension (see "Rows already there"
+ * in restore.c): whether one was refused, and which of its tables a COPY
+ * has loaded.  A ring: when it is full, the oldest entry is forgotten.
+ */
+typedef struct RetriesLoads
+{
+	Oid			dboid;			/* InvalidOid: free */
+	Oid			extoid;			/* the extension, of the database */
+	bool		refused;		/* a restore was refused */
+	uint32		loaded;			/* a bit per table (restore.c) */
+} RetriesLoads;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -223,6 +236,8 @@ typedef struct RetriesShared
 	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
 	pg_atomic_uint32 nrestores; /* entries of restores[] in use */
 	RetriesRestore restores[RETRIES_MAX_DATABASES];
+	int			next_loads;		/* where the next entry goes */
+	RetriesLoads loads[RETRIES_MAX_DATABASES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
 	int			ninterrupted;	/* entries in use */
 	int			next_interrupted;	/* where the next entry goes */
@@ -269,6 +284,8 @@ extern uint64 shmem_names_generation(Oid dboid);
 extern bool shmem_note_restore(Oid dboid);
 extern void shmem_forget_restores(void);
 extern pid_t shmem_restoring(Oid dboid);
+extern void shmem_note_loads(Oid dboid, Oid extoid, bool refused, uint32 loaded);
+extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
 
 /*
  * Why a database's workers are woken: calls made or due again, which a

@@ -55,24 +55,14 @@ PG_FUNCTION_INFO_V1(retries_grant_as_user);
 void
 access_become_owner(RetriesUserSwitch *save)
 {
-	HeapTuple	tup;
-	Oid			owner;
-	Oid			nspoid = schema_retries_oid();
-
 	/*
 	 * every time: a transaction begun before a restore that drops and makes
 	 * the extension again (pg_dump --clean) lives on through it
 	 */
 	restore_refuse();
 
-	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspoid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for namespace %u", nspoid);
-	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
-	ReleaseSysCache(tup);
-
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
-	SetUserIdAndSecContext(owner,
+	SetUserIdAndSecContext(schema_retries_owner(),
 						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
 

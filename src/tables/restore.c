@@ -24,21 +24,152 @@
  * point drawn at random: an id taken in between is none of the dump's,
  * whose own setval() then puts each sequence back (scatter_ids).
  *
+ * Rows already there.  A restore never mixes its rows with rows that the
+ * extension had before it: the dump's rows would take their ids, and a
+ * restored call could name another role's policy.  So a restore's CREATE
+ * EXTENSION that finds the extension there with rows made before it fails
+ * (55000).  A restore goes on after an error (psql without ON_ERROR_STOP,
+ * pg_restore without --exit-on-error, or with -j, whose other sessions
+ * load the data), so the refusal is noted for the database's extension in
+ * shared memory (RetriesLoads), and while it is, every COPY FROM into the
+ * extension's tables, from any session, fails the same way before it
+ * loads a row.  The note lasts until the extension is dropped (a new one
+ * has another OID) or the server stops.
+ *
+ * Without the note (a restart since, pg_restore --data-only), a COPY FROM
+ * into one of the tables fails, and takes the note, if that table holds
+ * rows made before any restore, or another table does that no COPY has
+ * loaded since the server started: shared memory keeps which tables of
+ * the extension a COPY has loaded, whose rows are then a restore's (a
+ * dump loads each table once, so that each table is empty of the dump's
+ * rows before its own COPY, and the dump's calls are not taken for rows
+ * that its attempts, say, would mix with).  Which rows were made before
+ * any restore, per table (config_tables): those whose id, or the id of
+ * the call they belong to, lies below the range that scatter_ids() draws
+ * from (below 2^44 in the low 48 bits for calls and schedules, below 2^29
+ * for policies), so that the rows that other sessions make during a
+ * restore in several runs do not count; and every row of function_names,
+ * flow_data and event_data, which have no ids, unless the ids are
+ * scattered (restore_ids_scattered: a restore's CREATE EXTENSION has run,
+ * and the dump's setval(), which pg_dump puts after the data, has not
+ * come yet).  A restore that a restart interrupts is refused when it goes
+ * on: its tables loaded so far look as made before.  INSERTs (pg_dump
+ * --inserts) are not caught: only a hook on every statement could.
+ *
+ * Restores by the database owner.  She may read the tables, and so dump
+ * her database (GRANTed to pg_database_owner), but not write them: a row
+ * names roles whose calls run, or whose code, or whose calls it changes,
+ * and one naming a role she is not a member of (a call of a superuser's)
+ * would have the extension act as that role.  A superuser makes the
+ * database and the extension (not trusted, it needs one), and her restore
+ * loads the rows with COPY FROM: a COPY of hers into one of the tables,
+ * of data from the client, in a statement of her own, runs as the
+ * extension's owner (copies_as_owner), and before it ends, every row it
+ * loaded is checked (check_loaded_rows: the rows of the current
+ * transaction and command, by xmin and cmin): if one names a role that she
+ * is not a member of (config_tables: the roles of calls, schedules,
+ * events, annotations, and the owners of the functions, calls and
+ * schedules that it names, when those are there), the COPY fails (42501)
+ * and its rows roll back.  Her INSERT stays refused.  She sets the
+ * sequences with setval() (UPDATE, GRANTed): the worst she can do so is
+ * make her own database's new calls fail.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "base/base.h"
 #include "shmem/shmem.h"
 #include "tables/tables.h"
+
+/*
+ * The place of a call's (or schedule's) id in its range: its low 48 bits
+ * (a Citus node's ids run in a range of their own), of its absolute value
+ * (a worker's entry of call_after_pending is the call's id negated); is it
+ * below the ids that scatter_ids() draws, 2^44 and up?
+ */
+#define CALL_ID_BEFORE(id) \
+	"(pg_catalog.abs(" id ") OPERATOR(pg_catalog.&)" \
+	" ((INT8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))" \
+	" OPERATOR(pg_catalog.<) (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
+
+/*
+ * The roles that a row x names through another row, if that row is there
+ * (SQL, of type oid): the owner of the function of key k, the role of
+ * call id, the owner of schedule id
+ */
+#define KEY_OWNER(k) \
+	"(SELECT n.owner::pg_catalog.oid FROM retries.function_names n" \
+	" WHERE n.key OPERATOR(pg_catalog.=) " k ")"
+#define CALL_ROLE(id) \
+	"(SELECT c.scheduled_by::pg_catalog.oid FROM retries.call_data c" \
+	" WHERE c.id OPERATOR(pg_catalog.=) " id ")"
+#define SCHEDULE_OWNER(id) \
+	"(SELECT s.owner::pg_catalog.oid FROM retries.schedule_data s" \
+	" WHERE s.id OPERATOR(pg_catalog.=) " id ")"
+
+/* The roles that a row x of each table names, an SQL VALUES list */
+#define POLICY_ROLES \
+	"(x.annotated_by::pg_catalog.oid), (" KEY_OWNER("x.fn") ")," \
+	" (" KEY_OWNER("x.on_exhausted") "), (" KEY_OWNER("x.delay_fn") ")"
+#define CALL_ROLES \
+	"(x.scheduled_by::pg_catalog.oid), (" KEY_OWNER("x.gate") ")," \
+	" (" SCHEDULE_OWNER("x.schedule_id") ")"
+#define SCHEDULE_ROLES \
+	"(x.owner::pg_catalog.oid), (" KEY_OWNER("x.fn") "), (" CALL_ROLE("x.last_call") ")"
+/* a row of this database's origin is taken by its fn (names.c) */
+#define FUNCTION_ROLES \
+	"(x.owner::pg_catalog.oid), (CASE WHEN x.origin OPERATOR(pg_catalog.=) " \
+	RETRIES_ORIGIN " THEN (SELECT p.proowner FROM pg_catalog.pg_proc p" \
+	" WHERE p.oid OPERATOR(pg_catalog.=) x.fn) END)"
+
+/*
+ * The extension's configuration tables; which of a table's rows x were
+ * made before any restore (see "Rows already there" at the top): an SQL
+ * condition, or NULL for every row unless the ids are scattered; and the
+ * roles that a row names (see "Restores by the database owner"): whose
+ * calls run, whose code, whose calls change.  Each table has a bit in
+ * RetriesLoads.loaded, by its place here.
+ */
+typedef struct ConfigTable
+{
+	const char *name;
+	const char *before;
+	const char *roles;
+} ConfigTable;
+
+/* scatter_ids: a quarter of the maximum of an integer sequence */
+#define POLICY_BEFORE \
+	"x.id OPERATOR(pg_catalog.<) (INT4 '2147483647' OPERATOR(pg_catalog./) 4)"
+
+static const ConfigTable config_tables[] = {
+	{"policy_data", POLICY_BEFORE, POLICY_ROLES},
+	{"call_data", CALL_ID_BEFORE("x.id"), CALL_ROLES},
+	{"schedule_data", CALL_ID_BEFORE("x.id"), SCHEDULE_ROLES},
+	{"attempt_data", CALL_ID_BEFORE("x.call_id"), "(" CALL_ROLE("x.call_id") ")"},
+	/* before: the follower, the call made with after */
+	{"call_after", CALL_ID_BEFORE("x.call_id"),
+	"(" CALL_ROLE("x.after_id") "), (" CALL_ROLE("x.call_id") ")"},
+	{"call_after_pending", CALL_ID_BEFORE("x.after_id"),
+	"(" CALL_ROLE("pg_catalog.abs(x.after_id)") ")"},
+	{"function_names", NULL, FUNCTION_ROLES},
+	{"flow_data", NULL, "(" KEY_OWNER("x.fn") ")"},
+	{"event_data", NULL, "(x.role::pg_catalog.oid)"},
+};
 
 /* This session holds the extension for a restore */
 static bool hold_noted = false;
@@ -219,21 +350,273 @@ restore_ids_scattered(void)
 }
 
 /*
+ * config_table -- the index in config_tables of relation relid, one of the
+ * extension's configuration tables; -1 if it is none
+ */
+static int
+config_table(Oid relid)
+{
+	Oid			extoid = get_extension_oid("retries", true);
+	char	   *name;
+
+	if (!OidIsValid(extoid) || !OidIsValid(relid) ||
+		getExtensionOfObject(RelationRelationId, relid) != extoid ||
+		(name = get_rel_name(relid)) == NULL)
+		return -1;
+	for (int i = 0; i < (int) lengthof(config_tables); i++)
+		if (strcmp(name, config_tables[i].name) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * table_with_old_rows -- a configuration table of the extension that holds
+ * rows made before any restore, or NULL (see "Rows already there" at the
+ * top): any table but those in 'loaded' (bits of config_tables), which a
+ * restore's COPY loaded, and table 'target' in any case; inside SPI, as
+ * the extension's owner
+ */
+static const char *
+table_with_old_rows(int target, uint32 loaded)
+{
+	Oid			nspoid = schema_retries_oid();
+
+	for (int i = 0; i < (int) lengthof(config_tables); i++)
+	{
+		const ConfigTable *t = &config_tables[i];
+
+		if ((i != target && (loaded & (1U << i)) != 0) ||
+			!OidIsValid(get_relname_relid(t->name, nspoid)) ||
+			(t->before == NULL && restore_ids_scattered()))
+			continue;
+		if (SPI_execute(psprintf("SELECT FROM retries.%s x WHERE %s LIMIT 1",
+								 t->name, t->before != NULL ? t->before : "true"),
+						true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not read table retries.%s", t->name);
+		if (SPI_processed > 0)
+			return t->name;
+	}
+	return NULL;
+}
+
+/*
+ * find_old_rows -- table_with_old_rows(), read as the extension's owner
+ * (the restoring role may not read the tables)
+ */
+static const char *
+find_old_rows(int target, uint32 loaded)
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	const char *found;
+
+	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	found = table_with_old_rows(target, loaded);
+	SPI_finish();
+	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	return found;
+}
+
+/*
+ * refuse_old_rows -- 55000: a restore would mix its rows with the rows of
+ * 'table' made before it (NULL: a restore into the database was refused
+ * so before); noted for the database (see "Rows already there" at the top)
+ */
+static void
+refuse_old_rows(const char *table)
+{
+	if (retries_shared != NULL)
+		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), true, 0);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("extension \"retries\" already has rows in this database"),
+			 table != NULL ?
+			 errdetail("Table retries.%s has rows made before this restore: the restored rows would take their ids, and a restored call could name another policy.",
+					   table) :
+			 errdetail("A restore into this database was refused, since its tables had rows made before it: the restored rows would take their ids, and a restored call could name another policy."),
+			 errhint("Restore into a database created from template0 (createdb -T template0), or drop the extension there first. Until DROP EXTENSION retries (or a restart of the server), COPY into the extension's tables is refused in this database.")));
+}
+
+/*
+ * copy_table -- the relation that the command COPYs into (FROM), if it is
+ * one of the extension's configuration tables; else InvalidOid
+ */
+static Oid
+copy_table(Node *parsetree)
+{
+	CopyStmt   *stmt = (CopyStmt *) parsetree;
+	Oid			relid;
+
+	if (!IsA(parsetree, CopyStmt) || !stmt->is_from || stmt->relation == NULL)
+		return InvalidOid;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	return config_table(relid) >= 0 ? relid : InvalidOid;
+}
+
+/*
+ * copies_as_owner -- is this COPY into one of the extension's tables a
+ * database owner's restore, to be run as the extension's owner (see
+ * "Restores by the database owner" at the top)?  Only data from the
+ * client, into a table named with its schema, with no WHERE (which would
+ * run her expressions with the owner's rights), in a statement of her own,
+ * and in a database whose extension has the columns the check reads.
+ */
+static bool
+copies_as_owner(CopyStmt *stmt, bool toplevel)
+{
+	return toplevel && stmt->filename == NULL && !stmt->is_program &&
+		stmt->whereClause == NULL && stmt->relation->schemaname != NULL &&
+		strcmp(stmt->relation->schemaname, "retries") == 0 &&
+		!superuser() && has_privs_of_role(GetUserId(), ROLE_PG_DATABASE_OWNER) &&
+		schema_retries_version() >= SCHEMA_1_6;
+}
+
+/*
+ * restore_copy_begin -- before a utility command: if it is a COPY FROM
+ * into one of the extension's configuration tables, fill in *copy, and
+ * refuse it (55000) if its rows would mix with rows made before any
+ * restore, or a restore into the database was refused (see "Rows already
+ * there" at the top).  A role that may not write the table, and whose
+ * COPY is not a database owner's restore, learns nothing here: PostgreSQL
+ * refuses it.
+ */
+void
+restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy)
+{
+	uint32		loaded = 0;
+	const char *table;
+
+	Oid			relid = copy_table(parsetree);
+
+	memset(copy, 0, sizeof(RestoreCopy));
+	GetUserIdAndSecContext(&copy->userid, &copy->sec_context);
+	copy->table = -1;
+	if (!OidIsValid(relid))
+		return;
+	copy->as_owner = copies_as_owner((CopyStmt *) parsetree, toplevel);
+	if (!copy->as_owner &&
+		pg_class_aclcheck(relid, copy->userid, ACL_INSERT) != ACLCHECK_OK)
+		return;
+	copy->table = config_table(relid);
+	if (retries_shared != NULL &&
+		shmem_loads(MyDatabaseId, get_extension_oid("retries", false), &loaded))
+		refuse_old_rows(NULL);
+	table = find_old_rows(copy->table, loaded);
+	if (table != NULL)
+		refuse_old_rows(table);
+}
+
+/*
+ * restore_copy_enter -- the COPY of restore_copy_begin() is about to run:
+ * as the extension's owner, if it is a database owner's restore
+ */
+void
+restore_copy_enter(RestoreCopy *copy)
+{
+	if (!copy->as_owner)
+		return;
+	copy->cid = GetCurrentCommandId(false);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   copy->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+/*
+ * check_loaded_rows -- 42501 if a row that the database owner's COPY
+ * loaded names a role that she is not a member of (see "Restores by the
+ * database owner" at the top); the rows of the COPY are those of the
+ * current (sub)transaction and of its command or later, none having run
+ * since.  As the extension's owner.
+ */
+static void
+check_loaded_rows(const RestoreCopy *copy)
+{
+	const ConfigTable *t = &config_tables[copy->table];
+	TransactionId xid = GetCurrentTransactionIdIfAny();
+	Oid			argtypes[3] = {XIDOID, INT8OID, OIDOID};
+	Datum		values[3];
+	char	   *role = NULL;
+
+	if (!TransactionIdIsValid(xid))
+		return;					/* it loaded no row */
+	values[0] = TransactionIdGetDatum(xid);
+	values[1] = Int64GetDatum((int64) copy->cid);
+	values[2] = ObjectIdGetDatum(copy->userid);
+	SPI_connect();
+	if (SPI_execute_with_args(psprintf("SELECT r.role::pg_catalog.regrole::pg_catalog.text"
+									   " FROM retries.%s x, LATERAL (VALUES %s) r(role)"
+									   " WHERE x.xmin OPERATOR(pg_catalog.=) $1"
+									   " AND x.cmin::pg_catalog.text::pg_catalog.int8"
+									   "  OPERATOR(pg_catalog.>=) $2"
+									   " AND NOT pg_catalog.pg_has_role($3, r.role, 'MEMBER')"
+									   " LIMIT 1", t->name, t->roles),
+							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the rows loaded into table retries.%s", t->name);
+	if (SPI_processed > 0)
+		role = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	SPI_finish();
+	if (role != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to load a row naming role %s into table retries.%s",
+						role, t->name),
+				 errdetail("Role \"%s\" is not a member of role %s: the row would have the extension run code as that role, or change its calls.",
+						   GetUserNameFromId(copy->userid, false), role),
+				 errhint("Have a superuser restore the dump.")));
+}
+
+/*
+ * restore_copy_done -- the COPY of restore_copy_begin() has run: its rows
+ * are checked if it was a database owner's restore, and the table is
+ * noted as loaded (see the top)
+ */
+void
+restore_copy_done(const RestoreCopy *copy)
+{
+	if (copy->table < 0)
+		return;
+	if (copy->as_owner)
+		check_loaded_rows(copy);
+	if (retries_shared != NULL)
+		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
+						 1U << copy->table);
+}
+
+/*
+ * restore_copy_leave -- after the COPY of restore_copy_begin(), whether it
+ * ended or failed: back to the role that runs it
+ */
+void
+restore_copy_leave(const RestoreCopy *copy)
+{
+	if (copy->as_owner)
+		SetUserIdAndSecContext(copy->userid, copy->sec_context);
+}
+
+/*
  * restore_hold -- this session is restoring the extension:
  * hold it until the session ends (see "Restores" at the top)
  *
- * Noted in shared memory, not as a lock: PostgreSQL releases a session
- * lock when a transaction of the session aborts, and a restore goes on
- * after errors.  Only a superuser's CREATE EXTENSION may call it
- * (hooks.c): a role that could hold the extension otherwise could shut
- * every other role out.  Without the library preloaded there is no
- * shared memory, and nothing runs the calls either.
+ * Refused (55000) if the extension has rows made before the restore (see
+ * "Rows already there" at the top).  Noted in shared memory, not as a
+ * lock: PostgreSQL releases a session lock when a transaction of the
+ * session aborts, and a restore goes on after errors.  Only a superuser's
+ * CREATE EXTENSION may call it (hooks.c): a role that could hold the
+ * extension otherwise could shut every other role out.  Without the
+ * library preloaded there is no shared memory, and nothing runs the calls
+ * either.
  */
 void
 restore_hold(void)
 {
 	static bool registered = false;
+	const char *table = find_old_rows(-1, 0);
 
+	if (table != NULL)
+		refuse_old_rows(table);
 	scatter_ids();
 	if (retries_shared == NULL)
 		return;

@@ -15,6 +15,7 @@
 #define RETRIES_TABLES_H
 
 #include "access/xact.h"
+#include "nodes/nodes.h"
 
 /* access.c: the saved identity while acting as the extension's owner */
 typedef struct RetriesUserSwitch
@@ -58,7 +59,19 @@ extern void names_refresh(void);
 extern bool names_refresh_due(void);
 extern void names_refresh_failed(void);
 
-/* restore.c */
+/*
+ * restore.c.  A COPY FROM into one of the extension's tables: which, and,
+ * for a database owner's restore, run as the extension's owner.
+ */
+typedef struct RestoreCopy
+{
+	int			table;			/* its place in config_tables, -1 if none */
+	bool		as_owner;		/* a database owner's restore */
+	Oid			userid;			/* the role that runs it */
+	int			sec_context;
+	CommandId	cid;			/* its command, as its rows' cmin */
+} RestoreCopy;
+
 extern void restore_hold(void);
 extern bool restore_ids_scattered(void);
 extern void restore_xact_end(bool committed);
@@ -67,5 +80,9 @@ extern void restore_subxact_end(bool committed, SubTransactionId mySubid,
 extern void restore_before_prepare(void);
 extern pid_t restore_holder(void);
 extern void restore_refuse(void);
+extern void restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy);
+extern void restore_copy_enter(RestoreCopy *copy);
+extern void restore_copy_done(const RestoreCopy *copy);
+extern void restore_copy_leave(const RestoreCopy *copy);
 
 #endif							/* RETRIES_TABLES_H */
