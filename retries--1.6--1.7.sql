@@ -293,14 +293,13 @@ GRANT SELECT ON retries.cluster_calls TO PUBLIC;
  * The database owner may pg_dump her database: a dump holds every role's
  * calls, so whoever may dump the database reads them, and she reads the
  * tables, every role's rows (doc/reference.md, "Security model").  She
- * may set the id sequences, as her restore does: the worst she can do so
- * is make her database's new calls fail, which she could do by dropping
- * it.  She may not INSERT: her restore's COPY is checked (src/hooks.c,
+ * may not INSERT, nor set the id sequences: her restore's COPY is checked,
+ * and moves the sequences past the ids it loads (src/hooks.c,
  * src/tables/restore.c).
  */
 GRANT SELECT ON retries.policy_data, retries.call_data, retries.attempt_data,
 	retries.schedule_data, retries.call_after, retries.call_after_pending,
 	retries.flow_data, retries.function_names, retries.event_data
 	TO pg_database_owner;
-GRANT SELECT, UPDATE ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
+GRANT SELECT ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
 	retries.schedule_data_id_seq TO pg_database_owner;

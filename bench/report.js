@@ -336,7 +336,12 @@ What a change costs is measured against the code before it, in one run
 containment of 1.3 (one role per batch, the checks at each attempt);
 [benchmarks-drain.md](benchmarks-drain.md) for where a worker's time goes
 in a drain (\`BENCH_PROFILE\`, perf), share by share, and what each change
-to the drain's cost did to it.
+to the drain's cost did to it;
+[benchmarks-contention.md](benchmarks-contention.md) for how long one
+role's calls wait beside another role's long calls, flood of due calls and
+long commands (\`bench/contention\`, p50 and p99), and the drain of the
+trust changes of 1.7 (hooks as their owner, batches of one foreign
+owner, extra workers).
 
 ## Reproduce
 

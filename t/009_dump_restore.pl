@@ -64,8 +64,10 @@
 #      schedule: she runs pg_dump -Fc and -Fp; a superuser makes a new
 #      database for her from template0 and the extension in it; she
 #      restores (pg_restore, psql), the only errors those of the schema's
-#      and the extension's statements, the superuser's; the database reads
-#      as the source and the calls run, each as its role.  Her restore of
+#      and the extension's statements, the superuser's, and of the dump's
+#      setval(), which she may not run: her COPYs move the sequences past
+#      the ids they load; the database reads as the source and the calls
+#      run, each as its role.  Her restore of
 #      a dump edited so that a call's role, or a function's owner, is
 #      postgres fails with 42501 and leaves no row in that table; she may
 #      not INSERT into the tables, nor COPY into them with a WHERE.
@@ -857,7 +859,8 @@ for my $db (qw(owned_c owned_p owned_evil owned_evil2))
 	$dst->safe_psql('postgres', "CREATE DATABASE $db OWNER dbo TEMPLATE template0");
 	$dst->safe_psql($db, 'CREATE EXTENSION retries');
 }
-my $superusers_only = qr/ERROR:  (?!schema "retries" already exists|must be owner of (?:schema|extension) retries)/;
+my $superusers_only =
+  qr/ERROR:  (?!schema "retries" already exists|must be owner of (?:schema|extension) retries|permission denied for sequence \w+_id_seq)/;
 ($out, $err) = run_command([ 'pg_restore', '-d', $as_dbo->('owned_c'), "$tmp/owned.dump" ]);
 unlike($err, $superusers_only, 'h: the database owner runs pg_restore, with no other error')
   or diag($err);
@@ -867,6 +870,12 @@ unlike($err, $superusers_only, 'h: and psql of the plain dump') or diag($err);
 for my $db (qw(owned_c owned_p))
 {
 	is(snapshot($dst, $db), $owned, "h: $db: policies, calls and attempts read as in the source");
+	# her setval() is refused: her COPYs moved the sequences past their ids
+	is( $dst->safe_psql($db,
+			"SELECT (SELECT last_value FROM retries.call_data_id_seq) >= (SELECT max(id) FROM retries.call_data)"
+			  . " AND (SELECT last_value FROM retries.policy_data_id_seq) >= (SELECT max(id) FROM retries.policy_data)"
+			  . " AND (SELECT last_value FROM retries.schedule_data_id_seq) >= (SELECT max(id) FROM retries.schedule_data)"),
+		't', "h: $db: the id sequences are past the restored ids");
 }
 
 # a dump edited so that a call of dbo_app's is the superuser's; and so that

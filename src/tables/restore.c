@@ -70,9 +70,13 @@
  * is not a member of (config_tables: the roles of calls, schedules,
  * events, annotations, and the owners of the functions, calls and
  * schedules that it names, when those are there), the COPY fails (42501)
- * and its rows roll back.  Her INSERT stays refused.  She sets the
- * sequences with setval() (UPDATE, GRANTed): the worst she can do so is
- * make her own database's new calls fail.
+ * and its rows roll back; a row of function_names of this database's own
+ * must name a function there (else it would be taken for the one another
+ * role makes under that OID).  Her INSERT stays refused, and so is her
+ * setval(): the COPY moves each id sequence past the ids its rows hold or
+ * refer to (reserve_loaded_ids), so that a row that refers to a call not
+ * there (an attempt, a link of a chain) never becomes one of a call that
+ * another role makes later.
  *
  *-------------------------------------------------------------------------
  */
@@ -131,11 +135,15 @@
 	" (" SCHEDULE_OWNER("x.schedule_id") ")"
 #define SCHEDULE_ROLES \
 	"(x.owner::pg_catalog.oid), (" KEY_OWNER("x.fn") "), (" CALL_ROLE("x.last_call") ")"
-/* a row of this database's origin is taken by its fn (names.c) */
+/*
+ * a row of this database's origin is taken by its fn (names.c): it names
+ * that function's owner, and no role (0) if there is no such function yet,
+ * which would be taken for the function another role makes under that OID
+ */
 #define FUNCTION_ROLES \
 	"(x.owner::pg_catalog.oid), (CASE WHEN x.origin OPERATOR(pg_catalog.=) " \
-	RETRIES_ORIGIN " THEN (SELECT p.proowner FROM pg_catalog.pg_proc p" \
-	" WHERE p.oid OPERATOR(pg_catalog.=) x.fn) END)"
+	RETRIES_ORIGIN " THEN COALESCE((SELECT p.proowner FROM pg_catalog.pg_proc p" \
+	" WHERE p.oid OPERATOR(pg_catalog.=) x.fn), 0::pg_catalog.oid) END)"
 
 /*
  * The extension's configuration tables; which of a table's rows x were
@@ -145,30 +153,46 @@
  * calls run, whose code, whose calls change.  Each table has a bit in
  * RetriesLoads.loaded, by its place here.
  */
+typedef struct IdRef
+{
+	const char *seq;			/* an id sequence of the extension's */
+	const char *id;				/* an id of it that a row x holds (SQL) */
+} IdRef;
+
 typedef struct ConfigTable
 {
 	const char *name;
 	const char *before;
 	const char *roles;
+	IdRef		ids[3];			/* the ids a row x holds or refers to */
 } ConfigTable;
+
+#define POLICY_SEQ "policy_data_id_seq"
+#define CALL_SEQ "call_data_id_seq"
+#define SCHEDULE_SEQ "schedule_data_id_seq"
 
 /* scatter_ids: a quarter of the maximum of an integer sequence */
 #define POLICY_BEFORE \
 	"x.id OPERATOR(pg_catalog.<) (INT4 '2147483647' OPERATOR(pg_catalog./) 4)"
 
 static const ConfigTable config_tables[] = {
-	{"policy_data", POLICY_BEFORE, POLICY_ROLES},
-	{"call_data", CALL_ID_BEFORE("x.id"), CALL_ROLES},
-	{"schedule_data", CALL_ID_BEFORE("x.id"), SCHEDULE_ROLES},
-	{"attempt_data", CALL_ID_BEFORE("x.call_id"), "(" CALL_ROLE("x.call_id") ")"},
+	{"policy_data", POLICY_BEFORE, POLICY_ROLES, {{POLICY_SEQ, "x.id"}}},
+	{"call_data", CALL_ID_BEFORE("x.id"), CALL_ROLES,
+	{{CALL_SEQ, "x.id"}, {POLICY_SEQ, "x.policy_id"}, {SCHEDULE_SEQ, "x.schedule_id"}}},
+	{"schedule_data", CALL_ID_BEFORE("x.id"), SCHEDULE_ROLES,
+	{{SCHEDULE_SEQ, "x.id"}, {CALL_SEQ, "x.last_call"}, {POLICY_SEQ, "x.policy_id"}}},
+	{"attempt_data", CALL_ID_BEFORE("x.call_id"), "(" CALL_ROLE("x.call_id") ")",
+	{{CALL_SEQ, "x.call_id"}}},
 	/* before: the follower, the call made with after */
 	{"call_after", CALL_ID_BEFORE("x.call_id"),
-	"(" CALL_ROLE("x.after_id") "), (" CALL_ROLE("x.call_id") ")"},
+		"(" CALL_ROLE("x.after_id") "), (" CALL_ROLE("x.call_id") ")",
+	{{CALL_SEQ, "x.call_id"}, {CALL_SEQ, "x.after_id"}}},
 	{"call_after_pending", CALL_ID_BEFORE("x.after_id"),
-	"(" CALL_ROLE("pg_catalog.abs(x.after_id)") ")"},
-	{"function_names", NULL, FUNCTION_ROLES},
-	{"flow_data", NULL, "(" KEY_OWNER("x.fn") ")"},
-	{"event_data", NULL, "(x.role::pg_catalog.oid)"},
+		"(" CALL_ROLE("pg_catalog.abs(x.after_id)") ")",
+	{{CALL_SEQ, "pg_catalog.abs(x.after_id)"}}},
+	{"function_names", NULL, FUNCTION_ROLES, {{NULL, NULL}}},
+	{"flow_data", NULL, "(" KEY_OWNER("x.fn") ")", {{NULL, NULL}}},
+	{"event_data", NULL, "(x.role::pg_catalog.oid)", {{NULL, NULL}}},
 };
 
 /* This session holds the extension for a restore */
@@ -525,6 +549,15 @@ restore_copy_enter(RestoreCopy *copy)
 }
 
 /*
+ * The rows that a database owner's COPY loaded: those of the current
+ * (sub)transaction ($1) and of its command ($2) or later, none having run
+ * since
+ */
+#define LOADED_ROWS \
+	"x.xmin OPERATOR(pg_catalog.=) $1" \
+	" AND x.cmin::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.>=) $2"
+
+/*
  * check_loaded_rows -- 42501 if a row that the database owner's COPY
  * loaded names a role that she is not a member of (see "Restores by the
  * database owner" at the top); the rows of the COPY are those of the
@@ -548,9 +581,7 @@ check_loaded_rows(const RestoreCopy *copy)
 	SPI_connect();
 	if (SPI_execute_with_args(psprintf("SELECT r.role::pg_catalog.regrole::pg_catalog.text"
 									   " FROM retries.%s x, LATERAL (VALUES %s) r(role)"
-									   " WHERE x.xmin OPERATOR(pg_catalog.=) $1"
-									   " AND x.cmin::pg_catalog.text::pg_catalog.int8"
-									   "  OPERATOR(pg_catalog.>=) $2"
+									   " WHERE " LOADED_ROWS
 									   " AND NOT pg_catalog.pg_has_role($3, r.role, 'MEMBER')"
 									   " LIMIT 1", t->name, t->roles),
 							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -558,6 +589,13 @@ check_loaded_rows(const RestoreCopy *copy)
 	if (SPI_processed > 0)
 		role = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	SPI_finish();
+	if (role != NULL && strcmp(role, "-") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to load a row naming a function that does not exist into table retries.%s",
+						t->name),
+				 errdetail("A row of this database's own naming no function would be taken for the function that another role makes under that OID."),
+				 errhint("Have a superuser restore the dump.")));
 	if (role != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -569,9 +607,51 @@ check_loaded_rows(const RestoreCopy *copy)
 }
 
 /*
+ * reserve_loaded_ids -- move each id sequence past the ids that the rows a
+ * database owner's COPY loaded hold or refer to, in its range, so that no
+ * new row takes one: a row that refers to a call (or schedule, or policy)
+ * not there yet would otherwise be another role's once its call took that
+ * id (an attempt of hers recorded as of that call; a follower let go with
+ * it).  The sequences only go forward, and only so: she may read them
+ * (pg_dump), not set them.  As the extension's owner.
+ */
+static void
+reserve_loaded_ids(const RestoreCopy *copy)
+{
+	const ConfigTable *t = &config_tables[copy->table];
+	TransactionId xid = GetCurrentTransactionIdIfAny();
+	Oid			argtypes[2] = {XIDOID, INT8OID};
+	Datum		values[2];
+
+	if (!TransactionIdIsValid(xid))
+		return;					/* it loaded no row */
+	values[0] = TransactionIdGetDatum(xid);
+	values[1] = Int64GetDatum((int64) copy->cid);
+	SPI_connect();
+	for (int i = 0; i < (int) lengthof(t->ids) && t->ids[i].seq != NULL; i++)
+	{
+		const char *seq = t->ids[i].seq;
+
+		if (SPI_execute_with_args(psprintf("SELECT pg_catalog.setval('retries.%s'::pg_catalog.regclass, l.m)"
+										   " FROM (SELECT pg_catalog.max(%s)::pg_catalog.int8 AS m"
+										   "  FROM retries.%s x WHERE " LOADED_ROWS ") l,"
+										   " retries.%s s, pg_catalog.pg_sequence q"
+										   " WHERE q.seqrelid OPERATOR(pg_catalog.=) 'retries.%s'::pg_catalog.regclass"
+										   " AND l.m OPERATOR(pg_catalog.>=) q.seqmin"
+										   " AND l.m OPERATOR(pg_catalog.<=) q.seqmax"
+										   " AND l.m OPERATOR(pg_catalog.>=)"
+										   "  (s.last_value OPERATOR(pg_catalog.+) s.is_called::pg_catalog.int4)",
+										   seq, t->ids[i].id, t->name, seq, seq),
+								  2, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "retries: could not move sequence retries.%s past the loaded rows", seq);
+	}
+	SPI_finish();
+}
+
+/*
  * restore_copy_done -- the COPY of restore_copy_begin() has run: its rows
- * are checked if it was a database owner's restore, and the table is
- * noted as loaded (see the top)
+ * are checked if it was a database owner's restore, and the sequences
+ * moved past their ids; the table is noted as loaded (see the top)
  */
 void
 restore_copy_done(const RestoreCopy *copy)
@@ -579,7 +659,10 @@ restore_copy_done(const RestoreCopy *copy)
 	if (copy->table < 0)
 		return;
 	if (copy->as_owner)
+	{
 		check_loaded_rows(copy);
+		reserve_loaded_ids(copy);
+	}
 	if (retries_shared != NULL)
 		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
 						 1U << copy->table);
