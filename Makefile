@@ -78,6 +78,7 @@ OBJS = \
 	src/engine/retention.o \
 	src/engine/worker.o \
 	src/engine/launcher.o \
+	src/engine/reserve.o \
 	src/hooks.o \
 	src/retries.o
 

@@ -660,13 +660,16 @@ SELECT state, result FROM retries.calls WHERE id = :own_cast;
 SELECT who, session_who, loot FROM public.owner_log WHERE hook = 'victim''s own cast';
 -- an output function met in the conversion runs if it is a superuser's
 -- (trusted code), and fails the attempt (42501) once another role owns it:
--- converting the result would run her code with the caller's rights
+-- converting the result would run her code with the caller's rights (the
+-- NOTICEs of a shell type differ between versions)
+SET client_min_messages = warning;
 CREATE TYPE public.htext;
 CREATE FUNCTION public.htext_in(cstring) RETURNS public.htext
 	LANGUAGE internal IMMUTABLE STRICT AS 'textin';
 CREATE FUNCTION public.htext_out(public.htext) RETURNS cstring
 	LANGUAGE internal IMMUTABLE STRICT AS 'textout';
 CREATE TYPE public.htext (INPUT = public.htext_in, OUTPUT = public.htext_out, LIKE = text);
+RESET client_min_messages;
 CREATE FUNCTION public.admin_htext() RETURNS public.htext LANGUAGE sql
 	AS $$ SELECT 'plain'::public.htext $$;
 SELECT retries.annotate('public.admin_htext()', '1 10ms');
@@ -681,7 +684,9 @@ SELECT CASE id WHEN :ht_trusted THEN 'trusted' ELSE 'foreign' END AS output_func
 	   state, result, last_sqlstate, last_message
   FROM retries.calls WHERE id IN (:ht_trusted, :ht_foreign) ORDER BY id;
 DROP FUNCTION public.admin_htext();
+SET client_min_messages = warning;
 DROP TYPE public.htext CASCADE;
+RESET client_min_messages;
 -- a hook must be the code of the function's owner or of a superuser: the
 -- victim may not set mallory's on her function (it would run mallory's
 -- code with the victim's rights)

@@ -66,5 +66,8 @@ _PG_init(void)
 	 * write the schema, and a call's effects would be lost or made twice.
 	 */
 	if (!IsBinaryUpgrade)
+	{
 		launcher_register();
+		reserve_register();
+	}
 }

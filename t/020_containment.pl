@@ -57,7 +57,13 @@
 #      worker, which does not take mallory's next call; so do her command
 #      while mallory's commands hold the one place for a runner, and the
 #      extra stops once the workers are free (1.7 before this: alice's call
-#      waited for mallory's to end).
+#      waited for mallory's to end);
+#   n. a parallel query does not keep a role's command from running:
+#      mallory's parallel query takes every free background-worker slot
+#      (max_parallel_workers is hers to raise), and alice's command runs
+#      in a reserved worker (retries.reserved_workers), whose process then
+#      starts again in its slot (1.7 before this: the command waited for
+#      a slot until the query ended).
 #
 # No step assumes how fast the machine is: a call that must still run while
 # the test does something waits at a gate the test holds (t/RetriesTest.pm),
@@ -1269,6 +1275,53 @@ ALTER SYSTEM RESET retries.max_extra_workers;
 ALTER SYSTEM RESET retries.max_attempt_time;
 SELECT pg_reload_conf();
 });
+}
+
+###########################################################################
+# n. a parallel query that takes every free slot
+###########################################################################
+
+if (section('n'))
+{
+	my $offset = -s $node->logfile;
+	sql('mallory', q{
+CREATE TABLE mallory.big AS SELECT g AS id FROM generate_series(1, 100000) g;
+ALTER TABLE mallory.big SET (parallel_workers = 64);
+CREATE FUNCTION mallory.slow(id int) RETURNS boolean LANGUAGE sql PARALLEL SAFE
+	AS $$ SELECT pg_sleep(1) IS NULL $$;  -- not a wait: the test cancels it
+});
+	my $query = $node->background_psql($DB);
+	$query->query_safe(q{
+SET ROLE mallory;
+SET max_parallel_workers = 64;
+SET max_parallel_workers_per_gather = 64;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+});
+	my $pid = $query->query_safe('SELECT pg_backend_pid()');
+	$query->query_until(qr/started/, q{
+\echo started
+SELECT count(*) FROM mallory.big WHERE mallory.slow(id);
+});
+	# every slot taken: those of max_worker_processes hold the reserved
+	# workers (not in pg_stat_activity: they connect to nothing) and the
+	# processes below (the Gather registered all it could at once)
+	wait_until($node, $DB,
+		"SELECT count(*) + current_setting('retries.reserved_workers')::int"
+		  . " >= current_setting('max_worker_processes')::int"
+		  . " FROM pg_stat_activity WHERE backend_type IN"
+		  . " ('parallel worker', 'logical replication launcher', 'retries launcher',"
+		  . " 'retries worker', 'retries extra worker', 'retries runner')",
+		't', 'n: mallory\'s parallel query takes every free slot');
+	my $c = sql('alice', "SELECT retries.run_command('SELECT 1', '1 10ms')");
+	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
+		'succeeded', 'n: alice\'s command runs meanwhile');
+	ok( $node->wait_for_log(
+			qr/background worker "retries reserve(?: \d+)?" \(PID \d+\) exited with exit code 1/, $offset),
+		'n: in a reserved worker, which then starts again in its slot');
+	$node->safe_psql($DB, "SELECT pg_cancel_backend($pid)");
+	$query->quit;
 }
 
 no_crash($node, 0, 'no crash in the server log');

@@ -309,8 +309,14 @@ $node->safe_psql('postgres', 'ALTER ROLE alice RESET ALL');
 # g. places in runners: one worker (of the two) always runs batches; calls
 # waiting for a place are held, not claimed again and again, and places go
 # to roles in turns.  The command that takes the place runs until the test
-# opens the gate it waits at.
+# opens the gate it waits at.  Without extra workers, which would run
+# another role's held command meanwhile (t/020_containment.pl m).
 ###########################################################################
+
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET retries.max_extra_workers = 0; SELECT pg_reload_conf()');
+wait_until($node, 'postgres', 'SHOW retries.max_extra_workers', '0',
+	'g: no extra workers');
 
 # a command that waits at gate KEY
 sub gated { my ($key) = @_; return 'SELECT ' . gate_sql($key); }
@@ -402,6 +408,8 @@ cmp_ok($node->safe_psql('postgres',
 	  - $upd_before, '<', 10, 'g: ... without being written again and again');
 open_gate($gate);
 for my $id (@limited) { finished($id, 'succeeded', "g: the limited procedure's call $id runs"); }
+$node->safe_psql('postgres',
+	'ALTER SYSTEM RESET retries.max_extra_workers; SELECT pg_reload_conf()');
 
 ###########################################################################
 # f. the workers' own queries under a planted search_path

@@ -21,6 +21,7 @@
 
 int			retries_max_workers = 2;
 int			retries_max_extra_workers = 2;
+int			retries_reserved_workers = 2;
 int			retries_batch_size = 100;
 bool		retries_enabled = true;
 char	   *retries_retention = NULL;
@@ -124,6 +125,15 @@ settings_define(void)
 	 * later (CREATE EXTENSION without preloading, which warns), a
 	 * postmaster-only setting could not be defined at all.
 	 */
+	if (retries_preloaded)
+		DefineCustomIntVariable("retries.reserved_workers",
+								"Background-worker slots kept for the extension's extra workers and runners.",
+								"Each is an idle process that holds its slot, so that parallel queries and other extensions cannot take it; used when no other slot is free.",
+								&retries_reserved_workers,
+								2, 0, 32,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+
 	if (retries_preloaded)
 		DefineCustomIntVariable("retries.max_rate_limits",
 								"Most rate-limited functions whose recent starts shared memory follows at once.",

@@ -3,7 +3,8 @@
  * engine.h
  *	  The engine's entry points for module initialization and the hooks:
  *	  the launcher (src/engine/launcher.c), which starts the per-database
- *	  workers (worker.c); claim.h, execute.h and sandbox.h are its parts.
+ *	  workers (worker.c), and the reserved workers (reserve.c); claim.h,
+ *	  execute.h and sandbox.h are its parts.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,5 +12,6 @@
 #define RETRIES_ENGINE_H
 
 extern void launcher_register(void);
+extern void reserve_register(void);
 
 #endif							/* RETRIES_ENGINE_H */

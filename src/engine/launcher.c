@@ -174,6 +174,7 @@ start_worker(Oid dboid, int slot_no)
 	w->state = WORKER_STARTING;
 	w->current_call = 0;
 	w->current_role = InvalidOid;
+	w->last_role = InvalidOid;
 	w->since = 0;
 	w->calls_run = 0;
 	w->errors = 0;
@@ -183,14 +184,21 @@ start_worker(Oid dboid, int slot_no)
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &launched[slot].handle))
 	{
-		w->in_use = false;
+		int			index;
+		uint32		reserve_generation;
+
+		/* no slot free: a reserved worker's, if one is (reserve.c) */
 		launched[slot].handle = NULL;
+		if (slot_no >= retries_max_workers &&
+			shmem_reserve_give(RESERVE_WORKER, worker.bgw_main_arg, &index, &reserve_generation))
+			return true;		/* it frees its slot itself, as an adopted one */
+		w->in_use = false;
 		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
 									   COMPLAINT_INTERVAL_MS))
 		{
 			ereport(LOG,
 					(errmsg("retries: could not start a worker for database %u", dboid),
-					 errhint("Raise max_worker_processes to at least 1 + (retries.max_workers + retries.max_extra_workers) times the number of databases with the extension.")));
+					 errhint("Raise max_worker_processes to at least 1 + retries.reserved_workers + (retries.max_workers + retries.max_extra_workers) times the number of databases with the extension.")));
 			last_complaint = GetCurrentTimestamp();
 		}
 		return false;

@@ -92,6 +92,7 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "engine/runner.h"
+#include "shmem/shmem.h"
 #include "tables/tables.h"
 
 /* After the cap's cancel, the process ends this much later */
@@ -123,7 +124,9 @@ PGDLLEXPORT void retries_runner_main(Datum arg);
 
 /* The parent's run, if any */
 static dsm_segment *run_segment = NULL;
-static BackgroundWorkerHandle *run_handle = NULL;
+static BackgroundWorkerHandle *run_handle = NULL;	/* NULL: a reserved worker */
+static int	run_reserve;		/* ... this one, of this generation */
+static uint32 run_reserve_generation;
 static TimestampTz run_started;
 static int	run_cap_ms;
 static bool run_terminated;
@@ -194,6 +197,15 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms, int64 call_id,
 	MemoryContextSwitchTo(oldcxt);
 	if (!started)
 	{
+		/* no slot free: a reserved worker's, if one is (reserve.c) */
+		run_handle = NULL;
+		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+		started = shmem_reserve_give(RESERVE_RUNNER, worker.bgw_main_arg, &run_reserve,
+									 &run_reserve_generation);
+		LWLockRelease(retries_shared->lock);
+	}
+	if (!started)
+	{
 		dsm_detach(run_segment);
 		run_segment = NULL;
 		run_handle = NULL;
@@ -203,6 +215,16 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms, int64 call_id,
 	run_cap_ms = cap_ms;
 	run_terminated = false;
 	return true;
+}
+
+/* terminate_run -- end the process of the run (SIGTERM) */
+static void
+terminate_run(void)
+{
+	if (run_handle != NULL)
+		TerminateBackgroundWorker(run_handle);
+	else
+		shmem_reserve_terminate(run_reserve, run_reserve_generation);
 }
 
 /* runner_launch -- run the SQL text as a client's simple query (launch) */
@@ -246,7 +268,11 @@ runner_poll(RunnerOutcome *outcome)
 	if (run_segment == NULL)
 		return false;
 	shared = dsm_segment_address(run_segment);
-	status = GetBackgroundWorkerPid(run_handle, &pid);
+	if (run_handle != NULL)
+		status = GetBackgroundWorkerPid(run_handle, &pid);
+	else
+		status = shmem_reserve_running(run_reserve, run_reserve_generation) != 0 ?
+			BGWH_STARTED : BGWH_STOPPED;
 	if (status != BGWH_STOPPED && status != BGWH_POSTMASTER_DIED)
 	{
 		if (run_cap_ms > 0 && !run_terminated &&
@@ -254,7 +280,7 @@ runner_poll(RunnerOutcome *outcome)
 									   run_cap_ms + RUNNER_KILL_GRACE_MS +
 									   RUNNER_PARENT_GRACE_MS))
 		{
-			TerminateBackgroundWorker(run_handle);
+			terminate_run();
 			run_terminated = true;
 		}
 		return false;
@@ -269,7 +295,8 @@ runner_poll(RunnerOutcome *outcome)
 		outcome->status = RUNNER_LOST;
 	}
 	dsm_detach(run_segment);
-	pfree(run_handle);
+	if (run_handle != NULL)
+		pfree(run_handle);
 	run_segment = NULL;
 	run_handle = NULL;
 	return true;
@@ -284,7 +311,7 @@ runner_stop(void)
 {
 	if (run_segment == NULL)
 		return;
-	TerminateBackgroundWorker(run_handle);
+	terminate_run();
 	dsm_detach(run_segment);
 	run_segment = NULL;
 	run_handle = NULL;
@@ -792,7 +819,7 @@ retries_runner_main(Datum arg)
 		RESUME_INTERRUPTS();
 	}
 	PG_END_TRY();
-	proc_exit(0);
+	proc_exit(shmem_exit_code());
 }
 
 

@@ -43,6 +43,7 @@ extern bool runner_busy(void);
 extern bool runner_poll(RunnerOutcome *outcome);
 extern void runner_stop(void);
 extern bool runner_is_child(void);
+extern PGDLLEXPORT void retries_runner_main(Datum arg);
 extern void runner_check_utility(Node *parsetree);
 
 #endif							/* RETRIES_RUNNER_H */

@@ -627,6 +627,8 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 		began = state == WORKER_RUNNING && my_slot->busy_since == 0;
 		if (began)
 			my_slot->busy_since = now;
+		if (state != WORKER_RUNNING && my_slot->state == WORKER_RUNNING)
+			my_slot->last_role = my_slot->current_role;
 		else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
 		{
 			/* a clock set back must not make the counter go back */
@@ -934,13 +936,18 @@ extra_wanted(void)
 
 /*
  * running_roles -- the roles that have a call running in another worker
- * of this database, into roles[]; returns how many.  Read without the
- * locks, as busy_roles().
+ * of this database, or ran the last batch of one idle for less than
+ * RETRIES_HELD_AFTER_MS (a role whose calls keep the workers busy leaves
+ * them idle for a moment between its batches: an extra worker is not for
+ * it), into roles[]; returns how many.  Read without the locks, as
+ * busy_roles().
  */
 static int
 running_roles(Oid *roles)
 {
 	int			n = 0;
+	TimestampTz recent = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 -RETRIES_HELD_AFTER_MS);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
@@ -951,7 +958,8 @@ running_roles(Oid *roles)
 		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
 			continue;
 		SpinLockAcquire(&w->mutex);
-		role = w->state == WORKER_RUNNING ? w->current_role : InvalidOid;
+		role = w->state == WORKER_RUNNING ? w->current_role :
+			w->since >= recent ? w->last_role : InvalidOid;
 		SpinLockRelease(&w->mutex);
 		for (int j = 0; j < n; j++)
 			listed |= roles[j] == role;
@@ -2126,7 +2134,7 @@ worker_start(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	if (!take_slot(RETRIES_WORKER_ARG_GENERATION(DatumGetUInt32(main_arg))))
-		proc_exit(0);			/* the launcher gave up on this worker */
+		proc_exit(shmem_exit_code());	/* the launcher gave up on this worker */
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "retries worker",
 									   ALLOCSET_DEFAULT_SIZES);
@@ -2169,7 +2177,7 @@ worker_start(Datum main_arg)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
 	if (!present)
-		proc_exit(0);
+		proc_exit(shmem_exit_code());
 
 	execute_init(ledger_hook_phase);
 	sandbox_init();
@@ -2274,7 +2282,7 @@ worker_stop(void)
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
-	proc_exit(0);
+	proc_exit(shmem_exit_code());
 }
 
 /*
@@ -2343,7 +2351,7 @@ retries_worker_main(Datum main_arg)
 		if (n < 0)
 			break;				/* the extension was dropped */
 		if (n > 0 && grown_too_much())
-			proc_exit(0);		/* the launcher starts a fresh one */
+			proc_exit(shmem_exit_code());	/* the launcher starts a fresh one */
 		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
 			continue;

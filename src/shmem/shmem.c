@@ -26,6 +26,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -457,6 +458,109 @@ shmem_loads(Oid dboid, Oid extoid, uint32 *loaded)
 	}
 	LWLockRelease(retries_shared->lock);
 	return refused;
+}
+
+/* This process is a reserved worker (its index), or -1 */
+static int	shmem_my_reserve = -1;
+
+/*
+ * reserve_left -- before_shmem_exit callback: this reserved worker's
+ * process ends, and with it the job it was given
+ */
+static void
+reserve_left(int code, Datum arg)
+{
+	RetriesReserve *r = &retries_shared->reserves[shmem_my_reserve];
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	r->pid = 0;
+	r->latch = NULL;
+	r->job = RESERVE_NONE;
+	r->generation++;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_reserve_begin -- this process is reserved worker 'index' (see
+ * engine/reserve.c): note it there, free for a job, until it exits
+ */
+void
+shmem_reserve_begin(int index)
+{
+	RetriesReserve *r = &retries_shared->reserves[index];
+
+	shmem_my_reserve = index;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	r->pid = MyProcPid;
+	r->latch = &MyProc->procLatch;
+	r->job = RESERVE_NONE;
+	LWLockRelease(retries_shared->lock);
+	before_shmem_exit(reserve_left, (Datum) 0);
+}
+
+/*
+ * shmem_reserve_give -- give job 'job' with argument 'arg' to a free reserved
+ * worker; false if none is free.  Its index and generation into *index and
+ * *generation.  Caller holds the LWLock exclusively.
+ */
+bool
+shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index, uint32 *generation)
+{
+	for (int i = 0; i < RETRIES_MAX_RESERVES; i++)
+	{
+		RetriesReserve *r = &retries_shared->reserves[i];
+
+		if (r->pid == 0 || r->job != RESERVE_NONE)
+			continue;
+		r->job = job;
+		r->arg = arg;
+		r->generation++;
+		*index = i;
+		*generation = r->generation;
+		SetLatch(r->latch);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * shmem_reserve_running -- the PID of the process that runs the job given as
+ * (index, generation), or 0 once it has ended.  Takes the LWLock.
+ */
+pid_t
+shmem_reserve_running(int index, uint32 generation)
+{
+	RetriesReserve *r = &retries_shared->reserves[index];
+	pid_t		pid;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	pid = r->generation == generation ? r->pid : 0;
+	LWLockRelease(retries_shared->lock);
+	return pid;
+}
+
+/*
+ * shmem_reserve_terminate -- end the job given as (index, generation), if it
+ * still runs (SIGTERM, as TerminateBackgroundWorker sends)
+ */
+void
+shmem_reserve_terminate(int index, uint32 generation)
+{
+	pid_t		pid = shmem_reserve_running(index, generation);
+
+	if (pid != 0)
+		kill(pid, SIGTERM);
+}
+
+/*
+ * shmem_exit_code -- the exit code of a process whose work is done: 1 in
+ * a reserved worker, which PostgreSQL then starts again in its slot; 0
+ * elsewhere, for a dynamic worker that is not to be started again
+ */
+int
+shmem_exit_code(void)
+{
+	return shmem_my_reserve >= 0 ? 1 : 0;
 }
 
 /*

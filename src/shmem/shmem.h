@@ -142,6 +142,8 @@ typedef struct RetriesWorker
 	RetriesWorkerState state;
 	int64		current_call;	/* 0 when none */
 	Oid			current_role;	/* who scheduled current_call */
+	Oid			last_role;		/* ... the call it ran last, when it is idle
+								 * since (see worker.c, running_roles) */
 	TimestampTz since;			/* when state or current_call last changed */
 	bool		in_runner;		/* current_call runs in a runner (worker.c) */
 	int64		calls_run;
@@ -222,6 +224,28 @@ typedef struct RetriesLoads
 	uint32		loaded;			/* a bit per table (restore.c) */
 } RetriesLoads;
 
+/* Most reserved background workers (retries.reserved_workers) */
+#define RETRIES_MAX_RESERVES	32
+
+/* What a reserved background worker is given to run (engine/reserve.c) */
+typedef enum RetriesReserveJob
+{
+	RESERVE_NONE,
+	RESERVE_WORKER,				/* retries_worker_main(arg) */
+	RESERVE_RUNNER				/* retries_runner_main(arg) */
+} RetriesReserveJob;
+
+/* A reserved background worker, under the LWLock */
+typedef struct RetriesReserve
+{
+	pid_t		pid;			/* 0 while none is there (starting again) */
+	Latch	   *latch;
+	uint32		generation;		/* bumped when it is given a job, and when its
+								 * process ends */
+	RetriesReserveJob job;		/* RESERVE_NONE: free for one */
+	Datum		arg;
+} RetriesReserve;
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -244,6 +268,7 @@ typedef struct RetriesShared
 	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
 	TimestampTz started_at;		/* when this shared memory was made */
 	uint8		lock_secret[32];	/* keys the tags of private locks */
+	RetriesReserve reserves[RETRIES_MAX_RESERVES];
 } RetriesShared;
 
 extern RetriesShared *retries_shared;
@@ -297,6 +322,12 @@ extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
 #define WAKE_FIRE				0x2
 extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
+extern void shmem_reserve_begin(int index);
+extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index,
+							   uint32 *generation);
+extern pid_t shmem_reserve_running(int index, uint32 generation);
+extern void shmem_reserve_terminate(int index, uint32 generation);
+extern int	shmem_exit_code(void);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
 extern void shmem_stop_workers(Oid dboid, int pause_secs);
 extern bool shmem_call_is_running(int64 call_id);

@@ -95,6 +95,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "base/base.h"
 #include "shmem/shmem.h"
@@ -572,6 +573,7 @@ check_loaded_rows(const RestoreCopy *copy)
 	Oid			argtypes[3] = {XIDOID, INT8OID, OIDOID};
 	Datum		values[3];
 	char	   *role = NULL;
+	MemoryContext caller = CurrentMemoryContext;
 
 	if (!TransactionIdIsValid(xid))
 		return;					/* it loaded no row */
@@ -586,8 +588,10 @@ check_loaded_rows(const RestoreCopy *copy)
 									   " LIMIT 1", t->name, t->roles),
 							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the rows loaded into table retries.%s", t->name);
+	/* copied out of SPI's memory, which SPI_finish() frees */
 	if (SPI_processed > 0)
-		role = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		role = MemoryContextStrdup(caller,
+								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	SPI_finish();
 	if (role != NULL && strcmp(role, "-") == 0)
 		ereport(ERROR,
