@@ -68,7 +68,7 @@ sub retries_node
 		'postgresql.conf', qq{
 shared_preload_libraries = 'retries'
 restart_after_crash = on
-max_worker_processes = 24
+max_worker_processes = 16
 });
 	return $node;
 }

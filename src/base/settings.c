@@ -21,7 +21,7 @@
 
 int			retries_max_workers = 2;
 int			retries_max_extra_workers = 2;
-int			retries_reserved_workers = 2;
+int			retries_reserved_workers = 0;
 int			retries_batch_size = 100;
 bool		retries_enabled = true;
 char	   *retries_retention = NULL;
@@ -130,7 +130,7 @@ settings_define(void)
 								"Background-worker slots kept for the extension's extra workers and runners.",
 								"Each is an idle process that holds its slot, so that parallel queries and other extensions cannot take it; used when no other slot is free.",
 								&retries_reserved_workers,
-								2, 0, 32,
+								0, 0, 32,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 
