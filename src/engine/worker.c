@@ -416,6 +416,35 @@ charge_interrupted(const InFlight *rec)
 }
 
 /*
+ * still_handed_over -- is call id, which this transaction has just locked,
+ * still due at 'infinity' (handed to a runner)?  Another worker that
+ * recovered the database at the same moment may have charged it from its
+ * in-flight file, and committed, between the query of charge_lost_runners
+ * and the lock: charged again, its next attempt was charged unrun (a
+ * loaded run of t/023, under ASan).
+ */
+static bool
+still_handed_over(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	bool		isnull;
+	bool		handed;
+
+	plans_prepare_kept(&plan,
+					   "SELECT next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+					   " FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read call " INT64_FORMAT, id);
+	handed = SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return handed;
+}
+
+/*
  * charge_lost_runners -- charge the attempts of the calls that were handed to
  * a runner (due at 'infinity' until their outcome: begin_in_runner) before
  * this database's workers last started, and that no in-flight file named:
@@ -466,7 +495,8 @@ charge_lost_runners(void)
 		SET_LOCKTAG_RUNNER(tag, ids[i]);
 		if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 			continue;
-		if (lock_scheduled_call(ids[i], &call) == CALL_LOCKED_NOW)
+		if (lock_scheduled_call(ids[i], &call) == CALL_LOCKED_NOW &&
+			still_handed_over(ids[i]))
 		{
 			ereport(LOG,
 					(errmsg("retries: call " INT64_FORMAT " was handed to a runner before the server stopped, and no record of its attempt is left: the attempt is charged as interrupted",
@@ -573,6 +603,14 @@ wait_for_recovery(void)
 		CHECK_FOR_INTERRUPTS();
 	}
 }
+
+/*
+ * This worker started as an extra one; if a change of retries.max_workers
+ * makes it one of the database's own, or the reverse, it exits, and the
+ * launcher starts what is wanted (an extra's process is known as one in
+ * pg_stat_activity)
+ */
+static bool started_extra = false;
 
 /*
  * is_extra -- is this worker an extra one (see "Extra workers" above)?
@@ -2128,6 +2166,7 @@ worker_start(Datum main_arg)
 
 	my_slot_index = RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(main_arg));
 	my_slot = &retries_shared->workers[my_slot_index];
+	started_extra = is_extra();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -2286,6 +2325,21 @@ worker_stop(void)
 }
 
 /*
+ * replaced -- a change of retries.max_workers made this worker one of the
+ * database's own, or an extra one, which it did not start as: exit, and
+ * the launcher starts what is wanted in its place
+ */
+static void
+replaced(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	proc_exit(shmem_exit_code());
+}
+
+/*
  * retries_worker_main -- entry point of a per-database worker
  */
 void
@@ -2328,6 +2382,9 @@ retries_worker_main(Datum main_arg)
 		pgstat_report_stat(false);
 		if (my_slot->slot_no >= retries_max_workers + retries_max_extra_workers)
 			break;
+		if (is_extra() != started_extra)
+			replaced();
+
 		if (errors > 0 && wait_after_errors(errors, last_error))
 			continue;
 
