@@ -305,6 +305,16 @@ SELECT w.busy_time - b.busy_time >= interval '200 ms' AS sleeper_busy_for_the_sl
   FROM retries.workers w JOIN busy_before b USING (pid) JOIN sleeper s USING (pid);
 SELECT bool_and(w.busy_time >= b.busy_time) AS never_goes_back
   FROM retries.workers w JOIN busy_before b USING (pid);
+-- and an idle worker's busy time stands still: its batch's end stopped it
+CALL test.wait_for($$(SELECT count(*) >= 1 FROM retries.workers
+					   WHERE database = current_database() AND state = 'idle')$$);
+CREATE TEMP TABLE idle_before AS
+	SELECT pid, busy_time, calls_run FROM retries.workers
+	 WHERE database = current_database() AND state = 'idle';
+SELECT pg_sleep(0.3) AS idle_for_a_while;  -- not a wait: time an idle worker must not count
+SELECT bool_and(w.busy_time = i.busy_time) AS idle_time_not_counted
+  FROM retries.workers w JOIN idle_before i USING (pid)
+ WHERE w.state = 'idle' AND w.calls_run = i.calls_run;
 
 -- now() inside a call is the time of the worker's transaction, not of the
 -- worker's start

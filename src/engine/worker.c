@@ -665,14 +665,14 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 		began = state == WORKER_RUNNING && my_slot->busy_since == 0;
 		if (began)
 			my_slot->busy_since = now;
-		if (state != WORKER_RUNNING && my_slot->state == WORKER_RUNNING)
-			my_slot->last_role = my_slot->current_role;
 		else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
 		{
 			/* a clock set back must not make the counter go back */
 			my_slot->busy_us += Max(now - my_slot->busy_since, 0);
 			my_slot->busy_since = 0;
 		}
+		if (state != WORKER_RUNNING && my_slot->state == WORKER_RUNNING)
+			my_slot->last_role = my_slot->current_role;
 	}
 	my_slot->state = state;
 	my_slot->current_call = call_id;
