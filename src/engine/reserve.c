@@ -56,9 +56,6 @@
 PGDLLEXPORT void retries_reserve_main(Datum main_arg);
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
 
-/* This process is a reserved worker (its index), or -1 */
-static int	my_reserve = -1;
-
 /*
  * reserve_register -- register the reserved workers (from _PG_init, when
  * preloaded)
@@ -84,13 +81,13 @@ reserve_register(void)
 }
 
 /*
- * wait_for_job -- wait until this reserved worker is given a job; its
- * argument into *arg
+ * wait_for_job -- wait until reserved worker 'index' (this one) is given a
+ * job; its argument into *arg
  */
 static RetriesReserveJob
-wait_for_job(Datum *arg)
+wait_for_job(int index, Datum *arg)
 {
-	RetriesReserve *r = &retries_shared->reserves[my_reserve];
+	RetriesReserve *r = &retries_shared->reserves[index];
 
 	for (;;)
 	{
@@ -128,15 +125,15 @@ retries_reserve_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	my_reserve = DatumGetInt32(main_arg);
-	shmem_reserve_begin(my_reserve);
-	job = wait_for_job(&arg);
+	shmem_reserve_begin(DatumGetInt32(main_arg));
+	job = wait_for_job(DatumGetInt32(main_arg), &arg);
 
-	/* seen as what it runs (pg_stat_activity reads it as it connects) */
+	/*
+	 * seen as what it runs (pg_stat_activity reads it as it connects): the
+	 * launcher gives a reserved worker only extra workers
+	 */
 	snprintf(MyBgworkerEntry->bgw_type, BGW_MAXLEN, "%s",
-			 job == RESERVE_RUNNER ? "retries runner" :
-			 retries_shared->workers[RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(arg))].slot_no <
-			 retries_max_workers ? "retries worker" : "retries extra worker");
+			 job == RESERVE_RUNNER ? "retries runner" : "retries extra worker");
 	if (job == RESERVE_RUNNER)
 		retries_runner_main(arg);
 	else

@@ -634,10 +634,12 @@ note_all_busy(void)
 
 	if (retries_max_extra_workers == 0)
 		return;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	shmem_workers_held(MyDatabaseId, retries_max_workers, GetCurrentTimestamp(), &held);
 	launcher = retries_shared->launcher_latch;
 	if (held.base_busy >= retries_max_workers && launcher != NULL)
 		SetLatch(launcher);
+	LWLockRelease(retries_shared->lock);
 }
 
 /*
@@ -909,6 +911,34 @@ claimed_ids(const RetriesCall *calls, int n)
 }
 
 /*
+ * others_roles -- the role of each other worker of this database that runs
+ * a call, or whose last batch (of that role) ended at 'recent' or later (0:
+ * none counts), into roles[], once per worker; returns how many.  Read
+ * without the locks: a hint for the claims.
+ */
+static int
+others_roles(Oid *roles, TimestampTz recent)
+{
+	int			n = 0;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		Oid			role;
+
+		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		role = w->state == WORKER_RUNNING ? w->current_role :
+			recent != 0 && w->since >= recent ? w->last_role : InvalidOid;
+		SpinLockRelease(&w->mutex);
+		if (OidIsValid(role))
+			roles[n++] = role;
+	}
+	return n;
+}
+
+/*
  * busy_roles -- the roles that hold all the other workers of this database
  * (running an attempt of one of their calls), into roles[]; returns how
  * many (none with one worker: it cannot leave another one free)
@@ -923,23 +953,11 @@ busy_roles(Oid *roles)
 	int			n = 0;
 	int			others = retries_max_workers - 1;
 	Oid			running[RETRIES_MAX_SLOTS];
-	int			nrunning = 0;
+	int			nrunning;
 
 	if (others < 1)
 		return 0;
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
-		Oid			role;
-
-		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		role = w->state == WORKER_RUNNING ? w->current_role : InvalidOid;
-		SpinLockRelease(&w->mutex);
-		if (OidIsValid(role))
-			running[nrunning++] = role;
-	}
+	nrunning = others_roles(running, 0);
 	for (int i = 0; i < nrunning; i++)
 	{
 		int			count = 0;
@@ -977,32 +995,24 @@ extra_wanted(void)
  * of this database, or ran the last batch of one idle for less than
  * RETRIES_HELD_AFTER_MS (a role whose calls keep the workers busy leaves
  * them idle for a moment between its batches: an extra worker is not for
- * it), into roles[]; returns how many.  Read without the locks, as
- * busy_roles().
+ * it), each once, into roles[]; returns how many (others_roles).
  */
 static int
 running_roles(Oid *roles)
 {
+	Oid			all[RETRIES_MAX_SLOTS];
+	int			nall = others_roles(all, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+																	 -RETRIES_HELD_AFTER_MS));
 	int			n = 0;
-	TimestampTz recent = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													 -RETRIES_HELD_AFTER_MS);
 
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	for (int i = 0; i < nall; i++)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
-		Oid			role;
 		bool		listed = false;
 
-		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		role = w->state == WORKER_RUNNING ? w->current_role :
-			w->since >= recent ? w->last_role : InvalidOid;
-		SpinLockRelease(&w->mutex);
 		for (int j = 0; j < n; j++)
-			listed |= roles[j] == role;
-		if (OidIsValid(role) && !listed)
-			roles[n++] = role;
+			listed |= roles[j] == all[i];
+		if (!listed)
+			roles[n++] = all[i];
 	}
 	return n;
 }

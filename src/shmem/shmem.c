@@ -342,22 +342,21 @@ shmem_restoring(Oid dboid)
  * them that are held: busy in one batch (in the calls of one role) for
  * RETRIES_HELD_AFTER_MS or more as of 'now'.  Workers of slot_no below
  * 'base' (retries.max_workers) are the database's own, the others extras
- * (worker.c, "Extra workers").  A hint read under the spinlocks only.
+ * (worker.c, "Extra workers").  Caller holds the LWLock.
  */
 void
 shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
 {
+	RetriesWorker *w;
+
 	memset(held, 0, sizeof(*held));
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
 		TimestampTz busy_since;
 		TimestampTz held_at;
 		bool		in_runner;
 		bool		extra = w->slot_no >= base;
 
-		if (!w->in_use || w->dboid != dboid)
-			continue;
 		SpinLockAcquire(&w->mutex);
 		busy_since = w->state == WORKER_RUNNING ? w->busy_since : 0;
 		in_runner = w->in_runner;
