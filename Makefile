@@ -53,6 +53,7 @@ OBJS = \
 	src/shmem/waits.o \
 	src/tables/access.o \
 	src/tables/names.o \
+	src/tables/name_locks.o \
 	src/tables/restore.o \
 	src/xact/xact.o \
 	src/flow/flow.o \
@@ -109,7 +110,7 @@ REGRESS_OPTS = \
 	--load-extension=retries
 
 ISOLATION = call_keys_race cancel_running workers_exactly_once chain_race kept_indexes \
-	key_window_race debounce_claim emit_race
+	key_window_race debounce_claim emit_race names_disjoint
 ISOLATION_OPTS = \
 	--temp-instance=$(CURDIR)/tmp_check_iso \
 	--temp-config=$(srcdir)/test/retries.conf

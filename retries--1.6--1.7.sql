@@ -19,6 +19,16 @@
  *   role's stream of due calls cannot hold them back.  Index
  *   call_data_low_by_role finds each role's earliest such call, as
  *   call_data_due_by_role does for the others.
+ * - Events and debounced keys of different names never wait for each
+ *   other.  In 1.6 emit(), a call made with on_event and a call made with
+ *   debounce locked one of 16 advisory locks per role, by the name's hash,
+ *   until the transaction ended: two transactions that took two disjoint
+ *   names each, in opposite orders, deadlocked whenever the names shared
+ *   locks.  From 1.7 each name has a row of its own in name_lock, locked
+ *   as a row (waiting for an event: FOR SHARE; emitting it, or debouncing
+ *   a key: as an update), so that only the same name waits, and a
+ *   transaction that holds many names takes no room in the server's lock
+ *   table.
  *
  * And the database owner may dump and restore her database with the
  * extension in it (doc/operations.md, "Restore from pg_dump").
@@ -303,3 +313,21 @@ GRANT SELECT ON retries.policy_data, retries.call_data, retries.attempt_data,
 	TO pg_database_owner;
 GRANT SELECT ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
 	retries.schedule_data_id_seq TO pg_database_owner;
+
+/*
+ * name_lock: a row per name of a role that a transaction has locked
+ * lately, for its row lock (src/tables/name_locks.c).  Made on first use,
+ * never updated; the workers delete rows older than an hour that nobody
+ * holds.  Not dumped: a restore makes them anew as they are used.
+ */
+CREATE TABLE retries.name_lock (
+	role			oid NOT NULL,
+	class			"char" NOT NULL,	-- 'e' an event, 'k' a key
+	name_hash		uuid NOT NULL,		-- md5 of the name
+	made_at			timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (role, class, name_hash)
+);
+CREATE INDEX name_lock_made ON retries.name_lock (made_at);
+COMMENT ON TABLE retries.name_lock IS
+	'a row per event or debounced key of a role lately used, locked by the transactions that emit, wait for or debounce it';
+REVOKE ALL ON retries.name_lock FROM PUBLIC;

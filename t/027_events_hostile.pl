@@ -17,7 +17,8 @@
 #      reads no event_data, sees none of alice's waiting calls, cannot
 #      cancel, retry_now or reschedule them, and her key / debounce of the
 #      same key name makes and moves her own calls only; pg_locks shows
-#      neither role nor name in the private locks' tags;
+#      nothing of the names' locks (row locks of name_lock, which she
+#      cannot read);
 #   c. odd input (held): event_timeout 0, '-1 mon 31 days', over 3650 days,
 #      negative; empty and NULL names; run_at infinity; event names over
 #      1 kB refused, a 3 MB key accepted;
@@ -179,6 +180,9 @@ is($node->safe_psql($DB, "SELECT args::text || ' ' || key_gen FROM retries.call_
 # the private locks: a transaction of alice's that emits, left open: it
 # waits at gate 1 until the test has looked
 {
+	# the names used once before, so that their rows are there to see
+	sql('alice', q{SELECT retries.emit('secret-event-name');
+SELECT retries.call('f(text)', '["k"]', key => 'secret-key', debounce => '1 hour')});
 	my $gate = close_gate($node, $DB, 1);
 	my ($in, $o, $e) = ('', '', '');
 	my $h = IPC::Run::start(
@@ -188,15 +192,28 @@ is($node->safe_psql($DB, "SELECT args::text || ' ' || key_gen FROM retries.call_
 	  . "SELECT retries.call('f(text)', '[\"k\"]', key => 'secret-key', debounce => '1 hour');\n"
 	  . "SELECT " . gate_sql(1) . "; COMMIT;\n";
 	$h->pump while $o !~ /\n.*\n/s && $h->pumpable;
-	my $alice_oid = $node->safe_psql($DB, "SELECT 'alice'::regrole::oid");
-	# the classes of the private locks: RETRIES_RUNNER_LOCK_CLASS + 2, + 3
-	my $locks = sql('mallory', q{
-SELECT count(*) || ' ' || count(*) FILTER (WHERE classid::bigint = } . $alice_oid
-		  . q{ OR objid::bigint = } . $alice_oid . q{)
-  FROM pg_locks l
- WHERE l.locktype = 'advisory' AND l.objsubid IN (21078, 21079)});
-	like($locks, qr/^[1-9]\d* 0$/,
-		'b: pg_locks shows alice\'s private locks, with neither her role in the tag');
+	# the names' locks are row locks (1.7): no advisory lock (1.6's
+	# classes, RETRIES_RUNNER_LOCK_CLASS + 2 and + 3), and their rows are
+	# for the extension's owner alone
+	is(sql('mallory', q{
+SELECT count(*) FROM pg_locks
+ WHERE locktype = 'advisory' AND objsubid IN (21078, 21079)}),
+		'0', 'b: pg_locks shows no lock of alice\'s names');
+	($out, $err) = try('mallory', 'SELECT count(*) FROM retries.name_lock');
+	like($err, qr/42501/, 'b: mallory cannot read name_lock');
+	# ... and yet alice holds both: her rows are locked
+	my $names = q{role = 'alice'::regrole AND name_hash IN
+ (md5('secret-event-name')::uuid, md5('secret-key')::uuid)};
+	is($node->safe_psql($DB, "SELECT string_agg(class::text, ',' ORDER BY class)"
+		  . " FROM retries.name_lock WHERE $names"),
+		'e,k', 'b: ... one row for her event, one for her key');
+	for my $class ('e', 'k')
+	{
+		(undef, $out, $err) = $node->psql($DB, "\\set VERBOSITY verbose\n"
+			  . "SELECT FROM retries.name_lock WHERE $names AND class = '$class'"
+			  . " FOR UPDATE NOWAIT");
+		like($err, qr/55P03/, "b: ... alice's open transaction holds the row ($class) locked");
+	}
 	open_gate($gate);
 	$h->finish;
 }

@@ -946,10 +946,8 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 	if (rule == NULL)
 		rule = &lasting;
 	if (rule->has_debounce)
-		shmem_private_lock(RETRIES_KEY_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
-						   VARDATA_ANY(DatumGetTextPP(values[CC_KEY])),
-						   VARSIZE_ANY_EXHDR(DatumGetTextPP(values[CC_KEY])),
-						   ExclusiveLock);
+		tables_lock_name(RETRIES_KEY_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
+						 DatumGetTextPP(values[CC_KEY]), true);
 	plans_prepare_kept(&plan,
 					   "INSERT INTO retries.call_data"
 					   " (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"

@@ -26,8 +26,8 @@
  * snapshot taken after its lock.  So an emit that commits first is seen by
  * the call, and a call that commits first is released by the emit.  An
  * emit rolled back releases nothing: its release is part of its
- * transaction, and the workers are woken only at its commit.  The lock's
- * tag shows neither the role nor the event (shmem_private_lock).
+ * transaction, and the workers are woken only at its commit.  Events of
+ * other names never wait for each other (see tables/name_locks.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -72,14 +72,13 @@ PG_FUNCTION_INFO_V1(retries_event);
 	" updated_at = pg_catalog.now()"
 
 /*
- * lock_event -- the lock on 'event' of 'role' described at the top, in
- * 'mode' (one of a few per role: see shmem_private_lock)
+ * lock_event -- the lock on 'event' of 'role' described at the top,
+ * exclusive or shared (see tables_lock_name)
  */
 static void
-lock_event(Oid role, text *event, LOCKMODE mode)
+lock_event(Oid role, text *event, bool exclusive)
 {
-	shmem_private_lock(RETRIES_EVENT_LOCK_CLASS, role, VARDATA_ANY(event),
-					   VARSIZE_ANY_EXHDR(event), mode);
+	tables_lock_name(RETRIES_EVENT_LOCK_CLASS, role, event, exclusive);
 }
 
 /*
@@ -116,7 +115,7 @@ events_emitted(Oid role, text *event)
 	bool		emitted;
 	int			nestlevel;
 
-	lock_event(role, event, ShareLock);
+	lock_event(role, event, false);
 	nestlevel = plans_by_index_begin();
 	plans_prepare_kept(&plan,
 					   "SELECT FROM retries.event_data"
@@ -164,7 +163,7 @@ retries_emit(PG_FUNCTION_ARGS)
 		call_args_check_size(PG_GETARG_JSONB_P(1), "payload");
 
 	/* calls being made that wait for it commit first, or see it */
-	lock_event(role, event, ExclusiveLock);
+	lock_event(role, event, true);
 
 	access_become_owner(&save);
 	SPI_connect();

@@ -847,6 +847,8 @@ prune(void)
 		deleted = retention_prune(PRUNE_BATCH);
 		if (schema_retries_version() >= SCHEMA_1_6)
 			deleted = Max(deleted, retention_prune_events(PRUNE_BATCH));
+		if (schema_retries_version() >= SCHEMA_1_7)
+			deleted = Max(deleted, tables_prune_name_locks(PRUNE_BATCH));
 		PopActiveSnapshot();
 		SPI_finish();
 		commit_transaction();

@@ -1,0 +1,159 @@
+/*-------------------------------------------------------------------------
+ *
+ * name_locks.c
+ *	  The lock of a name of a role: an event (emitting it, making a call
+ *	  that waits for it) or a debounced key.
+ *
+ * An emit and a call made waiting for the same event must not miss each
+ * other, and two debounces of one key must not both make a call (events.c,
+ * call.c): each takes the name's lock, held until its transaction ends,
+ * then reads with a snapshot taken after it.  Names that differ must never
+ * wait for each other, in whatever order transactions take them, or two
+ * transactions that take two names each in opposite orders deadlock.
+ *
+ * From version 1.7 the lock is a row lock on the name's row of name_lock
+ * (role, class, md5 of the name): a waiter locks it FOR SHARE, so that
+ * waiters of one event do not wait for each other; an emit or a debounce
+ * locks it as an update would (ON CONFLICT DO UPDATE ... WHERE false, which
+ * makes the row if it is missing and locks it in one statement).  A row
+ * lock is kept in the row itself: a transaction may hold any number
+ * without taking room in the server's lock table, which another role's
+ * transactions share.  The row is made on the name's first use and never
+ * updated; the workers delete rows made over an hour ago that nobody holds
+ * (FOR UPDATE SKIP LOCKED), so a waiter that finds its row gone between
+ * its two statements makes it again.  Only the first use of a name may
+ * wait for another first use of the same name (the unique index), and
+ * under REPEATABLE READ such a meeting fails one of them with 40001, as
+ * any two inserts of one key would.
+ *
+ * Databases whose extension is older than 1.7 keep 1.6's lock, one of 16
+ * advisory locks of the role and class (shmem_private_lock), until they
+ * are updated.
+ *
+ * IDENTIFICATION
+ *	  src/tables/name_locks.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "storage/lmgr.h"
+#include "utils/snapmgr.h"
+
+#include "base/base.h"
+#include "shmem/shmem.h"
+#include "tables/tables.h"
+
+/* How often a waiter looks again for a row pruned under it, at most */
+#define NAME_LOCK_TRIES 100
+
+/*
+ * lock_row -- run 'plan' (of the parameters role, class, name) with a
+ * snapshot taken now; how many rows it locked or made
+ */
+static uint64
+lock_row(SPIPlanPtr plan, Datum *values, int expected)
+{
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != expected)
+		elog(ERROR, "retries: could not lock a name");
+	return SPI_processed;
+}
+
+/*
+ * tables_lock_name -- take, until the current transaction ends, the lock
+ * of the name 'name' (a text) of class 'lockclass' (RETRIES_KEY_LOCK_CLASS
+ * or RETRIES_EVENT_LOCK_CLASS) of role 'role': exclusive, or shared with
+ * the other holders that are not
+ */
+void
+tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
+{
+	static SPIPlanPtr update_plan = NULL;
+	static SPIPlanPtr insert_plan = NULL;
+	static SPIPlanPtr share_plan = NULL;
+	Oid			argtypes[3] = {OIDOID, CHAROID, TEXTOID};
+	Datum		values[3];
+	RetriesUserSwitch save;
+	int			tries;
+
+	if (schema_retries_version() < SCHEMA_1_7)
+	{
+		shmem_private_lock(lockclass, role, VARDATA_ANY(name),
+						   VARSIZE_ANY_EXHDR(name),
+						   exclusive ? ExclusiveLock : ShareLock);
+		return;
+	}
+	values[0] = ObjectIdGetDatum(role);
+	values[1] = CharGetDatum(lockclass == RETRIES_KEY_LOCK_CLASS ? 'k' : 'e');
+	values[2] = PointerGetDatum(name);
+
+	access_become_owner(&save);
+	SPI_connect();
+	if (exclusive)
+	{
+		plans_prepare_kept(&update_plan,
+						   "INSERT INTO retries.name_lock AS l (role, class, name_hash)"
+						   " VALUES ($1, $2, pg_catalog.md5($3)::pg_catalog.uuid)"
+						   " ON CONFLICT (role, class, name_hash)"
+						   " DO UPDATE SET made_at = l.made_at WHERE false",
+						   3, argtypes);
+		(void) lock_row(update_plan, values, SPI_OK_INSERT);
+	}
+	else
+	{
+		plans_prepare_kept(&insert_plan,
+						   "INSERT INTO retries.name_lock (role, class, name_hash)"
+						   " VALUES ($1, $2, pg_catalog.md5($3)::pg_catalog.uuid)"
+						   " ON CONFLICT (role, class, name_hash) DO NOTHING",
+						   3, argtypes);
+		plans_prepare_kept(&share_plan,
+						   "SELECT FROM retries.name_lock"
+						   " WHERE role OPERATOR(pg_catalog.=) $1"
+						   " AND class OPERATOR(pg_catalog.=) $2"
+						   " AND name_hash OPERATOR(pg_catalog.=) pg_catalog.md5($3)::pg_catalog.uuid"
+						   " FOR SHARE",
+						   3, argtypes);
+
+		/*
+		 * A row this transaction made is its own until it ends; one that
+		 * was there is locked, unless the workers pruned it meanwhile
+		 */
+		for (tries = 0; tries < NAME_LOCK_TRIES; tries++)
+			if (lock_row(insert_plan, values, SPI_OK_INSERT) == 1 ||
+				lock_row(share_plan, values, SPI_OK_SELECT) == 1)
+				break;
+		if (tries == NAME_LOCK_TRIES)
+			elog(ERROR, "retries: could not lock a name: its row was deleted %d times in a row",
+				 NAME_LOCK_TRIES);
+	}
+	SPI_finish();
+	access_restore_user(&save);
+}
+
+/*
+ * tables_prune_name_locks -- delete up to 'limit' rows of name_lock made
+ * over an hour ago that no transaction holds; how many.  Runs inside the
+ * caller's transaction and SPI connection.
+ */
+uint64
+tables_prune_name_locks(int limit)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(limit)};
+
+	plans_prepare_kept(&plan,
+					   "DELETE FROM retries.name_lock"
+					   " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT ctid FROM retries.name_lock"
+					   "  WHERE made_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+					   "   OPERATOR(pg_catalog.-) '1 hour'::pg_catalog.interval)"
+					   "  LIMIT $1 FOR UPDATE SKIP LOCKED))",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "retries: could not prune name_lock");
+	return SPI_processed;
+}
