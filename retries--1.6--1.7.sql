@@ -318,7 +318,10 @@ GRANT SELECT ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
  * name_lock: a row per name of a role that a transaction has locked
  * lately, for its row lock (src/tables/name_locks.c).  Made on first use,
  * never updated; the workers delete rows older than an hour that nobody
- * holds.  Not dumped: a restore makes them anew as they are used.
+ * holds (no index on made_at: the prune reads the table in its physical
+ * order, where rows lie mostly oldest first, while every emit of a new
+ * name would pay the index).
+ * Not dumped: a restore makes them anew as they are used.
  */
 CREATE TABLE retries.name_lock (
 	role			oid NOT NULL,
@@ -327,7 +330,6 @@ CREATE TABLE retries.name_lock (
 	made_at			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (role, class, name_hash)
 );
-CREATE INDEX name_lock_made ON retries.name_lock (made_at);
 COMMENT ON TABLE retries.name_lock IS
 	'a row per event or debounced key of a role lately used, locked by the transactions that emit, wait for or debounce it';
 REVOKE ALL ON retries.name_lock FROM PUBLIC;

@@ -1294,31 +1294,8 @@ ALTER TABLE mallory.big SET (parallel_workers = 64);
 CREATE FUNCTION mallory.slow(id int) RETURNS boolean LANGUAGE sql PARALLEL SAFE
 	AS $$ SELECT pg_sleep(1) IS NULL $$;  -- not a wait: the test cancels it
 });
-	# (its psql goes on after the cancel that ends the query)
-	my $query = $node->background_psql($DB, on_error_stop => 0);
-	$query->query_safe(q{
-SET ROLE mallory;
-SET max_parallel_workers = 64;
-SET max_parallel_workers_per_gather = 64;
-SET parallel_setup_cost = 0;
-SET parallel_tuple_cost = 0;
-SET min_parallel_table_scan_size = 0;
-});
-	my $pid = $query->query_safe('SELECT pg_backend_pid()');
-	$query->query_until(qr/started/, q{
-\echo started
-SELECT count(*) FROM mallory.big WHERE mallory.slow(id);
-});
-	# every slot taken: those of max_worker_processes hold the reserved
-	# workers (not in pg_stat_activity: they connect to nothing) and the
-	# processes below (the Gather registered all it could at once)
-	wait_until($node, $DB,
-		"SELECT count(*) + current_setting('retries.reserved_workers')::int"
-		  . " >= current_setting('max_worker_processes')::int"
-		  . " FROM pg_stat_activity WHERE backend_type IN"
-		  . " ('parallel worker', 'logical replication launcher', 'retries launcher',"
-		  . " 'retries worker', 'retries extra worker', 'retries runner')",
-		't', 'n: mallory\'s parallel query takes every free slot');
+	my ($query, $pid) = start_parallel_hog($node, $DB, 'mallory',
+		'n: mallory\'s parallel query takes every free slot');
 	my $c = sql('alice', "SELECT retries.run_command('SELECT 1', '1 10ms')");
 	wait_until($node, $DB, "SELECT state FROM retries.calls WHERE id = $c",
 		'succeeded', 'n: alice\'s command runs meanwhile');

@@ -47,6 +47,7 @@ our @EXPORT = qw(
   gate_waiters
   wait_at_gate
   gate_sql
+  start_parallel_hog
 );
 
 # How long a wait may take before the test fails (seconds): the TAP
@@ -133,6 +134,43 @@ sub query_value
 	return (undef, 'timed out') if $timed_out;
 	return (undef, $stderr) if !defined $ret || $ret != 0;
 	return ($stdout, $stderr);
+}
+
+# start_parallel_hog(NODE, DB, ROLE, NAME): ROLE's parallel query, in a
+# background session, over ROLE.big (a table with parallel_workers = 64)
+# filtered by ROLE.slow(id) (a PARALLEL SAFE function that sleeps), with
+# every parallel setting at its most: it takes every free background-worker
+# slot, until it is cancelled.  One test named NAME: every slot of
+# max_worker_processes is taken (the reserved workers, not in
+# pg_stat_activity as they connect to nothing, and the processes below;
+# the Gather registers all it can at once).  Returns the session and its
+# backend's pid.
+sub start_parallel_hog
+{
+	my ($node, $db, $role, $name) = @_;
+	# (its psql goes on after the cancel that ends the query)
+	my $query = $node->background_psql($db, on_error_stop => 0);
+	$query->query_safe(qq{
+SET ROLE $role;
+SET max_parallel_workers = 64;
+SET max_parallel_workers_per_gather = 64;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+});
+	my $pid = $query->query_safe('SELECT pg_backend_pid()');
+	$query->query_until(qr/started/, qq{
+\\echo started
+SELECT count(*) FROM $role.big WHERE $role.slow(id);
+});
+	wait_until($node, $db,
+		"SELECT count(*) + current_setting('retries.reserved_workers')::int"
+		  . " >= current_setting('max_worker_processes')::int"
+		  . " FROM pg_stat_activity WHERE backend_type IN"
+		  . " ('parallel worker', 'logical replication launcher', 'retries launcher',"
+		  . " 'retries worker', 'retries extra worker', 'retries runner')",
+		't', $name);
+	return ($query, $pid);
 }
 
 # wait_until(NODE, DB, SQL, EXPECTED, NAME, [DEADLINE]): run SQL every 50 ms

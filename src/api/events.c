@@ -139,8 +139,7 @@ events_emitted(Oid role, text *event)
 Datum
 retries_emit(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr store_plan = NULL;
-	static SPIPlanPtr release_plan = NULL;
+	static SPIPlanPtr emit_plan = NULL;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, JSONBOID};
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -148,6 +147,7 @@ retries_emit(PG_FUNCTION_ARGS)
 	text	   *event;
 	RetriesUserSwitch save;
 	uint64		released;
+	bool		isnull;
 	int			nestlevel;
 
 	PreventCommandIfReadOnly("retries.emit()");
@@ -172,34 +172,34 @@ retries_emit(PG_FUNCTION_ARGS)
 	/*
 	 * The event's row, updated or else inserted: under the event's lock, no
 	 * other emit of it runs meanwhile (the index is not unique: see the
-	 * update script to 1.6)
+	 * update script to 1.6); and the calls made before the lock, committed,
+	 * released: one statement, with a snapshot taken after the lock
 	 */
-	plans_prepare_kept(&store_plan,
+	plans_prepare_kept(&emit_plan,
 					   "WITH updated AS ("
 					   " UPDATE retries.event_data SET payload = $3, emitted_at = pg_catalog.now()"
 					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
 					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
-					   " AND event OPERATOR(pg_catalog.=) $2 RETURNING 1)"
+					   " AND event OPERATOR(pg_catalog.=) $2 RETURNING 1),"
+					   " inserted AS ("
 					   " INSERT INTO retries.event_data (role, event, payload, emitted_at)"
 					   " SELECT $1::pg_catalog.regrole, $2, $3, pg_catalog.now()"
-					   " WHERE NOT EXISTS (SELECT FROM updated)",
-					   3, argtypes);
-	if (SPI_execute_snapshot(store_plan, values, nulls, GetLatestSnapshot(),
-							 InvalidSnapshot, false, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record an event");
-
-	/* the calls made before this lock, committed: a snapshot taken after it */
-	plans_prepare_kept(&release_plan,
-					   "UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+					   " WHERE NOT EXISTS (SELECT FROM updated)),"
+					   " released AS ("
+					   " UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
 					   " WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
 					   " AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
 					   " AND c.on_event OPERATOR(pg_catalog.=) $2"
-					   " AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'",
-					   2, argtypes);
-	if (SPI_execute_snapshot(release_plan, values, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not release the calls waiting for an event");
-	released = SPI_processed;
+					   " AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " RETURNING 1)"
+					   " SELECT pg_catalog.count(*) FROM released",
+					   3, argtypes);
+	if (SPI_execute_snapshot(emit_plan, values, nulls, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not record an event");
+	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
 	plans_by_index_end(nestlevel);
 	SPI_finish();
 	access_restore_user(&save);

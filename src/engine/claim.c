@@ -456,6 +456,33 @@ claim_next_prioritized(TimestampTz after)
 #define NEXT_ROLE_HIGH(after) NEXT_ROLE(HEAD_PRIORITY, after)
 
 /*
+ * claim_of_role -- claim the first due call of 'role' (or of any role, if
+ * InvalidOid) that can be claimed, of a priority above 0, then of 0, then
+ * below 0 (*low then set), leaving out the 'nskip' calls of 'skip';
+ * returns 1, or 0 if none can be
+ */
+int
+claim_of_role(RetriesCall *calls, TimestampTz now, Oid role,
+			  const int64 *skip, int nskip, bool *low)
+{
+	int			n = claim_prioritized(calls, 1, now, true, role, skip, nskip);
+
+	if (n == 0)
+	{
+		Claim	   *claim = claim_begin(1, now, role, skip, nskip);
+
+		n = claim_more(claim, calls, 1);
+		claim_end(claim);
+	}
+	if (n == 0)
+	{
+		n = claim_prioritized(calls, 1, now, false, role, skip, nskip);
+		*low = n > 0;
+	}
+	return n;
+}
+
+/*
  * claim_heads -- claim the earliest due call of one role: the first, going
  * round the roles that have due calls, whose earliest due call is not
  * locked by another worker; returns 1, or 0 if none is.  A role's head is
@@ -468,7 +495,9 @@ claim_next_prioritized(TimestampTz after)
  * which is left at the role claimed (or at the last one looked at), so
  * that the next batch goes on from there; at most HEADS_MAX_ROLES roles
  * are looked at.  The 'navoid' roles of 'avoid' are taken only if no
- * other role's call can be claimed, and never if 'strict'.  The first statement walks the roles
+ * other role's call can be claimed, and never if 'strict'; if 'strict',
+ * a role whose head is locked gives its first due call that is not
+ * (claim_of_role).  The first statement walks the roles
  * that have scheduled calls, one index probe each (the recursive CTEs
  * skip from one role to the next in call_data_due_by_role, and in
  * call_data_low_by_role), and finds each one's earliest due call (the row
@@ -558,6 +587,24 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 				return 1;
 			}
 		}
+
+	/*
+	 * Strict (an extra worker): a role not avoided whose head another worker
+	 * holds (a call of another role's function that holds it, say) may still
+	 * have other calls due: its first one that can be claimed
+	 */
+	for (int i = 0; strict && i < nids; i++)
+	{
+		bool		avoided = false;
+
+		for (int a = 0; a < navoid; a++)
+			avoided |= avoid[a] == roles[i];
+		if (!avoided && claim_of_role(calls, now, roles[i], skip, nskip, low) == 1)
+		{
+			*last_role = roles[i];
+			return 1;
+		}
+	}
 	return 0;
 }
 

@@ -14,6 +14,8 @@
 
 typedef struct Claim Claim;
 
+extern int	claim_of_role(RetriesCall *calls, TimestampTz now, Oid role,
+						  const int64 *skip, int nskip, bool *low);
 extern int	claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 						const Oid *avoid, int navoid, const int64 *skip, int nskip,
 						bool strict, bool *low);

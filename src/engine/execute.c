@@ -233,6 +233,36 @@ log_capped(const RetriesCall *call, int32 attempt, const char *cap)
 }
 
 /*
+ * default_value -- a parameter's default expression, given for a parameter
+ * the call left out, evaluated: a Const in the executor's memory
+ *
+ * Evaluated before the call, as PostgreSQL evaluates a call's arguments,
+ * but apart from it, in the sandbox's making of arguments
+ * (sandbox_make_args): a default is SQL that the function's owner wrote,
+ * and a function of another role that it calls must not run with the
+ * caller's rights.
+ */
+static Const *
+default_value(Expr *arg, EState *estate)
+{
+	Oid			type = exprType((Node *) arg);
+	ExprState  *state;
+	Datum		value;
+	bool		isnull;
+	int16		typlen;
+	bool		typbyval;
+
+	sandbox_make_args(true);
+	state = ExecInitExpr(expression_planner(arg), NULL);
+	value = ExecEvalExpr(state, GetPerTupleExprContext(estate), &isnull);
+	sandbox_make_args(false);
+	get_typlenbyval(type, &typlen, &typbyval);
+	return makeConst(type, exprTypmod((Node *) arg), exprCollation((Node *) arg),
+					 typlen, isnull ? (Datum) 0 : datumCopy(value, typbyval, typlen),
+					 isnull, typbyval);
+}
+
+/*
  * evaluate_call -- call a function with these argument expressions; its
  * result, copied into the caller's memory context, goes to *result if
  * 'result' is not NULL
@@ -264,7 +294,7 @@ evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull, Oid *result_ty
 	{
 		Expr	   *arg = (Expr *) lfirst(lc);
 
-		planned = lappend(planned, IsA(arg, Const) ? arg : expression_planner(arg));
+		planned = lappend(planned, IsA(arg, Const) ? arg : (Expr *) default_value(arg, estate));
 		/* as in SQL: collatable arguments pass their (default) collation */
 		if (!OidIsValid(inputcollid))
 			inputcollid = exprCollation((Node *) arg);
@@ -486,7 +516,9 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
 			*step = STEP_ARGUMENTS;
 			if (argcxt != NULL)
 				MemoryContextSwitchTo(argcxt);
+			sandbox_make_args(true);
 			args = call_args_build(fnoid, stored_args);
+			sandbox_make_args(false);
 			MemoryContextSwitchTo(oldcxt);
 			*step = STEP_FUNCTION;
 		}
@@ -1411,38 +1443,27 @@ execute_is_procedure(const RetriesCall *call)
 }
 
 /*
- * execute_foreign_owner -- the role whose code the call runs with that
- * role's own rights, as far as is known before it runs, if that role is
- * neither the call's nor a superuser: the owner of its function, when the
- * function is SECURITY DEFINER or its policy has hooks (which run as that
- * owner); else InvalidOid.  Such code may end the worker (a cancel it
- * traps past its time limit), which rolls back its batch: worker.c keeps
- * the calls of one such owner in batches of their own (doc/architecture.md,
+ * execute_foreign_owner -- the role whose choice the call's code is, as far
+ * as is known before it runs, if that role is neither the call's nor a
+ * superuser: the owner of its function (whose body that role wrote, and
+ * whose policy, time limit and hooks it chose); else InvalidOid.  Such
+ * code may end the worker (a cancel it traps past its time limit), which
+ * rolls back its batch, SECURITY DEFINER or not: worker.c keeps the calls
+ * of one such owner in batches of their own (doc/architecture.md,
  * "Trust").
  */
 Oid
 execute_foreign_owner(const RetriesCall *call)
 {
 	CachedPolicy *policy = policies_get(call->policy_id);
-	HeapTuple	tup;
-	Form_pg_proc form;
 	Oid			owner;
-	bool		definer;
 
 	if (policy == NULL || !OidIsValid(policy->fn) || policy->procedure)
 		return InvalidOid;
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(policy->fn));
-	if (!HeapTupleIsValid(tup))
+	owner = flow_function_owner(policy->fn);
+	if (!OidIsValid(owner) || owner == call->role || superuser_arg(owner))
 		return InvalidOid;
-	form = (Form_pg_proc) GETSTRUCT(tup);
-	owner = form->proowner;
-	definer = form->prosecdef;
-	ReleaseSysCache(tup);
-	if (owner == call->role || superuser_arg(owner))
-		return InvalidOid;
-	if (definer || OidIsValid(policy->on_exhausted) || OidIsValid(policy->delay_fn))
-		return owner;
-	return InvalidOid;
+	return owner;
 }
 
 /*

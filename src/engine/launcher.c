@@ -115,6 +115,7 @@ start_worker(Oid dboid, int slot_no)
 	static TimestampTz last_complaint = 0;
 	BackgroundWorker worker;
 	RetriesWorker *w;
+	RetriesDatabase *db;
 	int			slot = -1;
 	uint32		generation;
 
@@ -174,6 +175,7 @@ start_worker(Oid dboid, int slot_no)
 	w->state = WORKER_STARTING;
 	w->current_call = 0;
 	w->current_role = InvalidOid;
+	w->holder_role = InvalidOid;
 	w->last_role = InvalidOid;
 	w->since = 0;
 	w->calls_run = 0;
@@ -189,7 +191,9 @@ start_worker(Oid dboid, int slot_no)
 
 		/* no slot free: a reserved worker's, if one is (reserve.c) */
 		launched[slot].handle = NULL;
+		db = shmem_find_database(dboid, false);
 		if (slot_no >= retries_max_workers &&
+			(db == NULL || GetCurrentTimestamp() >= db->reserve_extra_after) &&
 			shmem_reserve_give(RESERVE_WORKER, worker.bgw_main_arg, &index, &reserve_generation))
 			return true;		/* it frees its slot itself, as an adopted one */
 		w->in_use = false;

@@ -15,7 +15,10 @@
  * So, when preloaded, the library registers retries.reserved_workers
  * static background workers.  PostgreSQL gives a static worker a slot of
  * its own for good (a dynamic registration never takes it), and starts it
- * again a second after it exits with code 1.  A reserved worker connects
+ * again at once when it exits with code 1 (bgw_restart_time 0: a stream of
+ * short jobs, each of which ends its process, must not leave every
+ * reserved worker a second in its restart; one that fails without a job
+ * waits out a second, shmem_reserve_pause).  A reserved worker connects
  * to no database: it waits until it is given a job (reserve_give), and
  * then runs it in its own process, as the dynamic worker would have:
  * retries_worker_main() for a worker of a database, retries_runner_main()
@@ -70,7 +73,7 @@ reserve_register(void)
 		memset(&worker, 0, sizeof(worker));
 		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = 1;
+		worker.bgw_restart_time = 0;	/* see shmem_reserve_pause */
 		worker.bgw_main_arg = Int32GetDatum(i);
 		snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
 		snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_reserve_main");
@@ -120,17 +123,24 @@ retries_reserve_main(Datum main_arg)
 {
 	RetriesReserveJob job;
 	Datum		arg;
+	long		pause_ms;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	pause_ms = shmem_reserve_pause(DatumGetInt32(main_arg));
+	if (pause_ms > 0)
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, pause_ms,
+						 PG_WAIT_EXTENSION);
 	shmem_reserve_begin(DatumGetInt32(main_arg));
 	job = wait_for_job(DatumGetInt32(main_arg), &arg);
 
 	/*
-	 * seen as what it runs (pg_stat_activity reads it as it connects): the
-	 * launcher gives a reserved worker only extra workers
+	 * named as what it runs in its own copy of the registration, which the
+	 * log's %b reads; pg_stat_activity reads the postmaster's, and shows
+	 * "retries reserve" (the launcher gives a reserved worker only extra
+	 * workers)
 	 */
 	snprintf(MyBgworkerEntry->bgw_type, BGW_MAXLEN, "%s",
 			 job == RESERVE_RUNNER ? "retries runner" : "retries extra worker");

@@ -92,6 +92,7 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "engine/runner.h"
+#include "flow/flow.h"
 #include "shmem/shmem.h"
 #include "tables/tables.h"
 
@@ -663,6 +664,56 @@ run_simple_query(const char *text)
 }
 
 /*
+ * foreign_checker, foreign_walker -- does an expression call a function
+ * (not built in) of a role other than the runner's, that is not a
+ * superuser?
+ */
+static bool
+foreign_checker(Oid func_id, void *context)
+{
+	Oid			owner;
+
+	if (func_id < FirstNormalObjectId)
+		return false;
+	owner = flow_function_owner(func_id);
+	return OidIsValid(owner) && owner != GetUserId() && !superuser_arg(owner);
+}
+
+static bool
+foreign_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, foreign_checker, context))
+		return true;
+	return expression_tree_walker(node, foreign_walker, context);
+}
+
+/*
+ * check_defaults -- the defaults that a procedure's call takes (the
+ * arguments that are not Consts) call no function of another role: a
+ * default is SQL that the procedure's owner wrote, and runs in the CALL,
+ * as the caller (a worker's attempt refuses such a function as it runs:
+ * sandbox_make_args)
+ */
+static void
+check_defaults(Oid fnoid, List *args)
+{
+	ListCell   *lc;
+
+	foreach(lc, args)
+	{
+		if (!IsA(lfirst(lc), Const) && foreign_walker(lfirst(lc), NULL))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("making the call's arguments would run a function of another role, in a default of %s",
+							format_procedure(fnoid)),
+					 errdetail("Only the caller's code and a superuser's make a call's arguments."),
+					 errhint("Pass the argument whose default calls it, or have its owner give the function to the caller or to a superuser.")));
+	}
+}
+
+/*
  * procedure_text -- "CALL <procedure>(<arguments>)" for fnoid with the
  * arguments stored in args_text (a call's canonical jsonb), converted here,
  * by the role, as an attempt converts them (call_args_build), and written
@@ -699,6 +750,7 @@ procedure_text(Oid fnoid, const char *args_text)
 		CommitTransactionCommand();
 		return command;
 	}
+	check_defaults(fnoid, args);
 	foreach(lc, args)
 	{
 		if (!OidIsValid(collation))

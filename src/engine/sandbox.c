@@ -161,9 +161,19 @@ static Oid	sandbox_role = InvalidOid;
 static Oid	last_role = InvalidOid;
 
 /*
- * Converting a call's result to jsonb (see sandbox_convert_result)
+ * What the worker is doing that routes other roles' functions through
+ * sandbox_fmgr: converting a call's result to jsonb
+ * (sandbox_convert_result), or making its arguments (sandbox_make_args);
+ * ROUTE_OFF while a trusted function that such a step reached runs
  */
-static bool converting_result = false;
+typedef enum SandboxRouting
+{
+	ROUTE_OFF,
+	ROUTE_RESULT,
+	ROUTE_ARGS
+} SandboxRouting;
+
+static SandboxRouting routing = ROUTE_OFF;
 
 static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
 static fmgr_hook_type prev_fmgr_hook = NULL;
@@ -438,9 +448,9 @@ text_form_as_json(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	getTypeOutputInfo(argtype, &output, &isvarlena);
-	converting_result = false;
+	routing = ROUTE_OFF;
 	str = OidOutputFunctionCall(output, PG_GETARG_DATUM(0));
-	converting_result = true;
+	routing = ROUTE_RESULT;
 	initStringInfo(&buf);
 	escape_json(&buf, str);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
@@ -448,23 +458,28 @@ text_form_as_json(PG_FUNCTION_ARGS)
 
 /*
  * sandbox_needs_fmgr -- PostgreSQL's needs_fmgr_hook: while a result is
- * converted, every function that is not built in goes through
- * sandbox_fmgr.  The functions that to_jsonb() calls itself are output
- * functions and casts to json; those it calls, not what they call in turn
- * (see sandbox_fmgr).
+ * converted, or arguments made, every function that is not built in goes
+ * through sandbox_fmgr.  The functions that to_jsonb() calls itself are
+ * output functions and casts to json; those it calls, not what they call
+ * in turn (see sandbox_fmgr).  Making arguments runs input functions,
+ * domains' checks and the function's defaults.
  */
 static bool
 sandbox_needs_fmgr(Oid fnoid)
 {
 	if (prev_needs_fmgr_hook != NULL && prev_needs_fmgr_hook(fnoid))
 		return true;
-	return converting_result && fnoid >= FirstNormalObjectId;
+	return routing != ROUTE_OFF && fnoid >= FirstNormalObjectId;
 }
 
-/* What sandbox_fmgr did at FHET_START, in '*private' */
-#define FMGR_LEFT		0		/* nothing */
-#define FMGR_TRUSTED	1		/* a trusted function runs: routing off */
-#define FMGR_REPLACED	2		/* another role's cast does not run */
+/*
+ * What sandbox_fmgr did at FHET_START, in '*private': nothing, or a
+ * trusted function runs with routing off (FMGR_TRUSTED plus the routing to
+ * restore after it), or another role's cast does not run
+ */
+#define FMGR_LEFT		0
+#define FMGR_REPLACED	1
+#define FMGR_TRUSTED	2
 
 /*
  * sandbox_fmgr -- PostgreSQL's fmgr_hook, around a function that
@@ -480,8 +495,9 @@ sandbox_needs_fmgr(Oid fnoid)
  *	  effect that outlives it, the seed of random(), which is drawn anew
  *	  then (a cast of mallory's with SET seed fixed the caller's random());
  *	- any other function of another role (an output function that changed
- *	  hands) fails the conversion: it is not the caller's choice, and
- *	  nothing can stand for it;
+ *	  hands; while arguments are made, a function that a default or a
+ *	  domain's check calls) fails the conversion: it is not the caller's
+ *	  choice, and nothing can stand for it;
  *	- a function of the caller's or of a superuser's (a cast, an output
  *	  function) runs as in a direct call, as the caller, and nothing it
  *	  calls is routed: the result is not being converted while it runs.
@@ -494,41 +510,44 @@ sandbox_fmgr(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 	switch (event)
 	{
 		case FHET_START:
-			if (!converting_result)
+			if (routing == ROUTE_OFF)
 				return;
 			if (!foreign_function(flinfo->fn_oid))
 			{
-				converting_result = false;
-				*private = Int32GetDatum(FMGR_TRUSTED);
+				*private = Int32GetDatum(FMGR_TRUSTED + routing);
+				routing = ROUTE_OFF;
 			}
-			else if (get_func_rettype(flinfo->fn_oid) == JSONOID)
+			else if (routing == ROUTE_RESULT &&
+					 get_func_rettype(flinfo->fn_oid) == JSONOID)
 			{
 				flinfo->fn_addr = text_form_as_json;
 				*private = Int32GetDatum(FMGR_REPLACED);
 			}
-			else
+			else if (routing == ROUTE_RESULT)
 				ereport(ERROR,
 						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 						 errmsg("converting the result to jsonb would run function %s of another role",
 								format_procedure(flinfo->fn_oid)),
 						 errdetail("Only the caller's code and a superuser's convert a call's result.")));
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("making the call's arguments would run function %s of another role",
+								format_procedure(flinfo->fn_oid)),
+						 errdetail("A parameter's default, or a domain's check of an argument, calls it: only the caller's code and a superuser's make a call's arguments."),
+						 errhint("Pass the argument whose default calls it, or have its owner give the function to the caller or to a superuser.")));
 			break;
 		case FHET_END:
-			if (DatumGetInt32(*private) == FMGR_TRUSTED)
-				converting_result = true;
+		case FHET_ABORT:
+			if (DatumGetInt32(*private) >= FMGR_TRUSTED)
+				routing = (SandboxRouting) (DatumGetInt32(*private) - FMGR_TRUSTED);
 			else if (DatumGetInt32(*private) == FMGR_REPLACED)
 			{
-				reseed_random();
+				/* at the end, reseed; at an abort, the next call does */
+				if (event == FHET_END)
+					reseed_random();
 				last_role = InvalidOid;
 			}
-			*private = Int32GetDatum(FMGR_LEFT);
-			break;
-		case FHET_ABORT:
-			/* the attempt fails; the next call reseeds (sandbox_enter) */
-			if (DatumGetInt32(*private) == FMGR_TRUSTED)
-				converting_result = true;
-			else if (DatumGetInt32(*private) == FMGR_REPLACED)
-				last_role = InvalidOid;
 			*private = Int32GetDatum(FMGR_LEFT);
 			break;
 	}
@@ -552,7 +571,26 @@ void
 sandbox_convert_result(bool converting)
 {
 	Assert(in_sandbox);
-	converting_result = converting;
+	routing = converting ? ROUTE_RESULT : ROUTE_OFF;
+}
+
+/*
+ * sandbox_make_args -- a call's arguments are about to be made (true), or
+ * have been (false): converted from their stored values (input functions,
+ * domains' checks) and its parameters' defaults evaluated
+ *
+ * The caller chose her arguments, not the function's defaults nor the
+ * checks of another role's domain: those are SQL of the function's or the
+ * domain's owner, which a superuser who calls another role's function
+ * would otherwise run with her own rights.  While making them, a function
+ * of another role fails the attempt (42501, sandbox_fmgr); built-in
+ * functions, the caller's and superusers' run as the caller.
+ */
+void
+sandbox_make_args(bool making)
+{
+	Assert(in_sandbox);
+	routing = making ? ROUTE_ARGS : ROUTE_OFF;
 }
 
 /*
@@ -947,7 +985,7 @@ sandbox_reset_session(const Sandbox *sb)
 {
 	in_sandbox = false;
 	settings_pinned = false;
-	converting_result = false;
+	routing = ROUTE_OFF;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 
 	/*
@@ -974,6 +1012,6 @@ sandbox_abort(void)
 {
 	in_sandbox = false;
 	settings_pinned = false;
-	converting_result = false;
+	routing = ROUTE_OFF;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 }

@@ -32,5 +32,6 @@ extern void sandbox_note_error(const ErrorData *edata);
 extern bool sandbox_transaction_changed(void);
 extern bool sandbox_active(void);
 extern void sandbox_convert_result(bool converting);
+extern void sandbox_make_args(bool making);
 
 #endif							/* RETRIES_SANDBOX_H */

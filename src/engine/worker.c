@@ -17,8 +17,8 @@
  * raises an ERROR.  What escapes one (the process's exit, which rolls back its
  * batch and has the calls of the batch run again) must cost only the role
  * whose call caused it, so a batch holds the calls of one role; of those,
- * the calls that run code of another role with that role's rights (its
- * SECURITY DEFINER function, the hooks of its function: see
+ * the calls that run code of another role (its function, SECURITY DEFINER
+ * or not, with the hooks and time limit it chose: see
  * execute_foreign_owner) share a batch only with calls that run the same
  * role's code, so that such code cannot have the role's other calls run
  * again, and are left, claimed, to a later batch (released at commit)
@@ -107,10 +107,13 @@
  * for RETRIES_HELD_AFTER_MS, the launcher starts an extra worker (slot_no
  * from retries.max_workers on; at most retries.max_extra_workers of them,
  * one more each time all the extras are held too).  An extra worker takes
- * only the calls of roles that have none running in another worker
- * (running_roles), so that no role holds more of them than one: a role's
- * due call starts within about a second whatever another role's calls
- * hold.  It fires schedules as the others do, and stops as soon as it
+ * only the calls of roles that hold no other worker (running_roles): a
+ * worker is held by the role whose code it runs, the owner of another
+ * role's function for a call of it (others_roles), so that a role's due
+ * call starts within about a second whatever another role's code holds,
+ * its own calls or the role's calls of its functions.  A role's own code
+ * (its long call) holds its share: its next call waits for it, or for a
+ * worker another role leaves.  It fires schedules as the others do, and stops as soon as it
  * finds nothing to claim while some worker of the database's own is not
  * held.  A base worker that begins a batch while the others are busy
  * wakes the launcher, which looks again when they will count as held.
@@ -167,6 +170,9 @@
 #define BATCH_TIME_MS			50
 /* Longest sleep, so that pruning and checks still happen when idle */
 #define MAX_SLEEP_MS			10000
+
+/* How long no reserved worker goes to an extra that gave one back idle */
+#define RESERVE_EXTRA_BACKOFF_MS	10000
 /* After an error, wait this long before trying again, doubling up to the max */
 #define ERROR_DELAY_MS			1000
 #define MAX_ERROR_DELAY_MS		30000
@@ -654,7 +660,7 @@ note_all_busy(void)
  * each other.
  */
 static void
-set_state(RetriesWorkerState state, int64 call_id, Oid role)
+set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 {
 	bool		changed = my_slot->state != state || my_slot->current_call != call_id;
 	TimestampTz now = changed ? GetCurrentTimestamp() : 0;
@@ -674,11 +680,13 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role)
 			my_slot->busy_since = 0;
 		}
 		if (state != WORKER_RUNNING && my_slot->state == WORKER_RUNNING)
-			my_slot->last_role = my_slot->current_role;
+			my_slot->last_role = my_slot->holder_role;
 	}
 	my_slot->state = state;
 	my_slot->current_call = call_id;
 	my_slot->current_role = role;
+	if (OidIsValid(holder) || state != WORKER_RUNNING)
+		my_slot->holder_role = holder;
 	SpinLockRelease(&my_slot->mutex);
 	if (began && !is_extra())
 		note_all_busy();
@@ -913,10 +921,16 @@ claimed_ids(const RetriesCall *calls, int n)
 }
 
 /*
- * others_roles -- the role of each other worker of this database that runs
- * a call, or whose last batch (of that role) ended at 'recent' or later (0:
+ * others_roles -- the role that holds each other worker of this database
+ * that runs a batch, or whose last batch ended at 'recent' or later (0:
  * none counts), into roles[], once per worker; returns how many.  Read
  * without the locks: a hint for the claims.
+ *
+ * A worker is held by the role whose code it runs: the calls' role, or,
+ * in a batch of calls of another role's functions (execute_foreign_owner),
+ * that role.  So alice's call of mallory's slow function counts as
+ * mallory's hold, not alice's: an extra worker runs alice's next call
+ * (running_roles), and mallory's own calls do not get one.
  */
 static int
 others_roles(Oid *roles, TimestampTz recent)
@@ -931,7 +945,7 @@ others_roles(Oid *roles, TimestampTz recent)
 		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
 			continue;
 		SpinLockAcquire(&w->mutex);
-		role = w->state == WORKER_RUNNING ? w->current_role :
+		role = w->state == WORKER_RUNNING ? w->holder_role :
 			recent != 0 && w->since >= recent ? w->last_role : InvalidOid;
 		SpinLockRelease(&w->mutex);
 		if (OidIsValid(role))
@@ -990,6 +1004,33 @@ extra_wanted(void)
 								 GetCurrentTimestamp(), &held);
 	LWLockRelease(retries_shared->lock);
 	return wanted;
+}
+
+/*
+ * idle_in_reserve -- an extra worker that runs in a reserved worker
+ * (reserve.c) and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS
+ * ago or more, gives the reserved worker back: it exits, and no reserved
+ * worker goes to an extra worker of this database for
+ * RESERVE_EXTRA_BACKOFF_MS.  The database wants an extra (a call waits
+ * for a place to run a procedure in, say) that it cannot use: the call's
+ * role has one running.  Reserved workers are few, for the whole cluster,
+ * and a runner of another database may be waiting for one.
+ */
+static bool
+idle_in_reserve(TimestampTz ran_at)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	RetriesDatabase *db;
+
+	if (!shmem_in_reserve() ||
+		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
+		return false;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+		db->reserve_extra_after = TimestampTzPlusMilliseconds(now, RESERVE_EXTRA_BACKOFF_MS);
+	LWLockRelease(retries_shared->lock);
+	return true;
 }
 
 /*
@@ -1055,19 +1096,7 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
 					skipped, nskipped, false, below_zero);
 	if (n == 0)
-		n = claim_prioritized(calls, 1, now, true, InvalidOid, skipped, nskipped);
-	if (n == 0)
-	{
-		Claim	   *any = claim_begin(1, now, InvalidOid, skipped, nskipped);
-
-		n = claim_more(any, calls, 1);
-		claim_end(any);
-	}
-	if (n == 0)
-	{
-		n = claim_prioritized(calls, 1, now, false, InvalidOid, skipped, nskipped);
-		*below_zero = n > 0;
-	}
+		n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
 	return n;
 }
 
@@ -1301,7 +1330,8 @@ run_call(Batch *b, RetriesCall *call)
 		return;
 
 	ledger_write(call->id, call->attempts + 1);
-	set_state(WORKER_RUNNING, call->id, call->role);
+	set_state(WORKER_RUNNING, call->id, call->role,
+			  OidIsValid(b->foreign_owner) ? b->foreign_owner : call->role);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d",
 									call->id, call->attempts + 1));
@@ -1312,7 +1342,7 @@ run_call(Batch *b, RetriesCall *call)
 	 * (else one more attempt than the limit would seem to run, until this
 	 * worker's next call)
 	 */
-	set_state(WORKER_RUNNING, 0, InvalidOid);
+	set_state(WORKER_RUNNING, 0, InvalidOid, InvalidOid);
 	shmem_gate_leave(my_slot);
 	count_call(ok);
 	ledger_write(0, 0);
@@ -1565,7 +1595,7 @@ run_in_runner(void)
 	runner_next.pending = false;
 	cap_ms = runner_next.timeout < 0 ? 0 :
 		(int) Min(runner_next.timeout / 1000 + 1, INT_MAX / 2);
-	set_state(WORKER_RUNNING, call->id, call->role);
+	set_state(WORKER_RUNNING, call->id, call->role, call->role);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
@@ -1629,7 +1659,7 @@ run_in_runner(void)
 	set_in_runner(false);
 	pfree(runner_next.args);
 	runner_next.args = NULL;
-	set_state(WORKER_IDLE, 0, InvalidOid);
+	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ledger_write(0, 0);
 }
@@ -1724,7 +1754,7 @@ run_batch(TimestampTz *due)
 	committing_batch = true;
 	commit_transaction();
 	committing_batch = false;
-	set_state(WORKER_IDLE, 0, InvalidOid);
+	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	if (held_for_runner)
 		runner_held_committed();
@@ -2077,7 +2107,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		if (retries_enabled)
 			n = run_batch(due);
 		else
-			set_state(WORKER_PAUSED, 0, InvalidOid);
+			set_state(WORKER_PAUSED, 0, InvalidOid, InvalidOid);
 		*errors = 0;
 	}
 	PG_CATCH();
@@ -2094,7 +2124,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 		held_for_runner = false;
 		/* a place taken for a runner that the rolled back batch marked */
 		set_in_runner(false);
-		set_state(WORKER_IDLE, 0, InvalidOid);
+		set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*due = 0;
 		n = 0;
@@ -2357,6 +2387,7 @@ replaced(void)
 void
 retries_worker_main(Datum main_arg)
 {
+	TimestampTz ran_at = GetCurrentTimestamp();
 	TimestampTz last_prune = 0;
 	TimestampTz last_error = 0;
 	int			errors = 0;
@@ -2424,10 +2455,12 @@ retries_worker_main(Datum main_arg)
 		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
 			continue;
+		if (n > 0)
+			ran_at = GetCurrentTimestamp();
 		if (is_extra())
 		{
 			/* an extra stays only while the others are held */
-			if (!extra_wanted())
+			if (!extra_wanted() || idle_in_reserve(ran_at))
 				break;
 			sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 		}

@@ -480,6 +480,31 @@ reserve_left(int code, Datum arg)
 }
 
 /*
+ * shmem_reserve_pause -- a process of reserved worker 'index' starts: how
+ * long it should wait, in ms, before it is free for a job.  PostgreSQL
+ * starts a reserved worker again at once when it exits (reserve.c); one
+ * whose previous process ended within a second of its start without a job
+ * (an error as it started, say) waits out the rest of that second, so
+ * that such a failure does not restart it in a loop.
+ */
+long
+shmem_reserve_pause(int index)
+{
+	RetriesReserve *r = &retries_shared->reserves[index];
+	TimestampTz now = GetCurrentTimestamp();
+	long		wait_ms = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (r->started_at != 0 && !r->had_job &&
+		!TimestampDifferenceExceeds(r->started_at, now, 1000))
+		wait_ms = 1000 - (long) ((now - r->started_at) / 1000);
+	r->started_at = now;
+	r->had_job = false;
+	LWLockRelease(retries_shared->lock);
+	return Max(wait_ms, 0);
+}
+
+/*
  * shmem_reserve_begin -- this process is reserved worker 'index' (see
  * engine/reserve.c): note it there, free for a job, until it exits
  */
@@ -513,6 +538,7 @@ shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index, uint32 *generat
 			continue;
 		r->job = job;
 		r->arg = arg;
+		r->had_job = true;
 		r->generation++;
 		*index = i;
 		*generation = r->generation;
@@ -549,6 +575,15 @@ shmem_reserve_terminate(int index, uint32 generation)
 
 	if (pid != 0)
 		kill(pid, SIGTERM);
+}
+
+/*
+ * shmem_in_reserve -- does this process run in a reserved worker?
+ */
+bool
+shmem_in_reserve(void)
+{
+	return shmem_my_reserve >= 0;
 }
 
 /*

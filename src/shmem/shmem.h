@@ -73,6 +73,9 @@ typedef struct RetriesDatabase
 	bool		recovered;		/* interrupted attempts charged since start */
 	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
 	TimestampTz next_start;		/* do not start workers before this */
+	TimestampTz reserve_extra_after;	/* give no reserved worker to an extra
+										 * worker before this (see worker.c,
+										 * idle_in_reserve) */
 	bool		listed;			/* in the launcher's last read of pg_database
 								 * (allows connections, not a template) */
 	uint64		names_generation;	/* bumped when a rename commits (see
@@ -142,8 +145,11 @@ typedef struct RetriesWorker
 	RetriesWorkerState state;
 	int64		current_call;	/* 0 when none */
 	Oid			current_role;	/* who scheduled current_call */
-	Oid			last_role;		/* ... the call it ran last, when it is idle
-								 * since (see worker.c, running_roles) */
+	Oid			holder_role;	/* whose code it runs: current_role, or the
+								 * owner of another role's function that the
+								 * call runs (worker.c, others_roles) */
+	Oid			last_role;		/* ... the holder when it last ran a call,
+								 * while it is idle since */
 	TimestampTz since;			/* when state or current_call last changed */
 	bool		in_runner;		/* current_call runs in a runner (worker.c) */
 	int64		calls_run;
@@ -244,6 +250,8 @@ typedef struct RetriesReserve
 								 * process ends */
 	RetriesReserveJob job;		/* RESERVE_NONE: free for one */
 	Datum		arg;
+	TimestampTz started_at;		/* when its process began */
+	bool		had_job;		/* its process was given a job */
 } RetriesReserve;
 
 typedef struct RetriesShared
@@ -322,6 +330,8 @@ extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
 #define WAKE_FIRE				0x2
 extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
+extern long shmem_reserve_pause(int index);
+extern bool shmem_in_reserve(void);
 extern void shmem_reserve_begin(int index);
 extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index,
 							   uint32 *generation);

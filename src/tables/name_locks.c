@@ -118,8 +118,8 @@ tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
 						   3, argtypes);
 
 		/*
-		 * A row this transaction made is its own until it ends; one that
-		 * was there is locked, unless the workers pruned it meanwhile
+		 * A row this transaction made is its own until it ends; one that was
+		 * there is locked, unless the workers pruned it meanwhile
 		 */
 		for (tries = 0; tries < NAME_LOCK_TRIES; tries++)
 			if (lock_row(insert_plan, values, SPI_OK_INSERT) == 1 ||
