@@ -333,3 +333,42 @@ CREATE TABLE retries.name_lock (
 COMMENT ON TABLE retries.name_lock IS
 	'a row per event or debounced key of a role lately used, locked by the transactions that emit, wait for or debounce it';
 REVOKE ALL ON retries.name_lock FROM PUBLIC;
+
+/*
+ * events: the role's events, emitted or waited for, and clear_event()
+ * (src/api/events.c)
+ */
+CREATE VIEW retries.events WITH (security_barrier) AS
+SELECT n.role,
+	   n.event,
+	   e.payload,
+	   e.emitted_at,
+	   (SELECT pg_catalog.count(*) FROM retries.call_data c
+		 WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'
+		   AND c.scheduled_by OPERATOR(pg_catalog.=) n.role
+		   AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5(n.event)
+		   AND c.on_event OPERATOR(pg_catalog.=) n.event) AS waiting
+  FROM (SELECT d.role, d.event FROM retries.event_data d
+		UNION
+		SELECT c.scheduled_by, c.on_event FROM retries.call_data c
+		 WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled') n
+  LEFT JOIN LATERAL (SELECT d.payload, d.emitted_at FROM retries.event_data d
+					  WHERE d.role OPERATOR(pg_catalog.=) n.role
+						AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(n.event)
+						AND d.event OPERATOR(pg_catalog.=) n.event
+					  ORDER BY d.emitted_at DESC LIMIT 1) e ON true
+ WHERE retries.visible_role(n.role);
+COMMENT ON VIEW retries.events IS
+	'the events of the roles whose calls the current role sees: each emitted one (its latest payload and emit, kept for retries.retention) and each that calls wait for, with how many wait';
+COMMENT ON COLUMN retries.events.emitted_at IS
+	'its latest emit; NULL while it has none (calls wait for it)';
+COMMENT ON COLUMN retries.events.waiting IS
+	'how many of the role''s calls wait for it';
+GRANT SELECT ON retries.events TO PUBLIC;
+
+CREATE FUNCTION retries.clear_event(event text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'retries_clear_event'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.clear_event(text) IS
+	'forget the current role''s event: calls made with on_event after this wait for its next emit; whether it had been emitted';

@@ -212,6 +212,34 @@ SELECT state, waiting_for_event FROM retries.calls WHERE id = :e8;
 SELECT retries.resume('ev_send(text,text)');
 SELECT state, result FROM retries.wait(:e8, '180s');
 
+-- retries.events lists the role's events, emitted or waited for, and
+-- clear_event forgets one: a call made after it waits for the next emit (1.7)
+SET ROLE ev_alice;
+SELECT retries.emit('order:1', '{"n": 1}') AS released;
+SELECT retries.call('ev_send(text,text)', '["c20", "x"]', on_event => 'ordr:1') AS e20 \gset
+SELECT event, payload, emitted_at IS NOT NULL AS emitted, waiting
+  FROM retries.events WHERE event IN ('order:1', 'ordr:1') ORDER BY event;
+SELECT retries.clear_event('order:1') AS cleared;
+SELECT retries.clear_event('order:1') AS cleared_again;
+SELECT retries.call('ev_send(text,text)', '["c21", "y"]', on_event => 'order:1') AS e21 \gset
+SELECT waiting_for_event FROM retries.calls WHERE id = :e21;
+SELECT event, emitted_at IS NOT NULL AS emitted, waiting
+  FROM retries.events WHERE event IN ('order:1', 'ordr:1') ORDER BY event;
+RESET ROLE;
+-- another role sees none of them, and clears only its own
+SET ROLE ev_bob;
+SELECT count(*) AS bob_sees FROM retries.events WHERE event IN ('order:1', 'ordr:1');
+SELECT retries.clear_event('ordr:1') AS bob_cleared;
+RESET ROLE;
+SET ROLE ev_alice;
+SELECT retries.emit('order:1', '{"n": 2}') AS released;
+SELECT state, result FROM retries.wait(:e21, '180s');
+SELECT retries.cancel(:e20);
+SELECT count(*) AS left_waiting FROM retries.events WHERE event IN ('order:1', 'ordr:1') AND waiting > 0;
+RESET ROLE;
+CALL test.try($$SELECT retries.clear_event('')$$);
+CALL test.try($$SELECT retries.clear_event(NULL)$$);
+
 -- bad events are refused
 CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', on_event => '')$$);
 CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', event_timeout => '1 hour')$$);

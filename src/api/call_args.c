@@ -54,6 +54,7 @@
 #include "api/api.h"
 #include "base/base.h"
 #include "core/policy.h"
+#include "flow/flow.h"
 
 /* The search_path under which values naming objects are written and read */
 #define OBJECT_NAME_PATH		"pg_catalog, pg_temp"
@@ -214,6 +215,149 @@ describe_arg(const FuncParams *params, int i)
 		return psprintf("argument %d (\"%s\")", i + 1, params->names[i]);
 	return psprintf("argument %d", i + 1);
 }
+
+static List *function_defaults(Oid fnoid);
+static void check_omitted_defaults(const FuncParams *params, Jsonb *args);
+
+/* How deep foreign_domain() looks into arrays, composites and ranges */
+#define TYPE_DEPTH_MAX 16
+
+/*
+ * foreign_domain -- the first domain with checks, owned by a role other
+ * than 'role' that is not a superuser, that a value of type typid is
+ * checked against when it is made from text: the type itself and the
+ * domains it is over, the elements of an array, the fields of a composite,
+ * the subtype of a range; InvalidOid if none
+ */
+static Oid
+foreign_domain(Oid typid, Oid role, int depth)
+{
+	HeapTuple	tup;
+	Form_pg_type form;
+	char		typtype;
+	Oid			owner;
+	Oid			base;
+	Oid			relid;
+	Oid			found = InvalidOid;
+
+	if (depth > TYPE_DEPTH_MAX || !OidIsValid(typid))
+		return InvalidOid;
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	form = (Form_pg_type) GETSTRUCT(tup);
+	typtype = form->typtype;
+	owner = form->typowner;
+	base = form->typbasetype;
+	relid = form->typrelid;
+	ReleaseSysCache(tup);
+
+	if (typtype == TYPTYPE_DOMAIN)
+	{
+		if (owner != role && !superuser_arg(owner) && DomainHasConstraints(typid))
+			return typid;
+		return foreign_domain(base, role, depth + 1);
+	}
+	if (OidIsValid(get_element_type(typid)))
+		return foreign_domain(get_element_type(typid), role, depth + 1);
+	if (typtype == TYPTYPE_RANGE)
+		return foreign_domain(get_range_subtype(typid), role, depth + 1);
+	if (typtype == TYPTYPE_MULTIRANGE)
+		return foreign_domain(get_multirange_range(typid), role, depth + 1);
+	if (typtype == TYPTYPE_COMPOSITE && OidIsValid(relid))
+	{
+		TupleDesc	desc = lookup_rowtype_tupdesc(typid, -1);
+
+		for (int i = 0; i < desc->natts && !OidIsValid(found); i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (!att->attisdropped)
+				found = foreign_domain(att->atttypid, role, depth + 1);
+		}
+		ReleaseTupleDesc(desc);
+	}
+	return found;
+}
+
+/*
+ * type_owner -- the owner of type typid
+ */
+static Oid
+type_owner(Oid typid)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for type %u", typid);
+	owner = ((Form_pg_type) GETSTRUCT(tup))->typowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * check_trusted_params -- the function's parameters are of no domain whose
+ * checks another role chose (foreign_domain): such a check is SQL of the
+ * domain's owner, which would run with the rights of the role that makes
+ * the call's arguments (the caller, when it schedules the call, and in
+ * each attempt), up to a superuser's, and may call any function the
+ * caller may (a superuser's own that runs SQL text among them)
+ */
+static void
+check_trusted_params(const FuncParams *params)
+{
+	Oid			role = GetUserId();
+
+	for (int i = 0; i < params->nargs; i++)
+	{
+		Oid			domain = foreign_domain(params->types[i], role, 0);
+
+		if (OidIsValid(domain))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("%s of %s is of domain %s, whose checks are code of role %s",
+							describe_arg(params, i), signature(params),
+							format_type_be(domain),
+							GetUserNameFromId(type_owner(domain), false)),
+					 errdetail("A call's arguments are made with the caller's rights: only the caller's code and a superuser's may run then."),
+					 errhint("Have the function take the domain's base type, or have the domain owned by the caller or by a superuser.")));
+	}
+}
+
+/*
+ * trusted_default -- may the default of parameter i (its expression
+ * 'expr') be evaluated for a call: the function is the caller's or a
+ * superuser's, or the default is a constant?  Any other default is SQL
+ * that the function's owner chose, which would run with the rights of the
+ * call's role, and may call any function that role may.
+ */
+static bool
+trusted_default(const FuncParams *params, Node *expr)
+{
+	Oid			owner;
+
+	if (expr != NULL && IsA(expr, Const))
+		return true;
+	owner = flow_function_owner(params->fnoid);
+	return !OidIsValid(owner) || owner == GetUserId() || superuser_arg(owner);
+}
+
+/*
+ * refuse_default -- the error for a default that trusted_default refuses
+ */
+static void
+refuse_default(const FuncParams *params, int i)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the default of %s of %s is code of the function's owner, role %s",
+					describe_arg(params, i), signature(params),
+					GetUserNameFromId(flow_function_owner(params->fnoid), false)),
+			 errdetail("A call's arguments are made with the caller's rights: a default of another role's function runs only if it is a constant."),
+			 errhint("Pass the argument.")));
+}
+
 
 /*
  * is_json_type -- is this type (or the base type of this domain) json or jsonb?
@@ -625,6 +769,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 
 	call_args_check_size(args, "args");
 	load_params(fnoid, &params);
+	check_trusted_params(&params);
 
 	if (JB_ROOT_IS_SCALAR(args))
 		ereport(ERROR,
@@ -639,6 +784,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 		result = canonicalize_named(&params, args);
 	if (nestlevel >= 0)
 		AtEOXact_GUC(true, nestlevel);
+	check_omitted_defaults(&params, result);
 
 	call_args_check_size(result, "args");
 	return result;
@@ -694,6 +840,37 @@ function_defaults(Oid fnoid)
 }
 
 /*
+ * check_omitted_defaults -- the parameters that the canonical arguments
+ * 'args' leave out take defaults that trusted_default allows: refused
+ * when the call is made, not at its first attempt
+ */
+static void
+check_omitted_defaults(const FuncParams *params, Jsonb *args)
+{
+	List	   *defaults = NIL;
+	int			first_default = params->nargs - params->ndefaults;
+
+	for (int i = Max(first_default, 0); i < params->nargs; i++)
+	{
+		const char *name = params->names[i];
+		bool		given;
+
+		if (JB_ROOT_IS_ARRAY(args))
+			given = i < (int) JB_ROOT_COUNT(args);
+		else
+			given = name[0] != '\0' &&
+				getKeyJsonValueFromContainer(&args->root, name, strlen(name), NULL) != NULL;
+		if (given)
+			continue;
+		if (defaults == NIL)
+			defaults = function_defaults(params->fnoid);
+		if (i - (params->nargs - list_length(defaults)) >= 0 &&
+			!trusted_default(params, list_nth(defaults, i - (params->nargs - list_length(defaults)))))
+			refuse_default(params, i);
+	}
+}
+
+/*
  * call_args_build -- the argument expressions of one attempt
  *
  * Each stored value becomes a Const, converted again from its canonical
@@ -711,6 +888,7 @@ call_args_build(Oid fnoid, Jsonb *args)
 	List	   *result = NIL;
 
 	load_params(fnoid, &params);
+	check_trusted_params(&params);
 	exprs = palloc0(sizeof(Node *) * Max(params.nargs, 1));
 
 	if (JB_ROOT_IS_ARRAY(args))
@@ -751,6 +929,8 @@ call_args_build(Oid fnoid, Jsonb *args)
 						 errmsg("%s of %s is missing and has no default",
 								describe_arg(&params, i), signature(&params))));
 			exprs[i] = copyObject(list_nth(defaults, i - first_default));
+			if (!trusted_default(&params, exprs[i]))
+				refuse_default(&params, i);
 		}
 		result = lappend(result, exprs[i]);
 	}

@@ -50,6 +50,7 @@
 #include "xact/xact.h"
 
 PG_FUNCTION_INFO_V1(retries_emit);
+PG_FUNCTION_INFO_V1(retries_clear_event);
 PG_FUNCTION_INFO_V1(retries_event);
 
 /* The longest event name, in bytes */
@@ -71,9 +72,17 @@ PG_FUNCTION_INFO_V1(retries_event);
 	"  THEN c.waiting_on OPERATOR(pg_catalog.>) 1 ELSE c.held END," \
 	" updated_at = pg_catalog.now()"
 
+/* The condition of the calls of role $1 that wait for event $2 */
+#define WAITING_FOR \
+	" WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole" \
+	" AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)" \
+	" AND c.on_event OPERATOR(pg_catalog.=) $2" \
+	" AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+
 /*
  * lock_event -- the lock on 'event' of 'role' described at the top,
- * exclusive or shared (see tables_lock_name)
+ * exclusive or shared (see tables_lock_name); inside SPI, as the
+ * extension's owner
  */
 static void
 lock_event(Oid role, text *event, bool exclusive)
@@ -132,6 +141,40 @@ events_emitted(Oid role, text *event)
 }
 
 /*
+ * store_event -- record the event (role, name, payload: values[0..2]),
+ * under its lock, with a snapshot taken now: its row updated, or else
+ * inserted (the index is not unique: see the update script to 1.6; under
+ * the event's lock no other emit of it runs meanwhile); whether calls
+ * made before the lock, committed, wait for it.  Inside SPI, as the
+ * extension's owner.
+ */
+static bool
+store_event(Datum *values, char *nulls)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, JSONBOID};
+	bool		isnull;
+
+	plans_prepare_kept(&plan,
+					   "WITH updated AS ("
+					   " UPDATE retries.event_data SET payload = $3, emitted_at = pg_catalog.now()"
+					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+					   " AND event OPERATOR(pg_catalog.=) $2 RETURNING 1),"
+					   " inserted AS ("
+					   " INSERT INTO retries.event_data (role, event, payload, emitted_at)"
+					   " SELECT $1::pg_catalog.regrole, $2, $3, pg_catalog.now()"
+					   " WHERE NOT EXISTS (SELECT FROM updated))"
+					   " SELECT EXISTS (SELECT FROM retries.call_data c" WAITING_FOR ")",
+					   3, argtypes);
+	if (SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not record an event");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
  * retries_emit -- SQL function retries.emit(event, payload): record the
  * event of the current role and release its calls that wait for it; how
  * many
@@ -139,7 +182,7 @@ events_emitted(Oid role, text *event)
 Datum
 retries_emit(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr emit_plan = NULL;
+	static SPIPlanPtr release_plan = NULL;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, JSONBOID};
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -147,7 +190,7 @@ retries_emit(PG_FUNCTION_ARGS)
 	text	   *event;
 	RetriesUserSwitch save;
 	uint64		released;
-	bool		isnull;
+	bool		waiting;
 	int			nestlevel;
 
 	PreventCommandIfReadOnly("retries.emit()");
@@ -162,44 +205,32 @@ retries_emit(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(1))
 		call_args_check_size(PG_GETARG_JSONB_P(1), "payload");
 
-	/* calls being made that wait for it commit first, or see it */
-	lock_event(role, event, true);
-
 	access_become_owner(&save);
 	SPI_connect();
 	nestlevel = plans_by_index_begin();
 
 	/*
-	 * The event's row, updated or else inserted: under the event's lock, no
-	 * other emit of it runs meanwhile (the index is not unique: see the
-	 * update script to 1.6); and the calls made before the lock, committed,
-	 * released: one statement, with a snapshot taken after the lock
+	 * The event's lock first: calls being made that wait for it commit first,
+	 * or see it.  Then its row, and whether calls wait for it, with a
+	 * snapshot taken after the lock; only then the statement that releases
+	 * them, whose start opens every index of call_data: most emits release
+	 * nothing.
 	 */
-	plans_prepare_kept(&emit_plan,
-					   "WITH updated AS ("
-					   " UPDATE retries.event_data SET payload = $3, emitted_at = pg_catalog.now()"
-					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
-					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
-					   " AND event OPERATOR(pg_catalog.=) $2 RETURNING 1),"
-					   " inserted AS ("
-					   " INSERT INTO retries.event_data (role, event, payload, emitted_at)"
-					   " SELECT $1::pg_catalog.regrole, $2, $3, pg_catalog.now()"
-					   " WHERE NOT EXISTS (SELECT FROM updated)),"
-					   " released AS ("
-					   " UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
-					   " WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
-					   " AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
-					   " AND c.on_event OPERATOR(pg_catalog.=) $2"
-					   " AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " RETURNING 1)"
-					   " SELECT pg_catalog.count(*) FROM released",
-					   3, argtypes);
-	if (SPI_execute_snapshot(emit_plan, values, nulls, GetLatestSnapshot(),
-							 InvalidSnapshot, false, false, 0) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not record an event");
-	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 1, &isnull));
+	lock_event(role, event, true);
+	waiting = store_event(values, nulls);
+
+	released = 0;
+	if (waiting)
+	{
+		plans_prepare_kept(&release_plan,
+						   "UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+						   WAITING_FOR,
+						   2, argtypes);
+		if (SPI_execute_snapshot(release_plan, values, NULL, GetLatestSnapshot(),
+								 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not release the calls waiting for an event");
+		released = SPI_processed;
+	}
 	plans_by_index_end(nestlevel);
 	SPI_finish();
 	access_restore_user(&save);
@@ -207,6 +238,54 @@ retries_emit(PG_FUNCTION_ARGS)
 	if (released > 0)
 		xact_wake_workers(WAKE_CALLS);
 	PG_RETURN_INT64((int64) released);
+}
+
+/*
+ * retries_clear_event -- SQL function retries.clear_event(event): forget
+ * the current role's event, so that a call made with on_event after this
+ * commits waits for its next emit; whether it had been emitted (and not
+ * pruned).  Under the event's lock, as emit: a call being made that waits
+ * for it sees either the event or its absence, whole.  Calls that the
+ * event released already are not held again.
+ */
+Datum
+retries_clear_event(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+	Oid			role = GetUserId();
+	text	   *event;
+	RetriesUserSwitch save;
+	uint64		cleared;
+	int			nestlevel;
+
+	PreventCommandIfReadOnly("retries.clear_event()");
+	PreventCommandDuringRecovery("retries.clear_event()");
+	args_check_not_null(fcinfo, 0, "event");
+	event = PG_GETARG_TEXT_PP(0);
+	events_check_name(event, "event");
+	values[0] = ObjectIdGetDatum(role);
+	values[1] = PointerGetDatum(event);
+
+	access_become_owner(&save);
+	SPI_connect();
+	nestlevel = plans_by_index_begin();
+	lock_event(role, event, true);
+	plans_prepare_kept(&plan,
+					   "DELETE FROM retries.event_data"
+					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+					   " AND event OPERATOR(pg_catalog.=) $2",
+					   2, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not clear an event");
+	cleared = SPI_processed;
+	plans_by_index_end(nestlevel);
+	SPI_finish();
+	access_restore_user(&save);
+	PG_RETURN_BOOL(cleared > 0);
 }
 
 /*

@@ -1123,6 +1123,35 @@ typedef struct Batch
 static Batch *open_batch_now = NULL;
 
 /*
+ * extra_passes_over -- in an extra worker, the first call of batch b runs
+ * the code of a role that holds another worker of the database (a call
+ * of mallory's slow function, while another worker runs one): it is not
+ * run, but left to the database's own workers, and this worker claims
+ * around it from now on (skipped).  Otherwise a role whose functions
+ * another role calls would have its code hold every extra worker too.
+ * An extra whose list of such calls is full exits: the launcher starts
+ * a fresh one if it is still wanted.
+ */
+static bool
+extra_passes_over(const Batch *b)
+{
+	Oid			holders[RETRIES_MAX_SLOTS];
+	int			n = running_roles(holders);
+	Oid			holder = OidIsValid(b->foreign_owner) ? b->foreign_owner : b->calls[0].role;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (holders[i] != holder)
+			continue;
+		if (nskipped >= SKIP_MAX)
+			proc_exit(shmem_exit_code());
+		skipped[nskipped++] = b->calls[0].id;
+		return true;
+	}
+	return false;
+}
+
+/*
  * batch_claimed -- has the batch open now claimed call 'id'?  (Set as
  * manage_claimed_hook: code that the batch runs may not change its calls;
  * see manage.c.)
@@ -1730,7 +1759,11 @@ run_batch(TimestampTz *due)
 		}
 		/* one that runs another role's code than the first: a later batch */
 		if (i == 0)
+		{
 			b.foreign_owner = execute_foreign_owner(&b.calls[0]);
+			if (is_extra() && extra_passes_over(&b))
+				break;
+		}
 		else if (execute_foreign_owner(&b.calls[i]) != b.foreign_owner)
 			continue;
 		run_call(&b, &b.calls[i]);

@@ -66,7 +66,7 @@ lock_row(SPIPlanPtr plan, Datum *values, int expected)
  * tables_lock_name -- take, until the current transaction ends, the lock
  * of the name 'name' (a text) of class 'lockclass' (RETRIES_KEY_LOCK_CLASS
  * or RETRIES_EVENT_LOCK_CLASS) of role 'role': exclusive, or shared with
- * the other holders that are not
+ * the other holders that are not.  Inside SPI, as the extension's owner.
  */
 void
 tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
@@ -76,7 +76,6 @@ tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
 	static SPIPlanPtr share_plan = NULL;
 	Oid			argtypes[3] = {OIDOID, CHAROID, TEXTOID};
 	Datum		values[3];
-	RetriesUserSwitch save;
 	int			tries;
 
 	if (schema_retries_version() < SCHEMA_1_7)
@@ -90,8 +89,6 @@ tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
 	values[1] = CharGetDatum(lockclass == RETRIES_KEY_LOCK_CLASS ? 'k' : 'e');
 	values[2] = PointerGetDatum(name);
 
-	access_become_owner(&save);
-	SPI_connect();
 	if (exclusive)
 	{
 		plans_prepare_kept(&update_plan,
@@ -101,36 +98,31 @@ tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
 						   " DO UPDATE SET made_at = l.made_at WHERE false",
 						   3, argtypes);
 		(void) lock_row(update_plan, values, SPI_OK_INSERT);
+		return;
 	}
-	else
-	{
-		plans_prepare_kept(&insert_plan,
-						   "INSERT INTO retries.name_lock (role, class, name_hash)"
-						   " VALUES ($1, $2, pg_catalog.md5($3)::pg_catalog.uuid)"
-						   " ON CONFLICT (role, class, name_hash) DO NOTHING",
-						   3, argtypes);
-		plans_prepare_kept(&share_plan,
-						   "SELECT FROM retries.name_lock"
-						   " WHERE role OPERATOR(pg_catalog.=) $1"
-						   " AND class OPERATOR(pg_catalog.=) $2"
-						   " AND name_hash OPERATOR(pg_catalog.=) pg_catalog.md5($3)::pg_catalog.uuid"
-						   " FOR SHARE",
-						   3, argtypes);
+	plans_prepare_kept(&insert_plan,
+					   "INSERT INTO retries.name_lock (role, class, name_hash)"
+					   " VALUES ($1, $2, pg_catalog.md5($3)::pg_catalog.uuid)"
+					   " ON CONFLICT (role, class, name_hash) DO NOTHING",
+					   3, argtypes);
+	plans_prepare_kept(&share_plan,
+					   "SELECT FROM retries.name_lock"
+					   " WHERE role OPERATOR(pg_catalog.=) $1"
+					   " AND class OPERATOR(pg_catalog.=) $2"
+					   " AND name_hash OPERATOR(pg_catalog.=) pg_catalog.md5($3)::pg_catalog.uuid"
+					   " FOR SHARE",
+					   3, argtypes);
 
-		/*
-		 * A row this transaction made is its own until it ends; one that was
-		 * there is locked, unless the workers pruned it meanwhile
-		 */
-		for (tries = 0; tries < NAME_LOCK_TRIES; tries++)
-			if (lock_row(insert_plan, values, SPI_OK_INSERT) == 1 ||
-				lock_row(share_plan, values, SPI_OK_SELECT) == 1)
-				break;
-		if (tries == NAME_LOCK_TRIES)
-			elog(ERROR, "retries: could not lock a name: its row was deleted %d times in a row",
-				 NAME_LOCK_TRIES);
-	}
-	SPI_finish();
-	access_restore_user(&save);
+	/*
+	 * A row this transaction made is its own until it ends; one that was
+	 * there is locked, unless the workers pruned it meanwhile
+	 */
+	for (tries = 0; tries < NAME_LOCK_TRIES; tries++)
+		if (lock_row(insert_plan, values, SPI_OK_INSERT) == 1 ||
+			lock_row(share_plan, values, SPI_OK_SELECT) == 1)
+			return;
+	elog(ERROR, "retries: could not lock a name: its row was deleted %d times in a row",
+		 NAME_LOCK_TRIES);
 }
 
 /*

@@ -60,6 +60,7 @@ extern bool names_refresh_due(void);
 extern void names_refresh_failed(void);
 
 /* name_locks.c: the lock of an event or a debounced key of a role */
+
 extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive);
 extern uint64 tables_prune_name_locks(int limit);
 
