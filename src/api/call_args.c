@@ -219,18 +219,17 @@ describe_arg(const FuncParams *params, int i)
 static List *function_defaults(Oid fnoid);
 static void check_omitted_defaults(const FuncParams *params, Jsonb *args);
 
-/* How deep foreign_domain() looks into arrays, composites and ranges */
-#define TYPE_DEPTH_MAX 16
-
 /*
  * foreign_domain -- the first domain with checks, owned by a role other
  * than 'role' that is not a superuser, that a value of type typid is
  * checked against when it is made from text: the type itself and the
  * domains it is over, the elements of an array, the fields of a composite,
- * the subtype of a range; InvalidOid if none
+ * the subtype of a range, however deep; InvalidOid if none.  Each type is
+ * looked at once ('*seen'): a composite of two fields of a composite of
+ * two fields, and so on, must not take exponential time.
  */
 static Oid
-foreign_domain(Oid typid, Oid role, int depth)
+foreign_domain(Oid typid, Oid role, List **seen)
 {
 	HeapTuple	tup;
 	Form_pg_type form;
@@ -240,8 +239,10 @@ foreign_domain(Oid typid, Oid role, int depth)
 	Oid			relid;
 	Oid			found = InvalidOid;
 
-	if (depth > TYPE_DEPTH_MAX || !OidIsValid(typid))
+	check_stack_depth();
+	if (!OidIsValid(typid) || list_member_oid(*seen, typid))
 		return InvalidOid;
+	*seen = lappend_oid(*seen, typid);
 	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
 	if (!HeapTupleIsValid(tup))
 		return InvalidOid;
@@ -256,14 +257,14 @@ foreign_domain(Oid typid, Oid role, int depth)
 	{
 		if (owner != role && !superuser_arg(owner) && DomainHasConstraints(typid))
 			return typid;
-		return foreign_domain(base, role, depth + 1);
+		return foreign_domain(base, role, seen);
 	}
 	if (OidIsValid(get_element_type(typid)))
-		return foreign_domain(get_element_type(typid), role, depth + 1);
+		return foreign_domain(get_element_type(typid), role, seen);
 	if (typtype == TYPTYPE_RANGE)
-		return foreign_domain(get_range_subtype(typid), role, depth + 1);
+		return foreign_domain(get_range_subtype(typid), role, seen);
 	if (typtype == TYPTYPE_MULTIRANGE)
-		return foreign_domain(get_multirange_range(typid), role, depth + 1);
+		return foreign_domain(get_multirange_range(typid), role, seen);
 	if (typtype == TYPTYPE_COMPOSITE && OidIsValid(relid))
 	{
 		TupleDesc	desc = lookup_rowtype_tupdesc(typid, -1);
@@ -273,7 +274,7 @@ foreign_domain(Oid typid, Oid role, int depth)
 			Form_pg_attribute att = TupleDescAttr(desc, i);
 
 			if (!att->attisdropped)
-				found = foreign_domain(att->atttypid, role, depth + 1);
+				found = foreign_domain(att->atttypid, role, seen);
 		}
 		ReleaseTupleDesc(desc);
 	}
@@ -308,10 +309,11 @@ static void
 check_trusted_params(const FuncParams *params)
 {
 	Oid			role = GetUserId();
+	List	   *seen = NIL;
 
 	for (int i = 0; i < params->nargs; i++)
 	{
-		Oid			domain = foreign_domain(params->types[i], role, 0);
+		Oid			domain = foreign_domain(params->types[i], role, &seen);
 
 		if (OidIsValid(domain))
 			ereport(ERROR,

@@ -180,8 +180,12 @@
 #define PRUNE_INTERVAL_MS		10000
 #define PRUNE_BATCH				1000
 
-/* Calls a worker leaves alone because it could not even fail them */
-#define SKIP_MAX				64
+/*
+ * Calls a worker leaves alone: those it could not even fail, and in an
+ * extra worker, those whose code is a role's that holds another worker
+ * (extra_passes_over)
+ */
+#define SKIP_MAX				1024
 /*
  * How long an interrupted attempt that no one charged is remembered: one
  * that an exiting worker noted (its successor claims the call at once),
