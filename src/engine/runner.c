@@ -686,7 +686,8 @@ foreign_walker(Node *node, void *context)
 		return false;
 	if (check_functions_in_node(node, foreign_checker, context))
 		return true;
-	return expression_tree_walker(node, foreign_walker, context);
+	/* the cast: PostgreSQL 15 declares the walker without a prototype */
+	return expression_tree_walker(node, (bool (*) ()) foreign_walker, context);
 }
 
 /*
