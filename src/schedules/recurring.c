@@ -50,8 +50,25 @@ PG_FUNCTION_INFO_V1(retries_next_runs);
 /* Most instants one call of next_runs() returns */
 #define NEXT_RUNS_MAX	10000
 
+/* Longest every and time zone, in bytes: no message quotes more */
+#define RECURRING_TEXT_MAX	256
+
 /* Shortest interval of an interval schedule */
 #define EVERY_MIN_USECS	USECS_PER_SEC
+
+/*
+ * check_length -- refuse a text of more than RECURRING_TEXT_MAX bytes
+ * ('what': every, timezone) before any message quotes it
+ */
+static void
+check_length(const char *text, const char *what)
+{
+	if (strlen(text) > RECURRING_TEXT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid %s: %zu bytes, more than %d", what, strlen(text),
+						RECURRING_TEXT_MAX)));
+}
 
 /*
  * raise_every_error -- ereport a PolicyError about `every`
@@ -119,6 +136,7 @@ recurring_every_parse(const char *every, RetriesEvery *result)
 {
 	PolicyError err;
 
+	check_length(every, "every");
 	memset(result, 0, sizeof(*result));
 	if (cron_looks_like_cron(every))
 	{
@@ -139,7 +157,10 @@ recurring_every_parse(const char *every, RetriesEvery *result)
 pg_tz *
 recurring_time_zone(const char *name)
 {
-	pg_tz	   *tz = pg_tzset(name);
+	pg_tz	   *tz;
+
+	check_length(name, "timezone");
+	tz = pg_tzset(name);
 
 	if (tz == NULL || !pg_tz_acceptable(tz))
 		ereport(ERROR,
