@@ -686,8 +686,13 @@ foreign_walker(Node *node, void *context)
 		return false;
 	if (check_functions_in_node(node, foreign_checker, context))
 		return true;
-	/* the cast: PostgreSQL 15 declares the walker without a prototype */
-	return expression_tree_walker(node, (bool (*) ()) foreign_walker, context);
+#if PG_VERSION_NUM >= 160000
+	return expression_tree_walker(node, foreign_walker, context);
+#else
+	/* PostgreSQL 15 declares the walker without a prototype */
+	return expression_tree_walker(node, (bool (*) ()) (void (*) (void)) foreign_walker,
+								  context);
+#endif
 }
 
 /*
