@@ -336,10 +336,12 @@ typedef enum
 /*
  * lock_scheduled_call -- lock the row of call 'id' if it is scheduled and
  * no other transaction has it locked, and fill in what charging an attempt
- * of it needs (id, policy, attempts, max_attempts, role) into *call
+ * of it needs (id, policy, attempts, max_attempts, role) into *call; if
+ * 'handed_over' is not NULL, whether the row, as locked, is due at
+ * 'infinity' (handed to a runner) into it
  */
 static LockedCall
-lock_scheduled_call(int64 id, RetriesCall *call)
+lock_scheduled_call(int64 id, RetriesCall *call, bool *handed_over)
 {
 	static SPIPlanPtr plan = NULL;
 	static SPIPlanPtr exists_plan = NULL;
@@ -351,7 +353,8 @@ lock_scheduled_call(int64 id, RetriesCall *call)
 	Datum		d;
 
 	plans_prepare_kept(&plan,
-					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid"
+					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid,"
+					   " next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
 					   " FROM retries.call_data"
 					   " WHERE id OPERATOR(pg_catalog.=) $1"
 					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
@@ -379,6 +382,8 @@ lock_scheduled_call(int64 id, RetriesCall *call)
 	d = SPI_getbinval(row, desc, 3, &isnull);
 	call->max_attempts = isnull ? 0 : DatumGetInt32(d);
 	call->role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+	if (handed_over != NULL)
+		*handed_over = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
 	return CALL_LOCKED_NOW;
 }
 
@@ -401,7 +406,7 @@ charge_interrupted(const InFlight *rec)
 	ExecuteHook hook;
 	TimestampTz started;
 
-	switch (lock_scheduled_call(rec->call_id, &call))
+	switch (lock_scheduled_call(rec->call_id, &call, NULL))
 	{
 		case CALL_GONE:
 			return true;		/* finished or gone: nothing to charge */
@@ -423,35 +428,6 @@ charge_interrupted(const InFlight *rec)
 
 	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started);
 	return true;
-}
-
-/*
- * still_handed_over -- is call id, which this transaction has just locked,
- * still due at 'infinity' (handed to a runner)?  Another worker that
- * recovered the database at the same moment may have charged it from its
- * in-flight file, and committed, between the query of charge_lost_runners
- * and the lock: charged again, its next attempt was charged unrun (a
- * loaded run of t/023, under ASan).
- */
-static bool
-still_handed_over(int64 id)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-	bool		isnull;
-	bool		handed;
-
-	plans_prepare_kept(&plan,
-					   "SELECT next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
-					   " FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not read call " INT64_FORMAT, id);
-	handed = SPI_processed == 1 &&
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return handed;
 }
 
 /*
@@ -501,12 +477,21 @@ charge_lost_runners(void)
 	{
 		LOCKTAG		tag;
 		RetriesCall call;
+		bool		handed_over;
 
 		SET_LOCKTAG_RUNNER(tag, ids[i]);
 		if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 			continue;
-		if (lock_scheduled_call(ids[i], &call) == CALL_LOCKED_NOW &&
-			still_handed_over(ids[i]))
+
+		/*
+		 * Still due at 'infinity' once locked: another worker that recovered
+		 * the database at the same moment may have charged it from its
+		 * in-flight file, and committed, since the query above (charged
+		 * again, its next attempt was charged unrun: a loaded run of t/023,
+		 * under ASan)
+		 */
+		if (lock_scheduled_call(ids[i], &call, &handed_over) == CALL_LOCKED_NOW &&
+			handed_over)
 		{
 			ereport(LOG,
 					(errmsg("retries: call " INT64_FORMAT " was handed to a runner before the server stopped, and no record of its attempt is left: the attempt is charged as interrupted",
@@ -1127,6 +1112,17 @@ typedef struct Batch
 static Batch *open_batch_now = NULL;
 
 /*
+ * batch_holder -- the role whose code batch b runs: the owner of the other
+ * role's functions its calls run (execute_foreign_owner), else its calls'
+ * role (see others_roles)
+ */
+static Oid
+batch_holder(const Batch *b)
+{
+	return OidIsValid(b->foreign_owner) ? b->foreign_owner : b->role;
+}
+
+/*
  * extra_passes_over -- in an extra worker, the first call of batch b runs
  * the code of a role that holds another worker of the database (a call
  * of mallory's slow function, while another worker runs one): it is not
@@ -1141,7 +1137,7 @@ extra_passes_over(const Batch *b)
 {
 	Oid			holders[RETRIES_MAX_SLOTS];
 	int			n = running_roles(holders);
-	Oid			holder = OidIsValid(b->foreign_owner) ? b->foreign_owner : b->calls[0].role;
+	Oid			holder = batch_holder(b);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -1363,8 +1359,7 @@ run_call(Batch *b, RetriesCall *call)
 		return;
 
 	ledger_write(call->id, call->attempts + 1);
-	set_state(WORKER_RUNNING, call->id, call->role,
-			  OidIsValid(b->foreign_owner) ? b->foreign_owner : call->role);
+	set_state(WORKER_RUNNING, call->id, call->role, batch_holder(b));
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d",
 									call->id, call->attempts + 1));
@@ -1967,7 +1962,7 @@ charge_lone_commit(const ErrorData *edata)
 {
 	RetriesCall call;
 
-	if (lock_scheduled_call(lone_call_id, &call) == CALL_LOCKED_NOW &&
+	if (lock_scheduled_call(lone_call_id, &call, NULL) == CALL_LOCKED_NOW &&
 		call.attempts < lone_attempt)
 		execute_commit_failed(&call, lone_attempt, edata);
 }
