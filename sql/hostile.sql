@@ -725,13 +725,15 @@ DROP CAST (public.loot AS json);
 -- session, and is not cancelled either once it has succeeded.
 SET ROLE hostile_mallory;
 CREATE TABLE public.manage_log (n int, what text, outcome text);
+-- (its body names pg_catalog's now(): a worker started in 1 may still have
+-- public first in its search_path, and would run the planted one)
 CREATE FUNCTION public.manage_calls(other bigint) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	me bigint := retries.current_call();
 	tries text[] := ARRAY[
 		'cancel itself', format('SELECT retries.cancel(%s)', me),
 		'retry itself', format('SELECT retries.retry_now(%s)', me),
-		'reschedule itself', format('SELECT retries.reschedule(%s, now())', me),
+		'reschedule itself', format('SELECT retries.reschedule(%s, pg_catalog.now())', me),
 		'cancel the other', format('SELECT retries.cancel(%s)', other)];
 	done boolean;
 BEGIN
