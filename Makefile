@@ -57,6 +57,7 @@ OBJS = \
 	src/tables/restore.o \
 	src/xact/xact.o \
 	src/flow/flow.o \
+	src/flow/key_window.o \
 	src/api/annotate.o \
 	src/api/call.o \
 	src/api/call_args.o \
@@ -110,7 +111,7 @@ REGRESS_OPTS = \
 	--load-extension=retries
 
 ISOLATION = call_keys_race cancel_running workers_exactly_once chain_race kept_indexes \
-	key_window_race debounce_claim emit_race names_disjoint
+	key_window_race debounce_claim emit_race names_disjoint key_window_deliveries
 ISOLATION_OPTS = \
 	--temp-instance=$(CURDIR)/tmp_check_iso \
 	--temp-config=$(srcdir)/test/retries.conf

@@ -29,6 +29,14 @@
  *   a key: as an update), so that only the same name waits, and a
  *   transaction that holds many names takes no room in the server's lock
  *   table.
+ * - A key_window spaces the deliveries of a key's calls, not only their
+ *   creation: an attempt of a call of a key starts only when no other call
+ *   of the key is running and at least the window has passed since the
+ *   latest attempt of the key's other calls began (a call that may not
+ *   start yet is put off, uncharged: src/flow/key_window.c).  The window a
+ *   call was made with is kept in call_data.key_window, and a key's window
+ *   is measured from the statement that made its call (1.6: its
+ *   transaction's start).
  *
  * And the database owner may dump and restore her database with the
  * extension in it (doc/operations.md, "Restore from pg_dump").
@@ -36,6 +44,11 @@
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.7'" to load this file. \quit
+
+-- the window that spaces the deliveries of a key's calls (see above)
+ALTER TABLE retries.call_data ADD COLUMN key_window interval;
+COMMENT ON COLUMN retries.call_data.key_window IS
+	'with key: the key_window the call was made with (its own or its function''s); its attempts start at least that long after those of the key''s other calls began, and never while one runs (NULL: none)';
 
 -- each role's earliest due call of a priority below 0 (see src/engine/claim.c)
 CREATE INDEX call_data_low_by_role ON retries.call_data (scheduled_by, next_attempt)

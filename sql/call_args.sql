@@ -147,12 +147,14 @@ ROLLBACK;
 SELECT count(*) - :before AS added FROM retries.calls;
 
 -- a call is there for the next statement of its transaction, with the
--- columns' defaults filled in; a policy changed in between applies to the
+-- columns' defaults filled in (created_at: the statement that made it, after
+-- the transaction's start); a policy changed in between applies to the
 -- calls scheduled after it
 BEGIN;
 SELECT retries.call('two(int,text)', '[5]') AS a \gset
-SELECT state, attempts, created_at = now() AS created_now,
-       updated_at = now() AS updated_now, next_attempt = now() AS due_now,
+SELECT state, attempts,
+       created_at > now() AND created_at < statement_timestamp() AS created_now,
+       updated_at = created_at AS updated_now, next_attempt = now() AS due_now,
        max_attempts, key IS NULL AS no_key
   FROM retries.calls WHERE id = :a;
 SELECT retries.annotate('two(int,text)', '2 1s');

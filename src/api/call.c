@@ -74,6 +74,8 @@ typedef enum CallColumn
 	CC_EVENT_DEADLINE,
 	CC_EVENT_WAIT,
 	CC_KEY_GEN,					/* which call of its key (see insert_keyed) */
+	CC_KEY_WINDOW,				/* 1.7: the window that spaces its key's
+								 * deliveries (flow/key_window.c) */
 	CALL_COLUMNS
 } CallColumn;
 
@@ -647,7 +649,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	TupleTableSlot *slot;
 	EState	   *estate;
 	ResultRelInfo *rri;
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz now = GetCurrentStatementStartTimestamp();
 	int64		id;
 	bool		kept;
 
@@ -812,12 +814,14 @@ set_policy_columns(const RetriesPolicyRef *ref, Datum *values, char *nulls)
 	nulls[CC_EVENT_WAIT] = 'n';
 	values[CC_KEY_GEN] = Int32GetDatum(0);
 	nulls[CC_KEY_GEN] = ' ';
+	values[CC_KEY_WINDOW] = (Datum) 0;
+	nulls[CC_KEY_WINDOW] = 'n';
 }
 
 /* The types of the columns of a call, in CallColumn's order */
 static Oid	call_column_types[CALL_COLUMNS] = {INT4OID, JSONBOID, INT4OID,
 	TIMESTAMPTZOID, OIDOID, TEXTOID, INT8OID, OIDOID, BOOLOID, INT4OID, TEXTOID,
-INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4OID};
+INT4OID, TEXTOID, TIMESTAMPTZOID, BOOLOID, INT4OID, INTERVALOID};
 
 /*
  * key_race_failed -- raise 40001: the key of values[CC_KEY] changed hands
@@ -864,7 +868,7 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 	plans_prepare_kept(&plan,
 					   "SELECT id, key_gen,"
 					   " $3::pg_catalog.interval IS NULL OR created_at OPERATOR(pg_catalog.+) $3"
-					   "  OPERATOR(pg_catalog.>) pg_catalog.now(),"
+					   "  OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp(),"
 					   " state OPERATOR(pg_catalog.=) 'scheduled'"
 					   "  AND attempts OPERATOR(pg_catalog.=) 0"
 					   "  AND (SELECT p.fn FROM retries.policy_data p"
@@ -939,8 +943,10 @@ debounce_call(int64 id, const Datum *values)
 static int64
 insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[2];
 	static const KeyRule lasting = {false, (Datum) 0, false};
+	bool		windows = (schema_retries_version() >= SCHEMA_1_7);
+	SPIPlanPtr	plan;
 	bool		isnull;
 
 	if (rule == NULL)
@@ -948,17 +954,26 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 	if (rule->has_debounce)
 		tables_lock_name(RETRIES_KEY_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
 						 DatumGetTextPP(values[CC_KEY]), true);
-	plans_prepare_kept(&plan,
-					   "INSERT INTO retries.call_data"
-					   " (policy_id, args, max_attempts, next_attempt, scheduled_by, key,"
-					   "  gate, held, priority, limit_key, waiting_on,"
-					   "  on_event, event_deadline, event_wait, key_gen)"
-					   " VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6,"
-					   "  $8::pg_catalog.oid, $9, $10, $11, $12, $13, $14, $15, $16)"
-					   " ON CONFLICT (scheduled_by, pg_catalog.md5(key), key_gen)"
-					   " WHERE key IS NOT NULL"
-					   " DO NOTHING RETURNING id",
-					   CALL_COLUMNS, call_column_types);
+#define INSERT_KEYED(window_column, window_value) \
+	"INSERT INTO retries.call_data" \
+	" (policy_id, args, max_attempts, next_attempt, scheduled_by, key," \
+	"  gate, held, priority, limit_key, waiting_on," \
+	"  on_event, event_deadline, event_wait, key_gen, created_at, updated_at" \
+	window_column ")" \
+	" VALUES ($1, $2, $3, $4, $5::pg_catalog.regrole, $6," \
+	"  $8::pg_catalog.oid, $9, $10, $11, $12, $13, $14, $15, $16," \
+	"  pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp()" \
+	window_value ")" \
+	" ON CONFLICT (scheduled_by, pg_catalog.md5(key), key_gen)" \
+	" WHERE key IS NOT NULL" \
+	" DO NOTHING RETURNING id"
+	if (windows)
+		plan = plans_prepare_kept(&plans[1], INSERT_KEYED(", key_window", ", $17"),
+								  CALL_COLUMNS, call_column_types);
+	else
+		plan = plans_prepare_kept(&plans[0], INSERT_KEYED("", ""),
+								  CALL_COLUMNS, call_column_types);
+#undef INSERT_KEYED
 
 	for (int i = 0; i < KEY_RACE_ATTEMPTS; i++)
 	{
@@ -1175,6 +1190,12 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 	/* no window given: the function's, if annotate gave it one */
 	if (has_key && !rule->has_window)
 		rule->has_window = policy_key_window(ref->policy_id, &rule->window);
+	if (rule->has_window)
+	{
+		/* kept with the call: its key's deliveries are spaced by it */
+		values[CC_KEY_WINDOW] = rule->window;
+		nulls[CC_KEY_WINDOW] = ' ';
+	}
 
 	/* a debounced call runs once the calls of its key stop for so long */
 	if (rule->has_debounce)

@@ -141,10 +141,14 @@ extern void plans_by_index_end(int nestlevel);
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and
- * "and its priority is 0" (both need version 1.2: see plans.c)
+ * "and its priority is 0" (both need version 1.2), and the call's
+ * key_window column (1.7): see plans.c; its plans are kept in arrays of
+ * UNHELD_PLANS
  */
 #define NOT_HELD " /*not held*/"
 #define PRIORITY_ZERO " /*priority 0*/"
+#define KEY_WINDOW " /*key_window*/"
+#define UNHELD_PLANS 3
 extern SPIPlanPtr plans_prepare_unheld(SPIPlanPtr *plans, const char *query,
 									   int nargs, Oid *argtypes);
 extern void plans_columns_to_arrays(int ncolumns, const Oid *types, Datum **cols,

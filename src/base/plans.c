@@ -76,36 +76,43 @@ plans_prepare_generic(SPIPlanPtr *plan, const char *query, int nargs,
 /*
  * plans_prepare_unheld -- plans_prepare_generic() of a query about the
  * calls that the workers may claim, whose text says NOT_HELD where it
- * means "and no gate holds the call", and PRIORITY_ZERO where it means
- * "and its priority is 0": "AND NOT held" and "AND priority = 0" in a
- * database whose extension has flow control (1.2), which the partial
- * indexes of due calls need to be used, and nothing before (when no call
- * is held and all have priority 0).  plans[1] keeps the first, plans[0]
- * the second.
+ * means "and no gate holds the call", PRIORITY_ZERO where it means "and
+ * its priority is 0", and KEY_WINDOW where it means the call's key_window
+ * column: "AND NOT held" and "AND priority = 0" in a database whose
+ * extension has flow control (1.2), which the partial indexes of due calls
+ * need to be used, and nothing before (when no call is held and all have
+ * priority 0); the column from 1.7, and a NULL interval before (when no
+ * call had one).  'plans' has UNHELD_PLANS entries, one for each of those
+ * kinds of database.
  */
 SPIPlanPtr
 plans_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
 {
-	static const char *const markers[2][2] = {
-		{NOT_HELD, " AND NOT held"},
-		{PRIORITY_ZERO, " AND priority OPERATOR(pg_catalog.=) 0"},
+	static const char *const markers[3] = {NOT_HELD, PRIORITY_ZERO, KEY_WINDOW};
+	RetriesSchemaVersion version = schema_retries_version();
+	bool		flow = (version >= SCHEMA_1_2);
+	bool		windows = (version >= SCHEMA_1_7);
+	const char *const texts[3] = {
+		flow ? " AND NOT held" : "",
+		flow ? " AND priority OPERATOR(pg_catalog.=) 0" : "",
+		windows ? " key_window" : " NULL::pg_catalog.interval",
 	};
-	bool		flow = (schema_retries_version() >= SCHEMA_1_2);
+	int			which_plan = windows ? 2 : flow ? 1 : 0;
 	StringInfoData buf;
 	const char *p = query;
 
-	if (plans[flow] != NULL)
-		return plans[flow];
+	if (plans[which_plan] != NULL)
+		return plans[which_plan];
 	initStringInfo(&buf);
 	for (;;)
 	{
 		const char *hit = NULL;
 		int			which = 0;
 
-		/* the next marker of either kind */
-		for (int m = 0; m < 2; m++)
+		/* the next marker of any kind */
+		for (int m = 0; m < (int) lengthof(markers); m++)
 		{
-			const char *h = strstr(p, markers[m][0]);
+			const char *h = strstr(p, markers[m]);
 
 			if (h != NULL && (hit == NULL || h < hit))
 			{
@@ -116,14 +123,13 @@ plans_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argty
 		if (hit == NULL)
 			break;
 		appendBinaryStringInfo(&buf, p, hit - p);
-		if (flow)
-			appendStringInfoString(&buf, markers[which][1]);
-		p = hit + strlen(markers[which][0]);
+		appendStringInfoString(&buf, texts[which]);
+		p = hit + strlen(markers[which]);
 	}
 	appendStringInfoString(&buf, p);
-	(void) plans_prepare_generic(&plans[flow], buf.data, nargs, argtypes);
+	(void) plans_prepare_generic(&plans[which_plan], buf.data, nargs, argtypes);
 	pfree(buf.data);
-	return plans[flow];
+	return plans[which_plan];
 }
 
 /*

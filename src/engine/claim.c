@@ -151,14 +151,16 @@ claim_destroy(DestReceiver *self)
 #define CLAIM_INLINE_ARGS		(64 * 1024)
 
 /*
- * The columns every claim returns, in copy_call()'s order; the last says
- * whether the call's last attempt was interrupted
+ * The columns every claim returns, in copy_call()'s order; the one before
+ * last says whether the call's last attempt was interrupted, the last
+ * whether a key_window spaces its key's deliveries (flow/key_window.c)
  */
 #define CLAIM_COLUMNS \
 	"id, policy_id, args, attempts, max_attempts, scheduled_by::pg_catalog.oid," \
 	" coalesce(attempts OPERATOR(pg_catalog.>) 0" \
-	"  AND last_sqlstate OPERATOR(pg_catalog.=) '57P01', false)"
-#define CLAIM_NCOLUMNS			7
+	"  AND last_sqlstate OPERATOR(pg_catalog.=) '57P01', false)," \
+	KEY_WINDOW " IS NOT NULL"
+#define CLAIM_NCOLUMNS			8
 
 /*
  * The due calls of one role: the row comparisons bound an index scan of
@@ -190,6 +192,7 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 	call->max_attempts = nulls[4] ? 0 : DatumGetInt32(values[4]);
 	call->role = DatumGetObjectId(values[5]);
 	call->lone = DatumGetBool(values[6]);
+	call->windowed = DatumGetBool(values[7]);
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -227,7 +230,8 @@ static int
 lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip,
 			 RetriesCall *calls)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plans[UNHELD_PLANS];
+	SPIPlanPtr	plan;
 	Oid			types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
 	Datum		values[3];
 
@@ -235,17 +239,17 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = args_id_array(skip, nskip);
-	/* version 1.2 only: its callers look for its indexes first */
-	plans_prepare_generic(&plan,
-						  "SELECT " CLAIM_COLUMNS
-						  " FROM retries.call_data"
-						  " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
-						  " AND id OPERATOR(pg_catalog.<>) ALL ($3)"
-						  " AND state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						  " AND next_attempt OPERATOR(pg_catalog.<=) $2"
-						  " ORDER BY priority DESC, next_attempt"
-						  " FOR UPDATE SKIP LOCKED",
-						  3, types);
+	/* version 1.2 and later only: its callers look for its indexes first */
+	plan = plans_prepare_unheld(plans,
+								"SELECT " CLAIM_COLUMNS
+								" FROM retries.call_data"
+								" WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+								" AND id OPERATOR(pg_catalog.<>) ALL ($3)"
+								" AND state OPERATOR(pg_catalog.=) 'scheduled'" NOT_HELD
+								" AND next_attempt OPERATOR(pg_catalog.<=) $2"
+								" ORDER BY priority DESC, next_attempt"
+								" FOR UPDATE SKIP LOCKED",
+								3, types);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim due calls");
 	return copy_claimed(calls);
@@ -515,8 +519,8 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 			const Oid *avoid, int navoid, const int64 *skip, int nskip,
 			bool strict, bool *low)
 {
-	static SPIPlanPtr high_plans[2];
-	static SPIPlanPtr any_plans[2];
+	static SPIPlanPtr high_plans[UNHELD_PLANS];
+	static SPIPlanPtr any_plans[UNHELD_PLANS];
 	SPIPlanPtr	plan;
 	Oid			find_types[3] = {OIDOID, TIMESTAMPTZOID, INT4OID};
 	Datum		find_values[3];
@@ -629,8 +633,8 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 Claim *
 claim_begin(int limit, TimestampTz now, Oid role, const int64 *skip, int nskip)
 {
-	static SPIPlanPtr any_plans[2];
-	static SPIPlanPtr role_plans[2];
+	static SPIPlanPtr any_plans[UNHELD_PLANS];
+	static SPIPlanPtr role_plans[UNHELD_PLANS];
 	SPIPlanPtr	plan;
 	Oid			argtypes[4] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, OIDOID};
 	int			nargs = OidIsValid(role) ? 4 : 3;
@@ -768,7 +772,7 @@ claim_end(Claim *claim)
 int
 claim_ids(RetriesCall *calls, const int64 *ids, int nids, TimestampTz now)
 {
-	static SPIPlanPtr plans[2];
+	static SPIPlanPtr plans[UNHELD_PLANS];
 	SPIPlanPtr	plan;
 	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	Datum		values[2];

@@ -23,6 +23,8 @@ typedef struct RetriesCall
 	Oid			role;			/* scheduled_by */
 	bool		lone;			/* its last attempt was interrupted: it runs
 								 * alone in its batch (see worker.c) */
+	bool		windowed;		/* a key_window spaces its key's deliveries
+								 * (flow/key_window.c) */
 } RetriesCall;
 
 /* Which hook of a call's policy runs (see execute.c) */

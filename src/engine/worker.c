@@ -782,7 +782,7 @@ worker_exit(int code, Datum arg)
 static TimestampTz
 next_due(TimestampTz after)
 {
-	static SPIPlanPtr plans[2];
+	static SPIPlanPtr plans[UNHELD_PLANS];
 	SPIPlanPtr	plan;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1] = {TimestampTzGetDatum(after)};
@@ -1318,7 +1318,9 @@ claim_again(Batch *b)
 /*
  * may_start -- may a claimed call's attempt start?  Not if an interrupted
  * attempt of it is to be charged instead, if a cancel() waits for it (it
- * gets the call first: see manage.c), or if its gate holds it (a paused
+ * gets the call first: see manage.c), if its key_window puts it off
+ * (another call of its key runs, or began within the window: see
+ * key_window.c), or if its gate holds it (a paused
  * function, or a limited one with no room; the gates as they are now: a
  * pause or limit that committed since they were loaded applies to this
  * attempt too)
@@ -1336,6 +1338,8 @@ may_start(Batch *b, RetriesCall *call)
 		return false;
 	}
 	if (shmem_cancel_waiting(call->id))
+		return false;
+	if (call->windowed && !flow_key_window_allows(call->id))
 		return false;
 	if (flow_gates_generation() != b->gates_generation)
 	{

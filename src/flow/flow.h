@@ -35,4 +35,7 @@ extern void flow_gate_call(int64 id);
 extern TimestampTz flow_release_held(TimestampTz now, bool *gated);
 extern uint64 flow_gates_generation(void);
 
+/* key_window.c */
+extern bool flow_key_window_allows(int64 id);
+
 #endif							/* RETRIES_FLOW_H */
