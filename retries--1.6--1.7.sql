@@ -37,6 +37,9 @@
  *   call was made with is kept in call_data.key_window, and a key's window
  *   is measured from the statement that made its call (1.6: its
  *   transaction's start).
+ * - retries.call(..., debounce_max) and annotate(..., debounce_max), its
+ *   calls' default (policy_data.debounce_max): a debounced burst still
+ *   runs at most that long after its first call.
  *
  * And the database owner may dump and restore her database with the
  * extension in it (doc/operations.md, "Restore from pg_dump").
@@ -44,6 +47,44 @@
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.7'" to load this file. \quit
+
+-- the most a debounced burst of the function's calls waits, as a default
+ALTER TABLE retries.policy_data ADD COLUMN debounce_max interval;
+COMMENT ON COLUMN retries.policy_data.debounce_max IS
+	'the debounce_max of the function''s calls that debounce and give none (retries.annotate); NULL: a burst waits as long as it lasts';
+
+CREATE OR REPLACE VIEW retries.policies WITH (security_barrier) AS
+SELECT r.fn,
+	   pr.proowner::regrole AS owner,
+	   p.max_attempts,
+	   p.min_delay,
+	   p.max_delay,
+	   p.multiplier,
+	   p.jitter,
+	   p.retry_on,
+	   p.timeout,
+	   (SELECT h.fn FROM retries.function_refs h
+		 WHERE h.key = p.on_exhausted) AS on_exhausted,
+	   (SELECT h.fn FROM retries.function_refs h
+		 WHERE h.key = p.delay_fn) AS delay_fn,
+	   retries.format_policy(p.max_attempts, p.min_delay, p.max_delay) AS policy,
+	   f.max_running,
+	   f.max_running_per_key,
+	   f.rate,
+	   coalesce(f.paused, false) AS paused,
+	   p.notify,
+	   p.key_window,
+	   p.debounce_max
+  FROM retries.policy_data p
+  JOIN retries.function_refs r ON r.key = p.fn
+  JOIN pg_catalog.pg_proc pr ON pr.oid = r.fn
+  LEFT JOIN retries.flow_data f ON f.fn = p.fn
+ WHERE p.is_current
+   AND (retries.visible_role(pr.proowner::regrole)
+		OR (pg_catalog.has_schema_privilege(pr.pronamespace, 'USAGE')
+			AND pg_catalog.has_function_privilege(pr.oid, 'EXECUTE')));
+COMMENT ON COLUMN retries.policies.debounce_max IS
+	'the debounce_max of its calls that debounce and give none (retries.annotate); NULL: a burst waits as long as it lasts';
 
 -- the window that spaces the deliveries of a key's calls (see above)
 ALTER TABLE retries.call_data ADD COLUMN key_window interval;
@@ -101,17 +142,53 @@ CREATE FUNCTION retries.call(fn regprocedure,
 							 on_event text DEFAULT NULL,
 							 event_timeout interval DEFAULT NULL,
 							 colocate_with regclass DEFAULT NULL,
-							 shard_key text DEFAULT NULL)
+							 shard_key text DEFAULT NULL,
+							 debounce_max interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'retries_call'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[],
-								 interval, interval, text, interval, regclass, text) IS
-	'schedule a call of an annotated function at run_at, as the current role; a key dedupes (within key_window), debounce moves the key''s call that has not started; on_event waits for the role''s event (up to event_timeout); on Citus, colocate_with and shard_key make and run it on the node holding that value''s shard; returns the call id';
+								 interval, interval, text, interval, regclass, text, interval) IS
+	'schedule a call of an annotated function at run_at, as the current role; a key dedupes (within key_window) and spaces its calls'' starts by it; debounce moves the key''s call that has not started (up to debounce_max after the first); on_event waits for the role''s event (up to event_timeout); on Citus, colocate_with and shard_key make and run it on the node holding that value''s shard; returns the call id';
 SELECT retries.copy_grants('retries.call_1_6(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval)',
-						   'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval, regclass, text)');
+						   'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval, regclass, text, interval)');
 DROP FUNCTION retries.call_1_6(regprocedure, jsonb, timestamptz, text, integer, text, bigint[],
 							   interval, interval, text, interval);
+
+ALTER FUNCTION retries.annotate(regprocedure, text, integer, interval, interval, float8, text,
+								text[], interval, regprocedure, regprocedure, integer, integer,
+								text, boolean, interval)
+	RENAME TO annotate_1_6;
+CREATE FUNCTION retries.annotate(fn regprocedure,
+								 policy text DEFAULT NULL,
+								 max_attempts integer DEFAULT NULL,
+								 min_delay interval DEFAULT NULL,
+								 max_delay interval DEFAULT NULL,
+								 multiplier float8 DEFAULT 2.0,
+								 jitter text DEFAULT 'none',
+								 retry_on text[] DEFAULT '{RT}',
+								 timeout interval DEFAULT NULL,
+								 on_exhausted regprocedure DEFAULT NULL,
+								 delay_fn regprocedure DEFAULT NULL,
+								 max_running integer DEFAULT NULL,
+								 max_running_per_key integer DEFAULT NULL,
+								 rate text DEFAULT NULL,
+								 notify boolean DEFAULT false,
+								 key_window interval DEFAULT NULL,
+								 debounce_max interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_annotate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.annotate(regprocedure, text, integer, interval, interval,
+									 float8, text, text[], interval, regprocedure,
+									 regprocedure, integer, integer, text, boolean, interval,
+									 interval) IS
+	'give a function a retry policy ''[count] min [max]'', which lets its calls be scheduled, and at most max_running of its attempts at once, max_running_per_key of one limit_key, and starts at most at rate (''100/1s''); with notify, each finished call sends NOTIFY retries_finished; key_window and debounce_max are its calls'' defaults';
+SELECT retries.copy_grants('retries.annotate_1_6(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer, integer, text, boolean, interval)',
+						   'retries.annotate(regprocedure, text, integer, interval, interval, float8, text, text[], interval, regprocedure, regprocedure, integer, integer, text, boolean, interval, interval)');
+DROP FUNCTION retries.annotate_1_6(regprocedure, text, integer, interval, interval,
+								   float8, text, text[], interval, regprocedure, regprocedure,
+								   integer, integer, text, boolean, interval);
 DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
 DROP FUNCTION retries.grant_as_user(text);
 
@@ -209,7 +286,8 @@ BEGIN
 	EXECUTE format('CREATE TABLE %s (shard_key %s NOT NULL, fn text NOT NULL, args jsonb NOT NULL,'
 				   ' run_at timestamptz NOT NULL, key text, priority integer NOT NULL,'
 				   ' limit_key text, after bigint[], key_window interval, debounce interval,'
-				   ' on_event text, event_timeout interval, id bigint)', mailbox, keytype);
+				   ' on_event text, event_timeout interval, id bigint, debounce_max interval)',
+				   mailbox, keytype);
 	PERFORM create_distributed_table(mailbox, 'shard_key', colocate_with => colocate_with::text);
 	SET LOCAL citus.enable_unsafe_triggers = on;
 	EXECUTE format('CREATE TRIGGER deliver BEFORE INSERT ON %s'

@@ -125,6 +125,55 @@ RESET ROLE;
 CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', debounce => '1 hour')$$);
 CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', key => 'k', debounce => '-1 s')$$);
 
+-- debounce_max (1.7): a burst still runs at most that long after its first
+-- call; the first call already: not later than now() + debounce_max
+SET ROLE ev_alice;
+SELECT retries.call('ev_send(text,text)', '["c8", "edit 1"]', key => 'save:c8',
+					debounce => '1 hour', debounce_max => '10 minutes') AS m1 \gset
+SELECT next_attempt BETWEEN now() + interval '9 minutes' AND now() + interval '10 minutes'
+	   AS capped_at_first FROM retries.calls WHERE id = :m1;
+RESET ROLE;
+-- the burst began 8 minutes ago: the next edit, which debounces by 5
+-- minutes, moves it to 2 minutes from now
+UPDATE retries.call_data SET created_at = created_at - interval '8 minutes' WHERE id = :m1;
+SET ROLE ev_alice;
+SELECT retries.call('ev_send(text,text)', '["c8", "edit 2"]', key => 'save:c8',
+					debounce => '5 minutes', debounce_max => '10 minutes') = :m1 AS same_call;
+SELECT next_attempt BETWEEN now() + interval '1 minute 50 seconds' AND now() + interval '2 minutes'
+	   AS capped_at_burst, args FROM retries.calls WHERE id = :m1;
+RESET ROLE;
+-- past it: due at once (the burst has waited long enough), with the last
+-- arguments; a later run_at still wins (in one transaction, so that no
+-- worker runs the call while it is due)
+BEGIN;
+UPDATE retries.call_data SET created_at = created_at - interval '1 hour' WHERE id = :m1;
+SET ROLE ev_alice;
+SELECT retries.call('ev_send(text,text)', '["c8", "edit 3"]', key => 'save:c8',
+					debounce => '1 minute', debounce_max => '10 minutes') = :m1 AS same_call;
+SELECT next_attempt <= now() AS due_now, args FROM retries.calls WHERE id = :m1;
+SELECT retries.call('ev_send(text,text)', '["c8", "edit 4"]', key => 'save:c8',
+					debounce => '1 minute', debounce_max => '10 minutes',
+					run_at => now() + interval '1 day') = :m1 AS same_call;
+SELECT next_attempt > now() + interval '23 hours' AS at_run_at FROM retries.calls WHERE id = :m1;
+RESET ROLE;
+COMMIT;
+-- the function's default (annotate), which a call's own wins over
+SELECT retries.annotate('ev_send(text,text)', '3 10ms', debounce_max => '5 minutes');
+SELECT debounce_max FROM retries.policies WHERE fn = 'ev_send(text,text)'::regprocedure;
+SET ROLE ev_alice;
+SELECT retries.call('ev_send(text,text)', '["c9", "edit 1"]', key => 'save:c9',
+					debounce => '1 hour') AS m2 \gset
+SELECT retries.call('ev_send(text,text)', '["c10", "edit 1"]', key => 'save:c10',
+					debounce => '1 hour', debounce_max => '20 minutes') AS m3 \gset
+SELECT id = :m2 AS the_function_s, next_attempt <= now() + interval '5 minutes' AS capped
+  FROM retries.calls WHERE id IN (:m2, :m3) ORDER BY id;
+SELECT retries.cancel(:m1), retries.cancel(:m2), retries.cancel(:m3);
+RESET ROLE;
+SELECT retries.annotate('ev_send(text,text)', '3 10ms');
+CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', key => 'k', debounce_max => '1 hour')$$);
+CALL test.try($$SELECT retries.call('ev_digest(text)', '["c"]', key => 'k', debounce => '1 s', debounce_max => '0 s')$$);
+CALL test.try($$SELECT retries.annotate('ev_digest(text)', '3 1s', debounce_max => '-1 s')$$);
+
 -----------------------------------------------------------------------
 -- Events
 -----------------------------------------------------------------------

@@ -122,7 +122,7 @@ is($node->safe_psql('postgres', $fn_types),
 # who of app and bystander may run the new retries.call
 my $call_grants = q{
 SELECT string_agg(r || ':' || has_function_privilege(r,
-	'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval, regclass, text)', 'EXECUTE'), ',' ORDER BY r)
+	'retries.call(regprocedure, jsonb, timestamptz, text, integer, text, bigint[], interval, interval, text, interval, regclass, text, interval)', 'EXECUTE'), ',' ORDER BY r)
   FROM unnest('{app,bystander}'::text[]) r};
 
 my $workers_columns = q{

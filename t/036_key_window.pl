@@ -14,6 +14,10 @@
 #      before any call is claimed), and the interrupted call runs again;
 #   c. with a window of a millisecond, such a backlog is delivered closer
 #      than a second apart: the measure of a. sees a gap below its window.
+#   d. debounce_max under a stream of edits that never pauses: a session
+#      debounces one key (2 s) again and again, and the call still runs,
+#      while the edits go on, by its debounce_max (3 s): each edit after it
+#      starts a new burst, and a new call.
 
 use strict;
 use warnings;
@@ -174,6 +178,33 @@ wait_until($node, 'postgres',
 	'6', 'c: the calls without a window ran');
 is($node->safe_psql('postgres', "SELECT min_gap('c') < interval '1 s'"),
 	't', 'c: with a window of 1 ms, a key\'s calls ran closer than a second apart');
+
+###########################################################################
+# d. debounce_max under edits that never pause
+###########################################################################
+my ($burst, $edits, $ran) = (undef, 0, 0);
+$until = time() + $RetriesTest::DEADLINE;
+while (time() < $until)
+{
+	my ($id) = query_value($node, 'postgres',
+		"SELECT retries.call('kw(int)', jsonb_build_array($edits), key => 'd',"
+		  . " debounce => '2 s', debounce_max => '3 s')");
+	next unless defined $id;
+	$edits++;
+	$burst //= $id;
+	if ($id ne $burst)
+	{
+		$ran = 1;
+		last;
+	}
+	usleep(100_000);    # poll: the next edit, and a look at the burst's call
+}
+ok($ran, "d: the burst's call started while the edits went on ($edits edits)");
+call_reaches($node, 'postgres', $burst, 'succeeded', 'd: it ran, once');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT args->>0 <> '0' FROM retries.call_data WHERE id = $burst"),
+	't', "d: with a later edit's arguments");
 
 $node->stop;
 done_testing();

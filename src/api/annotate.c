@@ -62,7 +62,8 @@ enum
 	ANN_MAX_RUNNING_PER_KEY,	/* version 1.2 */
 	ANN_RATE,					/* version 1.2 */
 	ANN_NOTIFY,					/* version 1.2 */
-	ANN_KEY_WINDOW				/* version 1.6 */
+	ANN_KEY_WINDOW,				/* version 1.6 */
+	ANN_DEBOUNCE_MAX			/* version 1.7 */
 };
 
 /* Most entries a retry_on list may have (normalizing it is quadratic) */
@@ -714,32 +715,49 @@ store_limits(FunctionCallInfo fcinfo, Oid fnoid)
 }
 
 /*
- * store_key_window -- annotate()'s key_window (1.6), more than zero and at
- * most 3650 days, into the function's current policy, just stored
+ * store_interval -- annotate()'s interval argument 'argno', named 'name' and
+ * stored by 'query' (which sets it as $2 on the policy of function key
+ * $1), more than zero and at most 3650 days, into the function's current
+ * policy, just stored; *plan keeps the query's plan
  */
 static void
-store_key_window(FunctionCallInfo fcinfo, Oid fnoid)
+store_interval(FunctionCallInfo fcinfo, Oid fnoid, int argno, const char *name,
+			   SPIPlanPtr *plan, const char *query)
 {
-	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {OIDOID, INTERVALOID};
 	Datum		values[2];
 	RetriesUserSwitch save;
 
-	if (PG_NARGS() <= ANN_KEY_WINDOW || PG_ARGISNULL(ANN_KEY_WINDOW))
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
 		return;
-	(void) args_interval_arg(fcinfo, ANN_KEY_WINDOW, "key_window", true);
+	(void) args_interval_arg(fcinfo, argno, name, true);
 	access_become_owner(&save);
 	SPI_connect();
 	values[0] = ObjectIdGetDatum(names_function_key(fnoid, true));
-	values[1] = PG_GETARG_DATUM(ANN_KEY_WINDOW);
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.policy_data SET key_window = $2"
-					   " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not store the key_window of function %u", fnoid);
+	values[1] = PG_GETARG_DATUM(argno);
+	plans_prepare_kept(plan, query, 2, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not store the %s of function %u", name, fnoid);
 	SPI_finish();
 	access_restore_user(&save);
+}
+
+/*
+ * store_key_defaults -- annotate()'s key_window (1.6) and debounce_max (1.7),
+ * its calls' defaults
+ */
+static void
+store_key_defaults(FunctionCallInfo fcinfo, Oid fnoid)
+{
+	static SPIPlanPtr window_plan = NULL;
+	static SPIPlanPtr debounce_plan = NULL;
+
+	store_interval(fcinfo, fnoid, ANN_KEY_WINDOW, "key_window", &window_plan,
+				   "UPDATE retries.policy_data SET key_window = $2"
+				   " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current");
+	store_interval(fcinfo, fnoid, ANN_DEBOUNCE_MAX, "debounce_max", &debounce_plan,
+				   "UPDATE retries.policy_data SET debounce_max = $2"
+				   " WHERE fn OPERATOR(pg_catalog.=) $1 AND is_current");
 }
 
 /*
@@ -774,7 +792,7 @@ retries_annotate(PG_FUNCTION_ARGS)
 	build_policy(fcinfo, &policy);
 	store_policy(fnoid, &policy);
 	store_limits(fcinfo, fnoid);
-	store_key_window(fcinfo, fnoid);
+	store_key_defaults(fcinfo, fnoid);
 
 	PG_RETURN_VOID();
 }

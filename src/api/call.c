@@ -85,6 +85,9 @@ typedef struct KeyRule
 	bool		has_window;
 	Datum		window;			/* interval: dedupe only within it */
 	bool		has_debounce;	/* move the key's call that has not started */
+	bool		has_debounce_max;	/* 1.7: but not further than */
+	Datum		debounce_max;	/* interval: this long after its creation */
+	Datum		run_at;			/* retries.call()'s run_at, as clamped */
 } KeyRule;
 
 /*
@@ -900,26 +903,31 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
  * values[CC_NEXT_ATTEMPT], with the arguments of values[], if it has not
  * started: true if so, false if it has, or if another transaction holds
  * its row (a worker that claimed it, which runs it now or soon; that
- * counts as started)
+ * counts as started).  With a debounce_max, not further than that after
+ * the call's creation (the burst's first call), unless run_at is later.
  */
 static bool
-debounce_call(int64 id, const Datum *values)
+debounce_call(int64 id, const Datum *values, const KeyRule *rule)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8OID, TIMESTAMPTZOID, JSONBOID};
-	Datum		args[3] = {Int64GetDatum(id), values[CC_NEXT_ATTEMPT], values[CC_ARGS]};
+	Oid			argtypes[5] = {INT8OID, TIMESTAMPTZOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID};
+	Datum		args[5] = {Int64GetDatum(id), values[CC_NEXT_ATTEMPT], values[CC_ARGS],
+	rule->debounce_max, rule->run_at};
+	char		nulls[5] = {' ', ' ', ' ', rule->has_debounce_max ? ' ' : 'n', ' '};
 
 	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data c SET next_attempt = $2, args = $3,"
-					   " updated_at = pg_catalog.now()"
+					   "UPDATE retries.call_data c SET next_attempt ="
+					   "  CASE WHEN $4::pg_catalog.interval IS NULL THEN $2"
+					   "  ELSE GREATEST($5, LEAST($2, c.created_at OPERATOR(pg_catalog.+) $4)) END,"
+					   " args = $3, updated_at = pg_catalog.now()"
 					   " FROM (SELECT id FROM retries.call_data"
 					   "  WHERE id OPERATOR(pg_catalog.=) $1"
 					   "  AND state OPERATOR(pg_catalog.=) 'scheduled'"
 					   "  AND attempts OPERATOR(pg_catalog.=) 0"
 					   "  FOR NO KEY UPDATE SKIP LOCKED) f"
 					   " WHERE c.id OPERATOR(pg_catalog.=) f.id",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_UPDATE)
+					   5, argtypes);
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not move call " INT64_FORMAT, id);
 	return SPI_processed == 1;
 }
@@ -944,7 +952,7 @@ static int64
 insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 {
 	static SPIPlanPtr plans[2];
-	static const KeyRule lasting = {false, (Datum) 0, false};
+	static const KeyRule lasting = {false, (Datum) 0, false, false, (Datum) 0, (Datum) 0};
 	bool		windows = (schema_retries_version() >= SCHEMA_1_7);
 	SPIPlanPtr	plan;
 	bool		isnull;
@@ -982,7 +990,7 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 		if (key_holder(values, rule, &h))
 		{
 			*inserted = false;
-			if (rule->has_debounce && h.fresh && debounce_call(h.id, values))
+			if (rule->has_debounce && h.fresh && debounce_call(h.id, values, rule))
 				return h.id;
 			if (rule->has_window ? h.within : !rule->has_debounce)
 				return h.id;
@@ -1115,6 +1123,7 @@ insert_call(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 #define CALL_DEBOUNCE		8
 #define CALL_ON_EVENT		9
 #define CALL_EVENT_TIMEOUT	10
+#define CALL_DEBOUNCE_MAX	13	/* 1.7, after colocate.c's two */
 
 /*
  * interval_option -- retries.call()'s interval argument 'argno', named
@@ -1159,6 +1168,35 @@ policy_key_window(int32 policy_id, Datum *window)
 }
 
 /*
+ * policy_debounce_max -- the debounce_max of policy 'policy_id' (annotate's,
+ * from 1.7), in *max; false if it has none
+ */
+static bool
+policy_debounce_max(int32 policy_id, Datum *max)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(policy_id)};
+	bool		isnull = true;
+
+	if (schema_retries_version() < SCHEMA_1_7)
+		return false;
+	plans_prepare_kept(&plan,
+					   "SELECT debounce_max FROM retries.policy_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up policy %d", policy_id);
+	if (SPI_processed == 1)
+	{
+		*max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			*max = SPI_datumTransfer(*max, false, sizeof(Interval));
+	}
+	return !isnull;
+}
+
+/*
  * call_options -- retries.call()'s key_window, debounce, on_event and
  * event_timeout (1.6) into *rule and the columns of the new call (values
  * and nulls, set for the rest); with SPI connected, as the extension's
@@ -1175,12 +1213,22 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 	if (rule->has_window)
 		rule->window = PG_GETARG_DATUM(CALL_KEY_WINDOW);
 	rule->has_debounce = interval_option(fcinfo, CALL_DEBOUNCE, "debounce", false);
+	rule->has_debounce_max = PG_NARGS() > CALL_DEBOUNCE_MAX &&
+		interval_option(fcinfo, CALL_DEBOUNCE_MAX, "debounce_max", true);
+	if (rule->has_debounce_max)
+		rule->debounce_max = PG_GETARG_DATUM(CALL_DEBOUNCE_MAX);
+	rule->run_at = values[CC_NEXT_ATTEMPT];
 	has_timeout = interval_option(fcinfo, CALL_EVENT_TIMEOUT, "event_timeout", false);
 	if (!has_key && (rule->has_window || rule->has_debounce))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s needs a key", rule->has_window ? "key_window" : "debounce"),
 				 errhint("Give the calls that it applies to the same key.")));
+	if (rule->has_debounce_max && !rule->has_debounce)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("debounce_max needs debounce"),
+				 errhint("debounce_max bounds how long a debounced burst of calls waits.")));
 	if (has_timeout && PG_ARGISNULL(CALL_ON_EVENT))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1197,13 +1245,23 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 		nulls[CC_KEY_WINDOW] = ' ';
 	}
 
-	/* a debounced call runs once the calls of its key stop for so long */
+	/*
+	 * a debounced call runs once the calls of its key stop for so long, or
+	 * debounce_max after the first of them (the function's, if annotate gave
+	 * it one)
+	 */
 	if (rule->has_debounce)
 	{
-		Datum		later = DirectFunctionCall2(timestamptz_pl_interval,
-												TimestampTzGetDatum(clock_xact_now()),
+		Datum		now = TimestampTzGetDatum(clock_xact_now());
+		Datum		later = DirectFunctionCall2(timestamptz_pl_interval, now,
 												PG_GETARG_DATUM(CALL_DEBOUNCE));
 
+		if (!rule->has_debounce_max)
+			rule->has_debounce_max = policy_debounce_max(ref->policy_id, &rule->debounce_max);
+		if (rule->has_debounce_max)
+			later = DirectFunctionCall2(timestamp_smaller, later,
+										DirectFunctionCall2(timestamptz_pl_interval, now,
+															rule->debounce_max));
 		if (DatumGetTimestampTz(later) > DatumGetTimestampTz(values[CC_NEXT_ATTEMPT]))
 			values[CC_NEXT_ATTEMPT] = later;
 	}
@@ -1263,7 +1321,7 @@ retries_call(PG_FUNCTION_ARGS)
 	RetriesAfter after;
 	bool		has_after = PG_NARGS() > 6 && !PG_ARGISNULL(6);
 	bool		is_procedure;
-	KeyRule		rule = {false, (Datum) 0, false};
+	KeyRule		rule = {false, (Datum) 0, false, false, (Datum) 0, (Datum) 0};
 
 	/* the insert may not go through the executor, which would check these */
 	PreventCommandIfReadOnly("retries.call()");

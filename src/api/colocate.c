@@ -69,6 +69,13 @@ PG_FUNCTION_INFO_V1(retries_mailbox_deliver);
 /* retries.call()'s arguments, by position, and how many it has from 1.7 */
 #define CALL_COLOCATE_WITH	11
 #define CALL_SHARD_KEY		12
+#define CALL_DEBOUNCE_MAX_ARG	13
+
+/*
+ * The columns of a mailbox that a call fills: shard_key, then retries.call()'s
+ * arguments but colocate_with and shard_key
+ */
+#define MAILBOX_COLUMNS		13
 #define CALL_NARGS_1_7		13
 
 /*
@@ -195,8 +202,9 @@ mailbox_insert(Oid rel, int32 colocation)
 	static SPIPlanPtr kept_plan = NULL;
 	char	   *name = psprintf("call_mailbox_%d", colocation);
 	Oid			mailbox = get_relname_relid(name, schema_retries_oid());
-	Oid			argtypes[12] = {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
-	TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID};
+	Oid			argtypes[MAILBOX_COLUMNS] = {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID,
+		INT4OID, TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID,
+	INTERVALOID};
 	Oid			keytype;
 	int32		keytypmod;
 	Oid			keycoll;
@@ -214,12 +222,14 @@ mailbox_insert(Oid rel, int32 colocation)
 	get_atttypetypmodcoll(mailbox, get_attnum(mailbox, "shard_key"),
 						  &keytype, &keytypmod, &keycoll);
 	plan = SPI_prepare(psprintf("INSERT INTO retries.%s (shard_key, fn, args, run_at, key, priority,"
-								" limit_key, after, key_window, debounce, on_event, event_timeout)"
-								" VALUES (CAST($1 AS %s), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+								" limit_key, after, key_window, debounce, on_event, event_timeout,"
+								" debounce_max)"
+								" VALUES (CAST($1 AS %s), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+								" $13)"
 								" RETURNING id",
 								quote_identifier(name),
 								format_type_with_typemod(keytype, keytypmod)),
-					   12, argtypes);
+					   MAILBOX_COLUMNS, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "retries: could not prepare the insert into a mailbox: %s",
 			 SPI_result_code_string(SPI_result));
@@ -283,8 +293,8 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	text	   *key;
 	ShardPlace	place;
 	SPIPlanPtr	insert;
-	Datum		values[12];
-	char		nulls[12];
+	Datum		values[MAILBOX_COLUMNS];
+	char		nulls[MAILBOX_COLUMNS];
 	bool		isnull;
 	void		(*use_2pc) (void);
 
@@ -313,10 +323,14 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	values[0] = PointerGetDatum(key);
 	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
 	values[2] = JsonbPGetDatum(args);
-	for (int i = 3; i < 12; i++)
+	for (int i = 3; i < MAILBOX_COLUMNS; i++)
 	{
-		values[i] = PG_ARGISNULL(i - 1) ? (Datum) 0 : PG_GETARG_DATUM(i - 1);
-		nulls[i] = PG_ARGISNULL(i - 1) ? 'n' : ' ';
+		/* retries.call()'s arguments 2 to 10 and, after colocate's, 13 */
+		int			argno = i < 12 ? i - 1 : CALL_DEBOUNCE_MAX_ARG;
+		bool		given = PG_NARGS() > argno && !PG_ARGISNULL(argno);
+
+		values[i] = given ? PG_GETARG_DATUM(argno) : (Datum) 0;
+		nulls[i] = given ? ' ' : 'n';
 	}
 	nulls[0] = nulls[1] = nulls[2] = ' ';
 
@@ -343,17 +357,19 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 static int64
 deliver(TupleDesc desc, HeapTuple tup)
 {
-	static const char *const columns[11] = {"fn", "args", "run_at", "key", "priority",
-		"limit_key", "after", "key_window", "debounce", "on_event", "event_timeout"};
+	static const char *const columns[MAILBOX_COLUMNS - 1] = {"fn", "args", "run_at", "key",
+		"priority", "limit_key", "after", "key_window", "debounce", "on_event", "event_timeout",
+	"debounce_max"};
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[11] = {TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
-	TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID};
-	Datum		values[11];
-	char		nulls[11];
+	Oid			argtypes[MAILBOX_COLUMNS - 1] = {TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID,
+		INT4OID, TEXTOID, INT8ARRAYOID, INTERVALOID, INTERVALOID, TEXTOID, INTERVALOID,
+	INTERVALOID};
+	Datum		values[MAILBOX_COLUMNS - 1];
+	char		nulls[MAILBOX_COLUMNS - 1];
 	bool		isnull;
 	int64		id;
 
-	for (int i = 0; i < 11; i++)
+	for (int i = 0; i < MAILBOX_COLUMNS - 1; i++)
 	{
 		int			att = SPI_fnumber(desc, columns[i]);
 
@@ -365,8 +381,8 @@ deliver(TupleDesc desc, HeapTuple tup)
 	/* as the inserting role: the executor checks EXECUTE on retries.call */
 	plans_prepare_kept(&plan,
 					   "SELECT retries.call(CAST($1 AS pg_catalog.regprocedure),"
-					   " $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-					   11, argtypes);
+					   " $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, debounce_max => $12)",
+					   MAILBOX_COLUMNS - 1, argtypes);
 	if (SPI_execute_plan(plan, values, nulls, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "retries: could not make the call of a mailbox");

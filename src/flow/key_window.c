@@ -164,9 +164,9 @@ others_running(int64 id, Datum role, Datum key)
 	bool		isnull;
 
 	/*
-	 * The key's other scheduled calls, each with whether this statement
-	 * could lock it (a row that another transaction holds is left out of
-	 * the locked subquery) and whether a runner runs it
+	 * The key's other scheduled calls, each with whether this statement could
+	 * lock it (a row that another transaction holds is left out of the locked
+	 * subquery) and whether a runner runs it
 	 */
 	plans_prepare_kept(&plan,
 					   "WITH others AS ("
