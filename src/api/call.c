@@ -901,10 +901,18 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 /*
  * debounce_call -- move call 'id' (of the same function as values[]) to
  * values[CC_NEXT_ATTEMPT], with the arguments of values[], if it has not
- * started: true if so, false if it has, or if another transaction holds
- * its row (a worker that claimed it, which runs it now or soon; that
- * counts as started).  With a debounce_max, not further than that after
- * the call's creation (the burst's first call), unless run_at is later.
+ * started: true if so, false if it has, or if a worker holds its row (it
+ * claimed it, and runs it now or soon; that counts as started).  With a
+ * debounce_max, not further than that after the call's creation (the
+ * burst's first call), unless run_at is later.
+ *
+ * A worker's claim locks the row FOR UPDATE; other writers of a call's row
+ * (a pause() of its function, a cancel()) lock it FOR NO KEY UPDATE.  The
+ * row is locked FOR KEY SHARE, which skips only the first: a pause() that
+ * another role left uncommitted is waited for, as any writer of the row
+ * waits, instead of taking the call for started and making a second call
+ * of the burst (the seventh hostile review: both ran).  The lock also keeps
+ * the workers from claiming the call until this transaction ends.
  */
 static bool
 debounce_call(int64 id, const Datum *values, const KeyRule *rule)
@@ -924,8 +932,10 @@ debounce_call(int64 id, const Datum *values, const KeyRule *rule)
 					   "  WHERE id OPERATOR(pg_catalog.=) $1"
 					   "  AND state OPERATOR(pg_catalog.=) 'scheduled'"
 					   "  AND attempts OPERATOR(pg_catalog.=) 0"
-					   "  FOR NO KEY UPDATE SKIP LOCKED) f"
-					   " WHERE c.id OPERATOR(pg_catalog.=) f.id",
+					   "  FOR KEY SHARE SKIP LOCKED) f"
+					   " WHERE c.id OPERATOR(pg_catalog.=) f.id"
+					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND c.attempts OPERATOR(pg_catalog.=) 0",
 					   5, argtypes);
 	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not move call " INT64_FORMAT, id);

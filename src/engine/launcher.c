@@ -176,7 +176,9 @@ start_worker(Oid dboid, int slot_no)
 	w->current_call = 0;
 	w->current_role = InvalidOid;
 	w->holder_role = InvalidOid;
+	w->batch_role = InvalidOid;
 	w->last_role = InvalidOid;
+	w->last_batch_role = InvalidOid;
 	w->since = 0;
 	w->calls_run = 0;
 	w->errors = 0;

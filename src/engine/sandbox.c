@@ -636,13 +636,19 @@ reseed_random(void)
  *
  * The worker's own transactions write, whatever default_transaction_read_only
  * says (a database owner can set it): a read-only default would stop every
- * batch.  Calls still get the default (see sandbox_enter).
+ * batch.  Calls still get the default (see sandbox_enter).  And they are
+ * READ COMMITTED, whatever default_transaction_isolation says: under a
+ * database's default of serializable or repeatable read, the workers' own
+ * statements failed with 40001 and their batches rolled back and ran again,
+ * every role's calls with them (the seventh hostile review).  The calls of a
+ * batch share its transaction, and so its isolation level.
  */
 void
 sandbox_begin_transaction(void)
 {
 	Assert(!in_sandbox);
 	XactReadOnly = false;
+	XactIsoLevel = XACT_READ_COMMITTED;
 	transaction_changed = false;
 }
 

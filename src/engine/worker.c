@@ -108,12 +108,15 @@
  * from retries.max_workers on; at most retries.max_extra_workers of them,
  * one more each time all the extras are held too).  An extra worker takes
  * only the calls of roles that hold no other worker (running_roles): a
- * worker is held by the role whose code it runs, the owner of another
- * role's function for a call of it (others_roles), so that a role's due
- * call starts within about a second whatever another role's code holds,
- * its own calls or the role's calls of its functions.  A role's own code
- * (its long call) holds its share: its next call waits for it, or for a
- * worker another role leaves.  It fires schedules as the others do, and stops as soon as it
+ * worker that runs a role's calls of its own functions is held by that
+ * role; one that runs calls of another role's functions holds neither
+ * role's own calls back, only more calls of the same caller or of the
+ * same owner's functions (other_holds, extra_passes_over), so that a
+ * role's due call starts within about a second whatever another role
+ * holds: its own long calls, its calls of the role's functions, or the
+ * role's calls of its functions.  A role's own code (its long call) holds
+ * its share: its next call waits for it, or for a worker another role
+ * leaves.  It fires schedules as the others do, and stops as soon as it
  * finds nothing to claim while some worker of the database's own is not
  * held.  A base worker that begins a batch while the others are busy
  * wakes the launcher, which looks again when they will count as held.
@@ -669,13 +672,19 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 			my_slot->busy_since = 0;
 		}
 		if (state != WORKER_RUNNING && my_slot->state == WORKER_RUNNING)
+		{
 			my_slot->last_role = my_slot->holder_role;
+			my_slot->last_batch_role = my_slot->batch_role;
+		}
 	}
 	my_slot->state = state;
 	my_slot->current_call = call_id;
 	my_slot->current_role = role;
 	if (OidIsValid(holder) || state != WORKER_RUNNING)
+	{
 		my_slot->holder_role = holder;
+		my_slot->batch_role = role;
+	}
 	SpinLockRelease(&my_slot->mutex);
 	if (began && !is_extra())
 		note_all_busy();
@@ -909,44 +918,66 @@ claimed_ids(const RetriesCall *calls, int n)
 	return ids;
 }
 
+/* What holds another worker of the database (other_holds) */
+typedef struct Hold
+{
+	Oid			role;			/* whose calls its batch runs */
+	Oid			holder;			/* whose code: role, or the owner of the other
+								 * role's functions its calls run */
+} Hold;
+
 /*
- * others_roles -- the role that holds each other worker of this database
- * that runs a batch, or whose last batch ended at 'recent' or later (0:
- * none counts), into roles[], once per worker; returns how many.  Read
- * without the locks: a hint for the claims.
+ * other_holds -- what holds each other worker of this database that runs a
+ * batch, or whose last batch ended at 'recent' or later (0: none counts),
+ * into holds[], once per worker; returns how many.  Read without the
+ * locks: a hint for the claims.
  *
- * A worker is held by the role whose code it runs: the calls' role, or,
- * in a batch of calls of another role's functions (execute_foreign_owner),
- * that role.  So alice's call of mallory's slow function counts as
- * mallory's hold, not alice's: an extra worker runs alice's next call
- * (running_roles), and mallory's own calls do not get one.
+ * A batch of a role's calls of its own functions (or a superuser's) holds
+ * that role.  A batch of calls of another role's functions
+ * (execute_foreign_owner) is both roles' doing: the caller chose to call,
+ * the owner chose the code, and either can make it slow (mallory's slow
+ * function that alice calls; mallory's calls of alice's function that wait
+ * for a lock mallory holds).  So it holds neither role's own calls back
+ * (running_roles): an extra worker runs them.  It holds back only the
+ * batches of the same kind: of the same caller, or of the same owner's
+ * code (extra_passes_over), so that neither role can have such batches
+ * hold every extra worker too.
  */
 static int
-others_roles(Oid *roles, TimestampTz recent)
+other_holds(Hold *holds, TimestampTz recent)
 {
 	int			n = 0;
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
-		Oid			role;
+		Hold		h = {InvalidOid, InvalidOid};
 
 		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
 			continue;
 		SpinLockAcquire(&w->mutex);
-		role = w->state == WORKER_RUNNING ? w->holder_role :
-			recent != 0 && w->since >= recent ? w->last_role : InvalidOid;
+		if (w->state == WORKER_RUNNING)
+		{
+			h.role = w->batch_role;
+			h.holder = w->holder_role;
+		}
+		else if (recent != 0 && w->since >= recent)
+		{
+			h.role = w->last_batch_role;
+			h.holder = w->last_role;
+		}
 		SpinLockRelease(&w->mutex);
-		if (OidIsValid(role))
-			roles[n++] = role;
+		if (OidIsValid(h.holder))
+			holds[n++] = h;
 	}
 	return n;
 }
 
 /*
  * busy_roles -- the roles that hold all the other workers of this database
- * (running an attempt of one of their calls), into roles[]; returns how
- * many (none with one worker: it cannot leave another one free)
+ * (running an attempt of one of their calls, of whoever's function), into
+ * roles[]; returns how many (none with one worker: it cannot leave another
+ * one free)
  *
  * Read without the locks: a hint for claim_heads(), which passes over such
  * a role while another has due calls, so that one role's long calls never
@@ -957,23 +988,23 @@ busy_roles(Oid *roles)
 {
 	int			n = 0;
 	int			others = retries_max_workers - 1;
-	Oid			running[RETRIES_MAX_SLOTS];
+	Hold		running[RETRIES_MAX_SLOTS];
 	int			nrunning;
 
 	if (others < 1)
 		return 0;
-	nrunning = others_roles(running, 0);
+	nrunning = other_holds(running, 0);
 	for (int i = 0; i < nrunning; i++)
 	{
 		int			count = 0;
 		bool		listed = false;
 
 		for (int j = 0; j < nrunning; j++)
-			count += running[j] == running[i];
+			count += running[j].role == running[i].role;
 		for (int j = 0; j < n; j++)
-			listed |= roles[j] == running[i];
+			listed |= roles[j] == running[i].role;
 		if (count >= others && !listed)
-			roles[n++] = running[i];
+			roles[n++] = running[i].role;
 	}
 	return n;
 }
@@ -1023,28 +1054,41 @@ idle_in_reserve(TimestampTz ran_at)
 }
 
 /*
- * running_roles -- the roles that have a call running in another worker
- * of this database, or ran the last batch of one idle for less than
- * RETRIES_HELD_AFTER_MS (a role whose calls keep the workers busy leaves
- * them idle for a moment between its batches: an extra worker is not for
- * it), each once, into roles[]; returns how many (others_roles).
+ * recent_holds -- other_holds() of the workers that run a batch, or ran the
+ * last one idle for less than RETRIES_HELD_AFTER_MS (a role whose calls
+ * keep the workers busy leaves them idle for a moment between its batches:
+ * an extra worker is not for it)
+ */
+static int
+recent_holds(Hold *holds)
+{
+	return other_holds(holds, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														  -RETRIES_HELD_AFTER_MS));
+}
+
+/*
+ * running_roles -- the roles that have a batch of calls of their own code
+ * running in another worker of this database, or recently (recent_holds),
+ * each once, into roles[]; returns how many.  A batch of calls of another
+ * role's functions is not listed (see other_holds).
  */
 static int
 running_roles(Oid *roles)
 {
-	Oid			all[RETRIES_MAX_SLOTS];
-	int			nall = others_roles(all, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-																	 -RETRIES_HELD_AFTER_MS));
+	Hold		all[RETRIES_MAX_SLOTS];
+	int			nall = recent_holds(all);
 	int			n = 0;
 
 	for (int i = 0; i < nall; i++)
 	{
 		bool		listed = false;
 
+		if (all[i].role != all[i].holder)
+			continue;
 		for (int j = 0; j < n; j++)
-			listed |= roles[j] == all[i];
+			listed |= roles[j] == all[i].role;
 		if (!listed)
-			roles[n++] = all[i];
+			roles[n++] = all[i].role;
 	}
 	return n;
 }
@@ -1114,7 +1158,7 @@ static Batch *open_batch_now = NULL;
 /*
  * batch_holder -- the role whose code batch b runs: the owner of the other
  * role's functions its calls run (execute_foreign_owner), else its calls'
- * role (see others_roles)
+ * role (see other_holds)
  */
 static Oid
 batch_holder(const Batch *b)
@@ -1123,25 +1167,37 @@ batch_holder(const Batch *b)
 }
 
 /*
- * extra_passes_over -- in an extra worker, the first call of batch b runs
- * the code of a role that holds another worker of the database (a call
- * of mallory's slow function, while another worker runs one): it is not
+ * extra_passes_over -- in an extra worker, is batch b of the kind that
+ * another worker of the database runs (recent_holds)?  A batch of a role's
+ * own calls, if another runs one of that role's; a batch of calls of
+ * another role's functions, if another runs calls of that role's functions,
+ * or calls of other roles' functions by the same caller (a call of
+ * mallory's slow function while another worker runs one; mallory's calls
+ * of alice's function that wait for her lock).  Its first call is then not
  * run, but left to the database's own workers, and this worker claims
- * around it from now on (skipped).  Otherwise a role whose functions
- * another role calls would have its code hold every extra worker too.
- * An extra whose list of such calls is full exits: the launcher starts
- * a fresh one if it is still wanted.
+ * around it from now on (skipped).  Otherwise either role of such calls
+ * could have them hold every extra worker too.  An extra whose list of
+ * such calls is full exits: the launcher starts a fresh one if it is
+ * still wanted.
  */
 static bool
 extra_passes_over(const Batch *b)
 {
-	Oid			holders[RETRIES_MAX_SLOTS];
-	int			n = running_roles(holders);
+	Hold		holds[RETRIES_MAX_SLOTS];
+	int			n = recent_holds(holds);
 	Oid			holder = batch_holder(b);
+	bool		own = holder == b->role;
 
 	for (int i = 0; i < n; i++)
 	{
-		if (holders[i] != holder)
+		bool		same;
+
+		if (own)
+			same = holds[i].role == holds[i].holder && holds[i].role == b->role;
+		else
+			same = holds[i].role != holds[i].holder &&
+				(holds[i].holder == holder || holds[i].role == b->role);
+		if (!same)
 			continue;
 		if (nskipped >= SKIP_MAX)
 			proc_exit(shmem_exit_code());

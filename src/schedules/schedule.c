@@ -371,6 +371,7 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 {
 	static SPIPlanPtr own_plans[2];
 	static SPIPlanPtr any_plans[2];
+	static SPIPlanPtr by_id_plans[2];
 	Oid			argtypes[2] = {TEXTOID, OIDOID};
 	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(caller)};
 	HeapTuple	row;
@@ -393,12 +394,16 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 		elog(ERROR, "retries: could not look up schedule \"%s\"", name);
 	if (SPI_processed == 0 && access_sees_all_calls(caller))
 	{
+		/*
+		 * Which roles have one, without locking: locking every row of the
+		 * name waited for whichever role kept its own row locked, while
+		 * this held the other's, whose schedule then did not fire
+		 */
 		if (any_plans[policies] == NULL)
 			plans_prepare_kept(&any_plans[policies],
-							   psprintf(SCHEDULE_COLUMNS
-										" WHERE name OPERATOR(pg_catalog.=) $1"
-										" ORDER BY owner LIMIT 2 FOR UPDATE",
-										POLICY_ID_COLUMN(policies)),
+							   "SELECT id FROM retries.schedule_data"
+							   " WHERE name OPERATOR(pg_catalog.=) $1"
+							   " ORDER BY owner LIMIT 2",
 							   1, argtypes);
 		if (SPI_execute_plan(any_plans[policies], values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "retries: could not look up schedule \"%s\"", name);
@@ -407,7 +412,24 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 					(errcode(ERRCODE_AMBIGUOUS_PARAMETER),
 					 errmsg("schedule name \"%s\" is ambiguous", name),
 					 errdetail("More than one role has a schedule of that name."),
-					 errhint("Manage it as its owner: SET ROLE to the role named in retries.schedules.")));
+					 errhint("Its owner manages it (SET ROLE to the role named in retries.schedules, as a superuser or a member of that role), or cancel its calls with retries.cancel().")));
+		if (SPI_processed == 1)
+		{
+			Datum		id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										   &isnull);
+
+			if (by_id_plans[policies] == NULL)
+				plans_prepare_kept(&by_id_plans[policies],
+								   psprintf(SCHEDULE_COLUMNS
+											" WHERE id OPERATOR(pg_catalog.=) $1"
+											" AND name OPERATOR(pg_catalog.=) $2::pg_catalog.text"
+											" FOR UPDATE",
+											POLICY_ID_COLUMN(policies)),
+								   2, (Oid[]) {INT8OID, TEXTOID});
+			if (SPI_execute_plan(by_id_plans[policies], (Datum[]) {id, values[0]}, NULL,
+								 false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "retries: could not look up schedule \"%s\"", name);
+		}
 	}
 #undef SCHEDULE_COLUMNS
 	if (SPI_processed == 0)

@@ -145,11 +145,13 @@ typedef struct RetriesWorker
 	RetriesWorkerState state;
 	int64		current_call;	/* 0 when none */
 	Oid			current_role;	/* who scheduled current_call */
-	Oid			holder_role;	/* whose code it runs: current_role, or the
-								 * owner of another role's function that the
-								 * call runs (worker.c, others_roles) */
+	Oid			holder_role;	/* whose code its batch runs: batch_role, or
+								 * the owner of another role's functions that
+								 * its calls run (worker.c, other_holds) */
+	Oid			batch_role;		/* whose calls its batch runs */
 	Oid			last_role;		/* ... the holder when it last ran a call,
 								 * while it is idle since */
+	Oid			last_batch_role;	/* ... and whose calls those were */
 	TimestampTz since;			/* when state or current_call last changed */
 	bool		in_runner;		/* current_call runs in a runner (worker.c) */
 	int64		calls_run;
