@@ -54,6 +54,7 @@ OBJS = \
 	src/tables/access.o \
 	src/tables/names.o \
 	src/tables/name_locks.o \
+	src/tables/home.o \
 	src/tables/restore.o \
 	src/xact/xact.o \
 	src/flow/flow.o \

@@ -48,6 +48,42 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION retries UPDATE TO '1.7'" to load this file. \quit
 
+/*
+ * The database the extension was made in.  CREATE DATABASE ... TEMPLATE
+ * copies the extension's tables with every role's scheduled calls and
+ * schedules, into a database whose settings are its new owner's: the
+ * workers of a copy run none of them until a superuser adopts it
+ * (retries.adopt_copy(); one with none is adopted at once).  Not dumped:
+ * a restore's CREATE EXTENSION writes the new database's.  pg_upgrade
+ * keeps database OIDs.
+ */
+CREATE TABLE retries.home (datid oid NOT NULL);
+INSERT INTO retries.home
+SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
+COMMENT ON TABLE retries.home IS
+	'the OID of the database the extension was made in; another in a copy of it (CREATE DATABASE ... TEMPLATE), whose calls do not run until retries.adopt_copy()';
+CREATE FUNCTION retries.adopt_copy()
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF NOT (SELECT rolsuper FROM pg_roles WHERE oid OPERATOR(pg_catalog.=) current_user::regrole) THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = 'only a superuser may adopt a copied database''s calls',
+			HINT = 'Their roles chose to run them in another database, whose settings were not this one''s.';
+	END IF;
+	UPDATE retries.home SET datid = d.oid
+	  FROM pg_database d
+	 WHERE d.datname OPERATOR(pg_catalog.=) current_database()
+	   AND home.datid OPERATOR(pg_catalog.<>) d.oid;
+	RETURN FOUND;
+END
+$$;
+REVOKE ALL ON FUNCTION retries.adopt_copy() FROM PUBLIC;
+COMMENT ON FUNCTION retries.adopt_copy() IS
+	'in a database made as a copy of another (CREATE DATABASE ... TEMPLATE), let the workers run the calls and schedules copied with it; superuser only; false if it is not such a copy';
+
 -- the most a debounced burst of the function's calls waits, as a default
 ALTER TABLE retries.policy_data ADD COLUMN debounce_max interval;
 COMMENT ON COLUMN retries.policy_data.debounce_max IS

@@ -379,9 +379,32 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 }
 
 /*
+ * served_now -- does the database table hold 'dboid' with the extension
+ * found there (or being looked for)?
+ */
+static bool
+served_now(Oid dboid)
+{
+	RetriesDatabase *db;
+	bool		served;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(dboid, false);
+	served = db != NULL && db->state != DB_NO_EXTENSION;
+	LWLockRelease(retries_shared->lock);
+	return served;
+}
+
+/*
  * read_databases -- the databases that workers may serve (allowing
  * connections, not templates), at most RETRIES_MAX_DATABASES of them, into
  * 'seen'; returns how many
+ *
+ * Those the workers serve now come first, then the others in pg_database's
+ * order: a role that may create databases cannot take the place of one
+ * served now by making more (the seventh hostile review: 128 empty ones,
+ * and a routine ALTER DATABASE that moved the served one's row behind them,
+ * left it with no worker).
  */
 static int
 read_databases(Oid *seen)
@@ -392,6 +415,8 @@ read_databases(Oid *seen)
 	HeapTuple	tup;
 	int			nseen = 0;
 	int			nall = 0;
+	List	   *others = NIL;
+	ListCell   *lc;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -405,11 +430,18 @@ read_databases(Oid *seen)
 		if (!dat->datallowconn || dat->datistemplate)
 			continue;
 		nall++;
-		if (nseen < RETRIES_MAX_DATABASES)
+		if (nseen < RETRIES_MAX_DATABASES && served_now(dat->oid))
 			seen[nseen++] = dat->oid;
+		else
+			others = lappend_oid(others, dat->oid);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	foreach(lc, others)
+	{
+		if (nseen < RETRIES_MAX_DATABASES)
+			seen[nseen++] = lfirst_oid(lc);
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -418,7 +450,7 @@ read_databases(Oid *seen)
 		ereport(LOG,
 				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
 						nall, RETRIES_MAX_DATABASES),
-				 errdetail("Databases beyond the first %d found in pg_database get no workers.",
+				 errdetail("The databases served now keep their workers; of the others, those beyond the first %d found in pg_database get none.",
 						   RETRIES_MAX_DATABASES),
 				 errhint("Keep the extension in fewer databases, or mark unused ones ALLOW_CONNECTIONS false.")));
 		complained = true;

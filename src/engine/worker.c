@@ -2163,6 +2163,48 @@ names_step(void)
 }
 
 /*
+ * serving -- may the worker fire schedules and run calls?  Not while
+ * retries.enabled is off, nor in a copy of a database that a superuser has
+ * not adopted (home.c), which it looks at until it is: not a copy, or
+ * adopted, it stays so.  An error is logged, and the worker does not serve
+ * until it looks again.
+ */
+static bool
+serving(void)
+{
+	static bool adopted = false;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool copied = true;
+
+	if (!retries_enabled)
+		return false;
+	if (adopted)
+		return true;
+	PG_TRY();
+	{
+		start_transaction();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		copied = false;
+		if (lock_extension() == my_extension && schema_retries_version() >= SCHEMA_1_7)
+		{
+			SPI_connect();
+			copied = tables_unadopted_copy();
+			SPI_finish();
+		}
+		PopActiveSnapshot();
+		commit_transaction();
+	}
+	PG_CATCH();
+	{
+		recover_from_error(oldcxt, NULL);
+		copied = true;
+	}
+	PG_END_TRY();
+	adopted = !copied;
+	return adopted;
+}
+
+/*
  * work_guarded -- prune if it is time, then run a batch unless paused
  * (run_batch()'s result, or 0), surviving an error
  *
@@ -2178,7 +2220,7 @@ names_step(void)
  * (see "A bad row" at the top).
  */
 static int
-work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
+work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile int n = 0;
@@ -2193,10 +2235,10 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors)
 			prune();
 			*last_prune = GetCurrentTimestamp();
 		}
-		if (retries_enabled)
+		if (serve)
 			release_runner_held();
 		batching = true;
-		if (retries_enabled)
+		if (serve)
 			n = run_batch(due);
 		else
 			set_state(WORKER_PAUSED, 0, InvalidOid, InvalidOid);
@@ -2483,6 +2525,7 @@ retries_worker_main(Datum main_arg)
 	TimestampTz last_prune = 0;
 	TimestampTz last_error = 0;
 	int			errors = 0;
+	bool		serve;
 
 	worker_start(main_arg);
 	for (;;)
@@ -2524,10 +2567,11 @@ retries_worker_main(Datum main_arg)
 			continue;
 
 		names_step();
-		if (retries_enabled)
+		serve = serving();
+		if (serve)
 			fire_step();
 		retries_chains_released = false;
-		n = work_guarded(&due, &last_prune, &errors);
+		n = work_guarded(&due, &last_prune, &errors, serve);
 		if (retries_chains_deferred)
 		{
 			fire_check = true;	/* followers left for later: look soon */

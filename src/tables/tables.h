@@ -64,6 +64,9 @@ extern void names_refresh_failed(void);
 extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive);
 extern uint64 tables_prune_name_locks(int limit);
 
+/* home.c */
+extern bool tables_unadopted_copy(void);
+
 /*
  * restore.c.  A COPY FROM into one of the extension's tables: which, and,
  * for a database owner's restore, run as the extension's owner.
