@@ -768,10 +768,10 @@ SELECT what, CASE WHEN what = 'cancel the other' AND outcome IN ('55000', 'retur
   FROM public.manage_log ORDER BY n;
 SELECT CASE id WHEN :manager THEN 'manager' ELSE 'bystander' END AS call,
 	   CASE WHEN id = :manager THEN state::text || ' ' || attempts
-			WHEN state = 'succeeded' AND attempts = 1 AND result = '"ran"'
+			WHEN state::text = 'succeeded' AND attempts = 1 AND result = '"ran"'
 			  AND (SELECT outcome FROM public.manage_log WHERE what = 'cancel the other') <> 'returned true'
 			THEN 'ran once, or cancelled unrun'
-			WHEN state = 'cancelled' AND attempts = 0 AND result IS NULL
+			WHEN state::text = 'cancelled' AND attempts = 0 AND result IS NULL
 			  AND (SELECT outcome FROM public.manage_log WHERE what = 'cancel the other') = 'returned true'
 			THEN 'ran once, or cancelled unrun'
 			ELSE format('%s %s %s', state, attempts, result) END AS outcome
