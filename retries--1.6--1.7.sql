@@ -84,6 +84,13 @@ REVOKE ALL ON FUNCTION retries.adopt_copy() FROM PUBLIC;
 COMMENT ON FUNCTION retries.adopt_copy() IS
 	'in a database made as a copy of another (CREATE DATABASE ... TEMPLATE), let the workers run the calls and schedules copied with it; superuser only; false if it is not such a copy';
 
+CREATE FUNCTION retries.call_outcome()
+RETURNS text
+AS 'MODULE_PATHNAME', 'retries_call_outcome'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION retries.call_outcome() IS
+	'what this session''s latest retries.call() did: made (a new call), deduplicated (returned its key''s call) or debounced (moved its key''s call); NULL before any, or for a call made on another Citus node';
+
 -- the most a debounced burst of the function's calls waits, as a default
 ALTER TABLE retries.policy_data ADD COLUMN debounce_max interval;
 COMMENT ON COLUMN retries.policy_data.debounce_max IS

@@ -150,6 +150,44 @@ ROLLBACK;
 DROP EVENT TRIGGER note_ddl;
 DROP FUNCTION note_ddl();
 
+-- What a call did, for the caller to see in the same round trip
+-- (retries.call_outcome(), 1.7): made, deduplicated or debounced
+SET ROLE keys_alice;
+SELECT id, retries.call_outcome() AS outcome
+  FROM (SELECT retries.call('send_mail(text)', '["o@example.com"]', key => 'outcome:1',
+						   run_at => now() + interval '1 day') AS id OFFSET 0) c;
+SELECT retries.call_outcome() AS after_the_same_key
+  FROM (SELECT retries.call('send_mail(text)', '["p@example.com"]', key => 'outcome:1') OFFSET 0) c;
+SELECT retries.call_outcome() AS after_a_debounce
+  FROM (SELECT retries.call('send_mail(text)', '["q@example.com"]', key => 'outcome:1',
+						   debounce => '1 day') OFFSET 0) c;
+-- a failed call leaves no outcome behind
+CALL test.try($$SELECT retries.call('send_mail(text)', '[1, 2]')$$);
+SELECT retries.call_outcome() IS NULL AS none_after_an_error;
+RESET ROLE;
+
+-- A key is one function's: another function's call with the key is
+-- refused (23505) rather than handed the other call's id, for as long as
+-- the key's call is kept, or within its key_window
+CREATE FUNCTION send_sms(phone text) RETURNS void LANGUAGE sql AS '';
+SELECT retries.annotate('send_sms(text)', '3 1s');
+SET ROLE keys_alice;
+CALL test.try($$SELECT retries.call('send_sms(text)', '["555"]', key => 'outcome:1')$$);
+CALL test.try($$SELECT retries.call('send_sms(text)', '["555"]', key => 'outcome:1', debounce => '1 s')$$);
+RESET ROLE;
+-- once outside the window of the key's call, the key passes on
+UPDATE retries.call_data SET created_at = created_at - interval '2 hours' WHERE key = 'outcome:1';
+SET ROLE keys_alice;
+SELECT retries.call('send_sms(text)', '["555"]', key => 'outcome:1', key_window => '1 hour',
+					run_at => now() + interval '1 day') IS NOT NULL AS passed_on,
+	   retries.call_outcome() AS outcome;
+RESET ROLE;
+DROP FUNCTION send_sms(text);
+
+-- A function named without its argument types: PostgreSQL's own error,
+-- with a hint of the right form
+SELECT retries.call('send_mail', '["a"]');
+
 DROP FUNCTION send_mail(text);
 DROP OWNED BY keys_alice, keys_bob;
 DROP ROLE keys_alice, keys_bob;

@@ -34,6 +34,12 @@
  * - Inside a worker, the sandbox of an attempt learns of the commands that
  *   leave something for the end of the transaction (sandbox.c).
  *
+ * - A function named without its argument types where a regprocedure is
+ *   read (retries.call('notify_user', ...)) fails in PostgreSQL's input
+ *   function, before the extension's code runs, with "expected a left
+ *   parenthesis": in a statement that names retries, the error gets a hint
+ *   of the right form (emit_log, as the error is reported).
+ *
  * Installed only when the library is preloaded (there are no workers
  * otherwise).
  *
@@ -73,6 +79,7 @@
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 PG_FUNCTION_INFO_V1(retries_start_workers);
 
@@ -599,6 +606,28 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 }
 
 /*
+ * emit_log -- the hint of a regprocedure read without its argument types,
+ * in a statement that names retries (see the top), when it has none
+ */
+static void
+emit_log(ErrorData *edata)
+{
+	if (edata->elevel == ERROR && edata->hint == NULL &&
+		edata->sqlerrcode == ERRCODE_INVALID_TEXT_REPRESENTATION &&
+		edata->message_id != NULL &&
+		strcmp(edata->message_id, "expected a left parenthesis") == 0 &&
+		debug_query_string != NULL && strstr(debug_query_string, "retries") != NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(ErrorContext);
+
+		edata->hint = pstrdup("Name the function with its argument types, as in retries.call('notify_user(bigint,text)', ...): \\df notify_user lists them.");
+		MemoryContextSwitchTo(oldcxt);
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+/*
  * hooks_install -- install the hooks and the transaction callback
  * (from _PG_init, when preloaded)
  */
@@ -610,4 +639,6 @@ hooks_install(void)
 	ProcessUtility_hook = process_utility;
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = object_access;
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = emit_log;
 }

@@ -54,6 +54,16 @@
 #include "xact/xact.h"
 
 PG_FUNCTION_INFO_V1(retries_call);
+PG_FUNCTION_INFO_V1(retries_call_outcome);
+
+/*
+ * What the latest retries.call() of this session did (retries.call_outcome):
+ * NULL before any, or when the call was made on another node (colocate.c)
+ */
+static const char *last_outcome = NULL;
+
+/* Did the latest insert_keyed() move the key's call (debounce)? */
+static bool key_debounced = false;
 
 /* The columns insert_call() takes, in this order (see there) */
 typedef enum CallColumn
@@ -846,6 +856,8 @@ typedef struct KeyHolder
 	int64		id;
 	int32		gen;			/* its key_gen */
 	bool		within;			/* made within the key_window (none: true) */
+	bool		same_fn;		/* a call of the same function */
+	char	   *fn;				/* its function, or NULL if dropped */
 	bool		fresh;			/* scheduled, no attempt has started, and a
 								 * call of the same function */
 } KeyHolder;
@@ -873,11 +885,14 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 					   " $3::pg_catalog.interval IS NULL OR created_at OPERATOR(pg_catalog.+) $3"
 					   "  OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp(),"
 					   " state OPERATOR(pg_catalog.=) 'scheduled'"
-					   "  AND attempts OPERATOR(pg_catalog.=) 0"
-					   "  AND (SELECT p.fn FROM retries.policy_data p"
-					   "   WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)"
+					   "  AND attempts OPERATOR(pg_catalog.=) 0,"
+					   " (SELECT p.fn FROM retries.policy_data p"
+					   "  WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)"
 					   "  OPERATOR(pg_catalog.=) (SELECT q.fn FROM retries.policy_data q"
-					   "   WHERE q.id OPERATOR(pg_catalog.=) $4)"
+					   "  WHERE q.id OPERATOR(pg_catalog.=) $4),"
+					   " (SELECT r.fn FROM retries.policy_data p JOIN retries.function_refs r"
+					   "  ON r.key OPERATOR(pg_catalog.=) p.fn"
+					   "  WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)::pg_catalog.text"
 					   " FROM retries.call_data c"
 					   " WHERE scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
 					   " AND pg_catalog.md5(key) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
@@ -894,8 +909,27 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 	h->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
 	h->gen = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
 	h->within = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
-	h->fresh = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull));
+	h->same_fn = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
+	h->fresh = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull)) && h->same_fn;
+	h->fn = SPI_getvalue(row, desc, 6);
 	return true;
+}
+
+/*
+ * key_of_other_function -- raise 23505: the key of values[] is held by
+ * call h, of another function (a key names one piece of work: returning
+ * that call's id would tell the caller its call was made)
+ */
+static void
+key_of_other_function(const Datum *values, const KeyHolder *h)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("key \"%s\" is held by call " INT64_FORMAT " of another function, %s",
+					text_to_cstring(DatumGetTextPP(values[CC_KEY])), h->id,
+					h->fn != NULL ? h->fn : "(dropped)"),
+			 errdetail("A key dedupes the calls of one function; it is the other call's for as long as it is kept, or within its key_window."),
+			 errhint("Make the key name the function too, such as 'send_email:' || customer_id.")));
 }
 
 /*
@@ -967,6 +1001,7 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 	SPIPlanPtr	plan;
 	bool		isnull;
 
+	key_debounced = false;
 	if (rule == NULL)
 		rule = &lasting;
 	if (rule->has_debounce)
@@ -1000,8 +1035,13 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 		if (key_holder(values, rule, &h))
 		{
 			*inserted = false;
+			if (!h.same_fn && (!rule->has_window || h.within))
+				key_of_other_function(values, &h);
 			if (rule->has_debounce && h.fresh && debounce_call(h.id, values, rule))
+			{
+				key_debounced = true;
 				return h.id;
+			}
 			if (rule->has_window ? h.within : !rule->has_debounce)
 				return h.id;
 			values[CC_KEY_GEN] = Int32GetDatum(h.gen + 1);
@@ -1333,6 +1373,8 @@ retries_call(PG_FUNCTION_ARGS)
 	bool		is_procedure;
 	KeyRule		rule = {false, (Datum) 0, false, false, (Datum) 0, (Datum) 0};
 
+	last_outcome = NULL;
+
 	/* the insert may not go through the executor, which would check these */
 	PreventCommandIfReadOnly("retries.call()");
 	PreventCommandDuringRecovery("retries.call()");
@@ -1404,6 +1446,7 @@ retries_call(PG_FUNCTION_ARGS)
 	if (PG_NARGS() > 7)
 		call_options(fcinfo, &ref, values, nulls, &rule);
 
+	key_debounced = false;
 	id = insert_call(values, nulls, &rule, &inserted);
 	if (has_after && inserted)
 		chains_after_record(id, &after);
@@ -1412,7 +1455,23 @@ retries_call(PG_FUNCTION_ARGS)
 	SPI_finish();
 	access_restore_user(&save);
 
+	last_outcome = inserted ? "made" : key_debounced ? "debounced" : "deduplicated";
 	PG_RETURN_INT64(id);
+}
+
+/*
+ * retries_call_outcome -- SQL function retries.call_outcome() (1.7): what
+ * this session's latest retries.call() did: 'made' (a new call),
+ * 'deduplicated' (its key's call, whose id it returned, was left as it
+ * was) or 'debounced' (that call was moved, with the new arguments); NULL
+ * before any, or when it made the call on another node of a Citus cluster
+ */
+Datum
+retries_call_outcome(PG_FUNCTION_ARGS)
+{
+	if (last_outcome == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(last_outcome));
 }
 
 /*
