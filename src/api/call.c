@@ -1190,6 +1190,30 @@ interval_option(FunctionCallInfo fcinfo, int argno, const char *name,
 }
 
 /*
+ * policy_interval -- an interval column of policy 'policy_id' (annotate's),
+ * read by 'query' ($1 the policy's id), in *value; false if it is NULL
+ */
+static bool
+policy_interval(int32 policy_id, SPIPlanPtr *plan, const char *query, Datum *value)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(policy_id)};
+	bool		isnull = true;
+
+	plans_prepare_kept(plan, query, 1, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up policy %d", policy_id);
+	if (SPI_processed == 1)
+	{
+		*value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+							   &isnull);
+		if (!isnull)
+			*value = SPI_datumTransfer(*value, false, sizeof(Interval));
+	}
+	return !isnull;
+}
+
+/*
  * policy_key_window -- the key_window of policy 'policy_id' (annotate's), in
  * *window; false if it has none
  */
@@ -1197,24 +1221,10 @@ static bool
 policy_key_window(int32 policy_id, Datum *window)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(policy_id)};
-	bool		isnull = true;
 
-	plans_prepare_kept(&plan,
-					   "SELECT key_window FROM retries.policy_data"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up policy %d", policy_id);
-	if (SPI_processed == 1)
-	{
-		*window = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-								&isnull);
-		if (!isnull)
-			*window = SPI_datumTransfer(*window, false, sizeof(Interval));
-	}
-	return !isnull;
+	return policy_interval(policy_id, &plan,
+						   "SELECT key_window FROM retries.policy_data"
+						   " WHERE id OPERATOR(pg_catalog.=) $1", window);
 }
 
 /*
@@ -1225,25 +1235,12 @@ static bool
 policy_debounce_max(int32 policy_id, Datum *max)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(policy_id)};
-	bool		isnull = true;
 
 	if (schema_retries_version() < SCHEMA_1_7)
 		return false;
-	plans_prepare_kept(&plan,
-					   "SELECT debounce_max FROM retries.policy_data"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up policy %d", policy_id);
-	if (SPI_processed == 1)
-	{
-		*max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (!isnull)
-			*max = SPI_datumTransfer(*max, false, sizeof(Interval));
-	}
-	return !isnull;
+	return policy_interval(policy_id, &plan,
+						   "SELECT debounce_max FROM retries.policy_data"
+						   " WHERE id OPERATOR(pg_catalog.=) $1", max);
 }
 
 /*
