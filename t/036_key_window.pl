@@ -14,6 +14,11 @@
 #      before any call is claimed), and the interrupted call runs again;
 #   c. with a window of a millisecond, such a backlog is delivered closer
 #      than a second apart: the measure of a. sees a gap below its window.
+#   e. from a pool of clients: 16 pgbench clients ask for the emails of 10
+#      customers (key per customer, window 250 ms, each ask in a transaction
+#      that also emits an event and debounces a save of its own key) for 4
+#      s: no error (no 40P01), and the deliveries of each customer's emails
+#      are at least the window apart;
 #   d. debounce_max under a stream of edits that never pauses: a session
 #      debounces one key (2 s) again and again, and the call still runs,
 #      while the edits go on, by its debounce_max (3 s): each edit after it
@@ -30,6 +35,7 @@ use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
 use Time::HiRes qw(usleep);
+use IPC::Run;
 
 my $node = retries_node('key_window');
 $node->append_conf('postgresql.conf', "retries.max_workers = 4\n");
@@ -178,6 +184,42 @@ wait_until($node, 'postgres',
 	'6', 'c: the calls without a window ran');
 is($node->safe_psql('postgres', "SELECT min_gap('c') < interval '1 s'"),
 	't', 'c: with a window of 1 ms, a key\'s calls ran closer than a second apart');
+
+###########################################################################
+# e. from a pool of clients
+###########################################################################
+$node->safe_psql('postgres', q{
+CREATE FUNCTION mail(customer int) RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT retries.annotate('mail(int)', '3 10ms', key_window => '250 ms');
+});
+my $script = $node->basedir . '/asks.sql';
+PostgreSQL::Test::Utils::append_to_file(
+	$script, q{\set c random(1, 10)
+\set e random(1, 50)
+BEGIN;
+SELECT retries.call('mail(int)', jsonb_build_array(:c), key => 'e' || :c);
+SELECT retries.emit('seen:' || :e);
+SELECT retries.call('kw(int)', jsonb_build_array(:e), key => 'save:' || :e, debounce => '10 ms');
+COMMIT;
+});
+my ($pgb_out, $pgb_err);
+my $pgbench_ok = IPC::Run::run(
+	[
+		$node->installed_command('pgbench'), '-n', '-c', '16', '-j', '4', '-T',
+		'4', '-f', $script, '-h', $node->host, '-p', $node->port, 'postgres'
+	],
+	'>', \$pgb_out, '2>', \$pgb_err);
+ok($pgbench_ok, 'e: 16 clients asked for 4 s without an error')
+  or diag($pgb_err);
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.calls WHERE key LIKE 'e%' AND state <> 'succeeded'",
+	'0', 'e: every email asked for was delivered');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT (SELECT count(*) FROM retries.calls WHERE key LIKE 'e%') > 10"
+		  . " AND min_gap('e') >= interval '250 ms'"),
+	't', 'e: customers got several emails, none within 250 ms of another')
+  or diag($node->safe_psql('postgres', "SELECT min_gap('e')"));
 
 ###########################################################################
 # d. debounce_max under edits that never pause
