@@ -89,7 +89,7 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'retries_call_outcome'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION retries.call_outcome() IS
-	'what this session''s latest retries.call() did: made (a new call), deduplicated (returned its key''s call) or debounced (moved its key''s call); NULL before any, or for a call made on another Citus node';
+	'what the latest retries.call() of this transaction by the current role did: made (a new call), deduplicated (returned its key''s call) or debounced (moved its key''s call); NULL before any, after one rolled back, or for a call made on another Citus node';
 
 -- the most a debounced burst of the function's calls waits, as a default
 ALTER TABLE retries.policy_data ADD COLUMN debounce_max interval;

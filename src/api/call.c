@@ -57,10 +57,52 @@ PG_FUNCTION_INFO_V1(retries_call);
 PG_FUNCTION_INFO_V1(retries_call_outcome);
 
 /*
- * What the latest retries.call() of this session did (retries.call_outcome):
- * NULL before any, or when the call was made on another node (colocate.c)
+ * What the latest retries.call() of this transaction did
+ * (retries.call_outcome): NULL before any, or when the call was made on
+ * another node (colocate.c); with the role that made it, and the
+ * subtransaction it was made in (see forget_outcome)
  */
 static const char *last_outcome = NULL;
+static Oid	outcome_role = InvalidOid;
+static SubTransactionId outcome_subid = InvalidSubTransactionId;
+static bool outcome_callbacks = false;
+
+/*
+ * forget_outcome -- at the end of the transaction, or when the
+ * subtransaction that made the call (or one around it) rolls back, the
+ * outcome is gone: a worker's batch runs several roles' attempts in one
+ * process, and a call rolled back to a savepoint was not made
+ */
+static void
+forget_outcome_xact(XactEvent event, void *arg)
+{
+	last_outcome = NULL;
+}
+
+static void
+forget_outcome_subxact(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && outcome_subid >= mySubid)
+		last_outcome = NULL;
+}
+
+/*
+ * note_outcome -- what this retries.call() did
+ */
+static void
+note_outcome(const char *outcome)
+{
+	if (!outcome_callbacks)
+	{
+		RegisterXactCallback(forget_outcome_xact, NULL);
+		RegisterSubXactCallback(forget_outcome_subxact, NULL);
+		outcome_callbacks = true;
+	}
+	last_outcome = outcome;
+	outcome_role = GetUserId();
+	outcome_subid = GetCurrentSubTransactionId();
+}
 
 /* Did the latest insert_keyed() move the key's call (debounce)? */
 static bool key_debounced = false;
@@ -1452,21 +1494,23 @@ retries_call(PG_FUNCTION_ARGS)
 	SPI_finish();
 	access_restore_user(&save);
 
-	last_outcome = inserted ? "made" : key_debounced ? "debounced" : "deduplicated";
+	note_outcome(inserted ? "made" : key_debounced ? "debounced" : "deduplicated");
 	PG_RETURN_INT64(id);
 }
 
 /*
  * retries_call_outcome -- SQL function retries.call_outcome() (1.7): what
- * this session's latest retries.call() did: 'made' (a new call),
- * 'deduplicated' (its key's call, whose id it returned, was left as it
- * was) or 'debounced' (that call was moved, with the new arguments); NULL
- * before any, or when it made the call on another node of a Citus cluster
+ * the latest retries.call() of this transaction, by the current role, did:
+ * 'made' (a new call), 'deduplicated' (its key's call, whose id it
+ * returned, was left as it was) or 'debounced' (that call was moved, with
+ * the new arguments); NULL before any, after one that failed or was rolled
+ * back to a savepoint, and when it made the call on another node of a Citus
+ * cluster
  */
 Datum
 retries_call_outcome(PG_FUNCTION_ARGS)
 {
-	if (last_outcome == NULL)
+	if (last_outcome == NULL || outcome_role != GetUserId())
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(last_outcome));
 }

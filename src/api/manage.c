@@ -96,8 +96,15 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 	" FROM retries.call_data c" \
 	" JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id" \
 	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+
+	/*
+	 * FOR NO KEY UPDATE, as the UPDATE that follows: it waits for a worker's
+	 * claim (FOR UPDATE) and for other writers of the row, but not for the
+	 * FOR KEY SHARE of a worker's key_window check (key_window.c) or of a
+	 * debounce, which change nothing of the row
+	 */
 	if (lock)
-		plan = plans_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR UPDATE OF c",
+		plan = plans_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR NO KEY UPDATE OF c",
 								  1, argtypes);
 	else
 		plan = plans_prepare_kept(&read_plan, LOCK_CALL_QUERY, 1, argtypes);

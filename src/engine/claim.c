@@ -499,8 +499,8 @@ claim_of_role(RetriesCall *calls, TimestampTz now, Oid role,
  * which is left at the role claimed (or at the last one looked at), so
  * that the next batch goes on from there; at most HEADS_MAX_ROLES roles
  * are looked at.  The 'navoid' roles of 'avoid' are taken only if no
- * other role's call can be claimed, and never if 'strict'; if 'strict',
- * a role whose head is locked gives its first due call that is not
+ * other role's call can be claimed, and never if 'strict'; a role whose
+ * head is locked gives, at its turn, its first due call that is not
  * (claim_of_role).  The first statement walks the roles
  * that have scheduled calls, one index probe each (the recursive CTEs
  * skip from one role to the next in call_data_due_by_role, and in
@@ -590,25 +590,20 @@ claim_heads(RetriesCall *calls, TimestampTz now, Oid *last_role,
 				*low = lows[i];
 				return 1;
 			}
-		}
 
-	/*
-	 * Strict (an extra worker): a role not avoided whose head another worker
-	 * holds (a call of another role's function that holds it, say) may still
-	 * have other calls due: its first one that can be claimed
-	 */
-	for (int i = 0; strict && i < nids; i++)
-	{
-		bool		avoided = false;
-
-		for (int a = 0; a < navoid; a++)
-			avoided |= avoid[a] == roles[i];
-		if (!avoided && claim_of_role(calls, now, roles[i], skip, nskip, low) == 1)
-		{
-			*last_role = roles[i];
-			return 1;
+			/*
+			 * Its head is locked: another worker runs it (a long call; a call
+			 * of another role's function, which that role may keep waiting),
+			 * and the role may still have other calls due: its first one that
+			 * can be claimed, at its turn (else a role whose head stayed
+			 * locked would wait for every other role's backlog)
+			 */
+			if (claim_of_role(calls, now, roles[i], skip, nskip, low) == 1)
+			{
+				*last_role = roles[i];
+				return 1;
+			}
 		}
-	}
 	return 0;
 }
 

@@ -1456,9 +1456,25 @@ Oid
 execute_foreign_owner(const RetriesCall *call)
 {
 	CachedPolicy *policy = policies_get(call->policy_id);
+
+	if (policy == NULL || policy->procedure)
+		return InvalidOid;
+	return execute_code_owner(call);
+}
+
+/*
+ * execute_code_owner -- the owner of the function or procedure that the
+ * call runs, if that is neither the caller nor a superuser (another role's
+ * code), else InvalidOid.  A runner that runs another role's procedure is
+ * held as a batch of its functions is (worker.c, other_holds).
+ */
+Oid
+execute_code_owner(const RetriesCall *call)
+{
+	CachedPolicy *policy = policies_get(call->policy_id);
 	Oid			owner;
 
-	if (policy == NULL || !OidIsValid(policy->fn) || policy->procedure)
+	if (policy == NULL || !OidIsValid(policy->fn))
 		return InvalidOid;
 	owner = flow_function_owner(policy->fn);
 	if (!OidIsValid(owner) || owner == call->role || superuser_arg(owner))

@@ -51,6 +51,7 @@ struct RunnerOutcome;			/* runner.h */
 
 extern bool execute_is_procedure(const RetriesCall *call);
 extern Oid	execute_foreign_owner(const RetriesCall *call);
+extern Oid	execute_code_owner(const RetriesCall *call);
 extern bool execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout);
 extern void execute_runner_end(RetriesCall *call, TimestampTz started_at,
 							   int64 timeout, const struct RunnerOutcome *outcome);

@@ -975,7 +975,8 @@ other_holds(Hold *holds, TimestampTz recent)
 
 /*
  * busy_roles -- the roles that hold all the other workers of this database
- * (running an attempt of one of their calls, of whoever's function), into
+ * (running their own calls of their own functions: a batch of calls of
+ * another role's functions holds neither role, see other_holds), into
  * roles[]; returns how many (none with one worker: it cannot leave another
  * one free)
  *
@@ -999,8 +1000,11 @@ busy_roles(Oid *roles)
 		int			count = 0;
 		bool		listed = false;
 
+		if (running[i].role != running[i].holder)
+			continue;			/* another role's code: see other_holds */
 		for (int j = 0; j < nrunning; j++)
-			count += running[j].role == running[i].role;
+			count += running[j].role == running[i].role &&
+				running[j].role == running[j].holder;
 		for (int j = 0; j < n; j++)
 			listed |= roles[j] == running[i].role;
 		if (count >= others && !listed)
@@ -1444,6 +1448,7 @@ static struct
 {
 	bool		pending;
 	RetriesCall call;
+	Oid			holder;			/* whose code it runs (other_holds) */
 	Jsonb	   *args;			/* in TopMemoryContext */
 	int64		timeout;		/* the attempt's time limit; -1: none */
 	LOCKTAG		lock;			/* held while it runs (cancel() waits) */
@@ -1658,6 +1663,10 @@ begin_in_runner(Batch *b, RetriesCall *call)
 	(void) LockAcquire(&runner_next.lock, ExclusiveLock, true, false);
 	runner_next.call = *call;
 	runner_next.call.args = NULL;
+	/* a procedure of another role: held as a batch of its functions */
+	runner_next.holder = execute_code_owner(call);
+	if (!OidIsValid(runner_next.holder))
+		runner_next.holder = call->role;
 	runner_next.args = (Jsonb *) MemoryContextAlloc(TopMemoryContext, VARSIZE(args));
 	memcpy(runner_next.args, args, VARSIZE(args));
 	runner_next.timeout = timeout;
@@ -1683,7 +1692,7 @@ run_in_runner(void)
 	runner_next.pending = false;
 	cap_ms = runner_next.timeout < 0 ? 0 :
 		(int) Min(runner_next.timeout / 1000 + 1, INT_MAX / 2);
-	set_state(WORKER_RUNNING, call->id, call->role, call->role);
+	set_state(WORKER_RUNNING, call->id, call->role, runner_next.holder);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));

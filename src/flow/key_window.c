@@ -41,8 +41,11 @@
  *
  * Two calls of a key that two workers claim at once each find the other
  * locked, and both are put off: the one with the lower id for a short
- * while (the window, at most RECHECK_MS), the other for the whole window,
- * so that the first goes next.  The spacing is measured on the workers'
+ * while (the window, from RECHECK_MIN_MS to RECHECK_MS), the other for the
+ * whole window (at least RECHECK_MIN_MS), so that the first goes next.
+ * The locks the check takes are FOR KEY SHARE, which a role's cancel(),
+ * retry_now() or reschedule() (FOR NO KEY UPDATE, manage.c) does not wait
+ * for.  The spacing is measured on the workers'
  * clock (clock.c), so that retries.debug_clock_offset moves it as it moves
  * every due time.
  *
@@ -63,7 +66,13 @@
 #include "base/base.h"
 #include "flow/flow.h"
 
-/* Longest a call put off behind a running call of its key waits to look again */
+/*
+ * How long a call put off behind a running call of its key waits to look
+ * again: its window, but at least RECHECK_MIN_MS (a window of a microsecond
+ * had a worker spin, putting the same calls off again and again) and at
+ * most RECHECK_MS
+ */
+#define RECHECK_MIN_MS			100
 #define RECHECK_MS				1000
 
 /* The keys (text) whose calls this transaction started; in its memory */
@@ -279,7 +288,9 @@ flow_key_window_allows(int64 id)
 		running = others_running(id, role, key);
 	if (running != 0)
 	{
-		put_off(id, now + (running < 0 ? window : Min(window, RECHECK_MS * INT64CONST(1000))));
+		int64		wait = running < 0 ? window : Min(window, RECHECK_MS * INT64CONST(1000));
+
+		put_off(id, now + Max(wait, RECHECK_MIN_MS * INT64CONST(1000)));
 		return false;
 	}
 
