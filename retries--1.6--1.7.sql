@@ -40,6 +40,8 @@
  * - retries.call(..., debounce_max) and annotate(..., debounce_max), its
  *   calls' default (policy_data.debounce_max): a debounced burst still
  *   runs at most that long after its first call.
+ * - retries.home: a copy of a database (CREATE DATABASE ... TEMPLATE) does
+ *   not run the calls and schedules it brought (see below).
  *
  * And the database owner may dump and restore her database with the
  * extension in it (doc/operations.md, "Restore from pg_dump").
@@ -52,37 +54,16 @@
  * The database the extension was made in.  CREATE DATABASE ... TEMPLATE
  * copies the extension's tables with every role's scheduled calls and
  * schedules, into a database whose settings are its new owner's: the
- * workers of a copy run none of them until a superuser adopts it
- * (retries.adopt_copy(); one with none is adopted at once).  Not dumped:
- * a restore's CREATE EXTENSION writes the new database's.  pg_upgrade
- * keeps database OIDs.
+ * first worker of a copy cancels the calls and pauses the schedules that
+ * it brought, before it runs anything (src/tables/home.c).  Not dumped: a
+ * restore's CREATE EXTENSION writes the new database's.  pg_upgrade keeps
+ * database OIDs.
  */
 CREATE TABLE retries.home (datid oid NOT NULL);
 INSERT INTO retries.home
 SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
 COMMENT ON TABLE retries.home IS
-	'the OID of the database the extension was made in; another in a copy of it (CREATE DATABASE ... TEMPLATE), whose calls do not run until retries.adopt_copy()';
-CREATE FUNCTION retries.adopt_copy()
-RETURNS boolean
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	IF NOT (SELECT rolsuper FROM pg_roles WHERE oid OPERATOR(pg_catalog.=) current_user::regrole) THEN
-		RAISE EXCEPTION USING ERRCODE = '42501',
-			MESSAGE = 'only a superuser may adopt a copied database''s calls',
-			HINT = 'Their roles chose to run them in another database, whose settings were not this one''s.';
-	END IF;
-	UPDATE retries.home SET datid = d.oid
-	  FROM pg_database d
-	 WHERE d.datname OPERATOR(pg_catalog.=) current_database()
-	   AND home.datid OPERATOR(pg_catalog.<>) d.oid;
-	RETURN FOUND;
-END
-$$;
-REVOKE ALL ON FUNCTION retries.adopt_copy() FROM PUBLIC;
-COMMENT ON FUNCTION retries.adopt_copy() IS
-	'in a database made as a copy of another (CREATE DATABASE ... TEMPLATE), let the workers run the calls and schedules copied with it; superuser only; false if it is not such a copy';
+	'the OID of the database the extension was made in; another in a copy of it (CREATE DATABASE ... TEMPLATE) until its workers have cancelled the calls and paused the schedules the copy brought';
 
 CREATE FUNCTION retries.call_outcome()
 RETURNS text

@@ -2173,44 +2173,41 @@ names_step(void)
 
 /*
  * serving -- may the worker fire schedules and run calls?  Not while
- * retries.enabled is off, nor in a copy of a database that a superuser has
- * not adopted (home.c), which it looks at until it is: not a copy, or
- * adopted, it stays so.  An error is logged, and the worker does not serve
- * until it looks again.
+ * retries.enabled is off.  The first time, in a database that is a copy of
+ * another, only once the calls and schedules that the copy brought are
+ * settled (home.c); an error is logged, and the worker does not serve until
+ * it tries again.
  */
 static bool
 serving(void)
 {
-	static bool adopted = false;
+	static bool settled = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool copied = true;
 
 	if (!retries_enabled)
 		return false;
-	if (adopted)
+	if (settled)
 		return true;
 	PG_TRY();
 	{
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		copied = false;
 		if (lock_extension() == my_extension && schema_retries_version() >= SCHEMA_1_7)
 		{
 			SPI_connect();
-			copied = tables_unadopted_copy();
+			tables_settle_copy();
 			SPI_finish();
 		}
 		PopActiveSnapshot();
 		commit_transaction();
+		settled = true;
 	}
 	PG_CATCH();
 	{
 		recover_from_error(oldcxt, NULL);
-		copied = true;
 	}
 	PG_END_TRY();
-	adopted = !copied;
-	return adopted;
+	return settled;
 }
 
 /*

@@ -17,15 +17,17 @@
  * retries.home holds the OID of the database the extension was made in
  * (not dumped: a restore's CREATE EXTENSION writes its own; pg_upgrade
  * keeps the OIDs of databases).  In a copy it holds the template's.  The
- * workers of a copy that holds scheduled calls or schedules run none of
- * them, and fire nothing, until a superuser runs retries.adopt_copy() in
- * it; a copy that holds none (a template made for new databases, with the
- * extension in it) is adopted at once.  Only the calls and schedules made
- * before the database count: those the copy brought.  Any role that may
- * connect could otherwise make one in a new database before its workers
- * first look, and keep it from being adopted (the eighth hostile review).
- * The database was made when its PG_VERSION file was written, by either
- * strategy of CREATE DATABASE.
+ * first worker of a copy, before it runs anything, settles it: the calls
+ * still scheduled that were made before the copy (those it brought) are
+ * cancelled, saying why (retries.retry_now() of one runs it here: its role's
+ * choice, or an administrator's), its schedules made before the copy are
+ * paused (resume_schedule()), and retries.home takes the copy's OID.  The
+ * calls and schedules made in the copy itself run as anywhere.  The
+ * database was made when its PG_VERSION file was written, by either
+ * strategy of CREATE DATABASE.  (An earlier design held the whole copy until
+ * a superuser adopted it: a call that any role made in a template kept
+ * with the extension in it held every database made from it, the eighth
+ * hostile review.)
  *
  * IDENTIFICATION
  *	  src/tables/home.c
@@ -41,6 +43,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "common/relpath.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
@@ -68,55 +71,63 @@ database_made_at(void)
 }
 
 /*
- * tables_unadopted_copy -- is this database a copy whose calls may not run
- * yet (see the top)?  Adopts a copy that holds nothing to run.  Inside SPI,
- * as the extension's owner, at version 1.7 or later.
+ * tables_settle_copy -- if this database is a copy (see the top), settle
+ * it: cancel the scheduled calls and pause the schedules it brought, and
+ * make it its own.  Inside SPI, as the extension's owner, at version 1.7
+ * or later, before the workers run anything.
  */
-bool
-tables_unadopted_copy(void)
+void
+tables_settle_copy(void)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr adopt_plan = NULL;
-	static bool warned = false;
-	Oid			argtypes[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(MyDatabaseId), TimestampTzGetDatum(database_made_at())};
+	static SPIPlanPtr home_plan = NULL;
+	static SPIPlanPtr cancel_plan = NULL;
+	static SPIPlanPtr pause_plan = NULL;
+	static SPIPlanPtr own_plan = NULL;
+	Oid			argtypes[3] = {OIDOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[3] = {ObjectIdGetDatum(MyDatabaseId), TimestampTzGetDatum(database_made_at()),
+	(Datum) 0};
 	bool		isnull;
 	Oid			home;
-	int64		calls;
-	int64		schedules;
+	uint64		cancelled;
+	uint64		paused;
 
-	plans_prepare_kept(&plan,
-					   "SELECT h.datid,"
-					   " (SELECT pg_catalog.count(*) FROM retries.call_data"
-					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-					   "  AND created_at OPERATOR(pg_catalog.<) $2),"
-					   " (SELECT pg_catalog.count(*) FROM retries.schedule_data"
-					   "  WHERE created_at OPERATOR(pg_catalog.<) $2)"
-					   " FROM retries.home h WHERE h.datid OPERATOR(pg_catalog.<>) $1",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+	/* one worker settles it: the others wait here, and find it done */
+	plans_prepare_kept(&home_plan,
+					   "SELECT datid FROM retries.home WHERE datid OPERATOR(pg_catalog.<>) $1"
+					   " FOR UPDATE",
+					   1, argtypes);
+	if (SPI_execute_plan(home_plan, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read retries.home");
 	if (SPI_processed == 0)
-		return false;
+		return;
 	home = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 										  &isnull));
-	calls = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
-										&isnull));
-	schedules = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
-											&isnull));
-	if (calls == 0 && schedules == 0)
-	{
-		plans_prepare_kept(&adopt_plan, "UPDATE retries.home SET datid = $1", 1, argtypes);
-		if (SPI_execute_plan(adopt_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "retries: could not write retries.home");
-		return false;
-	}
-	if (!warned)
-		ereport(WARNING,
-				(errmsg("retries: database \"%s\" is a copy of database %u, made with CREATE DATABASE ... TEMPLATE: its calls and schedules do not run, " INT64_FORMAT " scheduled calls and " INT64_FORMAT " schedules of them made before the copy",
-						get_database_name(MyDatabaseId), home, calls, schedules),
+	values[2] = CStringGetTextDatum(psprintf("copied with database \"%s\" from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
+											 get_database_name(MyDatabaseId), home));
+
+	plans_prepare_kept(&cancel_plan,
+					   "UPDATE retries.call_data SET state = 'cancelled', held = false,"
+					   " last_message = $3, updated_at = pg_catalog.now()"
+					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND created_at OPERATOR(pg_catalog.<) $2",
+					   3, argtypes);
+	if (SPI_execute_plan(cancel_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not cancel the calls of a copied database");
+	cancelled = SPI_processed;
+	plans_prepare_kept(&pause_plan,
+					   "UPDATE retries.schedule_data SET paused = true"
+					   " WHERE NOT paused AND created_at OPERATOR(pg_catalog.<) $2",
+					   3, argtypes);
+	if (SPI_execute_plan(pause_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not pause the schedules of a copied database");
+	paused = SPI_processed;
+	plans_prepare_kept(&own_plan, "UPDATE retries.home SET datid = $1", 3, argtypes);
+	if (SPI_execute_plan(own_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not write retries.home");
+	if (cancelled > 0 || paused > 0)
+		ereport(LOG,
+				(errmsg("retries: database \"%s\" is a copy of database %u, made with CREATE DATABASE ... TEMPLATE: the " UINT64_FORMAT " scheduled calls it brought are cancelled, and its " UINT64_FORMAT " schedules paused",
+						get_database_name(MyDatabaseId), home, cancelled, paused),
 				 errdetail("Their roles made them to run in the other database, whose settings and owner were not this one's."),
-				 errhint("A superuser runs SELECT retries.adopt_copy() in it to run them, or cancels them.")));
-	warned = true;
-	return true;
+				 errhint("retries.retry_now() of a call runs it here, and retries.resume_schedule() resumes a schedule.")));
 }

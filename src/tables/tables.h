@@ -65,7 +65,7 @@ extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclus
 extern uint64 tables_prune_name_locks(int limit);
 
 /* home.c */
-extern bool tables_unadopted_copy(void);
+extern void tables_settle_copy(void);
 
 /*
  * restore.c.  A COPY FROM into one of the extension's tables: which, and,
