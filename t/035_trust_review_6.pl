@@ -108,22 +108,9 @@ sub sql
 }
 
 # alice is made before mallory: her OID is the lower (2. relies on it)
-$node->safe_psql($DB, q{
-CREATE EXTENSION retries;
-CREATE ROLE alice LOGIN;
-CREATE ROLE mallory LOGIN;
-CREATE ROLE bob LOGIN;
-CREATE ROLE adm LOGIN;
-GRANT retries_admin TO adm;
-CREATE SCHEMA alice AUTHORIZATION alice;
-CREATE SCHEMA mallory AUTHORIZATION mallory;
-CREATE SCHEMA bob AUTHORIZATION bob;
-GRANT USAGE ON SCHEMA alice, mallory, bob TO PUBLIC;
-});
+review_roles($node, $DB);
+$node->safe_psql($DB, 'CREATE ROLE adm LOGIN; GRANT retries_admin TO adm;');
 sql('alice', q{
-CREATE TABLE alice.t (n int);
-CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';
-SELECT retries.annotate('alice.pay(int)', '3 10ms');
 -- an ordinary function of alice's for everyone: it serialises its work
 -- on an advisory lock of the number it is given
 CREATE FUNCTION alice.process(n int) RETURNS void LANGUAGE plpgsql AS $$

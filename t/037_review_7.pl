@@ -107,21 +107,7 @@ sub extras
 
 my ($G1, $G2, $G3, $G4, $G5, $G6) = (7101, 7102, 7103, 7104, 7105, 7106);
 
-$node->safe_psql($DB, q{
-CREATE EXTENSION retries;
-CREATE ROLE alice LOGIN;
-CREATE ROLE mallory LOGIN;
-CREATE ROLE bob LOGIN;
-CREATE SCHEMA alice AUTHORIZATION alice;
-CREATE SCHEMA mallory AUTHORIZATION mallory;
-CREATE SCHEMA bob AUTHORIZATION bob;
-GRANT USAGE ON SCHEMA alice, mallory, bob TO PUBLIC;
-});
-sql('alice', q{
-CREATE TABLE alice.t (n int);
-CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';
-SELECT retries.annotate('alice.pay(int)', '3 10ms');
-});
+review_roles($node, $DB);
 sql('bob', "CREATE FUNCTION bob.slow(n int) RETURNS void LANGUAGE plpgsql AS \$\$"
 	  . " BEGIN PERFORM " . gate_sql($G3) . "; END \$\$;"
 	  . " SELECT retries.annotate('bob.slow(int)', '1 10ms', timeout => '10min');");

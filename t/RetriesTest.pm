@@ -48,6 +48,7 @@ our @EXPORT = qw(
   wait_at_gate
   gate_sql
   start_parallel_hog
+  review_roles
 );
 
 # How long a wait may take before the test fails (seconds): the TAP
@@ -89,6 +90,31 @@ sub as_role
 {
 	my ($node, $db, $role, $sql) = @_;
 	return $node->safe_psql($db, "SET ROLE $role;\n$sql");
+}
+
+# review_roles(NODE, DB): the setup of the hostile reviews: the extension
+# in DB, the roles alice, mallory and bob (LOGIN, made in that order: alice
+# has the lowest OID), each with a schema of its name that every role may
+# use, and alice.pay(n), annotated '3 10ms', which inserts n into alice.t
+sub review_roles
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, q{
+CREATE EXTENSION retries;
+CREATE ROLE alice LOGIN;
+CREATE ROLE mallory LOGIN;
+CREATE ROLE bob LOGIN;
+CREATE SCHEMA alice AUTHORIZATION alice;
+CREATE SCHEMA mallory AUTHORIZATION mallory;
+CREATE SCHEMA bob AUTHORIZATION bob;
+GRANT USAGE ON SCHEMA alice, mallory, bob TO PUBLIC;
+});
+	as_role($node, $db, 'alice', q{
+CREATE TABLE alice.t (n int);
+CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';
+SELECT retries.annotate('alice.pay(int)', '3 10ms');
+});
+	return;
 }
 
 # try_as(NODE, DB, ROLE, SQL): (output, error) of SQL run as ROLE, with
