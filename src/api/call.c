@@ -899,7 +899,6 @@ typedef struct KeyHolder
 	int32		gen;			/* its key_gen */
 	bool		within;			/* made within the key_window (none: true) */
 	bool		same_fn;		/* a call of the same function */
-	char	   *fn;				/* its function, or NULL if dropped */
 	bool		fresh;			/* scheduled, no attempt has started, and a
 								 * call of the same function */
 } KeyHolder;
@@ -931,10 +930,7 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 					   " (SELECT p.fn FROM retries.policy_data p"
 					   "  WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)"
 					   "  OPERATOR(pg_catalog.=) (SELECT q.fn FROM retries.policy_data q"
-					   "  WHERE q.id OPERATOR(pg_catalog.=) $4),"
-					   " (SELECT r.fn FROM retries.policy_data p JOIN retries.function_refs r"
-					   "  ON r.key OPERATOR(pg_catalog.=) p.fn"
-					   "  WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)::pg_catalog.text"
+					   "  WHERE q.id OPERATOR(pg_catalog.=) $4)"
 					   " FROM retries.call_data c"
 					   " WHERE scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
 					   " AND pg_catalog.md5(key) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
@@ -953,23 +949,36 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 	h->within = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
 	h->same_fn = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
 	h->fresh = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull)) && h->same_fn;
-	h->fn = SPI_getvalue(row, desc, 6);
 	return true;
 }
 
 /*
  * key_of_other_function -- raise 23505: the key of values[] is held by
  * call h, of another function (a key names one piece of work: returning
- * that call's id would tell the caller its call was made)
+ * that call's id would tell the caller its call was made); the function's
+ * name is read for the message only
  */
 static void
 key_of_other_function(const Datum *values, const KeyHolder *h)
 {
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(h->id)};
+	char	   *fn = NULL;
+
+	plans_prepare_kept(&plan,
+					   "SELECT r.fn::pg_catalog.text FROM retries.call_data c"
+					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
+					   " JOIN retries.function_refs r ON r.key OPERATOR(pg_catalog.=) p.fn"
+					   " WHERE c.id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, args, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		fn = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	ereport(ERROR,
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("key \"%s\" is held by call " INT64_FORMAT " of another function, %s",
 					text_to_cstring(DatumGetTextPP(values[CC_KEY])), h->id,
-					h->fn != NULL ? h->fn : "(dropped)"),
+					fn != NULL ? fn : "(dropped)"),
 			 errdetail("A key dedupes the calls of one function; it is the other call's for as long as it is kept, or within its key_window."),
 			 errhint("Make the key name the function too, such as 'send_email:' || customer_id.")));
 }

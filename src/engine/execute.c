@@ -1443,6 +1443,23 @@ execute_is_procedure(const RetriesCall *call)
 }
 
 /*
+ * code_owner -- the owner of the function of 'policy' (NULL: none), if it
+ * is neither the call's role nor a superuser, else InvalidOid
+ */
+static Oid
+code_owner(const CachedPolicy *policy, const RetriesCall *call)
+{
+	Oid			owner;
+
+	if (policy == NULL || !OidIsValid(policy->fn))
+		return InvalidOid;
+	owner = flow_function_owner(policy->fn);
+	if (!OidIsValid(owner) || owner == call->role || superuser_arg(owner))
+		return InvalidOid;
+	return owner;
+}
+
+/*
  * execute_foreign_owner -- the role whose choice the call's code is, as far
  * as is known before it runs, if that role is neither the call's nor a
  * superuser: the owner of its function (whose body that role wrote, and
@@ -1459,7 +1476,7 @@ execute_foreign_owner(const RetriesCall *call)
 
 	if (policy == NULL || policy->procedure)
 		return InvalidOid;
-	return execute_code_owner(call);
+	return code_owner(policy, call);
 }
 
 /*
@@ -1471,15 +1488,7 @@ execute_foreign_owner(const RetriesCall *call)
 Oid
 execute_code_owner(const RetriesCall *call)
 {
-	CachedPolicy *policy = policies_get(call->policy_id);
-	Oid			owner;
-
-	if (policy == NULL || !OidIsValid(policy->fn))
-		return InvalidOid;
-	owner = flow_function_owner(policy->fn);
-	if (!OidIsValid(owner) || owner == call->role || superuser_arg(owner))
-		return InvalidOid;
-	return owner;
+	return code_owner(policies_get(call->policy_id), call);
 }
 
 /*

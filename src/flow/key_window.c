@@ -75,6 +75,16 @@
 #define RECHECK_MIN_MS			100
 #define RECHECK_MS				1000
 
+/*
+ * The other calls o of the key of call $1: of its role $2 and key $3 (the
+ * index call_data_key is on the key's hash)
+ */
+#define OTHERS_OF_KEY \
+	" o.scheduled_by OPERATOR(pg_catalog.=) $2::pg_catalog.regrole" \
+	" AND pg_catalog.md5(o.key) OPERATOR(pg_catalog.=) pg_catalog.md5($3)" \
+	" AND o.key OPERATOR(pg_catalog.=) $3" \
+	" AND o.id OPERATOR(pg_catalog.<>) $1"
+
 /* The keys (text) whose calls this transaction started; in its memory */
 static List *started_keys = NIL;
 static bool callback_registered = false;
@@ -180,10 +190,7 @@ others_running(int64 id, Datum role, Datum key)
 	plans_prepare_kept(&plan,
 					   "WITH others AS ("
 					   " SELECT o.id, o.next_attempt FROM retries.call_data o"
-					   " WHERE o.scheduled_by OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
-					   " AND pg_catalog.md5(o.key) OPERATOR(pg_catalog.=) pg_catalog.md5($3)"
-					   " AND o.key OPERATOR(pg_catalog.=) $3"
-					   " AND o.id OPERATOR(pg_catalog.<>) $1"
+					   " WHERE" OTHERS_OF_KEY
 					   " AND o.state OPERATOR(pg_catalog.=) 'scheduled'),"
 					   " locked AS ("
 					   " SELECT l.id FROM retries.call_data l"
@@ -223,11 +230,7 @@ latest_start(int64 id, Datum role, Datum key, TimestampTz *start)
 	plans_prepare_kept(&plan,
 					   "SELECT pg_catalog.max(a.started_at) FROM retries.attempt_data a"
 					   " WHERE a.call_id OPERATOR(pg_catalog.=) ANY ("
-					   "  SELECT o.id FROM retries.call_data o"
-					   "  WHERE o.scheduled_by OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
-					   "  AND pg_catalog.md5(o.key) OPERATOR(pg_catalog.=) pg_catalog.md5($3)"
-					   "  AND o.key OPERATOR(pg_catalog.=) $3"
-					   "  AND o.id OPERATOR(pg_catalog.<>) $1)",
+					   "  SELECT o.id FROM retries.call_data o WHERE" OTHERS_OF_KEY ")",
 					   3, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read when a key's calls last started");
