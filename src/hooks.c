@@ -26,6 +26,11 @@
  *   are refused before they lock one of the extension's tables, so that a
  *   role cannot queue a lock that every worker would wait behind.
  *
+ * - CREATE DATABASE leaves a note of the database it made, and of its
+ *   template, for the new database's workers; DROP DATABASE removes it, and
+ *   so does CREATE EXTENSION retries there (home.c: a copy settles the
+ *   calls and schedules it brought).
+ *
  * - A restore's CREATE EXTENSION holds the extension, or is refused if it
  *   has rows already, and a COPY FROM into its tables is refused then; a
  *   database owner's COPY FROM into them runs as their owner, its rows
@@ -81,6 +86,9 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 
+/* The database that the running CREATE DATABASE made (object_access) */
+static Oid	made_database = InvalidOid;
+
 PG_FUNCTION_INFO_V1(retries_start_workers);
 
 /*
@@ -107,7 +115,7 @@ retries_start_workers(PG_FUNCTION_ARGS)
 
 /*
  * object_access -- on DROP EXTENSION retries, wake the workers at commit so
- * that they notice and exit
+ * that they notice and exit; note the database that CREATE DATABASE made
  */
 static void
 object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
@@ -119,6 +127,8 @@ object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
 	if (access == OAT_DROP && classId == ExtensionRelationId &&
 		objectId == get_extension_oid("retries", true))
 		xact_wake_workers(WAKE_FIRE);
+	if (access == OAT_POST_CREATE && classId == DatabaseRelationId)
+		made_database = objectId;
 }
 
 /*
@@ -540,6 +550,27 @@ restores_extension(Node *parsetree, ProcessUtilityContext context)
 }
 
 /*
+ * note_databases -- after CREATE DATABASE, leave the note of the database it
+ * made from 'template' (not in a binary upgrade, whose databases are not
+ * copies: home.c); after DROP DATABASE of 'dboid', remove its note; after
+ * a CREATE EXTENSION that made retries here ('had_extension' says whether
+ * it was here before), remove this database's: its extension is not the
+ * template's, and the rows a restore loads into it are not a copy's
+ */
+static void
+note_databases(Node *parsetree, Oid dboid, bool had_extension)
+{
+	if (IsA(parsetree, CreatedbStmt) && OidIsValid(made_database) && !IsBinaryUpgrade)
+		tables_note_made_database(made_database, dboid);
+	else if (IsA(parsetree, DropdbStmt) && OidIsValid(dboid))
+		tables_forget_made_database(dboid);
+	else if (IsA(parsetree, CreateExtensionStmt) && !had_extension &&
+			 OidIsValid(get_extension_oid("retries", true)))
+		tables_forget_made_database(MyDatabaseId);
+	made_database = InvalidOid;
+}
+
+/*
  * process_utility -- stop the workers that would be in the way of the
  * command, if it would run, then run it; the launcher lets them back when
  * the (sub)transaction ends
@@ -552,6 +583,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 {
 	Oid			dboid;
 	RestoreCopy copy;
+	volatile bool had_extension = false;
 
 	if (runner_is_child())
 		runner_check_utility(pstmt->utilityStmt);
@@ -577,6 +609,9 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	/* a command may drop, truncate or alter call_data: not held open */
 	call_insert_pause(pstmt->utilityStmt);
+	made_database = InvalidOid;
+	if (IsA(pstmt->utilityStmt, CreateExtensionStmt))
+		had_extension = OidIsValid(get_extension_oid("retries", true));
 	PG_TRY();
 	{
 		restore_copy_enter(&copy);
@@ -594,6 +629,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		call_insert_resume(pstmt->utilityStmt);
 	}
 	PG_END_TRY();
+	note_databases(pstmt->utilityStmt, dboid, had_extension);
 
 	/*
 	 * A restore: the extension made (or found: IF NOT EXISTS, with the

@@ -8,8 +8,8 @@
 # check failed on the code reviewed; the lettered ones held.  Fixed since,
 # and plain checks now: 1, 2, 4, 5, 6, 7 (7: a copy's first worker cancels
 # the calls and pauses the schedules it brought, and the database runs its
-# own).  Still TODO: 3, documented (update every database, templates too,
-# to 1.7 before a role that may create databases can copy one).
+# own), 3 (CREATE DATABASE leaves a note that the copy's workers read,
+# whatever the version of its extension).
 #   1. (Medium) while alice's call of mallory's function waits on
 #      mallory's lock in one base worker, alice's head (her earliest due
 #      call) is locked: the other base worker's claim_heads skips her (only
@@ -351,6 +351,12 @@ SELECT retries.call('alice.stamp()', run_at => now() + interval '1 hour');
 }, $db);
 	sql('mallory', "CREATE DATABASE ${db}_copy TEMPLATE $db");
 }
+is( $node->safe_psql(
+		$DB,
+		"SELECT count(*) FROM pg_ls_dir('pg_retries') f WHERE f IN"
+		  . " (SELECT 'made.' || oid FROM pg_database WHERE datname IN ('m16', 'm17'))"),
+	'0',
+	'd: CREATE EXTENSION removes the note of a database made from a template without it');
 ($out, $err) = try_as($node, 'm17_copy', 'mallory',
 	"UPDATE retries.home SET datid = (SELECT oid FROM pg_database WHERE datname = current_database())");
 ok(!defined $out && $err =~ /42501/, 'd: mallory may not write retries.home in her copy') or diag($err);
@@ -371,12 +377,27 @@ for my $db ('m16', 'm17_old')
 }
 stays_true($node, 'm17', "SELECT count(*) = 0 FROM alice.t", 5,
 	'd: the renamed copy of the 1.7 database runs nothing of alice\'s');
-TODO:
-{
-	local $TODO = 'finding 3 (High until every database is at 1.7: a copy of a database still at 1.6 runs its copied calls; documented in CHANGELOG and operations.md: update every database, templates too, first)';
-	stays_true($node, 'm16_copy', "SELECT count(*) = 0 FROM alice.t", 3,
-		'3: the copy of the 1.6 database runs nothing of alice\'s');
-}
+# CREATE DATABASE left a note of the 1.6 copy: its workers settle it as
+# they settle a copy of a 1.7 database, and forget the note
+wait_until($node, 'm16_copy',
+	"SELECT string_agg(state || ': ' || last_message, ',') FROM retries.call_data",
+	'cancelled: copied with database "m16_copy" from database '
+	  . $node->safe_psql($DB, "SELECT oid FROM pg_database WHERE datname = 'm16'")
+	  . ' (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it',
+	'3: the copy of the 1.6 database cancels the call it brought, saying why');
+is($node->safe_psql('m16_copy', 'SELECT count(*) FROM alice.t'),
+	'0', '3: ... and runs nothing of alice\'s');
+wait_until($node, $DB,
+	"SELECT count(*) FROM pg_ls_dir('pg_retries') f"
+	  . " WHERE f = 'made.' || (SELECT oid FROM pg_database WHERE datname = 'm16_copy')",
+	'0', '3: the note of the settled copy is gone');
+# the update adopts the settled copy, which runs its own calls
+$node->safe_psql('m16_copy', 'ALTER EXTENSION retries UPDATE');
+$tc = sql('alice', "SELECT retries.call('alice.stamp()')", 'm16_copy');
+call_reaches($node, 'm16_copy', $tc, 'succeeded',
+	'3: a call made in the copy, updated to 1.7, runs there');
+is($node->safe_psql('m16_copy', 'SELECT count(*) FROM retries.call_data WHERE state = \'cancelled\''),
+	'1', '3: ... and the copied call stays cancelled');
 $node->safe_psql($DB, 'ALTER SYSTEM RESET retries.debug_clock_offset; SELECT pg_reload_conf()');
 
 $node->stop;

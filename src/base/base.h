@@ -40,6 +40,13 @@ extern int	retries_max_args_size;
 extern int	retries_max_worker_memory;
 extern int	retries_debug_clock_offset;
 
+/*
+ * The extension's directory in the data directory: the workers' crash
+ * ledger (engine/ledger.c) and notes of databases made by CREATE DATABASE
+ * (tables/home.c)
+ */
+#define RETRIES_DIR			"pg_retries"
+
 /* Was the library loaded by shared_preload_libraries? */
 extern bool retries_preloaded;
 extern void settings_define(void);

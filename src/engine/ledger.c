@@ -30,10 +30,9 @@
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
+#include "base/base.h"
 #include "engine/ledger.h"
 #include "shmem/shmem.h"
-
-#define INFLIGHT_DIR			"pg_retries"
 
 /* The in-flight file, mapped (see "The crash rule" above) */
 static volatile InFlight *inflight_map = NULL;
@@ -51,7 +50,7 @@ static Oid	ledger_extension = InvalidOid;
 static void
 ledger_path(char *path, size_t len, Oid dboid, int slot_no)
 {
-	snprintf(path, len, "%s/%u.%d", INFLIGHT_DIR, dboid, slot_no);
+	snprintf(path, len, "%s/%u.%d", RETRIES_DIR, dboid, slot_no);
 }
 
 
@@ -144,10 +143,10 @@ ledger_open(int slot_no, Oid extension)
 	/* zeroed whole: its padding is written to the file too */
 	memset(&empty, 0, sizeof(empty));
 
-	if (MakePGDirectory(INFLIGHT_DIR) < 0 && errno != EEXIST)
+	if (MakePGDirectory(RETRIES_DIR) < 0 && errno != EEXIST)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("retries: could not create directory \"%s\": %m", INFLIGHT_DIR)));
+				 errmsg("retries: could not create directory \"%s\": %m", RETRIES_DIR)));
 	ledger_path(path, sizeof(path), MyDatabaseId, slot_no);
 	fd = BasicOpenFile(path, O_RDWR | O_CREAT | PG_BINARY);
 	if (fd < 0)

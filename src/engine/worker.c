@@ -2182,6 +2182,7 @@ static bool
 serving(void)
 {
 	static bool settled = false;
+	volatile bool noted = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
 
 	if (!retries_enabled)
@@ -2192,14 +2193,16 @@ serving(void)
 	{
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension && schema_retries_version() >= SCHEMA_1_7)
+		if (lock_extension() == my_extension)
 		{
 			SPI_connect();
-			tables_settle_copy();
+			noted = tables_settle_copy(schema_retries_version());
 			SPI_finish();
 		}
 		PopActiveSnapshot();
 		commit_transaction();
+		if (noted)
+			tables_forget_made_database(MyDatabaseId);
 		settled = true;
 	}
 	PG_CATCH();

@@ -29,6 +29,21 @@
  * with the extension in it held every database made from it, the eighth
  * hostile review.)
  *
+ * A template whose extension is older than 1.7 has no retries.home, and
+ * ALTER EXTENSION UPDATE in its copy would write the copy's own OID there.
+ * So CREATE DATABASE also leaves a note in the data directory,
+ * pg_retries/made.<database> holding the template's OID (hooks.c, not in a
+ * binary upgrade: pg_upgrade's CREATE DATABASE makes no copy), and a
+ * database with a note is settled as a copy at whatever version its
+ * extension is: the rows made before its PG_VERSION file were the
+ * template's.  A database made from a template without the extension
+ * loses its note when CREATE EXTENSION retries makes the extension there
+ * (a restore's too: the rows it loads were made before the database, and
+ * are not a copy's); a copy's goes once its first worker has settled it,
+ * and any with DROP DATABASE.  The note is a file, not WAL: a standby promoted, a
+ * backup restored or a cluster upgraded since the copy was made has none,
+ * and only retries.home (1.7) speaks for such a copy.
+ *
  * IDENTIFICATION
  *	  src/tables/home.c
  *
@@ -37,11 +52,14 @@
 #include "postgres.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "common/relpath.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -71,63 +89,171 @@ database_made_at(void)
 }
 
 /*
- * tables_settle_copy -- if this database is a copy (see the top), settle
- * it: cancel the scheduled calls and pause the schedules it brought, and
- * make it its own.  Inside SPI, as the extension's owner, at version 1.7
- * or later, before the workers run anything.
+ * note_path -- the note of a database made by CREATE DATABASE (see the top)
+ */
+static void
+note_path(char *path, size_t len, Oid dboid)
+{
+	snprintf(path, len, "%s/made.%u", RETRIES_DIR, dboid);
+}
+
+/*
+ * tables_note_made_database -- CREATE DATABASE made database 'dboid' from
+ * 'template': leave the note its workers read (see the top), durably, before
+ * the command's transaction commits
  */
 void
-tables_settle_copy(void)
+tables_note_made_database(Oid dboid, Oid template)
 {
-	static SPIPlanPtr home_plan = NULL;
-	static SPIPlanPtr cancel_plan = NULL;
-	static SPIPlanPtr pause_plan = NULL;
-	static SPIPlanPtr own_plan = NULL;
-	Oid			argtypes[3] = {OIDOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[3] = {ObjectIdGetDatum(MyDatabaseId), TimestampTzGetDatum(database_made_at()),
-	(Datum) 0};
-	bool		isnull;
-	Oid			home;
-	uint64		cancelled;
-	uint64		paused;
+	char		path[MAXPGPATH];
+	char		contents[16];
+	int			fd;
+	int			len = snprintf(contents, sizeof(contents), "%u\n", template);
 
-	/* one worker settles it: the others wait here, and find it done */
-	plans_prepare_kept(&home_plan,
-					   "SELECT datid FROM retries.home WHERE datid OPERATOR(pg_catalog.<>) $1"
-					   " FOR UPDATE",
-					   1, argtypes);
-	if (SPI_execute_plan(home_plan, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (MakePGDirectory(RETRIES_DIR) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not create directory \"%s\": %m", RETRIES_DIR)));
+	note_path(path, sizeof(path), dboid);
+	fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0 || write(fd, contents, len) != len || pg_fsync(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not write \"%s\": %m", path)));
+	CloseTransientFile(fd);
+	fsync_fname(RETRIES_DIR, true);
+}
+
+/*
+ * tables_forget_made_database -- remove the note of a database, if any
+ * (once it is settled, or dropped)
+ */
+void
+tables_forget_made_database(Oid dboid)
+{
+	char		path[MAXPGPATH];
+
+	note_path(path, sizeof(path), dboid);
+	if (unlink(path) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not remove \"%s\": %m", path)));
+}
+
+/*
+ * made_from -- the template this database was made from, if CREATE
+ * DATABASE left a note of it (InvalidOid otherwise)
+ */
+static Oid
+made_from(void)
+{
+	char		path[MAXPGPATH];
+	char		contents[16] = {0};
+	int			fd;
+	unsigned long template = 0;
+
+	note_path(path, sizeof(path), MyDatabaseId);
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno != ENOENT)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("retries: could not open \"%s\": %m", path)));
+		return InvalidOid;
+	}
+	if (read(fd, contents, sizeof(contents) - 1) < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("retries: could not read \"%s\": %m", path)));
+	CloseTransientFile(fd);
+	template = strtoul(contents, NULL, 10);
+	/* a note that says nothing still says that this is a copy */
+	return template > 0 && template <= PG_UINT32_MAX ? (Oid) template : Template1DbOid;
+}
+
+/*
+ * home_of -- the database that retries.home names, locked (so that one
+ * worker settles a copy: the others wait, and find it done), or InvalidOid
+ * below version 1.7
+ */
+static Oid
+home_of(RetriesSchemaVersion version)
+{
+	bool		isnull;
+
+	if (version < SCHEMA_1_7)
+		return InvalidOid;
+	if (SPI_execute("SELECT datid FROM retries.home FOR UPDATE", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read retries.home");
 	if (SPI_processed == 0)
-		return;
-	home = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+		return InvalidOid;
+	return DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 										  &isnull));
-	values[2] = CStringGetTextDatum(psprintf("copied with database \"%s\" from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
-											 get_database_name(MyDatabaseId), home));
+}
 
-	plans_prepare_kept(&cancel_plan,
+/*
+ * settle -- run one of the settling statements, with the copy's OID ($1),
+ * the moment it was made ($2) and why ($3); the rows it changed
+ */
+static uint64
+settle(const char *sql, int expected, Datum *values)
+{
+	Oid			argtypes[3] = {OIDOID, TIMESTAMPTZOID, TEXTOID};
+
+	if (SPI_execute_with_args(sql, 3, argtypes, values, NULL, false, 0) != expected)
+		elog(ERROR, "retries: could not settle a copied database: %s", sql);
+	return SPI_processed;
+}
+
+/*
+ * tables_settle_copy -- if this database is a copy (see the top), settle
+ * it: cancel the scheduled calls and pause the schedules it brought, and
+ * make it its own.  Inside SPI, as the extension's owner, at the
+ * database's version of the extension, before the workers run anything.
+ * True if a note of CREATE DATABASE was read: the caller forgets it once
+ * this transaction has committed.
+ */
+bool
+tables_settle_copy(RetriesSchemaVersion version)
+{
+	Oid			template = made_from();
+	bool		noted = OidIsValid(template);
+	Oid			home = home_of(version);
+	Datum		values[3];
+	uint64		cancelled;
+	uint64		paused = 0;
+
+	if (OidIsValid(home) && home != MyDatabaseId && !OidIsValid(template))
+		template = home;
+	if (!OidIsValid(template))
+		return false;
+	values[0] = ObjectIdGetDatum(MyDatabaseId);
+	values[1] = TimestampTzGetDatum(database_made_at());
+	values[2] = CStringGetTextDatum(psprintf("copied with database \"%s\" from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
+											 get_database_name(MyDatabaseId), template));
+
+	cancelled = settle(version >= SCHEMA_1_2 ?
 					   "UPDATE retries.call_data SET state = 'cancelled', held = false,"
 					   " last_message = $3, updated_at = pg_catalog.now()"
 					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND created_at OPERATOR(pg_catalog.<) $2" :
+					   "UPDATE retries.call_data SET state = 'cancelled',"
+					   " last_message = $3, updated_at = pg_catalog.now()"
+					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
 					   " AND created_at OPERATOR(pg_catalog.<) $2",
-					   3, argtypes);
-	if (SPI_execute_plan(cancel_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not cancel the calls of a copied database");
-	cancelled = SPI_processed;
-	plans_prepare_kept(&pause_plan,
-					   "UPDATE retries.schedule_data SET paused = true"
-					   " WHERE NOT paused AND created_at OPERATOR(pg_catalog.<) $2",
-					   3, argtypes);
-	if (SPI_execute_plan(pause_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not pause the schedules of a copied database");
-	paused = SPI_processed;
-	plans_prepare_kept(&own_plan, "UPDATE retries.home SET datid = $1", 3, argtypes);
-	if (SPI_execute_plan(own_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not write retries.home");
+					   SPI_OK_UPDATE, values);
+	if (version >= SCHEMA_1_2)
+		paused = settle("UPDATE retries.schedule_data SET paused = true"
+						" WHERE NOT paused AND created_at OPERATOR(pg_catalog.<) $2",
+						SPI_OK_UPDATE, values);
+	if (version >= SCHEMA_1_7)
+		settle("UPDATE retries.home SET datid = $1", SPI_OK_UPDATE, values);
 	if (cancelled > 0 || paused > 0)
 		ereport(LOG,
 				(errmsg("retries: database \"%s\" is a copy of database %u, made with CREATE DATABASE ... TEMPLATE: the " UINT64_FORMAT " scheduled calls it brought are cancelled, and its " UINT64_FORMAT " schedules paused",
-						get_database_name(MyDatabaseId), home, cancelled, paused),
+						get_database_name(MyDatabaseId), template, cancelled, paused),
 				 errdetail("Their roles made them to run in the other database, whose settings and owner were not this one's."),
 				 errhint("retries.retry_now() of a call runs it here, and retries.resume_schedule() resumes a schedule.")));
+	return noted;
 }

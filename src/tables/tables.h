@@ -17,6 +17,8 @@
 #include "access/xact.h"
 #include "nodes/nodes.h"
 
+#include "base/base.h"
+
 /* access.c: the saved identity while acting as the extension's owner */
 typedef struct RetriesUserSwitch
 {
@@ -65,7 +67,9 @@ extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclus
 extern uint64 tables_prune_name_locks(int limit);
 
 /* home.c */
-extern void tables_settle_copy(void);
+extern bool tables_settle_copy(RetriesSchemaVersion version);
+extern void tables_note_made_database(Oid dboid, Oid template);
+extern void tables_forget_made_database(Oid dboid);
 
 /*
  * restore.c.  A COPY FROM into one of the extension's tables: which, and,
