@@ -173,18 +173,22 @@ made_from(void)
 }
 
 /*
- * home_of -- the database that retries.home names, locked (so that one
- * worker settles a copy: the others wait, and find it done), or InvalidOid
- * below version 1.7
+ * home_of -- the database that retries.home names if it is another, locked
+ * (so that one worker settles a copy: the others wait, and find it done),
+ * or InvalidOid (also below version 1.7)
  */
 static Oid
 home_of(RetriesSchemaVersion version)
 {
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
 	bool		isnull;
 
 	if (version < SCHEMA_1_7)
 		return InvalidOid;
-	if (SPI_execute("SELECT datid FROM retries.home FOR UPDATE", false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args("SELECT datid FROM retries.home"
+							  " WHERE datid OPERATOR(pg_catalog.<>) $1 FOR UPDATE",
+							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read retries.home");
 	if (SPI_processed == 0)
 		return InvalidOid;
@@ -224,7 +228,7 @@ tables_settle_copy(RetriesSchemaVersion version)
 	uint64		cancelled;
 	uint64		paused = 0;
 
-	if (OidIsValid(home) && home != MyDatabaseId && !OidIsValid(template))
+	if (!noted)
 		template = home;
 	if (!OidIsValid(template))
 		return false;
