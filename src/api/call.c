@@ -901,6 +901,7 @@ typedef struct KeyHolder
 	bool		same_fn;		/* a call of the same function */
 	bool		fresh;			/* scheduled, no attempt has started, and a
 								 * call of the same function */
+	text	   *on_event;		/* the event it waits for, or NULL */
 } KeyHolder;
 
 /*
@@ -919,6 +920,7 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
+	Datum		d;
 	int			nestlevel = plans_by_index_begin();
 
 	plans_prepare_kept(&plan,
@@ -926,11 +928,13 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 					   " $3::pg_catalog.interval IS NULL OR created_at OPERATOR(pg_catalog.+) $3"
 					   "  OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp(),"
 					   " state OPERATOR(pg_catalog.=) 'scheduled'"
-					   "  AND attempts OPERATOR(pg_catalog.=) 0,"
+					   "  AND attempts OPERATOR(pg_catalog.=) 0"
+					   "  AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz,"
 					   " (SELECT p.fn FROM retries.policy_data p"
 					   "  WHERE p.id OPERATOR(pg_catalog.=) c.policy_id)"
 					   "  OPERATOR(pg_catalog.=) (SELECT q.fn FROM retries.policy_data q"
-					   "  WHERE q.id OPERATOR(pg_catalog.=) $4)"
+					   "  WHERE q.id OPERATOR(pg_catalog.=) $4),"
+					   " CASE WHEN event_wait THEN on_event END"
 					   " FROM retries.call_data c"
 					   " WHERE scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
 					   " AND pg_catalog.md5(key) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
@@ -949,6 +953,8 @@ key_holder(const Datum *values, const KeyRule *rule, KeyHolder *h)
 	h->within = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
 	h->same_fn = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
 	h->fresh = DatumGetBool(SPI_getbinval(row, desc, 4, &isnull)) && h->same_fn;
+	d = SPI_getbinval(row, desc, 6, &isnull);
+	h->on_event = isnull ? NULL : DatumGetTextPCopy(d);
 	return true;
 }
 
@@ -987,7 +993,10 @@ key_of_other_function(const Datum *values, const KeyHolder *h)
  * debounce_call -- move call 'id' (of the same function as values[]) to
  * values[CC_NEXT_ATTEMPT], with the arguments of values[], if it has not
  * started: true if so, false if it has, or if a worker holds its row (it
- * claimed it, and runs it now or soon; that counts as started).  With a
+ * claimed it, and runs it now or soon; that counts as started), or if a
+ * runner runs it (due at 'infinity' meanwhile, its row unlocked: moving it
+ * wrote the new arguments over those the attempt runs with, the ninth
+ * hostile review).  With a
  * debounce_max, not further than that after the call's creation (the
  * burst's first call), unless run_at is later.
  *
@@ -1017,14 +1026,33 @@ debounce_call(int64 id, const Datum *values, const KeyRule *rule)
 					   "  WHERE id OPERATOR(pg_catalog.=) $1"
 					   "  AND state OPERATOR(pg_catalog.=) 'scheduled'"
 					   "  AND attempts OPERATOR(pg_catalog.=) 0"
+					   "  AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
 					   "  FOR KEY SHARE SKIP LOCKED) f"
 					   " WHERE c.id OPERATOR(pg_catalog.=) f.id"
 					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND c.attempts OPERATOR(pg_catalog.=) 0",
+					   " AND c.attempts OPERATOR(pg_catalog.=) 0"
+					   " AND c.next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz",
 					   5, argtypes);
 	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not move call " INT64_FORMAT, id);
 	return SPI_processed == 1;
+}
+
+/*
+ * lock_holders_event -- before a debounce moves call h, which waits for an
+ * event, take the event's share lock, as a call made waiting for it does:
+ * an emit of it, which locks the event exclusively and then the rows of
+ * the calls it releases, then waits on the name, not on the row this
+ * transaction holds.  Without it a debounce of two keys whose calls wait
+ * for one event, and an emit of that event, each locked one row the other
+ * needed, with no name in common (the ninth hostile review: 40P01).
+ */
+static void
+lock_holders_event(const Datum *values, const KeyHolder *h)
+{
+	if (h->on_event != NULL)
+		tables_lock_name(RETRIES_EVENT_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
+						 h->on_event, false);
 }
 
 /*
@@ -1088,6 +1116,8 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 			*inserted = false;
 			if (!h.same_fn && (!rule->has_window || h.within))
 				key_of_other_function(values, &h);
+			if (rule->has_debounce && h.fresh)
+				lock_holders_event(values, &h);
 			if (rule->has_debounce && h.fresh && debounce_call(h.id, values, rule))
 			{
 				key_debounced = true;

@@ -100,7 +100,11 @@ PG_FUNCTION_INFO_V1(retries_resume);
  *
  * Call it as the extension's owner, inside SPI, with the function locked
  * exclusively (see the top of the file).  A call that a worker has claimed
- * is waited for: its row is locked until its attempt ends.
+ * is waited for: its row is locked until its attempt ends.  A call that a
+ * runner runs (due at 'infinity') is left alone: its worker writes its
+ * row when the attempt ends, and must not wait for this transaction, which
+ * may stay open, or prepared, as long as the function's owner likes (the
+ * ninth hostile review); its next attempt meets the gate when claimed.
  */
 void
 flow_hold_calls(Oid fnoid)
@@ -115,6 +119,7 @@ flow_hold_calls(Oid fnoid)
 					   "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
 					   " held = true"
 					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   " AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
 					   " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 					   "  SELECT id FROM retries.policy_data"
 					   "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid))",

@@ -171,52 +171,59 @@ interval_usecs(const Interval *span)
  * others_running -- the key's other scheduled calls that run now (claimed
  * by another transaction, or in a runner): 0 if none, else -1 if one of
  * them was made before call 'id' (a lower id), 1 if all were made after
- * it.  Locks the others FOR KEY SHARE (see the top of the file).
+ * it.  Only a due call can have been claimed ('now' is the workers'
+ * clock, by which claims take due calls), so the key's calls due later
+ * are not looked at, and the due ones are locked FOR KEY SHARE (see the top
+ * of the file): one look costs a read of the key's calls, and a lock of
+ * each of its due ones (the first look puts each off, behind the call that
+ * runs), never a rescan per call (a key of 50,000 calls due next year made
+ * one look last 84 s, the ninth review).
  */
 static int
-others_running(int64 id, Datum role, Datum key)
+others_running(int64 id, Datum role, Datum key, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8OID, OIDOID, TEXTOID};
-	Datum		values[3] = {Int64GetDatum(id), role, key};
-	int			running = 0;
+	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[4] = {Int64GetDatum(id), role, key, TimestampTzGetDatum(now)};
 	bool		isnull;
+	Datum		earlier;
 
 	/*
-	 * The key's other scheduled calls, each with whether this statement could
-	 * lock it (a row that another transaction holds is left out of the locked
-	 * subquery) and whether a runner runs it
+	 * The key's other due calls and those in a runner, each with whether
+	 * this statement could lock it (a row that another transaction holds is
+	 * missing from 'locked'): whether one runs, and whether one made before
 	 */
 	plans_prepare_kept(&plan,
 					   "WITH others AS ("
 					   " SELECT o.id, o.next_attempt FROM retries.call_data o"
 					   " WHERE" OTHERS_OF_KEY
-					   " AND o.state OPERATOR(pg_catalog.=) 'scheduled'),"
+					   " AND o.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND (o.next_attempt OPERATOR(pg_catalog.<=) $4"
+					   "  OR o.next_attempt OPERATOR(pg_catalog.=) 'infinity')),"
 					   " locked AS ("
 					   " SELECT l.id FROM retries.call_data l"
 					   " WHERE l.id OPERATOR(pg_catalog.=) ANY (SELECT id FROM others)"
 					   " AND l.state OPERATOR(pg_catalog.=) 'scheduled'"
 					   " FOR KEY SHARE SKIP LOCKED)"
-					   " SELECT o.id OPERATOR(pg_catalog.<) $1"
+					   " SELECT pg_catalog.bool_or(o.id OPERATOR(pg_catalog.<) $1)"
 					   " FROM others o"
 					   " WHERE o.next_attempt OPERATOR(pg_catalog.=) 'infinity'"
-					   " OR o.id OPERATOR(pg_catalog.<>) ALL (SELECT id FROM locked)",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+					   " OR NOT EXISTS (SELECT FROM locked l WHERE l.id OPERATOR(pg_catalog.=) o.id)",
+					   4, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "retries: could not look for the running calls of a key");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		running = 1;
-		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
-									   &isnull)))
-			return -1;
-	}
-	return running;
+	earlier = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		return 0;
+	return DatumGetBool(earlier) ? -1 : 1;
 }
 
 /*
  * latest_start -- when the latest attempt of the key's other calls began
- * (kept calls: retries.retention forgets older ones); false if none did
+ * (kept calls: retries.retention forgets older ones); false if none did.
+ * Only calls charged with an attempt are looked up in attempt_data (a
+ * key's calls due later have none).
  */
 static bool
 latest_start(int64 id, Datum role, Datum key, TimestampTz *start)
@@ -230,7 +237,8 @@ latest_start(int64 id, Datum role, Datum key, TimestampTz *start)
 	plans_prepare_kept(&plan,
 					   "SELECT pg_catalog.max(a.started_at) FROM retries.attempt_data a"
 					   " WHERE a.call_id OPERATOR(pg_catalog.=) ANY ("
-					   "  SELECT o.id FROM retries.call_data o WHERE" OTHERS_OF_KEY ")",
+					   "  SELECT o.id FROM retries.call_data o WHERE" OTHERS_OF_KEY
+					   "  AND o.attempts OPERATOR(pg_catalog.>) 0)",
 					   3, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read when a key's calls last started");
@@ -288,7 +296,7 @@ flow_key_window_allows(int64 id)
 	if (started_here(key_text))
 		running = -1;
 	else
-		running = others_running(id, role, key);
+		running = others_running(id, role, key, now);
 	if (running != 0)
 	{
 		int64		wait = running < 0 ? window : Min(window, RECHECK_MS * INT64CONST(1000));
