@@ -189,8 +189,8 @@ others_running(int64 id, Datum role, Datum key, TimestampTz now)
 	Datum		earlier;
 
 	/*
-	 * The key's other due calls and those in a runner, each with whether
-	 * this statement could lock it (a row that another transaction holds is
+	 * The key's other due calls and those in a runner, each with whether this
+	 * statement could lock it (a row that another transaction holds is
 	 * missing from 'locked'): whether one runs, and whether one made before
 	 */
 	plans_prepare_kept(&plan,
