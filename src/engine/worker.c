@@ -1376,7 +1376,19 @@ claim_again(Batch *b)
 }
 
 /*
- * may_start -- may a claimed call's attempt start?  Not if an interrupted
+ * While this database is a copy that is not settled yet: when it was made
+ * (the calls and schedules made before it are the ones it brought), and
+ * when to try to settle it again; 0 otherwise (see tables_settle_copy)
+ */
+static TimestampTz copy_made_at = 0;
+static TimestampTz copy_settle_next = 0;
+
+/* How often a worker tries again to settle a copy whose rows were locked */
+#define COPY_SETTLE_MS			10000
+
+/*
+ * may_start -- may a claimed call's attempt start?  Not if a copy of a
+ * database brought it (serving), if an interrupted
  * attempt of it is to be charged instead, if a cancel() waits for it (it
  * gets the call first: see manage.c), if its key_window puts it off
  * (another call of its key runs, or began within the window: see
@@ -1391,6 +1403,8 @@ may_start(Batch *b, RetriesCall *call)
 	ExecuteHook hook;
 	TimestampTz started;
 
+	if (copy_made_at != 0 && tables_cancel_copied_call(call->id, copy_made_at))
+		return false;
 	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook,
 								&started))
 	{
@@ -2109,7 +2123,7 @@ fire_step(void)
 			TimestampTz tx_now = clock_xact_now();
 			TimestampTz release;
 
-			next_fire = schedule_fire_due(tx_now, &fire_waiting);
+			next_fire = schedule_fire_due(tx_now, copy_made_at, &fire_waiting);
 			release = flow_release_held(tx_now, &gated);
 			(void) chains_pending();
 			if (release != 0 && (next_fire == 0 || release < next_fire))
@@ -2174,35 +2188,39 @@ names_step(void)
 /*
  * serving -- may the worker fire schedules and run calls?  Not while
  * retries.enabled is off.  The first time, in a database that is a copy of
- * another, only once the calls and schedules that the copy brought are
- * settled (home.c); an error is logged, and the worker does not serve until
- * it tries again.
+ * another, only once it has settled the calls and schedules that the copy
+ * brought (home.c), those that no other transaction holds: the others are
+ * settled as the worker claims them, and it tries again now and then.  On
+ * an error, logged, the worker does not serve until it tries again.
  */
 static bool
 serving(void)
 {
 	static bool settled = false;
-	volatile bool noted = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
 
 	if (!retries_enabled)
 		return false;
-	if (settled)
+	if (settled && (copy_made_at == 0 || GetCurrentTimestamp() < copy_settle_next))
 		return true;
 	PG_TRY();
 	{
+		TimestampTz made_at = 0;
+
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (lock_extension() == my_extension)
 		{
 			SPI_connect();
-			noted = tables_settle_copy(schema_retries_version());
+			made_at = tables_settle_copy(schema_retries_version());
 			SPI_finish();
 		}
 		PopActiveSnapshot();
 		commit_transaction();
-		if (noted)
+		if (made_at == 0)
 			tables_forget_made_database(MyDatabaseId);
+		copy_made_at = made_at;
+		copy_settle_next = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), COPY_SETTLE_MS);
 		settled = true;
 	}
 	PG_CATCH();

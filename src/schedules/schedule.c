@@ -985,24 +985,26 @@ find_due(TimestampTz horizon, int *found)
  * (SKIP LOCKED: another worker is firing those) and fired.  Returns when
  * to look again: 'now' if more were due than one transaction takes, 0 if
  * no schedule is active.  *waiting says whether a queued firing waits for
- * a call to finish.
+ * a call to finish.  A schedule made before 'made_before' (0: none) is not
+ * fired: a copy of a database brought it, and it is to be paused
+ * (home.c).
  */
 TimestampTz
-schedule_fire_due(TimestampTz now, bool *waiting)
+schedule_fire_due(TimestampTz now, TimestampTz made_before, bool *waiting)
 {
 	static SPIPlanPtr due_plans[2];
 	static SPIPlanPtr queued_plans[2];
 	static SPIPlanPtr next_plan = NULL;
 	SPIPlanPtr	due_plan;
 	SPIPlanPtr	queued_plan;
-	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
-	Oid			due_types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
-	Datum		due_values[2];
+	Oid			argtypes[3] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
+	Oid			due_types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		due_values[3];
 	int			found;
 	bool		isnull;
 	bool		queued_null;
 	Datum		next;
-	Datum		values[2];
+	Datum		values[3];
 	TimestampTz horizon = now + FIRE_AHEAD_USECS;
 	TimestampTz wait_until = DT_NOEND;
 	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
@@ -1012,10 +1014,11 @@ schedule_fire_due(TimestampTz now, bool *waiting)
 						   psprintf(FIRING_COLUMNS
 									" WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
 									" AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
+									" AND s.created_at OPERATOR(pg_catalog.>=) $3"
 									" ORDER BY s.next_run"
 									" FOR UPDATE OF s SKIP LOCKED",
 									POLICY_ID_COLUMN(policies)),
-						   2, due_types);
+						   3, due_types);
 	if (queued_plans[policies] == NULL)
 		plans_prepare_kept(&queued_plans[policies],
 						   psprintf(FIRING_COLUMNS
@@ -1024,13 +1027,15 @@ schedule_fire_due(TimestampTz now, bool *waiting)
 									" AND NOT EXISTS (SELECT FROM retries.call_data c"
 									"  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
 									"  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
+									" AND s.created_at OPERATOR(pg_catalog.>=) $3"
 									" LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
 									POLICY_ID_COLUMN(policies)),
-						   2, argtypes);
+						   3, argtypes);
 	due_plan = due_plans[policies];
 	queued_plan = queued_plans[policies];
 	due_values[0] = find_due(horizon, &found);
 	due_values[1] = TimestampTzGetDatum(horizon);
+	due_values[2] = TimestampTzGetDatum(made_before != 0 ? made_before : DT_NOBEGIN);
 	if (found == FIRE_BATCH)
 	{
 		/* more to fire: at once, or, if another worker holds these, soon */
@@ -1050,6 +1055,7 @@ schedule_fire_due(TimestampTz now, bool *waiting)
 		wait_until = Min(wait_until, now + FIRE_LOCKED_USECS);
 	values[0] = TimestampTzGetDatum(horizon);
 	values[1] = Int32GetDatum(FIRE_BATCH);
+	values[2] = due_values[2];
 	(void) fire_rows(queued_plan, values, now, horizon, &wait_until);
 
 	/* the first schedule beyond the horizon, to be fired ahead of its time */

@@ -11,6 +11,7 @@
 
 #include "datatype/timestamp.h"
 
-extern TimestampTz schedule_fire_due(TimestampTz now, bool *waiting);
+extern TimestampTz schedule_fire_due(TimestampTz now, TimestampTz made_before,
+									 bool *waiting);
 
 #endif							/* RETRIES_SCHEDULES_H */

@@ -62,6 +62,7 @@
 #include "storage/fd.h"
 #include "common/relpath.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
@@ -197,67 +198,121 @@ home_of(RetriesSchemaVersion version)
 }
 
 /*
- * settle -- run one of the settling statements, with the copy's OID ($1),
- * the moment it was made ($2) and why ($3); the rows it changed
+ * settle -- run one of the settling statements, with a call's id or the
+ * copy's OID ($1), the moment it was made ($2) and why ($3); the rows it
+ * changed or read
  */
 static uint64
 settle(const char *sql, int expected, Datum *values)
 {
-	Oid			argtypes[3] = {OIDOID, TIMESTAMPTZOID, TEXTOID};
+	Oid			argtypes[3] = {INT8OID, TIMESTAMPTZOID, TEXTOID};
 
 	if (SPI_execute_with_args(sql, 3, argtypes, values, NULL, false, 0) != expected)
 		elog(ERROR, "retries: could not settle a copied database: %s", sql);
 	return SPI_processed;
 }
 
+/* The rows a copy brought that are left to settle ($2: when it was made) */
+#define COPIED_CALLS \
+	" FROM retries.call_data WHERE state OPERATOR(pg_catalog.=) 'scheduled'" \
+	" AND created_at OPERATOR(pg_catalog.<) $2"
+#define COPIED_SCHEDULES \
+	" FROM retries.schedule_data WHERE NOT paused" \
+	" AND created_at OPERATOR(pg_catalog.<) $2"
+
+/* How a copied call is cancelled ($1: its id, or 0 for all) */
+#define CANCEL_COPIED(held) \
+	"UPDATE retries.call_data SET state = 'cancelled'," held \
+	" last_message = $3, updated_at = pg_catalog.now()" \
+	" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_CALLS \
+	" AND $1 OPERATOR(pg_catalog.=) ANY (ARRAY[0, id]) FOR UPDATE SKIP LOCKED))"
+
+/* Why a copy's calls are cancelled, for tables_cancel_copied_call() */
+static char *copied_why = NULL;
+
 /*
  * tables_settle_copy -- if this database is a copy (see the top), settle
  * it: cancel the scheduled calls and pause the schedules it brought, and
  * make it its own.  Inside SPI, as the extension's owner, at the
  * database's version of the extension, before the workers run anything.
- * True if a note of CREATE DATABASE was read: the caller forgets it once
- * this transaction has committed.
+ *
+ * Rows that another transaction holds locked are left, not waited for: an
+ * open or prepared transaction of any role that may lock one (a cancel()
+ * of her own copied call, a pause() of her function's calls) would keep
+ * the copy's workers from running anything as long as she liked (the
+ * ninth hostile review).  Such a row cannot be claimed or fired while it
+ * is locked; the workers serve, and keep the copy unsettled (retries.home
+ * and the note as they are), so that every worker cancels such a call when
+ * it claims it (tables_cancel_copied_call), fires no such schedule, and
+ * tries again later.  Returns 0 once the copy is settled, or if it is not
+ * one; else when it was made, which the workers pass over.
  */
-bool
+TimestampTz
 tables_settle_copy(RetriesSchemaVersion version)
 {
 	Oid			template = made_from();
-	bool		noted = OidIsValid(template);
 	Oid			home = home_of(version);
+	TimestampTz made_at = database_made_at();
 	Datum		values[3];
 	uint64		cancelled;
 	uint64		paused = 0;
+	uint64		left;
+	MemoryContext oldcxt;
 
-	if (!noted)
+	if (!OidIsValid(template))
 		template = home;
 	if (!OidIsValid(template))
-		return false;
-	values[0] = ObjectIdGetDatum(MyDatabaseId);
-	values[1] = TimestampTzGetDatum(database_made_at());
-	values[2] = CStringGetTextDatum(psprintf("copied with database \"%s\" from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
-											 get_database_name(MyDatabaseId), template));
+		return 0;
+	values[0] = Int64GetDatum(0);
+	values[1] = TimestampTzGetDatum(made_at);
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	if (copied_why != NULL)
+		pfree(copied_why);
+	copied_why = psprintf("copied with database \"%s\" from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
+						  get_database_name(MyDatabaseId), template);
+	MemoryContextSwitchTo(oldcxt);
+	values[2] = CStringGetTextDatum(copied_why);
 
-	cancelled = settle(version >= SCHEMA_1_2 ?
-					   "UPDATE retries.call_data SET state = 'cancelled', held = false,"
-					   " last_message = $3, updated_at = pg_catalog.now()"
-					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND created_at OPERATOR(pg_catalog.<) $2" :
-					   "UPDATE retries.call_data SET state = 'cancelled',"
-					   " last_message = $3, updated_at = pg_catalog.now()"
-					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND created_at OPERATOR(pg_catalog.<) $2",
+	cancelled = settle(version >= SCHEMA_1_2 ? CANCEL_COPIED(" held = false,") : CANCEL_COPIED(""),
 					   SPI_OK_UPDATE, values);
 	if (version >= SCHEMA_1_2)
+	{
 		paused = settle("UPDATE retries.schedule_data SET paused = true"
-						" WHERE NOT paused AND created_at OPERATOR(pg_catalog.<) $2",
+						" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_SCHEDULES
+						" FOR UPDATE SKIP LOCKED))",
 						SPI_OK_UPDATE, values);
-	if (version >= SCHEMA_1_7)
-		settle("UPDATE retries.home SET datid = $1", SPI_OK_UPDATE, values);
+		left = settle("SELECT FROM (SELECT" COPIED_CALLS " LIMIT 1) c"
+					  " UNION ALL SELECT FROM (SELECT" COPIED_SCHEDULES " LIMIT 1) s",
+					  SPI_OK_SELECT, values);
+	}
+	else
+		left = settle("SELECT" COPIED_CALLS " LIMIT 1", SPI_OK_SELECT, values);
 	if (cancelled > 0 || paused > 0)
 		ereport(LOG,
 				(errmsg("retries: database \"%s\" is a copy of database %u, made with CREATE DATABASE ... TEMPLATE: the " UINT64_FORMAT " scheduled calls it brought are cancelled, and its " UINT64_FORMAT " schedules paused",
 						get_database_name(MyDatabaseId), template, cancelled, paused),
 				 errdetail("Their roles made them to run in the other database, whose settings and owner were not this one's."),
 				 errhint("retries.retry_now() of a call runs it here, and retries.resume_schedule() resumes a schedule.")));
-	return noted;
+	if (left > 0)
+		return made_at;
+	values[0] = Int64GetDatum((int64) MyDatabaseId);
+	if (version >= SCHEMA_1_7)
+		settle("UPDATE retries.home SET datid = $1::pg_catalog.oid", SPI_OK_UPDATE, values);
+	return 0;
+}
+
+/*
+ * tables_cancel_copied_call -- a worker has claimed call 'id' (its row is
+ * locked) in a copy not yet settled, made at 'made_at': if the copy brought
+ * it, cancel it, saying why, and return true (see tables_settle_copy)
+ */
+bool
+tables_cancel_copied_call(int64 id, TimestampTz made_at)
+{
+	Datum		values[3] = {Int64GetDatum(id), TimestampTzGetDatum(made_at),
+	CStringGetTextDatum(copied_why != NULL ? copied_why : "copied")};
+
+	return settle(schema_retries_version() >= SCHEMA_1_2 ?
+				  CANCEL_COPIED(" held = false,") : CANCEL_COPIED(""),
+				  SPI_OK_UPDATE, values) > 0;
 }

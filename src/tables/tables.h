@@ -67,7 +67,8 @@ extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclus
 extern uint64 tables_prune_name_locks(int limit);
 
 /* home.c */
-extern bool tables_settle_copy(RetriesSchemaVersion version);
+extern TimestampTz tables_settle_copy(RetriesSchemaVersion version);
+extern bool tables_cancel_copied_call(int64 id, TimestampTz made_at);
 extern void tables_note_made_database(Oid dboid, Oid template);
 extern void tables_forget_made_database(Oid dboid);
 
