@@ -41,6 +41,7 @@ extern void *colocate_citus_symbol(const char *name);
 
 /* call.c */
 extern uint64 retries_policy_generation;
+extern void call_forget_outcome(void);
 
 /* What a new call takes from its function's current policy */
 typedef struct RetriesPolicyRef

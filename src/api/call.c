@@ -88,6 +88,17 @@ forget_outcome_subxact(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
+ * call_forget_outcome -- a worker starts an attempt: the outcome of a call
+ * an earlier attempt of its batch made is not this attempt's (the
+ * transaction is the batch's)
+ */
+void
+call_forget_outcome(void)
+{
+	last_outcome = NULL;
+}
+
+/*
  * note_outcome -- what this retries.call() did
  */
 static void

@@ -10,8 +10,10 @@
  * subtransaction and the sandbox of its role (sandbox.c) and records its
  * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
  * does not hold the others' commits for long, or after a call that changed
- * the transaction for good.  Calls claimed but not reached are simply
- * released at commit.  The roles take turns, a batch each (claim.c).
+ * the transaction for good, or that took the lock of an event's or a key's
+ * name (name_locks.c: a batch holds the names of one call at most, so that
+ * two batches never wait for each other's names).  Calls claimed but not
+ * reached are simply released at commit.  The roles take turns, a batch each (claim.c).
  *
  * Containment (doc/operations.md, "Containment").  The sandbox contains what
  * raises an ERROR.  What escapes one (the process's exit, which rolls back its
@@ -1437,6 +1439,7 @@ run_call(Batch *b, RetriesCall *call)
 		return;
 
 	ledger_write(call->id, call->attempts + 1);
+	call_forget_outcome();
 	set_state(WORKER_RUNNING, call->id, call->role, batch_holder(b));
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d",
@@ -1813,11 +1816,12 @@ run_batch(TimestampTz *due)
 		/*
 		 * An attempt that fired deferred triggers leaves the transaction's
 		 * constraint modes changed for good: the next call must start in a
-		 * new transaction (see sandbox.c).  A call whose last attempt was
-		 * interrupted runs alone.
+		 * new transaction (see sandbox.c), and so must one after a call that
+		 * took a name's lock.  A call whose last attempt was interrupted runs
+		 * alone.
 		 */
 		if (i > 0 && (ShutdownRequestPending || b.calls[0].lone ||
-					  sandbox_transaction_changed() ||
+					  sandbox_transaction_changed() || tables_names_locked() ||
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;

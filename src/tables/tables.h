@@ -64,6 +64,7 @@ extern void names_refresh_failed(void);
 /* name_locks.c: the lock of an event or a debounced key of a role */
 
 extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive);
+extern bool tables_names_locked(void);
 extern uint64 tables_prune_name_locks(int limit);
 
 /* home.c */
