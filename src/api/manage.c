@@ -100,8 +100,7 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 	/*
 	 * FOR NO KEY UPDATE, as the UPDATE that follows: it waits for a worker's
 	 * claim (FOR UPDATE) and for other writers of the row, but not for the
-	 * FOR KEY SHARE of a worker's key_window check (key_window.c) or of a
-	 * debounce, which change nothing of the row
+	 * FOR KEY SHARE of a debounce, which changes nothing of the row
 	 */
 	if (lock)
 		plan = plans_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR NO KEY UPDATE OF c",

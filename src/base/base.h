@@ -122,6 +122,8 @@ extern CallState call_state_change(CallState from, CallState to);
  */
 #define RETRIES_KEY_LOCK_CLASS		(RETRIES_RUNNER_LOCK_CLASS + 2)
 #define RETRIES_EVENT_LOCK_CLASS	(RETRIES_RUNNER_LOCK_CLASS + 3)
+/* and the one a batch holds on each key with a window whose call it starts */
+#define RETRIES_WINDOW_LOCK_CLASS	(RETRIES_RUNNER_LOCK_CLASS + 4)
 #define SET_LOCKTAG_RUNNER(tag, call_id) \
 	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
 						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS)

@@ -1270,6 +1270,15 @@ execute_attempt(RetriesCall *call)
 	retries_current_call_id = 0;
 	retries_current_attempt_number = 0;
 
+	/*
+	 * It would have waited for a name while its batch held others: not run,
+	 * and not charged; it stays due, and the worker ends the batch
+	 * (name_locks.c)
+	 */
+	if (edata != NULL && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE &&
+		tables_name_refused())
+		return false;
+
 	if (edata == NULL)
 	{
 		out.outcome = "succeeded";

@@ -10,10 +10,11 @@
  * subtransaction and the sandbox of its role (sandbox.c) and records its
  * outcome, and stops taking more after BATCH_TIME_MS so that one slow call
  * does not hold the others' commits for long, or after a call that changed
- * the transaction for good, or that took the lock of an event's or a key's
- * name (name_locks.c: a batch holds the names of one call at most, so that
- * two batches never wait for each other's names).  Calls claimed but not
- * reached are simply released at commit.  The roles take turns, a batch each (claim.c).
+ * the transaction for good, or that was put back because it would have
+ * waited for an event's or a key's name while the batch held names that
+ * its earlier calls took (name_locks.c: two batches never wait for each
+ * other's names).  Calls claimed but not reached are simply released at
+ * commit.  The roles take turns, a batch each (claim.c).
  *
  * Containment (doc/operations.md, "Containment").  The sandbox contains what
  * raises an ERROR.  What escapes one (the process's exit, which rolls back its
@@ -1389,6 +1390,20 @@ static TimestampTz copy_settle_next = 0;
 #define COPY_SETTLE_MS			10000
 
 /*
+ * finish_cancelled -- the n calls of 'ids' that a copy brought are
+ * cancelled: what follows them is too, as after cancel() (chains.c)
+ */
+static void
+finish_cancelled(int64 *ids, int n)
+{
+	char	   *how = palloc(Max(n, 1));
+
+	memset(how, 'c', Max(n, 1));
+	chains_calls_finished(n, ids, how, NULL);
+	pfree(how);
+}
+
+/*
  * may_start -- may a claimed call's attempt start?  Not if a copy of a
  * database brought it (serving), if an interrupted
  * attempt of it is to be charged instead, if a cancel() waits for it (it
@@ -1406,7 +1421,10 @@ may_start(Batch *b, RetriesCall *call)
 	TimestampTz started;
 
 	if (copy_made_at != 0 && tables_cancel_copied_call(call->id, copy_made_at))
+	{
+		finish_cancelled(&call->id, 1);
 		return false;
+	}
 	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook,
 								&started))
 	{
@@ -1415,7 +1433,7 @@ may_start(Batch *b, RetriesCall *call)
 	}
 	if (shmem_cancel_waiting(call->id))
 		return false;
-	if (call->windowed && !flow_key_window_allows(call->id))
+	if (call->windowed && !flow_key_window_allows(call->id, execute_is_procedure(call)))
 		return false;
 	if (flow_gates_generation() != b->gates_generation)
 	{
@@ -1440,6 +1458,7 @@ run_call(Batch *b, RetriesCall *call)
 
 	ledger_write(call->id, call->attempts + 1);
 	call_forget_outcome();
+	tables_names_attempt_begins();
 	set_state(WORKER_RUNNING, call->id, call->role, batch_holder(b));
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d",
@@ -1816,12 +1835,12 @@ run_batch(TimestampTz *due)
 		/*
 		 * An attempt that fired deferred triggers leaves the transaction's
 		 * constraint modes changed for good: the next call must start in a
-		 * new transaction (see sandbox.c), and so must one after a call that
-		 * took a name's lock.  A call whose last attempt was interrupted runs
-		 * alone.
+		 * new transaction (see sandbox.c), and so must one after a call put
+		 * back for a name (name_locks.c).  A call whose last attempt was
+		 * interrupted runs alone.
 		 */
 		if (i > 0 && (ShutdownRequestPending || b.calls[0].lone ||
-					  sandbox_transaction_changed() || tables_names_locked() ||
+					  sandbox_transaction_changed() || tables_name_refused() ||
 					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
 												 BATCH_TIME_MS)))
 			break;
@@ -2215,8 +2234,12 @@ serving(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (lock_extension() == my_extension)
 		{
+			int64	   *ids;
+			int			n;
+
 			SPI_connect();
-			made_at = tables_settle_copy(schema_retries_version());
+			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
+			finish_cancelled(ids, n);
 			SPI_finish();
 		}
 		PopActiveSnapshot();
@@ -2426,6 +2449,7 @@ worker_start(Datum main_arg)
 		proc_exit(shmem_exit_code());
 
 	execute_init(ledger_hook_phase);
+	tables_names_bound_waits();
 	sandbox_init();
 	ledger_open(my_slot->slot_no, my_extension);
 	recover();

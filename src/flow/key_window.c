@@ -18,17 +18,24 @@
  *
  * The other calls of the key that run now are seen so:
  *
- * - a call a worker has claimed holds its row locked FOR UPDATE until its
- *   batch ends: the check takes FOR KEY SHARE SKIP LOCKED on the key's
- *   other scheduled calls, and one that it could not lock is running, or
- *   about to (another worker's batch claimed it); one that it did lock
- *   stays locked until this batch ends, so that no other worker can claim
- *   it while this call's attempt runs (its claim skips it).  A role's own
- *   cancel() or reschedule() takes no lock that conflicts with it;
+ * - a batch that starts a call of the key holds the key's window lock
+ *   until it ends (its attempt's outcome commits with it): an advisory
+ *   lock of a class SQL cannot take, whose tag is a keyed hash of the role
+ *   and key (shmem_try_name_lock); another batch that cannot take it
+ *   (it never waits for it) puts its call off.  A batch holds one lock per
+ *   key it started, at most MAX_STARTED_KEYS: the calls of more keys wait
+ *   for a later batch;
  * - a call handed to a runner (a procedure: its row is due at 'infinity'
- *   while it runs);
- * - a call this batch started before: its attempt is not written until
- *   the batch ends, so the batch keeps the keys it started (started_keys).
+ *   while it runs), looked for among the key's calls when the call to
+ *   start is a procedure's (a key names one function's calls);
+ * - a call this batch started before: the lock is its own, so the batch
+ *   keeps the keys it started (started_keys).
+ *
+ * So a look costs the same however many calls the key has: an earlier
+ * design locked each of the key's other scheduled calls and tested each
+ * against the others, and 50,000 calls of a key due next year made one
+ * look last 84 s, while two workers' looks at a backlog of one key kept
+ * finding each other's claims (the ninth hostile reviews).
  *
  * The latest start of the key's other calls is read after that, in a
  * statement of its own, so that it sees the attempts of every batch whose
@@ -39,15 +46,11 @@
  * exit while the server stays up is charged when its call is next
  * claimed; until then the key's other calls do not see it.
  *
- * Two calls of a key that two workers claim at once each find the other
- * locked, and both are put off: the one with the lower id for a short
- * while (the window, from RECHECK_MIN_MS to RECHECK_MS), the other for the
- * whole window (at least RECHECK_MIN_MS), so that the first goes next.
- * The locks the check takes are FOR KEY SHARE, which a role's cancel(),
- * retry_now() or reschedule() (FOR NO KEY UPDATE, manage.c) does not wait
- * for.  The spacing is measured on the workers'
- * clock (clock.c), so that retries.debug_clock_offset moves it as it moves
- * every due time.
+ * A call put off behind a running call of its key looks again after its
+ * window, between RECHECK_MIN_MS and RECHECK_MS, and the key's other calls
+ * due before then with it (put_off_key).  The spacing is measured
+ * on the workers' clock (clock.c), so that retries.debug_clock_offset
+ * moves it as it moves every due time.
  *
  * IDENTIFICATION
  *	  src/flow/key_window.c
@@ -65,6 +68,7 @@
 
 #include "base/base.h"
 #include "flow/flow.h"
+#include "shmem/shmem.h"
 
 /*
  * How long a call put off behind a running call of its key waits to look
@@ -74,6 +78,12 @@
  */
 #define RECHECK_MIN_MS			100
 #define RECHECK_MS				1000
+
+/*
+ * The most keys with windows whose calls one batch starts: it holds a lock
+ * of the server's lock table for each, until it ends
+ */
+#define MAX_STARTED_KEYS		32
 
 /*
  * The other calls o of the key of call $1: of its role $2 and key $3 (the
@@ -156,6 +166,35 @@ put_off(int64 id, TimestampTz when)
 }
 
 /*
+ * put_off_key -- move call 'id' and the key's other calls that would come
+ * due before 'when' to 'when', uncharged: those that no other transaction
+ * holds (another worker's claim is its own to put off) and no gate holds.
+ * Once another call of the key runs, one look puts the key's backlog off
+ * instead of one look per call (100 calls behind a running one took a
+ * third of a core, looked at one by one every 100 ms).
+ */
+static void
+put_off_key(int64 id, Datum role, Datum key, TimestampTz when)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[4] = {Int64GetDatum(id), role, key, TimestampTzGetDatum(when)};
+
+	put_off(id, when);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET next_attempt = $4,"
+					   " updated_at = pg_catalog.now()"
+					   " FROM (SELECT o.id FROM retries.call_data o WHERE" OTHERS_OF_KEY
+					   "  AND o.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT o.held"
+					   "  AND o.next_attempt OPERATOR(pg_catalog.<) $4"
+					   "  FOR NO KEY UPDATE SKIP LOCKED) f"
+					   " WHERE c.id OPERATOR(pg_catalog.=) f.id",
+					   4, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not put off the calls of a key");
+}
+
+/*
  * interval_usecs -- an interval as microseconds, a month as 30 days (as
  * PostgreSQL's own interval comparison counts it); a key_window is at most
  * 3650 days
@@ -168,55 +207,41 @@ interval_usecs(const Interval *span)
 }
 
 /*
- * others_running -- the key's other scheduled calls that run now (claimed
- * by another transaction, or in a runner): 0 if none, else -1 if one of
- * them was made before call 'id' (a lower id), 1 if all were made after
- * it.  Only a due call can have been claimed ('now' is the workers'
- * clock, by which claims take due calls), so the key's calls due later
- * are not looked at, and the due ones are locked FOR KEY SHARE (see the top
- * of the file): one look costs a read of the key's calls, and a lock of
- * each of its due ones (the first look puts each off, behind the call that
- * runs), never a rescan per call (a key of 50,000 calls due next year made
- * one look last 84 s, the ninth review).
+ * in_runner -- does a runner run another call of the key (its row is due at
+ * 'infinity' meanwhile)?  A read of the key's calls, without locks.
  */
-static int
-others_running(int64 id, Datum role, Datum key, TimestampTz now)
+static bool
+in_runner(int64 id, Datum role, Datum key)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
-	Datum		values[4] = {Int64GetDatum(id), role, key, TimestampTzGetDatum(now)};
-	bool		isnull;
-	Datum		earlier;
+	Oid			argtypes[3] = {INT8OID, OIDOID, TEXTOID};
+	Datum		values[3] = {Int64GetDatum(id), role, key};
 
-	/*
-	 * The key's other due calls and those in a runner, each with whether this
-	 * statement could lock it (a row that another transaction holds is
-	 * missing from 'locked'): whether one runs, and whether one made before
-	 */
 	plans_prepare_kept(&plan,
-					   "WITH others AS ("
-					   " SELECT o.id, o.next_attempt FROM retries.call_data o"
-					   " WHERE" OTHERS_OF_KEY
+					   "SELECT FROM retries.call_data o WHERE" OTHERS_OF_KEY
 					   " AND o.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND (o.next_attempt OPERATOR(pg_catalog.<=) $4"
-					   "  OR o.next_attempt OPERATOR(pg_catalog.=) 'infinity')),"
-					   " locked AS ("
-					   " SELECT l.id FROM retries.call_data l"
-					   " WHERE l.id OPERATOR(pg_catalog.=) ANY (SELECT id FROM others)"
-					   " AND l.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " FOR KEY SHARE SKIP LOCKED)"
-					   " SELECT pg_catalog.bool_or(o.id OPERATOR(pg_catalog.<) $1)"
-					   " FROM others o"
-					   " WHERE o.next_attempt OPERATOR(pg_catalog.=) 'infinity'"
-					   " OR NOT EXISTS (SELECT FROM locked l WHERE l.id OPERATOR(pg_catalog.=) o.id)",
-					   4, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+					   " AND o.next_attempt OPERATOR(pg_catalog.=) 'infinity'",
+					   3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for the running calls of a key");
-	earlier = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		return 0;
-	return DatumGetBool(earlier) ? -1 : 1;
+	return SPI_processed > 0;
+}
+
+/*
+ * another_runs -- does another call of the key run now: started by another
+ * batch that has not ended, or in a runner (only a procedure's, whose
+ * key's calls are of the same procedure)?  Takes the key's window lock
+ * (see the top of the file) if none does.
+ */
+static bool
+another_runs(int64 id, Datum role, Datum key, const char *key_text, bool procedure)
+{
+	if (list_length(started_keys) >= MAX_STARTED_KEYS)
+		return true;
+	if (!shmem_try_name_lock(RETRIES_WINDOW_LOCK_CLASS, DatumGetObjectId(role),
+							 key_text, strlen(key_text)))
+		return true;
+	return procedure && in_runner(id, role, key);
 }
 
 /*
@@ -256,7 +281,7 @@ latest_start(int64 id, Datum role, Datum key, TimestampTz *start)
  * extension's owner.
  */
 bool
-flow_key_window_allows(int64 id)
+flow_key_window_allows(int64 id, bool procedure)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8OID};
@@ -272,7 +297,6 @@ flow_key_window_allows(int64 id)
 	int64		window;
 	TimestampTz now = clock_now();
 	TimestampTz last;
-	int			running;
 
 	plans_prepare_kept(&plan,
 					   "SELECT scheduled_by::pg_catalog.oid, key, key_window"
@@ -292,16 +316,20 @@ flow_key_window_allows(int64 id)
 	window = interval_usecs(DatumGetIntervalP(window_datum));
 	key_text = TextDatumGetCString(key);
 
-	/* one of the key's calls runs now: look again once it may have ended */
+	/*
+	 * One of the key's calls runs now: look again once it may have ended (a
+	 * call of this batch's: once the window has passed)
+	 */
 	if (started_here(key_text))
-		running = -1;
-	else
-		running = others_running(id, role, key, now);
-	if (running != 0)
 	{
-		int64		wait = running < 0 ? window : Min(window, RECHECK_MS * INT64CONST(1000));
-
-		put_off(id, now + Max(wait, RECHECK_MIN_MS * INT64CONST(1000)));
+		put_off(id, now + Max(window, RECHECK_MIN_MS * INT64CONST(1000)));
+		return false;
+	}
+	if (another_runs(id, role, key, key_text, procedure))
+	{
+		put_off_key(id, role, key,
+					now + Max(Min(window, RECHECK_MS * INT64CONST(1000)),
+							  RECHECK_MIN_MS * INT64CONST(1000)));
 		return false;
 	}
 

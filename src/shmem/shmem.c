@@ -671,6 +671,33 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 #define PRIVATE_LOCK_BUCKETS	16
 
 /*
+ * private_lock_tag -- the tag of a private lock of class 'lockclass' of role
+ * 'role' on 'which' (a name's bucket, or its hash): see shmem_private_lock
+ */
+static void
+private_lock_tag(LOCKTAG *tag, uint16 lockclass, Oid role, uint32 which)
+{
+	static const uint8 no_secret[32];
+	const uint8 *secret = retries_shared != NULL ? retries_shared->lock_secret
+	: no_secret;
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint32		words[2];
+
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, secret, 32) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &role, sizeof(role)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &lockclass, sizeof(lockclass)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &which, sizeof(which)) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "retries: could not hash a lock's name");
+	pg_cryptohash_free(ctx);
+	memcpy(words, digest, sizeof(words));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, words[0], words[1], lockclass);
+}
+
+/*
  * shmem_private_lock -- take, as the current transaction's, a lock in mode
  * 'mode' of class 'lockclass' on the name 'name' (len bytes) of role
  * 'role': a key of its calls, or one of its events
@@ -692,28 +719,28 @@ void
 shmem_private_lock(uint16 lockclass, Oid role, const char *name, int len,
 				   LOCKMODE mode)
 {
-	static const uint8 no_secret[32];
-	const uint8 *secret = retries_shared != NULL ? retries_shared->lock_secret
-	: no_secret;
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-	uint32		words[2];
 	LOCKTAG		tag;
 
-	uint32		bucket = hash_bytes((const unsigned char *) name, len) % PRIVATE_LOCK_BUCKETS;
-
-	if (ctx == NULL ||
-		pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, secret, 32) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) &role, sizeof(role)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) &lockclass, sizeof(lockclass)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) &bucket, sizeof(bucket)) < 0 ||
-		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
-		elog(ERROR, "retries: could not hash a lock's name");
-	pg_cryptohash_free(ctx);
-	memcpy(words, digest, sizeof(words));
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, words[0], words[1], lockclass);
+	private_lock_tag(&tag, lockclass, role,
+					 hash_bytes((const unsigned char *) name, len) % PRIVATE_LOCK_BUCKETS);
 	(void) LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * shmem_try_name_lock -- take, as the current transaction's, if no other
+ * transaction holds it, an exclusive lock of class 'lockclass' on the name
+ * 'name' (len bytes) of role 'role', its tag made as shmem_private_lock's
+ * but of the name's own hash, not its bucket: whether it was taken.  One
+ * lock per name, for a caller that takes few in a transaction (a worker's
+ * batch, for the keys of the calls it starts: key_window.c).
+ */
+bool
+shmem_try_name_lock(uint16 lockclass, Oid role, const char *name, int len)
+{
+	LOCKTAG		tag;
+
+	private_lock_tag(&tag, lockclass, role, hash_bytes((const unsigned char *) name, len));
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 /*

@@ -345,6 +345,7 @@ extern void shmem_stop_workers(Oid dboid, int pause_secs);
 extern bool shmem_call_is_running(int64 call_id);
 extern void shmem_private_lock(uint16 lockclass, Oid role, const char *name,
 							   int len, LOCKMODE mode);
+extern bool shmem_try_name_lock(uint16 lockclass, Oid role, const char *name, int len);
 extern int	shmem_gate_running(Oid fnoid);
 extern bool shmem_gate_enter(RetriesWorker *me, Oid fnoid, int32 max_running,
 							 bool keyed, int64 key, int32 max_per_key,

@@ -225,7 +225,25 @@ settle(const char *sql, int expected, Datum *values)
 	"UPDATE retries.call_data SET state = 'cancelled'," held \
 	" last_message = $3, updated_at = pg_catalog.now()" \
 	" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_CALLS \
-	" AND $1 OPERATOR(pg_catalog.=) ANY (ARRAY[0, id]) FOR UPDATE SKIP LOCKED))"
+	" AND $1 OPERATOR(pg_catalog.=) ANY (ARRAY[0, id]) FOR UPDATE SKIP LOCKED))" \
+	" RETURNING id"
+
+/*
+ * returned_ids -- the ids the last statement returned, in the caller's
+ * memory, and how many
+ */
+static int64 *
+returned_ids(int *n)
+{
+	int64	   *ids = palloc(sizeof(int64) * Max(SPI_processed, 1));
+	bool		isnull;
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+											 &isnull));
+	*n = (int) SPI_processed;
+	return ids;
+}
 
 /* Why a copy's calls are cancelled, for tables_cancel_copied_call() */
 static char *copied_why = NULL;
@@ -245,10 +263,12 @@ static char *copied_why = NULL;
  * and the note as they are), so that every worker cancels such a call when
  * it claims it (tables_cancel_copied_call), fires no such schedule, and
  * tries again later.  Returns 0 once the copy is settled, or if it is not
- * one; else when it was made, which the workers pass over.
+ * one; else when it was made, which the workers pass over.  The calls it
+ * cancelled: *cancelled_ids (palloc'd), *ncancelled, for the caller to
+ * finish (their followers cancelled: chains.c).
  */
 TimestampTz
-tables_settle_copy(RetriesSchemaVersion version)
+tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *ncancelled)
 {
 	Oid			template = made_from();
 	Oid			home = home_of(version);
@@ -259,6 +279,7 @@ tables_settle_copy(RetriesSchemaVersion version)
 	uint64		left;
 	MemoryContext oldcxt;
 
+	*ncancelled = 0;
 	if (!OidIsValid(template))
 		template = home;
 	if (!OidIsValid(template))
@@ -274,7 +295,8 @@ tables_settle_copy(RetriesSchemaVersion version)
 	values[2] = CStringGetTextDatum(copied_why);
 
 	cancelled = settle(version >= SCHEMA_1_2 ? CANCEL_COPIED(" held = false,") : CANCEL_COPIED(""),
-					   SPI_OK_UPDATE, values);
+					   SPI_OK_UPDATE_RETURNING, values);
+	*cancelled_ids = returned_ids(ncancelled);
 	if (version >= SCHEMA_1_2)
 	{
 		paused = settle("UPDATE retries.schedule_data SET paused = true"
@@ -314,5 +336,5 @@ tables_cancel_copied_call(int64 id, TimestampTz made_at)
 
 	return settle(schema_retries_version() >= SCHEMA_1_2 ?
 				  CANCEL_COPIED(" held = false,") : CANCEL_COPIED(""),
-				  SPI_OK_UPDATE, values) > 0;
+				  SPI_OK_UPDATE_RETURNING, values) > 0;
 }

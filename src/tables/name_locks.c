@@ -26,6 +26,19 @@
  * under REPEATABLE READ such a meeting fails one of them with 40001, as
  * any two inserts of one key would.
  *
+ * A worker runs many calls in one transaction, its batch, which holds
+ * the names its calls took until it ends: two batches that each took a
+ * name in one call and wanted the other's in a later call deadlocked,
+ * though each call took one name, and so did a batch with a client that
+ * took its names in order (the ninth hostile review: 63 of 3,000 calls
+ * failed with 40P01).  So an attempt whose batch holds names from earlier
+ * calls waits for a name at most BOUNDED_NAME_WAIT: if it is held, the
+ * attempt fails with 55P03, which the worker takes to mean "not now": the
+ * call is not charged, stays due, and the batch ends (execute.c,
+ * worker.c), so that the next batch runs it holding no other name.  A
+ * batch thus never waits for a name while it holds one that another
+ * call took.
+ *
  * Databases whose extension is older than 1.7 keep 1.6's lock, one of 16
  * advisory locks of the role and class (shmem_private_lock), until they
  * are updated.
@@ -42,6 +55,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "storage/lmgr.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 
 #include "base/base.h"
@@ -55,15 +69,41 @@
 static TransactionId names_locked_by = InvalidTransactionId;
 
 /*
+ * In a worker (tables_names_bound_waits): whether the batch held names
+ * before the current attempt began, and whether a wait for a name was cut
+ * short in it (see tables_lock_name)
+ */
+static bool bound_waits = false;
+static bool held_before_attempt = false;
+static bool name_refused = false;
+
+/* How long a worker's attempt may wait for a name while its batch holds others */
+#define BOUNDED_NAME_WAIT	"1ms"
+
+/*
  * lock_row -- run 'plan' (of the parameters role, class, name) with a
  * snapshot taken now; how many rows it locked or made
  */
 static uint64
 lock_row(SPIPlanPtr plan, Datum *values, int expected)
 {
+	int			nestlevel = -1;
+
+	if (bound_waits && held_before_attempt)
+	{
+		nestlevel = NewGUCNestLevel();
+		(void) set_config_option("lock_timeout", BOUNDED_NAME_WAIT, PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		name_refused = true;	/* unless the statement returns */
+	}
 	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, false, false, 0) != expected)
 		elog(ERROR, "retries: could not lock a name");
+	if (nestlevel >= 0)
+	{
+		name_refused = false;
+		AtEOXact_GUC(true, nestlevel);
+	}
 	return SPI_processed;
 }
 
@@ -134,19 +174,46 @@ tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
 }
 
 /*
- * tables_names_locked -- has the current transaction taken a name's lock
- * (it holds it until it ends)?  A worker ends its batch after a call that
- * did (worker.c): a batch is one transaction, and two batches that each
- * kept the name of one call and went on to another call that took the
- * other's name deadlocked, though each call took one name (the ninth
- * hostile review: 63 of 3,000 calls failed with 40P01).
+ * names_locked -- has the current transaction taken a name's lock (it holds
+ * it until it ends)?
  */
-bool
-tables_names_locked(void)
+static bool
+names_locked(void)
 {
 	TransactionId xid = GetTopTransactionIdIfAny();
 
 	return TransactionIdIsValid(xid) && TransactionIdEquals(xid, names_locked_by);
+}
+
+/*
+ * tables_names_bound_waits -- this process is a worker, whose batches run
+ * many calls in one transaction: see tables_lock_name
+ */
+void
+tables_names_bound_waits(void)
+{
+	bound_waits = true;
+}
+
+/*
+ * tables_names_attempt_begins -- a worker's attempt begins in its batch's
+ * transaction
+ */
+void
+tables_names_attempt_begins(void)
+{
+	held_before_attempt = names_locked();
+	name_refused = false;
+}
+
+/*
+ * tables_name_refused -- was a wait for a name cut short in the current
+ * attempt?  The worker puts the call back, uncharged, and ends its batch.
+ */
+bool
+tables_name_refused(void)
+{
+	return name_refused;
 }
 
 /*

@@ -64,11 +64,14 @@ extern void names_refresh_failed(void);
 /* name_locks.c: the lock of an event or a debounced key of a role */
 
 extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive);
-extern bool tables_names_locked(void);
+extern void tables_names_bound_waits(void);
+extern void tables_names_attempt_begins(void);
+extern bool tables_name_refused(void);
 extern uint64 tables_prune_name_locks(int limit);
 
 /* home.c */
-extern TimestampTz tables_settle_copy(RetriesSchemaVersion version);
+extern TimestampTz tables_settle_copy(RetriesSchemaVersion version,
+									  int64 **cancelled_ids, int *ncancelled);
 extern bool tables_cancel_copied_call(int64 id, TimestampTz made_at);
 extern void tables_note_made_database(Oid dboid, Oid template);
 extern void tables_forget_made_database(Oid dboid);
