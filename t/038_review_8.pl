@@ -156,9 +156,15 @@ $node->safe_psql($DB, 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf
 note('1: the workers of tenant_b: ' . $node->safe_psql('tenant_b',
 		"SELECT string_agg(wait_event_type || '/' || wait_event, ', ') FROM pg_stat_activity"
 		  . " WHERE backend_type LIKE 'retries%' AND datname = 'tenant_b'"));
-$node->safe_psql('tenant_b', "COMMIT PREPARED 'mal_1'");
+$node->safe_psql('tenant_b', "ROLLBACK PREPARED 'mal_1'");
 call_reaches($node, 'tenant_b', $cb, 'succeeded',
 	'1: alice\'s call runs once mallory\'s transaction ends');
+# her cancel undone, her copied call is the copy's to settle: the workers
+# look again (every 10 s) and cancel it, saying why
+wait_until($node, 'tenant_b',
+	"SELECT state || ': ' || (last_message LIKE 'copied with database \"tenant_b\" from database %')"
+	  . " FROM retries.call_data WHERE id = $planted",
+	'cancelled: true', '1: the copied call that mallory held is settled once she lets it go');
 
 # ---------------------------------------------------------------------
 # 2. / c.  mallory's prepared pause while alice's call of her procedure
