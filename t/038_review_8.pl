@@ -299,7 +299,10 @@ my $waits = sql('alice',
 note("4: alice's calls started after (s): $waits");
 my $slowest = (sort { $b <=> $a } split / /, $waits)[0];
 {
-	cmp_ok($longest, '<', 0.5,
+	# before the fix one look at 15,000 calls of the key took seconds (3.3-3.5
+	# s at 20,000); a look now puts off at most 1,000 calls, tens of ms: the
+	# bound leaves a loaded machine ten times that
+	cmp_ok($longest, '<', 1.5,
 		'4: a worker\'s batch of put-off calls keeps near its 50 ms budget');
 	cmp_ok($slowest, '<', 1,
 		'4: each of alice\'s calls starts within a second beside mallory\'s calls of one key');
