@@ -32,7 +32,8 @@
  * A template whose extension is older than 1.7 has no retries.home, and
  * ALTER EXTENSION UPDATE in its copy would write the copy's own OID there.
  * So CREATE DATABASE also leaves a note in the data directory,
- * pg_retries/made.<database> holding the template's OID (hooks.c, not in a
+ * pg_retries/made.<database> holding the template's OID and the moment
+ * (hooks.c, not in a
  * binary upgrade: pg_upgrade's CREATE DATABASE makes no copy), and a
  * database with a note is settled as a copy at whatever version its
  * extension is: the rows made before its PG_VERSION file were the
@@ -99,17 +100,18 @@ note_path(char *path, size_t len, Oid dboid)
 }
 
 /*
- * tables_note_made_database -- CREATE DATABASE made database 'dboid' from
- * 'template': leave the note its workers read (see the top), durably, before
- * the command's transaction commits
+ * tables_note_made_database -- database 'dboid' was made from 'template' at
+ * 'made_at' (by CREATE DATABASE, or a copy found unsettled): leave the note
+ * its workers read (see the top), durably
  */
 void
-tables_note_made_database(Oid dboid, Oid template)
+tables_note_made_database(Oid dboid, Oid template, TimestampTz made_at)
 {
 	char		path[MAXPGPATH];
-	char		contents[16];
+	char		contents[64];
 	int			fd;
-	int			len = snprintf(contents, sizeof(contents), "%u\n", template);
+	int			len = snprintf(contents, sizeof(contents), "%u " INT64_FORMAT "\n",
+							   template, (int64) made_at);
 
 	if (MakePGDirectory(RETRIES_DIR) < 0 && errno != EEXIST)
 		ereport(ERROR,
@@ -142,16 +144,19 @@ tables_forget_made_database(Oid dboid)
 }
 
 /*
- * made_from -- the template this database was made from, if CREATE
- * DATABASE left a note of it (InvalidOid otherwise)
+ * made_from -- the template this database was made from, and when, if a
+ * note says so (InvalidOid otherwise); a note without a time (none is
+ * written so) gives PG_VERSION's
  */
 static Oid
-made_from(void)
+made_from(TimestampTz *made_at)
 {
 	char		path[MAXPGPATH];
-	char		contents[16] = {0};
+	char		contents[64] = {0};
 	int			fd;
 	unsigned long template = 0;
+	char	   *end;
+	long long	when;
 
 	note_path(path, sizeof(path), MyDatabaseId);
 	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
@@ -168,7 +173,9 @@ made_from(void)
 				(errcode_for_file_access(),
 				 errmsg("retries: could not read \"%s\": %m", path)));
 	CloseTransientFile(fd);
-	template = strtoul(contents, NULL, 10);
+	template = strtoul(contents, &end, 10);
+	when = strtoll(end, NULL, 10);
+	*made_at = when > 0 ? (TimestampTz) when : database_made_at();
 	/* a note that says nothing still says that this is a copy */
 	return template > 0 && template <= PG_UINT32_MAX ? (Oid) template : Template1DbOid;
 }
@@ -215,18 +222,32 @@ settle(const char *sql, int expected, Datum *values)
 /* The rows a copy brought that are left to settle ($2: when it was made) */
 #define COPIED_CALLS \
 	" FROM retries.call_data WHERE state OPERATOR(pg_catalog.=) 'scheduled'" \
-	" AND created_at OPERATOR(pg_catalog.<) $2"
+	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
+/*
+ * ... and not cancelled by a settling before (no error leaves a message
+ * without a SQLSTATE): one that its role ran again here (retry_now()), as
+ * the message says it may, is its own
+ */
+#define NOT_SETTLED \
+	" AND NOT (last_sqlstate IS NULL" \
+	"  AND last_message IS NOT NULL" \
+	"  AND last_message OPERATOR(pg_catalog.~~) 'copied with database %')"
 #define COPIED_SCHEDULES \
 	" FROM retries.schedule_data WHERE NOT paused" \
 	" AND created_at OPERATOR(pg_catalog.<) $2"
 
-/* How a copied call is cancelled ($1: its id, or 0 for all) */
-#define CANCEL_COPIED(held) \
+/* How copied calls are cancelled: which, then how */
+#define CANCEL_COPIED(which, held) \
 	"UPDATE retries.call_data SET state = 'cancelled'," held \
-	" last_message = $3, updated_at = pg_catalog.now()" \
-	" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_CALLS \
-	" AND $1 OPERATOR(pg_catalog.=) ANY (ARRAY[0, id]) FOR UPDATE SKIP LOCKED))" \
-	" RETURNING id"
+	" last_message = $3, last_sqlstate = NULL, updated_at = pg_catalog.now()" \
+	" WHERE " which " RETURNING id"
+/* all that no other transaction holds ($1 unused) */
+#define ALL_COPIED \
+	"id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_CALLS " FOR UPDATE SKIP LOCKED))"
+/* call $1, which this transaction holds (a worker's claim) */
+#define ONE_COPIED \
+	"id OPERATOR(pg_catalog.=) $1 AND state OPERATOR(pg_catalog.=) 'scheduled'" \
+	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
 
 /*
  * returned_ids -- the ids the last statement returned, in the caller's
@@ -270,9 +291,10 @@ static char *copied_why = NULL;
 TimestampTz
 tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *ncancelled)
 {
-	Oid			template = made_from();
+	TimestampTz made_at = 0;
+	Oid			template = made_from(&made_at);
+	bool		noted = OidIsValid(template);
 	Oid			home = home_of(version);
-	TimestampTz made_at = database_made_at();
 	Datum		values[3];
 	uint64		cancelled;
 	uint64		paused = 0;
@@ -280,8 +302,11 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	MemoryContext oldcxt;
 
 	*ncancelled = 0;
-	if (!OidIsValid(template))
+	if (!noted)
+	{
 		template = home;
+		made_at = database_made_at();
+	}
 	if (!OidIsValid(template))
 		return 0;
 	values[0] = Int64GetDatum(0);
@@ -294,7 +319,9 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	MemoryContextSwitchTo(oldcxt);
 	values[2] = CStringGetTextDatum(copied_why);
 
-	cancelled = settle(version >= SCHEMA_1_2 ? CANCEL_COPIED(" held = false,") : CANCEL_COPIED(""),
+	cancelled = settle(version >= SCHEMA_1_2 ?
+					   CANCEL_COPIED(ALL_COPIED, " held = false,") :
+					   CANCEL_COPIED(ALL_COPIED, ""),
 					   SPI_OK_UPDATE_RETURNING, values);
 	*cancelled_ids = returned_ids(ncancelled);
 	if (version >= SCHEMA_1_2)
@@ -316,7 +343,17 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 				 errdetail("Their roles made them to run in the other database, whose settings and owner were not this one's."),
 				 errhint("retries.retry_now() of a call runs it here, and retries.resume_schedule() resumes a schedule.")));
 	if (left > 0)
+	{
+		/*
+		 * Left to settle later: from now on dated by a note, which nothing
+		 * but this writes, not by PG_VERSION, which a move to another
+		 * tablespace, a base backup or a crash's redo writes again (the tenth
+		 * hostile review: every call made since was taken for a copied one)
+		 */
+		if (!noted)
+			tables_note_made_database(MyDatabaseId, template, made_at);
 		return made_at;
+	}
 	values[0] = Int64GetDatum((int64) MyDatabaseId);
 	if (version >= SCHEMA_1_7)
 		settle("UPDATE retries.home SET datid = $1::pg_catalog.oid", SPI_OK_UPDATE, values);
@@ -335,6 +372,7 @@ tables_cancel_copied_call(int64 id, TimestampTz made_at)
 	CStringGetTextDatum(copied_why != NULL ? copied_why : "copied")};
 
 	return settle(schema_retries_version() >= SCHEMA_1_2 ?
-				  CANCEL_COPIED(" held = false,") : CANCEL_COPIED(""),
+				  CANCEL_COPIED(ONE_COPIED, " held = false,") :
+				  CANCEL_COPIED(ONE_COPIED, ""),
 				  SPI_OK_UPDATE_RETURNING, values) > 0;
 }

@@ -73,7 +73,7 @@ extern uint64 tables_prune_name_locks(int limit);
 extern TimestampTz tables_settle_copy(RetriesSchemaVersion version,
 									  int64 **cancelled_ids, int *ncancelled);
 extern bool tables_cancel_copied_call(int64 id, TimestampTz made_at);
-extern void tables_note_made_database(Oid dboid, Oid template);
+extern void tables_note_made_database(Oid dboid, Oid template, TimestampTz made_at);
 extern void tables_forget_made_database(Oid dboid);
 
 /*
