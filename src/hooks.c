@@ -554,11 +554,9 @@ restores_extension(Node *parsetree, ProcessUtilityContext context)
  * made from 'template' (not in a binary upgrade, whose databases are not
  * copies: home.c); after DROP DATABASE of 'dboid', remove its note; after
  * a CREATE EXTENSION that made retries here ('had_extension' says whether
- * it was here before), or a restore's that found it (empty: a restore is
- * refused rows made before it, restore.c), remove this database's: its
- * extension is not the template's, and the rows a restore loads into it
- * are not a copy's (the tenth hostile review: a restore into a database
- * made from a template1 with the extension was settled as a copy)
+ * it was here before), remove this database's: its extension is not the
+ * template's; after a restore's that found it, the database is its own
+ * (tables_restored_here)
  */
 static void
 note_databases(Node *parsetree, Oid dboid, bool had_extension, bool restoring)
@@ -567,7 +565,10 @@ note_databases(Node *parsetree, Oid dboid, bool had_extension, bool restoring)
 		tables_note_made_database(made_database, dboid, GetCurrentTimestamp());
 	else if (IsA(parsetree, DropdbStmt) && OidIsValid(dboid))
 		tables_forget_made_database(dboid);
-	else if (IsA(parsetree, CreateExtensionStmt) && (!had_extension || restoring) &&
+	else if (IsA(parsetree, CreateExtensionStmt) && had_extension && restoring &&
+			 OidIsValid(get_extension_oid("retries", true)))
+		tables_restored_here();
+	else if (IsA(parsetree, CreateExtensionStmt) && !had_extension &&
 			 OidIsValid(get_extension_oid("retries", true)))
 		tables_forget_made_database(MyDatabaseId);
 	made_database = InvalidOid;

@@ -144,6 +144,30 @@ tables_forget_made_database(Oid dboid)
 }
 
 /*
+ * tables_restored_here -- a restore's CREATE EXTENSION found the extension
+ * here (from a template1 that has it, with no rows: a restore is refused
+ * rows made before it, restore.c), in a superuser's session: the database
+ * is its own, not a copy, and the rows the restore loads are not the
+ * template's (the tenth hostile review: a late first worker settled them
+ * as a copy's)
+ */
+void
+tables_restored_here(void)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
+
+	tables_forget_made_database(MyDatabaseId);
+	if (schema_retries_version() < SCHEMA_1_7)
+		return;
+	SPI_connect();
+	if (SPI_execute_with_args("UPDATE retries.home SET datid = $1", 1, argtypes, values,
+							  NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not write retries.home");
+	SPI_finish();
+}
+
+/*
  * made_from -- the template this database was made from, and when, if a
  * note says so (InvalidOid otherwise); a note without a time (none is
  * written so) gives PG_VERSION's

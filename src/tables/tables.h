@@ -75,6 +75,7 @@ extern TimestampTz tables_settle_copy(RetriesSchemaVersion version,
 extern bool tables_cancel_copied_call(int64 id, TimestampTz made_at);
 extern void tables_note_made_database(Oid dboid, Oid template, TimestampTz made_at);
 extern void tables_forget_made_database(Oid dboid);
+extern void tables_restored_here(void);
 
 /*
  * restore.c.  A COPY FROM into one of the extension's tables: which, and,
