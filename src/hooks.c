@@ -565,12 +565,15 @@ note_databases(Node *parsetree, Oid dboid, bool had_extension, bool restoring)
 		tables_note_made_database(made_database, dboid, GetCurrentTimestamp());
 	else if (IsA(parsetree, DropdbStmt) && OidIsValid(dboid))
 		tables_forget_made_database(dboid);
-	else if (IsA(parsetree, CreateExtensionStmt) && had_extension && restoring &&
+	else if (IsA(parsetree, CreateExtensionStmt) &&
+			 (!had_extension || restoring) &&
 			 OidIsValid(get_extension_oid("retries", true)))
-		tables_restored_here();
-	else if (IsA(parsetree, CreateExtensionStmt) && !had_extension &&
-			 OidIsValid(get_extension_oid("retries", true)))
-		tables_forget_made_database(MyDatabaseId);
+	{
+		if (had_extension)
+			tables_restored_here();
+		else
+			tables_forget_made_database(MyDatabaseId);
+	}
 	made_database = InvalidOid;
 }
 
@@ -588,6 +591,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	Oid			dboid;
 	RestoreCopy copy;
 	volatile bool had_extension = false;
+	bool		restoring = restores_extension(pstmt->utilityStmt, context);
 
 	if (runner_is_child())
 		runner_check_utility(pstmt->utilityStmt);
@@ -633,15 +637,14 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		call_insert_resume(pstmt->utilityStmt);
 	}
 	PG_END_TRY();
-	note_databases(pstmt->utilityStmt, dboid, had_extension,
-				   restores_extension(pstmt->utilityStmt, context));
+	note_databases(pstmt->utilityStmt, dboid, had_extension, restoring);
 
 	/*
 	 * A restore: the extension made (or found: IF NOT EXISTS, with the
 	 * extension in the template) is held before this transaction commits, so
 	 * that no other session sees it unheld (see "Restores" in restore.c)
 	 */
-	if (restores_extension(pstmt->utilityStmt, context) &&
+	if (restoring &&
 		OidIsValid(get_extension_oid("retries", true)))
 		restore_hold();
 }

@@ -86,18 +86,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $DB = 'postgres';
-my $node = retries_node('review_7');
-$node->append_conf('postgresql.conf', q{
-retries.max_workers = 2
-retries.max_extra_workers = 2
-max_prepared_transactions = 10
-});
-$node->start;
+my $node = review_node('review_7');
 
 sub sql
 {
 	my ($role, $sql, $db) = @_;
-	return $node->safe_psql($db // $DB, "SET ROLE $role;\n$sql");
+	return as_role($node, $db // $DB, $role, $sql);
 }
 
 sub extras

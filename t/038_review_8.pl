@@ -76,18 +76,12 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 my $DB = 'postgres';
-my $node = retries_node('review_8');
-$node->append_conf('postgresql.conf', q{
-retries.max_workers = 2
-retries.max_extra_workers = 2
-max_prepared_transactions = 10
-});
-$node->start;
+my $node = review_node('review_8');
 
 sub sql
 {
 	my ($role, $sql, $db) = @_;
-	return $node->safe_psql($db // $DB, "SET ROLE $role;\n$sql");
+	return as_role($node, $db // $DB, $role, $sql);
 }
 
 my ($G2, $G3) = (8102, 8103);

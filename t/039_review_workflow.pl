@@ -88,21 +88,16 @@ use POSIX ();
 use Time::HiRes qw(time);
 
 my $DB = 'postgres';
-my $node = retries_node('review_workflow');
-$node->append_conf('postgresql.conf', q{
-retries.max_workers = 2
-retries.max_extra_workers = 2
-max_prepared_transactions = 10
+my $node = review_node('review_workflow', q{
 max_connections = 60
 deadlock_timeout = '200ms'
 });
-$node->start;
 review_roles($node, $DB);
 
 sub sql
 {
 	my ($role, $sql) = @_;
-	return $node->safe_psql($DB, "SET ROLE $role;\n$sql");
+	return as_role($node, $DB, $role, $sql);
 }
 
 # the workers of the database: connected, as many as NAME says

@@ -97,18 +97,12 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 my $DB = 'postgres';
-my $node = retries_node('review_9', allows_streaming => 1);
-$node->append_conf('postgresql.conf', q{
-retries.max_workers = 2
-retries.max_extra_workers = 2
-max_prepared_transactions = 10
-});
-$node->start;
+my $node = review_node('review_9', undef, allows_streaming => 1);
 
 sub sql
 {
 	my ($role, $sql, $db) = @_;
-	return $node->safe_psql($db // $DB, "SET ROLE $role;\n$sql");
+	return as_role($node, $db // $DB, $role, $sql);
 }
 
 sub workers_off

@@ -48,6 +48,7 @@ our @EXPORT = qw(
   wait_at_gate
   gate_sql
   start_parallel_hog
+  review_node
   review_roles
 );
 
@@ -90,6 +91,23 @@ sub as_role
 {
 	my ($node, $db, $role, $sql) = @_;
 	return $node->safe_psql($db, "SET ROLE $role;\n$sql");
+}
+
+# review_node(NAME, [CONF], [init params]): the started server of a hostile
+# review: two workers, two extra workers, prepared transactions, and the
+# settings CONF adds
+sub review_node
+{
+	my ($name, $conf, %init) = @_;
+	my $node = retries_node($name, %init);
+
+	$node->append_conf('postgresql.conf', q{
+retries.max_workers = 2
+retries.max_extra_workers = 2
+max_prepared_transactions = 10
+} . ($conf // ''));
+	$node->start;
+	return $node;
 }
 
 # review_roles(NODE, DB): the setup of the hostile reviews: the extension

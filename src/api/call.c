@@ -1001,7 +1001,7 @@ key_of_other_function(const Datum *values, const KeyHolder *h)
 }
 
 /*
- * debounce_call -- move call 'id' (of the same function as values[]) to
+ * debounce_call -- move call h (of the same function as values[]) to
  * values[CC_NEXT_ATTEMPT], with the arguments of values[], if it has not
  * started: true if so, false if it has, or if a worker holds its row (it
  * claimed it, and runs it now or soon; that counts as started), or if a
@@ -1018,15 +1018,27 @@ key_of_other_function(const Datum *values, const KeyHolder *h)
  * waits, instead of taking the call for started and making a second call
  * of the burst (the seventh hostile review: both ran).  The lock also keeps
  * the workers from claiming the call until this transaction ends.
+ *
+ * A call that waits for an event is moved under the event's share lock, as
+ * a call made waiting for it is: an emit of it, which locks the event
+ * exclusively and then the rows of the calls it releases, then waits on
+ * the name, not on the row this transaction holds.  Without it a debounce
+ * of two keys whose calls wait for one event, and an emit of that event,
+ * each locked one row the other needed, with no name in common (the ninth
+ * hostile review: 40P01).
  */
 static bool
-debounce_call(int64 id, const Datum *values, const KeyRule *rule)
+debounce_call(const KeyHolder *h, const Datum *values, const KeyRule *rule)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[5] = {INT8OID, TIMESTAMPTZOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID};
-	Datum		args[5] = {Int64GetDatum(id), values[CC_NEXT_ATTEMPT], values[CC_ARGS],
+	Datum		args[5] = {Int64GetDatum(h->id), values[CC_NEXT_ATTEMPT], values[CC_ARGS],
 	rule->debounce_max, rule->run_at};
 	char		nulls[5] = {' ', ' ', ' ', rule->has_debounce_max ? ' ' : 'n', ' '};
+
+	if (h->on_event != NULL)
+		tables_lock_name(RETRIES_EVENT_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
+						 h->on_event, false);
 
 	plans_prepare_kept(&plan,
 					   "UPDATE retries.call_data c SET next_attempt ="
@@ -1045,25 +1057,8 @@ debounce_call(int64 id, const Datum *values, const KeyRule *rule)
 					   " AND c.next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz",
 					   5, argtypes);
 	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not move call " INT64_FORMAT, id);
+		elog(ERROR, "could not move call " INT64_FORMAT, h->id);
 	return SPI_processed == 1;
-}
-
-/*
- * lock_holders_event -- before a debounce moves call h, which waits for an
- * event, take the event's share lock, as a call made waiting for it does:
- * an emit of it, which locks the event exclusively and then the rows of
- * the calls it releases, then waits on the name, not on the row this
- * transaction holds.  Without it a debounce of two keys whose calls wait
- * for one event, and an emit of that event, each locked one row the other
- * needed, with no name in common (the ninth hostile review: 40P01).
- */
-static void
-lock_holders_event(const Datum *values, const KeyHolder *h)
-{
-	if (h->on_event != NULL)
-		tables_lock_name(RETRIES_EVENT_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
-						 h->on_event, false);
 }
 
 /*
@@ -1127,9 +1122,7 @@ insert_keyed(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 			*inserted = false;
 			if (!h.same_fn && (!rule->has_window || h.within))
 				key_of_other_function(values, &h);
-			if (rule->has_debounce && h.fresh)
-				lock_holders_event(values, &h);
-			if (rule->has_debounce && h.fresh && debounce_call(h.id, values, rule))
+			if (rule->has_debounce && h.fresh && debounce_call(&h, values, rule))
 			{
 				key_debounced = true;
 				return h.id;

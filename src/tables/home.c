@@ -274,6 +274,23 @@ settle(const char *sql, int expected, Datum *values)
 	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
 
 /*
+ * cancel_copied -- cancel the copied calls not yet settled: all that no
+ * other transaction holds, or ('one') call values[0], which this
+ * transaction holds; how many
+ */
+static uint64
+cancel_copied(bool one, RetriesSchemaVersion version, Datum *values)
+{
+	/* by 'one', then whether the table has 'held' (1.2) */
+	static const char *const sql[2][2] = {
+		{CANCEL_COPIED(ALL_COPIED, ""), CANCEL_COPIED(ALL_COPIED, " held = false,")},
+		{CANCEL_COPIED(ONE_COPIED, ""), CANCEL_COPIED(ONE_COPIED, " held = false,")},
+	};
+
+	return settle(sql[one][version >= SCHEMA_1_2], SPI_OK_UPDATE_RETURNING, values);
+}
+
+/*
  * returned_ids -- the ids the last statement returned, in the caller's
  * memory, and how many
  */
@@ -343,10 +360,7 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	MemoryContextSwitchTo(oldcxt);
 	values[2] = CStringGetTextDatum(copied_why);
 
-	cancelled = settle(version >= SCHEMA_1_2 ?
-					   CANCEL_COPIED(ALL_COPIED, " held = false,") :
-					   CANCEL_COPIED(ALL_COPIED, ""),
-					   SPI_OK_UPDATE_RETURNING, values);
+	cancelled = cancel_copied(false, version, values);
 	*cancelled_ids = returned_ids(ncancelled);
 	if (version >= SCHEMA_1_2)
 	{
@@ -395,8 +409,5 @@ tables_cancel_copied_call(int64 id, TimestampTz made_at)
 	Datum		values[3] = {Int64GetDatum(id), TimestampTzGetDatum(made_at),
 	CStringGetTextDatum(copied_why != NULL ? copied_why : "copied")};
 
-	return settle(schema_retries_version() >= SCHEMA_1_2 ?
-				  CANCEL_COPIED(ONE_COPIED, " held = false,") :
-				  CANCEL_COPIED(ONE_COPIED, ""),
-				  SPI_OK_UPDATE_RETURNING, values) > 0;
+	return cancel_copied(true, schema_retries_version(), values) > 0;
 }

@@ -123,16 +123,14 @@ tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive)
 	Datum		values[3];
 	int			tries;
 
+	names_locked_by = GetTopTransactionId();
 	if (schema_retries_version() < SCHEMA_1_7)
 	{
 		shmem_private_lock(lockclass, role, VARDATA_ANY(name),
 						   VARSIZE_ANY_EXHDR(name),
 						   exclusive ? ExclusiveLock : ShareLock);
-		names_locked_by = GetTopTransactionId();
 		return;
 	}
-	/* the lock below writes or locks a row: the transaction has an id */
-	names_locked_by = GetTopTransactionId();
 	values[0] = ObjectIdGetDatum(role);
 	values[1] = CharGetDatum(lockclass == RETRIES_KEY_LOCK_CLASS ? 'k' : 'e');
 	values[2] = PointerGetDatum(name);
