@@ -147,6 +147,8 @@ extern SPIPlanPtr plans_prepare_generic(SPIPlanPtr *plan, const char *query,
 										int nargs, Oid *argtypes);
 extern int	plans_by_index_begin(void);
 extern void plans_by_index_end(int nestlevel);
+extern int	plans_execute_by_index(SPIPlanPtr plan, Datum *values, bool read_only,
+								   long count);
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and

@@ -196,3 +196,23 @@ plans_by_index_end(int nestlevel)
 {
 	AtEOXact_GUC(true, nestlevel);
 }
+
+/*
+ * plans_execute_by_index -- SPI_execute_plan() of a kept plan, planned (if
+ * the plan cache plans it now) as plans_by_index_begin() says; its result
+ *
+ * For a plan of plans_prepare_generic() run outside the claims: a generic
+ * plan made while call_data held a few rows joined it by reading every row
+ * (a hash join), and kept doing so at each batch once the table had grown
+ * (23 ms a batch beside 150,000 calls: the tenth hostile review's delay of
+ * every role's calls beside a fresh backlog, until an ANALYZE replanned it).
+ */
+int
+plans_execute_by_index(SPIPlanPtr plan, Datum *values, bool read_only, long count)
+{
+	int			nestlevel = plans_by_index_begin();
+	int			result = SPI_execute_plan(plan, values, NULL, read_only, count);
+
+	plans_by_index_end(nestlevel);
+	return result;
+}

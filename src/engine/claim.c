@@ -296,7 +296,7 @@ any_prioritized(void)
 						  " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
 						  " AND priority OPERATOR(pg_catalog.<>) 0)",
 						  0, NULL);
-	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT)
+	if (plans_execute_by_index(plan, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for calls of a priority");
 	any = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									 1, &isnull));
@@ -397,7 +397,7 @@ claim_next_prioritized(TimestampTz after)
 						  "  ORDER BY priority, next_attempt LIMIT 1) d"
 						  " WHERE p.priority IS NOT NULL",
 						  3, types);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+	if (plans_execute_by_index(plan, values, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call by priority");
 	if (SPI_processed == 0)
 		return 0;
@@ -783,7 +783,7 @@ claim_ids(RetriesCall *calls, const int64 *ids, int nids, TimestampTz now)
 								" ORDER BY next_attempt"
 								" FOR UPDATE SKIP LOCKED",
 								2, types);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (plans_execute_by_index(plan, values, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not claim calls by id");
 	return copy_claimed(calls);
 }

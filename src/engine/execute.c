@@ -934,7 +934,8 @@ write_outcomes(void)
 	/*
 	 * Planned once: a custom plan for each batch cost more than the statement
 	 * ran, and with calls of a small table a custom plan joined call_data by
-	 * reading all of it.  The generic plan looks each call up by its key.
+	 * reading all of it.  The generic plan looks each call up by its key,
+	 * planned so whatever the table's size then (plans_execute_by_index).
 	 */
 	if (plans[results] == NULL)
 		plans_prepare_generic(&plans[results],
@@ -968,7 +969,7 @@ write_outcomes(void)
 									   " FROM done",
 									   results ? ", result = d.result" : ""),
 							  OC_NCOLUMNS, argtypes);
-	if (SPI_execute_plan(plans[results], values, NULL, false, 0) != SPI_OK_INSERT)
+	if (plans_execute_by_index(plans[results], values, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 
 	/* the calls that finished: their waiters, NOTIFYs and followers */

@@ -810,7 +810,7 @@ next_due(TimestampTz after)
 								" AND next_attempt OPERATOR(pg_catalog.>) $1"
 								" ORDER BY next_attempt LIMIT 1",
 								1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+	if (plans_execute_by_index(plan, values, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not find the next due call");
 	if (SPI_processed == 0)
 		zero = 0;
@@ -1433,7 +1433,7 @@ may_start(Batch *b, RetriesCall *call)
 	}
 	if (shmem_cancel_waiting(call->id))
 		return false;
-	if (call->windowed && !flow_key_window_allows(call->id, execute_is_procedure(call)))
+	if (call->windowed && !flow_key_window_allows(call->id))
 		return false;
 	if (flow_gates_generation() != b->gates_generation)
 	{

@@ -36,6 +36,6 @@ extern TimestampTz flow_release_held(TimestampTz now, bool *gated);
 extern uint64 flow_gates_generation(void);
 
 /* key_window.c */
-extern bool flow_key_window_allows(int64 id, bool procedure);
+extern bool flow_key_window_allows(int64 id);
 
 #endif							/* RETRIES_FLOW_H */

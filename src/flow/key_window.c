@@ -25,21 +25,26 @@
  *   (it never waits for it) puts its call off.  A batch holds one lock per
  *   key it started, at most MAX_STARTED_KEYS: the calls of more keys wait
  *   for a later batch;
- * - a call handed to a runner (a procedure: its row is due at 'infinity'
- *   while it runs), looked for among the key's calls when the call to
- *   start is a procedure's (a key names one function's calls);
+ * - a call handed to a runner (a procedure's or a command's: its row is
+ *   due at 'infinity' while it runs), looked for among the key's calls
+ *   whatever the call to start is (a key names one function's calls only
+ *   within its window: a function's call may take the key of a procedure's
+ *   older call that still runs, the tenth hostile review);
  * - a call this batch started before: the lock is its own, so the batch
  *   keeps the keys it started (started_keys).
  *
- * So a look costs the same however many calls the key has: an earlier
- * design locked each of the key's other scheduled calls and tested each
- * against the others, and 50,000 calls of a key due next year made one
- * look last 84 s, while two workers' looks at a backlog of one key kept
- * finding each other's claims (the ninth hostile reviews).
+ * An earlier design locked each of the key's other scheduled calls and
+ * tested each against the others, and 50,000 calls of a key due next year
+ * made one look last 84 s, while two workers' looks at a backlog of one key
+ * kept finding each other's claims (the ninth hostile reviews).  A look
+ * now tries one lock, then reads the key's calls once through the index
+ * of keys (key_others): it costs as many index entries as the key has
+ * calls, locking none.
  *
- * The latest start of the key's other calls is read after that, in a
+ * That read, of whether a runner runs one of the key's other calls and of
+ * when their latest attempt began, comes after the try of the lock, in a
  * statement of its own, so that it sees the attempts of every batch whose
- * lock the check found released.  A crash leaves the attempt it cut short
+ * lock the try found released.  A crash leaves the attempt it cut short
  * in the ledger of its worker, which the first worker after the restart
  * charges (with its start) before any worker claims a call: the next call
  * of the key is spaced from it too.  An attempt cut short by a worker's
@@ -214,71 +219,55 @@ interval_usecs(const Interval *span)
 }
 
 /*
- * in_runner -- does a runner run another call of the key (its row is due at
- * 'infinity' meanwhile)?  A read of the key's calls, without locks.
+ * window_lock -- take the key's window lock (see the top of the file), for
+ * as long as this transaction lasts; false if another batch holds it, or
+ * this one holds as many as it may
  */
 static bool
-in_runner(int64 id, Datum role, Datum key)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8OID, OIDOID, TEXTOID};
-	Datum		values[3] = {Int64GetDatum(id), role, key};
-
-	plans_prepare_kept(&plan,
-					   "SELECT FROM retries.call_data o WHERE" OTHERS_OF_KEY
-					   " AND o.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND o.next_attempt OPERATOR(pg_catalog.=) 'infinity'",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look for the running calls of a key");
-	return SPI_processed > 0;
-}
-
-/*
- * another_runs -- does another call of the key run now: started by another
- * batch that has not ended, or in a runner (only a procedure's, whose
- * key's calls are of the same procedure)?  Takes the key's window lock
- * (see the top of the file) if none does.
- */
-static bool
-another_runs(int64 id, Datum role, Datum key, const char *key_text, bool procedure)
+window_lock(Datum role, const char *key_text)
 {
 	if (list_length(started_keys) >= MAX_STARTED_KEYS)
-		return true;
-	if (!shmem_try_name_lock(RETRIES_WINDOW_LOCK_CLASS, DatumGetObjectId(role),
-							 key_text, strlen(key_text)))
-		return true;
-	return procedure && in_runner(id, role, key);
+		return false;
+	return shmem_try_name_lock(RETRIES_WINDOW_LOCK_CLASS, DatumGetObjectId(role),
+							   key_text, strlen(key_text));
 }
 
 /*
- * latest_start -- when the latest attempt of the key's other calls began
- * (kept calls: retries.retention forgets older ones); false if none did.
- * Only calls charged with an attempt are looked up in attempt_data (a
- * key's calls due later have none).
+ * key_others -- one read of the key's other calls, without locks: does a
+ * runner run one (its row is due at 'infinity' meanwhile)?  And when did
+ * the latest attempt of those charged with one begin (kept calls:
+ * retries.retention forgets older ones; 0 if none did)?  Only calls
+ * charged with an attempt are looked up in attempt_data (a key's calls due
+ * later have none).
  */
 static bool
-latest_start(int64 id, Datum role, Datum key, TimestampTz *start)
+key_others(int64 id, Datum role, Datum key, TimestampTz *latest)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[3] = {INT8OID, OIDOID, TEXTOID};
 	Datum		values[3] = {Int64GetDatum(id), role, key};
 	bool		isnull;
+	bool		running;
 	Datum		d;
 
 	plans_prepare_kept(&plan,
-					   "SELECT pg_catalog.max(a.started_at) FROM retries.attempt_data a"
-					   " WHERE a.call_id OPERATOR(pg_catalog.=) ANY ("
-					   "  SELECT o.id FROM retries.call_data o WHERE" OTHERS_OF_KEY
-					   "  AND o.attempts OPERATOR(pg_catalog.>) 0)",
+					   "WITH o AS MATERIALIZED (SELECT o.id, o.attempts,"
+					   "  o.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   "  AND o.next_attempt OPERATOR(pg_catalog.=) 'infinity' AS running"
+					   "  FROM retries.call_data o WHERE" OTHERS_OF_KEY ")"
+					   " SELECT EXISTS (SELECT FROM o WHERE running),"
+					   "  (SELECT pg_catalog.max(a.started_at) FROM retries.attempt_data a"
+					   "   WHERE a.call_id OPERATOR(pg_catalog.=) ANY ("
+					   "    SELECT o.id FROM o WHERE o.attempts OPERATOR(pg_catalog.>) 0))",
 					   3, argtypes);
+	/* not read-only: a snapshot taken now, after the try of the lock */
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read when a key's calls last started");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		return false;
-	*start = DatumGetTimestampTz(d);
-	return true;
+	running = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										 &isnull));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	*latest = isnull ? 0 : DatumGetTimestampTz(d);
+	return running;
 }
 
 /*
@@ -288,7 +277,7 @@ latest_start(int64 id, Datum role, Datum key, TimestampTz *start)
  * extension's owner.
  */
 bool
-flow_key_window_allows(int64 id, bool procedure)
+flow_key_window_allows(int64 id)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[1] = {INT8OID};
@@ -332,7 +321,7 @@ flow_key_window_allows(int64 id, bool procedure)
 		put_off(id, now + Max(window, RECHECK_MIN_MS * INT64CONST(1000)));
 		return false;
 	}
-	if (another_runs(id, role, key, key_text, procedure))
+	if (!window_lock(role, key_text) || key_others(id, role, key, &last))
 	{
 		put_off_key(id, role, key,
 					now + Max(Min(window, RECHECK_MS * INT64CONST(1000)),
@@ -341,7 +330,7 @@ flow_key_window_allows(int64 id, bool procedure)
 	}
 
 	/* none runs: the window after the latest start */
-	if (latest_start(id, role, key, &last) && last + window > now)
+	if (last != 0 && last + window > now)
 	{
 		put_off(id, last + window);
 		return false;

@@ -21,7 +21,9 @@
  * still scheduled that were made before the copy (those it brought) are
  * cancelled, saying why (retries.retry_now() of one runs it here: its role's
  * choice, or an administrator's), its schedules made before the copy are
- * paused (resume_schedule()), and retries.home takes the copy's OID.  The
+ * paused (resume_schedule()) and dated from the copy (their created_at:
+ * one its role resumes here is its own), and retries.home takes the copy's
+ * OID.  The
  * calls and schedules made in the copy itself run as anywhere.  The
  * database was made when its PG_VERSION file was written, by either
  * strategy of CREATE DATABASE.  (An earlier design held the whole copy until
@@ -256,6 +258,10 @@ settle(const char *sql, int expected, Datum *values)
 	" AND NOT (last_sqlstate IS NULL" \
 	"  AND last_message IS NOT NULL" \
 	"  AND last_message OPERATOR(pg_catalog.~~) 'copied with database %')"
+/*
+ * ... and for schedules, not paused by a settling before, which dates them
+ * from the copy: one that its role resumed here is its own
+ */
 #define COPIED_SCHEDULES \
 	" FROM retries.schedule_data WHERE NOT paused" \
 	" AND created_at OPERATOR(pg_catalog.<) $2"
@@ -364,7 +370,7 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	*cancelled_ids = returned_ids(ncancelled);
 	if (version >= SCHEMA_1_2)
 	{
-		paused = settle("UPDATE retries.schedule_data SET paused = true"
+		paused = settle("UPDATE retries.schedule_data SET paused = true, created_at = $2"
 						" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_SCHEDULES
 						" FOR UPDATE SKIP LOCKED))",
 						SPI_OK_UPDATE, values);
