@@ -19,6 +19,10 @@
 #   e. debounce under a drain: 20 sessions debounce 50 keys while the
 #      workers run them: each key's calls ran with the key's last arguments
 #      in the end, and no call ran twice.
+#   f. the rows of names in name_lock, which the workers prune an hour
+#      after they were made: a call waiting for an event whose row was
+#      pruned, or is missing (a call made before version 1.7, or restored),
+#      is released by an emit, which makes the row again.
 
 use strict;
 use warnings;
@@ -250,7 +254,37 @@ SELECT count(*) FROM retries.calls c
    AND NOT EXISTS (SELECT FROM ran r WHERE r.call = c.id AND r.arg = c.args->>0)}),
 	'0', 'e: each call ran with the arguments it shows');
 
-no_crash($node, $log_offset, 'd, e: no crash');
+###########################################################################
+# f. the rows of names, pruned, and an emit of a name's first use
+###########################################################################
+my $f1 = $node->safe_psql('postgres',
+	"SELECT retries.call('note(text)', '[\"f1\"]', on_event => 'aged:1')");
+my $f2 = $node->safe_psql('postgres',
+	"SELECT retries.call('note(text)', '[\"f2\"]', on_event => 'aged:2')");
+$node->safe_psql('postgres', q{
+SELECT retries.emit('aged:none');
+UPDATE retries.name_lock SET made_at = now() - interval '2 hours';
+DELETE FROM retries.name_lock WHERE name_hash = md5('aged:2')::uuid;
+});
+# the workers prune every 10 s
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.name_lock WHERE name_hash = md5('aged:none')::uuid", '0',
+	'f: the workers prune the row of a name made over an hour ago', 60);
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.name_lock WHERE name_hash = md5('aged:1')::uuid", '0',
+	'f: and of an event that a call waits for', 60);
+is($node->safe_psql('postgres', "SELECT retries.emit('aged:1', '1')"),
+	'1', 'f: an emit of it releases the call');
+is($node->safe_psql('postgres', "SELECT retries.emit('aged:2', '2')"),
+	'1', 'f: an emit of an event whose row is missing makes it and releases the call');
+call_reaches($node, 'postgres', $f1, 'succeeded', 'f: the first call runs');
+call_reaches($node, 'postgres', $f2, 'succeeded', 'f: the second call runs');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(arg || '=' || event::text, ',' ORDER BY arg) FROM ran"
+		  . " WHERE call IN ($f1, $f2)"),
+	'f1=1,f2=2', 'f: each with its payload');
+
+no_crash($node, $log_offset, 'd, e, f: no crash');
 
 $node->stop;
 done_testing();
