@@ -122,8 +122,15 @@ SET ROLE cmd_alice;
 SELECT retries.run_command($$INSERT INTO cmd_t (n) VALUES (-1)$$) AS who \gset
 SELECT retries.run_command('REFRESH MATERIALIZED VIEW CONCURRENTLY cmd_mv') AS mv \gset
 SELECT retries.run_command('VACUUM (ANALYZE) cmd_t') AS vac \gset
--- several statements run as one implicit transaction, as with psql -c
+-- several statements run as psql runs a script: each commits on its own
+-- (so VACUUM runs beside others) unless the text says BEGIN ... COMMIT,
+-- and the first error ends the attempt
 SELECT retries.run_command($$INSERT INTO cmd_t (n) VALUES (-2); INSERT INTO cmd_t (n) VALUES (-3)$$) AS two_stmts \gset
+SELECT retries.run_command('VACUUM cmd_t; ANALYZE cmd_t; INSERT INTO cmd_t (n) VALUES (-4)') AS vac2 \gset
+SELECT retries.run_command($$INSERT INTO cmd_t (n) VALUES (-5); SELECT 1/0; INSERT INTO cmd_t (n) VALUES (-6)$$,
+						   '1 10ms') AS autocommit \gset
+SELECT retries.run_command($$BEGIN; INSERT INTO cmd_t (n) VALUES (-7); SELECT 1/0; COMMIT$$,
+						   '1 10ms') AS block \gset
 -- an error: retried if its SQLSTATE is in retry_on, else failed
 SELECT retries.run_command($$DO 'BEGIN RAISE EXCEPTION ''later'' USING ERRCODE = ''RT001''; END'$$,
 						   '1 10ms') AS retried \gset
@@ -131,10 +138,12 @@ SELECT retries.run_command('VACUUM cmd_missing', '3 10ms') AS missing \gset
 SELECT (retries.wait(:retried, '180s')).state AS retried_state;
 SELECT (retries.wait(:missing, '180s')).state AS missing_state;
 SELECT (retries.wait(id, '180s')).state, count(*)
-  FROM unnest(ARRAY[:who, :mv, :vac, :two_stmts]::bigint[]) id GROUP BY 1;
+  FROM unnest(ARRAY[:who, :mv, :vac, :two_stmts, :vac2, :autocommit, :block]::bigint[]) id
+ GROUP BY 1 ORDER BY 1;
 SELECT n, who, sess, call = :who AS knows_its_call FROM cmd_t WHERE n < 0 ORDER BY n DESC;
 SELECT a.call_id = :retried AS retried, a.attempt, a.outcome, a.sqlstate, a.message
-  FROM retries.attempts a WHERE a.call_id IN (:retried, :missing) ORDER BY a.call_id, a.attempt;
+  FROM retries.attempts a WHERE a.call_id IN (:retried, :missing, :autocommit, :block)
+ ORDER BY a.call_id, a.attempt;
 SELECT retries.result(:vac) AS no_result;
 
 RESET ROLE;

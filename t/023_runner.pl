@@ -1,5 +1,6 @@
 # The runner (src/engine/runner.c): SQL text run as a role in a process of
-# its own, as a client's simple query.  What cannot run in a transaction
+# its own, as psql runs a script: each statement commits on its own unless
+# the text says BEGIN ... COMMIT, and the first error ends the run.  What cannot run in a transaction
 # block or a function runs; the role cannot become another; the cap holds,
 # even against code that traps its cancel; the outcome comes back.
 #
@@ -149,10 +150,15 @@ is($node->safe_psql('postgres',
 	'3|3|alice|alice', '... committing three times, as alice');
 $node->safe_psql('postgres', 'TRUNCATE seen');
 
-like(run('alice', 'INSERT INTO seen (n) VALUES (1); SELECT 1/0'),
+like(run('alice', 'INSERT INTO seen (n) VALUES (1); SELECT 1/0; INSERT INTO seen (n) VALUES (0)'),
 	qr/^failed 22012: division by zero/, 'an error fails the run');
+is($node->safe_psql('postgres', 'SELECT string_agg(n::text, \',\') FROM seen'), '1',
+	'... the statement before it committed on its own, the one after it did not run');
+$node->safe_psql('postgres', 'TRUNCATE seen');
+like(run('alice', 'BEGIN; INSERT INTO seen (n) VALUES (1); SELECT 1/0; COMMIT'),
+	qr/^failed 22012: division by zero/, 'an error in a block the text opened fails the run');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM seen'), '0',
-	'... and the statements before it, in the same implicit transaction, are rolled back');
+	'... and the block is rolled back');
 
 like(run('alice', 'BEGIN; INSERT INTO seen (n) VALUES (2)'),
 	qr/^failed 25000: the command left a transaction block open/,
@@ -214,9 +220,10 @@ CREATE FUNCTION public.as_alice() RETURNS text LANGUAGE sql SET role = 'alice' A
 GRANT EXECUTE ON FUNCTION public.as_alice() TO alice;});
 is(run('alice', 'SELECT as_alice()'), 'succeeded', '... unless it names the role itself');
 is(run('alice', 'RESET ROLE; SET ROLE NONE; SET SESSION AUTHORIZATION DEFAULT; DISCARD ALL'),
+	'succeeded', 'going back to the role itself is not refused (DISCARD ALL as in psql -f)');
+is(run('alice', 'BEGIN; DISCARD ALL; COMMIT'),
 	'failed 25001: DISCARD ALL cannot run inside a transaction block',
-	'going back to the role itself is not refused (DISCARD ALL as in psql -c)');
-is(run('alice', 'DISCARD ALL'), 'succeeded', 'DISCARD ALL alone runs');
+	'DISCARD ALL in a block the text opened fails as a client\'s would');
 $node->safe_psql('postgres', 'ALTER ROLE alice SET role = bob; TRUNCATE seen');
 is(run('alice', 'INSERT INTO seen (n) VALUES (10)'), 'succeeded',
 	'a role whose login setting is SET role runs ...');
@@ -265,7 +272,7 @@ like(run('alice', 'SELECT trap_cancel()', 300),
 cmp_ok(time - $t0, '<', 30, '... in time');
 
 $node->safe_psql('postgres', 'TRUNCATE seen');
-like(run('alice', 'INSERT INTO seen (n) VALUES (9); SELECT trap_once()', 300),
+like(run('alice', 'BEGIN; INSERT INTO seen (n) VALUES (9); SELECT trap_once(); COMMIT', 300),
 	qr/^failed 57014: canceling the command: it reached its time limit/,
 	'a statement that traps the cap\'s cancel and ends within the grace fails all the same');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM seen'), '0', '... its work rolled back');

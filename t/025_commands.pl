@@ -4,7 +4,9 @@
 #   a. retries.run_command(): VACUUM, CREATE INDEX CONCURRENTLY, REFRESH
 #      MATERIALIZED VIEW CONCURRENTLY and a CALL of a procedure that
 #      commits three times run, each attempt recorded; as the role that
-#      made them, which knows its call;
+#      made them, which knows its call; a text of several statements runs
+#      as psql runs a script: an invalid index dropped CONCURRENTLY and
+#      made again CONCURRENTLY in one text;
 #   b. retries.schedule_command() and retries.schedule() of an annotated
 #      procedure fire, and their calls run under their policies;
 #   c. an error of a retryable SQLSTATE is retried per the command's
@@ -110,6 +112,18 @@ finished($cic, 'succeeded', 'a: CREATE INDEX CONCURRENTLY runs');
 is($node->safe_psql('postgres',
 		"SELECT indisvalid FROM pg_index WHERE indexrelid = 'big_v'::regclass"),
 	't', 'a: ... and the index is valid');
+
+# an index that a failed CREATE INDEX CONCURRENTLY left invalid, dropped
+# and made again in one text: two statements that refuse a transaction
+# block (a simple query of both failed with 25001)
+$node->safe_psql('postgres',
+	"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'big_v'::regclass");
+my $remade = run('alice',
+	'DROP INDEX CONCURRENTLY IF EXISTS big_v; CREATE INDEX CONCURRENTLY big_v ON big (v)');
+finished($remade, 'succeeded', 'a: DROP and CREATE INDEX CONCURRENTLY run in one text');
+is($node->safe_psql('postgres',
+		"SELECT indisvalid FROM pg_index WHERE indexrelid = 'big_v'::regclass"),
+	't', 'a: ... and the index made again is valid');
 
 $node->safe_psql('postgres', 'SET ROLE alice; INSERT INTO big VALUES (2, \'zzz\')');
 my $refresh = run('alice', 'REFRESH MATERIALIZED VIEW CONCURRENTLY big_counts');

@@ -3,17 +3,22 @@
  * runner.c
  *	  Running a role's procedure or command in a process of its own: a
  *	  dynamic background worker connected as the role, which runs the SQL
- *	  text as a client's simple query would be run.
+ *	  text as psql runs a script.
  *
  * Why a process of its own.  A procedure that commits, VACUUM, CREATE INDEX
  * CONCURRENTLY and REFRESH MATERIALIZED VIEW CONCURRENTLY cannot run inside
  * a transaction block or a function, which is what a worker's batch is.
  * Through SPI they fail ("cannot be executed from a function"), and a
  * procedure's COMMIT needs a top-level CALL.  So the text runs in a new
- * backend, through the loop that runs a client's simple query
- * (run_simple_query, after exec_simple_query in postgres.c): an implicit
- * transaction per statement, or one for them all when there are several,
- * and transaction statements of the text's own.
+ * backend, statement by statement, each as a client's simple query of its
+ * own (run_script, after exec_simple_query in postgres.c): as psql runs a
+ * script, each statement commits on its own unless the text opened a
+ * transaction block (BEGIN ... COMMIT), and the first error ends the run.
+ * A text of several statements thus runs VACUUM beside other statements,
+ * and DROP INDEX CONCURRENTLY before CREATE INDEX CONCURRENTLY, each at
+ * the top level; one that wants them all or none says BEGIN and COMMIT.
+ * (The text as one simple query, one implicit transaction for all its
+ * statements, refused those, as it does to a client: 25001.)
  *
  * The role.  The process connects as the role itself
  * (BackgroundWorkerInitializeConnectionByOid): session_user and
@@ -228,7 +233,7 @@ terminate_run(void)
 		shmem_reserve_terminate(run_reserve, run_reserve_generation);
 }
 
-/* runner_launch -- run the SQL text as a client's simple query (launch) */
+/* runner_launch -- run the SQL text as psql runs a script (launch) */
 bool
 runner_launch(Oid role, const char *text, int cap_ms)
 {
@@ -593,12 +598,13 @@ run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
 }
 
 /*
- * run_simple_query -- the text as a client's simple query: its statements
- * in one implicit transaction when there are several, each committed on
- * its own otherwise, the text's own BEGIN and COMMIT obeyed
+ * run_script -- the text as psql runs a script: each statement as a
+ * client's simple query of its own, committed on its own unless the text
+ * opened a transaction block, whose BEGIN and COMMIT are obeyed; the first
+ * error ends it
  */
 static void
-run_simple_query(const char *text)
+run_script(const char *text)
 {
 	MemoryContext textcxt = AllocSetContextCreate(TopMemoryContext,
 												  "retries runner text",
@@ -609,46 +615,29 @@ run_simple_query(const char *text)
 	MemoryContext oldcxt;
 	List	   *parsetrees;
 	ListCell   *lc;
-	bool		implicit_block;
 
 	debug_query_string = text;
 
 	pgstat_report_activity(STATE_RUNNING, text);
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
 
 	/*
-	 * Parsed outside the transaction: a statement may commit it and start
+	 * Parsed outside the transactions: a statement may commit one and start
 	 * another (VACUUM, CREATE INDEX CONCURRENTLY, a procedure's COMMIT)
 	 */
 	oldcxt = MemoryContextSwitchTo(textcxt);
 	parsetrees = pg_parse_query(text);
 	MemoryContextSwitchTo(oldcxt);
-	implicit_block = list_length(parsetrees) > 1;
 	foreach(lc, parsetrees)
 	{
 		RawStmt    *parsetree = lfirst_node(RawStmt, lc);
-		bool		last = lnext(parsetrees, lc) == NULL;
 
-		if (!IsTransactionState())
-			StartTransactionCommand();
-		if (implicit_block)
-			BeginImplicitTransactionBlock();
+		/* in a block the text opened, a step of it; else a transaction */
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
 		run_statement(parsetree, text, cxt);
-		if (last)
-		{
-			if (implicit_block)
-				EndImplicitTransactionBlock();
-			CommitTransactionCommand();
-		}
-		else if (IsA(parsetree->stmt, TransactionStmt))
-			CommitTransactionCommand();
-		else
-			CommandCounterIncrement();
+		CommitTransactionCommand();
 		MemoryContextReset(cxt);
 	}
-	if (IsTransactionState())
-		CommitTransactionCommand();
 
 	/*
 	 * A BEGIN without its COMMIT: a client that disconnects has it rolled
@@ -724,7 +713,7 @@ check_defaults(Oid fnoid, List *args)
  * arguments stored in args_text (a call's canonical jsonb), converted here,
  * by the role, as an attempt converts them (call_args_build), and written
  * back as literals of their types (ruleutils): the text then runs as any
- * other (run_simple_query), a top-level CALL, so that COMMIT and ROLLBACK
+ * other (run_script), a top-level CALL, so that COMMIT and ROLLBACK
  * in the procedure work.  The privileges are checked as for a call's
  * function: USAGE on its schema too, since it is given by OID.  A command
  * (a call of retries.command) is its text, after the same checks.
@@ -856,9 +845,9 @@ retries_runner_main(Datum arg)
 	PG_TRY();
 	{
 		if (OidIsValid(child_shared->fnoid))
-			run_simple_query(procedure_text(child_shared->fnoid, child_shared->text));
+			run_script(procedure_text(child_shared->fnoid, child_shared->text));
 		else
-			run_simple_query(child_shared->text);
+			run_script(child_shared->text);
 		note_outcome(RUNNER_SUCCEEDED, NULL, NULL);
 	}
 	PG_CATCH();

@@ -2,7 +2,7 @@
  *
  * runner.h
  *	  Running a role's procedure or command in a process of its own, as a
- *	  client's simple query would be run (runner.c).
+ *	  script would be run by psql (runner.c).
  *
  *-------------------------------------------------------------------------
  */
