@@ -63,6 +63,11 @@ SELECT retries.resume_schedule('nightly'), retries.resume_schedule('nightly');
 SELECT paused, next_run > now() AS future FROM retries.schedules WHERE id = :nightly;
 CALL test.try($$SELECT retries.unschedule('no such schedule')$$);
 CALL test.try($$SELECT retries.pause_schedule('no such schedule')$$);
+-- ... and by id (1.7)
+SELECT retries.pause_schedule(:nightly), retries.pause_schedule(:nightly::bigint);
+SELECT retries.resume_schedule(:nightly), retries.resume_schedule(:nightly);
+CALL test.try($$SELECT retries.unschedule(0)$$);
+CALL test.try($$SELECT retries.trigger(-1)$$);
 
 -- trigger: one call now, whatever the pause; next_run stays
 SELECT retries.pause_schedule('nightly');

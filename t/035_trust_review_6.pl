@@ -6,10 +6,11 @@
 # from 8. with CREATEDB), bob a bystander, adm a member of retries_admin.
 # Each numbered check failed on the code reviewed.  Fixed since, and plain
 # checks now: 1, 2 (the admin's command is refused as ambiguous at once),
-# 4, 5 (the debounce waits for the open pause, and moves the call), 8 (a
-# copy's first worker cancels the calls and pauses the schedules it
-# brought; what is made in the copy runs).  Still TODO, each saying
-# why: 3, 6, 7, 9, 10, 11.  The findings:
+# 3 (the admin names the schedule by its id), 4, 5 (the debounce waits
+# for the open pause, and moves the call), 8 (a copy's first worker
+# cancels the calls and pauses the schedules it brought; what is made in
+# the copy runs).  Still TODO, each saying why: 6, 7, 9, 10, 11.  The
+# findings:
 #   1. (Medium) mallory's calls of alice's function, which alice grants to
 #      PUBLIC, count as alice's hold of a worker: while they wait (on an
 #      advisory lock mallory holds, which alice's function takes), the
@@ -22,8 +23,8 @@
 #   3. (Low) once mallory has a schedule named as alice's, a retries_admin
 #      member who is no superuser cannot manage alice's schedule at all:
 #      the name is ambiguous, and the hint's SET ROLE is not open to her.
-#      (The check calls pause_schedule(name, owner), a form the fix could
-#      add.)
+#      (Fixed by pause_schedule(id) and its kin, version 1.7: mallory's
+#      of alice's id finds none, told as for an id no schedule has.)
 #   4. (Low) a database owner's ALTER DATABASE ... SET
 #      default_transaction_isolation = serializable makes the workers' own
 #      transactions serializable: their statements fail with 40001 and
@@ -173,13 +174,25 @@ ok(!defined $out && $err =~ /42P08/,
 is($node->safe_psql($DB,
 		"SELECT paused FROM retries.schedule_data WHERE name = 'nightly' AND owner = 'alice'::regrole"),
 	'f', 'b: alice\'s schedule is left as it was');
-TODO:
+# (fixed: the management functions of a schedule's id, version 1.7)
+my $alice_nightly = $node->safe_psql($DB,
+	"SELECT id FROM retries.schedule_data WHERE name = 'nightly' AND owner = 'alice'::regrole");
+($out, $err) = try_as($node, $DB, 'adm', "SELECT retries.pause_schedule($alice_nightly)");
+is($out, 't', '3: adm can still pause alice\'s schedule, by its id');
+is($node->safe_psql($DB, "SELECT paused FROM retries.schedule_data WHERE id = $alice_nightly"),
+	't', '3: ... alice\'s, and only hers');
+for my $f ('pause_schedule', 'resume_schedule', 'trigger', 'unschedule')
 {
-	local $TODO = 'finding 3 (Low, not fixed: a superuser, or the owner, manages a schedule whose name two roles use; the hint says so)';
-	($out, $err) = try_as($node, $DB, 'adm',
-		"SELECT retries.pause_schedule('nightly', 'alice'::regrole)");
-	is($out, 't', '3: adm can still pause alice\'s schedule, naming its owner');
+	my ($o, $e) = try_as($node, $DB, 'mallory', "SELECT retries.$f($alice_nightly)");
+	ok(!defined $o && $e =~ /42704.*schedule $alice_nightly does not exist/,
+		"3: mallory's $f of alice's schedule by its id finds none")
+	  or diag($e);
 }
+my ($none_out, $none_err) = try_as($node, $DB, 'mallory', 'SELECT retries.pause_schedule(987654321)');
+(my $none_msg = $none_err // '') =~ s/987654321/N/;
+(my $alice_msg = (try_as($node, $DB, 'mallory', "SELECT retries.pause_schedule($alice_nightly)"))[1] // '')
+  =~ s/\b$alice_nightly\b/N/;
+is($alice_msg, $none_msg, '3: ... as for an id that no schedule has (its existence not told)');
 sql('alice', "SELECT retries.resume_schedule('nightly')");
 
 my $mal = $node->background_psql($DB);

@@ -357,6 +357,39 @@ retries_schedule_command(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(id);
 }
 
+/* A schedule's columns as FoundSchedule has them (%s: POLICY_ID_COLUMN) */
+#define SCHEDULE_COLUMNS \
+	"SELECT id, owner::pg_catalog.oid, fn::pg_catalog.oid, args, paused, origin," \
+	" every, timezone, %s FROM retries.schedule_data"
+
+/*
+ * read_found -- the schedule that the last statement (SCHEDULE_COLUMNS)
+ * found, into *found
+ */
+static void
+read_found(FoundSchedule *found)
+{
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		policy_id;
+
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	found->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	found->owner = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
+	found->fn = DatumGetObjectId(SPI_getbinval(row, desc, 3, &isnull));
+	found->args = SPI_getbinval(row, desc, 4, &isnull);
+	found->paused = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
+	found->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 6, &isnull));
+	found->every = SPI_getvalue(row, desc, 7);
+	found->timezone = SPI_getvalue(row, desc, 8);
+	policy_id = SPI_getbinval(row, desc, 9, &isnull);
+	found->policy_id = isnull ? 0 : DatumGetInt32(policy_id);
+	/* schedule_data holds the function's key (names.c) */
+	found->fn = names_key_function(found->fn);
+}
+
 /*
  * find_schedule -- lock the schedule named 'name' that the current role
  * manages and describe it in *found; raise 42704 if there is none
@@ -374,15 +407,9 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	static SPIPlanPtr by_id_plans[2];
 	Oid			argtypes[2] = {TEXTOID, OIDOID};
 	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(caller)};
-	HeapTuple	row;
-	TupleDesc	desc;
 	bool		isnull;
-	Datum		policy_id;
 	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
 
-#define SCHEDULE_COLUMNS \
-	"SELECT id, owner::pg_catalog.oid, fn::pg_catalog.oid, args, paused, origin," \
-	" every, timezone, %s FROM retries.schedule_data"
 	if (own_plans[policies] == NULL)
 		plans_prepare_kept(&own_plans[policies],
 						   psprintf(SCHEDULE_COLUMNS
@@ -431,28 +458,44 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 				elog(ERROR, "retries: could not look up schedule \"%s\"", name);
 		}
 	}
-#undef SCHEDULE_COLUMNS
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("schedule \"%s\" does not exist", name),
 				 errhint("retries.schedules lists the schedules you may manage.")));
-
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	found->id = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-	found->owner = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
-	found->fn = DatumGetObjectId(SPI_getbinval(row, desc, 3, &isnull));
-	found->args = SPI_getbinval(row, desc, 4, &isnull);
-	found->paused = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
-	found->origin = DatumGetTimestampTz(SPI_getbinval(row, desc, 6, &isnull));
-	found->every = SPI_getvalue(row, desc, 7);
-	found->timezone = SPI_getvalue(row, desc, 8);
-	policy_id = SPI_getbinval(row, desc, 9, &isnull);
-	found->policy_id = isnull ? 0 : DatumGetInt32(policy_id);
-	/* schedule_data holds the function's key (names.c) */
-	found->fn = names_key_function(found->fn);
+	read_found(found);
 }
+
+/*
+ * find_schedule_by_id -- as find_schedule(), the schedule of id 'id': one
+ * of the current role's own, or any role's for a role that sees every
+ * role's calls (which thus manages a schedule whose name two roles use)
+ */
+static void
+find_schedule_by_id(int64 id, Oid caller, FoundSchedule *found)
+{
+	static SPIPlanPtr plans[2];
+	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
+	Datum		values[3] = {Int64GetDatum(id), ObjectIdGetDatum(caller),
+	BoolGetDatum(access_sees_all_calls(caller))};
+
+	if (plans[policies] == NULL)
+		plans_prepare_kept(&plans[policies],
+						   psprintf(SCHEDULE_COLUMNS
+									" WHERE id OPERATOR(pg_catalog.=) $1"
+									" AND (owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole OR $3)"
+									" FOR UPDATE", POLICY_ID_COLUMN(policies)),
+						   3, (Oid[]) {INT8OID, OIDOID, BOOLOID});
+	if (SPI_execute_plan(plans[policies], values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look up schedule " INT64_FORMAT, id);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("schedule " INT64_FORMAT " does not exist", id),
+				 errhint("retries.schedules lists the schedules you may manage, with their ids.")));
+	read_found(found);
+}
+
 
 /*
  * update_schedule -- run 'query' on schedule 'id' ($1), with one more
@@ -470,15 +513,16 @@ update_schedule(SPIPlanPtr *plan, const char *query, int64 id, const Datum *when
 }
 
 /*
- * The management functions share one frame: check the name, act as the
- * extension's owner, find the schedule, act on it, go back.
+ * The management functions share one frame: act as the extension's owner,
+ * find the schedule by its name (argument 0, a text) or, for the SQL
+ * functions of a bigint (version 1.7), its id, act on it, go back.
  */
 typedef void (*ScheduleAction) (const FoundSchedule *found, Datum *result);
 
 static Datum
 manage_schedule(FunctionCallInfo fcinfo, const char *what, ScheduleAction action)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bool		by_id = get_fn_expr_argtype(fcinfo->flinfo, 0) == INT8OID;
 	RetriesUserSwitch save;
 	FoundSchedule found;
 	Datum		result;
@@ -487,7 +531,10 @@ manage_schedule(FunctionCallInfo fcinfo, const char *what, ScheduleAction action
 	PreventCommandDuringRecovery(what);
 	access_become_owner(&save);
 	SPI_connect();
-	find_schedule(name, save.saved_userid, &found);
+	if (by_id)
+		find_schedule_by_id(PG_GETARG_INT64(0), save.saved_userid, &found);
+	else
+		find_schedule(text_to_cstring(PG_GETARG_TEXT_PP(0)), save.saved_userid, &found);
 	action(&found, &result);
 	xact_wake_workers(WAKE_FIRE);
 	SPI_finish();
@@ -569,7 +616,7 @@ trigger_action(const FoundSchedule *found, Datum *result)
 }
 
 /*
- * retries_unschedule -- SQL function retries.unschedule(name): drop a
+ * retries_unschedule -- SQL function retries.unschedule(name or id): drop a
  * schedule; the calls it fired stay, as one-off calls
  */
 Datum
@@ -579,7 +626,7 @@ retries_unschedule(PG_FUNCTION_ARGS)
 }
 
 /*
- * retries_pause_schedule -- SQL function retries.pause_schedule(name): no
+ * retries_pause_schedule -- SQL function retries.pause_schedule(name or id): no
  * firings until resumed; true if it was not paused
  */
 Datum
@@ -589,7 +636,7 @@ retries_pause_schedule(PG_FUNCTION_ARGS)
 }
 
 /*
- * retries_resume_schedule -- SQL function retries.resume_schedule(name):
+ * retries_resume_schedule -- SQL function retries.resume_schedule(name or id):
  * fire again from the next time after now (the firings of the pause are
  * neither run nor counted); true if it was paused
  */
@@ -600,7 +647,7 @@ retries_resume_schedule(PG_FUNCTION_ARGS)
 }
 
 /*
- * retries_trigger -- SQL function retries.trigger(name): one call of the
+ * retries_trigger -- SQL function retries.trigger(name or id): one call of the
  * schedule now, whatever its overlap and pause, counted as a firing;
  * next_run stays; returns the call's id
  */
