@@ -112,3 +112,6 @@ CALL test.try($$SELECT retries.next_runs('0 * * * *', 'Mars/Olympus_Mons')$$);
 CALL test.try($$SELECT retries.next_runs('0 * * * *', n => -1)$$);
 CALL test.try($$SELECT retries.next_runs('0 * * * *', n => 10001)$$);
 CALL test.try($$SELECT retries.next_runs('0 * * * *', after => 'infinity')$$);
+-- '@reboot' (1.7) fires at each start of the server, at no time
+SELECT (SELECT count(*) FROM retries.next_runs('@reboot')) + (SELECT count(*) FROM retries.next_runs(' @REBOOT ')) AS at_times;
+CALL test.try($$SELECT retries.next_runs('@reboots')$$);

@@ -21,7 +21,11 @@
 #      by a call that waits on it (a lock here, at a gate the test holds;
 #      pg_sleep() or a buffer read by another process does the same): a
 #      schedule and a call made while the only worker runs such a call are
-#      decided right after it, not after the worker's idle sleep.
+#      decided right after it, not after the worker's idle sleep;
+#   h. (before d.) '@reboot' fires once per start of the server: not when
+#      made, once after a restart, not again when the workers start again
+#      (terminated) or after a crash restart, once more after the next
+#      restart; a paused one not at all.
 #
 # No step depends on how fast the machine is: what must happen while a call
 # runs happens while the call waits at a gate, and the outages of b. and c.
@@ -490,6 +494,53 @@ SELECT pg_reload_conf();
 });
 wait_until($node, 'postgres', workers_query('postgres'), '2',
 	'g: two workers again');
+
+###########################################################################
+# h. '@reboot': once per start of the server
+###########################################################################
+
+$node->safe_psql('postgres', q{
+SELECT retries.schedule('reboot_one', 'note(text)', '@reboot', '["reboot_one"]');
+SELECT retries.schedule('reboot_paused', 'note(text)', '@Reboot ', '["reboot_paused"]');
+SELECT retries.pause_schedule('reboot_paused');
+});
+is($node->safe_psql('postgres',
+		"SELECT string_agg(next_run::text, ',') FROM retries.schedules WHERE name ~ '^reboot_'"),
+	'infinity,infinity', 'h: a schedule of @reboot is due at no time');
+# (the workers of this start served long before it was made)
+stays_true($node, 'postgres',
+	"SELECT count(*) = 0 FROM fired WHERE schedule ~ '^reboot_'", 2,
+	'h: made, it does not fire');
+my $reboot_fired = "SELECT count(*) FROM fired WHERE schedule = 'reboot_one'";
+$node->restart;
+wait_until($node, 'postgres', $reboot_fired, '1', 'h: after a restart it fires');
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'retries worker'");
+wait_until($node, 'postgres', workers_query('postgres'), '2', 'h: the workers start again');
+my $crashes = crash_restarts();
+my $t_kill = $node->safe_psql('postgres', 'SELECT now()');
+kill 'KILL', $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'retries worker' LIMIT 1");
+my $until = time() + $RetriesTest::DEADLINE;
+usleep(50_000) while crash_restarts() <= $crashes && time() < $until;    # poll
+cmp_ok(crash_restarts(), '>', $crashes, 'h: a crash restart');
+# (idle: they have served, and found nothing due)
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.workers w JOIN pg_stat_activity a USING (pid)"
+	  . " WHERE w.database = 'postgres' AND w.state = 'idle' AND a.backend_start > '$t_kill'",
+	'2', 'h: the workers serve again after it');
+stays_true($node, 'postgres', "SELECT ($reboot_fired) = 1", 2,
+	'h: neither the workers\' new start nor a crash restart fires it again');
+$node->restart;
+wait_until($node, 'postgres', $reboot_fired, '2', 'h: the next restart fires it once more');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM fired WHERE schedule = 'reboot_paused'"),
+	'0', 'h: a paused one never fired');
+is($node->safe_psql('postgres',
+		"SELECT firings || ' ' || next_run FROM retries.schedules WHERE name = 'reboot_one'"),
+	'2 infinity', 'h: two firings, and due at no time again');
+$node->safe_psql('postgres',
+	"SELECT retries.unschedule('reboot_one'), retries.unschedule('reboot_paused')");
 
 ###########################################################################
 # d. a standby fires nothing; promoted, it fires

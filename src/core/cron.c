@@ -367,7 +367,7 @@ cron_parse(const char *str, CronSpec *result, PolicyError *err)
 				return cron_parse(macros[i].expansion, result, err);
 		}
 		policy_set_error(err, "unknown cron macro %s", policy_quote(qmacro, p, len));
-		policy_set_hint(err, "The macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly.");
+		policy_set_hint(err, "The macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly and @reboot (at each start of the server).");
 		return false;
 	}
 

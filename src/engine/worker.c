@@ -2213,7 +2213,9 @@ names_step(void)
  * retries.enabled is off.  The first time, in a database that is a copy of
  * another, only once it has settled the calls and schedules that the copy
  * brought (home.c), those that no other transaction holds: the others are
- * settled as the worker claims them, and it tries again now and then.  On
+ * settled as the worker claims them, and it tries again now and then.  The
+ * first time, too, the schedules of '@reboot' are made due, if the server
+ * started since they last fired (schedule_arm_at_start).  On
  * an error, logged, the worker does not serve until it tries again.
  */
 static bool
@@ -2240,6 +2242,8 @@ serving(void)
 			SPI_connect();
 			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
 			finish_cancelled(ids, n);
+			if (!settled)
+				schedule_arm_at_start();
 			SPI_finish();
 		}
 		PopActiveSnapshot();

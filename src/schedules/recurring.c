@@ -114,7 +114,7 @@ parse_interval_text(const char *every)
 				 errmsg("invalid every: \"%s\" is neither a cron expression nor an interval",
 						every),
 				 errdetail_internal("%s", edata->message),
-				 errhint("Write five cron fields, such as '*/5 * * * *', a macro such as '@daily', or an interval such as '30s', '1h30m' or '5 minutes'.")));
+				 errhint("Write five cron fields, such as '*/5 * * * *', a macro such as '@daily' (or '@reboot', at each start of the server), or an interval such as '30s', '1h30m' or '5 minutes'.")));
 	}
 	PG_END_TRY();
 	if (iv->month != 0)
@@ -131,6 +131,26 @@ parse_interval_text(const char *every)
 	return usecs;
 }
 
+/*
+ * is_at_start -- is 'every' pg_cron's '@reboot' (in any case, white space
+ * around it allowed), as EVERY_AT_START_REGEX says
+ */
+static bool
+is_at_start(const char *every)
+{
+	const char *p = every;
+	size_t		n;
+
+	while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+		p++;
+	if (pg_strncasecmp(p, "@reboot", 7) != 0)
+		return false;
+	for (n = 7; p[n] != '\0'; n++)
+		if (!(p[n] == ' ' || (p[n] >= '\t' && p[n] <= '\r')))
+			return false;
+	return true;
+}
+
 void
 recurring_every_parse(const char *every, RetriesEvery *result)
 {
@@ -138,6 +158,11 @@ recurring_every_parse(const char *every, RetriesEvery *result)
 
 	check_length(every, "every");
 	memset(result, 0, sizeof(*result));
+	if (is_at_start(every))
+	{
+		result->at_start = true;
+		return;
+	}
 	if (cron_looks_like_cron(every))
 	{
 		if (!cron_parse(every, &result->cron, &err))
@@ -260,6 +285,8 @@ TimestampTz
 recurring_every_next(const RetriesEvery *every, pg_tz *tz, TimestampTz origin,
 					 TimestampTz after)
 {
+	if (every->at_start)
+		return DT_NOEND;
 	if (!every->is_cron)
 	{
 		int64		k;

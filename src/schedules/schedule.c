@@ -138,6 +138,8 @@ first_run(const RetriesEvery *every, pg_tz *tz, TimestampTz origin, TimestampTz 
 {
 	TimestampTz next = recurring_every_next(every, tz, origin, now);
 
+	if (every->at_start)
+		return next;			/* 'infinity': at the server's next start */
 	if (TIMESTAMP_NOT_FINITE(next))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -740,7 +742,13 @@ advance(Firing *f, TimestampTz now)
 		return false;
 	}
 	recurring_every_parse(f->every, &every);
-	if (!every.is_cron)
+	if (every.at_start)
+	{
+		/* armed at the server's start (schedule_arm_at_start): once */
+		due = 1;
+		next = DT_NOEND;
+	}
+	else if (!every.is_cron)
 	{
 		/* a fixed rate: count, do not walk */
 		due = (now - f->next_run) / every.usecs + 1;
@@ -1020,6 +1028,35 @@ find_due(TimestampTz horizon, int *found)
 	*found = n;
 	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
 										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * schedule_arm_at_start -- make due now the schedules of '@reboot' that
+ * are not paused and have not fired since the server started (nor been
+ * made since): a worker runs this when it first serves after it started,
+ * and their firing takes them back to 'infinity'.  So they fire once per
+ * start of the server, whichever worker comes first, however many
+ * workers start again meanwhile.  Inside SPI, in a transaction.
+ */
+void
+schedule_arm_at_start(void)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1] = {TimestampTzGetDatum(clock_xact_now())};
+
+	if (schema_retries_version() < SCHEMA_1_2)
+		return;
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.schedule_data SET next_run = $1"
+					   " WHERE every OPERATOR(pg_catalog.~) '" EVERY_AT_START_REGEX "'"
+					   " AND NOT paused"
+					   " AND next_run OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+					   " AND coalesce(last_run, created_at)"
+					   "  OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time()",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not arm the schedules of @reboot");
 }
 
 /*

@@ -11,6 +11,7 @@
 
 #include "datatype/timestamp.h"
 
+extern void schedule_arm_at_start(void);
 extern TimestampTz schedule_fire_due(TimestampTz now, TimestampTz made_before,
 									 bool *waiting);
 
