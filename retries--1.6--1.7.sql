@@ -247,6 +247,21 @@ SELECT retries.copy_grants(('retries.' || f || '(text)')::pg_catalog.regprocedur
 						   ('retries.' || f || '(bigint)')::pg_catalog.regprocedure)
   FROM unnest(ARRAY['unschedule', 'pause_schedule', 'resume_schedule', 'trigger']) f;
 
+-- a schedule changed in part, with the privileges of retries.schedule()
+CREATE FUNCTION retries.alter_schedule(name text,
+									   every text DEFAULT NULL,
+									   args jsonb DEFAULT NULL,
+									   timezone text DEFAULT NULL,
+									   overlap text DEFAULT NULL,
+									   catch_up interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_alter_schedule'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.alter_schedule(text, text, jsonb, text, text, interval) IS
+	'change the current role''s schedule of that name in what is given (not NULL), as retries.schedule would replace it; returns its id';
+SELECT retries.copy_grants('retries.schedule(text, regprocedure, text, jsonb, text, text, interval)',
+						   'retries.alter_schedule(text, text, jsonb, text, text, interval)');
+
 DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
 DROP FUNCTION retries.grant_as_user(text);
 

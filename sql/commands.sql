@@ -108,6 +108,10 @@ SELECT name, fn, command, policy FROM retries.schedules;
 SELECT retries.schedule_command('refresh', 'REFRESH MATERIALIZED VIEW CONCURRENTLY cmd_mv',
 								'0 3 * * *') = :refresh AS same_id_again;
 SELECT name, fn, command, policy FROM retries.schedules;
+-- alter_schedule keeps a command's text and policy, and refuses args for it
+SELECT retries.alter_schedule('refresh', every => '0 4 * * *') = :refresh AS altered;
+SELECT name, fn, command, policy, every FROM retries.schedules;
+CALL test.try($$SELECT retries.alter_schedule('refresh', args => '["VACUUM"]')$$);
 
 -- the workers run them: what refuses a transaction block or a function
 -- runs, as the role that made it, in a session of its own (CREATE INDEX

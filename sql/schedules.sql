@@ -31,6 +31,16 @@ SELECT name, fn, every, args, timezone, overlap, catch_up, paused, firings, skip
 SELECT retries.schedule('often', 'sched_note(text)', '2 minutes', '["often, again"]',
 						overlap => 'allow', catch_up => '5 min') = :often AS same_id;
 SELECT name, every, args, overlap, catch_up FROM retries.schedules WHERE id = :often;
+-- alter_schedule (1.7): what is given, the rest as it was
+SELECT retries.alter_schedule('often', every => '3 minutes') = :often AS same_id,
+	   retries.alter_schedule('often') = :often AS nothing_given;
+SELECT name, every, args, overlap, catch_up FROM retries.schedules WHERE id = :often;
+SELECT retries.alter_schedule('often', args => '["often, altered"]', catch_up => '0') = :often;
+SELECT name, every, args, overlap, catch_up FROM retries.schedules WHERE id = :often;
+CALL test.try($$SELECT retries.alter_schedule('no such schedule', every => '1h')$$);
+CALL test.try($$SELECT retries.alter_schedule('often', every => 'never')$$);
+CALL test.try($$SELECT retries.alter_schedule('often', overlap => 'sometimes')$$);
+CALL test.try($$SELECT retries.alter_schedule(NULL)$$);
 
 -- the last day of the month (L), in the schedule's zone
 SELECT retries.schedule('month_end', 'sched_note(text)', '45 23 L * *', '["month end"]',

@@ -193,6 +193,12 @@ my ($none_out, $none_err) = try_as($node, $DB, 'mallory', 'SELECT retries.pause_
 (my $alice_msg = (try_as($node, $DB, 'mallory', "SELECT retries.pause_schedule($alice_nightly)"))[1] // '')
   =~ s/\b$alice_nightly\b/N/;
 is($alice_msg, $none_msg, '3: ... as for an id that no schedule has (its existence not told)');
+# alter_schedule (1.7) changes the caller's own schedule of the name only
+sql('mallory', "SELECT retries.alter_schedule('nightly', every => '2 days')");
+is($node->safe_psql($DB,
+		"SELECT string_agg(owner || '=' || every, ',' ORDER BY owner::text)"
+		  . " FROM retries.schedule_data WHERE name = 'nightly'"),
+	'alice=1s,mallory=2 days', 'b: mallory\'s alter_schedule of the name changes her own only');
 sql('alice', "SELECT retries.resume_schedule('nightly')");
 
 my $mal = $node->background_psql($DB);

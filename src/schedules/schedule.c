@@ -82,6 +82,7 @@ PG_FUNCTION_INFO_V1(retries_unschedule);
 PG_FUNCTION_INFO_V1(retries_pause_schedule);
 PG_FUNCTION_INFO_V1(retries_resume_schedule);
 PG_FUNCTION_INFO_V1(retries_trigger);
+PG_FUNCTION_INFO_V1(retries_alter_schedule);
 
 /* How late a firing may be seen and still be on time, catch_up aside */
 #define FIRING_SLACK_USECS		(1 * USECS_PER_SEC)
@@ -113,7 +114,12 @@ typedef struct FoundSchedule
 	char	   *every;
 	char	   *timezone;
 	int32		policy_id;		/* a command's own policy; 0: the current */
+	Oid			fn_key;			/* fn's key, as schedule_data holds it */
+	char	   *overlap;
+	Interval   *catch_up;		/* in the SPI result's memory */
 } FoundSchedule;
+
+static void find_own_schedule(const char *name, Oid caller, FoundSchedule *found);
 
 /*
  * check_function -- the function exists and the current role may call it
@@ -308,6 +314,71 @@ retries_schedule(PG_FUNCTION_ARGS)
 }
 
 /*
+ * retries_alter_schedule -- SQL function retries.alter_schedule(name, every,
+ * args, timezone, overlap, catch_up) (version 1.7): the caller's schedule
+ * of that name replaced as retries.schedule() would replace it, with its
+ * current values for the arguments given as NULL (an interval schedule
+ * counts from now); its id.  A command's schedule keeps its text and
+ * policy (schedule_command() replaces them).
+ */
+Datum
+retries_alter_schedule(PG_FUNCTION_ARGS)
+{
+	ScheduleSpec spec;
+	TimestampTz now = clock_xact_now();
+	TimestampTz first;
+	int64		catch_up_usecs;
+	RetriesUserSwitch save;
+	FoundSchedule found;
+	MemoryContext callercxt = CurrentMemoryContext;
+	MemoryContext oldcxt;
+	int64		id;
+
+	PreventCommandIfReadOnly("retries.alter_schedule()");
+	PreventCommandDuringRecovery("retries.alter_schedule()");
+	args_check_not_null(fcinfo, 0, "name");
+	spec.name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	/* the caller's own schedule of that name, locked, in the caller's memory */
+	access_become_owner(&save);
+	SPI_connect();
+	find_own_schedule(spec.name, save.saved_userid, &found);
+	oldcxt = MemoryContextSwitchTo(callercxt);
+	spec.fnoid = found.fn;
+	spec.every = PG_ARGISNULL(1) ? pstrdup(found.every) : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	spec.args = PG_ARGISNULL(2) ? DatumGetJsonbPCopy(found.args) : PG_GETARG_JSONB_P(2);
+	spec.timezone = PG_ARGISNULL(3) ? pstrdup(found.timezone) :
+		text_to_cstring(PG_GETARG_TEXT_PP(3));
+	spec.overlap = PG_ARGISNULL(4) ? pstrdup(found.overlap) :
+		text_to_cstring(PG_GETARG_TEXT_PP(4));
+	if (PG_ARGISNULL(5))
+	{
+		spec.catch_up = palloc(sizeof(Interval));
+		*spec.catch_up = *found.catch_up;
+	}
+	else
+		spec.catch_up = PG_GETARG_INTERVAL_P(5);
+	spec.policy_id = found.policy_id;
+	MemoryContextSwitchTo(oldcxt);
+	SPI_finish();
+	access_restore_user(&save);
+
+	if (!PG_ARGISNULL(2) && spec.fnoid == schema_command_oid())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid args: schedule \"%s\" runs a command, whose text is not args", spec.name),
+				 errhint("retries.schedule_command() replaces a command's schedule, its text and policy with it.")));
+	check_schedule(&spec, now, &first, &catch_up_usecs);
+
+	access_become_owner(&save);
+	SPI_connect();
+	id = store_schedule(&spec, save.saved_userid, found.fn_key, now, first, catch_up_usecs);
+	SPI_finish();
+	access_restore_user(&save);
+	PG_RETURN_INT64(id);
+}
+
+/*
  * retries_schedule_command -- SQL function retries.schedule_command(name,
  * command, every, timezone, overlap, catch_up, policy, retry_on): as
  * retries.schedule(), of a command (command.c) with its own policy
@@ -362,7 +433,7 @@ retries_schedule_command(PG_FUNCTION_ARGS)
 /* A schedule's columns as FoundSchedule has them (%s: POLICY_ID_COLUMN) */
 #define SCHEDULE_COLUMNS \
 	"SELECT id, owner::pg_catalog.oid, fn::pg_catalog.oid, args, paused, origin," \
-	" every, timezone, %s FROM retries.schedule_data"
+	" every, timezone, %s, overlap, catch_up FROM retries.schedule_data"
 
 /*
  * read_found -- the schedule that the last statement (SCHEDULE_COLUMNS)
@@ -388,8 +459,49 @@ read_found(FoundSchedule *found)
 	found->timezone = SPI_getvalue(row, desc, 8);
 	policy_id = SPI_getbinval(row, desc, 9, &isnull);
 	found->policy_id = isnull ? 0 : DatumGetInt32(policy_id);
+	found->overlap = SPI_getvalue(row, desc, 10);
+	found->catch_up = DatumGetIntervalP(SPI_getbinval(row, desc, 11, &isnull));
 	/* schedule_data holds the function's key (names.c) */
+	found->fn_key = found->fn;
 	found->fn = names_key_function(found->fn);
+}
+
+/*
+ * lookup_own_schedule -- lock the schedule named 'name' of role 'caller',
+ * the last statement's result (SCHEDULE_COLUMNS); whether there is one
+ */
+static bool
+lookup_own_schedule(const char *name, Oid caller)
+{
+	static SPIPlanPtr plans[2];
+	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(caller)};
+	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
+
+	if (plans[policies] == NULL)
+		plans_prepare_kept(&plans[policies],
+						   psprintf(SCHEDULE_COLUMNS
+									" WHERE name OPERATOR(pg_catalog.=) $1"
+									" AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
+									" FOR UPDATE", POLICY_ID_COLUMN(policies)),
+						   2, (Oid[]) {TEXTOID, OIDOID});
+	if (SPI_execute_plan(plans[policies], values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not look up schedule \"%s\"", name);
+	return SPI_processed > 0;
+}
+
+/*
+ * find_own_schedule -- as find_schedule(), among the caller's own
+ * schedules only
+ */
+static void
+find_own_schedule(const char *name, Oid caller, FoundSchedule *found)
+{
+	if (!lookup_own_schedule(name, caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("schedule \"%s\" does not exist", name),
+				 errhint("retries.alter_schedule() changes a schedule of the current role's own; retries.schedules lists them.")));
+	read_found(found);
 }
 
 /*
@@ -404,7 +516,6 @@ read_found(FoundSchedule *found)
 static void
 find_schedule(const char *name, Oid caller, FoundSchedule *found)
 {
-	static SPIPlanPtr own_plans[2];
 	static SPIPlanPtr any_plans[2];
 	static SPIPlanPtr by_id_plans[2];
 	Oid			argtypes[2] = {TEXTOID, OIDOID};
@@ -412,16 +523,7 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	bool		isnull;
 	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
 
-	if (own_plans[policies] == NULL)
-		plans_prepare_kept(&own_plans[policies],
-						   psprintf(SCHEDULE_COLUMNS
-									" WHERE name OPERATOR(pg_catalog.=) $1"
-									" AND owner OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
-									" FOR UPDATE", POLICY_ID_COLUMN(policies)),
-						   2, argtypes);
-	if (SPI_execute_plan(own_plans[policies], values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look up schedule \"%s\"", name);
-	if (SPI_processed == 0 && access_sees_all_calls(caller))
+	if (!lookup_own_schedule(name, caller) && access_sees_all_calls(caller))
 	{
 		/*
 		 * Which roles have one, without locking: locking every row of the
