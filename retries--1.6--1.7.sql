@@ -115,6 +115,31 @@ ALTER TABLE retries.call_data ADD COLUMN key_window interval;
 COMMENT ON COLUMN retries.call_data.key_window IS
 	'with key: the key_window the call was made with (its own or its function''s); its attempts start at least that long after those of the key''s other calls began, and never while one runs (NULL: none)';
 
+-- what ran each attempt: the process, and a command's completion tag
+ALTER TABLE retries.attempt_data ADD COLUMN command_tag text, ADD COLUMN pid integer;
+COMMENT ON COLUMN retries.attempt_data.command_tag IS
+	'of a procedure''s or command''s attempt that succeeded: its last statement''s completion tag, as psql shows it (INSERT 0 3, VACUUM)';
+COMMENT ON COLUMN retries.attempt_data.pid IS
+	'the process that ran the attempt: a worker, or a procedure''s or command''s runner (NULL if not known)';
+CREATE OR REPLACE VIEW retries.attempts WITH (security_barrier) AS
+SELECT a.call_id,
+	   a.attempt,
+	   a.started_at,
+	   a.finished_at,
+	   a.outcome,
+	   a.sqlstate,
+	   a.message,
+	   a.detail,
+	   a.hint,
+	   a.context,
+	   a.next_delay,
+	   a.on_exhausted_error,
+	   a.command_tag,
+	   a.pid
+  FROM retries.attempt_data a
+  JOIN retries.call_data c ON c.id = a.call_id
+ WHERE retries.visible_role(c.scheduled_by);
+
 -- each role's earliest due call of a priority below 0 (see src/engine/claim.c)
 CREATE INDEX call_data_low_by_role ON retries.call_data (scheduled_by, next_attempt)
 	WHERE state = 'scheduled' AND NOT held AND priority < 0;

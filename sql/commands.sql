@@ -149,6 +149,11 @@ SELECT a.call_id = :retried AS retried, a.attempt, a.outcome, a.sqlstate, a.mess
   FROM retries.attempts a WHERE a.call_id IN (:retried, :missing, :autocommit, :block)
  ORDER BY a.call_id, a.attempt;
 SELECT retries.result(:vac) AS no_result;
+-- each attempt's last statement's completion tag (on success), and its process
+SELECT a.call_id = :who AS who, a.command_tag, a.pid IS NOT NULL AS has_pid,
+	   a.pid <> pg_backend_pid() AS not_this_session
+  FROM retries.attempts a
+ WHERE a.call_id IN (:who, :two_stmts, :vac, :vac2, :autocommit) ORDER BY a.call_id;
 
 RESET ROLE;
 DROP FUNCTION cmd_noop();

@@ -81,6 +81,9 @@ typedef struct Outcome
 	char	   *context;
 	Jsonb	   *result;			/* of a success; NULL for none */
 	bool		notify;			/* the call's policy asks for NOTIFY */
+	const char *command_tag;	/* a runner's last statement's; or NULL */
+	int			pid;			/* the process that ran it: 0 for this one,
+								 * -1 if not known */
 } Outcome;
 
 /* Where run_sandboxed() was when an error came */
@@ -100,11 +103,12 @@ enum
 {
 	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
 	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
-	OC_DELAY, OC_RESULT, OC_NCOLUMNS
+	OC_DELAY, OC_RESULT, OC_COMMAND_TAG, OC_PID, OC_NCOLUMNS
 };
 static const Oid outcome_column_type[OC_NCOLUMNS] = {
 	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
-	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID
+	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID,
+	TEXTOID, INT4OID
 };
 static struct
 {
@@ -832,6 +836,8 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 	SET_TEXT(OC_CONTEXT, out->context);
 	SET(OC_DELAY, Int64GetDatum(out->delay), out->delay < 0);
 	SET(OC_RESULT, PointerGetDatum(out->result), out->result == NULL);
+	SET_TEXT(OC_COMMAND_TAG, out->command_tag);
+	SET(OC_PID, Int32GetDatum(out->pid == 0 ? MyProcPid : out->pid), out->pid < 0);
 #undef SET_TEXT
 #undef SET
 	if (out->result != NULL)
@@ -913,8 +919,10 @@ trim_attempts(void)
 static void
 write_outcomes(void)
 {
-	static SPIPlanPtr plans[2];
-	bool		results = (schema_retries_version() >= SCHEMA_1_2); /* version 1.2 */
+	static SPIPlanPtr plans[3];
+	/* results from version 1.2, the tag and process from 1.7 */
+	int			version = schema_retries_version() >= SCHEMA_1_7 ? 2 :
+		schema_retries_version() >= SCHEMA_1_2 ? 1 : 0;
 	Oid			argtypes[OC_NCOLUMNS];
 	Datum		values[OC_NCOLUMNS];
 	int			n = pending.n;
@@ -937,8 +945,8 @@ write_outcomes(void)
 	 * reading all of it.  The generic plan looks each call up by its key,
 	 * planned so whatever the table's size then (plans_execute_by_index).
 	 */
-	if (plans[results] == NULL)
-		plans_prepare_generic(&plans[results],
+	if (plans[version] == NULL)
+		plans_prepare_generic(&plans[version],
 							  psprintf("WITH done AS ("
 									   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
 									   "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
@@ -947,10 +955,11 @@ write_outcomes(void)
 									   "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
 									   "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
 									   "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
-									   "  pg_catalog.unnest($14))"
+									   "  pg_catalog.unnest($14), pg_catalog.unnest($15),"
+									   "  pg_catalog.unnest($16))"
 									   "  AS d(call_id, attempt, started_at, finished_at, outcome,"
 									   "   state, next_attempt, sqlstate, message, detail, hint,"
-									   "   context, delay, result)),"
+									   "   context, delay, result, command_tag, pid)),"
 									   " c AS ("
 									   " UPDATE retries.call_data c SET"
 									   "  state = d.state::retries.call_state, attempts = d.attempt,"
@@ -961,15 +970,17 @@ write_outcomes(void)
 									   " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
 									   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
 									   "  finished_at, outcome, sqlstate, message, detail, hint, context,"
-									   "  next_delay)"
+									   "  next_delay%s)"
 									   " SELECT call_id, attempt, started_at, finished_at,"
 									   "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
 									   "  hint, context,"
-									   "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)"
+									   "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)%s"
 									   " FROM done",
-									   results ? ", result = d.result" : ""),
+									   version >= 1 ? ", result = d.result" : "",
+									   version >= 2 ? ", command_tag, pid" : "",
+									   version >= 2 ? ", command_tag, pid" : ""),
 							  OC_NCOLUMNS, argtypes);
-	if (plans_execute_by_index(plans[results], values, false, 0) != SPI_OK_INSERT)
+	if (plans_execute_by_index(plans[version], values, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 
 	/* the calls that finished: their waiters, NOTIFYs and followers */
@@ -1684,6 +1695,8 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
+	out.pid = ro->pid != 0 ? ro->pid : -1;
+	out.command_tag = ro->command_tag[0] ? ro->command_tag : NULL;
 	if (policy == NULL)
 	{
 		fail_without_policy(call, attempt, started_at, &out);

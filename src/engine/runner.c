@@ -464,6 +464,9 @@ clip(char *dst, const char *src)
 	strcpy(dst + len, "...");
 }
 
+/* The completion tag of the last statement that ran to its end */
+static char last_tag[COMPLETION_TAG_BUFSIZE];
+
 /*
  * note_outcome -- the child's outcome, for the parent; 'message', if given,
  * instead of the error's own
@@ -479,6 +482,9 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 	out->status = status;
 	out->capped = cap_reached;
 	out->retry_after = retries_retry_after_usecs;
+	out->pid = MyProcPid;
+	if (status == RUNNER_SUCCEEDED)
+		strlcpy(out->command_tag, last_tag, sizeof(out->command_tag));
 	if (edata != NULL)
 	{
 		out->sqlerrcode = edata->sqlerrcode;
@@ -549,6 +555,23 @@ cap_at_commit(XactEvent event, void *arg)
 }
 
 /*
+ * note_tag -- keep the completion tag of a statement that ran to its end,
+ * as a client is sent it (EndCommand): "INSERT 0 3", "VACUUM"
+ */
+static void
+note_tag(const QueryCompletion *qc)
+{
+	const char *name = GetCommandTagName(qc->commandTag);
+
+	if (command_tag_display_rowcount(qc->commandTag))
+		snprintf(last_tag, sizeof(last_tag),
+				 qc->commandTag == CMDTAG_INSERT ? "%s 0 " UINT64_FORMAT : "%s " UINT64_FORMAT,
+				 name, qc->nprocessed);
+	else
+		strlcpy(last_tag, name, sizeof(last_tag));
+}
+
+/*
  * run_statement -- one statement of the text, as exec_simple_query runs it
  */
 static void
@@ -595,6 +618,7 @@ run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
 	receiver->rDestroy(receiver);
 	PortalDrop(portal, false);
 	check_cap();
+	note_tag(&qc);
 }
 
 /*

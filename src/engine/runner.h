@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "nodes/nodes.h"
+#include "tcop/dest.h"
 #include "utils/jsonb.h"
 
 /* How a run ended */
@@ -34,6 +35,10 @@ typedef struct RunnerOutcome
 	char		detail[RUNNER_TEXT_LEN];
 	char		hint[RUNNER_TEXT_LEN];
 	char		context[RUNNER_TEXT_LEN];
+	char		command_tag[COMPLETION_TAG_BUFSIZE];	/* the last statement's,
+														 * as psql shows it; ""
+														 * for none */
+	int			pid;			/* the process's; 0 if it said nothing */
 } RunnerOutcome;
 
 extern bool runner_launch(Oid role, const char *text, int cap_ms);
