@@ -144,7 +144,7 @@ is($node->safe_psql('ta', q{SELECT count(*) FROM retries.function_names WHERE si
 fresh_db('tb');
 my @attempts = map {
 	join("\t", $_, 1, '2020-01-01 00:00:00+00', '2020-01-01 00:00:00+00',
-		'succeeded', '\N', 'forged by dbo', ('\N') x 5)
+		'succeeded', '\N', 'forged by dbo', ('\N') x 7)
 } 1 .. 20;
 ($ret, $err) = dbo_copy('tb', 'attempt_data', \@attempts);
 is($ret, 0, 'b: dbo loads attempt rows of calls that are not there') or diag($err);
