@@ -375,7 +375,9 @@ stays_true($node, 'm17', "SELECT count(*) = 0 FROM alice.t", 5,
 # they settle a copy of a 1.7 database, and forget the note
 wait_until($node, 'm16_copy',
 	"SELECT string_agg(state || ': ' || last_message, ',') FROM retries.call_data",
-	'cancelled: copied with database "m16_copy" from database '
+	'cancelled: copied with database '
+	  . $node->safe_psql($DB, "SELECT oid FROM pg_database WHERE datname = 'm16_copy'")
+	  . ' ("m16_copy") from database '
 	  . $node->safe_psql($DB, "SELECT oid FROM pg_database WHERE datname = 'm16'")
 	  . ' (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it',
 	'3: the copy of the 1.6 database cancels the call it brought, saying why');

@@ -121,7 +121,7 @@ $node->safe_psql($DB, 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf
 call_reaches($node, 'tenant_a', $ca, 'succeeded',
 	'a: alice\'s call made in the new database before its workers looked runs');
 is($node->safe_psql('tenant_a',
-		"SELECT state || ': ' || (last_message LIKE 'copied with database \"tenant_a\" from database %')"
+		"SELECT state || ': ' || (last_message LIKE 'copied with database % (\"tenant_a\") from database %')"
 		  . " FROM retries.call_data WHERE id = $planted"),
 	'cancelled: true', 'a: mallory\'s copied command is cancelled, saying why');
 call_reaches($node, 'tenant_a', $alice_tmpl, 'cancelled', 'a: so is alice\'s copied call');
@@ -156,7 +156,7 @@ call_reaches($node, 'tenant_b', $cb, 'succeeded',
 # her cancel undone, her copied call is the copy's to settle: the workers
 # look again (every 10 s) and cancel it, saying why
 wait_until($node, 'tenant_b',
-	"SELECT state || ': ' || (last_message LIKE 'copied with database \"tenant_b\" from database %')"
+	"SELECT state || ': ' || (last_message LIKE 'copied with database % (\"tenant_b\") from database %')"
 	  . " FROM retries.call_data WHERE id = $planted",
 	'cancelled: true', '1: the copied call that mallory held is settled once she lets it go');
 

@@ -106,16 +106,6 @@ sub sql
 	return as_role($node, $db // $DB, $role, $sql);
 }
 
-sub workers_off
-{
-	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-	wait_until($node, $DB, 'SHOW retries.enabled', 'off', 'the workers are told to serve nothing');
-}
-
-sub workers_on
-{
-	$node->safe_psql($DB, 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()');
-}
 
 review_roles($node, $DB);
 
@@ -190,13 +180,13 @@ call_reaches($node, $DB, $f6, 'succeeded', '6: the function\'s call runs');
 # ---------------------------------------------------------------------
 # a. / 2.  an unsettled copy: alice's remedies undone
 # ---------------------------------------------------------------------
-workers_off();
+serving_off($node, $DB);
 $node->safe_psql($DB, 'CREATE DATABASE tenant_a TEMPLATE tmpl OWNER alice');
 is(sql('mallory', "BEGIN; SELECT retries.cancel($planted); PREPARE TRANSACTION 'mal_a';",
 		'tenant_a'),
 	't', 'a: mallory cancels her copied call in a prepared transaction before the workers look');
 my $ca = sql('alice', "SELECT retries.run_command('SELECT 1')", 'tenant_a');
-workers_on();
+serving_on($node, $DB);
 call_reaches($node, 'tenant_a', $alice_tmpl, 'cancelled', 'a: alice\'s copied call is cancelled');
 call_reaches($node, 'tenant_a', $ca, 'succeeded', 'a: alice\'s call made in the copy runs');
 is($node->safe_psql('tenant_a',
@@ -299,24 +289,24 @@ is($state_b, 'succeeded', 'b: then alice\'s retry_now() runs her copied call');
 my $tsdir = PostgreSQL::Test::Utils::tempdir();
 $node->safe_psql($DB, "CREATE TABLESPACE ts LOCATION '$tsdir';"
 	  . " GRANT CREATE ON TABLESPACE ts TO mallory;");
-workers_off();
+serving_off($node, $DB);
 $node->safe_psql($DB, 'CREATE DATABASE tenant_m TEMPLATE tmpl OWNER mallory');
 my $moid = $node->safe_psql($DB, "SELECT oid FROM pg_database WHERE datname = 'tenant_m'");
 my $notefile = $node->data_dir . "/pg_retries/made.$moid";
 ok(-e $notefile, '1: CREATE DATABASE leaves the copy\'s note');
 sql('mallory', "BEGIN; SELECT retries.cancel($planted); PREPARE TRANSACTION 'mal_m';",
 	'tenant_m');
-workers_on();
+serving_on($node, $DB);
 call_reaches($node, 'tenant_m', $alice_tmpl, 'cancelled',
 	'1: the copy is settled but for mallory\'s row');
 ok(-e $notefile, '1: the unsettled copy keeps its note');
 # alice's call, made in the copy after it was made, due in an hour
 my $cm = sql('alice',
 	"SELECT retries.run_command('SELECT 1', run_at => now() + interval '1 hour')", 'tenant_m');
-workers_off();
+serving_off($node, $DB);
 sql('mallory', "ROLLBACK PREPARED 'mal_m'", 'tenant_m');
 sql('mallory', 'ALTER DATABASE tenant_m SET TABLESPACE ts');
-workers_on();
+serving_on($node, $DB);
 my $gone = 0;
 for (my $until = time() + 20; time() < $until;)
 {
@@ -337,11 +327,11 @@ note('1: alice\'s call: ' . $node->safe_psql('tenant_m',
 # 1. (third path) an unsettled copy, and a crash restart before the next
 #    checkpoint: the redo of its CREATE DATABASE writes PG_VERSION again
 # ---------------------------------------------------------------------
-workers_off();
+serving_off($node, $DB);
 $node->safe_psql($DB, 'CREATE DATABASE tenant_c TEMPLATE tmpl OWNER alice');
 sql('mallory', "BEGIN; SELECT retries.cancel($planted); PREPARE TRANSACTION 'mal_c';",
 	'tenant_c');
-workers_on();
+serving_on($node, $DB);
 call_reaches($node, 'tenant_c', $alice_tmpl, 'cancelled',
 	'1: tenant_c is settled but for mallory\'s row');
 my $cc = sql('alice',
@@ -381,7 +371,7 @@ $src_call = (split /\n/, $src_call)[-1];
 my $dump = $node->basedir . '/src.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('src') ],
 	'4: pg_dump of src');
-workers_off();
+serving_off($node, $DB);
 $node->safe_psql($DB, 'CREATE DATABASE dst OWNER alice');
 # pg_restore reports the schema retries that template1 brought: ignored
 $node->run_log([ 'pg_restore', '-d', $node->connstr('dst'), $dump ]);
@@ -389,7 +379,7 @@ is($node->safe_psql('dst', "SELECT state FROM retries.call_data WHERE id = $src_
 	'scheduled', '4: alice\'s call is restored');
 my $doid = $node->safe_psql($DB, "SELECT oid FROM pg_database WHERE datname = 'dst'");
 my $dnote = $node->data_dir . "/pg_retries/made.$doid";
-workers_on();
+serving_on($node, $DB);
 my $settled4 = 0;
 for (my $until = time() + 20; time() < $until;)
 {

@@ -50,6 +50,8 @@ our @EXPORT = qw(
   start_parallel_hog
   review_node
   review_roles
+  serving_off
+  serving_on
 );
 
 # How long a wait may take before the test fails (seconds): the TAP
@@ -108,6 +110,24 @@ max_prepared_transactions = 10
 } . ($conf // ''));
 	$node->start;
 	return $node;
+}
+
+# serving_off(NODE, DB): retries.enabled off (the workers serve nothing,
+# each database's first worker settles no copy), once the server says so;
+# serving_on(NODE, DB): back to the default
+sub serving_off
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
+	wait_until($node, $db, 'SHOW retries.enabled', 'off', 'the workers are told to serve nothing');
+	return;
+}
+
+sub serving_on
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, 'ALTER SYSTEM RESET retries.enabled; SELECT pg_reload_conf()');
+	return;
 }
 
 # review_roles(NODE, DB): the setup of the hostile reviews: the extension

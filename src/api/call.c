@@ -226,16 +226,14 @@ read_policy_ref(RetriesPolicyRef *ref)
  * 'stmt' is the snapshot of the statement that called retries.call() (NULL
  * if there is none, which disables the reuse of the last lookup).
  *
- * Whether the function is paused is read under a share lock on the function,
- * kept until the transaction ends, and with the latest snapshot:
- * retries.pause() takes that lock exclusively before it holds the calls
- * already made, so it sees every call made before it, and every call made
- * after it sees the pause.  The lock is taken only if it is free: a pause()
- * (or a DROP FUNCTION) left uncommitted by the function's owner must not keep
- * other roles, or a worker firing a schedule, waiting (doc/operations.md,
- * "Containment").  A call made without it may miss a pause that commits later,
- * and be made unheld: the worker that claims it sees the pause and holds it
- * then, uncharged (see flow.c).
+ * Whether the function is paused is read with the latest snapshot, and no
+ * lock on the function: a call made while a pause commits may miss it, and
+ * be made unheld; the worker that claims it sees the pause and holds it
+ * then, uncharged (see flow.c).  A lock held until the caller's transaction
+ * ended (a share lock, which pause() took exclusively) let any role that
+ * may call the function keep its owner from pausing, replacing or dropping
+ * it, with an open or prepared transaction (the eleventh hostile review);
+ * PostgreSQL itself takes no lock on a function a transaction calls.
  */
 static bool
 current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
@@ -261,8 +259,6 @@ current_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 
 	if (flow)
 	{
-		(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
-											 AccessShareLock);
 		if (gated_plans[names] == NULL)
 			plans_prepare_kept(&gated_plans[names],
 							   psprintf(POLICY_REF_COLUMNS
@@ -316,8 +312,7 @@ call_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref)
 /*
  * policy_by_id -- what a new call of fnoid takes from its policy of id
  * policy_id (a command's, from 1.5), whether or not it is current; false if
- * there is no such policy.  The function's share lock is taken as
- * current_policy() takes it.
+ * there is no such policy.  Read as current_policy() reads.
  */
 static bool
 policy_by_id(Oid fnoid, int32 policy_id, RetriesPolicyRef *ref)
@@ -326,8 +321,6 @@ policy_by_id(Oid fnoid, int32 policy_id, RetriesPolicyRef *ref)
 	Oid			argtypes[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(policy_id)};
 
-	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
-										 AccessShareLock);
 	plans_prepare_kept(&plan,
 					   POLICY_REF_COLUMNS " WHERE p.id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);

@@ -16,14 +16,15 @@
  *
  * Pausing.  retries.pause() holds every scheduled call of the function,
  * and a call made while it is paused is made held.  retries.call() reads
- * whether a function is paused with its policy, under a share lock on the
- * function (as an object) kept until its transaction ends, and pause()
- * takes that lock exclusively before it holds the calls already made.
- * retries.call() takes that lock only if it is free (an uncommitted pause
- * must not keep other roles waiting), so a call made meanwhile can slip
- * past the pause, unheld; so a worker that claims a call of a function
- * that its batch sees paused (such a call, or one made by a library older
- * than 1.2) holds it instead of running it.  Holding them waits for the
+ * whether a function is paused with its policy, with the latest snapshot
+ * and no lock (pause() takes the function's lock exclusively against
+ * other pauses, resumes and annotations only: a lock that a caller held
+ * until its transaction ended let any caller keep the owner from pausing,
+ * replacing or dropping the function, the eleventh hostile review), so a
+ * call made while a pause commits can slip past it, unheld; so a worker
+ * that claims a call of a function that its batch sees paused (such a
+ * call, or one made by a library older than 1.2) holds it instead of
+ * running it.  Holding them waits for the
  * calls that a worker has claimed (their rows are locked), so when pause()
  * returns no attempt of the function runs.
  *
@@ -195,36 +196,18 @@ flow_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per_ke
  * its function is paused now
  *
  * Call it as the extension's owner, inside SPI, with the call's row
- * locked.  Takes the function's share lock, as retries.call() does, so
- * that a pause either sees this call or is seen by it.
+ * locked.  Read with the latest snapshot, as retries.call() reads it: a
+ * pause that commits meanwhile is seen by the worker that claims the call.
  */
 void
 flow_gate_call(int64 id)
 {
-	static SPIPlanPtr fn_plan = NULL;
 	static SPIPlanPtr hold_plan = NULL;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(id)};
-	bool		isnull;
-	Oid			fnoid;
 
 	if (schema_retries_version() < SCHEMA_1_2)
 		return;
-	plans_prepare_kept(&fn_plan,
-					   "SELECT p.fn::pg_catalog.oid FROM retries.call_data c"
-					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) c.policy_id"
-					   " WHERE c.id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(fn_plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not find the function of call " INT64_FORMAT, id);
-	if (SPI_processed != 1)
-		return;
-	fnoid = names_key_function(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															  SPI_tuptable->tupdesc,
-															  1, &isnull)));
-	/* if free: see current_policy() in call.c */
-	(void) ConditionalLockDatabaseObject(ProcedureRelationId, fnoid, 0,
-										 AccessShareLock);
 	plans_prepare_kept(&hold_plan,
 					   "UPDATE retries.call_data c SET gate = p.fn, held = true"
 					   " FROM retries.policy_data p, retries.flow_data f"

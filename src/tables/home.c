@@ -57,6 +57,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -145,28 +146,71 @@ tables_forget_made_database(Oid dboid)
 				 errmsg("retries: could not remove \"%s\": %m", path)));
 }
 
+/* The transaction that made this database its own, below version 1.7 */
+static TransactionId forget_note_xid = InvalidTransactionId;
+
+/*
+ * forget_note_at_commit -- transaction callback: the note goes with the
+ * commit of the transaction that made the database its own
+ */
+static void
+forget_note_at_commit(XactEvent event, void *arg)
+{
+	if (!TransactionIdIsValid(forget_note_xid))
+		return;
+	if (event == XACT_EVENT_COMMIT && TransactionIdEquals(forget_note_xid, GetTopTransactionIdIfAny()))
+		tables_forget_made_database(MyDatabaseId);
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		forget_note_xid = InvalidTransactionId;
+}
+
 /*
  * tables_restored_here -- a restore's CREATE EXTENSION found the extension
  * here (from a template1 that has it, with no rows: a restore is refused
- * rows made before it, restore.c), in a superuser's session: the database
- * is its own, not a copy, and the rows the restore loads are not the
- * template's (the tenth hostile review: a late first worker settled them
- * as a copy's)
+ * rows made before it, restore.c), in a superuser's session, or a restore
+ * loaded rows into the extension's tables (COPY: a database owner's
+ * restore, or one of data only, has no CREATE EXTENSION of a superuser's):
+ * the database is its own, not a copy, and the rows the restore loads are
+ * not the template's (the tenth and eleventh hostile reviews: a late first
+ * worker settled them as a copy's).  From version 1.7 that is written in
+ * retries.home, with the restore's transaction, and the note is left for
+ * the first worker to forget; before, the note goes when the transaction
+ * commits.  Either way a restore refused later in its transaction (a copy
+ * has rows) leaves the database as it was (the eleventh review's finding 5:
+ * the note went at once, and the copy was never settled).
  */
 void
 tables_restored_here(void)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
+	Oid			saved_userid;
+	int			saved_sec_context;
+	static bool callback_registered = false;
 
-	tables_forget_made_database(MyDatabaseId);
 	if (schema_retries_version() < SCHEMA_1_7)
+	{
+		if (!callback_registered)
+		{
+			RegisterXactCallback(forget_note_at_commit, NULL);
+			callback_registered = true;
+		}
+		forget_note_xid = GetTopTransactionId();
 		return;
+	}
+	/* as the extension's owner, in a restore too (as restore.c reads) */
+	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (SPI_execute_with_args("UPDATE retries.home SET datid = $1", 1, argtypes, values,
-							  NULL, false, 0) != SPI_OK_UPDATE)
+	if (SPI_execute_with_args("UPDATE retries.home SET datid = $1"
+							  " WHERE datid OPERATOR(pg_catalog.<>) $1",
+							  1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not write retries.home");
 	SPI_finish();
+	SetUserIdAndSecContext(saved_userid, saved_sec_context);
 }
 
 /*
@@ -230,17 +274,21 @@ home_of(RetriesSchemaVersion version)
 										  &isnull));
 }
 
+/* The parameters of the settling statements (see settle) */
+#define SETTLE_NARGS	4
+
 /*
  * settle -- run one of the settling statements, with a call's id or the
- * copy's OID ($1), the moment it was made ($2) and why ($3); the rows it
- * changed or read
+ * copy's OID ($1), the moment it was made ($2), why ($3) and the pattern
+ * of the messages of the calls it settled before ($4); the rows it changed
+ * or read
  */
 static uint64
 settle(const char *sql, int expected, Datum *values)
 {
-	Oid			argtypes[3] = {INT8OID, TIMESTAMPTZOID, TEXTOID};
+	Oid			argtypes[SETTLE_NARGS] = {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID};
 
-	if (SPI_execute_with_args(sql, 3, argtypes, values, NULL, false, 0) != expected)
+	if (SPI_execute_with_args(sql, SETTLE_NARGS, argtypes, values, NULL, false, 0) != expected)
 		elog(ERROR, "retries: could not settle a copied database: %s", sql);
 	return SPI_processed;
 }
@@ -250,14 +298,17 @@ settle(const char *sql, int expected, Datum *values)
 	" FROM retries.call_data WHERE state OPERATOR(pg_catalog.=) 'scheduled'" \
 	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
 /*
- * ... and not cancelled by a settling before (no error leaves a message
- * without a SQLSTATE): one that its role ran again here (retry_now()), as
- * the message says it may, is its own
+ * ... and not cancelled by a settling of this database before (no error
+ * leaves a message without a SQLSTATE; the message names this database's
+ * OID first, $4, before any name a role chose): one that its role ran
+ * again here (retry_now()), as the message says it may, is its own.  A
+ * copy of this copy settles it again (the eleventh hostile review: a mark
+ * that named no copy let such a call run in a copy of the copy).
  */
 #define NOT_SETTLED \
 	" AND NOT (last_sqlstate IS NULL" \
 	"  AND last_message IS NOT NULL" \
-	"  AND last_message OPERATOR(pg_catalog.~~) 'copied with database %')"
+	"  AND last_message OPERATOR(pg_catalog.~~) $4)"
 /*
  * ... and for schedules, not paused by a settling before, which dates them
  * from the copy: one that its role resumed here is its own
@@ -313,6 +364,16 @@ returned_ids(int *n)
 	return ids;
 }
 
+/*
+ * settled_here -- the LIKE pattern of the message of a call that a settling
+ * of this database cancelled (see NOT_SETTLED), as a text
+ */
+static Datum
+settled_here(void)
+{
+	return CStringGetTextDatum(psprintf("copied with database %u (%%", MyDatabaseId));
+}
+
 /* Why a copy's calls are cancelled, for tables_cancel_copied_call() */
 static char *copied_why = NULL;
 
@@ -342,13 +403,21 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	Oid			template = made_from(&made_at);
 	bool		noted = OidIsValid(template);
 	Oid			home = home_of(version);
-	Datum		values[3];
+	Datum		values[SETTLE_NARGS];
 	uint64		cancelled;
 	uint64		paused = 0;
 	uint64		left;
 	MemoryContext oldcxt;
 
 	*ncancelled = 0;
+
+	/*
+	 * retries.home names this database (from 1.7): it was made its own since
+	 * its note was written (a restore: tables_restored_here), and the note is
+	 * stale
+	 */
+	if (noted && version >= SCHEMA_1_7 && !OidIsValid(home))
+		return 0;
 	if (!noted)
 	{
 		template = home;
@@ -361,10 +430,11 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	if (copied_why != NULL)
 		pfree(copied_why);
-	copied_why = psprintf("copied with database \"%s\" from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
-						  get_database_name(MyDatabaseId), template);
+	copied_why = psprintf("copied with database %u (\"%s\") from database %u (CREATE DATABASE ... TEMPLATE), and not run here: retries.retry_now() runs it",
+						  MyDatabaseId, get_database_name(MyDatabaseId), template);
 	MemoryContextSwitchTo(oldcxt);
 	values[2] = CStringGetTextDatum(copied_why);
+	values[3] = settled_here();
 
 	cancelled = cancel_copied(false, version, values);
 	*cancelled_ids = returned_ids(ncancelled);
@@ -412,8 +482,9 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 bool
 tables_cancel_copied_call(int64 id, TimestampTz made_at)
 {
-	Datum		values[3] = {Int64GetDatum(id), TimestampTzGetDatum(made_at),
-	CStringGetTextDatum(copied_why != NULL ? copied_why : "copied")};
+	Datum		values[SETTLE_NARGS] = {Int64GetDatum(id), TimestampTzGetDatum(made_at),
+		CStringGetTextDatum(copied_why != NULL ? copied_why : "copied"),
+	settled_here()};
 
 	return cancel_copied(true, schema_retries_version(), values) > 0;
 }

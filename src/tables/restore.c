@@ -667,6 +667,8 @@ restore_copy_done(const RestoreCopy *copy)
 		check_loaded_rows(copy);
 		reserve_loaded_ids(copy);
 	}
+	/* rows a restore may load: the database is not a copy (home.c) */
+	tables_restored_here();
 	if (retries_shared != NULL)
 		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
 						 1U << copy->table);
