@@ -104,6 +104,7 @@ extern bool (*manage_claimed_hook) (int64 id);
 
 /* call_context.c: set by a worker around each attempt */
 extern int64 retries_current_call_id;
+extern Oid	retries_current_call_role;
 extern int32 retries_current_attempt_number;
 extern int64 retries_retry_after_usecs;
 

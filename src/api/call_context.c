@@ -14,12 +14,15 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "api/api.h"
 #include "base/base.h"
 
 int64		retries_current_call_id = 0;
+Oid			retries_current_call_role = InvalidOid;
 int32		retries_current_attempt_number = 0;
 int64		retries_retry_after_usecs = -1;
 
@@ -32,7 +35,12 @@ PG_FUNCTION_INFO_V1(retries_current_attempt);
  *
  * Always raises SQLSTATE RT000.  With 'after', the next attempt is at least
  * that far away, whatever the policy's formula says (like an HTTP
- * Retry-After); the attempt budget still applies.
+ * Retry-After); the attempt budget still applies.  Only code of the call's
+ * role (or of a role it is a member of) may choose the delay: another
+ * role's code that the attempt reaches (a SECURITY DEFINER function, a
+ * trigger) retries under the policy, as retries.event() tells it nothing
+ * (the eleventh hostile review: another role's code put a call off ten
+ * years past its policy's max_delay).
  */
 Datum
 retries_retry(PG_FUNCTION_ARGS)
@@ -43,6 +51,9 @@ retries_retry(PG_FUNCTION_ARGS)
 
 	if (!PG_ARGISNULL(1))
 		after = args_interval_arg(fcinfo, 1, "after", false);
+	if (after >= 0 && OidIsValid(retries_current_call_role) &&
+		!has_privs_of_role(GetUserId(), retries_current_call_role))
+		after = -1;
 	retries_retry_after_usecs = after;
 	ereport(ERROR,
 			(errcode(ERRCODE_RETRIES_RETRY),

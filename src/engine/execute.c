@@ -1260,6 +1260,7 @@ execute_attempt(RetriesCall *call)
 	}
 
 	retries_current_call_id = call->id;
+	retries_current_call_role = call->role;
 	retries_current_attempt_number = attempt;
 	retries_retry_after_usecs = -1;
 	timeout = attempt_time_limit(policy, &capped);
@@ -1280,6 +1281,7 @@ execute_attempt(RetriesCall *call)
 	if (argcxt != NULL)
 		MemoryContextDelete(argcxt);
 	retries_current_call_id = 0;
+	retries_current_call_role = InvalidOid;
 	retries_current_attempt_number = 0;
 
 	/*

@@ -846,6 +846,7 @@ retries_runner_main(Datum arg)
 	SetConfigOption("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION);
 	pg_atomic_write_u32(&child_shared->state, RUN_RUNNING);
 	retries_current_call_id = child_shared->call_id;
+	retries_current_call_role = child_shared->roleoid;
 	retries_current_attempt_number = child_shared->attempt;
 	if (child_shared->call_id != 0)
 	{
