@@ -140,6 +140,12 @@ SELECT a.call_id,
   JOIN retries.call_data c ON c.id = a.call_id
  WHERE retries.visible_role(c.scheduled_by);
 
+-- the claimable calls of a priority other than 0 by due time: whether one
+-- is due, and when the next is, without a walk of every priority that one
+-- has (see src/engine/claim.c)
+CREATE INDEX call_data_prioritized_due ON retries.call_data (next_attempt)
+	WHERE state = 'scheduled' AND NOT held AND priority <> 0;
+
 -- each role's earliest due call of a priority below 0 (see src/engine/claim.c)
 CREATE INDEX call_data_low_by_role ON retries.call_data (scheduled_by, next_attempt)
 	WHERE state = 'scheduled' AND NOT held AND priority < 0;

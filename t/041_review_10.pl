@@ -12,8 +12,9 @@
 # of a settled call names the copy's OID, first), 5 (the note of a copy
 # goes only with the commit of what made the database its own), 6
 # (retries.call() takes no lock on the function), 7 (retries.retry()'s
-# 'after' is honoured from the call's role's code only).  Still TODO: 3
-# (Low), 4 (Medium: the walk of distinct priorities).
+# 'after' is honoured from the call's role's code only), 4 (the walk of
+# distinct priorities runs only when a call of a priority other than 0 is
+# due: call_data_prioritized_due).  Still TODO: 3 (Low).
 #
 # Sections, in order: a/c/d (key_others; no call due at 'infinity'; the
 # running calls), e/f/g (bounds, role changes, SECURITY DEFINER), 7 (a
@@ -267,7 +268,6 @@ note(sprintf('4: mallory\'s 150,000 calls of priorities 1 to 150,000 made in %.1
 my $late4 = alice_lags(3);
 note("4: alice's calls started at most $late4 s after they were made, beside mallory's calls");
 {
-	local $TODO = 'finding 4';
 	cmp_ok($late4, '<', $ref4 + 1,
 		'4: alice\'s calls start as soon beside mallory\'s calls due in a year as before them');
 }
