@@ -142,7 +142,7 @@ wait_at_gate($node, $DB, $G1, 1, 'c: alice\'s call of key shared runs (at a gate
 my $mk = sql('mallory', "SELECT retries.call('mallory.k(int)', '[1]', key => 'shared',"
 	  . " key_window => '1 second')");
 call_reaches($node, $DB, $mk, 'succeeded',
-	'c: mallory\'s call of her own key shared runs meanwhile', 10);
+	'c: mallory\'s call of her own key shared runs meanwhile');
 is(sql('mallory', "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND granted"
 		  . " AND objsubid NOT IN (1, 2)"),
 	't', 'd: the window lock mallory sees in pg_locks is of a class her advisory locks cannot take');
@@ -198,9 +198,9 @@ is(sql('alice', "SELECT retries.retry_now($alice_tmpl)", 'tenant_a'),
 is(sql('alice', "SELECT retries.resume_schedule('s1')", 'tenant_a'),
 	't', '2: and resumes her copied schedule');
 call_reaches($node, 'tenant_a', $alice_tmpl, 'succeeded',
-	'2: alice\'s retried call runs while mallory keeps the copy unsettled', 6);
+	'2: alice\'s retried call runs while mallory keeps the copy unsettled');
 wait_until($node, 'tenant_a', 'SELECT count(*) > 0 FROM alice.t WHERE n = 9', 't',
-	'2: alice\'s resumed schedule fires while mallory keeps the copy unsettled', 6);
+	'2: alice\'s resumed schedule fires while mallory keeps the copy unsettled');
 # (its firings are not counted below)
 sql('alice', "SELECT retries.unschedule('s1')", 'tenant_a');
 note('2: alice\'s copied call: ' . $node->safe_psql('tenant_a',
@@ -268,11 +268,11 @@ sql('mallory', "ROLLBACK PREPARED 'mal_a'", 'tenant_a');
 wait_until($node, 'tenant_a',
 	"SELECT count(*) = 0 FROM retries.call_data WHERE state = 'scheduled'"
 	  . " AND created_at < (SELECT min(created_at) FROM retries.call_data WHERE id = $ca)",
-	't', 'b: the copy settles once mallory\'s transaction ends', 30);
+	't', 'b: the copy settles once mallory\'s transaction ends');
 # (a worker that has not looked again since, for up to 10 s, may still
 # take it for a copied call: retried until it runs)
 my $state_b = '';
-for (my $until = time() + 30; time() < $until;)
+for (my $until = time() + $RetriesTest::DEADLINE; time() < $until;)
 {
 	$state_b = $node->safe_psql('tenant_a',
 		"SELECT state FROM retries.call_data WHERE id = $alice_tmpl");
@@ -308,7 +308,7 @@ sql('mallory', "ROLLBACK PREPARED 'mal_m'", 'tenant_m');
 sql('mallory', 'ALTER DATABASE tenant_m SET TABLESPACE ts');
 serving_on($node, $DB);
 my $gone = 0;
-for (my $until = time() + 20; time() < $until;)
+for (my $until = time() + $RetriesTest::DEADLINE; time() < $until;)
 {
 	$gone = !-e $notefile;
 	last if $gone;
@@ -381,7 +381,7 @@ my $doid = $node->safe_psql($DB, "SELECT oid FROM pg_database WHERE datname = 'd
 my $dnote = $node->data_dir . "/pg_retries/made.$doid";
 serving_on($node, $DB);
 my $settled4 = 0;
-for (my $until = time() + 20; time() < $until;)
+for (my $until = time() + $RetriesTest::DEADLINE; time() < $until;)
 {
 	$settled4 = !-e $dnote;
 	last if $settled4;

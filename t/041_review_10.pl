@@ -188,7 +188,7 @@ wait_at_gate($node, $DB, $GA, 1, 'a: alice\'s procedure call of key ka runs in a
 my $mka = sql('mallory', "SELECT retries.call('mallory.k(int)', '[1]', key => 'ka',"
 	  . " key_window => '1 second')");
 call_reaches($node, $DB, $mka, 'succeeded',
-	'a: mallory\'s call of her own key ka runs while alice\'s procedure call of ka runs', 10);
+	'a: mallory\'s call of her own key ka runs while alice\'s procedure call of ka runs');
 
 # c. no call is made due at 'infinity'
 my ($out_c, $err_c) = try_as($node, $DB, 'mallory',
@@ -414,7 +414,7 @@ like($err16, qr/already has rows in this database/,
 serving_on($node, $DB);
 # the copied call was due 3 s after it was made: by now, or soon
 wait_until($node, 'd16', "SELECT state <> 'scheduled' FROM retries.call_data WHERE id = $c16", 't',
-	'5: the copy\'s workers deal with alice\'s copied call', 30);
+	'5: the copy\'s workers deal with alice\'s copied call');
 {
 	is($node->safe_psql('d16', "SELECT state FROM retries.call_data WHERE id = $c16"),
 		'cancelled', '5: alice\'s copied call is settled in the copy, not run there');

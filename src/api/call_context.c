@@ -35,12 +35,14 @@ PG_FUNCTION_INFO_V1(retries_current_attempt);
  *
  * Always raises SQLSTATE RT000.  With 'after', the next attempt is at least
  * that far away, whatever the policy's formula says (like an HTTP
- * Retry-After); the attempt budget still applies.  Only code of the call's
- * role (or of a role it is a member of) may choose the delay: another
- * role's code that the attempt reaches (a SECURITY DEFINER function, a
- * trigger) retries under the policy, as retries.event() tells it nothing
- * (the eleventh hostile review: another role's code put a call off ten
- * years past its policy's max_delay).
+ * Retry-After); the attempt budget still applies.  Only code that runs as
+ * the call's role (or a role it is a member of) may choose the delay: code
+ * that runs as another role in the attempt (its SECURITY DEFINER function)
+ * retries under the policy, as retries.event() tells it nothing (the
+ * eleventh hostile review: such code put a call off ten years past its
+ * policy's max_delay).  Code that runs as the call's role, whoever wrote
+ * it (another role's trigger of a table the call writes), has its rights
+ * anyway.
  */
 Datum
 retries_retry(PG_FUNCTION_ARGS)

@@ -251,6 +251,47 @@ made_from(TimestampTz *made_at)
 }
 
 /*
+ * tables_not_a_copy -- may a restore's COPY make this database its own
+ * (tables_restored_here)?  Only if CREATE DATABASE left a note and no call
+ * or schedule was made before the moment it holds: a copy's rows were.
+ * (The ids tell a restore's rows from older ones only while a restore
+ * holds the extension: after a restore of the schema only they stay
+ * scattered, and a copy of that database passed the check of restore.c:
+ * its owner's COPY of no rows made her copy its own, and alice's copied
+ * call ran there, the twelfth hostile review.)  Before version 1.7, or
+ * without a note, no.  As the extension's owner.
+ */
+bool
+tables_not_a_copy(void)
+{
+	TimestampTz made_at = 0;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1];
+	Oid			saved_userid;
+	int			saved_sec_context;
+	bool		older;
+
+	if (schema_retries_version() < SCHEMA_1_7 || !OidIsValid(made_from(&made_at)))
+		return false;
+	values[0] = TimestampTzGetDatum(made_at);
+	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT FROM retries.call_data"
+							  " WHERE created_at OPERATOR(pg_catalog.<) $1"
+							  " UNION ALL SELECT FROM retries.schedule_data"
+							  " WHERE created_at OPERATOR(pg_catalog.<) $1 LIMIT 1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not read the rows of a restore");
+	older = SPI_processed > 0;
+	SPI_finish();
+	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	return !older;
+}
+
+
+/*
  * home_of -- the database that retries.home names if it is another, locked
  * (so that one worker settles a copy: the others wait, and find it done),
  * or InvalidOid (also below version 1.7)

@@ -532,6 +532,8 @@ restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy)
 	table = find_old_rows(copy->table, loaded);
 	if (table != NULL)
 		refuse_old_rows(table);
+	/* decided before its rows load, which are older than any note */
+	copy->makes_own = tables_not_a_copy();
 }
 
 /*
@@ -668,7 +670,8 @@ restore_copy_done(const RestoreCopy *copy)
 		reserve_loaded_ids(copy);
 	}
 	/* rows a restore may load: the database is not a copy (home.c) */
-	tables_restored_here();
+	if (copy->makes_own)
+		tables_restored_here();
 	if (retries_shared != NULL)
 		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
 						 1U << copy->table);

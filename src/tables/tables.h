@@ -76,6 +76,7 @@ extern bool tables_cancel_copied_call(int64 id, TimestampTz made_at);
 extern void tables_note_made_database(Oid dboid, Oid template, TimestampTz made_at);
 extern void tables_forget_made_database(Oid dboid);
 extern void tables_restored_here(void);
+extern bool tables_not_a_copy(void);
 
 /*
  * restore.c.  A COPY FROM into one of the extension's tables: which, and,
@@ -88,6 +89,7 @@ typedef struct RestoreCopy
 	Oid			userid;			/* the role that runs it */
 	int			sec_context;
 	CommandId	cid;			/* its command, as its rows' cmin */
+	bool		makes_own;		/* it makes the database its own (home.c) */
 } RestoreCopy;
 
 extern void restore_hold(void);
