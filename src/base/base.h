@@ -65,6 +65,16 @@ typedef enum RetriesSchemaVersion
 } RetriesSchemaVersion;
 
 extern Oid	schema_retries_oid(void);
+
+/* The saved identity while acting as the extension's owner (schema.c) */
+typedef struct RetriesUserSwitch
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} RetriesUserSwitch;
+
+extern void schema_switch_to_owner(RetriesUserSwitch *save);
+extern void schema_switch_back(const RetriesUserSwitch *save);
 extern Oid	schema_retries_owner(void);
 extern RetriesSchemaVersion schema_retries_version(void);
 extern Oid	schema_command_oid(void);

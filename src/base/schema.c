@@ -19,6 +19,7 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -40,6 +41,26 @@ schema_retries_oid(void)
 				 errmsg("extension \"retries\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION retries.")));
 	return nspoid;
+}
+
+/*
+ * schema_switch_to_owner -- act as the owner of the extension's objects,
+ * with no check (access_become_owner() refuses while a session restores
+ * them; a restore's own checks, restore.c and home.c, switch so);
+ * schema_switch_back() undoes it
+ */
+void
+schema_switch_to_owner(RetriesUserSwitch *save)
+{
+	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	SetUserIdAndSecContext(schema_retries_owner(),
+						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+schema_switch_back(const RetriesUserSwitch *save)
+{
+	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
 }
 
 /*

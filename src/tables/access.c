@@ -60,10 +60,7 @@ access_become_owner(RetriesUserSwitch *save)
 	 * the extension again (pg_dump --clean) lives on through it
 	 */
 	restore_refuse();
-
-	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
-	SetUserIdAndSecContext(schema_retries_owner(),
-						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	schema_switch_to_owner(save);
 }
 
 /*
@@ -76,7 +73,7 @@ void
 access_restore_user(const RetriesUserSwitch *save)
 {
 	restore_refuse();
-	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+	schema_switch_back(save);
 }
 
 /*

@@ -186,8 +186,7 @@ tables_restored_here(void)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
-	Oid			saved_userid;
-	int			saved_sec_context;
+	RetriesUserSwitch save;
 	static bool callback_registered = false;
 
 	if (schema_retries_version() < SCHEMA_1_7)
@@ -201,16 +200,14 @@ tables_restored_here(void)
 		return;
 	}
 	/* as the extension's owner, in a restore too (as restore.c reads) */
-	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
-	SetUserIdAndSecContext(schema_retries_owner(),
-						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	schema_switch_to_owner(&save);
 	SPI_connect();
 	if (SPI_execute_with_args("UPDATE retries.home SET datid = $1"
 							  " WHERE datid OPERATOR(pg_catalog.<>) $1",
 							  1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not write retries.home");
 	SPI_finish();
-	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	schema_switch_back(&save);
 }
 
 /*
@@ -267,16 +264,13 @@ tables_not_a_copy(void)
 	TimestampTz made_at = 0;
 	Oid			argtypes[1] = {TIMESTAMPTZOID};
 	Datum		values[1];
-	Oid			saved_userid;
-	int			saved_sec_context;
+	RetriesUserSwitch save;
 	bool		older;
 
 	if (schema_retries_version() < SCHEMA_1_7 || !OidIsValid(made_from(&made_at)))
 		return false;
 	values[0] = TimestampTzGetDatum(made_at);
-	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
-	SetUserIdAndSecContext(schema_retries_owner(),
-						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	schema_switch_to_owner(&save);
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT FROM retries.call_data"
 							  " WHERE created_at OPERATOR(pg_catalog.<) $1"
@@ -286,10 +280,9 @@ tables_not_a_copy(void)
 		elog(ERROR, "retries: could not read the rows of a restore");
 	older = SPI_processed > 0;
 	SPI_finish();
-	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	schema_switch_back(&save);
 	return !older;
 }
-
 
 /*
  * home_of -- the database that retries.home names if it is another, locked

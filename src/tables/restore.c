@@ -431,17 +431,14 @@ table_with_old_rows(int target, uint32 loaded)
 static const char *
 find_old_rows(int target, uint32 loaded)
 {
-	Oid			saved_userid;
-	int			saved_sec_context;
+	RetriesUserSwitch save;
 	const char *found;
 
-	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
-	SetUserIdAndSecContext(schema_retries_owner(),
-						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	schema_switch_to_owner(&save);
 	SPI_connect();
 	found = table_with_old_rows(target, loaded);
 	SPI_finish();
-	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	schema_switch_back(&save);
 	return found;
 }
 

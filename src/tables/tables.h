@@ -19,13 +19,7 @@
 
 #include "base/base.h"
 
-/* access.c: the saved identity while acting as the extension's owner */
-typedef struct RetriesUserSwitch
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-} RetriesUserSwitch;
-
+/* access.c: acting as the extension's owner (RetriesUserSwitch: base.h) */
 extern void access_become_owner(RetriesUserSwitch *save);
 extern void access_restore_user(const RetriesUserSwitch *save);
 extern bool access_sees_all_calls(Oid roleid);
