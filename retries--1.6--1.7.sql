@@ -24,11 +24,13 @@
  *   debounce locked one of 16 advisory locks per role, by the name's hash,
  *   until the transaction ended: two transactions that took two disjoint
  *   names each, in opposite orders, deadlocked whenever the names shared
- *   locks.  From 1.7 each name has a row of its own in name_lock, locked
- *   as a row (waiting for an event: FOR SHARE; emitting it, or debouncing
- *   a key: as an update), so that only the same name waits, and a
- *   transaction that holds many names takes no room in the server's lock
- *   table.
+ *   locks.  From 1.7 each name has a row of its own, locked as a row, so
+ *   that only the same name waits, and a transaction that holds many names
+ *   takes no room in the server's lock table: an event's row of event_data,
+ *   now one per event (unique; a call made to wait for an event not
+ *   emitted makes it empty, emitted_at NULL, and locks it FOR SHARE; an
+ *   emit writes it as an upsert), and a debounced key's row of name_lock
+ *   (locked as an update).
  * - A key_window spaces the deliveries of a key's calls, not only their
  *   creation: an attempt of a call of a key starts only when no other call
  *   of the key is running and at least the window has passed since the
@@ -510,23 +512,49 @@ GRANT SELECT ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
 	retries.schedule_data_id_seq TO pg_database_owner;
 
 /*
- * name_lock: a row per name of a role that a transaction has locked
- * lately, for its row lock (src/tables/name_locks.c).  Made on first use,
- * never updated; the workers delete rows older than an hour that nobody
- * holds (no index on made_at: the prune reads the table in its physical
- * order, where rows lie mostly oldest first, while every emit of a new
- * name would pay the index).
+ * event_data: one row per event of a role, whose row lock is the event's
+ * lock (src/tables/name_locks.c): an emit records itself with an upsert;
+ * a call made to wait for an event that has no row makes it empty
+ * (emitted_at NULL) and locks it; the workers delete empty rows that
+ * nobody holds, and pg_dump leaves them out.  Rows that 1.6 kept twice
+ * (an event emitted between two runs of a restore, beside the dump's row
+ * of it) keep the latest emit.  parked: set aside by a restore's COPY
+ * into the table, inside its transaction (src/tables/restore.c), beside
+ * the rows it loads (the index is unique with it).
+ */
+LOCK TABLE retries.event_data IN EXCLUSIVE MODE;
+DELETE FROM retries.event_data d
+ USING retries.event_data n
+ WHERE n.role = d.role AND pg_catalog.md5(n.event) = pg_catalog.md5(d.event)
+   AND (n.emitted_at, n.ctid) > (d.emitted_at, d.ctid);
+DROP INDEX retries.event_data_event;
+ALTER TABLE retries.event_data ALTER emitted_at DROP NOT NULL,
+	ADD COLUMN parked boolean NOT NULL DEFAULT false;
+CREATE UNIQUE INDEX event_data_event ON retries.event_data
+	(role, pg_catalog.md5(event), parked);
+SELECT pg_catalog.pg_extension_config_dump('retries.event_data',
+	'WHERE emitted_at IS NOT NULL');
+COMMENT ON TABLE retries.event_data IS
+	'one row per event of a role: its latest emit (retries.emit), read by retries.event() inside a call; empty (emitted_at NULL) while only calls wait for it; its row lock is the event''s lock';
+
+/*
+ * name_lock: a row per debounced key of a role that a transaction has
+ * locked lately, for its row lock (src/tables/name_locks.c).  Made on
+ * first use, never updated; the workers delete rows older than an hour
+ * that nobody holds (no index on made_at: the prune reads the table in its
+ * physical order, where rows lie mostly oldest first, while every debounce
+ * of a new key would pay the index).
  * Not dumped: a restore makes them anew as they are used.
  */
 CREATE TABLE retries.name_lock (
 	role			oid NOT NULL,
-	class			"char" NOT NULL,	-- 'e' an event, 'k' a key
+	class			"char" NOT NULL,	-- 'k' a key (events lock their rows of event_data)
 	name_hash		uuid NOT NULL,		-- md5 of the name
 	made_at			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (role, class, name_hash)
 );
 COMMENT ON TABLE retries.name_lock IS
-	'a row per event or debounced key of a role lately used, locked by the transactions that emit, wait for or debounce it';
+	'a row per debounced key of a role lately used, locked by the transactions that debounce it';
 REVOKE ALL ON retries.name_lock FROM PUBLIC;
 
 /*
@@ -544,6 +572,7 @@ SELECT n.role,
 		   AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5(n.event)
 		   AND c.on_event OPERATOR(pg_catalog.=) n.event) AS waiting
   FROM (SELECT d.role, d.event FROM retries.event_data d
+		 WHERE d.emitted_at IS NOT NULL
 		UNION
 		SELECT c.scheduled_by, c.on_event FROM retries.call_data c
 		 WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled') n
@@ -551,7 +580,7 @@ SELECT n.role,
 					  WHERE d.role OPERATOR(pg_catalog.=) n.role
 						AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(n.event)
 						AND d.event OPERATOR(pg_catalog.=) n.event
-					  ORDER BY d.emitted_at DESC LIMIT 1) e ON true
+						AND d.emitted_at IS NOT NULL) e ON true
  WHERE retries.visible_role(n.role);
 COMMENT ON VIEW retries.events IS
 	'the events of the roles whose calls the current role sees: each emitted one (its latest payload and emit, kept for retries.retention) and each that calls wait for, with how many wait';

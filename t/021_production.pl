@@ -38,7 +38,8 @@
 #   e. ALTER EXTENSION retries UPDATE from 1.1 to 1.6 to the latest while
 #      calls run (issued while an attempt waits at a gate the test holds;
 #      t/010 does it from 1.0): every call runs once, and the updated
-#      database names its functions in function_names.
+#      database names its functions in function_names; from 1.6, an event
+#      kept twice is kept once, its latest emit.
 
 use strict;
 use warnings;
@@ -452,6 +453,14 @@ SELECT count(retries.call('slow(int)', jsonb_build_array(i))) FROM generate_seri
 SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_series(11, 300) i;
 });
 	wait_at_gate($node, $db, 1, 1, "e: $version: calls are running");
+	# 1.6 may keep an event twice (emitted between two runs of a restore,
+	# beside the dump's row of it): the update keeps its latest emit
+	$node->safe_psql($db, q{
+INSERT INTO retries.event_data VALUES
+	(current_user::text::regrole, 'twice', '"older"', now() - interval '1 minute'),
+	(current_user::text::regrole, 'twice', '"latest"', now()),
+	(current_user::text::regrole, 'once', '"only"', now());
+}) if $version eq '1.6';
 	my $updater = $node->background_psql($db, on_error_stop => 0);
 	# (the update may not wait for the attempt: then both lines may come at
 	# once)
@@ -494,6 +503,16 @@ SELECT count(retries.call('quick(int)', jsonb_build_array(i))) FROM generate_ser
 		'1', "e: $version: an emit releases a waiting call after the update");
 	wait_until($node, $db, "SELECT state FROM retries.calls WHERE id = $waiting",
 		'succeeded', "e: $version: ... which runs");
+	next if $version ne '1.6';
+	is($node->safe_psql($db,
+			"SELECT string_agg(event || '=' || payload, ',' ORDER BY event)"
+			  . " FROM retries.event_data WHERE event IN ('once', 'twice')"),
+		'once="only",twice="latest"',
+		"e: $version: an event kept twice is kept once, its latest emit");
+	is($node->safe_psql($db, q{
+SELECT retries.emit('twice', '"after"');
+SELECT count(*) || ' ' || min(payload::text) FROM retries.event_data WHERE event = 'twice'}),
+		"0\n1 \"after\"", "e: $version: ... and emitted again");
 }
 
 $node->stop;

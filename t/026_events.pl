@@ -19,10 +19,12 @@
 #   e. debounce under a drain: 20 sessions debounce 50 keys while the
 #      workers run them: each key's calls ran with the key's last arguments
 #      in the end, and no call ran twice.
-#   f. the rows of names in name_lock, which the workers prune an hour
-#      after they were made: a call waiting for an event whose row was
-#      pruned, or is missing (a call made before version 1.7, or restored),
-#      is released by an emit, which makes the row again.
+#   f. the rows that lock names, which the workers prune: a debounced
+#      key's row of name_lock an hour after it was made, an event's empty
+#      row of event_data (made by a call that waits for it) when nobody
+#      holds it; a call waiting for an event whose row was pruned, or is
+#      missing (a call made before version 1.7, or restored), is released
+#      by an emit, which makes the row again.
 
 use strict;
 use warnings;
@@ -261,18 +263,28 @@ my $f1 = $node->safe_psql('postgres',
 	"SELECT retries.call('note(text)', '[\"f1\"]', on_event => 'aged:1')");
 my $f2 = $node->safe_psql('postgres',
 	"SELECT retries.call('note(text)', '[\"f2\"]', on_event => 'aged:2')");
+$node->safe_psql('postgres',
+	"SELECT retries.call('note(text)', '[\"fk\"]', key => 'aged:key', debounce => '1 hour')");
 $node->safe_psql('postgres', q{
 SELECT retries.emit('aged:none');
 UPDATE retries.name_lock SET made_at = now() - interval '2 hours';
-DELETE FROM retries.name_lock WHERE name_hash = md5('aged:2')::uuid;
+DELETE FROM retries.event_data WHERE event = 'aged:2';
 });
+is($node->safe_psql('postgres',
+		"SELECT string_agg(event || '=' || (emitted_at IS NOT NULL), ',' ORDER BY event)"
+		  . " FROM retries.event_data WHERE event LIKE 'aged:%'"),
+	'aged:1=false,aged:none=true',
+	'f: a call waiting for an event not emitted made its row, empty');
 # the workers prune every 10 s
 wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.name_lock WHERE name_hash = md5('aged:none')::uuid", '0',
-	'f: the workers prune the row of a name made over an hour ago', 60);
+	"SELECT count(*) FROM retries.name_lock WHERE name_hash = md5('aged:key')::uuid", '0',
+	'f: the workers prune the row of a debounced key made over an hour ago', 60);
 wait_until($node, 'postgres',
-	"SELECT count(*) FROM retries.name_lock WHERE name_hash = md5('aged:1')::uuid", '0',
-	'f: and of an event that a call waits for', 60);
+	"SELECT count(*) FROM retries.event_data WHERE event = 'aged:1'", '0',
+	'f: and the empty row of an event that a call waits for', 60);
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM retries.event_data WHERE event = 'aged:none'"),
+	'1', 'f: not the row of an event emitted (kept for retries.retention)');
 is($node->safe_psql('postgres', "SELECT retries.emit('aged:1', '1')"),
 	'1', 'f: an emit of it releases the call');
 is($node->safe_psql('postgres', "SELECT retries.emit('aged:2', '2')"),

@@ -17,8 +17,8 @@
 #      reads no event_data, sees none of alice's waiting calls, cannot
 #      cancel, retry_now or reschedule them, and her key / debounce of the
 #      same key name makes and moves her own calls only; pg_locks shows
-#      nothing of the names' locks (row locks of name_lock, which she
-#      cannot read);
+#      nothing of the names' locks (row locks of name_lock and event_data,
+#      which she cannot read);
 #   c. odd input (held): event_timeout 0, '-1 mon 31 days', over 3650 days,
 #      negative; empty and NULL names; run_at infinity; event names over
 #      1 kB refused, a 3 MB key accepted;
@@ -201,18 +201,22 @@ SELECT count(*) FROM pg_locks
 		'0', 'b: pg_locks shows no lock of alice\'s names');
 	($out, $err) = try('mallory', 'SELECT count(*) FROM retries.name_lock');
 	like($err, qr/42501/, 'b: mallory cannot read name_lock');
-	# ... and yet alice holds both: her rows are locked
-	my $names = q{role = 'alice'::regrole AND name_hash IN
- (md5('secret-event-name')::uuid, md5('secret-key')::uuid)};
-	is($node->safe_psql($DB, "SELECT string_agg(class::text, ',' ORDER BY class)"
-		  . " FROM retries.name_lock WHERE $names"),
-		'e,k', 'b: ... one row for her event, one for her key');
-	for my $class ('e', 'k')
+	($out, $err) = try('mallory', 'SELECT count(*) FROM retries.event_data');
+	like($err, qr/42501/, 'b: nor event_data');
+	# ... and yet alice holds both: her key's row of name_lock and her
+	# event's own row of event_data are locked
+	my %rows = (
+		key => "SELECT FROM retries.name_lock WHERE role = 'alice'::regrole"
+		  . " AND class = 'k' AND name_hash = md5('secret-key')::uuid",
+		event => "SELECT FROM retries.event_data WHERE role = 'alice'::regrole"
+		  . " AND event = 'secret-event-name'");
+	for my $name (sort keys %rows)
 	{
+		is($node->safe_psql($DB, "SELECT count(*) FROM ($rows{$name}) r"),
+			'1', "b: ... one row for her $name");
 		(undef, $out, $err) = $node->psql($DB, "\\set VERBOSITY verbose\n"
-			  . "SELECT FROM retries.name_lock WHERE $names AND class = '$class'"
-			  . " FOR UPDATE NOWAIT");
-		like($err, qr/55P03/, "b: ... alice's open transaction holds the row ($class) locked");
+			  . "$rows{$name} FOR UPDATE NOWAIT");
+		like($err, qr/55P03/, "b: ... alice's open transaction holds the row of her $name locked");
 	}
 	open_gate($gate);
 	$h->finish;

@@ -37,9 +37,11 @@
 #      several runs (which t/009 f supports with roles acting in between),
 #      one emit of mallory's own event, or one call with a key of hers
 #      that the dump has, made the load of event_data (call_data) fail
-#      whole: every role's events (calls) were lost (now event_data's
-#      index is not unique, and a new key's call made between the runs is
-#      numbered out of the dump's way);
+#      whole: every role's events (calls) were lost (now a COPY into
+#      event_data, which keeps one row per event from 1.7, sets the rows
+#      there aside and merges them back after, each event's latest emit
+#      winning; and a new key's call made between the runs is numbered
+#      out of the dump's way);
 #   h. no crash in the log.
 
 use strict;
@@ -229,13 +231,13 @@ done($pw, 'succeeded', 'd: ... (it does run, later)');
 my $pr = sql('alice', q{SELECT retries.call('f(text)', '["prep-rb"]', on_event => 'prep-rb')});
 sql('alice', q{BEGIN; SELECT retries.emit('prep-rb'); PREPARE TRANSACTION 'p2';});
 $node->safe_psql($DB, q{ROLLBACK PREPARED 'p2'});
-is($node->safe_psql($DB, "SELECT event_wait::text || (SELECT count(*) FROM retries.event_data WHERE event = 'prep-rb')"
+is($node->safe_psql($DB, "SELECT event_wait::text || (SELECT count(*) FROM retries.event_data WHERE event = 'prep-rb' AND emitted_at IS NOT NULL)"
 		  . " FROM retries.call_data WHERE id = $pr"),
 	'true0', 'd: ROLLBACK PREPARED releases and records nothing');
 my $sp = sql('alice', q{SELECT retries.call('f(text)', '["sp"]', on_event => 'sp')});
 sql('alice', q{BEGIN; SAVEPOINT a; SELECT retries.emit('sp'); ROLLBACK TO a; COMMIT;});
 stays_true($node, $DB,
-	"SELECT event_wait AND (SELECT count(*) = 0 FROM retries.event_data WHERE event = 'sp')"
+	"SELECT event_wait AND (SELECT count(*) = 0 FROM retries.event_data WHERE event = 'sp' AND emitted_at IS NOT NULL)"
 	  . " FROM retries.call_data WHERE id = $sp", 1,
 	'd: an emit rolled back to a savepoint releases and records nothing');
 
@@ -408,6 +410,13 @@ SET ROLE mallory; $attack});
 	is($node->safe_psql("split_$name", $check), $want,
 		"g: FINDING 2 ... alice's rows of $table are restored");
 }
+my $dumped = $node->safe_psql('src',
+	"SELECT emitted_at FROM retries.event_data WHERE role = 'mallory'::regrole AND event = 'm-ev'");
+is($node->safe_psql('split_ev', qq{SELECT count(*) || ' ' || bool_and(emitted_at > '$dumped')
+  FROM retries.event_data WHERE role = 'mallory'::regrole AND event = 'm-ev'}),
+	'1 true', 'g: mallory\'s event emitted between the runs and in the dump is kept once, her latest emit');
+is($node->safe_psql('split_ev', q{SELECT count(*) FROM retries.event_data WHERE parked}),
+	'0', 'g: ... and no row is left set aside');
 
 ###########################################################################
 # h. no crash

@@ -72,8 +72,9 @@
 #      PREPARED, which wakes the workers (started within seconds).
 #   g. event_timeout while mallory's calls hold both base workers: the
 #      extra worker releases alice's call within seconds.
-#   h. two REPEATABLE READ emits of one name (not its first use): the
-#      second waits and then succeeds (no 40001).
+#   h. two REPEATABLE READ (or SERIALIZABLE) emits of one name, used
+#      before or for the first time: the second waits and then succeeds
+#      (no 40001).
 
 use strict;
 use warnings;
@@ -510,24 +511,30 @@ is(sql('alice', "BEGIN; SAVEPOINT s; SELECT retries.emit('order:70'); RELEASE s;
 	'1', 'e: an emit in a savepoint that is kept releases the call');
 call_reaches($node, $DB, $w_d, 'succeeded', 'e: and it runs');
 
-# (not its first use: two first uses at once may fail one with 40001, as
-# documented)
+# a name used before, and one used for the first time (both emits then
+# meet at the row's unique index), under REPEATABLE READ and SERIALIZABLE
 sql('alice', "SELECT retries.emit('rr:1')");
-my $rr = $node->background_psql($DB, on_error_stop => 0);
-$rr->query_safe("SET ROLE alice; BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;"
-	  . " SELECT retries.emit('rr:1', '{\"t\": 1}')");
-my $rr2 = $node->background_psql($DB, on_error_stop => 0);
-$rr2->query_safe("SET ROLE alice; BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1");
-$rr2->query_until(qr/sent/, "\\echo sent\nSELECT retries.emit('rr:1', '{\"t\": 2}');\n");
-wait_until($node, $DB,
-	"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-	  . " AND query LIKE '%retries.emit(''rr:1''%'",
-	'1', 'h: the second repeatable read emit of rr:1 waits for the first');
-$rr->query_safe('COMMIT');
-$rr->quit;
-$rr2->query('COMMIT');
-is($rr2->{stderr}, '', 'h: and then succeeds, no 40001');
-$rr2->quit;
+for my $case (['rr:1', 'REPEATABLE READ'], ['rr:2', 'REPEATABLE READ'], ['rr:3', 'SERIALIZABLE'])
+{
+	my ($name, $level) = @$case;
+	my $rr = $node->background_psql($DB, on_error_stop => 0);
+	$rr->query_safe("SET ROLE alice; BEGIN ISOLATION LEVEL $level; SELECT 1;"
+		  . " SELECT retries.emit('$name', '{\"t\": 1}')");
+	my $rr2 = $node->background_psql($DB, on_error_stop => 0);
+	$rr2->query_safe("SET ROLE alice; BEGIN ISOLATION LEVEL $level; SELECT 1");
+	$rr2->query_until(qr/sent/, "\\echo sent\nSELECT retries.emit('$name', '{\"t\": 2}');\n");
+	wait_until($node, $DB,
+		"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+		  . " AND query LIKE '%retries.emit(''$name''%'",
+		'1', "h: the second $level emit of $name waits for the first");
+	$rr->query_safe('COMMIT');
+	$rr->quit;
+	$rr2->query('COMMIT');
+	is($rr2->{stderr}, '', "h: and then succeeds, no 40001 ($name, $level)");
+	$rr2->quit;
+	is($node->safe_psql($DB, "SELECT payload FROM retries.event_data WHERE event = '$name'"),
+		'{"t": 2}', "h: its payload is the event's ($name)");
+}
 
 # ---------------------------------------------------------------------
 # f.  an emit in a prepared transaction

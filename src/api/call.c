@@ -1030,8 +1030,7 @@ debounce_call(const KeyHolder *h, const Datum *values, const KeyRule *rule)
 	char		nulls[5] = {' ', ' ', ' ', rule->has_debounce_max ? ' ' : 'n', ' '};
 
 	if (h->on_event != NULL)
-		tables_lock_name(RETRIES_EVENT_LOCK_CLASS, DatumGetObjectId(values[CC_SCHEDULED_BY]),
-						 h->on_event, false);
+		(void) events_emitted(DatumGetObjectId(values[CC_SCHEDULED_BY]), h->on_event);
 
 	plans_prepare_kept(&plan,
 					   "UPDATE retries.call_data c SET next_attempt ="

@@ -80,8 +80,8 @@ PG_FUNCTION_INFO_V1(retries_event);
 	" AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
 
 /*
- * lock_event -- the lock on 'event' of 'role' described at the top,
- * exclusive or shared (see tables_lock_name); inside SPI, as the
+ * lock_event -- below 1.7, the lock on 'event' of 'role' described at the
+ * top, exclusive or shared (see tables_lock_name); inside SPI, as the
  * extension's owner
  */
 static void
@@ -122,10 +122,15 @@ events_emitted(Oid role, text *event)
 	Oid			argtypes[2] = {OIDOID, TEXTOID};
 	Datum		values[2] = {ObjectIdGetDatum(role), PointerGetDatum(event)};
 	bool		emitted;
-	int			nestlevel;
+	int			nestlevel = plans_by_index_begin();
 
+	if (schema_retries_version() >= SCHEMA_1_7)
+	{
+		emitted = tables_lock_event(role, event);
+		plans_by_index_end(nestlevel);
+		return emitted;
+	}
 	lock_event(role, event, false);
-	nestlevel = plans_by_index_begin();
 	plans_prepare_kept(&plan,
 					   "SELECT FROM retries.event_data"
 					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
@@ -141,20 +146,37 @@ events_emitted(Oid role, text *event)
 }
 
 /*
- * store_event -- record the event (role, name, payload: values[0..2]),
- * under its lock, with a snapshot taken now: its row updated, or else
- * inserted (the index is not unique: see the update script to 1.6; under
- * the event's lock no other emit of it runs meanwhile); whether calls
- * made before the lock, committed, wait for it.  Inside SPI, as the
- * extension's owner.
+ * store_event -- record the event (role, name, payload: values[0..2]) and
+ * take its lock exclusively; whether calls made before the lock,
+ * committed, wait for it (read with a snapshot taken after it).  Inside
+ * SPI, as the extension's owner.
+ *
+ * From 1.7 the event's row is its lock (tables_emit_event).  Below, it
+ * takes the lock first, then updates the event's row, or else inserts one
+ * (the index is not unique: see the update script to 1.6; under the
+ * event's lock no other emit of it runs meanwhile).
  */
 static bool
 store_event(Datum *values, char *nulls)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr waiting_plan = NULL;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, JSONBOID};
 	bool		isnull;
 
+	if (schema_retries_version() >= SCHEMA_1_7)
+	{
+		tables_emit_event(values, nulls);
+		plans_prepare_kept(&waiting_plan,
+						   "SELECT EXISTS (SELECT FROM retries.call_data c" WAITING_FOR ")",
+						   2, argtypes);
+		if (SPI_execute_snapshot(waiting_plan, values, NULL, GetLatestSnapshot(),
+								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "could not look for the calls waiting for an event");
+		return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	lock_event(DatumGetObjectId(values[0]), DatumGetTextPP(values[1]), true);
 	plans_prepare_kept(&plan,
 					   "WITH updated AS ("
 					   " UPDATE retries.event_data SET payload = $3, emitted_at = pg_catalog.now()"
@@ -211,12 +233,10 @@ retries_emit(PG_FUNCTION_ARGS)
 
 	/*
 	 * The event's lock first: calls being made that wait for it commit first,
-	 * or see it.  Then its row, and whether calls wait for it, with a
-	 * snapshot taken after the lock; only then the statement that releases
-	 * them, whose start opens every index of call_data: most emits release
-	 * nothing.
+	 * or see it.  Then whether calls wait for it, with a snapshot taken after
+	 * the lock; only then the statement that releases them, whose start opens
+	 * every index of call_data: most emits release nothing.
 	 */
-	lock_event(role, event, true);
 	waiting = store_event(values, nulls);
 
 	released = 0;
@@ -271,17 +291,22 @@ retries_clear_event(PG_FUNCTION_ARGS)
 	access_become_owner(&save);
 	SPI_connect();
 	nestlevel = plans_by_index_begin();
-	lock_event(role, event, true);
-	plans_prepare_kept(&plan,
-					   "DELETE FROM retries.event_data"
-					   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
-					   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
-					   " AND event OPERATOR(pg_catalog.=) $2",
-					   2, argtypes);
-	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, false, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not clear an event");
-	cleared = SPI_processed;
+	if (schema_retries_version() >= SCHEMA_1_7)
+		cleared = tables_clear_event(role, event) ? 1 : 0;
+	else
+	{
+		lock_event(role, event, true);
+		plans_prepare_kept(&plan,
+						   "DELETE FROM retries.event_data"
+						   " WHERE role OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+						   " AND pg_catalog.md5(event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)"
+						   " AND event OPERATOR(pg_catalog.=) $2",
+						   2, argtypes);
+		if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+								 InvalidSnapshot, false, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not clear an event");
+		cleared = SPI_processed;
+	}
 	plans_by_index_end(nestlevel);
 	SPI_finish();
 	access_restore_user(&save);
@@ -320,7 +345,7 @@ retries_event(PG_FUNCTION_ARGS)
 					   "  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
 					   "  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
 					   "  AND d.event OPERATOR(pg_catalog.=) c.on_event"
-					   "  ORDER BY d.emitted_at DESC LIMIT 1) e ON true"
+					   "  ORDER BY d.emitted_at DESC NULLS LAST LIMIT 1) e ON true"
 					   " WHERE c.id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)

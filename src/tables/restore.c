@@ -56,6 +56,17 @@
  * on: its tables loaded so far look as made before.  INSERTs (pg_dump
  * --inserts) are not caught: only a hook on every statement could.
  *
+ * Events made between the runs.  From 1.7 event_data keeps one row per
+ * event of a role (a unique index; the row is the event's lock, see
+ * name_locks.c), and a restore in several runs may meet an event of the
+ * dump's that a role emitted, or made a call wait for, between the runs:
+ * the COPY would fail, and every role's events with it.  So a COPY into
+ * event_data first sets the rows there aside (parked: the index is unique
+ * on role, name and parked), and once it has loaded the dump's and they are checked, merges
+ * them back, the later emit of an event winning (park_events,
+ * merge_parked_events).  Parked rows live only inside the COPY's
+ * transaction.
+ *
  * Restores by the database owner.  She may read the tables, and so dump
  * her database (GRANTed to pg_database_owner), but not write them: a row
  * names roles whose calls run, or whose code, or whose calls it changes,
@@ -497,6 +508,63 @@ copies_as_owner(CopyStmt *stmt, bool toplevel)
 }
 
 /*
+ * copies_events -- is 'copy' a COPY into event_data, from 1.7 (one row per
+ * event)?
+ */
+static bool
+copies_events(const RestoreCopy *copy)
+{
+	return copy->table >= 0 && strcmp(config_tables[copy->table].name, "event_data") == 0 &&
+		schema_retries_version() >= SCHEMA_1_7;
+}
+
+/*
+ * park_events -- before a COPY into event_data (1.7): set its rows aside
+ * until the COPY has loaded the dump's (see
+ * "Events made between the runs" at the top).  As the extension's owner.
+ */
+static void
+park_events(void)
+{
+	RetriesUserSwitch save;
+
+	schema_switch_to_owner(&save);
+	SPI_connect();
+	if (SPI_execute("UPDATE retries.event_data SET parked = true WHERE NOT parked",
+					false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not set the rows of retries.event_data aside");
+	SPI_finish();
+	schema_switch_back(&save);
+}
+
+/*
+ * merge_parked_events -- after a COPY into event_data (1.7): the rows
+ * park_events() set aside back, each event's latest emit winning.  As the
+ * extension's owner.
+ */
+static void
+merge_parked_events(void)
+{
+	RetriesUserSwitch save;
+
+	schema_switch_to_owner(&save);
+	SPI_connect();
+	if (SPI_execute("WITH parked AS (DELETE FROM retries.event_data WHERE parked"
+					"  RETURNING role, event, payload, emitted_at)"
+					" INSERT INTO retries.event_data AS d (role, event, payload, emitted_at)"
+					" SELECT role, event, payload, emitted_at FROM parked"
+					" ON CONFLICT (role, pg_catalog.md5(event), parked) DO UPDATE"
+					" SET event = excluded.event, payload = excluded.payload,"
+					" emitted_at = excluded.emitted_at"
+					" WHERE d.emitted_at IS NULL"
+					" OR excluded.emitted_at OPERATOR(pg_catalog.>) d.emitted_at",
+					false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not merge the rows of retries.event_data set aside");
+	SPI_finish();
+	schema_switch_back(&save);
+}
+
+/*
  * restore_copy_begin -- before a utility command: if it is a COPY FROM
  * into one of the extension's configuration tables, fill in *copy, and
  * refuse it (55000) if its rows would mix with rows made before any
@@ -531,6 +599,8 @@ restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy)
 		refuse_old_rows(table);
 	/* decided before its rows load, which are older than any note */
 	copy->makes_own = tables_not_a_copy();
+	if (copies_events(copy))
+		park_events();
 }
 
 /*
@@ -666,6 +736,9 @@ restore_copy_done(const RestoreCopy *copy)
 		check_loaded_rows(copy);
 		reserve_loaded_ids(copy);
 	}
+	/* after the check: the rows set aside are not the COPY's */
+	if (copies_events(copy))
+		merge_parked_events();
 	/* rows a restore may load: the database is not a copy (home.c) */
 	if (copy->makes_own)
 		tables_restored_here();

@@ -58,6 +58,9 @@ extern void names_refresh_failed(void);
 /* name_locks.c: the lock of an event or a debounced key of a role */
 
 extern void tables_lock_name(uint16 lockclass, Oid role, text *name, bool exclusive);
+extern bool tables_lock_event(Oid role, text *event);
+extern void tables_emit_event(Datum *values, const char *nulls);
+extern bool tables_clear_event(Oid role, text *event);
 extern void tables_names_bound_waits(void);
 extern void tables_names_attempt_begins(void);
 extern bool tables_name_refused(void);
