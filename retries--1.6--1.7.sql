@@ -148,6 +148,12 @@ SELECT a.call_id,
 CREATE INDEX call_data_prioritized_due ON retries.call_data (next_attempt)
 	WHERE state = 'scheduled' AND NOT held AND priority <> 0;
 
+-- each role's calls of a priority other than 0, by priority: a role's
+-- claim walks its own priorities only (see src/engine/claim.c)
+CREATE INDEX call_data_prioritized_by_role ON retries.call_data
+	(scheduled_by, priority, next_attempt)
+	WHERE state = 'scheduled' AND NOT held AND priority <> 0;
+
 -- each role's earliest due call of a priority below 0 (see src/engine/claim.c)
 CREATE INDEX call_data_low_by_role ON retries.call_data (scheduled_by, next_attempt)
 	WHERE state = 'scheduled' AND NOT held AND priority < 0;

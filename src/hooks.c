@@ -60,8 +60,10 @@
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_tablespace.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
+#include "commands/tablespace.h"
 #include "miscadmin.h"
 #include "commands/defrem.h"
 #include "nodes/parsenodes.h"
@@ -268,6 +270,34 @@ may_create_databases(void)
 }
 
 /*
+ * may_move_database -- would ALTER DATABASE ... SET TABLESPACE of 'dboid'
+ * go as far as its look for other sessions: a tablespace that exists, is
+ * not the database's, and on which 'userid' has CREATE?
+ */
+static bool
+may_move_database(Oid dboid, AlterDatabaseStmt *stmt, Oid userid)
+{
+	DefElem    *opt = find_defelem(stmt->options, "tablespace");
+	Oid			tablespace;
+	HeapTuple	tup;
+	bool		moves = false;
+
+	if (opt == NULL || opt->arg == NULL)
+		return false;
+	tablespace = get_tablespace_oid(defGetString(opt), true);
+	if (!OidIsValid(tablespace) ||
+		retries_tablespace_aclcheck(tablespace, userid, ACL_CREATE) != ACLCHECK_OK)
+		return false;
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (HeapTupleIsValid(tup))
+	{
+		moves = ((Form_pg_database) GETSTRUCT(tup))->dattablespace != tablespace;
+		ReleaseSysCache(tup);
+	}
+	return moves;
+}
+
+/*
  * command_would_run -- would the command's own checks let it run, for the
  * current role, here and now?  The checks that PostgreSQL makes before it
  * looks for other sessions in the database (dbcommands.c, extension.c),
@@ -293,14 +323,17 @@ command_would_run(Node *parsetree, Oid dboid, bool isTopLevel)
 		case T_RenameStmt:
 			return dboid != MyDatabaseId &&
 				retries_database_ownercheck(dboid, userid) &&
-				may_create_databases();
+				may_create_databases() &&
+				!OidIsValid(get_database_oid(((RenameStmt *) parsetree)->newname, true));
 		case T_CreatedbStmt:
 			return outside_block && may_create_databases() &&
 				(database_is_template(dboid) ||
-				 retries_database_ownercheck(dboid, userid));
+				 retries_database_ownercheck(dboid, userid)) &&
+				!OidIsValid(get_database_oid(((CreatedbStmt *) parsetree)->dbname, true));
 		case T_AlterDatabaseStmt:
 			return outside_block && dboid != MyDatabaseId &&
-				retries_database_ownercheck(dboid, userid);
+				retries_database_ownercheck(dboid, userid) &&
+				may_move_database(dboid, (AlterDatabaseStmt *) parsetree, userid);
 		case T_DropStmt:
 			return retries_extension_ownercheck(get_extension_oid("retries", true),
 												userid);

@@ -61,6 +61,8 @@
 	object_aclcheck(DatabaseRelationId, (dboid), (roleid), (mode))
 #define retries_namespace_aclcheck(nspoid, roleid, mode) \
 	object_aclcheck(NamespaceRelationId, (nspoid), (roleid), (mode))
+#define retries_tablespace_aclcheck(spcoid, roleid, mode) \
+	object_aclcheck(TableSpaceRelationId, (spcoid), (roleid), (mode))
 #define retries_proc_ownercheck(fnoid, roleid) \
 	object_ownercheck(ProcedureRelationId, (fnoid), (roleid))
 #define retries_database_ownercheck(dboid, roleid) \
@@ -76,6 +78,8 @@
 	pg_database_aclcheck((dboid), (roleid), (mode))
 #define retries_namespace_aclcheck(nspoid, roleid, mode) \
 	pg_namespace_aclcheck((nspoid), (roleid), (mode))
+#define retries_tablespace_aclcheck(spcoid, roleid, mode) \
+	pg_tablespace_aclcheck((spcoid), (roleid), (mode))
 #define retries_proc_ownercheck(fnoid, roleid) \
 	pg_proc_ownercheck((fnoid), (roleid))
 #define retries_database_ownercheck(dboid, roleid) \

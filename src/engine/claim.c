@@ -258,7 +258,8 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 /*
  * The distinct priorities of claimable calls between $1 and $2 (other
  * than 0), highest first: one probe of call_data_prioritized each, of the
- * PRIORITIES_MAX highest at most.  A walk of every priority in use, due or
+ * PRIORITIES_MAX highest at most (claims of any role, and databases older
+ * than 1.7).  A walk of every priority in use, due or
  * not, cost 3.3 s beside 100,000 distinct ones, at every claim while a
  * call of a priority is due (or running, or locked: the twelfth hostile
  * review); calls of priorities below those are claimed by their role's
@@ -279,6 +280,33 @@ lock_claimed(Datum *ids, int nids, TimestampTz now, const int64 *skip, int nskip
 	"  AND c.priority OPERATOR(pg_catalog.>=) $1" \
 	"  AND c.priority OPERATOR(pg_catalog.<) p.priority" \
 	"  ORDER BY c.priority DESC LIMIT 1), p.depth OPERATOR(pg_catalog.+) 1" \
+	" FROM p WHERE p.priority IS NOT NULL" \
+	"  AND p.depth OPERATOR(pg_catalog.<) " CppAsString2(PRIORITIES_MAX) ")"
+
+/*
+ * The same walk over the calls of one role ($6), through
+ * call_data_prioritized_by_role (version 1.7): the PRIORITIES_MAX highest
+ * priorities of the role's own.  Over every role's (before), 100 calls of
+ * as many high priorities that another role made due next year filled the
+ * walk, and a role's due call of a lower priority waited for its role's
+ * next turn, behind its calls of priority 0 (the thirteenth hostile
+ * review).
+ */
+#define ROLE_PRIORITIES_CTE \
+	"WITH RECURSIVE p(priority, depth) AS (" \
+	" SELECT (SELECT priority FROM retries.call_data" \
+	"  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held" \
+	"  AND priority OPERATOR(pg_catalog.<>) 0" \
+	"  AND (scheduled_by::pg_catalog.oid, priority) OPERATOR(pg_catalog.>=) ($6, $1)" \
+	"  AND (scheduled_by::pg_catalog.oid, priority) OPERATOR(pg_catalog.<=) ($6, $2)" \
+	"  ORDER BY scheduled_by DESC, priority DESC LIMIT 1), 1" \
+	" UNION ALL" \
+	" SELECT (SELECT c.priority FROM retries.call_data c" \
+	"  WHERE c.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT c.held" \
+	"  AND c.priority OPERATOR(pg_catalog.<>) 0" \
+	"  AND (c.scheduled_by::pg_catalog.oid, c.priority) OPERATOR(pg_catalog.>=) ($6, $1)" \
+	"  AND (c.scheduled_by::pg_catalog.oid, c.priority) OPERATOR(pg_catalog.<) ($6, p.priority)" \
+	"  ORDER BY c.scheduled_by DESC, c.priority DESC LIMIT 1), p.depth OPERATOR(pg_catalog.+) 1" \
 	" FROM p WHERE p.priority IS NOT NULL" \
 	"  AND p.depth OPERATOR(pg_catalog.<) " CppAsString2(PRIORITIES_MAX) ")"
 
@@ -329,20 +357,26 @@ any_prioritized(TimestampTz now)
  * highest priority first, then earliest, into calls[0..], leaving out the
  * 'nskip' calls of 'skip'; returns how many
  *
- * Two statements, as claim_heads(): the first finds the calls, the
- * second locks them.  Returns 0 in a database whose extension is older
- * than 1.2, where every call has priority 0.
+ * Two statements, as claim_heads(): the first finds the calls and locks
+ * them, skipping those another batch holds (its running calls, which stay
+ * due: the first of a priority, found and then skipped by the second
+ * statement, kept a role's other calls of it from being claimed, the
+ * thirteenth hostile review), the second reads them in order.  Returns 0
+ * in a database whose extension is older than 1.2, where every call has
+ * priority 0.
  */
 int
 claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 				  Oid role, const int64 *skip, int nskip)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr any_role_plan = NULL;
+	static SPIPlanPtr role_plan = NULL;
 	Oid			types[6] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, INT4OID,
 	OIDOID};
 	Datum		values[6];
 	Datum	   *ids;
 	int			nids;
+	SPIPlanPtr	plan;
 
 	if (limit <= 0 || schema_retries_version() < SCHEMA_1_2 || !any_prioritized(now))
 		return 0;
@@ -352,24 +386,50 @@ claim_prioritized(RetriesCall *calls, int limit, TimestampTz now, bool above,
 	values[3] = args_id_array(skip, nskip);
 	values[4] = Int32GetDatum(limit);
 	values[5] = ObjectIdGetDatum(role);
-	plans_prepare_generic(&plan,
-						  PRIORITIES_CTE
-						  " SELECT d.id FROM p CROSS JOIN LATERAL"
-						  " (SELECT id FROM retries.call_data"
-						  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-						  "  AND priority OPERATOR(pg_catalog.<>) 0"
-						  "  AND (priority, next_attempt)"
-						  "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
-						  "  AND (priority, next_attempt)"
-						  "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
-						  "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
-						  "  AND ($6 OPERATOR(pg_catalog.=) 0"
-						  "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
-						  "  ORDER BY priority, next_attempt LIMIT $5) d"
-						  " WHERE p.priority IS NOT NULL"
-						  " LIMIT $5",
-						  6, types);
-	if (SPI_execute_plan(plan, values, NULL, true, 0) != SPI_OK_SELECT)
+	if (OidIsValid(role) && schema_retries_version() >= SCHEMA_1_7)
+	{
+		plans_prepare_generic(&role_plan,
+							  ROLE_PRIORITIES_CTE
+							  " SELECT d.id FROM p CROSS JOIN LATERAL"
+							  " (SELECT id FROM retries.call_data"
+							  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+							  "  AND priority OPERATOR(pg_catalog.<>) 0"
+							  "  AND (scheduled_by::pg_catalog.oid, priority, next_attempt)"
+							  "   OPERATOR(pg_catalog.>=)"
+							  "   ($6, p.priority, '-infinity'::pg_catalog.timestamptz)"
+							  "  AND (scheduled_by::pg_catalog.oid, priority, next_attempt)"
+							  "   OPERATOR(pg_catalog.<=) ($6, p.priority, $3)"
+							  "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
+							  "  ORDER BY scheduled_by, priority, next_attempt LIMIT $5"
+							  "  FOR UPDATE SKIP LOCKED) d"
+							  " WHERE p.priority IS NOT NULL"
+							  " LIMIT $5",
+							  6, types);
+		plan = role_plan;
+	}
+	else
+	{
+		plans_prepare_generic(&any_role_plan,
+							  PRIORITIES_CTE
+							  " SELECT d.id FROM p CROSS JOIN LATERAL"
+							  " (SELECT id FROM retries.call_data"
+							  "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+							  "  AND priority OPERATOR(pg_catalog.<>) 0"
+							  "  AND (priority, next_attempt)"
+							  "   OPERATOR(pg_catalog.>=) (p.priority, '-infinity'::pg_catalog.timestamptz)"
+							  "  AND (priority, next_attempt)"
+							  "   OPERATOR(pg_catalog.<=) (p.priority, $3)"
+							  "  AND id OPERATOR(pg_catalog.<>) ALL ($4)"
+							  "  AND ($6 OPERATOR(pg_catalog.=) 0"
+							  "   OR scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) $6)"
+							  "  ORDER BY priority, next_attempt LIMIT $5"
+							  "  FOR UPDATE SKIP LOCKED) d"
+							  " WHERE p.priority IS NOT NULL"
+							  " LIMIT $5",
+							  6, types);
+		plan = any_role_plan;
+	}
+	if (plans_execute_by_index(plan, values, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not look for due calls by priority");
 	nids = (int) SPI_processed;
 	if (nids == 0)

@@ -24,8 +24,10 @@
  * or not, with the hooks and time limit it chose: see
  * execute_foreign_owner) share a batch only with calls that run the same
  * role's code, so that such code cannot have the role's other calls run
- * again, and are left, claimed, to a later batch (released at commit)
- * otherwise; and a call whose last attempt was interrupted (by the
+ * again, nor hold them claimed while it runs: a batch of such code ends at
+ * the first call claimed that runs other code, released at commit, and a
+ * batch of the role's own code leaves such a call, claimed, to a later
+ * batch; and a call whose last attempt was interrupted (by the
  * worker's exit, or a crash) runs alone, in a batch of its own: if it makes the worker exit again, no other
  * call is rolled back with it, and each time it is charged an attempt, until
  * it fails.  Such a call, claimed behind others, ends its batch before it, and
@@ -1862,7 +1864,14 @@ run_batch(TimestampTz *due)
 				begin_in_runner(&b, &b.calls[0]);
 			break;
 		}
-		/* one that runs another role's code than the first: a later batch */
+
+		/*
+		 * One that runs another role's code than the first: a later batch. A
+		 * batch of another role's code ends there, or that code would hold
+		 * the call, claimed, for as long as it runs (the thirteenth hostile
+		 * review: mallory's slow function, claimed after it, kept alice's own
+		 * call waiting); a batch of the role's own code goes on.
+		 */
 		if (i == 0)
 		{
 			b.foreign_owner = execute_foreign_owner(&b.calls[0]);
@@ -1870,7 +1879,11 @@ run_batch(TimestampTz *due)
 				break;
 		}
 		else if (execute_foreign_owner(&b.calls[i]) != b.foreign_owner)
+		{
+			if (OidIsValid(b.foreign_owner))
+				break;
 			continue;
+		}
 		run_call(&b, &b.calls[i]);
 	}
 	if (b.claim != NULL)
@@ -2209,13 +2222,36 @@ names_step(void)
 }
 
 /*
+ * armed_since_start -- have the database's '@reboot' schedules been made due
+ * since the server started?  Or note that they have ('note').  A worker's
+ * own start is no start of the server: one that armed them then fired a
+ * schedule its role resumed after the server's start (the thirteenth
+ * hostile review).
+ */
+static bool
+armed_since_start(bool note)
+{
+	RetriesDatabase *db;
+	bool		armed;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, note);
+	armed = db == NULL || db->armed;
+	if (db != NULL && note)
+		db->armed = true;
+	LWLockRelease(retries_shared->lock);
+	return armed;
+}
+
+/*
  * serving -- may the worker fire schedules and run calls?  Not while
  * retries.enabled is off.  The first time, in a database that is a copy of
  * another, only once it has settled the calls and schedules that the copy
  * brought (home.c), those that no other transaction holds: the others are
  * settled as the worker claims them, and it tries again now and then.  The
  * first time, too, the schedules of '@reboot' are made due, if the server
- * started since they last fired (schedule_arm_at_start).  On
+ * started since they last fired (schedule_arm_at_start), by the first
+ * worker of the database since the server started.  On
  * an error, logged, the worker does not serve until it tries again.
  */
 static bool
@@ -2231,6 +2267,7 @@ serving(void)
 	PG_TRY();
 	{
 		TimestampTz made_at = 0;
+		bool		arm = false;
 
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -2242,12 +2279,15 @@ serving(void)
 			SPI_connect();
 			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
 			finish_cancelled(ids, n);
-			if (!settled)
+			arm = !settled && !armed_since_start(false);
+			if (arm)
 				schedule_arm_at_start();
 			SPI_finish();
 		}
 		PopActiveSnapshot();
 		commit_transaction();
+		if (arm)
+			(void) armed_since_start(true);
 		if (made_at == 0)
 			tables_forget_made_database(MyDatabaseId);
 		copy_made_at = made_at;

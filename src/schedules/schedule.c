@@ -1135,10 +1135,11 @@ find_due(TimestampTz horizon, int *found)
 /*
  * schedule_arm_at_start -- make due now the schedules of '@reboot' that
  * are not paused and have not fired since the server started (nor been
- * made since): a worker runs this when it first serves after it started,
- * and their firing takes them back to 'infinity'.  So they fire once per
- * start of the server, whichever worker comes first, however many
- * workers start again meanwhile.  Inside SPI, in a transaction.
+ * made since): the database's first worker since the server started runs
+ * this when it first serves (worker.c, serving), and their firing takes
+ * them back to 'infinity'.  So they fire once per start of the server,
+ * however many workers start again meanwhile (one that is resumed later
+ * waits for the next start).  Inside SPI, in a transaction.
  */
 void
 schedule_arm_at_start(void)

@@ -71,6 +71,8 @@ typedef struct RetriesDatabase
 	Oid			dboid;			/* InvalidOid when the entry is free */
 	RetriesDbState state;
 	bool		recovered;		/* interrupted attempts charged since start */
+	bool		armed;			/* '@reboot' schedules made due since start
+								 * (worker.c, serving) */
 	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
 	TimestampTz next_start;		/* do not start workers before this */
 	TimestampTz reserve_extra_after;	/* give no reserved worker to an extra

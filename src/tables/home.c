@@ -255,8 +255,11 @@ made_from(TimestampTz *made_at)
  * holds the extension: after a restore of the schema only they stay
  * scattered, and a copy of that database passed the check of restore.c:
  * its owner's COPY of no rows made her copy its own, and alice's copied
- * call ran there, the twelfth hostile review.)  Before version 1.7, or
- * without a note, no.  As the extension's owner.
+ * call ran there, the twelfth hostile review.)  Without a note, no.  At
+ * every version of the extension (until the thirteenth hostile review,
+ * from 1.7 only: a data-only restore into a database made from a template
+ * at 1.6 was settled as a copy, and every restored call cancelled).  As
+ * the extension's owner.
  */
 bool
 tables_not_a_copy(void)
@@ -267,12 +270,15 @@ tables_not_a_copy(void)
 	RetriesUserSwitch save;
 	bool		older;
 
-	if (schema_retries_version() < SCHEMA_1_7 || !OidIsValid(made_from(&made_at)))
+	if (!OidIsValid(made_from(&made_at)))
 		return false;
 	values[0] = TimestampTzGetDatum(made_at);
 	schema_switch_to_owner(&save);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT FROM retries.call_data"
+	if (SPI_execute_with_args(schema_retries_version() < SCHEMA_1_2 ?
+							  "SELECT FROM retries.call_data"
+							  " WHERE created_at OPERATOR(pg_catalog.<) $1 LIMIT 1" :
+							  "SELECT FROM retries.call_data"
 							  " WHERE created_at OPERATOR(pg_catalog.<) $1"
 							  " UNION ALL SELECT FROM retries.schedule_data"
 							  " WHERE created_at OPERATOR(pg_catalog.<) $1 LIMIT 1",
