@@ -524,9 +524,7 @@ GRANT SELECT ON SEQUENCE retries.policy_data_id_seq, retries.call_data_id_seq,
  * (emitted_at NULL) and locks it; the workers delete empty rows that
  * nobody holds, and pg_dump leaves them out.  Rows that 1.6 kept twice
  * (an event emitted between two runs of a restore, beside the dump's row
- * of it) keep the latest emit.  parked: set aside by a restore's COPY
- * into the table, inside its transaction (src/tables/restore.c), beside
- * the rows it loads (the index is unique with it).
+ * of it) keep the latest emit.
  */
 LOCK TABLE retries.event_data IN EXCLUSIVE MODE;
 DELETE FROM retries.event_data d
@@ -534,12 +532,25 @@ DELETE FROM retries.event_data d
  WHERE n.role = d.role AND pg_catalog.md5(n.event) = pg_catalog.md5(d.event)
    AND (n.emitted_at, n.ctid) > (d.emitted_at, d.ctid);
 DROP INDEX retries.event_data_event;
-ALTER TABLE retries.event_data ALTER emitted_at DROP NOT NULL,
-	ADD COLUMN parked boolean NOT NULL DEFAULT false;
+ALTER TABLE retries.event_data ALTER emitted_at DROP NOT NULL;
 CREATE UNIQUE INDEX event_data_event ON retries.event_data
-	(role, pg_catalog.md5(event), parked);
+	(role, pg_catalog.md5(event));
 SELECT pg_catalog.pg_extension_config_dump('retries.event_data',
 	'WHERE emitted_at IS NOT NULL');
+
+/*
+ * event_data_load: where a restore's COPY into event_data loads the dump's
+ * rows, which then join event_data's, the latest emit of each event
+ * winning, in the COPY's transaction (src/tables/restore.c): loaded
+ * straight into event_data they could meet, in its unique index, an event
+ * that a role emitted (or made a call wait for) during the restore, or a
+ * 1.6 dump's event kept twice, and the COPY would fail whole.  Empty
+ * outside a COPY's transaction; not dumped.
+ */
+CREATE TABLE retries.event_data_load (LIKE retries.event_data);
+COMMENT ON TABLE retries.event_data_load IS
+	'where a restore''s COPY into event_data loads the dump''s events, merged into event_data in the same transaction; always empty otherwise';
+REVOKE ALL ON retries.event_data_load FROM PUBLIC;
 COMMENT ON TABLE retries.event_data IS
 	'one row per event of a role: its latest emit (retries.emit), read by retries.event() inside a call; empty (emitted_at NULL) while only calls wait for it; its row lock is the event''s lock';
 

@@ -655,12 +655,14 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		had_extension = OidIsValid(get_extension_oid("retries", true));
 	PG_TRY();
 	{
+		PlannedStmt *run = restore_copy_statement(&copy, pstmt);
+
 		restore_copy_enter(&copy);
 		if (prev_ProcessUtility)
-			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+			prev_ProcessUtility(run, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
 		else
-			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+			standard_ProcessUtility(run, queryString, readOnlyTree, context,
 									params, queryEnv, dest, qc);
 		restore_copy_done(&copy);
 	}

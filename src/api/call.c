@@ -1048,7 +1048,8 @@ debounce_call(const KeyHolder *h, const Datum *values, const KeyRule *rule)
 					   " AND c.attempts OPERATOR(pg_catalog.=) 0"
 					   " AND c.next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz",
 					   5, argtypes);
-	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_UPDATE)
+	/* under the key's lock: as READ COMMITTED, as the lock was taken */
+	if (plans_execute_read_committed(plan, args, nulls) != SPI_OK_UPDATE)
 		elog(ERROR, "could not move call " INT64_FORMAT, h->id);
 	return SPI_processed == 1;
 }

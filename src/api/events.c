@@ -59,19 +59,6 @@ PG_FUNCTION_INFO_V1(retries_event);
 /* The most calls a worker releases at their timeouts in one transaction */
 #define TIMEOUT_BATCH	1000
 
-/*
- * What releasing a waiting call does to it, by its event (event_wait =
- * false) or its timeout (NULL): one off waiting_on, held while any is
- * left.  A call that waits no more on anything (retry_now() of a cancelled
- * call that waited) keeps its hold as it is.
- */
-#define RELEASE_SET \
-	" waiting_on = CASE WHEN c.waiting_on OPERATOR(pg_catalog.>) 0" \
-	"  THEN c.waiting_on OPERATOR(pg_catalog.-) 1 ELSE 0 END," \
-	" held = CASE WHEN c.waiting_on OPERATOR(pg_catalog.>) 0" \
-	"  THEN c.waiting_on OPERATOR(pg_catalog.>) 1 ELSE c.held END," \
-	" updated_at = pg_catalog.now()"
-
 /* The condition of the calls of role $1 that wait for event $2 */
 #define WAITING_FOR \
 	" WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole" \

@@ -71,6 +71,45 @@ typedef struct LockedCall
 } LockedCall;
 
 /*
+ * lock_waiting_event -- if call 'id' waits for an event (1.6), and 'caller'
+ * may see it, take the event's share lock first, as a debounce of it does
+ * (call.c): an emit of the event locks the event, then the rows of the
+ * calls it releases, in the order of its scan, and a transaction that
+ * cancelled one of them and then another deadlocked with it (the
+ * fourteenth hostile review).  Read without a lock: a call that starts to
+ * wait meanwhile was made after this transaction's look, and its own
+ * transaction holds the lock.
+ */
+static void
+lock_waiting_event(int64 id, Oid caller)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	bool		isnull;
+	Oid			role;
+	text	   *event;
+
+	if (schema_retries_version() < SCHEMA_1_6)
+		return;
+	plans_prepare_kept(&plan,
+					   "SELECT scheduled_by::pg_catalog.oid, on_event FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1 AND event_wait"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up call " INT64_FORMAT, id);
+	if (SPI_processed != 1)
+		return;
+	role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										  &isnull));
+	event = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+											&isnull));
+	if (!isnull && access_may_see_call(caller, role))
+		(void) events_emitted(role, event);
+}
+
+/*
  * lock_call -- read a call's row (locking it if 'lock'), or raise "not
  * found" if it does not exist or 'caller' may not see it
  *
@@ -103,8 +142,11 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 	 * FOR KEY SHARE of a debounce, which changes nothing of the row
 	 */
 	if (lock)
+	{
+		lock_waiting_event(id, caller);
 		plan = plans_prepare_kept(&lock_plan, LOCK_CALL_QUERY " FOR NO KEY UPDATE OF c",
 								  1, argtypes);
+	}
 	else
 		plan = plans_prepare_kept(&read_plan, LOCK_CALL_QUERY, 1, argtypes);
 #undef LOCK_CALL_QUERY

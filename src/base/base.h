@@ -159,6 +159,8 @@ extern int	plans_by_index_begin(void);
 extern void plans_by_index_end(int nestlevel);
 extern int	plans_execute_by_index(SPIPlanPtr plan, Datum *values, bool read_only,
 								   long count);
+extern int	plans_execute_read_committed(SPIPlanPtr plan, Datum *values,
+										 const char *nulls);
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and

@@ -11,11 +11,13 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "base/base.h"
 
@@ -214,5 +216,35 @@ plans_execute_by_index(SPIPlanPtr plan, Datum *values, bool read_only, long coun
 	int			result = SPI_execute_plan(plan, values, NULL, read_only, count);
 
 	plans_by_index_end(nestlevel);
+	return result;
+}
+
+/*
+ * plans_execute_read_committed -- SPI_execute_snapshot() of 'plan', which
+ * writes, with a snapshot taken now, as READ COMMITTED whatever the
+ * transaction's isolation level: a row that another transaction changed
+ * since the transaction's snapshot is followed to its latest version,
+ * never a 40001.  For the extension's own rows that a statement takes
+ * under a lock of its own and reads after it (a name's row, tables/
+ * name_locks.c; a debounced key's call, api/call.c): two REPEATABLE READ
+ * transactions that use one name wait for each other, and both go on.
+ */
+int
+plans_execute_read_committed(SPIPlanPtr plan, Datum *values, const char *nulls)
+{
+	int			isolation = XactIsoLevel;
+	int			result;
+
+	XactIsoLevel = XACT_READ_COMMITTED;
+	PG_TRY();
+	{
+		result = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+									  InvalidSnapshot, false, false, 0);
+	}
+	PG_FINALLY();
+	{
+		XactIsoLevel = isolation;
+	}
+	PG_END_TRY();
 	return result;
 }

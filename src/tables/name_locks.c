@@ -92,31 +92,6 @@ static bool name_refused = false;
 #define BOUNDED_NAME_WAIT	"1ms"
 
 /*
- * execute_read_committed -- SPI_execute_snapshot of 'plan' with a snapshot
- * taken now, as READ COMMITTED whatever the transaction's isolation level
- * (see the top)
- */
-static int
-execute_read_committed(SPIPlanPtr plan, Datum *values, const char *nulls)
-{
-	int			isolation = XactIsoLevel;
-	int			result;
-
-	XactIsoLevel = XACT_READ_COMMITTED;
-	PG_TRY();
-	{
-		result = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
-									  InvalidSnapshot, false, false, 0);
-	}
-	PG_FINALLY();
-	{
-		XactIsoLevel = isolation;
-	}
-	PG_END_TRY();
-	return result;
-}
-
-/*
  * lock_row -- run 'plan' (of the parameters 'values', 'nulls' as in
  * SPI_execute_plan), which locks or makes a name's row, with a snapshot
  * taken now, as READ COMMITTED (see the top); how many rows it locked or
@@ -135,7 +110,7 @@ lock_row(SPIPlanPtr plan, Datum *values, const char *nulls, int expected)
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		name_refused = true;	/* unless the statement returns */
 	}
-	if (execute_read_committed(plan, values, nulls) != expected)
+	if (plans_execute_read_committed(plan, values, nulls) != expected)
 		elog(ERROR, "retries: could not lock a name");
 	if (nestlevel >= 0)
 	{
@@ -210,7 +185,7 @@ tables_lock_event(Oid role, text *event)
 	plans_prepare_kept(&insert_plan,
 					   "INSERT INTO retries.event_data (role, event)"
 					   " VALUES ($1::pg_catalog.regrole, $2)"
-					   " ON CONFLICT (role, pg_catalog.md5(event), parked) DO NOTHING",
+					   " ON CONFLICT (role, pg_catalog.md5(event)) DO NOTHING",
 					   2, argtypes);
 	plans_prepare_kept(&share_plan,
 					   "SELECT emitted_at IS NOT NULL AND event OPERATOR(pg_catalog.=) $2"
@@ -249,7 +224,7 @@ tables_emit_event(Datum *values, const char *nulls)
 	plans_prepare_kept(&plan,
 					   "INSERT INTO retries.event_data AS d (role, event, payload, emitted_at)"
 					   " VALUES ($1::pg_catalog.regrole, $2, $3, pg_catalog.now())"
-					   " ON CONFLICT (role, pg_catalog.md5(event), parked) DO UPDATE"
+					   " ON CONFLICT (role, pg_catalog.md5(event)) DO UPDATE"
 					   " SET event = excluded.event, payload = excluded.payload,"
 					   " emitted_at = excluded.emitted_at",
 					   3, argtypes);

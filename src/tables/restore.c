@@ -56,16 +56,23 @@
  * on: its tables loaded so far look as made before.  INSERTs (pg_dump
  * --inserts) are not caught: only a hook on every statement could.
  *
- * Events made between the runs.  From 1.7 event_data keeps one row per
+ * Events made during a restore.  From 1.7 event_data keeps one row per
  * event of a role (a unique index; the row is the event's lock, see
- * name_locks.c), and a restore in several runs may meet an event of the
- * dump's that a role emitted, or made a call wait for, between the runs:
- * the COPY would fail, and every role's events with it.  So a COPY into
- * event_data first sets the rows there aside (parked: the index is unique
- * on role, name and parked), and once it has loaded the dump's and they are checked, merges
- * them back, the later emit of an event winning (park_events,
- * merge_parked_events).  Parked rows live only inside the COPY's
- * transaction.
+ * name_locks.c), and a restore may meet an event of the dump's that a role
+ * emitted, or made a call wait for, while it ran (between the runs of a
+ * restore in several, or during the data part of one, from another
+ * session), or a 1.6 dump may hold an event twice: loaded into event_data,
+ * the COPY would fail, and every role's events with it (the fourteenth
+ * hostile review).  So a COPY into event_data loads into event_data_load
+ * instead (restore_copy_statement), a table of the same columns with no
+ * index, and once its rows are checked, they join event_data's, the
+ * latest emit of each event winning (merge_loaded_events): an upsert,
+ * which waits for a transaction that is making the same event's row and
+ * then merges with it.  And an emit made during the restore released
+ * nothing of the dump's calls, not there yet: so after a COPY into
+ * event_data or call_data, the calls that wait for an event emitted after
+ * they were made are released (release_restored_waiters), as the emit
+ * would have.
  *
  * Restores by the database owner.  She may read the tables, and so dump
  * her database (GRANTed to pg_database_owner), but not write them: a row
@@ -102,6 +109,8 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
 #include "storage/ipc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -509,7 +518,7 @@ copies_as_owner(CopyStmt *stmt, bool toplevel)
 
 /*
  * copies_events -- is 'copy' a COPY into event_data, from 1.7 (one row per
- * event)?
+ * event: see "Events made during a restore" at the top)?
  */
 static bool
 copies_events(const RestoreCopy *copy)
@@ -519,47 +528,74 @@ copies_events(const RestoreCopy *copy)
 }
 
 /*
- * park_events -- before a COPY into event_data (1.7): set its rows aside
- * until the COPY has loaded the dump's (see
- * "Events made between the runs" at the top).  As the extension's owner.
+ * restore_copy_statement -- the statement to run for 'pstmt', whose COPY
+ * restore_copy_begin() looked at: one into event_data loads into
+ * event_data_load instead (see "Events made during a restore" at the top)
  */
-static void
-park_events(void)
+PlannedStmt *
+restore_copy_statement(const RestoreCopy *copy, PlannedStmt *pstmt)
 {
-	RetriesUserSwitch save;
+	PlannedStmt *load;
 
-	schema_switch_to_owner(&save);
-	SPI_connect();
-	if (SPI_execute("UPDATE retries.event_data SET parked = true WHERE NOT parked",
-					false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not set the rows of retries.event_data aside");
-	SPI_finish();
-	schema_switch_back(&save);
+	if (!copies_events(copy))
+		return pstmt;
+	load = copyObject(pstmt);
+	((CopyStmt *) load->utilityStmt)->relation =
+		makeRangeVar("retries", "event_data_load", -1);
+	return load;
 }
 
 /*
- * merge_parked_events -- after a COPY into event_data (1.7): the rows
- * park_events() set aside back, each event's latest emit winning.  As the
- * extension's owner.
+ * merge_loaded_events -- after a COPY into event_data (1.7): the rows it
+ * loaded into event_data_load join event_data's, the latest emit of each
+ * event winning.  As the extension's owner.
  */
 static void
-merge_parked_events(void)
+merge_loaded_events(void)
 {
 	RetriesUserSwitch save;
 
 	schema_switch_to_owner(&save);
 	SPI_connect();
-	if (SPI_execute("WITH parked AS (DELETE FROM retries.event_data WHERE parked"
+	if (SPI_execute("WITH loaded AS (DELETE FROM retries.event_data_load"
 					"  RETURNING role, event, payload, emitted_at)"
 					" INSERT INTO retries.event_data AS d (role, event, payload, emitted_at)"
-					" SELECT role, event, payload, emitted_at FROM parked"
-					" ON CONFLICT (role, pg_catalog.md5(event), parked) DO UPDATE"
+					" SELECT DISTINCT ON (role, pg_catalog.md5(event))"
+					"  role, event, payload, emitted_at FROM loaded"
+					"  ORDER BY role, pg_catalog.md5(event), emitted_at DESC NULLS LAST"
+					" ON CONFLICT (role, pg_catalog.md5(event)) DO UPDATE"
 					" SET event = excluded.event, payload = excluded.payload,"
 					" emitted_at = excluded.emitted_at"
 					" WHERE d.emitted_at IS NULL"
 					" OR excluded.emitted_at OPERATOR(pg_catalog.>) d.emitted_at",
 					false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not merge the rows of retries.event_data set aside");
+		elog(ERROR, "retries: could not merge the events a restore loaded");
+	SPI_finish();
+	schema_switch_back(&save);
+}
+
+/*
+ * release_restored_waiters -- after a COPY into event_data or call_data
+ * (1.7): release the calls that wait for an event emitted after they were
+ * made, as its emit would have (RELEASE_SET); the workers find them at
+ * their next look.  As the extension's owner.
+ */
+static void
+release_restored_waiters(void)
+{
+	RetriesUserSwitch save;
+
+	schema_switch_to_owner(&save);
+	SPI_connect();
+	if (SPI_execute("UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+					" WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					" AND EXISTS (SELECT FROM retries.event_data d"
+					"  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
+					"  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
+					"  AND d.event OPERATOR(pg_catalog.=) c.on_event"
+					"  AND d.emitted_at OPERATOR(pg_catalog.>) c.created_at)",
+					false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not release the restored calls whose event was emitted");
 	SPI_finish();
 	schema_switch_back(&save);
 }
@@ -599,8 +635,6 @@ restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy)
 		refuse_old_rows(table);
 	/* decided before its rows load, which are older than any note */
 	copy->makes_own = tables_not_a_copy();
-	if (copies_events(copy))
-		park_events();
 }
 
 /*
@@ -654,7 +688,9 @@ check_loaded_rows(const RestoreCopy *copy)
 									   " FROM retries.%s x, LATERAL (VALUES %s) r(role)"
 									   " WHERE " LOADED_ROWS
 									   " AND NOT pg_catalog.pg_has_role($3, r.role, 'MEMBER')"
-									   " LIMIT 1", t->name, t->roles),
+									   " LIMIT 1",
+									   copies_events(copy) ? "event_data_load" : t->name,
+									   t->roles),
 							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "retries: could not read the rows loaded into table retries.%s", t->name);
 	/* copied out of SPI's memory, which SPI_finish() frees */
@@ -736,9 +772,12 @@ restore_copy_done(const RestoreCopy *copy)
 		check_loaded_rows(copy);
 		reserve_loaded_ids(copy);
 	}
-	/* after the check: the rows set aside are not the COPY's */
+	/* after the check, which reads them where they were loaded */
 	if (copies_events(copy))
-		merge_parked_events();
+		merge_loaded_events();
+	if (schema_retries_version() >= SCHEMA_1_7 &&
+		(copies_events(copy) || strcmp(config_tables[copy->table].name, "call_data") == 0))
+		release_restored_waiters();
 	/* rows a restore may load: the database is not a copy (home.c) */
 	if (copy->makes_own)
 		tables_restored_here();

@@ -16,6 +16,7 @@
 
 #include "access/xact.h"
 #include "nodes/nodes.h"
+#include "nodes/plannodes.h"
 
 #include "base/base.h"
 
@@ -54,6 +55,19 @@ extern Oid	names_key_function(Oid key);
 extern void names_refresh(void);
 extern bool names_refresh_due(void);
 extern void names_refresh_failed(void);
+
+/*
+ * What releasing a waiting call does to it, by its event (event_wait =
+ * false) or its timeout (NULL): one off waiting_on, held while any is
+ * left.  A call that waits no more on anything (retry_now() of a cancelled
+ * call that waited) keeps its hold as it is.
+ */
+#define RELEASE_SET \
+	" waiting_on = CASE WHEN c.waiting_on OPERATOR(pg_catalog.>) 0" \
+	"  THEN c.waiting_on OPERATOR(pg_catalog.-) 1 ELSE 0 END," \
+	" held = CASE WHEN c.waiting_on OPERATOR(pg_catalog.>) 0" \
+	"  THEN c.waiting_on OPERATOR(pg_catalog.>) 1 ELSE c.held END," \
+	" updated_at = pg_catalog.now()"
 
 /* name_locks.c: the lock of an event or a debounced key of a role */
 
@@ -98,6 +112,7 @@ extern void restore_before_prepare(void);
 extern pid_t restore_holder(void);
 extern void restore_refuse(void);
 extern void restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy);
+extern PlannedStmt *restore_copy_statement(const RestoreCopy *copy, PlannedStmt *pstmt);
 extern void restore_copy_enter(RestoreCopy *copy);
 extern void restore_copy_done(const RestoreCopy *copy);
 extern void restore_copy_leave(const RestoreCopy *copy);
