@@ -536,7 +536,21 @@ ALTER TABLE retries.event_data ALTER emitted_at DROP NOT NULL;
 CREATE UNIQUE INDEX event_data_event ON retries.event_data
 	(role, pg_catalog.md5(event));
 SELECT pg_catalog.pg_extension_config_dump('retries.event_data',
-	'WHERE emitted_at IS NOT NULL');
+	'WHERE emitted_at IS NOT NULL'
+	' AND role OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_roles)');
+
+/*
+ * A dump leaves out the calls, schedules and events of roles dropped since
+ * they were made: a role column shows a dropped role as its bare OID, which
+ * a restore into another cluster would take for whichever role has that
+ * OID there (the fourteenth hostile review: it read the dropped role's
+ * event payloads and could retry its calls).  Their attempts and links
+ * name calls by id only, which no role then sees.
+ */
+SELECT pg_catalog.pg_extension_config_dump('retries.call_data',
+	'WHERE scheduled_by OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_roles)');
+SELECT pg_catalog.pg_extension_config_dump('retries.schedule_data',
+	'WHERE owner OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_roles)');
 
 /*
  * event_data_load: where a restore's COPY into event_data loads the dump's

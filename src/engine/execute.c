@@ -623,6 +623,8 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 	return true;
 }
 
+static char *hook_signature_wrong(Oid hook, List *args, Oid rettype);
+
 /*
  * run_hook -- run a hook of a call's policy (on_exhausted, delay_fn) with
  * these argument expressions, as run_sandboxed() runs code: under
@@ -648,7 +650,8 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 		 ExecuteHook which, Oid hook, List *args, Datum *result, bool *isnull)
 {
 	ErrorData  *edata;
-	char	   *lacks;
+	char	   *lacks = NULL;
+	char	   *wrong;
 	bool		capped;
 	SandboxStep step;
 	Oid			owner = flow_function_owner(policy->fn);
@@ -657,6 +660,14 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 		lacks = psprintf("function %s no longer exists", policy->fn_signature);
 	else if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
 		lacks = psprintf("function %u no longer exists", hook);
+	else if ((wrong = hook_signature_wrong(hook, args,
+										   which == HOOK_DELAY_FN ? INTERVALOID : InvalidOid)) != NULL)
+	{
+		edata = palloc0(sizeof(ErrorData));
+		edata->sqlerrcode = ERRCODE_INVALID_FUNCTION_DEFINITION;
+		edata->message = wrong;
+		return edata;
+	}
 	else if ((lacks = access_hook_owner(hook, owner,
 										which == HOOK_DELAY_FN ? "delay_fn" : "on_exhausted")) == NULL)
 		lacks = access_call_privilege(hook, owner);
@@ -674,6 +685,49 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, HOOK_NONE);
 	return edata;
+}
+
+/*
+ * hook_signature_wrong -- why 'hook' may not be called with 'args' (Consts)
+ * for a result of type 'rettype' (InvalidOid: any that is not a pseudo-type
+ * but void or record), or NULL if it may
+ *
+ * annotate() refuses such hooks, but a restore writes policy_data as the
+ * dump has it: a hook called with Datums of other types than its own, or
+ * whose result is read as an interval that it is not, read memory where
+ * they pointed, and crashed the server (the thirteenth hostile review).  So
+ * the signature is checked where the hook is called, too.
+ */
+static char *
+hook_signature_wrong(Oid hook, List *args, Oid rettype)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(hook));
+	Form_pg_proc proc;
+	bool		ok;
+	int			i = 0;
+	ListCell   *lc;
+
+	if (!HeapTupleIsValid(tup))
+		return psprintf("function %u no longer exists", hook);
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset &&
+		proc->pronargs == list_length(args);
+	if (OidIsValid(rettype))
+		ok = ok && proc->prorettype == rettype;
+	else
+		ok = ok && (get_typtype(proc->prorettype) != TYPTYPE_PSEUDO ||
+					proc->prorettype == VOIDOID || proc->prorettype == RECORDOID);
+	foreach(lc, args)
+	{
+		if (!ok)
+			break;
+		ok = proc->proargtypes.values[i++] == exprType((Node *) lfirst(lc));
+	}
+	ReleaseSysCache(tup);
+	if (ok)
+		return NULL;
+	return psprintf("hook %s has the wrong signature: it is not called",
+					format_procedure(hook));
 }
 
 /*
