@@ -233,7 +233,7 @@ int
 plans_execute_read_committed(SPIPlanPtr plan, Datum *values, const char *nulls)
 {
 	int			isolation = XactIsoLevel;
-	int			result;
+	volatile int result;
 
 	XactIsoLevel = XACT_READ_COMMITTED;
 	PG_TRY();
@@ -241,10 +241,12 @@ plans_execute_read_committed(SPIPlanPtr plan, Datum *values, const char *nulls)
 		result = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
 									  InvalidSnapshot, false, false, 0);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		XactIsoLevel = isolation;
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	XactIsoLevel = isolation;
 	return result;
 }

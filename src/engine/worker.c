@@ -1331,13 +1331,21 @@ claim_batch(Batch *b)
 	}
 
 	b->claim = NULL;
+	b->foreign_owner = b->n > 0 ? execute_foreign_owner(&b->calls[0]) : InvalidOid;
 	if (b->n > 0 && !b->calls[0].lone && b->limit > 1)
 	{
+		/*
+		 * The role's calls of a priority first, claimed with the first call;
+		 * not before another role's code has run, which would hold them
+		 * claimed while it runs (the fifteenth hostile review): such a batch
+		 * claims one call at a time (claim_again)
+		 */
 		if (!b->below_zero)
 		{
-			b->n += claim_prioritized(b->calls + b->n, b->limit - b->n, b->claimed_at,
-									  true, b->role, claimed_ids(b->calls, b->n),
-									  nskipped + b->n);
+			if (!OidIsValid(b->foreign_owner))
+				b->n += claim_prioritized(b->calls + b->n, b->limit - b->n, b->claimed_at,
+										  true, b->role, claimed_ids(b->calls, b->n),
+										  nskipped + b->n);
 			b->claim = claim_begin(b->limit, b->claimed_at, b->role,
 								   claimed_ids(b->calls, b->n), nskipped + b->n);
 		}
@@ -1351,12 +1359,15 @@ claim_batch(Batch *b)
 /*
  * claim_again -- all claimed calls have run: claim as many again (up to
  * the limit), of priority 0, and once none of those is left, of a batch
- * below 0, below 0; false if none was claimed
+ * below 0, below 0; false if none was claimed.  A batch of another role's
+ * code claims one call at a time: the next may be that code again, and
+ * would hold the one claimed with it for as long as it runs.
  */
 static bool
 claim_again(Batch *b)
 {
-	int			want = Min(Max(b->n, 1), b->limit - b->n);
+	int			want = Min(OidIsValid(b->foreign_owner) ? 1 : Max(b->n, 1),
+						   b->limit - b->n);
 	int			got = 0;
 	int			nestlevel;
 
@@ -1874,7 +1885,6 @@ run_batch(TimestampTz *due)
 		 */
 		if (i == 0)
 		{
-			b.foreign_owner = execute_foreign_owner(&b.calls[0]);
 			if (is_extra() && extra_passes_over(&b))
 				break;
 		}
@@ -2226,19 +2236,27 @@ names_step(void)
  * since the server started?  Or note that they have ('note').  A worker's
  * own start is no start of the server: one that armed them then fired a
  * schedule its role resumed after the server's start (the thirteenth
- * hostile review).
+ * hostile review).  Kept apart from the database's entry, which the
+ * launcher frees when the database takes no connections for a while (the
+ * fifteenth: its owner's ALLOW_CONNECTIONS false and true armed them
+ * again).  Should the list be full, they are armed at each worker's start,
+ * as before.
  */
 static bool
 armed_since_start(bool note)
 {
-	RetriesDatabase *db;
-	bool		armed;
+	bool		armed = false;
+	int			free_at = -1;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, note);
-	armed = db == NULL || db->armed;
-	if (db != NULL && note)
-		db->armed = true;
+	for (int i = 0; i < (int) lengthof(retries_shared->armed) && !armed; i++)
+	{
+		armed = retries_shared->armed[i] == MyDatabaseId;
+		if (free_at < 0 && !OidIsValid(retries_shared->armed[i]))
+			free_at = i;
+	}
+	if (!armed && note && free_at >= 0)
+		retries_shared->armed[free_at] = MyDatabaseId;
 	LWLockRelease(retries_shared->lock);
 	return armed;
 }

@@ -71,8 +71,6 @@ typedef struct RetriesDatabase
 	Oid			dboid;			/* InvalidOid when the entry is free */
 	RetriesDbState state;
 	bool		recovered;		/* interrupted attempts charged since start */
-	bool		armed;			/* '@reboot' schedules made due since start
-								 * (worker.c, serving) */
 	TimestampTz paused_until;	/* no workers until then (DROP DATABASE, ...) */
 	TimestampTz next_start;		/* do not start workers before this */
 	TimestampTz reserve_extra_after;	/* give no reserved worker to an extra
@@ -279,6 +277,13 @@ typedef struct RetriesShared
 	int			next_interrupted;	/* where the next entry goes */
 	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
 	TimestampTz started_at;		/* when this shared memory was made */
+	Oid			armed[RETRIES_MAX_DATABASES * 2];	/* the databases whose
+													 * '@reboot' schedules
+													 * were made due since the
+													 * server started
+													 * (worker.c, serving);
+													 * kept when their dbs[]
+													 * entry is freed */
 	uint8		lock_secret[32];	/* keys the tags of private locks */
 	RetriesReserve reserves[RETRIES_MAX_RESERVES];
 } RetriesShared;
