@@ -1425,23 +1425,80 @@ charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outc
 }
 
 /*
+ * allow_another_attempt -- one more attempt for 'call', if it has a limit
+ */
+static void
+allow_another_attempt(RetriesCall *call)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(call->id)};
+
+	if (call->max_attempts <= 0)
+		return;
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET max_attempts = max_attempts OPERATOR(pg_catalog.+) 1"
+					   " WHERE id OPERATOR(pg_catalog.=) $1 AND max_attempts IS NOT NULL",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not allow call " INT64_FORMAT " another attempt", call->id);
+	call->max_attempts++;
+}
+
+/*
+ * charge_stop -- record an attempt that the extension's own stop of its
+ * worker cut short (see execute_interrupted)
+ */
+static void
+charge_stop(RetriesCall *call, int32 attempt, TimestampTz started)
+{
+	CachedPolicy *policy;
+	Outcome		out;
+
+	ereport(LOG,
+			(errmsg("retries: attempt %d of call " INT64_FORMAT " was cut short by a stop of its worker for a command on its database; the call is given another",
+					attempt, call->id)));
+	policy = interrupted_outcome(call, attempt, &out);
+	if (policy == NULL)
+		return;
+	charge_interruption(call, policy, attempt, &out, started, ERRCODE_ADMIN_SHUTDOWN,
+						"the worker running this attempt was stopped for a command on its database",
+						"DROP DATABASE, ALTER DATABASE (RENAME, SET TABLESPACE, ALLOW_CONNECTIONS false), CREATE DATABASE from it as a template, or DROP EXTENSION stopped the database's workers; the attempt's effects were rolled back, and it does not use up one of the call's attempts.");
+}
+
+/*
  * execute_interrupted -- record that an attempt was cut short by a crash or
  * a killed worker: it counts, and the call is retried after its delay or
  * fails if that was its last attempt.  'started' is when it started (0 if
  * unknown: then now); it finished when it is charged.
+ *
+ * 'stopped': the extension itself stopped the worker, for a command that
+ * needs the database alone (DROP DATABASE, a rename, CREATE DATABASE from
+ * it as a template, SET TABLESPACE) or a database that takes no more
+ * connections.  The attempt is recorded all the same, but the call is
+ * given one more (its max_attempts grows by one): the call did nothing to
+ * stop it, and a database's owner who ran such commands again and again,
+ * even ones that PostgreSQL then refused, had every role's calls there
+ * fail (the thirteenth and fifteenth hostile reviews).
  *
  * The one way an interrupted attempt is charged: by the recovery of a dead
  * worker's slot, or by the worker that claims the call later (worker.c).
  */
 void
 execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
-					TimestampTz started)
+					TimestampTz started, bool stopped)
 {
 	CachedPolicy *policy;
 	Outcome		out;
 
 	if (started == 0)
 		started = GetCurrentTimestamp();
+	if (stopped && in_hook == HOOK_NONE)
+	{
+		allow_another_attempt(call);
+		charge_stop(call, attempt, started);
+		return;
+	}
 
 	ereport(LOG,
 			(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted",
@@ -1770,7 +1827,7 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	}
 	if (ro->status == RUNNER_LOST)
 	{
-		execute_interrupted(call, attempt, HOOK_NONE, started_at);
+		execute_interrupted(call, attempt, HOOK_NONE, started_at, false);
 		return;
 	}
 	if (ro->status == RUNNER_SUCCEEDED)

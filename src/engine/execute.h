@@ -42,7 +42,7 @@ extern void execute_init(ExecuteHookPhase hook_phase);
 extern bool execute_attempt(RetriesCall *call);
 extern void execute_finish_batch(void);
 extern void execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
-								TimestampTz started);
+								TimestampTz started, bool stopped);
 extern void execute_commit_failed(RetriesCall *call, int32 attempt,
 								  const ErrorData *edata);
 extern Oid	execute_call_function(const RetriesCall *call, Oid *key);

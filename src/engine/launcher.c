@@ -171,6 +171,7 @@ start_worker(Oid dboid, int slot_no)
 	w->latch = NULL;
 	w->gate_fn = InvalidOid;
 	w->gate_keyed = false;
+	w->stopped = false;
 	SpinLockAcquire(&w->mutex);
 	w->state = WORKER_STARTING;
 	w->current_call = 0;
@@ -260,11 +261,14 @@ reap_workers(TimestampTz now)
 }
 
 /*
- * stop_slot -- ask a worker to exit; caller holds the lock
+ * stop_slot -- ask a worker to exit; caller holds the lock.  Its attempt in
+ * flight, if any, does not use up one of its call's (execute_interrupted):
+ * the call did nothing to stop it.
  */
 static void
 stop_slot(int i)
 {
+	retries_shared->workers[i].stopped = true;
 	if (launched[i].handle != NULL)
 		TerminateBackgroundWorker(launched[i].handle);
 	else if (retries_shared->workers[i].pid != 0)

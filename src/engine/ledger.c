@@ -206,10 +206,11 @@ ledger_clear_slot(int slot_no)
 
 /*
  * ledger_note_interrupted -- remember, for 'keep_ms', that this attempt of a call
- * was interrupted and is not charged yet, for ledger_take_interrupted()
+ * was interrupted and is not charged yet, for ledger_take_interrupted();
+ * 'stopped': by the extension itself
  */
 void
-ledger_note_interrupted(const InFlight *rec, int keep_ms)
+ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped)
 {
 	RetriesInterrupted *e;
 
@@ -223,6 +224,7 @@ ledger_note_interrupted(const InFlight *rec, int keep_ms)
 	e->attempt = rec->attempt;
 	e->hook = rec->hook;
 	e->started = rec->started;
+	e->stopped = stopped;
 	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
 	retries_shared->next_interrupted =
 		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
@@ -244,13 +246,14 @@ ledger_note_interrupted(const InFlight *rec, int keep_ms)
  */
 bool
 ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook,
-						TimestampTz *started)
+						TimestampTz *started, bool *stopped)
 {
 	TimestampTz now;
 	bool		found = false;
 
 	*hook = HOOK_NONE;
 	*started = 0;
+	*stopped = false;
 	if (retries_shared->ninterrupted == 0)
 		return false;			/* unlocked read: entries exist before the
 								 * claim */
@@ -275,6 +278,7 @@ ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
 			{
 				*hook = (ExecuteHook) e->hook;
 				*started = e->started;
+				*stopped = e->stopped;
 			}
 		}
 	}

@@ -28,8 +28,9 @@ extern void ledger_hook_phase(int64 call_id, int32 attempt, ExecuteHook which);
 extern const InFlight *ledger_in_flight(void);
 extern bool ledger_read_slot(int slot_no, InFlight *rec);
 extern void ledger_clear_slot(int slot_no);
-extern void ledger_note_interrupted(const InFlight *rec, int keep_ms);
+extern void ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped);
 extern bool ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt,
-									ExecuteHook *hook, TimestampTz *started);
+									ExecuteHook *hook, TimestampTz *started,
+									bool *stopped);
 
 #endif							/* RETRIES_LEDGER_H */

@@ -413,6 +413,7 @@ charge_interrupted(const InFlight *rec)
 	RetriesCall call;
 	ExecuteHook hook;
 	TimestampTz started;
+	bool		stopped;
 
 	switch (lock_scheduled_call(rec->call_id, &call, NULL))
 	{
@@ -422,7 +423,7 @@ charge_interrupted(const InFlight *rec)
 			ereport(LOG,
 					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
 							rec->attempt, rec->call_id)));
-			ledger_note_interrupted(rec, INTERRUPTED_LOCKED_KEEP_MS);
+			ledger_note_interrupted(rec, INTERRUPTED_LOCKED_KEEP_MS, false);
 			return false;
 		case CALL_LOCKED_NOW:
 			break;
@@ -430,11 +431,11 @@ charge_interrupted(const InFlight *rec)
 
 	/* its ring entry, if worker_exit() left one, is done with too */
 	(void) ledger_take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook,
-								   &started);
+								   &started, &stopped);
 	if (call.attempts >= rec->attempt)
 		return true;			/* its batch committed after all */
 
-	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started);
+	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started, stopped);
 	return true;
 }
 
@@ -505,7 +506,7 @@ charge_lost_runners(void)
 					(errmsg("retries: call " INT64_FORMAT " was handed to a runner before the server stopped, and no record of its attempt is left: the attempt is charged as interrupted",
 							ids[i]),
 					 errdetail("The data directory was upgraded with pg_upgrade, or is a promoted standby: neither keeps pg_retries.")));
-			execute_interrupted(&call, call.attempts + 1, HOOK_NONE, 0);
+			execute_interrupted(&call, call.attempts + 1, HOOK_NONE, 0, false);
 		}
 		LockRelease(&tag, ExclusiveLock, true);
 	}
@@ -771,6 +772,7 @@ worker_exit(int code, Datum arg)
 {
 	const char *limit;
 	const InFlight *inflight = ledger_in_flight();
+	bool		stopped;
 
 	if (inflight->call_id == 0)
 		return;
@@ -780,7 +782,11 @@ worker_exit(int code, Datum arg)
 						inflight->attempt, inflight->call_id, limit),
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
-	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS);
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	stopped = my_slot->stopped;
+	LWLockRelease(retries_shared->lock);
+	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS,
+							stopped && !execute_attempt_killed(&limit));
 }
 
 /*
@@ -1432,6 +1438,7 @@ may_start(Batch *b, RetriesCall *call)
 {
 	ExecuteHook hook;
 	TimestampTz started;
+	bool		stopped;
 
 	if (copy_made_at != 0 && tables_cancel_copied_call(call->id, copy_made_at))
 	{
@@ -1439,9 +1446,9 @@ may_start(Batch *b, RetriesCall *call)
 		return false;
 	}
 	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook,
-								&started))
+								&started, &stopped))
 	{
-		execute_interrupted(call, call->attempts + 1, hook, started);
+		execute_interrupted(call, call->attempts + 1, hook, started, stopped);
 		return false;
 	}
 	if (shmem_cancel_waiting(call->id))

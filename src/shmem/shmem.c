@@ -648,7 +648,10 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 	{
 		/* not itself: a called function may run the command */
 		if (w->pid != 0 && w->pid != MyProcPid)
+		{
+			w->stopped = true;	/* its attempt does not use one up */
 			kill(w->pid, SIGTERM);
+		}
 	}
 	LWLockRelease(retries_shared->lock);
 

@@ -130,6 +130,10 @@ typedef struct RetriesWorker
 								 * itself, under the LWLock */
 	bool		gate_keyed;		/* that attempt's call has a limit_key, */
 	int64		gate_key;		/* whose hash this is */
+	bool		stopped;		/* asked to exit by the extension itself
+								 * (shmem_stop_workers, the launcher): its
+								 * attempt in flight does not use up one of
+								 * its call's (worker.c, worker_exit) */
 
 	/*
 	 * Why the worker was woken (WAKE_CALLS, WAKE_FIRE): set by
@@ -180,6 +184,7 @@ typedef struct RetriesInterrupted
 	int32		hook;			/* the hook that was running (execute.h) */
 	TimestampTz started;		/* when the attempt started */
 	TimestampTz keep_until;		/* forgotten after this, if no one took it */
+	bool		stopped;		/* the extension stopped its worker */
 } RetriesInterrupted;
 
 /*
