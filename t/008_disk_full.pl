@@ -128,9 +128,18 @@ sub watch_while_full
 	cmp_ok($used / $elapsed, '<', 0.2,
 		"$name: the workers do not spin (CPU " . sprintf('%.2f', $used) . " s in "
 		  . sprintf('%.1f', $elapsed) . " s)");
-	cmp_ok(scalar @lines, '<=', 30,
+	# a worker waits at least 1 s (ERROR_DELAY_MS) after an error of its
+	# own, longer after each in a row; a batch that succeeds meanwhile
+	# (its rows fit in pages that still had room) starts the delays again
+	# at 1 s (seen: 39 lines of two workers in 8 s under load, 18 on a
+	# quiet machine).  So at most one error per worker and second of the
+	# window, and one at its start; a flood, no wait at all, is thousands
+	my %errors;
+	$errors{$1}++ for map { / \[(\d+)\] ERROR: / ? ($1) : () } @lines;
+	my ($most) = sort { $b <=> $a } (0, values %errors);
+	cmp_ok($most, '<=', int($elapsed) + 1,
 		"$name: the workers do not flood the log (" . scalar(@lines)
-		  . " lines in " . sprintf('%.1f', $elapsed) . " s)")
+		  . " lines in " . sprintf('%.1f', $elapsed) . " s, at most $most errors of one worker)")
 	  or diag(join("\n", @lines[ 0 .. 9 ]));
 	return;
 }
