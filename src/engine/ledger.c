@@ -38,7 +38,7 @@
 static volatile InFlight *inflight_map = NULL;
 
 /* What the in-flight file holds now */
-static InFlight inflight = {0, 0, InvalidOid, 0, 0};
+static InFlight inflight = {0, 0, InvalidOid, 0, 0, 0};
 
 /* The extension whose calls this worker runs (ledger_open) */
 static Oid	ledger_extension = InvalidOid;
@@ -80,7 +80,7 @@ void
 ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook, TimestampTz started)
 {
 	InFlight	rec = {call_id, attempt, call_id != 0 ? ledger_extension : InvalidOid,
-	(int32) hook, started};
+	(int32) hook, 0, started};
 
 	inflight_map->call_id = 0;
 	if (call_id != 0)
@@ -89,6 +89,7 @@ ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook, TimestampTz st
 		inflight_map->attempt = rec.attempt;
 		inflight_map->extension = rec.extension;
 		inflight_map->hook = rec.hook;
+		inflight_map->stopped = 0;
 		inflight_map->started = rec.started;
 		pg_write_barrier();
 		inflight_map->call_id = call_id;
@@ -284,6 +285,18 @@ ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
 	}
 	LWLockRelease(retries_shared->lock);
 	return found;
+}
+
+/*
+ * ledger_note_stopped -- the extension stopped this worker: the attempt in
+ * flight does not use up one of its call's (execute_interrupted), whoever
+ * charges it, from the file or from the ring, however late
+ */
+void
+ledger_note_stopped(void)
+{
+	inflight_map->stopped = 1;
+	inflight.stopped = 1;
 }
 
 /*

@@ -17,6 +17,9 @@ typedef struct InFlight
 	int32		attempt;
 	Oid			extension;		/* the extension the call belongs to */
 	int32		hook;			/* an ExecuteHook: the hook that was running */
+	int32		stopped;		/* the extension stopped the worker (in what
+								 * was padding: files of older libraries hold
+								 * 0 there) */
 	TimestampTz started;		/* when the attempt started */
 } InFlight;
 
@@ -26,6 +29,7 @@ extern void ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook,
 							  TimestampTz started);
 extern void ledger_hook_phase(int64 call_id, int32 attempt, ExecuteHook which);
 extern const InFlight *ledger_in_flight(void);
+extern void ledger_note_stopped(void);
 extern bool ledger_read_slot(int slot_no, InFlight *rec);
 extern void ledger_clear_slot(int slot_no);
 extern void ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped);

@@ -158,6 +158,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "api/api.h"
@@ -435,7 +436,8 @@ charge_interrupted(const InFlight *rec)
 	if (call.attempts >= rec->attempt)
 		return true;			/* its batch committed after all */
 
-	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started, stopped);
+	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started,
+						stopped || rec->stopped != 0);
 	return true;
 }
 
@@ -783,10 +785,11 @@ worker_exit(int code, Datum arg)
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	stopped = my_slot->stopped;
+	stopped = my_slot->stopped && !execute_attempt_killed(&limit);
 	LWLockRelease(retries_shared->lock);
-	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS,
-							stopped && !execute_attempt_killed(&limit));
+	if (stopped)
+		ledger_note_stopped();
+	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS, stopped);
 }
 
 /*
@@ -2239,6 +2242,35 @@ names_step(void)
 }
 
 /*
+ * forget_dropped_armed -- free the places of the list of armed databases
+ * (armed_since_start) that dropped databases hold, once it is full (the
+ * sixteenth hostile review: 256 databases made and dropped filled it);
+ * their catalog rows are read without the LWLock, in a transaction
+ */
+static void
+forget_dropped_armed(void)
+{
+	Oid			armed[lengthof(retries_shared->armed)];
+	bool		gone[lengthof(retries_shared->armed)] = {false};
+	bool		full = true;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	memcpy(armed, retries_shared->armed, sizeof(armed));
+	LWLockRelease(retries_shared->lock);
+	for (int i = 0; i < (int) lengthof(armed) && full; i++)
+		full = OidIsValid(armed[i]);
+	if (!full)
+		return;
+	for (int i = 0; i < (int) lengthof(armed); i++)
+		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(armed[i]));
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < (int) lengthof(armed); i++)
+		if (gone[i] && retries_shared->armed[i] == armed[i])
+			retries_shared->armed[i] = InvalidOid;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * armed_since_start -- have the database's '@reboot' schedules been made due
  * since the server started?  Or note that they have ('note').  A worker's
  * own start is no start of the server: one that armed them then fired a
@@ -2306,7 +2338,10 @@ serving(void)
 			finish_cancelled(ids, n);
 			arm = !settled && !armed_since_start(false);
 			if (arm)
+			{
+				forget_dropped_armed();
 				schedule_arm_at_start();
+			}
 			SPI_finish();
 		}
 		PopActiveSnapshot();
