@@ -65,6 +65,7 @@ extern int64 call_insert_command(Oid fnoid, int32 policy_id, Jsonb *args,
 /* events.c */
 extern void events_check_name(text *event, const char *argname);
 extern bool events_emitted(Oid role, text *event);
+extern void events_lock_shared(Oid role, text *event);
 extern TimestampTz events_release_timed_out(TimestampTz now);
 
 /* command.c */

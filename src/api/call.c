@@ -1030,7 +1030,7 @@ debounce_call(const KeyHolder *h, const Datum *values, const KeyRule *rule)
 	char		nulls[5] = {' ', ' ', ' ', rule->has_debounce_max ? ' ' : 'n', ' '};
 
 	if (h->on_event != NULL)
-		(void) events_emitted(DatumGetObjectId(values[CC_SCHEDULED_BY]), h->on_event);
+		events_lock_shared(DatumGetObjectId(values[CC_SCHEDULED_BY]), h->on_event);
 
 	plans_prepare_kept(&plan,
 					   "UPDATE retries.call_data c SET next_attempt ="

@@ -97,6 +97,28 @@ events_check_name(text *event, const char *argname)
 }
 
 /*
+ * events_lock_shared -- take the share lock on 'event' of 'role', as a call
+ * made waiting for it does, to the end of the transaction: for a statement
+ * that then writes a call that waits for it (a debounce, a cancel), so that
+ * an emit of it waits on the event, not on the call's row.  Inside SPI, as
+ * the extension's owner.
+ */
+void
+events_lock_shared(Oid role, text *event)
+{
+	int			nestlevel;
+
+	if (schema_retries_version() < SCHEMA_1_7)
+	{
+		lock_event(role, event, false);
+		return;
+	}
+	nestlevel = plans_by_index_begin();
+	(void) tables_lock_event(role, event);
+	plans_by_index_end(nestlevel);
+}
+
+/*
  * events_emitted -- a call of 'role' is being made that waits for 'event':
  * has the role emitted it already (kept in event_data)?  Takes the share
  * lock on the event first, kept until the transaction ends.  Inside SPI,

@@ -106,7 +106,7 @@ lock_waiting_event(int64 id, Oid caller)
 	event = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
 											&isnull));
 	if (!isnull && access_may_see_call(caller, role))
-		(void) events_emitted(role, event);
+		events_lock_shared(role, event);
 }
 
 /*

@@ -546,58 +546,62 @@ restore_copy_statement(const RestoreCopy *copy, PlannedStmt *pstmt)
 }
 
 /*
- * merge_loaded_events -- after a COPY into event_data (1.7): the rows it
- * loaded into event_data_load join event_data's, the latest emit of each
- * event winning.  As the extension's owner.
+ * execute_as_owner -- run 'sql', a statement of the extension's own, as the
+ * extension's owner, which must return 'expected'; 'what' it does, for the
+ * error if not
  */
 static void
-merge_loaded_events(void)
+execute_as_owner(const char *sql, int expected, const char *what)
 {
 	RetriesUserSwitch save;
 
 	schema_switch_to_owner(&save);
 	SPI_connect();
-	if (SPI_execute("WITH loaded AS (DELETE FROM retries.event_data_load"
-					"  RETURNING role, event, payload, emitted_at)"
-					" INSERT INTO retries.event_data AS d (role, event, payload, emitted_at)"
-					" SELECT DISTINCT ON (role, pg_catalog.md5(event))"
-					"  role, event, payload, emitted_at FROM loaded"
-					"  ORDER BY role, pg_catalog.md5(event), emitted_at DESC NULLS LAST"
-					" ON CONFLICT (role, pg_catalog.md5(event)) DO UPDATE"
-					" SET event = excluded.event, payload = excluded.payload,"
-					" emitted_at = excluded.emitted_at"
-					" WHERE d.emitted_at IS NULL"
-					" OR excluded.emitted_at OPERATOR(pg_catalog.>) d.emitted_at",
-					false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not merge the events a restore loaded");
+	if (SPI_execute(sql, false, 0) != expected)
+		elog(ERROR, "retries: could not %s", what);
 	SPI_finish();
 	schema_switch_back(&save);
+}
+
+/*
+ * merge_loaded_events -- after a COPY into event_data (1.7): the rows it
+ * loaded into event_data_load join event_data's, the latest emit of each
+ * event winning
+ */
+static void
+merge_loaded_events(void)
+{
+	execute_as_owner("WITH loaded AS (DELETE FROM retries.event_data_load"
+					 "  RETURNING role, event, payload, emitted_at)"
+					 " INSERT INTO retries.event_data AS d (role, event, payload, emitted_at)"
+					 " SELECT DISTINCT ON (role, pg_catalog.md5(event))"
+					 "  role, event, payload, emitted_at FROM loaded"
+					 "  ORDER BY role, pg_catalog.md5(event), emitted_at DESC NULLS LAST"
+					 " ON CONFLICT (role, pg_catalog.md5(event)) DO UPDATE"
+					 " SET event = excluded.event, payload = excluded.payload,"
+					 " emitted_at = excluded.emitted_at"
+					 " WHERE d.emitted_at IS NULL"
+					 " OR excluded.emitted_at OPERATOR(pg_catalog.>) d.emitted_at",
+					 SPI_OK_INSERT, "merge the events a restore loaded");
 }
 
 /*
  * release_restored_waiters -- after a COPY into event_data or call_data
  * (1.7): release the calls that wait for an event emitted after they were
  * made, as its emit would have (RELEASE_SET); the workers find them at
- * their next look.  As the extension's owner.
+ * their next look
  */
 static void
 release_restored_waiters(void)
 {
-	RetriesUserSwitch save;
-
-	schema_switch_to_owner(&save);
-	SPI_connect();
-	if (SPI_execute("UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
-					" WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					" AND EXISTS (SELECT FROM retries.event_data d"
-					"  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
-					"  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
-					"  AND d.event OPERATOR(pg_catalog.=) c.on_event"
-					"  AND d.emitted_at OPERATOR(pg_catalog.>) c.created_at)",
-					false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not release the restored calls whose event was emitted");
-	SPI_finish();
-	schema_switch_back(&save);
+	execute_as_owner("UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+					 " WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					 " AND EXISTS (SELECT FROM retries.event_data d"
+					 "  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
+					 "  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
+					 "  AND d.event OPERATOR(pg_catalog.=) c.on_event"
+					 "  AND d.emitted_at OPERATOR(pg_catalog.>) c.created_at)",
+					 SPI_OK_UPDATE, "release the restored calls whose event was emitted");
 }
 
 /*
