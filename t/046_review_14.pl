@@ -21,18 +21,19 @@
 #      list (armed_since_start) was never emptied of dropped databases:
 #      once its 256 places were taken (256 copies made and dropped), a
 #      database not in it armed its '@reboot' schedules at each worker's
-#      start.  Fixed since (forget_dropped_armed frees the places of
-#      dropped databases when the list is full); its reproducer, 256
-#      databases made one at a time (about 2 minutes, and mallory's DROP
-#      DATABASE WITH (FORCE) of a fresh copy meeting its worker once in a
-#      loaded run), is not kept here.
+#      start: alice's schedule, paused across the server's start and
+#      resumed later, fired at the next worker start.  The reviewer's
+#      reproducer made 256 databases (2 minutes); this one shortens the
+#      list to 2 places (retries.debug_armed_places): postgres and a
+#      dropped database fill it before mdb2 opens.
 #   a. (held) a batch whose head is alice's call of mallory's slow function,
 #      of priority below 0, does not hold alice's own call of priority
 #      below 0 behind it: it runs in the other worker meanwhile.
 #   b. (held) many of alice's calls of mallory's quick function, in
 #      batches claimed one call at a time, all run once: none is lost.
-# Finding 1 is fixed since (the in-flight file carries the stop too), and
-# its check plain.  Takes about 90 s: section 1 must outlast the ring
+# Findings 1 and 2 are fixed since (the in-flight file carries the stop
+# too; forget_dropped_armed frees the places of dropped databases when the
+# list is full), and their checks plain.  Takes about 90 s: section 1 must outlast the ring
 # entry's 60 s keep.
 
 use strict;
@@ -126,6 +127,51 @@ unlike($st1, qr/^failed/,
 	'1: an attempt that the extension\'s stop cut short does not use up the call\'s one attempt, however long the stop');
 open_gate($gate1);    # it stayed connected: closing a database ends no session
 $node->safe_psql($DB, 'DROP DATABASE mdb WITH (FORCE)');
+
+# ---------------------------------------------------------------------
+# 2.  the '@reboot' list full of dropped databases
+# ---------------------------------------------------------------------
+# mdb2, with alice's '@reboot' schedule made before the start and paused,
+# stays closed across the server's start so that it takes no place
+$node->safe_psql($DB, 'CREATE DATABASE mdb2 OWNER mallory');
+$node->safe_psql('mdb2', 'CREATE EXTENSION retries; CREATE SCHEMA alice AUTHORIZATION alice;');
+sql('alice', "CREATE TABLE alice.t (n int);"
+	  . " CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';"
+	  . " SELECT retries.annotate('alice.pay(int)', '3 10ms');"
+	  . " SELECT retries.schedule('boot2', 'alice.pay(int)', '\@reboot', '[2]');"
+	  . " SELECT retries.pause_schedule('boot2');", 'mdb2');
+$node->safe_psql($DB, 'ALTER DATABASE mdb2 ALLOW_CONNECTIONS false');
+$node->append_conf('postgresql.conf', 'retries.debug_armed_places = 2');
+$node->restart;
+# postgres takes the first place, a database made and dropped the second
+my $c2 = sql('mallory', "SELECT retries.call('mallory.nop()')");
+call_reaches($node, $DB, $c2, 'succeeded', '2: postgres\'s worker serves (first place)', 60);
+$node->safe_psql($DB, 'CREATE DATABASE gone2 OWNER mallory');
+$node->safe_psql('gone2', 'CREATE EXTENSION retries;'
+	  . " CREATE FUNCTION nop() RETURNS void LANGUAGE sql AS 'SELECT';"
+	  . " SELECT retries.annotate('nop()', max_attempts => 1);");
+$c2 = $node->safe_psql('gone2', "SELECT retries.call('nop()')");
+call_reaches($node, 'gone2', $c2, 'succeeded', '2: gone2\'s worker serves (second place)', 60);
+$node->safe_psql($DB, 'DROP DATABASE gone2 WITH (FORCE)');
+# mdb2 opens: its first worker arms nothing (the schedule is paused) and
+# notes the database, in the place gone2 held
+$node->safe_psql($DB, 'ALTER DATABASE mdb2 ALLOW_CONNECTIONS true');
+$c2 = sql('alice', "SELECT retries.call('alice.pay(int)', '[20]')", 'mdb2');
+call_reaches($node, 'mdb2', $c2, 'succeeded', '2: mdb2\'s first worker serves', 60);
+sql('alice', "SELECT retries.resume_schedule('boot2')", 'mdb2');
+# its next worker must not arm the schedule again
+my $old2 = $node->safe_psql($DB, "SELECT string_agg(pid::text, ',') FROM pg_stat_activity"
+	  . " WHERE datname = 'mdb2' AND backend_type IN ('retries worker', 'retries extra worker')");
+$node->safe_psql($DB, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ($old2)");
+wait_until($node, $DB, "SELECT count(*) FILTER (WHERE pid IN ($old2)) = 0 AND count(*) > 0"
+	  . " FROM pg_stat_activity WHERE datname = 'mdb2'"
+	  . " AND backend_type IN ('retries worker', 'retries extra worker')",
+	't', '2: mdb2\'s workers are ended, and others started', 60);
+$c2 = sql('alice', "SELECT retries.call('alice.pay(int)', '[21]')", 'mdb2');
+call_reaches($node, 'mdb2', $c2, 'succeeded', '2: mdb2\'s next worker serves', 60);
+stays_true($node, 'mdb2', "SELECT last_run IS NULL FROM retries.schedule_data WHERE name = 'boot2'", 3,
+	'2: alice\'s @reboot schedule, resumed after the start, does not fire at a worker\'s start');
+$node->safe_psql($DB, 'DROP DATABASE mdb2 WITH (FORCE)');
 
 no_crash($node, 'no crash');
 $node->stop;

@@ -39,6 +39,10 @@ extern int	retries_max_result_size;
 extern int	retries_max_args_size;
 extern int	retries_max_worker_memory;
 extern int	retries_debug_clock_offset;
+extern int	retries_debug_armed_places;
+
+/* The places of the list of databases whose '@reboot' schedules are armed */
+#define RETRIES_MAX_ARMED	256
 
 /*
  * The extension's directory in the data directory: the workers' crash

@@ -2245,26 +2245,28 @@ names_step(void)
  * forget_dropped_armed -- free the places of the list of armed databases
  * (armed_since_start) that dropped databases hold, once it is full (the
  * sixteenth hostile review: 256 databases made and dropped filled it);
- * their catalog rows are read without the LWLock, in a transaction
+ * their catalog rows are read without the LWLock, in a transaction.  The
+ * list's length is retries.debug_armed_places: 256, fewer in a test
  */
 static void
 forget_dropped_armed(void)
 {
-	Oid			armed[lengthof(retries_shared->armed)];
-	bool		gone[lengthof(retries_shared->armed)] = {false};
+	Oid			armed[RETRIES_MAX_ARMED];
+	bool		gone[RETRIES_MAX_ARMED] = {false};
+	int			places = retries_debug_armed_places;
 	bool		full = true;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	memcpy(armed, retries_shared->armed, sizeof(armed));
 	LWLockRelease(retries_shared->lock);
-	for (int i = 0; i < (int) lengthof(armed) && full; i++)
+	for (int i = 0; i < places && full; i++)
 		full = OidIsValid(armed[i]);
 	if (!full)
 		return;
-	for (int i = 0; i < (int) lengthof(armed); i++)
+	for (int i = 0; i < places; i++)
 		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(armed[i]));
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < (int) lengthof(armed); i++)
+	for (int i = 0; i < places; i++)
 		if (gone[i] && retries_shared->armed[i] == armed[i])
 			retries_shared->armed[i] = InvalidOid;
 	LWLockRelease(retries_shared->lock);
@@ -2288,7 +2290,7 @@ armed_since_start(bool note)
 	int			free_at = -1;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < (int) lengthof(retries_shared->armed) && !armed; i++)
+	for (int i = 0; i < retries_debug_armed_places && !armed; i++)
 	{
 		armed = retries_shared->armed[i] == MyDatabaseId;
 		if (free_at < 0 && !OidIsValid(retries_shared->armed[i]))
