@@ -401,13 +401,91 @@ check_foreign_keys(List *elements)
 }
 
 /*
+ * may_reach_extension_tables -- would VACUUM FULL or REINDEX of the whole
+ * database reach the extension's tables, which the current role does not
+ * own?  As the database's owner, not a superuser, where the extension is.
+ */
+static bool
+may_reach_extension_tables(void)
+{
+	Oid			extoid = get_extension_oid("retries", true);
+
+	return OidIsValid(extoid) && !superuser() &&
+		retries_database_ownercheck(MyDatabaseId, GetUserId()) &&
+		!retries_extension_ownercheck(extoid, GetUserId());
+}
+
+/*
+ * refuse_vacuum_full -- VACUUM FULL of the extension's tables (or of a
+ * system catalog) by a role that does not own them: PostgreSQL lets a
+ * database's owner rewrite every table of her database under ACCESS
+ * EXCLUSIVE, and one queued behind a lock of her own open transaction
+ * held every worker and retries.call() behind it (the seventeenth hostile
+ * review).  Of the whole database, it is refused to her, since it would
+ * come to those tables too.
+ */
+static void
+refuse_vacuum_full(VacuumStmt *stmt)
+{
+	ListCell   *lc;
+	bool		full = false;
+
+	foreach(lc, stmt->options)
+	{
+		DefElem    *opt = lfirst_node(DefElem, lc);
+
+		if (strcmp(opt->defname, "full") == 0)
+			full = defGetBoolean(opt);
+	}
+	if (!full || !stmt->is_vacuumcmd)
+		return;
+	if (stmt->rels == NIL && may_reach_extension_tables())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to VACUUM FULL the whole database"),
+				 errdetail("It would rewrite the tables of extension retries, which every worker uses, under ACCESS EXCLUSIVE locks."),
+				 errhint("Name the tables to VACUUM FULL.")));
+	foreach(lc, stmt->rels)
+		check_guarded_relation(lfirst_node(VacuumRelation, lc)->relation, ACL_NO_RIGHTS);
+}
+
+/*
+ * refuse_reindex_database -- REINDEX DATABASE, not CONCURRENTLY, by the
+ * database's owner where the extension is (not hers): it would lock the
+ * extension's tables (SHARE) and indexes (ACCESS EXCLUSIVE), queued as
+ * VACUUM FULL is (refuse_vacuum_full).  REINDEX of a table or an index
+ * checks ownership before it locks.
+ */
+static void
+refuse_reindex_database(ReindexStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->kind != REINDEX_OBJECT_DATABASE || !may_reach_extension_tables())
+		return;
+	foreach(lc, stmt->params)
+	{
+		DefElem    *opt = lfirst_node(DefElem, lc);
+
+		if (strcmp(opt->defname, "concurrently") == 0 && defGetBoolean(opt))
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to REINDEX the whole database"),
+			 errdetail("It would lock the tables and indexes of extension retries, which every worker uses."),
+			 errhint("Use REINDEX DATABASE CONCURRENTLY, or name the tables.")));
+}
+
+/*
  * refuse_lock_before_check -- refuse, before PostgreSQL locks anything,
  * the commands that lock one of the extension's tables strongly before
  * they check their role's right to: CREATE RULE, ALTER ... DEPENDS ON
  * EXTENSION, CREATE TABLE ... PARTITION OF, ATTACH and DETACH PARTITION
  * (ACCESS EXCLUSIVE), CREATE TRIGGER and a foreign key referencing it
  * (SHARE ROW EXCLUSIVE); and INHERIT, which PostgreSQL refuses to all but
- * the owner too.  The system catalogs are guarded the same way, since the
+ * the owner too; and two that a database's owner may run, VACUUM FULL and
+ * REINDEX DATABASE (refuse_vacuum_full).  The system catalogs are guarded the same way, since the
  * workers read them in every transaction (a role would stall the whole
  * server so, not only the workers).
  *
@@ -466,6 +544,12 @@ refuse_lock_before_check(Node *parsetree)
 				}
 				break;
 			}
+		case T_VacuumStmt:
+			refuse_vacuum_full((VacuumStmt *) parsetree);
+			break;
+		case T_ReindexStmt:
+			refuse_reindex_database((ReindexStmt *) parsetree);
+			break;
 		default:
 			break;
 	}

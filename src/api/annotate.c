@@ -352,7 +352,8 @@ parse_policy(const char *source, Policy *policy)
 	if (!policy_parse(source, &spec, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid retry policy \"%s\": %s", source, err.message),
+				 errmsg("invalid retry policy \"%s\": %s",
+						args_quotable(source, strlen(source)), err.message),
 				 err.hint[0] ? errhint("%s", err.hint) : 0));
 	policy->max_attempts = spec.has_count ? spec.count + 1 : 0;
 	policy->min_delay = spec.min_delay;
@@ -416,7 +417,7 @@ build_policy(FunctionCallInfo fcinfo, Policy *policy)
 		if (!policy_parse_jitter(jitter, &policy->jitter))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown jitter \"%s\"", jitter),
+					 errmsg("unknown jitter \"%s\"", args_quotable(jitter, strlen(jitter))),
 					 errhint("Use \"none\", \"full\" or \"equal\".")));
 	}
 

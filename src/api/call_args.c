@@ -694,7 +694,7 @@ canonicalize_named(const FuncParams *params, Jsonb *args)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s has no parameter named \"%s\"",
 							signature(params),
-							pnstrdup(v.val.string.val, v.val.string.len))));
+							args_quotable(v.val.string.val, v.val.string.len))));
 	}
 
 	/* convert in parameter order; each missing one needs a default */

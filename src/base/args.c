@@ -14,6 +14,7 @@
 
 #include "catalog/pg_type.h"
 #include "common/int.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -152,4 +153,22 @@ args_usecs_to_interval(int64 usecs)
 
 	span->time = usecs;
 	return span;
+}
+
+/*
+ * args_quotable -- the first 'len' bytes of 'text' as an error message may
+ * quote them: whole up to QUOTE_MAX bytes, else their first whole
+ * characters within it and "..." (a 1 MB policy or name put 1 MB into
+ * the message and the server's log, per statement: the seventeenth
+ * hostile review)
+ */
+char *
+args_quotable(const char *text, int len)
+{
+	int			cut;
+
+	if (len <= QUOTE_MAX)
+		return pnstrdup(text, len);
+	cut = pg_mbcliplen(text, len, QUOTE_MAX);
+	return psprintf("%.*s...", cut, text);
 }

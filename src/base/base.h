@@ -39,10 +39,6 @@ extern int	retries_max_result_size;
 extern int	retries_max_args_size;
 extern int	retries_max_worker_memory;
 extern int	retries_debug_clock_offset;
-extern int	retries_debug_armed_places;
-
-/* The places of the list of databases whose '@reboot' schedules are armed */
-#define RETRIES_MAX_ARMED	256
 
 /*
  * The extension's directory in the data directory: the workers' crash
@@ -84,6 +80,9 @@ extern RetriesSchemaVersion schema_retries_version(void);
 extern Oid	schema_command_oid(void);
 extern void schema_refuse_command(Oid fnoid, const char *argname);
 
+/* The most bytes of an argument an error message quotes (args_quotable) */
+#define QUOTE_MAX	200
+
 /* args.c */
 extern void args_call_not_found(int64 id, const char *argname);
 extern Datum args_id_array(const int64 *ids, int n);
@@ -93,6 +92,7 @@ extern bool args_interval_to_usecs(const Interval *span, int64 *usecs);
 extern int64 args_interval_arg(FunctionCallInfo fcinfo, int argno,
 							   const char *argname, bool positive);
 extern int64 args_interval_to_delay(const Interval *span);
+extern char *args_quotable(const char *text, int len);
 extern Interval *args_usecs_to_interval(int64 usecs);
 
 /* clock.c: the time of day, ahead of the system's by the debug offset */

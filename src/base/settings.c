@@ -34,7 +34,6 @@ int			retries_max_worker_memory = 256 * 1024;
 int			retries_max_kept_attempts = 1000;
 int			retries_max_rate_limits = 1024;
 int			retries_debug_clock_offset = 0; /* milliseconds */
-int			retries_debug_armed_places = RETRIES_MAX_ARMED;
 
 bool		retries_preloaded = false;
 
@@ -230,14 +229,6 @@ settings_define(void)
 							&retries_debug_clock_offset,
 							0, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("retries.debug_armed_places",
-							"For tests: how many databases the list of those whose '@reboot' schedules were armed holds.",
-							"Once it is full, the places of dropped databases are freed.",
-							&retries_debug_armed_places,
-							RETRIES_MAX_ARMED, 1, RETRIES_MAX_ARMED,
-							PGC_POSTMASTER, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("retries");

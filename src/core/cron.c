@@ -335,9 +335,13 @@ cron_weekday(int year, int month, int day)
 	/* Sakamoto's method */
 	static const int t[12] = {0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4};
 
+	int			w;
+
 	if (month < 3)
 		year -= 1;
-	return (year + year / 4 - year / 100 + year / 400 + t[month - 1] + day) % 7;
+	w = (year + year / 4 - year / 100 + year / 400 + t[month - 1] + day) % 7;
+	/* never negative, whatever the year (a day before the year 1) */
+	return w < 0 ? w + 7 : w;
 }
 
 bool

@@ -1479,7 +1479,9 @@ charge_stop(RetriesCall *call, int32 attempt, TimestampTz started)
  * given one more (its max_attempts grows by one): the call did nothing to
  * stop it, and a database's owner who ran such commands again and again,
  * even ones that PostgreSQL then refused, had every role's calls there
- * fail (the thirteenth and fifteenth hostile reviews).
+ * fail (the thirteenth and fifteenth hostile reviews).  Never for an
+ * attempt in a runner (worker_exit), which commits what it ran on its
+ * own: it is charged as a killed worker's.
  *
  * The one way an interrupted attempt is charged: by the recovery of a dead
  * worker's slot, or by the worker that claims the call later (worker.c).

@@ -762,6 +762,22 @@ release_slot(int code, Datum arg)
 }
 
 /*
+ * The procedure's call that the batch marked running, for a runner to run
+ * once the batch has committed (run_in_runner)
+ */
+static struct
+{
+	bool		pending;
+	bool		launched;		/* its runner may have started: what it
+								 * commits, no rollback of the worker's undoes */
+	RetriesCall call;
+	Oid			holder;			/* whose code it runs (other_holds) */
+	Jsonb	   *args;			/* in TopMemoryContext */
+	int64		timeout;		/* the attempt's time limit; -1: none */
+	LOCKTAG		lock;			/* held while it runs (cancel() waits) */
+}			runner_next;
+
+/*
  * worker_exit -- on the way out in the middle of an attempt, note it for
  * the next worker to claim the call (before_shmem_exit callback)
  *
@@ -784,8 +800,15 @@ worker_exit(int code, Datum arg)
 						inflight->attempt, inflight->call_id, limit),
 				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
 				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
+
+	/*
+	 * Not charged when the extension's stop cut it short: unless a runner ran
+	 * it, whose commits stay (the seventeenth hostile review: the owner's
+	 * ALLOW_CONNECTIONS off and on ran a procedure's committed step again)
+	 */
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	stopped = my_slot->stopped && !execute_attempt_killed(&limit);
+	stopped = my_slot->stopped && !execute_attempt_killed(&limit) &&
+		!runner_next.launched;
 	LWLockRelease(retries_shared->lock);
 	if (stopped)
 		ledger_note_stopped();
@@ -1499,20 +1522,6 @@ run_call(Batch *b, RetriesCall *call)
 	ledger_write(0, 0);
 }
 
-/*
- * The procedure's call that the batch marked running, for a runner to run
- * once the batch has committed (run_in_runner)
- */
-static struct
-{
-	bool		pending;
-	RetriesCall call;
-	Oid			holder;			/* whose code it runs (other_holds) */
-	Jsonb	   *args;			/* in TopMemoryContext */
-	int64		timeout;		/* the attempt's time limit; -1: none */
-	LOCKTAG		lock;			/* held while it runs (cancel() waits) */
-}			runner_next;
-
 /* How often a worker whose runner runs looks at it */
 #define RUNNER_POLL_MS			100
 
@@ -1755,6 +1764,7 @@ run_in_runner(void)
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
+	runner_next.launched = true;
 	if (!runner_launch_call(call->role, execute_call_function(call, &key),
 							runner_next.args, cap_ms, call->id,
 							call->attempts + 1))
@@ -1818,6 +1828,7 @@ run_in_runner(void)
 	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ledger_write(0, 0);
+	runner_next.launched = false;
 }
 
 /*
@@ -2242,76 +2253,17 @@ names_step(void)
 }
 
 /*
- * forget_dropped_armed -- free the places of the list of armed databases
- * (armed_since_start) that dropped databases hold, once it is full (the
- * sixteenth hostile review: 256 databases made and dropped filled it);
- * their catalog rows are read without the LWLock, in a transaction.  The
- * list's length is retries.debug_armed_places: 256, fewer in a test
- */
-static void
-forget_dropped_armed(void)
-{
-	Oid			armed[RETRIES_MAX_ARMED];
-	bool		gone[RETRIES_MAX_ARMED] = {false};
-	int			places = retries_debug_armed_places;
-	bool		full = true;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	memcpy(armed, retries_shared->armed, sizeof(armed));
-	LWLockRelease(retries_shared->lock);
-	for (int i = 0; i < places && full; i++)
-		full = OidIsValid(armed[i]);
-	if (!full)
-		return;
-	for (int i = 0; i < places; i++)
-		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(armed[i]));
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < places; i++)
-		if (gone[i] && retries_shared->armed[i] == armed[i])
-			retries_shared->armed[i] = InvalidOid;
-	LWLockRelease(retries_shared->lock);
-}
-
-/*
- * armed_since_start -- have the database's '@reboot' schedules been made due
- * since the server started?  Or note that they have ('note').  A worker's
- * own start is no start of the server: one that armed them then fired a
- * schedule its role resumed after the server's start (the thirteenth
- * hostile review).  Kept apart from the database's entry, which the
- * launcher frees when the database takes no connections for a while (the
- * fifteenth: its owner's ALLOW_CONNECTIONS false and true armed them
- * again).  Should the list be full, they are armed at each worker's start,
- * as before.
- */
-static bool
-armed_since_start(bool note)
-{
-	bool		armed = false;
-	int			free_at = -1;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < retries_debug_armed_places && !armed; i++)
-	{
-		armed = retries_shared->armed[i] == MyDatabaseId;
-		if (free_at < 0 && !OidIsValid(retries_shared->armed[i]))
-			free_at = i;
-	}
-	if (!armed && note && free_at >= 0)
-		retries_shared->armed[free_at] = MyDatabaseId;
-	LWLockRelease(retries_shared->lock);
-	return armed;
-}
-
-/*
  * serving -- may the worker fire schedules and run calls?  Not while
  * retries.enabled is off.  The first time, in a database that is a copy of
  * another, only once it has settled the calls and schedules that the copy
  * brought (home.c), those that no other transaction holds: the others are
  * settled as the worker claims them, and it tries again now and then.  The
- * first time, too, the schedules of '@reboot' are made due, if the server
- * started since they last fired (schedule_arm_at_start), by the first
- * worker of the database since the server started.  On
- * an error, logged, the worker does not serve until it tries again.
+ * first time, too, the schedules of '@reboot' are made due if the server
+ * started since they last fired, and since they were made or resumed
+ * (schedule_arm_at_start: the schedules say so, so a worker's own start,
+ * or a database closed to connections and opened again, makes none due
+ * twice).  On an error, logged, the worker does not serve until it tries
+ * again.
  */
 static bool
 serving(void)
@@ -2326,7 +2278,6 @@ serving(void)
 	PG_TRY();
 	{
 		TimestampTz made_at = 0;
-		bool		arm = false;
 
 		start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -2338,18 +2289,12 @@ serving(void)
 			SPI_connect();
 			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
 			finish_cancelled(ids, n);
-			arm = !settled && !armed_since_start(false);
-			if (arm)
-			{
-				forget_dropped_armed();
+			if (!settled)
 				schedule_arm_at_start();
-			}
 			SPI_finish();
 		}
 		PopActiveSnapshot();
 		commit_transaction();
-		if (arm)
-			(void) armed_since_start(true);
 		if (made_at == 0)
 			tables_forget_made_database(MyDatabaseId);
 		copy_made_at = made_at;

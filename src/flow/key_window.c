@@ -52,8 +52,10 @@
  * claimed; until then the key's other calls do not see it.
  *
  * A call put off behind a running call of its key looks again after its
- * window, between RECHECK_MIN_MS and RECHECK_MS, and the key's other calls
- * due before then with it (put_off_key).  The spacing is measured
+ * window, between RECHECK_MIN_MS and RECHECK_MS, then twice as long each
+ * time up to RECHECK_MS (behind_running_delay), and the key's other calls
+ * due before then with it (put_off_key); the key's calls later in the
+ * same batch follow it without another look (put_off_keys).  The spacing is measured
  * on the workers' clock (clock.c), so that retries.debug_clock_offset
  * moves it as it moves every due time.
  *
@@ -111,6 +113,18 @@ static List *started_keys = NIL;
 static bool callback_registered = false;
 
 /*
+ * A key whose calls this transaction put off behind a running one
+ * (put_off_key), and until when; in its memory
+ */
+typedef struct KeyPutOff
+{
+	char	   *key;
+	TimestampTz until;
+} KeyPutOff;
+
+static List *put_off_keys = NIL;
+
+/*
  * forget_started_keys -- at the end of a transaction, its keys are gone
  * with its memory
  */
@@ -119,7 +133,29 @@ forget_started_keys(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
 		started_keys = NIL;
+		put_off_keys = NIL;
+	}
+}
+
+/*
+ * remember_for_xact -- what 'cell' points to, once the lists above are
+ * forgotten at the end of the transaction
+ */
+static void
+remember_for_xact(List **list, void *cell)
+{
+	MemoryContext oldcxt;
+
+	if (!callback_registered)
+	{
+		RegisterXactCallback(forget_started_keys, NULL);
+		callback_registered = true;
+	}
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	*list = lappend(*list, cell);
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
@@ -144,16 +180,40 @@ started_here(const char *key)
 static void
 note_started(const char *key)
 {
-	MemoryContext oldcxt;
+	remember_for_xact(&started_keys, MemoryContextStrdup(TopTransactionContext, key));
+}
 
-	if (!callback_registered)
+/*
+ * put_off_here -- did this transaction put off the calls of 'key' behind a
+ * running one?  Until when, then (else 0)
+ */
+static TimestampTz
+put_off_here(const char *key)
+{
+	ListCell   *lc;
+
+	foreach(lc, put_off_keys)
 	{
-		RegisterXactCallback(forget_started_keys, NULL);
-		callback_registered = true;
+		KeyPutOff  *k = (KeyPutOff *) lfirst(lc);
+
+		if (strcmp(k->key, key) == 0)
+			return k->until;
 	}
-	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	started_keys = lappend(started_keys, pstrdup(key));
-	MemoryContextSwitchTo(oldcxt);
+	return 0;
+}
+
+/*
+ * note_put_off -- remember that this transaction put off the calls of 'key'
+ * until 'until'
+ */
+static void
+note_put_off(const char *key, TimestampTz until)
+{
+	KeyPutOff  *k = MemoryContextAlloc(TopTransactionContext, sizeof(KeyPutOff));
+
+	k->key = MemoryContextStrdup(TopTransactionContext, key);
+	k->until = until;
+	remember_for_xact(&put_off_keys, k);
 }
 
 /*
@@ -204,6 +264,28 @@ put_off_key(int64 id, Datum role, Datum key, TimestampTz when)
 					   4, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not put off the calls of a key");
+}
+
+/*
+ * behind_running_delay -- how long a call of a key whose other call runs
+ * waits before it looks again: its window, at least RECHECK_MIN_MS, and
+ * twice what it waited last ('waited': its due time less when it was last
+ * written; 0 if a call of the key started since), up to RECHECK_MS.  A
+ * call of a 1 ms window behind one that ran for minutes looked every
+ * 100 ms, it and the key's 100 other calls, and their rows' versions
+ * piled up faster than vacuum took them: a tenth of a core, more on a
+ * loaded machine.
+ */
+static int64
+behind_running_delay(int64 window, int64 waited)
+{
+	int64		least = Max(Min(window, RECHECK_MS * INT64CONST(1000)),
+							RECHECK_MIN_MS * INT64CONST(1000));
+	int64		delay = least;
+
+	if (waited > 0 && waited <= 2 * RECHECK_MS * INT64CONST(1000))
+		delay = Max(delay, 2 * waited);
+	return Min(delay, Max(least, RECHECK_MS * INT64CONST(1000)));
 }
 
 /*
@@ -293,9 +375,13 @@ flow_key_window_allows(int64 id)
 	int64		window;
 	TimestampTz now = clock_now();
 	TimestampTz last;
+	int64		waited;
+	TimestampTz written;
+	bool		locked;
+	bool		isnull;
 
 	plans_prepare_kept(&plan,
-					   "SELECT scheduled_by::pg_catalog.oid, key, key_window"
+					   "SELECT scheduled_by::pg_catalog.oid, key, key_window, next_attempt, updated_at"
 					   " FROM retries.call_data WHERE id OPERATOR(pg_catalog.=) $1",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -311,6 +397,10 @@ flow_key_window_allows(int64 id)
 		return true;
 	window = interval_usecs(DatumGetIntervalP(window_datum));
 	key_text = TextDatumGetCString(key);
+	/* when it was last written (put off: put_off), and for how long */
+	written = DatumGetTimestampTz(SPI_getbinval(row, desc, 5, &isnull));
+	waited = DatumGetTimestampTz(SPI_getbinval(row, desc, 4, &isnull)) -
+		clock_ahead(written);
 
 	/*
 	 * One of the key's calls runs now: look again once it may have ended (a
@@ -321,11 +411,30 @@ flow_key_window_allows(int64 id)
 		put_off(id, now + Max(window, RECHECK_MIN_MS * INT64CONST(1000)));
 		return false;
 	}
-	if (!window_lock(role, key_text) || key_others(id, role, key, &last))
+
+	/*
+	 * The batch put the key's calls off already, this one with them unless it
+	 * was past PUT_OFF_MAX: a batch of the key's calls behind a running one
+	 * makes one look, not one per call (each of which put off all the others
+	 * again)
+	 */
+	last = put_off_here(key_text);
+	if (last != 0)
 	{
-		put_off_key(id, role, key,
-					now + Max(Min(window, RECHECK_MS * INT64CONST(1000)),
-							  RECHECK_MIN_MS * INT64CONST(1000)));
+		put_off(id, last);
+		return false;
+	}
+	locked = window_lock(role, key_text);
+	if (key_others(id, role, key, &last) || !locked)
+	{
+		/*
+		 * Twice as long as last time, unless a call of the key started since
+		 * (one ran: the key moves, and its calls are looked at as often as
+		 * before)
+		 */
+		last = now + behind_running_delay(window, last > written ? 0 : waited);
+		put_off_key(id, role, key, last);
+		note_put_off(key_text, last);
 		return false;
 	}
 

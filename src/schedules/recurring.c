@@ -323,6 +323,24 @@ recurring_every_next(const RetriesEvery *every, pg_tz *tz, TimestampTz origin,
 }
 
 /*
+ * years_begin, years_end -- the instants of the years 1 to 9999 that a
+ * cron walk (core/cron.c) covers in any zone: a week within them, wider
+ * than any zone's offset (the seventeenth hostile review: before the year
+ * 1 the walk took the wrong day of the week)
+ */
+static TimestampTz
+years_begin(void)
+{
+	return (TimestampTz) (date2j(1, 1, 8) - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+static TimestampTz
+years_end(void)
+{
+	return (TimestampTz) (date2j(9999, 12, 24) - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+/*
  * retries_next_runs -- retries.next_runs(every, timezone, after, n): the
  * next n instants at which a schedule of `every` in `timezone` would fire
  * after `after` (an interval schedule: counted from `after`)
@@ -345,10 +363,11 @@ retries_next_runs(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid n: %d is not between 0 and %d", n, NEXT_RUNS_MAX)));
-	if (TIMESTAMP_NOT_FINITE(after))
+	if (TIMESTAMP_NOT_FINITE(after) || after < years_begin() || after > years_end())
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid after: it must be a finite timestamp")));
+				 errmsg("invalid after: it must be a timestamp of the years 1 to 9999"),
+				 errdetail("Cron expressions are walked over those years only.")));
 	recurring_every_parse(every_text, &every);
 	tz = recurring_time_zone(tz_name);
 

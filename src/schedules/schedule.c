@@ -196,7 +196,8 @@ check_schedule(ScheduleSpec *spec, TimestampTz now, TimestampTz *first,
 		strcmp(spec->overlap, "allow") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid overlap: \"%s\" is not skip, queue or allow", spec->overlap)));
+				 errmsg("invalid overlap: \"%s\" is not skip, queue or allow",
+						args_quotable(spec->overlap, strlen(spec->overlap)))));
 	if (!args_interval_to_usecs(spec->catch_up, catch_up_usecs))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -499,7 +500,7 @@ find_own_schedule(const char *name, Oid caller, FoundSchedule *found)
 	if (!lookup_own_schedule(name, caller))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("schedule \"%s\" does not exist", name),
+				 errmsg("schedule \"%s\" does not exist", args_quotable(name, strlen(name))),
 				 errhint("retries.alter_schedule() changes a schedule of the current role's own; retries.schedules lists them.")));
 	read_found(found);
 }
@@ -565,7 +566,7 @@ find_schedule(const char *name, Oid caller, FoundSchedule *found)
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("schedule \"%s\" does not exist", name),
+				 errmsg("schedule \"%s\" does not exist", args_quotable(name, strlen(name))),
 				 errhint("retries.schedules lists the schedules you may manage.")));
 	read_found(found);
 }
@@ -684,8 +685,14 @@ resume_action(const FoundSchedule *found, Datum *result)
 	recurring_every_parse(found->every, &every);
 	tz = recurring_time_zone(found->timezone);
 	next = TimestampTzGetDatum(first_run(&every, tz, found->origin, now));
+	/*
+	 * An '@reboot' schedule resumed waits for the next start of the server:
+	 * its origin, now, is after this one (schedule_arm_at_start)
+	 */
 	update_schedule(&plan,
-					"UPDATE retries.schedule_data SET paused = false, next_run = $2"
+					"UPDATE retries.schedule_data SET paused = false, next_run = $2,"
+					" origin = CASE WHEN every OPERATOR(pg_catalog.~) '" EVERY_AT_START_REGEX "'"
+					"  THEN pg_catalog.now() ELSE origin END"
 					" WHERE id OPERATOR(pg_catalog.=) $1",
 					found->id, &next);
 }
@@ -1135,11 +1142,13 @@ find_due(TimestampTz horizon, int *found)
 /*
  * schedule_arm_at_start -- make due now the schedules of '@reboot' that
  * are not paused and have not fired since the server started (nor been
- * made since): the database's first worker since the server started runs
- * this when it first serves (worker.c, serving), and their firing takes
- * them back to 'infinity'.  So they fire once per start of the server,
- * however many workers start again meanwhile (one that is resumed later
- * waits for the next start).  Inside SPI, in a transaction.
+ * made, declared again or resumed since: their origin is then after the
+ * start): each worker runs this when it first serves (worker.c, serving),
+ * and their firing takes them back to 'infinity'.  So they fire once per
+ * start of the server, however many workers start again meanwhile, and
+ * whatever the number of databases (a list of the databases that had
+ * armed theirs, in shared memory, filled up: the sixteenth and
+ * seventeenth hostile reviews).  Inside SPI, in a transaction.
  */
 void
 schedule_arm_at_start(void)
@@ -1156,7 +1165,8 @@ schedule_arm_at_start(void)
 					   " AND NOT paused"
 					   " AND next_run OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
 					   " AND coalesce(last_run, created_at)"
-					   "  OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time()",
+					   "  OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time()"
+					   " AND origin OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time()",
 					   1, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not arm the schedules of @reboot");

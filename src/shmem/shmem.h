@@ -25,7 +25,6 @@
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
-#include "base/base.h"
 #include "core/rate.h"
 
 /* Most databases and worker slots tracked at once */
@@ -283,11 +282,6 @@ typedef struct RetriesShared
 	int			next_interrupted;	/* where the next entry goes */
 	RetriesInterrupted interrupted[RETRIES_MAX_INTERRUPTED];
 	TimestampTz started_at;		/* when this shared memory was made */
-	Oid			armed[RETRIES_MAX_ARMED];	/* the databases whose '@reboot'
-											 * schedules were made due since
-											 * the server started (worker.c,
-											 * serving); kept when their dbs[]
-											 * entry is freed */
 	uint8		lock_secret[32];	/* keys the tags of private locks */
 	RetriesReserve reserves[RETRIES_MAX_RESERVES];
 } RetriesShared;
