@@ -210,13 +210,7 @@ call_reaches($node, $DB, $c2b[2], 'succeeded', '2: alice\'s call of mallory\'s f
 # 3.  '@reboot' armed again without a server start: the owner of the
 #     database turns its connections off and on
 # ---------------------------------------------------------------------
-$node->safe_psql($DB, 'CREATE DATABASE mdb3 OWNER mallory');
-$node->safe_psql('mdb3', 'CREATE EXTENSION retries; CREATE SCHEMA alice AUTHORIZATION alice;');
-sql('alice', "CREATE TABLE alice.t (n int);"
-	  . " CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';"
-	  . " SELECT retries.annotate('alice.pay(int)', '3 10ms');"
-	  . " SELECT retries.schedule('boot3', 'alice.pay(int)', '\@reboot', '[3]');"
-	  . " SELECT retries.pause_schedule('boot3');", 'mdb3');
+paused_reboot_schedule($node, 'mdb3', 'boot3', 3);
 $node->restart;
 my $workers3 = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'mdb3'"
   . " AND backend_type IN ('retries worker', 'retries extra worker')";

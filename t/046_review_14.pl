@@ -138,13 +138,7 @@ $node->safe_psql($DB, 'DROP DATABASE mdb WITH (FORCE)');
 # ---------------------------------------------------------------------
 # mdb2, with alice's '@reboot' schedule made before the start and paused,
 # stays closed across the server's start so that it takes no place
-$node->safe_psql($DB, 'CREATE DATABASE mdb2 OWNER mallory');
-$node->safe_psql('mdb2', 'CREATE EXTENSION retries; CREATE SCHEMA alice AUTHORIZATION alice;');
-sql('alice', "CREATE TABLE alice.t (n int);"
-	  . " CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';"
-	  . " SELECT retries.annotate('alice.pay(int)', '3 10ms');"
-	  . " SELECT retries.schedule('boot2', 'alice.pay(int)', '\@reboot', '[2]');"
-	  . " SELECT retries.pause_schedule('boot2');", 'mdb2');
+paused_reboot_schedule($node, 'mdb2', 'boot2', 2);
 $node->safe_psql($DB, 'ALTER DATABASE mdb2 ALLOW_CONNECTIONS false');
 $node->restart;
 # mdb2 opens: its first worker arms nothing (the schedule is paused)

@@ -50,6 +50,7 @@ our @EXPORT = qw(
   start_parallel_hog
   review_node
   review_roles
+  paused_reboot_schedule
   serving_off
   serving_on
 );
@@ -93,6 +94,22 @@ sub as_role
 {
 	my ($node, $db, $role, $sql) = @_;
 	return $node->safe_psql($db, "SET ROLE $role;\n$sql");
+}
+
+# paused_reboot_schedule(NODE, DB, NAME, N): a database DB of mallory's,
+# with the extension, where alice's '@reboot' schedule NAME, made paused,
+# calls alice.pay(N), which writes N into alice.t
+sub paused_reboot_schedule
+{
+	my ($node, $db, $name, $n) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db OWNER mallory");
+	$node->safe_psql($db, 'CREATE EXTENSION retries; CREATE SCHEMA alice AUTHORIZATION alice;');
+	as_role($node, $db, 'alice', "CREATE TABLE alice.t (n int);"
+		  . " CREATE FUNCTION alice.pay(n int) RETURNS void LANGUAGE sql AS 'INSERT INTO alice.t VALUES (n)';"
+		  . " SELECT retries.annotate('alice.pay(int)', '3 10ms');"
+		  . " SELECT retries.schedule('$name', 'alice.pay(int)', '\@reboot', '[$n]');"
+		  . " SELECT retries.pause_schedule('$name');");
+	return;
 }
 
 # review_node(NAME, [CONF], [init params]): the started server of a hostile
