@@ -627,3 +627,105 @@ AS 'MODULE_PATHNAME', 'retries_clear_event'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.clear_event(text) IS
 	'forget the current role''s event: calls made with on_event after this wait for its next emit; whether it had been emitted';
+
+CREATE FUNCTION retries.command_statements(command text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'retries_command_statements'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION retries.command_statements(text) IS
+	'how many statements a command''s text holds, as a runner parses it (used by retries.import_pg_cron)';
+
+-- pg_cron's jobs moved into schedules, in one call (see doc/reference.md,
+-- retries.import_pg_cron): each job of this database that the current role
+-- may act for becomes a command schedule of its user, with pg_cron's
+-- overlap (a run waits for the one before) and its transaction (a text of
+-- several statements is one), and the job is turned off in pg_cron
+-- (cron.alter_job, if the caller may run it; else cron.unschedule); the
+-- others are reported with why.  Runs as the caller; as each job's user
+-- (SET LOCAL ROLE, of which the caller must be a member) for that job.
+CREATE FUNCTION retries.import_pg_cron(policy text DEFAULT NULL,
+									   retry_on text[] DEFAULT NULL,
+									   deactivate boolean DEFAULT true)
+RETURNS TABLE (jobid bigint, jobname text, moved boolean, schedule bigint, why text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	caller name := current_user;
+	zone text := coalesce(nullif(current_setting('cron.timezone', true), ''), 'GMT');
+	j record;
+	sched_name text;
+	command text;
+	state text;
+	message text;
+BEGIN
+	IF to_regclass('cron.job') IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '55000',
+			MESSAGE = 'pg_cron is not installed in this database',
+			HINT = 'Run retries.import_pg_cron() in the database that cron.database_name names.';
+	END IF;
+	FOR j IN EXECUTE 'SELECT jobid, jobname::text AS jobname, schedule, command, database,'
+					 ' username::text AS username, active, nodename FROM cron.job ORDER BY jobid'
+	LOOP
+		jobid := j.jobid;
+		jobname := j.jobname;
+		moved := false;
+		schedule := NULL;
+		why := NULL;
+		sched_name := coalesce(j.jobname, 'pg_cron ' || j.jobid);
+		IF j.database IS DISTINCT FROM current_database() THEN
+			why := format('it runs in database %s: its schedule is made there', quote_ident(j.database));
+		ELSIF j.nodename IS NOT NULL AND j.nodename NOT IN ('', 'localhost', '127.0.0.1', '::1')
+			  AND left(j.nodename, 1) <> '/' THEN
+			why := format('it runs on another server (nodename %s)', j.nodename);
+		ELSIF to_regrole(quote_ident(j.username)) IS NULL THEN
+			why := format('its role %s does not exist', quote_ident(j.username));
+		ELSIF j.username IS DISTINCT FROM caller AND NOT pg_has_role(session_user, j.username, 'MEMBER') THEN
+			why := format('it is role %s''s: run the import as that role, or as a superuser',
+						  quote_ident(j.username));
+		END IF;
+		IF why IS NULL THEN
+			EXECUTE format('SET LOCAL ROLE %I', j.username);
+			IF EXISTS (SELECT FROM retries.schedules s
+						WHERE s.owner = j.username::regrole AND s.name = sched_name) THEN
+				why := format('role %s has a schedule named %s already', quote_ident(j.username),
+							  quote_literal(sched_name));
+			ELSE
+				BEGIN
+					command := j.command;
+					IF retries.command_statements(command) > 1 THEN
+						command := 'BEGIN;' || command || E'\n;COMMIT';
+					END IF;
+					schedule := retries.schedule_command(sched_name, command, j.schedule, zone,
+														 overlap => 'queue', policy => policy,
+														 retry_on => retry_on);
+					IF NOT j.active THEN
+						PERFORM retries.pause_schedule(schedule);
+					END IF;
+					-- off in pg_cron: turned off by the caller if she may (a
+					-- superuser, by default), else removed by its role
+					IF deactivate AND j.active THEN
+						EXECUTE format('SET LOCAL ROLE %I', caller);
+						IF has_function_privilege('cron.alter_job(bigint,text,text,text,text,boolean)',
+												  'EXECUTE') THEN
+							EXECUTE 'SELECT cron.alter_job(job_id => $1, active => false)' USING j.jobid;
+						ELSE
+							EXECUTE format('SET LOCAL ROLE %I', j.username);
+							EXECUTE 'SELECT cron.unschedule($1)' USING j.jobid;
+						END IF;
+					END IF;
+					moved := true;
+				EXCEPTION WHEN OTHERS THEN
+					GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+					schedule := NULL;
+					why := state || ': ' || message;
+				END;
+			END IF;
+			EXECUTE format('SET LOCAL ROLE %I', caller);
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION retries.import_pg_cron(text, text[], boolean) IS
+	'move the pg_cron jobs of this database into command schedules of their users (turning them off in pg_cron), one row per job: whether it moved, and why not';

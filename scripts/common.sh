@@ -31,6 +31,8 @@ APT_PACKAGES=(
 	curl
 	# t/024_partman.pl: pg_partman's run_maintenance_proc() run by retries
 	"postgresql-$PG_MAJOR-partman"
+	# t/049_pg_cron_import.pl: retries.import_pg_cron() on pg_cron's jobs
+	"postgresql-$PG_MAJOR-cron"
 )
 
 # Same messages, sort order and encoding on every machine: the expected

@@ -549,7 +549,7 @@ sub check_reference
 			my @missing =
 			  grep { index($body, "`$_`") < 0 } split /,/, $params;
 			push @missing, "RETURNS $result"
-			  unless $body =~ /RETURNS\s+\Q$result\E\b/i;
+			  unless $body =~ /RETURNS\s+\Q$result\E(?!\w)/i;
 			ok(!@missing, "reference: function retries.$name")
 			  or diag("the section of retries.$name in $ref does not"
 				  . " mention: @missing");

@@ -69,7 +69,7 @@ extern void events_lock_shared(Oid role, text *event);
 extern TimestampTz events_release_timed_out(TimestampTz now);
 
 /* command.c */
-extern void command_check_syntax(const char *text);
+extern int	command_check_syntax(const char *text);
 extern Jsonb *command_args(Oid fnoid, text *command);
 
 /* annotate.c */

@@ -38,6 +38,7 @@
 
 PG_FUNCTION_INFO_V1(retries_run_command);
 PG_FUNCTION_INFO_V1(retries_command);
+PG_FUNCTION_INFO_V1(retries_command_statements);
 
 /* Positions of retries.run_command()'s arguments */
 enum
@@ -51,9 +52,10 @@ enum
 
 /*
  * command_check_syntax -- raise the syntax error of 'text', as an error of
- * the command argument, or 22023 if it holds no statement
+ * the command argument, or 22023 if it holds no statement; how many it
+ * holds
  */
-void
+int
 command_check_syntax(const char *text)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -87,6 +89,21 @@ command_check_syntax(const char *text)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid command: it holds no statement")));
+	return list_length(stmts);
+}
+
+/*
+ * retries_command_statements -- SQL function
+ * retries.command_statements(command): how many statements a command's
+ * text holds, as the runner parses it (retries.import_pg_cron wraps a text
+ * of several in one transaction, as pg_cron ran it); its syntax error if
+ * it has one
+ */
+Datum
+retries_command_statements(PG_FUNCTION_ARGS)
+{
+	args_check_not_null(fcinfo, 0, "command");
+	PG_RETURN_INT32(command_check_syntax(text_to_cstring(PG_GETARG_TEXT_PP(0))));
 }
 
 /*
