@@ -450,10 +450,12 @@ refuse_vacuum_full(VacuumStmt *stmt)
 }
 
 /*
- * refuse_reindex_database -- REINDEX DATABASE, not CONCURRENTLY, by the
- * database's owner where the extension is (not hers): it would lock the
- * extension's tables (SHARE) and indexes (ACCESS EXCLUSIVE), queued as
- * VACUUM FULL is (refuse_vacuum_full).  REINDEX of a table or an index
+ * refuse_reindex_database -- REINDEX DATABASE, not CONCURRENTLY, and
+ * REINDEX SYSTEM, by the database's owner where the extension is (not
+ * hers): they would lock the extension's tables or the system catalogs
+ * (SHARE) and their indexes (ACCESS EXCLUSIVE), queued as VACUUM FULL is
+ * (refuse_vacuum_full): behind a catalog's index, every new connection
+ * waits (the eighteenth hostile review).  REINDEX of a table or an index
  * checks ownership before it locks.
  */
 static void
@@ -461,7 +463,8 @@ refuse_reindex_database(ReindexStmt *stmt)
 {
 	ListCell   *lc;
 
-	if (stmt->kind != REINDEX_OBJECT_DATABASE || !may_reach_extension_tables())
+	if ((stmt->kind != REINDEX_OBJECT_DATABASE && stmt->kind != REINDEX_OBJECT_SYSTEM) ||
+		!may_reach_extension_tables())
 		return;
 	foreach(lc, stmt->params)
 	{
@@ -472,8 +475,9 @@ refuse_reindex_database(ReindexStmt *stmt)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("permission denied to REINDEX the whole database"),
-			 errdetail("It would lock the tables and indexes of extension retries, which every worker uses."),
+			 errmsg("permission denied to REINDEX %s",
+					stmt->kind == REINDEX_OBJECT_SYSTEM ? "the system catalogs" : "the whole database"),
+			 errdetail("It would lock tables and indexes that every worker of extension retries reads."),
 			 errhint("Use REINDEX DATABASE CONCURRENTLY, or name the tables.")));
 }
 

@@ -1769,6 +1769,8 @@ run_in_runner(void)
 							runner_next.args, cap_ms, call->id,
 							call->attempts + 1))
 	{
+		/* nothing ran: a stop now charges nothing */
+		runner_next.launched = false;
 		ereport(LOG,
 				(errmsg("retries: no background worker slot is free for call " INT64_FORMAT "; it waits a second",
 						call->id),

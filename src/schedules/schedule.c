@@ -1142,9 +1142,12 @@ find_due(TimestampTz horizon, int *found)
 /*
  * schedule_arm_at_start -- make due now the schedules of '@reboot' that
  * are not paused and have not fired since the server started (nor been
- * made, declared again or resumed since: their origin is then after the
- * start): each worker runs this when it first serves (worker.c, serving),
- * and their firing takes them back to 'infinity'.  So they fire once per
+ * made, declared again, resumed or armed since: their origin is then after
+ * the start): each worker runs this when it first serves (worker.c,
+ * serving), and their firing takes them back to 'infinity'.  Arming moves
+ * the origin: a firing that made no call (skipped, its last call busy)
+ * leaves last_run as it was, and the next worker's start armed it again
+ * (the eighteenth hostile review).  So they fire once per
  * start of the server, however many workers start again meanwhile, and
  * whatever the number of databases (a list of the databases that had
  * armed theirs, in shared memory, filled up: the sixteenth and
@@ -1160,7 +1163,7 @@ schedule_arm_at_start(void)
 	if (schema_retries_version() < SCHEMA_1_2)
 		return;
 	plans_prepare_kept(&plan,
-					   "UPDATE retries.schedule_data SET next_run = $1"
+					   "UPDATE retries.schedule_data SET next_run = $1, origin = pg_catalog.now()"
 					   " WHERE every OPERATOR(pg_catalog.~) '" EVERY_AT_START_REGEX "'"
 					   " AND NOT paused"
 					   " AND next_run OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
