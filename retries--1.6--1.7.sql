@@ -652,20 +652,46 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	caller name := current_user;
-	zone text := coalesce(nullif(current_setting('cron.timezone', true), ''), 'GMT');
+	-- pg_cron's own setting (1.5); a placeholder of that name, which any
+	-- session may set, is not in pg_settings: pg_cron 1.4 runs in GMT
+	zone text := coalesce((SELECT nullif(setting, '') FROM pg_settings
+						   WHERE pg_settings.name = 'cron.timezone'), 'GMT');
+	cron oid;
+	job_table regclass;
+	alter_job regprocedure;
+	unschedule regprocedure;
 	j record;
+	job_role regrole;
 	sched_name text;
 	command text;
 	state text;
 	message text;
 BEGIN
-	IF to_regclass('cron.job') IS NULL THEN
+	-- pg_cron's objects, the extension's own: never objects of those names
+	-- that a role with CREATE on the database made
+	SELECT e.oid INTO cron FROM pg_extension e WHERE e.extname = 'pg_cron';
+	SELECT d.objid::regclass INTO job_table
+	  FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+	 WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_extension'::regclass
+	   AND d.refobjid = cron AND d.deptype = 'e' AND c.relname = 'job' AND c.relkind = 'r';
+	IF job_table IS NULL THEN
 		RAISE EXCEPTION USING ERRCODE = '55000',
 			MESSAGE = 'pg_cron is not installed in this database',
 			HINT = 'Run retries.import_pg_cron() in the database that cron.database_name names.';
 	END IF;
-	FOR j IN EXECUTE 'SELECT jobid, jobname::text AS jobname, schedule, command, database,'
-					 ' username::text AS username, active, nodename FROM cron.job ORDER BY jobid'
+	SELECT d.objid::regprocedure INTO alter_job
+	  FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
+	 WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
+	   AND d.refobjid = cron AND d.deptype = 'e' AND p.proname = 'alter_job'
+	   AND p.proargtypes = '20 25 25 25 25 16'::oidvector;
+	SELECT d.objid::regprocedure INTO unschedule
+	  FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
+	 WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
+	   AND d.refobjid = cron AND d.deptype = 'e' AND p.proname = 'unschedule'
+	   AND p.proargtypes = '20'::oidvector;
+	FOR j IN EXECUTE format('SELECT jobid, jobname::text AS jobname, schedule, command, database,'
+							' username::text AS username, active, nodename, nodeport'
+							' FROM %s ORDER BY jobid', job_table)
 	LOOP
 		jobid := j.jobid;
 		jobname := j.jobname;
@@ -675,19 +701,27 @@ BEGIN
 		sched_name := coalesce(j.jobname, 'pg_cron ' || j.jobid);
 		IF j.database IS DISTINCT FROM current_database() THEN
 			why := format('it runs in database %s: its schedule is made there', quote_ident(j.database));
-		ELSIF j.nodename IS NOT NULL AND j.nodename NOT IN ('', 'localhost', '127.0.0.1', '::1')
-			  AND left(j.nodename, 1) <> '/' THEN
-			why := format('it runs on another server (nodename %s)', j.nodename);
-		ELSIF to_regrole(quote_ident(j.username)) IS NULL THEN
+		ELSIF (j.nodename IS NOT NULL AND j.nodename NOT IN ('', 'localhost', '127.0.0.1', '::1')
+			   AND left(j.nodename, 1) <> '/')
+			  OR j.nodeport IS DISTINCT FROM current_setting('port')::integer THEN
+			why := format('it runs on another server (nodename %s, nodeport %s)', j.nodename,
+						  j.nodeport);
+		END IF;
+		job_role := to_regrole(quote_ident(j.username));
+		IF why IS NOT NULL THEN
+			NULL;
+		ELSIF job_role IS NULL THEN
 			why := format('its role %s does not exist', quote_ident(j.username));
-		ELSIF j.username IS DISTINCT FROM caller AND NOT pg_has_role(session_user, j.username, 'MEMBER') THEN
+		ELSIF j.username IS DISTINCT FROM caller
+			  AND NOT (pg_has_role(caller, job_role, 'MEMBER')
+					   AND pg_has_role(session_user, job_role, 'MEMBER')) THEN
 			why := format('it is role %s''s: run the import as that role, or as a superuser',
 						  quote_ident(j.username));
 		END IF;
 		IF why IS NULL THEN
 			EXECUTE format('SET LOCAL ROLE %I', j.username);
 			IF EXISTS (SELECT FROM retries.schedules s
-						WHERE s.owner = j.username::regrole AND s.name = sched_name) THEN
+						WHERE s.owner = job_role AND s.name = sched_name) THEN
 				why := format('role %s has a schedule named %s already', quote_ident(j.username),
 							  quote_literal(sched_name));
 			ELSE
@@ -706,12 +740,12 @@ BEGIN
 					-- superuser, by default), else removed by its role
 					IF deactivate AND j.active THEN
 						EXECUTE format('SET LOCAL ROLE %I', caller);
-						IF has_function_privilege('cron.alter_job(bigint,text,text,text,text,boolean)',
-												  'EXECUTE') THEN
-							EXECUTE 'SELECT cron.alter_job(job_id => $1, active => false)' USING j.jobid;
+						IF alter_job IS NOT NULL AND has_function_privilege(alter_job, 'EXECUTE') THEN
+							EXECUTE format('SELECT %s(job_id => $1, active => false)',
+										   alter_job::regproc) USING j.jobid;
 						ELSE
 							EXECUTE format('SET LOCAL ROLE %I', j.username);
-							EXECUTE 'SELECT cron.unschedule($1)' USING j.jobid;
+							EXECUTE format('SELECT %s($1)', unschedule::regproc) USING j.jobid;
 						END IF;
 					END IF;
 					moved := true;
