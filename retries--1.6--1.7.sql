@@ -656,6 +656,8 @@ DECLARE
 	-- session may set, is not in pg_settings: pg_cron 1.4 runs in GMT
 	zone text := coalesce((SELECT nullif(setting, '') FROM pg_settings
 						   WHERE pg_settings.name = 'cron.timezone'), 'GMT');
+	superuser_jobs text := (SELECT setting FROM pg_settings
+							WHERE pg_settings.name = 'cron.enable_superuser_jobs');
 	cron oid;
 	job_table regclass;
 	alter_job regprocedure;
@@ -707,11 +709,14 @@ BEGIN
 			why := format('it runs on another server (nodename %s, nodeport %s)', j.nodename,
 						  j.nodeport);
 		END IF;
-		job_role := to_regrole(quote_ident(j.username));
+		job_role := CASE WHEN j.username <> '' THEN to_regrole(quote_ident(j.username)) END;
 		IF why IS NOT NULL THEN
 			NULL;
 		ELSIF job_role IS NULL THEN
 			why := format('its role %s does not exist', quote_ident(j.username));
+		ELSIF superuser_jobs = 'off' AND (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = job_role) THEN
+			why := format('pg_cron does not run it: its role %s is a superuser, and cron.enable_superuser_jobs is off',
+						  quote_ident(j.username));
 		ELSIF j.username IS DISTINCT FROM caller
 			  AND NOT (pg_has_role(caller, job_role, 'MEMBER')
 					   AND pg_has_role(session_user, job_role, 'MEMBER')) THEN
@@ -719,7 +724,14 @@ BEGIN
 						  quote_ident(j.username));
 		END IF;
 		IF why IS NULL THEN
-			EXECUTE format('SET LOCAL ROLE %I', j.username);
+			BEGIN
+				EXECUTE format('SET LOCAL ROLE %I', j.username);
+			EXCEPTION WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+				why := state || ': ' || message;
+			END;
+		END IF;
+		IF why IS NULL THEN
 			IF EXISTS (SELECT FROM retries.schedules s
 						WHERE s.owner = job_role AND s.name = sched_name) THEN
 				why := format('role %s has a schedule named %s already', quote_ident(j.username),
@@ -740,13 +752,18 @@ BEGIN
 					-- superuser, by default), else removed by its role
 					IF deactivate AND j.active THEN
 						EXECUTE format('SET LOCAL ROLE %I', caller);
-						IF alter_job IS NOT NULL AND has_function_privilege(alter_job, 'EXECUTE') THEN
+						BEGIN
+							IF alter_job IS NULL OR NOT has_function_privilege(alter_job, 'EXECUTE') THEN
+								RAISE insufficient_privilege;
+							END IF;
 							EXECUTE format('SELECT %s(job_id => $1, active => false)',
 										   alter_job::regproc) USING j.jobid;
-						ELSE
+						EXCEPTION WHEN insufficient_privilege THEN
+							-- not hers, or pg_cron refuses it to a superuser
+							-- (cron.enable_superuser_jobs off)
 							EXECUTE format('SET LOCAL ROLE %I', j.username);
 							EXECUTE format('SELECT %s($1)', unschedule::regproc) USING j.jobid;
-						END IF;
+						END;
 					END IF;
 					moved := true;
 				EXCEPTION WHEN OTHERS THEN
