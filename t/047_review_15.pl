@@ -86,11 +86,6 @@ sub sql
 }
 
 review_roles($node, $DB);
-my $workers = sub {
-	my ($db) = @_;
-	return "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'"
-	  . " AND backend_type IN ('retries worker', 'retries extra worker', 'retries runner')";
-};
 
 # ---------------------------------------------------------------------
 # 1.  a stop of the worker of a runner's attempt: not charged, run again
@@ -110,7 +105,7 @@ wait_at_gate($node, 'mdb', $G1, 1,
 	'1: alice\'s procedure (one attempt) committed its first step and waits (at a gate, in its runner)');
 my ($o, $e) = try_as($node, $DB, 'mallory', 'ALTER DATABASE mdb ALLOW_CONNECTIONS false');
 ok(defined $o, '1: mallory, mdb\'s owner, turns its connections off') or diag($e);
-wait_until($node, $DB, 'SELECT (' . $workers->('mdb') . ') = 0', 't',
+wait_until($node, $DB, 'SELECT (' . workers_sql('mdb') . ') = 0', 't',
 	'1: the launcher stops mdb\'s worker, and its runner goes with it');
 ($o, $e) = try_as($node, $DB, 'mallory', 'ALTER DATABASE mdb ALLOW_CONNECTIONS true');
 ok(defined $o, '1: and on again') or diag($e);

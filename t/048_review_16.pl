@@ -62,11 +62,6 @@ sub sql
 }
 
 review_roles($node, $DB);
-my $workers = sub {
-	my ($db) = @_;
-	return "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'"
-	  . " AND backend_type IN ('retries worker', 'retries extra worker', 'retries runner')";
-};
 
 # ---------------------------------------------------------------------
 # 1.  an '@reboot' firing skipped at the start fires at a worker's start
@@ -115,7 +110,7 @@ call_reaches($node, 'mdb', $c0, 'cancelled', '1: alice\'s old call is cancelled'
 # mallory, mdb's owner, turns its connections off and on: a new worker
 my ($o, $e) = try_as($node, $DB, 'mallory', 'ALTER DATABASE mdb ALLOW_CONNECTIONS false');
 ok(defined $o, '1: mallory, mdb\'s owner, turns its connections off') or diag($e);
-wait_until($node, $DB, 'SELECT (' . $workers->('mdb') . ') = 0', 't',
+wait_until($node, $DB, 'SELECT (' . workers_sql('mdb') . ') = 0', 't',
 	'1: the launcher stops mdb\'s workers');
 ($o, $e) = try_as($node, $DB, 'mallory', 'ALTER DATABASE mdb ALLOW_CONNECTIONS true');
 ok(defined $o, '1: and on again') or diag($e);

@@ -32,16 +32,7 @@ use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
 
-my $node = retries_node('pg_cron_import');
-my $control = $node->config_data('--sharedir') . '/extension/pg_cron.control';
-plan skip_all =>
-  "pg_cron is not installed ($control is missing; Debian's postgresql-15-cron provides it)"
-  unless -e $control;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'retries,pg_cron'
-cron.database_name = 'postgres'
-});
-$node->start;
+my $node = pg_cron_node('pg_cron_import', 'postgres');
 
 sub q_
 {

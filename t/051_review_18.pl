@@ -83,18 +83,7 @@ use Test::More;
 
 my $DB = 'postgres';
 my $CDB = 'cdb';
-my $node = retries_node('review_18');
-my $control = $node->config_data('--sharedir') . '/extension/pg_cron.control';
-plan skip_all =>
-  "pg_cron is not installed ($control is missing; Debian's postgresql-15-cron provides it)"
-  unless -e $control;
-$node->append_conf('postgresql.conf', qq{
-retries.max_workers = 2
-retries.max_extra_workers = 2
-shared_preload_libraries = 'retries,pg_cron'
-cron.database_name = '$CDB'
-});
-$node->start;
+my $node = pg_cron_node('review_18', $CDB);
 
 sub sql
 {

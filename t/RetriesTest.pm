@@ -51,6 +51,8 @@ our @EXPORT = qw(
   review_node
   review_roles
   paused_reboot_schedule
+  pg_cron_node
+  workers_sql
   serving_off
   serving_on
 );
@@ -110,6 +112,38 @@ sub paused_reboot_schedule
 		  . " SELECT retries.schedule('$name', 'alice.pay(int)', '\@reboot', '[$n]');"
 		  . " SELECT retries.pause_schedule('$name');");
 	return;
+}
+
+# pg_cron_node(NAME, CRON_DB): a started server that preloads retries and
+# pg_cron, whose jobs live in CRON_DB (cron.database_name; made by the
+# caller), with two workers and two extra ones; the test is skipped where
+# pg_cron is not installed
+sub pg_cron_node
+{
+	my ($name, $cron_db) = @_;
+	my $node = retries_node($name);
+	my $control = $node->config_data('--sharedir') . '/extension/pg_cron.control';
+
+	Test::More::plan(skip_all =>
+		  "pg_cron is not installed ($control is missing; Debian's postgresql-15-cron provides it)")
+	  unless -e $control;
+	$node->append_conf('postgresql.conf', qq{
+retries.max_workers = 2
+retries.max_extra_workers = 2
+shared_preload_libraries = 'retries,pg_cron'
+cron.database_name = '$cron_db'
+});
+	$node->start;
+	return $node;
+}
+
+# workers_sql(DB): a query of how many workers, extra workers and runners
+# of the extension are connected to DB
+sub workers_sql
+{
+	my ($db) = @_;
+	return "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'"
+	  . " AND backend_type IN ('retries worker', 'retries extra worker', 'retries runner')";
 }
 
 # review_node(NAME, [CONF], [init params]): the started server of a hostile
