@@ -55,9 +55,9 @@
  * window, between RECHECK_MIN_MS and RECHECK_MS, then twice as long each
  * time up to RECHECK_MS (behind_running_delay), and the key's other calls
  * due before then with it (put_off_key); the key's calls later in the
- * same batch follow it without another look (put_off_keys).  The spacing is measured
- * on the workers' clock (clock.c), so that retries.debug_clock_offset
- * moves it as it moves every due time.
+ * same batch follow it without another look or write (put_off_keys).  The
+ * spacing is measured on the workers' clock (clock.c), so that
+ * retries.debug_clock_offset moves it as it moves every due time.
  *
  * IDENTIFICATION
  *	  src/flow/key_window.c
@@ -376,6 +376,7 @@ flow_key_window_allows(int64 id)
 	TimestampTz now = clock_now();
 	TimestampTz last;
 	int64		waited;
+	TimestampTz due;
 	TimestampTz written;
 	bool		locked;
 	bool		isnull;
@@ -397,10 +398,10 @@ flow_key_window_allows(int64 id)
 		return true;
 	window = interval_usecs(DatumGetIntervalP(window_datum));
 	key_text = TextDatumGetCString(key);
-	/* when it was last written (put off: put_off), and for how long */
+	/* when it is due, when it was last written (put_off), so how long */
+	due = DatumGetTimestampTz(SPI_getbinval(row, desc, 4, &isnull));
 	written = DatumGetTimestampTz(SPI_getbinval(row, desc, 5, &isnull));
-	waited = DatumGetTimestampTz(SPI_getbinval(row, desc, 4, &isnull)) -
-		clock_ahead(written);
+	waited = due - clock_ahead(written);
 
 	/*
 	 * One of the key's calls runs now: look again once it may have ended (a
@@ -413,15 +414,17 @@ flow_key_window_allows(int64 id)
 	}
 
 	/*
-	 * The batch put the key's calls off already, this one with them unless it
-	 * was past PUT_OFF_MAX: a batch of the key's calls behind a running one
-	 * makes one look, not one per call (each of which put off all the others
+	 * The batch put the key's calls off already, this one with them (its row,
+	 * read after, says so) unless it was past PUT_OFF_MAX: a batch of the
+	 * key's calls behind a running one makes one look and writes each row
+	 * once, not one look per call (each of which put off all the others
 	 * again)
 	 */
 	last = put_off_here(key_text);
 	if (last != 0)
 	{
-		put_off(id, last);
+		if (due < last)
+			put_off(id, last);
 		return false;
 	}
 	locked = window_lock(role, key_text);
