@@ -416,6 +416,26 @@ may_reach_extension_tables(void)
 }
 
 /*
+ * option_is_true -- the boolean option 'name' of a command's list of
+ * options, as PostgreSQL reads it: the last one given wins
+ */
+static bool
+option_is_true(List *options, const char *name)
+{
+	ListCell   *lc;
+	bool		value = false;
+
+	foreach(lc, options)
+	{
+		DefElem    *opt = lfirst_node(DefElem, lc);
+
+		if (strcmp(opt->defname, name) == 0)
+			value = defGetBoolean(opt);
+	}
+	return value;
+}
+
+/*
  * refuse_vacuum_full -- VACUUM FULL of the extension's tables (or of a
  * system catalog) by a role that does not own them: PostgreSQL lets a
  * database's owner rewrite every table of her database under ACCESS
@@ -428,16 +448,8 @@ static void
 refuse_vacuum_full(VacuumStmt *stmt)
 {
 	ListCell   *lc;
-	bool		full = false;
 
-	foreach(lc, stmt->options)
-	{
-		DefElem    *opt = lfirst_node(DefElem, lc);
-
-		if (strcmp(opt->defname, "full") == 0)
-			full = defGetBoolean(opt);
-	}
-	if (!full || !stmt->is_vacuumcmd)
+	if (!stmt->is_vacuumcmd || !option_is_true(stmt->options, "full"))
 		return;
 	if (stmt->rels == NIL && may_reach_extension_tables())
 		ereport(ERROR,
@@ -461,18 +473,9 @@ refuse_vacuum_full(VacuumStmt *stmt)
 static void
 refuse_reindex_database(ReindexStmt *stmt)
 {
-	ListCell   *lc;
-
 	if ((stmt->kind != REINDEX_OBJECT_DATABASE && stmt->kind != REINDEX_OBJECT_SYSTEM) ||
-		!may_reach_extension_tables())
+		option_is_true(stmt->params, "concurrently") || !may_reach_extension_tables())
 		return;
-	foreach(lc, stmt->params)
-	{
-		DefElem    *opt = lfirst_node(DefElem, lc);
-
-		if (strcmp(opt->defname, "concurrently") == 0 && defGetBoolean(opt))
-			return;
-	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("permission denied to REINDEX %s",
@@ -488,10 +491,11 @@ refuse_reindex_database(ReindexStmt *stmt)
  * EXTENSION, CREATE TABLE ... PARTITION OF, ATTACH and DETACH PARTITION
  * (ACCESS EXCLUSIVE), CREATE TRIGGER and a foreign key referencing it
  * (SHARE ROW EXCLUSIVE); and INHERIT, which PostgreSQL refuses to all but
- * the owner too; and two that a database's owner may run, VACUUM FULL and
- * REINDEX DATABASE (refuse_vacuum_full).  The system catalogs are guarded the same way, since the
- * workers read them in every transaction (a role would stall the whole
- * server so, not only the workers).
+ * the owner too; and those that a database's owner may run, VACUUM FULL
+ * and REINDEX DATABASE or SYSTEM (refuse_vacuum_full,
+ * refuse_reindex_database).  The system catalogs are guarded the same way,
+ * since the workers read them in every transaction (a role would stall the
+ * whole server so, not only the workers).
  *
  * A role that holds a lock on the table in another transaction (reading
  * retries.calls is enough) would have such a command wait for it, and

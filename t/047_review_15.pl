@@ -239,7 +239,8 @@ $reader->query_safe('SELECT count(*) FROM retries.call_data');
 # refused at once, before any lock, as the commands that lock before they
 # check their role are (refuse_lock_before_check)
 for my $cmd ('VACUUM FULL retries.call_data', 'VACUUM (FULL) retries.attempt_data', 'VACUUM FULL',
-	'VACUUM FULL pg_class', 'REINDEX DATABASE mdb4')
+	'VACUUM FULL pg_class', 'REINDEX DATABASE mdb4',
+	'REINDEX (CONCURRENTLY true, CONCURRENTLY false) DATABASE mdb4')
 {
 	my ($o, $e) = try_as($node, 'mdb4', 'mallory', "SET lock_timeout = '1s'; $cmd");
 	ok(!defined $o && $e =~ /42501/, "4: the database owner's $cmd is refused (42501), not queued")
