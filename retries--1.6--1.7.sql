@@ -701,6 +701,7 @@ BEGIN
 		schedule := NULL;
 		why := NULL;
 		sched_name := coalesce(j.jobname, 'pg_cron ' || j.jobid);
+		job_role := CASE WHEN j.username <> '' THEN to_regrole(quote_ident(j.username)) END;
 		IF j.database IS DISTINCT FROM current_database() THEN
 			why := format('it runs in database %s: its schedule is made there', quote_ident(j.database));
 		ELSIF (j.nodename IS NOT NULL AND j.nodename NOT IN ('', 'localhost', '127.0.0.1', '::1')
@@ -708,10 +709,6 @@ BEGIN
 			  OR j.nodeport IS DISTINCT FROM current_setting('port')::integer THEN
 			why := format('it runs on another server (nodename %s, nodeport %s)', j.nodename,
 						  j.nodeport);
-		END IF;
-		job_role := CASE WHEN j.username <> '' THEN to_regrole(quote_ident(j.username)) END;
-		IF why IS NOT NULL THEN
-			NULL;
 		ELSIF job_role IS NULL THEN
 			why := format('its role %s does not exist', quote_ident(j.username));
 		ELSIF superuser_jobs = 'off' AND (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = job_role) THEN
