@@ -77,6 +77,7 @@ OBJS = \
 	src/engine/policies.o \
 	src/engine/execute.o \
 	src/engine/ledger.o \
+	src/engine/time_cap.o \
 	src/engine/runner.o \
 	src/engine/retention.o \
 	src/engine/worker.o \

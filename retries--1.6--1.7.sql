@@ -301,6 +301,137 @@ COMMENT ON FUNCTION retries.alter_schedule(text, text, jsonb, text, text, interv
 SELECT retries.copy_grants('retries.schedule(text, regprocedure, text, jsonb, text, text, interval)',
 						   'retries.alter_schedule(text, text, jsonb, text, text, interval)');
 
+/*
+ * Commands that run in another database of the cluster (src/api/command.c):
+ * calls of retries.command_in(text, name), whose EXECUTE, which PUBLIC
+ * lacks, is the privilege to make them; run_command() and
+ * schedule_command() gain database, with the privileges they had
+ */
+CREATE PROCEDURE retries.command_in(command text, database name)
+AS 'MODULE_PATHNAME', 'retries_command'
+LANGUAGE C;
+REVOKE ALL ON PROCEDURE retries.command_in(text, name) FROM PUBLIC;
+COMMENT ON PROCEDURE retries.command_in(text, name) IS
+	'stands for commands that run in another database (run_command and schedule_command with database) in the views; EXECUTE on it, which PUBLIC lacks, is the privilege to make them; calling it raises an error';
+
+ALTER FUNCTION retries.run_command(text, text, text[], timestamptz, text)
+	RENAME TO run_command_1_6;
+CREATE FUNCTION retries.run_command(command text,
+									policy text DEFAULT NULL,
+									retry_on text[] DEFAULT NULL,
+									run_at timestamptz DEFAULT now(),
+									key text DEFAULT NULL,
+									database name DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_run_command'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.run_command(text, text, text[], timestamptz, text, name) IS
+	'schedule SQL text to run as the current role, as a client''s simple query (VACUUM, CREATE INDEX CONCURRENTLY, CALL ...), in this database or the one named, with its own retry policy; returns the call id';
+SELECT retries.copy_grants('retries.run_command_1_6(text, text, text[], timestamptz, text)',
+						   'retries.run_command(text, text, text[], timestamptz, text, name)');
+DROP FUNCTION retries.run_command_1_6(text, text, text[], timestamptz, text);
+
+ALTER FUNCTION retries.schedule_command(text, text, text, text, text, interval, text, text[])
+	RENAME TO schedule_command_1_6;
+CREATE FUNCTION retries.schedule_command(name text,
+										 command text,
+										 every text,
+										 timezone text DEFAULT 'UTC',
+										 overlap text DEFAULT 'skip',
+										 catch_up interval DEFAULT '0',
+										 policy text DEFAULT NULL,
+										 retry_on text[] DEFAULT NULL,
+										 database name DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'retries_schedule_command'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION retries.schedule_command(text, text, text, text, text, interval, text, text[], name) IS
+	'create or replace the current role''s schedule of that name, which runs a command every "every" (cron or an interval), in this database or the one named, with its own retry policy; returns its id';
+SELECT retries.copy_grants('retries.schedule_command_1_6(text, text, text, text, text, interval, text, text[])',
+						   'retries.schedule_command(text, text, text, text, text, interval, text, text[], name)');
+DROP FUNCTION retries.schedule_command_1_6(text, text, text, text, text, interval, text, text[]);
+
+-- the views show where a command runs
+CREATE OR REPLACE VIEW retries.calls WITH (security_barrier) AS
+SELECT c.id,
+	   r.fn,
+	   c.args,
+	   CASE WHEN c.state = 'scheduled'
+				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+			THEN 'running'::retries.call_state ELSE c.state END AS state,
+	   c.attempts,
+	   c.max_attempts,
+	   c.next_attempt,
+	   c.created_at,
+	   c.updated_at,
+	   c.scheduled_by,
+	   c.key,
+	   c.last_sqlstate,
+	   c.last_message,
+	   (SELECT s.name FROM retries.schedule_data s
+		 WHERE s.id = c.schedule_id) AS schedule,
+	   c.priority,
+	   c.limit_key,
+	   c.result,
+	   CASE WHEN c.waiting_on > 0 AND c.state = 'scheduled'
+			THEN ARRAY(SELECT a.after_id
+						 FROM retries.call_after a
+						 JOIN retries.call_data b ON b.id = a.after_id
+						WHERE a.call_id = c.id AND b.state = 'scheduled'
+						ORDER BY a.after_id)
+			ELSE '{}'::bigint[] END AS waiting_for,
+	   CASE WHEN r.fn IN ('retries.command(text)'::regprocedure,
+						  'retries.command_in(text,name)'::regprocedure)
+			THEN c.args ->> 0 END AS command,
+	   CASE WHEN c.event_wait AND c.state = 'scheduled'
+			THEN c.on_event END AS waiting_for_event,
+	   CASE WHEN r.fn = 'retries.command_in(text,name)'::regprocedure
+			THEN (c.args ->> 1)::name END AS database
+  FROM retries.call_data c
+  JOIN retries.policy_data p ON p.id = c.policy_id
+  LEFT JOIN retries.function_refs r ON r.key = p.fn
+ WHERE retries.visible_role(c.scheduled_by);
+COMMENT ON COLUMN retries.calls.command IS
+	'the SQL text of a command (retries.run_command); NULL for a call of a function or procedure';
+COMMENT ON COLUMN retries.calls.database IS
+	'the database a command runs in, if not this one (run_command''s database); NULL otherwise';
+
+CREATE OR REPLACE VIEW retries.schedules WITH (security_barrier) AS
+SELECT s.id,
+	   s.name,
+	   (SELECT r.fn FROM retries.function_refs r WHERE r.key = s.fn) AS fn,
+	   s.every,
+	   s.args,
+	   s.timezone,
+	   s.overlap,
+	   s.catch_up,
+	   s.paused,
+	   s.next_run,
+	   s.last_run,
+	   s.last_call,
+	   (SELECT CASE WHEN c.state = 'scheduled'
+						 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+					THEN 'running'::retries.call_state ELSE c.state END
+		  FROM retries.call_data c
+		 WHERE c.id = s.last_call) AS last_state,
+	   s.firings,
+	   s.skipped,
+	   s.missed,
+	   s.owner,
+	   s.created_at,
+	   CASE WHEN s.policy_id IS NOT NULL THEN s.args ->> 0 END AS command,
+	   p.policy,
+	   p.retry_on,
+	   CASE WHEN s.policy_id IS NOT NULL THEN (s.args ->> 1)::name END AS database
+  FROM retries.schedule_data s
+  LEFT JOIN LATERAL (SELECT retries.format_policy(d.max_attempts, d.min_delay, d.max_delay) AS policy,
+							d.retry_on
+					   FROM retries.policy_data d
+					  WHERE d.id = s.policy_id) p ON true
+ WHERE retries.visible_role(s.owner);
+COMMENT ON COLUMN retries.schedules.database IS
+	'the database a command schedule runs its command in, if not this one (schedule_command''s database); NULL otherwise';
+
 DROP FUNCTION retries.copy_grants(regprocedure, regprocedure);
 DROP FUNCTION retries.grant_as_user(text);
 
@@ -636,8 +767,9 @@ COMMENT ON FUNCTION retries.command_statements(text) IS
 	'how many statements a command''s text holds, as a runner parses it (used by retries.import_pg_cron)';
 
 -- pg_cron's jobs moved into schedules, in one call (see doc/reference.md,
--- retries.import_pg_cron): each job of this database that the current role
--- may act for becomes a command schedule of its user, with pg_cron's
+-- retries.import_pg_cron): each job that the current role may act for
+-- becomes a command schedule of its user, in the job's database (that
+-- user needs EXECUTE on retries.command_in for a job of another), with pg_cron's
 -- overlap (a run waits for the one before) and its transaction (a text of
 -- several statements is one), and the job is turned off in pg_cron
 -- (cron.alter_job, if the caller may run it; else cron.unschedule); the
@@ -702,9 +834,7 @@ BEGIN
 		why := NULL;
 		sched_name := coalesce(j.jobname, 'pg_cron ' || j.jobid);
 		job_role := CASE WHEN j.username <> '' THEN to_regrole(quote_ident(j.username)) END;
-		IF j.database IS DISTINCT FROM current_database() THEN
-			why := format('it runs in database %s: its schedule is made there', quote_ident(j.database));
-		ELSIF (j.nodename IS NOT NULL AND j.nodename NOT IN ('', 'localhost', '127.0.0.1', '::1')
+		IF (j.nodename IS NOT NULL AND j.nodename NOT IN ('', 'localhost', '127.0.0.1', '::1')
 			   AND left(j.nodename, 1) <> '/')
 			  OR j.nodeport IS DISTINCT FROM current_setting('port')::integer THEN
 			why := format('it runs on another server (nodename %s, nodeport %s)', j.nodename,
@@ -741,7 +871,8 @@ BEGIN
 					END IF;
 					schedule := retries.schedule_command(sched_name, command, j.schedule, zone,
 														 overlap => 'queue', policy => policy,
-														 retry_on => retry_on);
+														 retry_on => retry_on,
+														 database => j.database);
 					IF NOT j.active THEN
 						PERFORM retries.pause_schedule(schedule);
 					END IF;

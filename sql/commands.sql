@@ -86,6 +86,37 @@ SET ROLE cmd_bob;
 SELECT count(*) AS bob_sees FROM retries.calls;
 SET ROLE cmd_alice;
 
+-- database: a command that runs in another database of the cluster, as
+-- the role, connected there.  EXECUTE on retries.command_in, which PUBLIC
+-- lacks, is the privilege to make one, and the role needs CONNECT there;
+-- this database named is a plain command.  (They run in t/053.)
+CALL test.try($$SELECT retries.run_command('SELECT 1', database => 'no_such_db')$$);
+CALL test.try($$SELECT retries.run_command('SELECT 1', database => 'postgres')$$);
+CALL test.try($$SELECT retries.schedule_command('x', 'SELECT 1', '1h', database => 'postgres')$$);
+SELECT retries.run_command('SELECT 1', run_at => now() + interval '1 day',
+						   database => current_database()) AS here \gset
+SELECT fn, command, database FROM retries.calls WHERE id = :here;
+RESET ROLE;
+GRANT EXECUTE ON PROCEDURE retries.command_in(text, name) TO cmd_alice;
+REVOKE CONNECT ON DATABASE postgres FROM PUBLIC;
+SET ROLE cmd_alice;
+CALL test.try($$SELECT retries.run_command('SELECT 1', database => 'postgres')$$);
+RESET ROLE;
+GRANT CONNECT ON DATABASE postgres TO PUBLIC;
+SET ROLE cmd_alice;
+SELECT retries.run_command('SELECT 1', run_at => now() + interval '1 day',
+						   database => 'postgres') AS there \gset
+SELECT fn, args, command, database FROM retries.calls WHERE id = :there;
+SELECT retries.schedule_command('there', 'VACUUM', '0 3 * * *', database => 'postgres') > 0 AS scheduled;
+SELECT name, fn, command, database FROM retries.schedules WHERE name = 'there';
+CALL test.try($$SELECT retries.alter_schedule('there', args => '["VACUUM", "template1"]')$$);
+CALL test.try($$SELECT retries.call('retries.command_in(text,name)', '["VACUUM", "postgres"]')$$);
+CALL test.try($$CALL retries.command_in('VACUUM', 'postgres')$$);
+SELECT retries.cancel(:here), retries.cancel(:there), retries.unschedule('there');
+RESET ROLE;
+REVOKE EXECUTE ON PROCEDURE retries.command_in(text, name) FROM cmd_alice;
+SET ROLE cmd_alice;
+
 -- schedule_command(): a schedule of a command with its own policy
 SELECT retries.schedule_command('refresh', 'REFRESH MATERIALIZED VIEW CONCURRENTLY cmd_mv',
 								'0 3 * * *', policy => '4 1s 1m', retry_on => '{55P03}') AS refresh \gset

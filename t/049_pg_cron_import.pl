@@ -13,12 +13,14 @@
 #   b. a text of several statements runs in one transaction, as pg_cron ran
 #      it: a job that inserts, then fails, leaves no row.
 #   c. the superuser imports the rest: its own job and bob's moved, each as
-#      its role (turned off with cron.alter_job, kept in cron.job); a job in
-#      another database, one on another server, and one whose expression
+#      its role (turned off with cron.alter_job, kept in cron.job), and its
+#      job in another database, as a schedule that runs its command there;
+#      bob's job in another database (bob lacks EXECUTE on
+#      retries.command_in), one on another server, and one whose expression
 #      never fires (pg_cron accepts '0 0 31 2 *') are not moved, each with
 #      why; nothing moved twice when run again.
 #   d. a moved job runs: trigger() of alice's schedule runs its text as
-#      alice.
+#      alice; the job of another database runs there.
 #   e. in a database without pg_cron: 55000, with a hint.
 
 use strict;
@@ -53,11 +55,13 @@ ALTER TABLE alice_t OWNER TO alice;
 my %job;
 $job{vacuum} = q_("SELECT cron.schedule('nightly vacuum', '30 3 * * *', 'VACUUM')");
 $job{never} = q_("SELECT cron.schedule('never', '0 0 31 2 *', 'SELECT 4')");
-$job{elsewhere} = q_("SELECT cron.schedule('elsewhere', '0 * * * *', 'SELECT 3')");
+$job{elsewhere} = q_("SELECT cron.schedule('elsewhere', '0 * * * *', 'CREATE TABLE moved_here ()')");
 q_("UPDATE cron.job SET database = 'other' WHERE jobid = $job{elsewhere}");
 $job{remote} = q_("SELECT cron.schedule('remote', '0 * * * *', 'SELECT 5')");
 q_("UPDATE cron.job SET nodename = 'db2.example' WHERE jobid = $job{remote}");
 $job{bob} = as_role($node, 'postgres', 'bob', "SELECT cron.schedule('bob job', '\@hourly', 'SELECT 6')");
+$job{bob_elsewhere} = as_role($node, 'postgres', 'bob', "SELECT cron.schedule('bob elsewhere', '\@hourly', 'SELECT 11')");
+q_("UPDATE cron.job SET database = 'other' WHERE jobid = $job{bob_elsewhere}");
 $job{purge} = as_role($node, 'postgres', 'alice',
 	"SELECT cron.schedule('alice purge', '*/5 * * * *',"
 	  . " 'DELETE FROM alice_t WHERE n < 0; INSERT INTO alice_t VALUES (1)')");
@@ -118,8 +122,11 @@ is($row{$job{vacuum}}[1], 't', 'c: the superuser\'s own job is moved') or diag($
 is($row{$job{bob}}[1], 't', 'c: bob\'s job is moved') or diag($out);
 is( q_("SELECT owner || ' ' || command FROM retries.schedules WHERE name IN ('bob job', 'nightly vacuum') ORDER BY name"),
 	"bob SELECT 6\npostgres VACUUM", 'c: each as a schedule of its role');
-like($row{$job{elsewhere}}[2], qr/runs in database other/, 'c: a job of another database is not moved')
-  or diag($out);
+is($row{$job{elsewhere}}[1], 't', 'c: its job of another database is moved') or diag($out);
+is(q_("SELECT database FROM retries.schedules WHERE name = 'elsewhere'"), 'other',
+	'c: ... as a schedule that runs its command there');
+like($row{$job{bob_elsewhere}}[2], qr/^42501: database: permission denied/,
+	'c: bob\'s job of another database is not moved: bob may not make commands there') or diag($out);
 like($row{$job{remote}}[2], qr/another server \(nodename db2\.example, nodeport \d+\)/,
 	'c: a job of another server is not moved') or diag($out);
 like($row{$job{never}}[2], qr/^22023: /, 'c: a job whose expression never fires is not moved, with its error')
@@ -137,6 +144,9 @@ my $purge = as_role($node, 'postgres', 'alice', "SELECT retries.trigger('alice p
 call_reaches($node, 'postgres', $purge, 'succeeded', 'd: alice\'s moved job runs');
 is(q_("SELECT count(*) FROM alice_t WHERE n = 1"), '1', 'd: its text ran');
 is(q_("SELECT scheduled_by FROM retries.calls WHERE id = $purge"), 'alice', 'd: as alice');
+my $elsewhere = q_("SELECT retries.trigger('elsewhere')");
+call_reaches($node, 'postgres', $elsewhere, 'succeeded', 'd: the moved job of another database runs');
+is(q_("SELECT count(*) FROM pg_class WHERE relname = 'moved_here'", 'other'), '1', 'd: there');
 
 # ---------------------------------------------------------------------
 # e.  no pg_cron here

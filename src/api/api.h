@@ -70,7 +70,8 @@ extern TimestampTz events_release_timed_out(TimestampTz now);
 
 /* command.c */
 extern int	command_check_syntax(const char *text);
-extern Jsonb *command_args(Oid fnoid, text *command);
+extern Jsonb *command_args(text *command, const char *database, Oid *fnoid);
+extern void command_target(Jsonb *args, char **sql, char **database);
 
 /* annotate.c */
 extern int32 annotate_command_policy(Oid fnoid, const char *source,

@@ -78,6 +78,8 @@ extern void schema_switch_back(const RetriesUserSwitch *save);
 extern Oid	schema_retries_owner(void);
 extern RetriesSchemaVersion schema_retries_version(void);
 extern Oid	schema_command_oid(void);
+extern Oid	schema_command_in_oid(void);
+extern bool schema_is_command(Oid fnoid);
 extern void schema_refuse_command(Oid fnoid, const char *argname);
 
 /* The most bytes of an argument an error message quotes (args_quotable) */
@@ -151,7 +153,10 @@ extern CallState call_state_change(CallState from, CallState to);
  * only the role's own sessions can do to its own call)
  */
 #define SET_LOCKTAG_RUNNER_PROCESS(tag, call_id) \
-	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
+	SET_LOCKTAG_RUNNER_PROCESS_IN(tag, MyDatabaseId, call_id)
+/* ... of a call of database dboid (a runner in another database holds it) */
+#define SET_LOCKTAG_RUNNER_PROCESS_IN(tag, dboid, call_id) \
+	SET_LOCKTAG_ADVISORY((tag), (dboid), (uint32) ((uint64) (call_id) >> 32), \
 						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS + 1)
 
 /* plans.c */

@@ -109,18 +109,47 @@ schema_command_oid(void)
 }
 
 /*
- * schema_refuse_command -- raise 42809 if fnoid is retries.command(text):
+ * schema_command_in_oid -- OID of retries.command_in(text, name), the
+ * procedure whose calls are commands run in another database (its
+ * arguments are the text and the database's name), or InvalidOid before
+ * version 1.7
+ */
+Oid
+schema_command_in_oid(void)
+{
+	Oid			argtypes[2] = {TEXTOID, NAMEOID};
+
+	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						   CStringGetDatum("command_in"),
+						   PointerGetDatum(buildoidvector(argtypes, 2)),
+						   ObjectIdGetDatum(schema_retries_oid()));
+}
+
+/*
+ * schema_is_command -- is fnoid one of the procedures that stand for
+ * commands (retries.command, retries.command_in)?
+ */
+bool
+schema_is_command(Oid fnoid)
+{
+	return OidIsValid(fnoid) &&
+		(fnoid == schema_command_oid() || fnoid == schema_command_in_oid());
+}
+
+/*
+ * schema_refuse_command -- raise 42809 if fnoid stands for commands:
  * commands are made by run_command() and schedule_command() only, each
  * with its own policy
  */
 void
 schema_refuse_command(Oid fnoid, const char *argname)
 {
-	if (OidIsValid(fnoid) && fnoid == schema_command_oid())
+	if (schema_is_command(fnoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("%s: retries.command(text) cannot be annotated, called or scheduled as a procedure",
-						argname),
+				 errmsg("%s: %s cannot be annotated, called or scheduled as a procedure",
+						argname, fnoid == schema_command_oid() ?
+						"retries.command(text)" : "retries.command_in(text, name)"),
 				 errhint("Run a command with retries.run_command(), or schedule it with retries.schedule_command().")));
 }
 

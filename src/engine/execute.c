@@ -34,6 +34,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "common/int.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
@@ -53,7 +54,6 @@
 #include "utils/regproc.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
-#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "api/api.h"
@@ -64,6 +64,7 @@
 #include "engine/runner.h"
 #include "engine/policies.h"
 #include "engine/sandbox.h"
+#include "engine/time_cap.h"
 #include "flow/flow.h"
 #include "tables/tables.h"
 
@@ -132,15 +133,14 @@ static struct
  * cancel (EXCEPTION WHEN query_canceled) and go on; so the limit holds by
  * two more means: an attempt that returns after its cancel is failed as a
  * timeout all the same (run_sandboxed), and one that is still running
- * ATTEMPT_KILL_GRACE_MS after its cancel ends with the worker, which is
- * told to exit as if by SIGTERM: no code can trap that.  The attempt is
+ * ATTEMPT_KILL_GRACE_MS after its cancel was made (not after it was due:
+ * time_cap.c) ends with the worker, which is told to exit as if by
+ * SIGTERM: no code can trap that.  The attempt is
  * then charged as interrupted (see worker.c), and the calls that shared
  * its batch, all of its role (see worker.c), run again uncharged.
  */
 #define ATTEMPT_KILL_GRACE_MS	2000
 
-static TimeoutId attempt_timeout_id;
-static TimeoutId attempt_kill_id;
 static volatile sig_atomic_t attempt_timed_out = false;
 static volatile sig_atomic_t attempt_killed = false;
 
@@ -198,8 +198,7 @@ execute_init(ExecuteHookPhase hook_phase)
 {
 	hook_phase_callback = hook_phase;
 	policies_init();
-	attempt_timeout_id = RegisterTimeout(USER_TIMEOUT, attempt_timeout_handler);
-	attempt_kill_id = RegisterTimeout(USER_TIMEOUT, attempt_kill_handler);
+	time_cap_init(attempt_timeout_handler, attempt_kill_handler);
 }
 
 /*
@@ -426,11 +425,8 @@ evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
 static void
 arm_time_limit(int64 timeout)
 {
-	int			ms = (int) Min(timeout / 1000, INT_MAX - ATTEMPT_KILL_GRACE_MS);
-
 	policy_format_duration(timeout, attempt_limit_text, sizeof(attempt_limit_text));
-	enable_timeout_after(attempt_timeout_id, ms);
-	enable_timeout_after(attempt_kill_id, ms + ATTEMPT_KILL_GRACE_MS);
+	time_cap_arm((int) Min(timeout / 1000, INT_MAX), ATTEMPT_KILL_GRACE_MS);
 }
 
 /*
@@ -439,8 +435,7 @@ arm_time_limit(int64 timeout)
 static void
 disarm_time_limit(void)
 {
-	disable_timeout(attempt_timeout_id, false);
-	disable_timeout(attempt_kill_id, false);
+	time_cap_disarm();
 }
 
 /*
@@ -1646,16 +1641,52 @@ set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
 }
 
 /*
+ * elsewhere_check -- for a command that runs in another database (a call of
+ * retries.command_in): that database, by its name in the arguments, into
+ * *dboid, and the text into *sql; false, with the failure in 'out', if
+ * there is no such database now (dropped or renamed since) or the role may
+ * no longer connect to it: what precheck() checks of this database
+ */
+static bool
+elsewhere_check(const RetriesCall *call, Jsonb *args, Oid *dboid, char **sql,
+				Outcome *out)
+{
+	char	   *database;
+
+	command_target(args, sql, &database);
+	*dboid = get_database_oid(database, true);
+	if (!OidIsValid(*dboid))
+	{
+		set_outcome_error(out, ERRCODE_UNDEFINED_DATABASE,
+						  psprintf("database \"%s\" of the command does not exist", database),
+						  NULL, "It was dropped or renamed since the command was made.", NULL);
+		return false;
+	}
+	if (retries_database_aclcheck(*dboid, call->role, ACL_CONNECT) != ACLCHECK_OK)
+	{
+		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
+						  psprintf("role \"%s\" that scheduled the call may not connect to database \"%s\"",
+								   GetUserNameFromId(call->role, false), database),
+						  NULL, "GRANT CONNECT ON DATABASE to the role, or schedule as another role.", NULL);
+		return false;
+	}
+	return true;
+}
+
+/*
  * execute_runner_begin -- in the batch's transaction, before a runner runs
  * the next attempt of a procedure's call: the checks an attempt makes
  * first (precheck), its arguments into *args (in the caller's memory) and
  * its time limit into *timeout, and the call made due at 'infinity', so
  * that no worker claims it while its runner runs, once the batch commits
  * (it stays 'scheduled', unfinished, and shows as running: worker.c's
- * set_state).  False if the attempt cannot start: its outcome is recorded.
+ * set_state).  For a command that runs in another database (api/command.c)
+ * that database into *dboid and its text into *sql; else InvalidOid and
+ * NULL.  False if the attempt cannot start: its outcome is recorded.
  */
 bool
-execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
+execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
+					 Oid *dboid, char **sql)
 {
 	static SPIPlanPtr plan = NULL;
 	CachedPolicy *policy = policies_get(call->policy_id);
@@ -1665,13 +1696,18 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
+	*dboid = InvalidOid;
+	*sql = NULL;
 	if (policy == NULL)
 	{
 		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
 		return false;
 	}
 	out.notify = policy->notify;
-	if (!precheck(call, policy, &out))
+	*args = call->args_deferred ? read_args(call->id) : call->args;
+	if (!precheck(call, policy, &out) ||
+		(policy->fn == schema_command_in_oid() &&
+		 !elsewhere_check(call, *args, dboid, sql, &out)))
 	{
 		out.outcome = "failed";
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
@@ -1680,7 +1716,6 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout)
 		return false;
 	}
 	*timeout = attempt_time_limit(policy, &capped);
-	*args = call->args_deferred ? read_args(call->id) : call->args;
 	set_next_attempt(&plan, call->id, "'infinity'::pg_catalog.timestamptz");
 	return true;
 }

@@ -52,7 +52,8 @@ struct RunnerOutcome;			/* runner.h */
 extern bool execute_is_procedure(const RetriesCall *call);
 extern Oid	execute_foreign_owner(const RetriesCall *call);
 extern Oid	execute_code_owner(const RetriesCall *call);
-extern bool execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout);
+extern bool execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
+								 Oid *dboid, char **sql);
 extern void execute_runner_end(RetriesCall *call, TimestampTz started_at,
 							   int64 timeout, const struct RunnerOutcome *outcome);
 extern void execute_runner_put_back(const RetriesCall *call);

@@ -35,13 +35,14 @@
  * refused to background workers by PostgreSQL itself.
  *
  * The time cap.  statement_timeout is the role's to change, so the cap is
- * two private timers, as for attempts (execute.c): a cancel when the cap is
- * reached, and, RUNNER_KILL_GRACE_MS later, the end of the process for
- * code that traps its cancel.  Once the cap is reached nothing commits
- * (cap_at_commit): a statement that trapped the cancel and ended within
- * the grace fails all the same, and so does a COMMIT that a procedure
- * runs after trapping it.  The parent terminates the process as well if
- * it is still there RUNNER_PARENT_GRACE_MS after that.
+ * private timers, as for attempts (execute.c, time_cap.c): a cancel when
+ * the cap is reached, and, RUNNER_KILL_GRACE_MS after that cancel, the end
+ * of the process for code that traps it.  Once the cap is reached nothing
+ * commits (cap_at_commit): a statement that trapped the cancel and ended
+ * within the grace fails all the same, and so does a COMMIT that a
+ * procedure runs after trapping it.  The parent terminates the process as
+ * well if it is still there RUNNER_PARENT_GRACE_MS after that, counted
+ * from when the child armed its cap.
  *
  * The outcome.  The child writes it into the dynamic shared memory segment
  * it shares with the parent: success, or the error's SQLSTATE, message,
@@ -97,14 +98,17 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "engine/runner.h"
+#include "engine/time_cap.h"
 #include "flow/flow.h"
 #include "shmem/shmem.h"
 #include "tables/tables.h"
 
-/* After the cap's cancel, the process ends this much later */
+/* After the cap's cancel, the process ends this much later (time_cap.c) */
 #define RUNNER_KILL_GRACE_MS	2000
 /* and the parent terminates it if it is still there this much later */
 #define RUNNER_PARENT_GRACE_MS	3000
+/* ... counted from the start of the run while the child has not armed its cap */
+#define RUNNER_START_GRACE_MS	60000
 
 /* What the child says in RunnerShared.state */
 #define RUN_STARTING	0
@@ -114,7 +118,8 @@
 /* The segment the parent and the child share */
 typedef struct RunnerShared
 {
-	Oid			dboid;
+	Oid			dboid;			/* the database it connects to */
+	Oid			origin;			/* the parent's (the call's) database */
 	Oid			roleoid;
 	int			cap_ms;			/* 0: none */
 	Oid			fnoid;			/* a procedure, its arguments (jsonb) in text;
@@ -122,6 +127,7 @@ typedef struct RunnerShared
 	int64		call_id;		/* for retries.current_call() there; or 0 */
 	int32		attempt;		/* for retries.current_attempt(); or 0 */
 	pg_atomic_uint32 state;
+	pg_atomic_uint64 armed_at;	/* when the child armed its cap; 0: not yet */
 	RunnerOutcome outcome;		/* once state is RUN_DONE */
 	char text[	FLEXIBLE_ARRAY_MEMBER];
 } RunnerShared;
@@ -158,8 +164,8 @@ runner_stop_at_exit(int code, Datum arg)
  * nothing started
  */
 static bool
-launch(Oid role, Oid fnoid, const char *text, int cap_ms, int64 call_id,
-	   int32 attempt)
+launch(Oid dboid, Oid role, Oid fnoid, const char *text, int cap_ms,
+	   int64 call_id, int32 attempt)
 {
 	Size		size = offsetof(RunnerShared, text) + strlen(text) + 1;
 	RunnerShared *shared;
@@ -178,13 +184,15 @@ launch(Oid role, Oid fnoid, const char *text, int cap_ms, int64 call_id,
 	dsm_pin_mapping(run_segment);	/* past the transaction, if any */
 	shared = dsm_segment_address(run_segment);
 	memset(shared, 0, size);
-	shared->dboid = MyDatabaseId;
+	shared->dboid = dboid;
+	shared->origin = MyDatabaseId;
 	shared->roleoid = role;
 	shared->cap_ms = cap_ms;
 	shared->fnoid = fnoid;
 	shared->call_id = call_id;
 	shared->attempt = attempt;
 	pg_atomic_init_u32(&shared->state, RUN_STARTING);
+	pg_atomic_init_u64(&shared->armed_at, 0);
 	strcpy(shared->text, text);
 
 	memset(&worker, 0, sizeof(worker));
@@ -237,7 +245,20 @@ terminate_run(void)
 bool
 runner_launch(Oid role, const char *text, int cap_ms)
 {
-	return launch(role, InvalidOid, text, cap_ms, 0, 0);
+	return launch(MyDatabaseId, role, InvalidOid, text, cap_ms, 0, 0);
+}
+
+/*
+ * runner_launch_in -- run the SQL text of call call_id as psql runs a
+ * script, connected to database dboid (launch): a command that runs in
+ * another database (api/command.c).  There the call is no call of that
+ * database's: retries.current_call() says NULL.
+ */
+bool
+runner_launch_in(Oid dboid, Oid role, const char *text, int cap_ms,
+				 int64 call_id, int32 attempt)
+{
+	return launch(dboid, role, InvalidOid, text, cap_ms, call_id, attempt);
 }
 
 /*
@@ -248,7 +269,8 @@ bool
 runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms,
 				   int64 call_id, int32 attempt)
 {
-	return launch(role, fnoid, JsonbToCString(NULL, &args->root, VARSIZE(args)),
+	return launch(MyDatabaseId, role, fnoid,
+				  JsonbToCString(NULL, &args->root, VARSIZE(args)),
 				  cap_ms, call_id, attempt);
 }
 
@@ -281,10 +303,17 @@ runner_poll(RunnerOutcome *outcome)
 			BGWH_STARTED : BGWH_STOPPED;
 	if (status != BGWH_STOPPED && status != BGWH_POSTMASTER_DIED)
 	{
+		/*
+		 * Counted from when the child armed its cap (a child slow to start,
+		 * on a loaded machine, has its whole cap and grace all the same)
+		 */
+		TimestampTz armed_at = (TimestampTz) pg_atomic_read_u64(&shared->armed_at);
+		int			ms = run_cap_ms + RUNNER_KILL_GRACE_MS + RUNNER_PARENT_GRACE_MS;
+
 		if (run_cap_ms > 0 && !run_terminated &&
-			TimestampDifferenceExceeds(run_started, GetCurrentTimestamp(),
-									   run_cap_ms + RUNNER_KILL_GRACE_MS +
-									   RUNNER_PARENT_GRACE_MS))
+			TimestampDifferenceExceeds(armed_at != 0 ? armed_at : run_started,
+									   GetCurrentTimestamp(),
+									   armed_at != 0 ? ms : ms + RUNNER_START_GRACE_MS))
 		{
 			terminate_run();
 			run_terminated = true;
@@ -845,24 +874,27 @@ retries_runner_main(Datum arg)
 	 */
 	SetConfigOption("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION);
 	pg_atomic_write_u32(&child_shared->state, RUN_RUNNING);
-	retries_current_call_id = child_shared->call_id;
-	retries_current_call_role = child_shared->roleoid;
-	retries_current_attempt_number = child_shared->attempt;
+	if (child_shared->dboid == child_shared->origin)
+	{
+		retries_current_call_id = child_shared->call_id;
+		retries_current_call_role = child_shared->roleoid;
+		retries_current_attempt_number = child_shared->attempt;
+	}
 	if (child_shared->call_id != 0)
 	{
 		LOCKTAG		tag;
 
-		SET_LOCKTAG_RUNNER_PROCESS(tag, child_shared->call_id);
+		/* a cancel() in the call's database waits for it (manage.c) */
+		SET_LOCKTAG_RUNNER_PROCESS_IN(tag, child_shared->origin, child_shared->call_id);
 		(void) LockAcquire(&tag, ExclusiveLock, true, false);
 	}
 
 	if (child_shared->cap_ms > 0)
 	{
 		RegisterXactCallback(cap_at_commit, NULL);
-		enable_timeout_after(RegisterTimeout(USER_TIMEOUT, cap_cancel),
-							 child_shared->cap_ms);
-		enable_timeout_after(RegisterTimeout(USER_TIMEOUT, cap_kill),
-							 child_shared->cap_ms + RUNNER_KILL_GRACE_MS);
+		time_cap_init(cap_cancel, cap_kill);
+		pg_atomic_write_u64(&child_shared->armed_at, (uint64) GetCurrentTimestamp());
+		time_cap_arm(child_shared->cap_ms, RUNNER_KILL_GRACE_MS);
 	}
 
 	errcxt = AllocSetContextCreate(TopMemoryContext, "retries runner error",

@@ -44,6 +44,8 @@ typedef struct RunnerOutcome
 extern bool runner_launch(Oid role, const char *text, int cap_ms);
 extern bool runner_launch_call(Oid role, Oid fnoid, Jsonb *args, int cap_ms,
 							   int64 call_id, int32 attempt);
+extern bool runner_launch_in(Oid dboid, Oid role, const char *text, int cap_ms,
+							 int64 call_id, int32 attempt);
 extern bool runner_busy(void);
 extern bool runner_poll(RunnerOutcome *outcome);
 extern void runner_stop(void);

@@ -773,6 +773,8 @@ static struct
 	RetriesCall call;
 	Oid			holder;			/* whose code it runs (other_holds) */
 	Jsonb	   *args;			/* in TopMemoryContext */
+	Oid			dboid;			/* another database it runs in, or InvalidOid */
+	char	   *sql;			/* ... and its text there, in TopMemoryContext */
 	int64		timeout;		/* the attempt's time limit; -1: none */
 	LOCKTAG		lock;			/* held while it runs (cancel() waits) */
 }			runner_next;
@@ -1693,6 +1695,8 @@ begin_in_runner(Batch *b, RetriesCall *call)
 {
 	Jsonb	   *args;
 	int64		timeout;
+	Oid			dboid;
+	char	   *sql;
 
 	if (!may_start(b, call))
 		return;
@@ -1712,7 +1716,7 @@ begin_in_runner(Batch *b, RetriesCall *call)
 			execute_runner_put_back(call);
 		return;
 	}
-	if (!execute_runner_begin(call, &args, &timeout))
+	if (!execute_runner_begin(call, &args, &timeout, &dboid, &sql))
 	{
 		set_in_runner(false);
 		shmem_gate_leave(my_slot);
@@ -1737,6 +1741,9 @@ begin_in_runner(Batch *b, RetriesCall *call)
 		runner_next.holder = call->role;
 	runner_next.args = (Jsonb *) MemoryContextAlloc(TopMemoryContext, VARSIZE(args));
 	memcpy(runner_next.args, args, VARSIZE(args));
+	runner_next.dboid = dboid;
+	runner_next.sql = sql != NULL ? MemoryContextStrdup(TopMemoryContext, sql) : NULL;
+
 	runner_next.timeout = timeout;
 	runner_next.pending = true;
 }
@@ -1765,9 +1772,12 @@ run_in_runner(void)
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
 	runner_next.launched = true;
-	if (!runner_launch_call(call->role, execute_call_function(call, &key),
-							runner_next.args, cap_ms, call->id,
-							call->attempts + 1))
+	if (!(OidIsValid(runner_next.dboid) ?
+		  runner_launch_in(runner_next.dboid, call->role, runner_next.sql, cap_ms,
+						   call->id, call->attempts + 1) :
+		  runner_launch_call(call->role, execute_call_function(call, &key),
+							 runner_next.args, cap_ms, call->id,
+							 call->attempts + 1)))
 	{
 		/* nothing ran: a stop now charges nothing */
 		runner_next.launched = false;
@@ -1827,6 +1837,9 @@ run_in_runner(void)
 	set_in_runner(false);
 	pfree(runner_next.args);
 	runner_next.args = NULL;
+	if (runner_next.sql != NULL)
+		pfree(runner_next.sql);
+	runner_next.sql = NULL;
 	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ledger_write(0, 0);
@@ -1855,6 +1868,9 @@ run_batch(TimestampTz *due)
 	{
 		runner_next.pending = false;
 		pfree(runner_next.args);
+		if (runner_next.sql != NULL)
+			pfree(runner_next.sql);
+		runner_next.sql = NULL;
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
 		set_in_runner(false);
 	}

@@ -364,7 +364,7 @@ retries_alter_schedule(PG_FUNCTION_ARGS)
 	SPI_finish();
 	access_restore_user(&save);
 
-	if (!PG_ARGISNULL(2) && spec.fnoid == schema_command_oid())
+	if (!PG_ARGISNULL(2) && schema_is_command(spec.fnoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid args: schedule \"%s\" runs a command, whose text is not args", spec.name),
@@ -381,8 +381,9 @@ retries_alter_schedule(PG_FUNCTION_ARGS)
 
 /*
  * retries_schedule_command -- SQL function retries.schedule_command(name,
- * command, every, timezone, overlap, catch_up, policy, retry_on): as
- * retries.schedule(), of a command (command.c) with its own policy
+ * command, every, timezone, overlap, catch_up, policy, retry_on, database):
+ * as retries.schedule(), of a command (command.c) with its own policy, run
+ * in this database or the one named
  */
 Datum
 retries_schedule_command(PG_FUNCTION_ARGS)
@@ -407,9 +408,12 @@ retries_schedule_command(PG_FUNCTION_ARGS)
 	command = PG_GETARG_TEXT_PP(1);
 	command_check_syntax(text_to_cstring(command));
 	spec.name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	spec.fnoid = schema_command_oid();
 	spec.every = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	spec.args = command_args(spec.fnoid, command);
+	/* database (1.7): absent before */
+	spec.args = command_args(command,
+							 PG_NARGS() > 8 && !PG_ARGISNULL(8) ?
+							 NameStr(*PG_GETARG_NAME(8)) : NULL,
+							 &spec.fnoid);
 	spec.timezone = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	spec.overlap = text_to_cstring(PG_GETARG_TEXT_PP(4));
 	spec.catch_up = PG_GETARG_INTERVAL_P(5);
