@@ -36,6 +36,14 @@
 #      <!-- doctest: skip REASON -->
 #          Do not run the next ```sql block; REASON (required) says why,
 #          e.g. it is a postgresql.conf line or needs a second server.
+#      <!-- doctest: needs EXTENSION ... -->
+#          Run the next item (a ```sql block, a setup or a wait) only if
+#          those extensions are installed on the server (their control
+#          files): pg_cron (which the cluster then preloads, with
+#          cron.database_name the cookbook's database) and pg_partman are
+#          Debian's postgresql-NN-cron and postgresql-NN-partman, which
+#          scripts/test installs; where they are missing (a PostgreSQL
+#          built from source) the item is skipped, and the test says so.
 #
 #    Anything else after "doctest:" is an error, so a typo cannot turn a
 #    check off.  After each file the test runs ALTER SYSTEM RESET ALL and
@@ -85,6 +93,20 @@ my @files = ('README.md',
 	  grep { basename($_) ne 'benchmarks.md' } sort glob("$root/doc/*.md"));
 
 my $node = retries_node('docs');
+
+# installed(EXTENSION): whether the server has EXTENSION's control file
+sub installed
+{
+	my ($extension) = @_;
+	return -e $node->config_data('--sharedir') . "/extension/$extension.control";
+}
+
+# pg_cron runs in the cookbook's database ("Moving from pg_cron"); until
+# run_file makes it, pg_cron's launcher retries its connection every second
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'retries,pg_cron'
+cron.database_name = 'doctest_cookbook'
+}) if installed('pg_cron');
 $node->start;
 
 ###########################################################################
@@ -101,6 +123,7 @@ sub parse_markdown
 	my @lines = split /\n/, slurp_file("$root/$file"), -1;
 	my @items;
 	my $pending_skip;
+	my $pending_needs;	# extensions the next item needs
 	my $last_sql;		# the sql item an output block may belong to
 	my $i = 0;
 
@@ -122,20 +145,28 @@ sub parse_markdown
 			$text =~ s/^\s+|\s+$//g;
 			if ($text =~ /^wait until\s+(\S.*)$/s)
 			{
-				push @items, { kind => 'wait', sql => $1, line => $lineno };
+				push @items,
+				  { kind => 'wait', sql => $1, line => $lineno, needs => $pending_needs };
+				$pending_needs = undef;
 			}
 			elsif ($text =~ /^setup\s+(\S.*)$/s)
 			{
-				push @items, { kind => 'setup', sql => $1, line => $lineno };
+				push @items,
+				  { kind => 'setup', sql => $1, line => $lineno, needs => $pending_needs };
+				$pending_needs = undef;
 			}
 			elsif ($text =~ /^skip\s+(\S.*)$/s)
 			{
 				$pending_skip = { reason => $1, line => $lineno };
 			}
+			elsif ($text =~ /^needs\s+(\w+(?:\s+\w+)*)$/)
+			{
+				$pending_needs = [ split /\s+/, $1 ];
+			}
 			else
 			{
 				die "$file:$lineno: unknown doctest directive \"$text\""
-				  . " (wait until SQL, setup SQL, skip REASON)\n";
+				  . " (wait until SQL, setup SQL, skip REASON, needs EXTENSION ...)\n";
 			}
 			$last_sql = undef;
 			$i++;
@@ -162,7 +193,13 @@ sub parse_markdown
 
 			if ($info eq 'sql')
 			{
-				my $item = { kind => 'sql', text => $text, line => $lineno };
+				my $item = {
+					kind => 'sql',
+					text => $text,
+					line => $lineno,
+					needs => $pending_needs
+				};
+				$pending_needs = undef;
 				if ($pending_skip)
 				{
 					$item->{skip} = $pending_skip->{reason};
@@ -194,6 +231,7 @@ sub parse_markdown
 	}
 	die "$file:$pending_skip->{line}: doctest: skip at the end of the file\n"
 	  if $pending_skip;
+	die "$file: doctest: needs at the end of the file\n" if $pending_needs;
 	return @items;
 }
 
@@ -319,6 +357,14 @@ sub run_file
 	{
 		my $where = "$file:$item->{line}";
 		my $out;
+		my @missing = grep { !installed($_) } @{ $item->{needs} // [] };
+
+		if (@missing)
+		{
+			$c{skipped}++;
+			note("$where: skipped: @missing not installed");
+			next;
+		}
 
 		if ($item->{kind} eq 'wait')
 		{
