@@ -723,6 +723,14 @@ REVOKE ALL ON retries.name_lock FROM PUBLIC;
  * events: the role's events, emitted or waited for, and clear_event()
  * (src/api/events.c)
  */
+-- the roles a role sees, for the views to find their rows by index
+CREATE FUNCTION retries.visible_roles()
+RETURNS oid[]
+AS 'MODULE_PATHNAME', 'retries_visible_roles'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION retries.visible_roles() IS
+	'the roles whose calls, schedules and events the current role sees: its own, or every role''s for one that sees all';
+
 CREATE VIEW retries.events WITH (security_barrier) AS
 SELECT n.role,
 	   n.event,
@@ -735,9 +743,12 @@ SELECT n.role,
 		   AND c.on_event OPERATOR(pg_catalog.=) n.event) AS waiting
   FROM (SELECT d.role, d.event FROM retries.event_data d
 		 WHERE d.emitted_at IS NOT NULL
+		   AND d.role::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (retries.visible_roles())
 		UNION
 		SELECT c.scheduled_by, c.on_event FROM retries.call_data c
-		 WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled') n
+		 WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'
+		   AND c.on_event IS NOT NULL
+		   AND c.scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (retries.visible_roles())) n
   LEFT JOIN LATERAL (SELECT d.payload, d.emitted_at FROM retries.event_data d
 					  WHERE d.role OPERATOR(pg_catalog.=) n.role
 						AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(n.event)

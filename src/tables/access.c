@@ -15,7 +15,9 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "common/int.h"
@@ -43,6 +45,7 @@
 #include "tables/tables.h"
 
 PG_FUNCTION_INFO_V1(retries_visible_role);
+PG_FUNCTION_INFO_V1(retries_visible_roles);
 PG_FUNCTION_INFO_V1(retries_grant_as_user);
 
 /*
@@ -287,6 +290,50 @@ retries_visible_role(PG_FUNCTION_ARGS)
 		cache->sees_all = access_reads_all_calls(userid);
 	}
 	PG_RETURN_BOOL(cache->sees_all || scheduled_by == userid);
+}
+
+/*
+ * retries_visible_roles -- SQL function retries.visible_roles() (1.7): the
+ * roles that retries.visible_role() lets the current role see, as an array
+ * of OIDs: its own, or every role for one that sees everything.  A view
+ * that compares a role column with it (= ANY) finds the rows by index,
+ * where visible_role() filters every row (retries.events: alice's look at
+ * her event read mallory's 20,000).
+ */
+Datum
+retries_visible_roles(PG_FUNCTION_ARGS)
+{
+	Oid			userid = GetUserId();
+	Datum	   *oids;
+	int			n = 0;
+	int			size = 64;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (!access_reads_all_calls(userid))
+	{
+		Datum		own = ObjectIdGetDatum(userid);
+
+		PG_RETURN_ARRAYTYPE_P(construct_array(&own, 1, OIDOID, sizeof(Oid), true,
+											  TYPALIGN_INT));
+	}
+	oids = palloc(sizeof(Datum) * size);
+	rel = table_open(AuthIdRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		if (n == size)
+		{
+			size *= 2;
+			oids = repalloc(oids, sizeof(Datum) * size);
+		}
+		oids[n++] = ObjectIdGetDatum(((Form_pg_authid) GETSTRUCT(tup))->oid);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PG_RETURN_ARRAYTYPE_P(construct_array(oids, n, OIDOID, sizeof(Oid), true,
+										  TYPALIGN_INT));
 }
 
 /*
