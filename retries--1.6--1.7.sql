@@ -303,16 +303,18 @@ SELECT retries.copy_grants('retries.schedule(text, regprocedure, text, jsonb, te
 
 /*
  * Commands that run in another database of the cluster (src/api/command.c):
- * calls of retries.command_in(text, name), whose EXECUTE, which PUBLIC
- * lacks, is the privilege to make them; run_command() and
- * schedule_command() gain database, with the privileges they had
+ * calls of retries.command_in(text, name, name) (the text, the database,
+ * and its owner when the command was made), whose EXECUTE, which PUBLIC
+ * lacks, is the privilege to make them, beside retries.command's;
+ * run_command() and schedule_command() gain database, with the privileges
+ * they had
  */
-CREATE PROCEDURE retries.command_in(command text, database name)
+CREATE PROCEDURE retries.command_in(command text, database name, owner name)
 AS 'MODULE_PATHNAME', 'retries_command'
 LANGUAGE C;
-REVOKE ALL ON PROCEDURE retries.command_in(text, name) FROM PUBLIC;
-COMMENT ON PROCEDURE retries.command_in(text, name) IS
-	'stands for commands that run in another database (run_command and schedule_command with database) in the views; EXECUTE on it, which PUBLIC lacks, is the privilege to make them; calling it raises an error';
+REVOKE ALL ON PROCEDURE retries.command_in(text, name, name) FROM PUBLIC;
+COMMENT ON PROCEDURE retries.command_in(text, name, name) IS
+	'stands for commands that run in another database (run_command and schedule_command with database) in the views: its arguments are the text, the database and the database''s owner; EXECUTE on it, which PUBLIC lacks, is the privilege to make them; calling it raises an error';
 
 ALTER FUNCTION retries.run_command(text, text, text[], timestamptz, text)
 	RENAME TO run_command_1_6;
@@ -381,11 +383,11 @@ SELECT c.id,
 						ORDER BY a.after_id)
 			ELSE '{}'::bigint[] END AS waiting_for,
 	   CASE WHEN r.fn IN ('retries.command(text)'::regprocedure,
-						  'retries.command_in(text,name)'::regprocedure)
+						  'retries.command_in(text,name,name)'::regprocedure)
 			THEN c.args ->> 0 END AS command,
 	   CASE WHEN c.event_wait AND c.state = 'scheduled'
 			THEN c.on_event END AS waiting_for_event,
-	   CASE WHEN r.fn = 'retries.command_in(text,name)'::regprocedure
+	   CASE WHEN r.fn = 'retries.command_in(text,name,name)'::regprocedure
 			THEN (c.args ->> 1)::name END AS database
   FROM retries.call_data c
   JOIN retries.policy_data p ON p.id = c.policy_id

@@ -97,7 +97,7 @@ SELECT retries.run_command('SELECT 1', run_at => now() + interval '1 day',
 						   database => current_database()) AS here \gset
 SELECT fn, command, database FROM retries.calls WHERE id = :here;
 RESET ROLE;
-GRANT EXECUTE ON PROCEDURE retries.command_in(text, name) TO cmd_alice;
+GRANT EXECUTE ON PROCEDURE retries.command_in(text, name, name) TO cmd_alice;
 REVOKE CONNECT ON DATABASE postgres FROM PUBLIC;
 SET ROLE cmd_alice;
 CALL test.try($$SELECT retries.run_command('SELECT 1', database => 'postgres')$$);
@@ -110,11 +110,11 @@ SELECT fn, args, command, database FROM retries.calls WHERE id = :there;
 SELECT retries.schedule_command('there', 'VACUUM', '0 3 * * *', database => 'postgres') > 0 AS scheduled;
 SELECT name, fn, command, database FROM retries.schedules WHERE name = 'there';
 CALL test.try($$SELECT retries.alter_schedule('there', args => '["VACUUM", "template1"]')$$);
-CALL test.try($$SELECT retries.call('retries.command_in(text,name)', '["VACUUM", "postgres"]')$$);
-CALL test.try($$CALL retries.command_in('VACUUM', 'postgres')$$);
+CALL test.try($$SELECT retries.call('retries.command_in(text,name,name)', '["VACUUM", "postgres"]')$$);
+CALL test.try($$CALL retries.command_in('VACUUM', 'postgres', 'postgres')$$);
 SELECT retries.cancel(:here), retries.cancel(:there), retries.unschedule('there');
 RESET ROLE;
-REVOKE EXECUTE ON PROCEDURE retries.command_in(text, name) FROM cmd_alice;
+REVOKE EXECUTE ON PROCEDURE retries.command_in(text, name, name) FROM cmd_alice;
 SET ROLE cmd_alice;
 
 -- schedule_command(): a schedule of a command with its own policy

@@ -125,7 +125,7 @@ is( q_("SELECT owner || ' ' || command FROM retries.schedules WHERE name IN ('bo
 is($row{$job{elsewhere}}[1], 't', 'c: its job of another database is moved') or diag($out);
 is(q_("SELECT database FROM retries.schedules WHERE name = 'elsewhere'"), 'other',
 	'c: ... as a schedule that runs its command there');
-like($row{$job{bob_elsewhere}}[2], qr/^42501: database: permission denied/,
+like($row{$job{bob_elsewhere}}[2], qr/^42501: database: role "bob" may not make commands that run in another database/,
 	'c: bob\'s job of another database is not moved: bob may not make commands there') or diag($out);
 like($row{$job{remote}}[2], qr/another server \(nodename db2\.example, nodeport \d+\)/,
 	'c: a job of another server is not moved') or diag($out);

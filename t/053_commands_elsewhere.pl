@@ -34,7 +34,7 @@ $node->start;
 $node->safe_psql('postgres', q{
 CREATE EXTENSION retries;
 CREATE ROLE alice LOGIN;
-GRANT EXECUTE ON PROCEDURE retries.command_in(text, name) TO alice;
+GRANT EXECUTE ON PROCEDURE retries.command_in(text, name, name) TO alice;
 CREATE DATABASE tenant;
 CREATE DATABASE other;
 CREATE DATABASE gone;
@@ -128,18 +128,18 @@ my $dropped = run('SELECT 1', 'gone', $later);
 my $closed = run('INSERT INTO t (n) VALUES (5)', 'tenant', $later);
 
 $node->safe_psql('postgres',
-	'REVOKE EXECUTE ON PROCEDURE retries.command_in(text, name) FROM alice');
+	'REVOKE EXECUTE ON PROCEDURE retries.command_in(text, name, name) FROM alice');
 fails($no_exec, '42501', '.*retries\.command_in', 'e: EXECUTE revoked');
 $node->safe_psql('postgres',
-	'GRANT EXECUTE ON PROCEDURE retries.command_in(text, name) TO alice');
+	'GRANT EXECUTE ON PROCEDURE retries.command_in(text, name, name) TO alice');
 
 $node->safe_psql('postgres', 'REVOKE CONNECT ON DATABASE tenant FROM PUBLIC');
-fails($no_connect, '42501', 'role "alice" that scheduled the call may not connect to database "tenant"',
+fails($no_connect, '42501', 'role "alice" may not connect to database "tenant"',
 	'e: CONNECT revoked');
 $node->safe_psql('postgres', 'GRANT CONNECT ON DATABASE tenant TO PUBLIC');
 
 $node->safe_psql('postgres', 'DROP DATABASE gone');
-fails($dropped, '3D000', 'database "gone" of the command does not exist', 'e: database dropped');
+fails($dropped, '3D000', 'database "gone" does not exist', 'e: database dropped');
 
 $node->safe_psql('postgres', 'ALTER DATABASE tenant ALLOW_CONNECTIONS false');
 fails($closed, '55000', 'database "tenant" is not currently accepting connections',

@@ -71,7 +71,10 @@ extern TimestampTz events_release_timed_out(TimestampTz now);
 /* command.c */
 extern int	command_check_syntax(const char *text);
 extern Jsonb *command_args(text *command, const char *database, Oid *fnoid);
-extern void command_target(Jsonb *args, char **sql, char **database);
+extern void command_target(Jsonb *args, char **sql, char **database, char **owner);
+extern char *command_elsewhere_lacks(Oid role, const char *database, const char *owner,
+									 Oid *dboid, const char **owner_now,
+									 int *sqlerrcode, const char **hint);
 
 /* annotate.c */
 extern int32 annotate_command_policy(Oid fnoid, const char *source,

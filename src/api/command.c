@@ -22,21 +22,27 @@
  *
  * A command may run in another database of the cluster (version 1.7: the
  * argument database, as pg_cron's schedule_in_database): it is then a call
- * of retries.command_in(text, name), whose arguments are the text and the
- * database's name, and its runner connects there as the role.  EXECUTE on
- * retries.command_in, which PUBLIC lacks, is the privilege to make such
- * commands: the extension is installed in this database, and a database
- * that never installed it must not take commands from every role that may
- * connect to it unless a superuser said so.  The role must also have
- * CONNECT on that database, checked when the command is made and at each
- * attempt (engine/execute.c); the database is named, not numbered, so that
- * a dump and restore keeps it, and a database renamed or dropped since
- * fails the attempt (3D000).
+ * of retries.command_in(text, name, name), whose arguments are the text,
+ * the database's name and the name of its owner then, and its runner
+ * connects there as the role.  EXECUTE on retries.command_in, which PUBLIC
+ * lacks, is the privilege to make such commands, beside EXECUTE on
+ * retries.command, which every command needs: the extension is installed
+ * in this database, and a database that never installed it must not take
+ * commands from every role that may connect to it unless a superuser said
+ * so.  The role must also be able to log in there (command_elsewhere_lacks),
+ * checked when the command is made and at each attempt (engine/execute.c).
+ * The database is named, not numbered, so that a dump and restore keeps
+ * it; and its owner is named with it, so that a database dropped or
+ * renamed, and another made under its name since by a role that may
+ * create databases, does not take the command, with its owner's code
+ * (triggers, functions that the text reaches) run as the role: such an
+ * attempt fails, as one whose database is gone (3D000).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "parser/parser.h"
@@ -45,6 +51,7 @@
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "api/api.h"
 #include "base/base.h"
@@ -124,38 +131,113 @@ retries_command_statements(PG_FUNCTION_ARGS)
 }
 
 /*
+ * command_elsewhere_lacks -- what a command of 'role' that runs in database
+ * 'database' lacks now: NULL if nothing, else a message, with its SQLSTATE
+ * in *sqlerrcode and a hint in *hint.  The database's OID goes into *dboid
+ * (InvalidOid if there is none), the name of its owner into *owner_now.
+ * 'owner' is the name of the owner it had when the command was made, or
+ * NULL while it is being made.  It lacks:
+ *   - the database (3D000): there is none of that name, or one of another
+ *     owner than when the command was made (dropped or renamed, and
+ *     another made since under its name);
+ *   - the privilege (42501): EXECUTE on retries.command and on
+ *     retries.command_in;
+ *   - a login there (42501): CONNECT on the database, and a CONNECTION
+ *     LIMIT of the database that is not 0 (unless the role is a
+ *     superuser): a runner is a background worker, which PostgreSQL does
+ *     not count against the limits, so only the limit that shuts the
+ *     database is kept; the role's own are access_login_privilege()'s.
+ */
+char *
+command_elsewhere_lacks(Oid role, const char *database, const char *owner,
+						Oid *dboid, const char **owner_now, int *sqlerrcode,
+						const char **hint)
+{
+	HeapTuple	tup;
+	Form_pg_database form;
+	char	   *lacks = NULL;
+
+	*dboid = get_database_oid(database, true);
+	*owner_now = NULL;
+	*sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
+	*hint = NULL;
+	tup = OidIsValid(*dboid) ?
+		SearchSysCache1(DATABASEOID, ObjectIdGetDatum(*dboid)) : NULL;
+	if (!HeapTupleIsValid(tup))
+	{
+		*dboid = InvalidOid;
+		*sqlerrcode = ERRCODE_UNDEFINED_DATABASE;
+		if (owner != NULL)
+			*hint = "It was dropped or renamed since the command was made.";
+		return psprintf("database \"%s\" does not exist", database);
+	}
+	form = (Form_pg_database) GETSTRUCT(tup);
+	*owner_now = GetUserNameFromId(form->datdba, false);
+	if (owner != NULL && strcmp(owner, *owner_now) != 0)
+	{
+		*sqlerrcode = ERRCODE_UNDEFINED_DATABASE;
+		*hint = "It was dropped and made again, or given another owner, since the command was made; make the command again if it is the command's database.";
+		lacks = psprintf("database \"%s\" is owned by role \"%s\", not by \"%s\" as when the command was made",
+						 database, *owner_now, owner);
+	}
+	else if (retries_proc_aclcheck(schema_command_oid(), role, ACL_EXECUTE) != ACLCHECK_OK ||
+			 retries_proc_aclcheck(schema_command_in_oid(), role, ACL_EXECUTE) != ACLCHECK_OK)
+	{
+		*hint = psprintf("A superuser may grant it: GRANT EXECUTE ON PROCEDURE retries.command(text), retries.command_in(text, name, name) TO %s;",
+						 quote_identifier(GetUserNameFromId(role, false)));
+		lacks = psprintf("role \"%s\" may not make commands that run in another database: that needs EXECUTE on retries.command(text) and on retries.command_in(text, name, name), which PUBLIC lacks",
+						 GetUserNameFromId(role, false));
+	}
+	else if (retries_database_aclcheck(*dboid, role, ACL_CONNECT) != ACLCHECK_OK)
+	{
+		*hint = "A command runs as its role, connected to its database: GRANT CONNECT ON DATABASE to the role.";
+		lacks = psprintf("role \"%s\" may not connect to database \"%s\"",
+						 GetUserNameFromId(role, false), database);
+	}
+	else if (form->datconnlimit == 0 && !superuser_arg(role))
+	{
+		*hint = "ALTER DATABASE ... CONNECTION LIMIT -1 lets its commands run again.";
+		lacks = psprintf("database \"%s\" takes no connections (CONNECTION LIMIT 0)", database);
+	}
+	ReleaseSysCache(tup);
+	return lacks;
+}
+
+/*
  * elsewhere -- the database 'database' names, if a command of the current
- * role may run there and it is not this one; InvalidOid for this one.
- * Raises an error that names the argument if there is no such database, or
- * if the role may not make commands in other databases (EXECUTE on
- * retries.command_in) or connect to this one.
+ * role may run there and it is not this one; InvalidOid for this one.  Its
+ * owner's name into *owner.  Raises the error of command_elsewhere_lacks(),
+ * naming the argument.
  */
 static Oid
-elsewhere(const char *database)
+elsewhere(const char *database, const char **owner)
 {
-	Oid			dboid = get_database_oid(database, true);
-	Oid			role = GetUserId();
+	Oid			dboid;
+	int			sqlerrcode;
+	const char *hint;
+	char	   *lacks = command_elsewhere_lacks(GetUserId(), database, NULL, &dboid,
+												owner, &sqlerrcode, &hint);
 
-	if (!OidIsValid(dboid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_DATABASE),
-				 errmsg("database: database \"%s\" does not exist", database)));
-	if (dboid == MyDatabaseId)
+	if (OidIsValid(dboid) && dboid == MyDatabaseId)
 		return InvalidOid;
-	if (retries_proc_aclcheck(schema_command_in_oid(), role, ACL_EXECUTE) != ACLCHECK_OK)
+	if (lacks != NULL)
 		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("database: permission denied to make commands that run in database \"%s\"",
-						database),
-				 errdetail("A command that runs in another database than the one it is made in needs EXECUTE on retries.command_in(text, name), which PUBLIC lacks."),
-				 errhint("A superuser may grant it: GRANT EXECUTE ON PROCEDURE retries.command_in(text, name) TO %s;",
-						 quote_identifier(GetUserNameFromId(role, false)))));
-	if (retries_database_aclcheck(dboid, role, ACL_CONNECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("database: permission denied to connect to database \"%s\"", database),
-				 errhint("A command runs as its role, connected to its database: the role needs CONNECT on it.")));
+				(errcode(sqlerrcode),
+				 errmsg("database: %s", lacks),
+				 hint != NULL ? errhint("%s", hint) : 0));
 	return dboid;
+}
+
+/* push_string -- push a string element to an array being made */
+static void
+push_string(JsonbParseState **state, const char *s, int len)
+{
+	JsonbValue	elem;
+
+	elem.type = jbvString;
+	elem.val.string.val = (char *) s;
+	elem.val.string.len = len;
+	(void) pushJsonbValue(state, WJB_ELEM, &elem);
 }
 
 /*
@@ -168,48 +250,47 @@ elsewhere(const char *database)
 Jsonb *
 command_args(text *command, const char *database, Oid *fnoid)
 {
-	JsonbValue	elem;
 	JsonbParseState *state = NULL;
 	JsonbValue *array;
+	const char *owner;
 
 	*fnoid = schema_command_oid();
-	elem.type = jbvString;
-	elem.val.string.val = VARDATA_ANY(command);
-	elem.val.string.len = VARSIZE_ANY_EXHDR(command);
 	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	(void) pushJsonbValue(&state, WJB_ELEM, &elem);
-	if (database != NULL && OidIsValid(elsewhere(database)))
+	push_string(&state, VARDATA_ANY(command), VARSIZE_ANY_EXHDR(command));
+	if (database != NULL && OidIsValid(elsewhere(database, &owner)))
 	{
 		*fnoid = schema_command_in_oid();
-		elem.val.string.val = (char *) database;
-		elem.val.string.len = strlen(database);
-		(void) pushJsonbValue(&state, WJB_ELEM, &elem);
+		push_string(&state, database, strlen(database));
+		push_string(&state, owner, strlen(owner));
 	}
 	array = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
 	access_check_call_privilege(*fnoid, GetUserId());
 	return call_args_canonicalize(*fnoid, JsonbValueToJsonb(array));
 }
 
+/* string_at -- the i-th element of array 'args' if it is a string, else NULL */
+static char *
+string_at(Jsonb *args, int i)
+{
+	JsonbValue *v = getIthJsonbValueFromContainer(&args->root, i);
+
+	return v != NULL && v->type == jbvString ?
+		pnstrdup(v->val.string.val, v->val.string.len) : NULL;
+}
+
 /*
- * command_target -- the text and the database's name of a command that
- * runs in another database (a call of retries.command_in), from its
- * arguments, in the current memory context
+ * command_target -- the text, the database's name and its owner's of a
+ * command that runs in another database (a call of retries.command_in),
+ * from its arguments, in the current memory context
  */
 void
-command_target(Jsonb *args, char **sql, char **database)
+command_target(Jsonb *args, char **sql, char **database, char **owner)
 {
-	JsonbValue *v;
-
-	*sql = NULL;
-	*database = NULL;
-	v = getIthJsonbValueFromContainer(&args->root, 0);
-	if (v != NULL && v->type == jbvString)
-		*sql = pnstrdup(v->val.string.val, v->val.string.len);
-	v = getIthJsonbValueFromContainer(&args->root, 1);
-	if (v != NULL && v->type == jbvString)
-		*database = pnstrdup(v->val.string.val, v->val.string.len);
-	if (*sql == NULL || *database == NULL)
-		elog(ERROR, "retries: a call of retries.command_in() without its text and database");
+	*sql = string_at(args, 0);
+	*database = string_at(args, 1);
+	*owner = string_at(args, 2);
+	if (*sql == NULL || *database == NULL || *owner == NULL)
+		elog(ERROR, "retries: a call of retries.command_in() without its text, database and owner");
 }
 
 /*
@@ -259,7 +340,7 @@ retries_run_command(PG_FUNCTION_ARGS)
 
 /*
  * retries_command -- SQL procedures retries.command(text) and
- * retries.command_in(text, name): they stand for commands in the tables
+ * retries.command_in(text, name, name): they stand for commands in the tables
  * and views; a runner runs their text, never them
  */
 Datum

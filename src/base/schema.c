@@ -109,19 +109,19 @@ schema_command_oid(void)
 }
 
 /*
- * schema_command_in_oid -- OID of retries.command_in(text, name), the
+ * schema_command_in_oid -- OID of retries.command_in(text, name, name), the
  * procedure whose calls are commands run in another database (its
- * arguments are the text and the database's name), or InvalidOid before
- * version 1.7
+ * arguments are the text, the database's name and its owner's), or
+ * InvalidOid before version 1.7
  */
 Oid
 schema_command_in_oid(void)
 {
-	Oid			argtypes[2] = {TEXTOID, NAMEOID};
+	Oid			argtypes[3] = {TEXTOID, NAMEOID, NAMEOID};
 
 	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
 						   CStringGetDatum("command_in"),
-						   PointerGetDatum(buildoidvector(argtypes, 2)),
+						   PointerGetDatum(buildoidvector(argtypes, 3)),
 						   ObjectIdGetDatum(schema_retries_oid()));
 }
 
@@ -149,7 +149,7 @@ schema_refuse_command(Oid fnoid, const char *argname)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("%s: %s cannot be annotated, called or scheduled as a procedure",
 						argname, fnoid == schema_command_oid() ?
-						"retries.command(text)" : "retries.command_in(text, name)"),
+						"retries.command(text)" : "retries.command_in(text, name, name)"),
 				 errhint("Run a command with retries.run_command(), or schedule it with retries.schedule_command().")));
 }
 

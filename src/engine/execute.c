@@ -34,7 +34,6 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
 #include "common/int.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
@@ -1643,34 +1642,29 @@ set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
 /*
  * elsewhere_check -- for a command that runs in another database (a call of
  * retries.command_in): that database, by its name in the arguments, into
- * *dboid, and the text into *sql; false, with the failure in 'out', if
- * there is no such database now (dropped or renamed since) or the role may
- * no longer connect to it: what precheck() checks of this database
+ * *dboid, and the text into *sql; false, with the failure in 'out', if it
+ * lacks what command_elsewhere_lacks() checks: the database, of the owner
+ * it had when the command was made, the privileges to make such commands,
+ * a login there (what precheck() checks of this database)
  */
 static bool
 elsewhere_check(const RetriesCall *call, Jsonb *args, Oid *dboid, char **sql,
 				Outcome *out)
 {
 	char	   *database;
+	char	   *owner;
+	const char *owner_now;
+	const char *hint;
+	int			sqlerrcode;
+	char	   *lacks;
 
-	command_target(args, sql, &database);
-	*dboid = get_database_oid(database, true);
-	if (!OidIsValid(*dboid))
-	{
-		set_outcome_error(out, ERRCODE_UNDEFINED_DATABASE,
-						  psprintf("database \"%s\" of the command does not exist", database),
-						  NULL, "It was dropped or renamed since the command was made.", NULL);
-		return false;
-	}
-	if (retries_database_aclcheck(*dboid, call->role, ACL_CONNECT) != ACLCHECK_OK)
-	{
-		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE,
-						  psprintf("role \"%s\" that scheduled the call may not connect to database \"%s\"",
-								   GetUserNameFromId(call->role, false), database),
-						  NULL, "GRANT CONNECT ON DATABASE to the role, or schedule as another role.", NULL);
-		return false;
-	}
-	return true;
+	command_target(args, sql, &database, &owner);
+	lacks = command_elsewhere_lacks(call->role, database, owner, dboid, &owner_now,
+									&sqlerrcode, &hint);
+	if (lacks == NULL)
+		return true;
+	set_outcome_error(out, sqlerrcode, lacks, NULL, hint, NULL);
+	return false;
 }
 
 /*

@@ -874,10 +874,18 @@ retries_runner_main(Datum arg)
 	 */
 	SetConfigOption("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION);
 	pg_atomic_write_u32(&child_shared->state, RUN_RUNNING);
+
+	/*
+	 * In another database the call is none of that database's calls
+	 * (current_call() says NULL there), but retries.retry() there chooses its
+	 * next delay as here: only code of the call's role may (the role is the
+	 * cluster's; the twenty-first review, t/054: another role's SECURITY
+	 * DEFINER function there put the call off ten years)
+	 */
+	retries_current_call_role = child_shared->roleoid;
 	if (child_shared->dboid == child_shared->origin)
 	{
 		retries_current_call_id = child_shared->call_id;
-		retries_current_call_role = child_shared->roleoid;
 		retries_current_attempt_number = child_shared->attempt;
 	}
 	if (child_shared->call_id != 0)

@@ -269,13 +269,20 @@ check_may_manage(Oid fnoid)
 
 /*
  * pause_or_resume -- what retries.pause() and resume() share
+ *
+ * retries.command(text) stands for every command: pausing or resuming it
+ * does the same to retries.command_in(text, name, name), which stands for
+ * the commands that run in another database (the twenty-first review,
+ * t/054: they ran on through the documented pause).
  */
 static bool
 pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 {
 	Oid			fnoid;
+	Oid			command_in;
 	RetriesUserSwitch save;
 	bool		was_paused;
+	bool		in_was_paused;
 
 	PreventCommandIfReadOnly(pause ? "retries.pause()" : "retries.resume()");
 	PreventCommandDuringRecovery(pause ? "retries.pause()" : "retries.resume()");
@@ -288,9 +295,14 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 				 errmsg("pausing needs version 1.2 of extension retries"),
 				 errhint("ALTER EXTENSION retries UPDATE.")));
 
+	command_in = fnoid == schema_command_oid() ? schema_command_in_oid() : InvalidOid;
+
 	/* no retries.call() of it may be under way, unseen (see the top) */
 	LockDatabaseObject(ProcedureRelationId, fnoid, 0,
 					   pause ? AccessExclusiveLock : ShareUpdateExclusiveLock);
+	if (OidIsValid(command_in))
+		LockDatabaseObject(ProcedureRelationId, command_in, 0,
+						   pause ? AccessExclusiveLock : ShareUpdateExclusiveLock);
 	check_may_manage(fnoid);	/* dropped while we waited? */
 
 	access_become_owner(&save);
@@ -298,6 +310,14 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 	(void) flow_set_gate(fnoid, &pause, -1, 0, NULL, &was_paused);
 	if (pause)
 		flow_hold_calls(fnoid);
+	if (OidIsValid(command_in))
+	{
+		(void) flow_set_gate(command_in, &pause, -1, 0, NULL, &in_was_paused);
+		if (pause)
+			flow_hold_calls(command_in);
+		/* paused already: both were; resumed: either was paused */
+		was_paused = pause ? was_paused && in_was_paused : was_paused || in_was_paused;
+	}
 	SPI_finish();
 	access_restore_user(&save);
 

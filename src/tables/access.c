@@ -22,6 +22,7 @@
 #include "catalog/namespace.h"
 #include "common/int.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
@@ -178,10 +179,29 @@ access_hook_owner(Oid hook, Oid fn_owner, const char *what)
 					GetUserNameFromId(owner, false), GetUserNameFromId(fn_owner, false));
 }
 
+/* database_shut -- is this database's CONNECTION LIMIT 0? */
+static bool
+database_shut(void)
+{
+	HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+	bool		shut;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+	shut = ((Form_pg_database) GETSTRUCT(tup))->datconnlimit == 0;
+	ReleaseSysCache(tup);
+	return shut;
+}
+
 /*
  * access_login_privilege -- what 'role' lacks to log in to this database
  * now, as a login would find it: LOGIN, a VALID UNTIL not yet past, CONNECT
- * on the database.  NULL if nothing, else a message and *hint.
+ * on the database, and (unless it is a superuser, as PostgreSQL has it)
+ * neither its CONNECTION LIMIT nor the database's 0.  A limit above 0 is
+ * not counted: the workers and runners are background workers, which
+ * PostgreSQL does not count against them; 0, which shuts the role or the
+ * database to logins, shuts it to calls.  NULL if nothing, else a message
+ * and *hint.
  */
 char *
 access_login_privilege(Oid role, const char **hint)
@@ -214,6 +234,18 @@ access_login_privilege(Oid role, const char **hint)
 		lacks = psprintf("role \"%s\" that scheduled the call may not connect to database \"%s\"",
 						 name, get_database_name(MyDatabaseId));
 		*hint = "GRANT CONNECT ON DATABASE to the role, or schedule as another role.";
+	}
+	else if (form->rolconnlimit == 0 && !form->rolsuper)
+	{
+		lacks = psprintf("role \"%s\" that scheduled the call may not connect (CONNECTION LIMIT 0)",
+						 name);
+		*hint = "ALTER ROLE ... CONNECTION LIMIT -1 lets its calls run again.";
+	}
+	else if (!form->rolsuper && database_shut())
+	{
+		lacks = psprintf("database \"%s\" takes no connections (CONNECTION LIMIT 0)",
+						 get_database_name(MyDatabaseId));
+		*hint = "ALTER DATABASE ... CONNECTION LIMIT -1 lets its calls run again.";
 	}
 	ReleaseSysCache(tup);
 	return lacks;
