@@ -316,6 +316,14 @@ REVOKE ALL ON PROCEDURE retries.command_in(text, name, name) FROM PUBLIC;
 COMMENT ON PROCEDURE retries.command_in(text, name, name) IS
 	'stands for commands that run in another database (run_command and schedule_command with database) in the views: its arguments are the text, the database and the database''s owner; EXECUTE on it, which PUBLIC lacks, is the privilege to make them; calling it raises an error';
 
+-- retries.command(text) paused holds every command: those made from now on
+-- in another database too
+SELECT retries.pause('retries.command_in(text,name,name)'::pg_catalog.regprocedure)
+  FROM retries.flow_data f
+  JOIN retries.function_refs r ON r.key OPERATOR(pg_catalog.=) f.fn
+ WHERE r.fn OPERATOR(pg_catalog.=) 'retries.command(text)'::pg_catalog.regprocedure
+   AND f.paused;
+
 ALTER FUNCTION retries.run_command(text, text, text[], timestamptz, text)
 	RENAME TO run_command_1_6;
 CREATE FUNCTION retries.run_command(command text,

@@ -70,10 +70,11 @@
 #      SET LOCAL ROLEs to her inside the superuser's session), runs as
 #      mallory in a runner and fails with 42501 ("cannot change its
 #      role"): mallory stays an ordinary role.
-#   c. the database owner's CONNECTION LIMIT 0 on her database stops
-#      alice's command there as her REVOKE CONNECT does, with the
-#      documented 42501 (a runner is a background worker, outside the
-#      limit; until the twenty-first review, t/054, the command ran).
+#   c. the database owner's CONNECTION LIMIT 0 on her database refuses
+#      alice's command there as it refuses her login (53300; a runner is a
+#      background worker, outside the limit: until the twenty-first
+#      review, t/054, the command ran), and her REVOKE CONNECT is the
+#      documented 42501.
 #   d. oversized inputs (time zone, every, event name) are refused with
 #      22023 and a bounded message.
 #   e. mallory, the cron database's owner, cannot ALTER DATABASE SET
@@ -200,7 +201,7 @@ my $reader = $node->background_psql($CDB);    # one more session in cdb
 $reader->query_safe('SELECT 1');
 my $c1 = sql('alice', "SELECT retries.run_command('INSERT INTO alice.t VALUES (2)')");
 wait_until($node, $CDB, "SELECT state || ' ' || last_sqlstate FROM retries.call_data WHERE id = $c1",
-	'failed 42501', 'c: alice\'s command then fails with 42501, as a login would');
+	'failed 53300', 'c: alice\'s command then fails with 53300, as a login would');
 $reader->quit;
 $node->safe_psql($CDB, "ALTER DATABASE $CDB CONNECTION LIMIT -1");
 ($o, $e) = try_as($node, $CDB, 'mallory', "REVOKE CONNECT ON DATABASE $CDB FROM PUBLIC");

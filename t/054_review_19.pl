@@ -75,8 +75,8 @@
 #   f. pausing retries.command_in(text, name, name) holds them (after 3).
 #
 # All four are fixed since, and their checks plain: a limit of 0 of the
-# database or the role fails the attempt (42501) as a login would be
-# refused (access_login_privilege, command_elsewhere_lacks); the runner
+# database or the role refuses the runner, a session of the role, as a
+# login would be refused (53300; access_connection_shut); the runner
 # knows the call's role in any database, for retries.retry(); pausing
 # retries.command(text) pauses retries.command_in too, and a command
 # elsewhere needs EXECUTE on both; the command names the database's owner
@@ -237,28 +237,23 @@ like($node->safe_psql('postgres', "SELECT last_message FROM retries.calls WHERE 
 wait_until($node, 'postgres', workers_sql('tenant'), '0', 'd: ... and its runner is gone');
 
 # 1. connection limits (finding 1, fixed since: a limit of 0, which shuts
-# a database or a role to logins, shuts it to calls and commands)
-my $limited = run('alice', 'INSERT INTO t (n) VALUES (10)', 'tenant',
-	"policy => '1 10ms', run_at => now() + interval '1 hour'");
-my $rlimited = run('alice', 'INSERT INTO t (n) VALUES (11)', 'tenant',
-	"policy => '1 10ms', run_at => now() + interval '1 hour'");
+# a database or a role to logins, refuses the runner, a session of the
+# role, as PostgreSQL refuses a login: 53300, retried if retry_on names it)
 $node->safe_psql('postgres', 'ALTER DATABASE tenant CONNECTION LIMIT 0');
 my ($ret, $out, $err) = $node->psql('tenant', 'SELECT 1', extra_params => [ '-U', 'alice' ]);
 like($err, qr/too many connections for database "tenant"/,
 	'1: alice cannot log in to tenant under CONNECTION LIMIT 0');
-refused('alice', "SELECT retries.run_command('SELECT 1', database => 'tenant')", '42501',
-	'1: a command there is refused when made');
-as_role($node, 'postgres', 'alice', "SELECT retries.retry_now($limited)");
+my $limited = run('alice', 'INSERT INTO t (n) VALUES (10)', 'tenant', "policy => '1 10ms'");
 wait_until($node, 'postgres', "SELECT state || ' ' || last_sqlstate FROM retries.calls WHERE id = $limited",
-	'failed 42501', '1: one made before fails with 42501');
+	'failed 53300', '1: her command there is refused as her login is (53300)');
 $node->safe_psql('postgres', 'ALTER DATABASE tenant CONNECTION LIMIT -1');
 $node->safe_psql('postgres', 'ALTER ROLE alice CONNECTION LIMIT 0');
 ($ret, $out, $err) = $node->psql('tenant', 'SELECT 1', extra_params => [ '-U', 'alice' ]);
 like($err, qr/too many connections for role "alice"/,
 	'1: alice cannot log in under her CONNECTION LIMIT 0');
-as_role($node, 'postgres', 'alice', "SELECT retries.retry_now($rlimited)");
+my $rlimited = run('alice', 'INSERT INTO t (n) VALUES (11)', 'tenant', "policy => '1 10ms'");
 wait_until($node, 'postgres', "SELECT state || ' ' || last_sqlstate FROM retries.calls WHERE id = $rlimited",
-	'failed 42501', '1: ... and so does one under her own CONNECTION LIMIT 0');
+	'failed 53300', '1: ... and so is one under her own CONNECTION LIMIT 0');
 $node->safe_psql('postgres', 'ALTER ROLE alice CONNECTION LIMIT -1');
 is($node->safe_psql('tenant', 'SELECT count(*) FROM t WHERE n IN (10, 11)'), '0',
 	'1: neither ran');

@@ -142,11 +142,9 @@ retries_command_statements(PG_FUNCTION_ARGS)
  *     another made since under its name);
  *   - the privilege (42501): EXECUTE on retries.command and on
  *     retries.command_in;
- *   - a login there (42501): CONNECT on the database, and a CONNECTION
- *     LIMIT of the database that is not 0 (unless the role is a
- *     superuser): a runner is a background worker, which PostgreSQL does
- *     not count against the limits, so only the limit that shuts the
- *     database is kept; the role's own are access_login_privilege()'s.
+ *   - CONNECT on the database (42501).
+ * (The runner, connected there, checks what a login would be refused for
+ * besides: VALID UNTIL, a CONNECTION LIMIT of 0, ALLOW_CONNECTIONS.)
  */
 char *
 command_elsewhere_lacks(Oid role, const char *database, const char *owner,
@@ -193,11 +191,6 @@ command_elsewhere_lacks(Oid role, const char *database, const char *owner,
 		*hint = "A command runs as its role, connected to its database: GRANT CONNECT ON DATABASE to the role.";
 		lacks = psprintf("role \"%s\" may not connect to database \"%s\"",
 						 GetUserNameFromId(role, false), database);
-	}
-	else if (form->datconnlimit == 0 && !superuser_arg(role))
-	{
-		*hint = "ALTER DATABASE ... CONNECTION LIMIT -1 lets its commands run again.";
-		lacks = psprintf("database \"%s\" takes no connections (CONNECTION LIMIT 0)", database);
 	}
 	ReleaseSysCache(tup);
 	return lacks;

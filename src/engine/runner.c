@@ -429,7 +429,10 @@ pin_role(void)
 /*
  * start_as_role -- once connected: the role as a login would find it
  * (VALID UNTIL too, which a background worker's connection does not
- * check), its own role whatever "ALTER ROLE ... SET role" says, pinned
+ * check; and a CONNECTION LIMIT of 0, of the role or the database, which
+ * refuses it as PostgreSQL refuses such a login, 53300: a limit above 0 is
+ * not counted, background workers are not), its own role whatever "ALTER
+ * ROLE ... SET role" says, pinned
  */
 static void
 start_as_role(void)
@@ -443,6 +446,13 @@ start_as_role(void)
 		ereport(FATAL,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("%s", lacks), errhint("%s", hint)));
+	lacks = access_connection_shut(child_shared->roleoid);
+	if (lacks != NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+				 errmsg("%s", lacks),
+				 errdetail("A command or procedure runs in a session of its role, which a CONNECTION LIMIT of 0 keeps out."),
+				 errhint("Put 53300 in the policy's retry_on to have its attempts wait for the limit to be lifted.")));
 	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
 	CommitTransactionCommand();
 	pin_role();

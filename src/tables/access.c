@@ -179,16 +179,37 @@ access_hook_owner(Oid hook, Oid fn_owner, const char *what)
 					GetUserNameFromId(owner, false), GetUserNameFromId(fn_owner, false));
 }
 
-/* database_shut -- is this database's CONNECTION LIMIT 0? */
-static bool
-database_shut(void)
+/*
+ * access_connection_shut -- does a CONNECTION LIMIT of 0, of 'role' or of
+ * this database, keep a session of 'role' out, as it keeps its login out
+ * (superusers aside, as PostgreSQL has it)?  If so, the message of the
+ * refusal, as PostgreSQL words it; else NULL.  A runner, a session of the
+ * role, obeys it (runner.c); a limit above 0 is not counted: background
+ * workers are not (PostgreSQL's own rule).
+ */
+char *
+access_connection_shut(Oid role)
 {
-	HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
-	bool		shut;
+	HeapTuple	tup;
+	char	   *shut = NULL;
 
+	if (superuser_arg(role))
+		return NULL;
+	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(role));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for role %u", role);
+	if (((Form_pg_authid) GETSTRUCT(tup))->rolconnlimit == 0)
+		shut = psprintf("too many connections for role \"%s\"",
+						NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+	ReleaseSysCache(tup);
+	if (shut != NULL)
+		return shut;
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
-	shut = ((Form_pg_database) GETSTRUCT(tup))->datconnlimit == 0;
+	if (((Form_pg_database) GETSTRUCT(tup))->datconnlimit == 0)
+		shut = psprintf("too many connections for database \"%s\"",
+						NameStr(((Form_pg_database) GETSTRUCT(tup))->datname));
 	ReleaseSysCache(tup);
 	return shut;
 }
@@ -196,12 +217,9 @@ database_shut(void)
 /*
  * access_login_privilege -- what 'role' lacks to log in to this database
  * now, as a login would find it: LOGIN, a VALID UNTIL not yet past, CONNECT
- * on the database, and (unless it is a superuser, as PostgreSQL has it)
- * neither its CONNECTION LIMIT nor the database's 0.  A limit above 0 is
- * not counted: the workers and runners are background workers, which
- * PostgreSQL does not count against them; 0, which shuts the role or the
- * database to logins, shuts it to calls.  NULL if nothing, else a message
- * and *hint.
+ * on the database.  NULL if nothing, else a message and *hint.  (The
+ * connection limits are a runner's, as a session of the role: see
+ * access_connection_shut.)
  */
 char *
 access_login_privilege(Oid role, const char **hint)
@@ -235,18 +253,7 @@ access_login_privilege(Oid role, const char **hint)
 						 name, get_database_name(MyDatabaseId));
 		*hint = "GRANT CONNECT ON DATABASE to the role, or schedule as another role.";
 	}
-	else if (form->rolconnlimit == 0 && !form->rolsuper)
-	{
-		lacks = psprintf("role \"%s\" that scheduled the call may not connect (CONNECTION LIMIT 0)",
-						 name);
-		*hint = "ALTER ROLE ... CONNECTION LIMIT -1 lets its calls run again.";
-	}
-	else if (!form->rolsuper && database_shut())
-	{
-		lacks = psprintf("database \"%s\" takes no connections (CONNECTION LIMIT 0)",
-						 get_database_name(MyDatabaseId));
-		*hint = "ALTER DATABASE ... CONNECTION LIMIT -1 lets its calls run again.";
-	}
+
 	ReleaseSysCache(tup);
 	return lacks;
 }

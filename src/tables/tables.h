@@ -26,6 +26,7 @@ extern void access_restore_user(const RetriesUserSwitch *save);
 extern bool access_sees_all_calls(Oid roleid);
 extern bool access_may_see_call(Oid roleid, Oid scheduled_by);
 extern bool access_reads_all_calls(Oid roleid);
+extern char *access_connection_shut(Oid role);
 extern bool access_may_read_call(Oid roleid, Oid scheduled_by);
 extern char *access_call_privilege(Oid fnoid, Oid role);
 extern void access_check_call_privilege(Oid fnoid, Oid role);
