@@ -54,10 +54,8 @@ GRANT INSERT ON t2 TO alice;
 sub run
 {
 	my ($command, $database, $run_at) = @_;
-	$command =~ s/'/''/g;
-	return $node->safe_psql('postgres',
-		"SET ROLE alice; SELECT retries.run_command('$command', database => '$database'"
-		  . (defined $run_at ? ", run_at => $run_at" : '') . ')');
+	return command_elsewhere($node, 'alice', $command, $database,
+		defined $run_at ? "run_at => $run_at" : undef);
 }
 
 # finished(id, state, name): wait until the call is in that state

@@ -140,10 +140,7 @@ AS $$BEGIN PERFORM retries.retry('later', interval '10 years'); END$$;
 sub run
 {
 	my ($role, $command, $database, $more) = @_;
-	$command =~ s/'/''/g;
-	return as_role($node, 'postgres', $role,
-		"SELECT retries.run_command('$command', database => '$database'"
-		  . (defined $more ? ", $more" : '') . ')');
+	return command_elsewhere($node, $role, $command, $database, $more);
 }
 
 # state(id, state, name): wait until the call is in that state

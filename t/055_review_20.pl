@@ -94,10 +94,7 @@ GRANT INSERT, SELECT ON t TO alice;
 sub run
 {
 	my ($role, $command, $database, $more) = @_;
-	$command =~ s/'/''/g;
-	return as_role($node, 'postgres', $role,
-		"SELECT retries.run_command('$command', database => '$database'"
-		  . (defined $more ? ", $more" : '') . ')');
+	return command_elsewhere($node, $role, $command, $database, $more);
 }
 
 # refused(role, sql, sqlstate, name): SQL fails with that SQLSTATE

@@ -55,6 +55,7 @@ our @EXPORT = qw(
   workers_sql
   serving_off
   serving_on
+  command_elsewhere
 );
 
 # How long a wait may take before the test fails (seconds): the TAP
@@ -144,6 +145,19 @@ sub workers_sql
 	my ($db) = @_;
 	return "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'"
 	  . " AND backend_type IN ('retries worker', 'retries extra worker', 'retries runner')";
+}
+
+# command_elsewhere(NODE, ROLE, COMMAND, DATABASE, [MORE]): ROLE's command
+# COMMAND made in database postgres to run in DATABASE
+# (retries.run_command's database), with MORE named arguments ("policy =>
+# '1 10ms'"); its id
+sub command_elsewhere
+{
+	my ($node, $role, $command, $database, $more) = @_;
+	$command =~ s/'/''/g;
+	return as_role($node, 'postgres', $role,
+		"SELECT retries.run_command('$command', database => '$database'"
+		  . (defined $more ? ", $more" : '') . ')');
 }
 
 # review_node(NAME, [CONF], [init params]): the started server of a hostile
