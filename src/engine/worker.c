@@ -1684,6 +1684,19 @@ release_runner_held(void)
 }
 
 /*
+ * forget_runner_next -- free what runner_next holds in TopMemoryContext
+ */
+static void
+forget_runner_next(void)
+{
+	pfree(runner_next.args);
+	runner_next.args = NULL;
+	if (runner_next.sql != NULL)
+		pfree(runner_next.sql);
+	runner_next.sql = NULL;
+}
+
+/*
  * begin_in_runner -- a procedure's call at the head of the batch: checked
  * as run_call checks a call (may_start), then marked running for a runner
  * (execute_runner_begin), which starts once the batch has committed: the
@@ -1743,7 +1756,6 @@ begin_in_runner(Batch *b, RetriesCall *call)
 	memcpy(runner_next.args, args, VARSIZE(args));
 	runner_next.dboid = dboid;
 	runner_next.sql = sql != NULL ? MemoryContextStrdup(TopMemoryContext, sql) : NULL;
-
 	runner_next.timeout = timeout;
 	runner_next.pending = true;
 }
@@ -1835,11 +1847,7 @@ run_in_runner(void)
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
 	shmem_gate_leave(my_slot);
 	set_in_runner(false);
-	pfree(runner_next.args);
-	runner_next.args = NULL;
-	if (runner_next.sql != NULL)
-		pfree(runner_next.sql);
-	runner_next.sql = NULL;
+	forget_runner_next();
 	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ledger_write(0, 0);
@@ -1867,10 +1875,7 @@ run_batch(TimestampTz *due)
 	if (runner_next.pending)
 	{
 		runner_next.pending = false;
-		pfree(runner_next.args);
-		if (runner_next.sql != NULL)
-			pfree(runner_next.sql);
-		runner_next.sql = NULL;
+		forget_runner_next();
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
 		set_in_runner(false);
 	}

@@ -253,7 +253,6 @@ access_login_privilege(Oid role, const char **hint)
 						 name, get_database_name(MyDatabaseId));
 		*hint = "GRANT CONNECT ON DATABASE to the role, or schedule as another role.";
 	}
-
 	ReleaseSysCache(tup);
 	return lacks;
 }
