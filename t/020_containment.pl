@@ -55,7 +55,8 @@
 #      each held by a call of mallory's (at a gate), and no other role's
 #      call due when they were claimed, alice's call runs in an extra
 #      worker, which does not take mallory's next call; so do her command
-#      while mallory's commands hold the one place for a runner, and the
+#      while mallory's commands hold the one place for a runner (with
+#      retries.max_runners 0: the database's own workers), and the
 #      extra stops once the workers are free (1.7 before this: alice's call
 #      waited for mallory's to end);
 #   n. a parallel query does not keep a role's command from running:
@@ -1229,6 +1230,7 @@ if (section('m'))
 ALTER SYSTEM SET retries.max_workers = 2;
 ALTER SYSTEM SET retries.max_extra_workers = 1;
 ALTER SYSTEM SET retries.max_attempt_time = '1h';
+ALTER SYSTEM SET retries.max_runners = 0;
 SELECT pg_reload_conf();
 });
 	wait_until($node, 'postgres', workers_query($DB), '2', 'm: two workers');
@@ -1252,7 +1254,9 @@ SELECT retries.annotate('mallory.hold()', '1 10ms');
 	  . " WHERE backend_type = 'retries extra worker' AND datname = '$DB'";
 	is($node->safe_psql($DB, $extras), '1', 'm: (one extra worker)');
 
-	# commands: mallory's hold the one place for a runner, at gate 35
+	# commands, with no runner places (retries.max_runners 0: t/025_commands.pl
+	# h tests those): mallory's hold the one place for a runner of the
+	# database's own workers, at gate 35
 	my $gate35 = close_gate($node, $DB, 35);
 	my $hold35 = 'SELECT ' . gate_sql(35);
 	$hold35 =~ s/'/''/g;
@@ -1277,6 +1281,7 @@ SELECT retries.annotate('mallory.hold()', '1 10ms');
 ALTER SYSTEM RESET retries.max_workers;
 ALTER SYSTEM RESET retries.max_extra_workers;
 ALTER SYSTEM RESET retries.max_attempt_time;
+ALTER SYSTEM RESET retries.max_runners;
 SELECT pg_reload_conf();
 });
 }

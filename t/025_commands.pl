@@ -18,9 +18,14 @@
 #      LISTEN, or leave a temp table, a prepared statement, a setting or
 #      an advisory lock to the next command (of another role); it cannot
 #      outlive retries.max_attempt_time, even trapping the cancel;
-#   g. (before f) one worker always left for batches; calls that wait
-#      for a place in a runner are held, once, and places go to roles in
-#      turns;
+#   g. (before f) with one runner place (retries.max_runners 1): the
+#      workers always run batches; calls that wait for a place in a runner
+#      are held, once, and places go to roles in turns;
+#   h. runner places beside the workers: four commands run at once, none
+#      out of the database's workers (a function's call runs beside them);
+#      one role holds at most three quarters of the places; a worker that
+#      waits in a runner place and is terminated has its attempt charged
+#      by the database's other workers, and the command runs again;
 #   f. a database's owner who plants aggregates and operators ahead of
 #      pg_catalog in the database's search_path (which the workers, as a
 #      superuser, connect with) does not run them as the workers: every
@@ -320,7 +325,7 @@ is($node->safe_psql('postgres',
 $node->safe_psql('postgres', 'ALTER ROLE alice RESET ALL');
 
 ###########################################################################
-# g. places in runners: one worker (of the two) always runs batches; calls
+# g. one place in a runner: the workers always run batches; calls
 # waiting for a place are held, not claimed again and again, and places go
 # to roles in turns.  The command that takes the place runs until the test
 # opens the gate it waits at.  Without extra workers, which would run
@@ -328,9 +333,10 @@ $node->safe_psql('postgres', 'ALTER ROLE alice RESET ALL');
 ###########################################################################
 
 $node->safe_psql('postgres',
-	'ALTER SYSTEM SET retries.max_extra_workers = 0; SELECT pg_reload_conf()');
-wait_until($node, 'postgres', 'SHOW retries.max_extra_workers', '0',
-	'g: no extra workers');
+	'ALTER SYSTEM SET retries.max_extra_workers = 0;'
+	  . ' ALTER SYSTEM SET retries.max_runners = 1; SELECT pg_reload_conf()');
+wait_until($node, 'postgres', 'SHOW retries.max_runners', '1',
+	'g: no extra workers, one runner place');
 
 # a command that waits at gate KEY
 sub gated { my ($key) = @_; return 'SELECT ' . gate_sql($key); }
@@ -365,7 +371,7 @@ wait_until($node, 'postgres',
 	'4 1', 'g: the other commands wait for the place, held');
 stays_true($node, 'postgres',
 	"SELECT count(*) <= 1 FROM pg_stat_activity WHERE backend_type = 'retries runner'", 1,
-	'g: never two runners at once with two workers');
+	'g: never two runners at once with one place');
 my $upd_mid = $node->safe_psql('postgres',
 	"SELECT n_tup_upd FROM pg_stat_all_tables WHERE relid = 'retries.call_data'::regclass");
 cmp_ok($upd_mid - $upd_before, '<', 30,
@@ -422,8 +428,58 @@ cmp_ok($node->safe_psql('postgres',
 	  - $upd_before, '<', 10, 'g: ... without being written again and again');
 open_gate($gate);
 for my $id (@limited) { finished($id, 'succeeded', "g: the limited procedure's call $id runs"); }
+
+###########################################################################
+# h. runner places beside the workers: with four places, alice's commands
+# take three (her share: all but a quarter), bob's the fourth, and the
+# database's two workers still run function calls (the workers waiting
+# for the runners leave their places to new ones after a second).  Then the worker that
+# waits for one of alice's is terminated: the workers charge its attempt
+# from its place's file, and the command runs again.
+###########################################################################
+
 $node->safe_psql('postgres',
-	'ALTER SYSTEM RESET retries.max_extra_workers; SELECT pg_reload_conf()');
+	'ALTER SYSTEM SET retries.max_runners = 4; SELECT pg_reload_conf()');
+wait_until($node, 'postgres', 'SHOW retries.max_runners', '4', 'h: four runner places');
+$gate = close_gate($node, 'postgres', 4);
+my @many = split /\n/, $node->safe_psql('postgres',
+	"SET ROLE alice; SELECT retries.run_command('" . gated(4) . "', '3 10ms')"
+	  . " FROM generate_series(1, 4)");
+wait_at_gate($node, 'postgres', 4, 3, 'h: three of alice\'s commands run at once');
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.call_data WHERE id IN (" . join(',', @many) . ") AND held",
+	'1', 'h: ... her fourth is held: her share is three of four places');
+my $bob_many = run('bob', gated(4), '1 10ms');
+wait_at_gate($node, 'postgres', 4, 4, 'h: bob\'s command takes the fourth place');
+$node->safe_psql('postgres', "SET ROLE bob; SELECT retries.call('bob_quick(int)', '[2]')");
+wait_until($node, 'postgres', 'SELECT count(*) FROM bob_done', '2',
+	'h: a function\'s call runs beside four commands');
+wait_until($node, 'postgres',
+	"SELECT count(*) FILTER (WHERE query LIKE '%in a runner') || ' of ' || count(*)"
+	  . " FROM pg_stat_activity WHERE backend_type = 'retries worker'",
+	'4 of 6', 'h: four workers wait in runner places, beside the database\'s own two');
+
+# the worker of one of alice's running commands is terminated
+my ($lost_call) = $node->safe_psql('postgres',
+	"SELECT substring(query from 'call (\\d+) attempt') FROM pg_stat_activity"
+	  . " WHERE backend_type = 'retries worker' AND query LIKE '%in a runner'"
+	  . " AND substring(query from 'call (\\d+) attempt')::bigint IN (" . join(',', @many) . ")"
+	  . " LIMIT 1");
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'retries worker'"
+	  . " AND query LIKE 'retries: call $lost_call attempt %'");
+wait_until($node, 'postgres',
+	"SELECT outcome FROM retries.attempts WHERE call_id = $lost_call AND attempt = 1",
+	'interrupted', 'h: its attempt is charged, by the other workers, from its place');
+open_gate($gate);
+for my $id (@many, $bob_many) { finished($id, 'succeeded', "h: command $id runs"); }
+is($node->safe_psql('postgres',
+		"SELECT string_agg(outcome::text, ',' ORDER BY attempt) FROM retries.attempts"
+		  . " WHERE call_id = $lost_call"),
+	'interrupted,succeeded', 'h: ... and it ran again');
+$node->safe_psql('postgres',
+	'ALTER SYSTEM RESET retries.max_extra_workers;'
+	  . ' ALTER SYSTEM RESET retries.max_runners; SELECT pg_reload_conf()');
 
 ###########################################################################
 # f. the workers' own queries under a planted search_path

@@ -125,6 +125,11 @@ SELECT retries.annotate('mallory.m(int)', '1 10ms');
 # ---------------------------------------------------------------------
 # 2. / a.  alice's call of mallory's procedure, in a runner
 # ---------------------------------------------------------------------
+# with no runner places (retries.max_runners 0), where the worker waits for
+# a runner in its own place: with them it leaves its place to a new worker
+# after a second (t/025_commands.pl h)
+$node->safe_psql($DB, 'ALTER SYSTEM SET retries.max_runners = 0; SELECT pg_reload_conf()');
+wait_until($node, $DB, 'SHOW retries.max_runners', '0', '2: no runner places');
 my $g2 = close_gate($node, $DB, $G2);
 my $g3 = close_gate($node, $DB, $G3);
 my $runner_call = sql('alice', "SELECT retries.call('mallory.proc(int)', '[2]')");
@@ -152,7 +157,8 @@ call_reaches($node, $DB, $_, 'succeeded', "2: call $_ ends once the gates open")
 # ---------------------------------------------------------------------
 # 1.  alice's call of mallory's function, and mallory's backlog
 # ---------------------------------------------------------------------
-$node->safe_psql($DB, 'ALTER SYSTEM SET retries.max_extra_workers = 0; SELECT pg_reload_conf()');
+$node->safe_psql($DB, 'ALTER SYSTEM SET retries.max_extra_workers = 0;'
+	  . ' ALTER SYSTEM RESET retries.max_runners; SELECT pg_reload_conf()');
 wait_until($node, $DB, extras(), '0', '1: no extra worker runs');
 my $g1 = close_gate($node, $DB, $G1);
 my $held = sql('alice', "SELECT retries.call('mallory.svc(int)', '[1]')");

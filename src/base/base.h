@@ -26,6 +26,7 @@
 /* settings.c */
 extern int	retries_max_workers;
 extern int	retries_max_extra_workers;
+extern int	retries_max_runners;
 extern int	retries_reserved_workers;
 extern int	retries_batch_size;
 extern bool retries_enabled;

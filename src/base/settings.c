@@ -21,6 +21,7 @@
 
 int			retries_max_workers = 2;
 int			retries_max_extra_workers = 2;
+int			retries_max_runners = 32;
 int			retries_reserved_workers = 0;
 int			retries_batch_size = 100;
 bool		retries_enabled = true;
@@ -117,6 +118,14 @@ settings_define(void)
 							"An extra worker runs the calls of roles that have none running, and stops once a worker is free.",
 							&retries_max_extra_workers,
 							2, 0, 64,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.max_runners",
+							"Most procedures and commands of the cluster that run at once beside the workers.",
+							"Each takes two background-worker slots while it runs: its runner and the worker that waits for it. 0: they run in the database's own workers, one fewer than retries.max_workers at a time.",
+							&retries_max_runners,
+							32, 0, 64,	/* RETRIES_MAX_RUNNERS */
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 

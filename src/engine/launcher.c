@@ -172,6 +172,7 @@ start_worker(Oid dboid, int slot_no)
 	w->gate_fn = InvalidOid;
 	w->gate_keyed = false;
 	w->stopped = false;
+	w->moved_from = -1;
 	SpinLockAcquire(&w->mutex);
 	w->state = WORKER_STARTING;
 	w->current_call = 0;
@@ -325,9 +326,12 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			have[launched[i].slot_no] = true;
 		if (!w->in_use || w->dboid != db->dboid)
 			continue;
+		/* one that moves to a runner place has its old one until it is done */
+		if (w->moved_from >= 0)
+			have[w->moved_from] = true;
 		/* paused, or more workers than now wanted: stop them */
 		if (now < db->paused_until || db->state == DB_NO_EXTENSION ||
-			(db->state == DB_ACTIVE &&
+			(db->state == DB_ACTIVE && !RETRIES_IS_RUNNER_SLOT(w->slot_no) &&
 			 w->slot_no >= retries_max_workers + retries_max_extra_workers))
 			stop_slot(i);
 		else if (w->slot_no < RETRIES_MAX_SLOTS)

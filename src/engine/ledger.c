@@ -179,6 +179,26 @@ ledger_open(int slot_no, Oid extension)
 
 
 /*
+ * ledger_move -- this worker takes slot_no 'slot_no' of its database (a
+ * runner place: worker.c, "Runner places"): the record in flight is
+ * written into that slot's file, then cleared from the file left.  A
+ * worker killed in between leaves it in both, and it is charged once:
+ * whoever comes second finds the attempt counted (charge_interrupted).
+ */
+void
+ledger_move(int slot_no)
+{
+	volatile InFlight *left = inflight_map;
+	InFlight	rec = inflight;
+
+	ledger_open(slot_no, ledger_extension);
+	ledger_write_hook(rec.call_id, rec.attempt, (ExecuteHook) rec.hook, rec.started);
+	left->call_id = 0;
+	(void) munmap((void *) left, sizeof(InFlight));
+}
+
+
+/*
  * ledger_clear_slot -- clear the in-flight file of a slot whose charge has
  * committed
  *

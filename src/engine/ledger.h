@@ -24,6 +24,7 @@ typedef struct InFlight
 } InFlight;
 
 extern void ledger_open(int slot_no, Oid extension);
+extern void ledger_move(int slot_no);
 extern void ledger_write(int64 call_id, int32 attempt);
 extern void ledger_write_hook(int64 call_id, int32 attempt, ExecuteHook hook,
 							  TimestampTz started);

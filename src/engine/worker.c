@@ -126,6 +126,29 @@
  * held.  A base worker that begins a batch while the others are busy
  * wakes the launcher, which looks again when they will count as held.
  *
+ * Runner places.  A procedure's or command's attempt runs in a runner
+ * (runner.c), which a worker waits for, outside any transaction.  With
+ * retries.max_runners above 0 (the default, 32) the waiting does not take a
+ * place of the database's own: the worker that begins such an attempt
+ * reserves one of the cluster's runner places (reserve_runner: fewer than
+ * retries.max_runners in use, and fewer than three quarters of them by the
+ * call's role, so that one role's long commands always leave places to the
+ * others); it waits for the runner in its place, and once the runner has
+ * run for RUNNER_MOVE_AFTER_MS (a second) it moves to a slot_no of its own
+ * from RETRIES_RUNNER_SLOT_BASE on (move_to_runner_place: its in-flight
+ * record goes with it, ledger_move), the launcher starts another worker in
+ * the place it left, and it exits once the outcome is recorded.  So one
+ * long command delays no other, nor any function call, for more than a
+ * second, and short ones (most) cost no process but their runner's.  A call that
+ * finds no place is held (execute_runner_hold), and let go in role turns
+ * as places are freed (release_runner_held; a worker that frees one wakes
+ * the databases that hold calls).  A worker in a runner place that exits
+ * with its attempt in flight has no successor in that slot: it marks the
+ * place lost (worker_exit), no other worker moves there, and the next
+ * worker of the database to look charges the attempt from the place's file
+ * (recover_runner_places).  With retries.max_runners 0 the worker waits in
+ * its own place, and at most retries.max_workers - 1 of them do.
+ *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
  * Each transaction of the worker also locks the extension (as an object),
@@ -624,7 +647,8 @@ static bool started_extra = false;
 static bool
 is_extra(void)
 {
-	return my_slot->slot_no >= retries_max_workers;
+	return my_slot->slot_no >= retries_max_workers &&
+		!RETRIES_IS_RUNNER_SLOT(my_slot->slot_no);
 }
 
 /*
@@ -741,6 +765,32 @@ take_slot(uint32 generation)
 }
 
 /*
+ * wake_for_lost_place -- a worker that leaves a runner place it marked
+ * lost (worker_exit) wakes the database's other workers, now that the
+ * place is free, to charge its attempt (recover_runner_places); under the
+ * lock, which the caller holds exclusively
+ */
+static void
+wake_for_lost_place(void)
+{
+	RetriesDatabase *db = shmem_find_database(MyDatabaseId, false);
+	RetriesWorker *w;
+
+	if (db == NULL || my_slot->slot_no >= RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS ||
+		(db->runners_lost &
+		 (UINT64CONST(1) << (my_slot->slot_no - RETRIES_RUNNER_SLOT_BASE))) == 0)
+		return;
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
+	{
+		if (w->latch != NULL)
+		{
+			pg_atomic_fetch_or_u32(&w->woken, WAKE_CALLS);
+			SetLatch(w->latch);
+		}
+	}
+}
+
+/*
  * release_slot -- free this worker's slot (before_shmem_exit callback,
  * registered first, so it runs last)
  */
@@ -758,6 +808,8 @@ release_slot(int code, Datum arg)
 	SpinLockRelease(&my_slot->mutex);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
+	if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no))
+		wake_for_lost_place();
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -815,6 +867,23 @@ worker_exit(int code, Datum arg)
 	if (stopped)
 		ledger_note_stopped();
 	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS, stopped);
+
+	/*
+	 * In a runner place no worker comes next in its slot: the database's
+	 * other workers charge it from there (recover_runner_places)
+	 */
+	if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no) &&
+		my_slot->slot_no < RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
+	{
+		RetriesDatabase *db;
+
+		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+		db = shmem_find_database(MyDatabaseId, false);
+		if (db != NULL)
+			db->runners_lost |=
+				UINT64CONST(1) << (my_slot->slot_no - RETRIES_RUNNER_SLOT_BASE);
+		LWLockRelease(retries_shared->lock);
+	}
 }
 
 /*
@@ -992,7 +1061,9 @@ other_holds(Hold *holds, TimestampTz recent)
 		RetriesWorker *w = &retries_shared->workers[i];
 		Hold		h = {InvalidOid, InvalidOid};
 
-		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId)
+		/* one waiting for a runner in a runner place holds no worker */
+		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId ||
+			RETRIES_IS_RUNNER_SLOT(w->slot_no))
 			continue;
 		SpinLockAcquire(&w->mutex);
 		if (w->state == WORKER_RUNNING)
@@ -1526,23 +1597,27 @@ run_call(Batch *b, RetriesCall *call)
 
 /* How often a worker whose runner runs looks at it */
 #define RUNNER_POLL_MS			100
+/* ... and after how long it leaves its place to a new worker */
+#define RUNNER_MOVE_AFTER_MS	RETRIES_HELD_AFTER_MS
 
 /*
- * set_in_runner -- say in the worker's slot whether its call runs in a
- * runner (reserve_runner counts them)
+ * set_in_runner -- say in the worker's slot whether its call, of 'role',
+ * runs in a runner (reserve_runner counts them)
  */
 static void
-set_in_runner(bool in_runner)
+set_in_runner(bool in_runner, Oid role)
 {
 	SpinLockAcquire(&my_slot->mutex);
 	my_slot->in_runner = in_runner;
+	my_slot->runner_role = in_runner ? role : InvalidOid;
 	SpinLockRelease(&my_slot->mutex);
 }
 
 /*
  * workers_in_runners -- how many of the database's own workers (not the
  * extras) wait for a runner (their in_runner mark; never this one, which
- * is deciding); under the shared lock, which the caller holds
+ * is deciding); under the shared lock, which the caller holds.  With
+ * retries.max_runners 0 only.
  */
 static int
 workers_in_runners(void)
@@ -1564,27 +1639,109 @@ workers_in_runners(void)
 }
 
 /*
- * reserve_runner -- may this worker wait for a runner?  A long procedure
- * must not hold back the calls of functions: with retries.max_workers
- * above 1, at least one worker never waits for a runner.  The count and
- * the worker's own mark are made under the shared lock, so that two
- * workers deciding at once cannot both take the last place; the mark
- * (in_runner) stays until run_in_runner() ends, or is taken back
- * (set_in_runner(false)) if the call does not go to a runner after all.
- * An extra worker always may: it runs the calls of one role that has none
- * running elsewhere (see "Extra workers"), and no function call waits for
- * it.
+ * role_runner_share -- the most runner places the calls of one role may
+ * hold: all but a quarter of them (see "Runner places")
+ */
+static int
+role_runner_share(void)
+{
+	return Max(retries_max_runners - retries_max_runners / 4, 1);
+}
+
+/*
+ * runners_in_use -- how many workers of the cluster (other than this one)
+ * hold a runner place, into *total, and their roles, each once, into
+ * roles[] with how many places each holds into counts[]; returns how many
+ * roles.  Under the shared lock, which the caller holds.
+ */
+static int
+runners_in_use(int *total, Oid *roles, int *counts)
+{
+	RetriesWorker *w;
+	int			n = 0;
+
+	*total = 0;
+	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+	{
+		Oid			role = InvalidOid;
+		int			j;
+
+		if (w == my_slot)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		if (w->in_runner)
+			role = w->runner_role;
+		SpinLockRelease(&w->mutex);
+		if (!OidIsValid(role))
+			continue;
+		(*total)++;
+		for (j = 0; j < n && roles[j] != role; j++)
+			;
+		if (j == n)
+		{
+			roles[n++] = role;
+			counts[j] = 0;
+		}
+		counts[j]++;
+	}
+	return n;
+}
+
+/*
+ * runner_places_free -- how many runner places are free, and the roles
+ * that may take none of them, holding their share (role_runner_share),
+ * into capped[], with their number into *ncapped; under the shared lock,
+ * which the caller holds
+ */
+static int
+runner_places_free(Oid *capped, int *ncapped)
+{
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			counts[RETRIES_MAX_SLOTS];
+	int			total;
+	int			n = runners_in_use(&total, roles, counts);
+
+	*ncapped = 0;
+	for (int i = 0; i < n; i++)
+		if (counts[i] >= role_runner_share())
+			capped[(*ncapped)++] = roles[i];
+	return Max(retries_max_runners - total, 0);
+}
+
+/*
+ * reserve_runner -- may this worker have the call of 'role' run in a
+ * runner now?  With runner places (retries.max_runners above 0): one is
+ * free, and the role holds fewer than its share.  Without: a long
+ * procedure must not hold back the calls of functions, so with
+ * retries.max_workers above 1 at least one worker never waits for a
+ * runner (an extra worker always may: it runs the calls of one role that
+ * has none running elsewhere, see "Extra workers", and no function call
+ * waits for it).  The count and the worker's own mark are made under the
+ * shared lock, so that two workers deciding at once cannot both take the
+ * last place; the mark (in_runner) stays until run_in_runner() ends, or is
+ * taken back (set_in_runner(false)) if the call does not go to a runner
+ * after all.
  */
 static bool
-reserve_runner(void)
+reserve_runner(Oid role)
 {
 	bool		room;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	room = is_extra() || retries_max_workers < 2 ||
-		workers_in_runners() < retries_max_workers - 1;
+	if (retries_max_runners > 0)
+	{
+		Oid			capped[RETRIES_MAX_SLOTS];
+		int			ncapped;
+
+		room = runner_places_free(capped, &ncapped) > 0;
+		for (int i = 0; i < ncapped; i++)
+			room &= capped[i] != role;
+	}
+	else
+		room = is_extra() || retries_max_workers < 2 ||
+			workers_in_runners() < retries_max_workers - 1;
 	if (room)
-		set_in_runner(true);
+		set_in_runner(true, role);
 	LWLockRelease(retries_shared->lock);
 	return room;
 }
@@ -1621,7 +1778,8 @@ runner_held_committed(void)
  * transaction of its own; nothing to do, and no query, unless a batch has
  * held one since a worker last found none, or RUNNER_HELD_PROBE_MS have
  * passed since this worker last looked (a call held some other way, by a
- * change this code does not see, is let go all the same)
+ * change this code does not see, is let go all the same).  The calls of a
+ * role that holds its share of the runner places stay held.
  */
 static void
 release_runner_held(void)
@@ -1632,7 +1790,7 @@ release_runner_held(void)
 	uint32		held;
 	int			places;
 	int			released = -1;
-	Oid			avoid[RETRIES_MAX_SLOTS];
+	Oid			avoid[2 * RETRIES_MAX_SLOTS];
 	int			navoid = 0;
 
 	TimestampTz now = GetCurrentTimestamp();
@@ -1649,13 +1807,16 @@ release_runner_held(void)
 	}
 	last_probe = now;
 	last_role = db->runner_role;
-	/* how many more workers may wait for a runner (reserve_runner's count) */
-	places = retries_max_workers < 2 || is_extra() ? 1 :
-		retries_max_workers - 1 - workers_in_runners();
+	/* how many more may wait for a runner (reserve_runner's count) */
+	if (retries_max_runners > 0)
+		places = runner_places_free(avoid, &navoid);
+	else
+		places = retries_max_workers < 2 || is_extra() ? 1 :
+			retries_max_workers - 1 - workers_in_runners();
 	LWLockRelease(retries_shared->lock);
 	/* an extra lets go only of calls it may claim */
 	if (is_extra())
-		navoid = running_roles(avoid);
+		navoid += running_roles(avoid + navoid);
 	if (places <= 0)
 		return;
 
@@ -1677,9 +1838,139 @@ release_runner_held(void)
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL && released > 0)
 		db->runner_role = last_role;
-	/* (an extra that found none of the roles it may take found no answer) */
+	/* (one that passed over roles found no answer for those) */
 	if (db != NULL && released == 0 && navoid == 0)
 		db->runner_seen = held;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * move_to_runner_place -- this worker, whose call has run in a runner for
+ * RUNNER_MOVE_AFTER_MS, leaves its place to a new worker and takes a runner place (see
+ * "Runner places"): a slot_no from RETRIES_RUNNER_SLOT_BASE that no worker
+ * of the database has, nor a worker that exited there with its attempt in
+ * flight (runners_lost).  The launcher keeps the place it leaves until its
+ * in-flight record has moved (moved_from), so that the worker it starts
+ * there does not find the record and charge an attempt that runs.  With
+ * none free it stays where it is, and tries again at its next look.
+ */
+static void
+move_to_runner_place(void)
+{
+	RetriesDatabase *db;
+	RetriesWorker *w;
+	bool		taken[RETRIES_MAX_RUNNERS] = {false};
+	int			to = -1;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
+		if (RETRIES_IS_RUNNER_SLOT(w->slot_no) &&
+			w->slot_no < RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
+			taken[w->slot_no - RETRIES_RUNNER_SLOT_BASE] = true;
+	for (int j = 0; j < RETRIES_MAX_RUNNERS && to < 0; j++)
+		if (!taken[j] && db != NULL && (db->runners_lost & (UINT64CONST(1) << j)) == 0)
+			to = RETRIES_RUNNER_SLOT_BASE + j;
+	if (to >= 0)
+	{
+		my_slot->moved_from = my_slot->slot_no;
+		my_slot->slot_no = to;
+	}
+	LWLockRelease(retries_shared->lock);
+	if (to < 0)
+		return;
+
+	ledger_move(to);
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	my_slot->moved_from = -1;
+	if (retries_shared->launcher_latch != NULL)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * runner_place_freed -- the call this worker waited for in a runner has
+ * its outcome, and its runner place is free: wake the databases that hold
+ * calls for one (see "Runner places")
+ */
+static void
+runner_place_freed(void)
+{
+	Oid			dbs[RETRIES_MAX_DATABASES];
+	int			n = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	{
+		RetriesDatabase *db = &retries_shared->dbs[i];
+
+		if (OidIsValid(db->dboid) && db->runner_held != db->runner_seen)
+			dbs[n++] = db->dboid;
+	}
+	LWLockRelease(retries_shared->lock);
+	for (int i = 0; i < n; i++)
+		shmem_wake_workers(dbs[i], WAKE_CALLS);
+}
+
+/*
+ * recover_runner_places -- charge the attempts that workers which exited
+ * in a runner place left in flight (runners_lost), from the files of those
+ * places, once no worker is there any more; a place whose charge waits (the
+ * call's row is locked: charge_interrupted) stays marked, and is looked at
+ * again the next time
+ */
+static void
+recover_runner_places(void)
+{
+	RetriesDatabase *db;
+	RetriesWorker *w;
+	uint64		lost;
+	uint64		done = 0;
+	uint64		charged = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(MyDatabaseId, false);
+	lost = db != NULL ? db->runners_lost : 0;
+	/* not while the worker that left it is still on its way out */
+	for (int i = -1; lost != 0 && (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
+		if (RETRIES_IS_RUNNER_SLOT(w->slot_no) &&
+			w->slot_no < RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
+			lost &= ~(UINT64CONST(1) << (w->slot_no - RETRIES_RUNNER_SLOT_BASE));
+	LWLockRelease(retries_shared->lock);
+	if (lost == 0)
+		return;
+
+	start_transaction();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (lock_extension() == my_extension)
+	{
+		for (int j = 0; j < RETRIES_MAX_RUNNERS; j++)
+		{
+			InFlight	rec;
+			uint64		bit = UINT64CONST(1) << j;
+
+			if ((lost & bit) == 0)
+				continue;
+			if (!ledger_read_slot(RETRIES_RUNNER_SLOT_BASE + j, &rec))
+				done |= bit;	/* nothing there */
+			else if (recover_slot(RETRIES_RUNNER_SLOT_BASE + j))
+				charged |= bit;
+		}
+	}
+	else
+		done = lost;			/* the extension's calls are gone */
+	PopActiveSnapshot();
+	SPI_finish();
+	commit_transaction();
+
+	for (int j = 0; j < RETRIES_MAX_RUNNERS; j++)
+		if (charged & (UINT64CONST(1) << j))
+			ledger_clear_slot(RETRIES_RUNNER_SLOT_BASE + j);
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+		db->runners_lost &= ~(done | charged);
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -1713,7 +2004,7 @@ begin_in_runner(Batch *b, RetriesCall *call)
 
 	if (!may_start(b, call))
 		return;
-	if (!reserve_runner())
+	if (!reserve_runner(call->role))
 	{
 		/*
 		 * held, uncharged, until a place is free: the batches keep one worker
@@ -1731,7 +2022,7 @@ begin_in_runner(Batch *b, RetriesCall *call)
 	}
 	if (!execute_runner_begin(call, &args, &timeout, &dboid, &sql))
 	{
-		set_in_runner(false);
+		set_in_runner(false, InvalidOid);
 		shmem_gate_leave(my_slot);
 		return;
 	}
@@ -1815,6 +2106,15 @@ run_in_runner(void)
 		{
 			while (!runner_poll(&outcome))
 			{
+				/*
+				 * Its place to a new worker once the runner has run for
+				 * RUNNER_MOVE_AFTER_MS, with runner places (see "Runner
+				 * places")
+				 */
+				if (retries_max_runners > 0 && !RETRIES_IS_RUNNER_SLOT(my_slot->slot_no) &&
+					TimestampDifferenceExceeds(started_at, GetCurrentTimestamp(),
+											   RUNNER_MOVE_AFTER_MS))
+					move_to_runner_place();
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 RUNNER_POLL_MS, PG_WAIT_EXTENSION);
 				ResetLatch(MyLatch);
@@ -1846,7 +2146,7 @@ run_in_runner(void)
 	if (retries_lock_held_by_me(&runner_next.lock, ExclusiveLock))
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
 	shmem_gate_leave(my_slot);
-	set_in_runner(false);
+	set_in_runner(false, InvalidOid);
 	forget_runner_next();
 	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
@@ -1877,7 +2177,7 @@ run_batch(TimestampTz *due)
 		runner_next.pending = false;
 		forget_runner_next();
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
-		set_in_runner(false);
+		set_in_runner(false, InvalidOid);
 	}
 	if (!open_batch(start, due, &result))
 		return result;
@@ -1964,7 +2264,14 @@ run_batch(TimestampTz *due)
 	if (held_for_runner)
 		runner_held_committed();
 	if (runner_next.pending)
+	{
 		run_in_runner();
+		if (retries_max_runners > 0)
+			runner_place_freed();
+		/* the place it left has another worker now */
+		if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no))
+			proc_exit(shmem_exit_code());
+	}
 	if (one_by_one > 0 && b.n > 0 && (!OidIsValid(one_by_one_role) || b.role == one_by_one_role))
 		one_by_one--;
 	return b.n;
@@ -2364,7 +2671,10 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 			*last_prune = GetCurrentTimestamp();
 		}
 		if (serve)
+		{
+			recover_runner_places();
 			release_runner_held();
+		}
 		batching = true;
 		if (serve)
 			n = run_batch(due);
@@ -2385,7 +2695,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 		ledger_write(0, 0);
 		held_for_runner = false;
 		/* a place taken for a runner that the rolled back batch marked */
-		set_in_runner(false);
+		set_in_runner(false, InvalidOid);
 		set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*due = 0;

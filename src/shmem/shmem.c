@@ -357,6 +357,9 @@ shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
 		bool		in_runner;
 		bool		extra = w->slot_no >= base;
 
+		/* one waiting for a runner in a place of its own is neither */
+		if (RETRIES_IS_RUNNER_SLOT(w->slot_no))
+			continue;
 		SpinLockAcquire(&w->mutex);
 		busy_since = w->state == WORKER_RUNNING ? w->busy_since : 0;
 		in_runner = w->in_runner;
@@ -387,8 +390,8 @@ shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
 /*
  * shmem_extras_wanted -- does database dboid want extra workers
  * (worker.c, "Extra workers"): are its own workers (slot_no below 'base')
- * all held, or are the places for runners among them all held while calls
- * may be held for a runner?  Fills *held (shmem_workers_held).  Caller
+ * all held, or (with retries.max_runners 0) are the places for runners
+ * among them all held while calls may be held for a runner?  Fills *held (shmem_workers_held).  Caller
  * holds the lock.
  */
 bool
@@ -401,7 +404,8 @@ shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held)
 	if (db == NULL)
 		return false;
 	return held->base_held >= base ||
-		(held->runners_held >= places && db->runner_held != db->runner_seen);
+		(retries_max_runners == 0 && held->runners_held >= places &&
+		 db->runner_held != db->runner_seen);
 }
 
 /*

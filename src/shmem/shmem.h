@@ -41,6 +41,21 @@
 #define RETRIES_GENERATION_MASK			0xFFFFFF
 StaticAssertDecl(RETRIES_MAX_SLOTS <= 256, "a slot must fit in 8 bits");
 
+/*
+ * A worker that waits for a runner (a procedure's or command's attempt,
+ * worker.c "Runner places") moves to a slot_no from this one on, and the
+ * launcher starts another worker in the place it left: above every base
+ * and extra worker's slot_no (retries.max_workers and
+ * retries.max_extra_workers are at most 64 each), below
+ * RETRIES_MAX_SLOTS by retries.max_runners' most
+ */
+#define RETRIES_RUNNER_SLOT_BASE	128
+#define RETRIES_IS_RUNNER_SLOT(slot_no)	((slot_no) >= RETRIES_RUNNER_SLOT_BASE)
+/* Most runner places (retries.max_runners) */
+#define RETRIES_MAX_RUNNERS		64
+StaticAssertDecl(RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS <= RETRIES_MAX_SLOTS,
+				 "runner places must fit in the slots");
+
 /* Most attempts left behind by exiting workers remembered at once */
 #define RETRIES_MAX_INTERRUPTED	64
 
@@ -88,6 +103,9 @@ typedef struct RetriesDatabase
 	uint32		runner_seen;	/* what it was when a worker last found none
 								 * held: different, there may be some */
 	Oid			runner_role;	/* whose held call was let go last */
+	uint64		runners_lost;	/* a bit per runner place whose worker exited
+								 * with its attempt in flight, uncharged
+								 * (worker.c, "Runner places") */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -120,7 +138,9 @@ typedef struct RetriesWorker
 	/* under the LWLock: assigned by the launcher, freed by the worker */
 	bool		in_use;			/* slot assigned to a worker */
 	Oid			dboid;
-	int			slot_no;		/* 0 .. retries.max_workers - 1 within dboid */
+	int			slot_no;		/* within dboid: 0 .. retries.max_workers - 1,
+								 * then extras, then runner places
+								 * (RETRIES_RUNNER_SLOT_BASE) */
 	uint32		generation;		/* tells this assignment from earlier ones */
 	TimestampTz assigned_at;	/* when the launcher assigned it */
 	pid_t		pid;			/* 0 until the worker has started */
@@ -130,6 +150,9 @@ typedef struct RetriesWorker
 								 * itself, under the LWLock */
 	bool		gate_keyed;		/* that attempt's call has a limit_key, */
 	int64		gate_key;		/* whose hash this is */
+	int			moved_from;		/* the slot_no it left for a runner place
+								 * (RETRIES_RUNNER_SLOT_BASE) while it moves
+								 * its in-flight record, or -1 */
 	bool		stopped;		/* asked to exit by the extension itself
 								 * (shmem_stop_workers, the launcher): its
 								 * attempt in flight does not use up one of
@@ -158,6 +181,7 @@ typedef struct RetriesWorker
 	Oid			last_batch_role;	/* ... and whose calls those were */
 	TimestampTz since;			/* when state or current_call last changed */
 	bool		in_runner;		/* current_call runs in a runner (worker.c) */
+	Oid			runner_role;	/* ... whose call it is */
 	int64		calls_run;
 	int64		errors;
 
