@@ -65,8 +65,11 @@ our @EXPORT = qw(
 our $DEADLINE = $PostgreSQL::Test::Utils::timeout_default;
 
 # retries_node(NAME, [init options]): a new node with the library preloaded
-# and crash restarts on (PostgreSQL::Test::Cluster turns them off).  Not
-# started.
+# and crash restarts on (PostgreSQL::Test::Cluster turns them off), whose
+# workers stay in their databases, idle or not, as many as the databases
+# want (retries.worker_idle_timeout 0, no bound on the pool that matters):
+# the tests of what workers do count on them.  Workers on demand and the
+# pool are t/057_worker_pool.pl's.  Not started.
 sub retries_node
 {
 	my ($name, %init) = @_;
@@ -78,6 +81,8 @@ sub retries_node
 shared_preload_libraries = 'retries'
 restart_after_crash = on
 max_worker_processes = 16
+retries.worker_idle_timeout = 0
+retries.max_cluster_workers = 192
 });
 	return $node;
 }

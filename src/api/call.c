@@ -1178,6 +1178,9 @@ insert_call(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 						(Size) VARSIZE_ANY_EXHDR(DatumGetTextPP(values[CC_KEY])),
 						KEY_MAX / 1024),
 				 errhint("Use a short key, such as an order id, or a hash of a long one.")));
+	if (nulls[CC_KEY] != 'n')
+		args_check_encoding(VARDATA_ANY(DatumGetTextPP(values[CC_KEY])),
+							VARSIZE_ANY_EXHDR(DatumGetTextPP(values[CC_KEY])), "key");
 	/* without a key, nothing can conflict */
 	if (nulls[CC_KEY] == 'n')
 		return insert_call_direct(get_relname_relid("call_data", schema_retries_oid()),
@@ -1465,6 +1468,9 @@ retries_call(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("limit_key is longer than %d bytes", LIMIT_KEY_MAX),
 				 errhint("Use a short name for what the limit counts, such as an account id or a host name.")));
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+		args_check_encoding(VARDATA_ANY(PG_GETARG_TEXT_PP(5)),
+							VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(5)), "limit_key");
 	fnoid = PG_GETARG_OID(0);
 	args = PG_GETARG_JSONB_P(1);
 

@@ -789,6 +789,7 @@ call_args_canonicalize(Oid fnoid, Jsonb *args)
 	check_omitted_defaults(&params, result);
 
 	call_args_check_size(result, "args");
+	args_check_jsonb_encoding(result, "args");
 	return result;
 }
 

@@ -94,6 +94,7 @@ events_check_name(text *event, const char *argname)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is longer than %d bytes", argname, EVENT_NAME_MAX),
 				 errhint("Name the event, such as 'payment:' followed by an order id; keep what it carries in its payload.")));
+	args_check_encoding(VARDATA_ANY(event), VARSIZE_ANY_EXHDR(event), argname);
 }
 
 /*
@@ -234,7 +235,10 @@ retries_emit(PG_FUNCTION_ARGS)
 	values[2] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[2] = PG_ARGISNULL(1) ? 'n' : ' ';
 	if (!PG_ARGISNULL(1))
+	{
 		call_args_check_size(PG_GETARG_JSONB_P(1), "payload");
+		args_check_jsonb_encoding(PG_GETARG_JSONB_P(1), "payload");
+	}
 
 	access_become_owner(&save);
 	SPI_connect();

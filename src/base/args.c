@@ -17,6 +17,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
@@ -171,4 +172,84 @@ args_quotable(const char *text, int len)
 		return pnstrdup(text, len);
 	cut = pg_mbcliplen(text, len, QUOTE_MAX);
 	return psprintf("%.*s...", cut, text);
+}
+
+/*
+ * Text that is not valid in the database's encoding.  A role's SQL can
+ * make some (pg_stat_activity shows the queries of a database of another
+ * encoding as they are, and jsonb_build_array() or a RAISE takes them as
+ * they come); in the extension's tables, which hold every role's rows, one
+ * such value kept every role's calls out of a restore, whose COPY checks
+ * the encoding (the twenty-third hostile review, t/056).  What a role
+ * passes in is refused (args_check_encoding, 22021); what a role's code
+ * raised, or a command in another database reported, is kept with each
+ * byte that begins no character as '?' (args_valid_text).
+ */
+
+/*
+ * args_check_encoding -- raise 22021 if the 'len' bytes of 'text', which
+ * 'what' names, are not valid in the database's encoding
+ */
+void
+args_check_encoding(const char *text, int len, const char *what)
+{
+	if (pg_verifymbstr(text, len, true))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+			 errmsg("%s is not valid in the database's encoding, %s",
+					what, GetDatabaseEncodingName()),
+			 errdetail("The extension's tables hold every role's calls, and a restore of them checks every text."),
+			 errhint("Pass text converted to the database's encoding, such as convert_from()'s.")));
+}
+
+/*
+ * args_check_jsonb_encoding -- args_check_encoding() of every string and
+ * key in a jsonb value
+ */
+void
+args_check_jsonb_encoding(Jsonb *value, const char *what)
+{
+	JsonbIterator *it = JsonbIteratorInit(&value->root);
+	JsonbValue	v;
+	JsonbIteratorToken token;
+
+	while ((token = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if ((token == WJB_KEY || token == WJB_VALUE || token == WJB_ELEM) &&
+			v.type == jbvString)
+			args_check_encoding(v.val.string.val, v.val.string.len, what);
+	}
+}
+
+/*
+ * args_valid_text -- str if it is valid in the database's encoding (or
+ * NULL), else a copy in which each byte that begins no valid character is
+ * '?'
+ */
+const char *
+args_valid_text(const char *str)
+{
+	int			len;
+	char	   *copy;
+	char	   *p;
+
+	if (str == NULL)
+		return NULL;
+	len = strlen(str);
+	if (pg_verifymbstr(str, len, true))
+		return str;
+	copy = pstrdup(str);
+	for (p = copy; *p != '\0';)
+	{
+		int			l = pg_encoding_verifymbchar(GetDatabaseEncoding(), p, len - (p - copy));
+
+		if (l <= 0)
+		{
+			*p++ = '?';
+			continue;
+		}
+		p += l;
+	}
+	return copy;
 }

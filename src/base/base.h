@@ -18,6 +18,7 @@
 
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
 /* The SQLSTATE that retries.retry() raises; its class RT is always retried */
@@ -27,6 +28,9 @@
 extern int	retries_max_workers;
 extern int	retries_max_extra_workers;
 extern int	retries_max_runners;
+extern int	retries_max_databases;
+extern int	retries_max_cluster_workers;
+extern int	retries_worker_idle_timeout;
 extern int	retries_reserved_workers;
 extern int	retries_batch_size;
 extern bool retries_enabled;
@@ -96,6 +100,9 @@ extern int64 args_interval_arg(FunctionCallInfo fcinfo, int argno,
 							   const char *argname, bool positive);
 extern int64 args_interval_to_delay(const Interval *span);
 extern char *args_quotable(const char *text, int len);
+extern void args_check_encoding(const char *text, int len, const char *what);
+extern void args_check_jsonb_encoding(Jsonb *value, const char *what);
+extern const char *args_valid_text(const char *str);
 extern Interval *args_usecs_to_interval(int64 usecs);
 
 /* clock.c: the time of day, ahead of the system's by the debug offset */
@@ -141,24 +148,11 @@ extern CallState call_state_change(CallState from, CallState to);
 #define RETRIES_EVENT_LOCK_CLASS	(RETRIES_RUNNER_LOCK_CLASS + 3)
 /* and the one a batch holds on each key with a window whose call it starts */
 #define RETRIES_WINDOW_LOCK_CLASS	(RETRIES_RUNNER_LOCK_CLASS + 4)
-#define SET_LOCKTAG_RUNNER(tag, call_id) \
-	SET_LOCKTAG_ADVISORY((tag), MyDatabaseId, (uint32) ((uint64) (call_id) >> 32), \
-						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS)
 
 /*
- * And the one the runner itself holds while it runs the call: a cancel()
- * waits for it first, so that a cancel that holds a lock the procedure
- * waits for is a deadlock that PostgreSQL detects (unless the runner's own
- * code drops it with pg_advisory_unlock_all(): then a cancel that holds a
- * lock the procedure waits for waits until the attempt's time limit, which
- * only the role's own sessions can do to its own call)
+ * RETRIES_RUNNER_LOCK_CLASS + 1: the one the runner itself holds while it
+ * runs the call (their tags: SET_LOCKTAG_RUNNER and the other, shmem.h)
  */
-#define SET_LOCKTAG_RUNNER_PROCESS(tag, call_id) \
-	SET_LOCKTAG_RUNNER_PROCESS_IN(tag, MyDatabaseId, call_id)
-/* ... of a call of database dboid (a runner in another database holds it) */
-#define SET_LOCKTAG_RUNNER_PROCESS_IN(tag, dboid, call_id) \
-	SET_LOCKTAG_ADVISORY((tag), (dboid), (uint32) ((uint64) (call_id) >> 32), \
-						 (uint32) (call_id), RETRIES_RUNNER_LOCK_CLASS + 1)
 
 /* plans.c */
 extern SPIPlanPtr plans_prepare_kept(SPIPlanPtr *plan, const char *query,

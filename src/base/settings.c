@@ -22,6 +22,9 @@
 int			retries_max_workers = 2;
 int			retries_max_extra_workers = 2;
 int			retries_max_runners = 32;
+int			retries_max_databases = 1024;
+int			retries_max_cluster_workers = 16;
+int			retries_worker_idle_timeout = 10;	/* seconds; 0: never */
 int			retries_reserved_workers = 0;
 int			retries_batch_size = 100;
 bool		retries_enabled = true;
@@ -121,6 +124,22 @@ settings_define(void)
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("retries.max_cluster_workers",
+							"Most workers of all databases together, beside the runner places.",
+							"A database with due work gets one as the pool has room, the longest waiting first; while some wait, a worker leaves its database after a second of work.",
+							&retries_max_cluster_workers,
+							16, 1, 192,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("retries.worker_idle_timeout",
+							"How long a worker with nothing to do stays before it exits.",
+							"A database with nothing due holds no worker; its next due call or firing, or a call committed, starts one. 0: workers stay.",
+							&retries_worker_idle_timeout,
+							10, 0, 86400,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("retries.max_runners",
 							"Most procedures and commands of the cluster that run at once beside the workers.",
 							"Each takes two background-worker slots while it runs: its runner and the worker that waits for it. 0: they run in the database's own workers, one fewer than retries.max_workers at a time.",
@@ -140,6 +159,15 @@ settings_define(void)
 								"Each is an idle process that holds its slot, so that parallel queries and other extensions cannot take it; used when no other slot is free.",
 								&retries_reserved_workers,
 								0, 0, 32,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+
+	if (retries_preloaded)
+		DefineCustomIntVariable("retries.max_databases",
+								"Most databases of the cluster that the workers serve.",
+								"Each takes a small entry in shared memory, whether it has the extension or not.",
+								&retries_max_databases,
+								1024, 16, 100000,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 

@@ -411,6 +411,8 @@ evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
 	jb = result_to_jsonb(result_type, *result, *isnull);
 	sandbox_convert_result(false);
 	check_result_size(fnoid, jb);
+	if (jb != NULL)
+		args_check_jsonb_encoding(jb, "the result");
 	*result = PointerGetDatum(jb);
 	*isnull = jb == NULL;
 	*step = STEP_FUNCTION;
@@ -867,6 +869,8 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 		pending.values[c][row] = (isnull) ? (Datum) 0 : (value); \
 	} while (0)
 #define SET_TEXT(c, str) SET(c, CStringGetTextDatum(str), (str) == NULL)
+	/* what the code raised, as it is valid here (args_valid_text) */
+#define SET_RAISED(c, str) SET_TEXT(c, args_valid_text(str))
 	SET(OC_CALL_ID, Int64GetDatum(call->id), false);
 	SET(OC_ATTEMPT, Int32GetDatum(attempt), false);
 	SET(OC_STARTED, TimestampTzGetDatum(started_at), false);
@@ -878,14 +882,15 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 		next = DT_NOEND;
 	SET(OC_NEXT_ATTEMPT, TimestampTzGetDatum(next), out->delay < 0);
 	SET_TEXT(OC_SQLSTATE, out->sqlstate[0] ? out->sqlstate : NULL);
-	SET_TEXT(OC_MESSAGE, out->message);
-	SET_TEXT(OC_DETAIL, out->detail);
-	SET_TEXT(OC_HINT, out->hint);
-	SET_TEXT(OC_CONTEXT, out->context);
+	SET_RAISED(OC_MESSAGE, out->message);
+	SET_RAISED(OC_DETAIL, out->detail);
+	SET_RAISED(OC_HINT, out->hint);
+	SET_RAISED(OC_CONTEXT, out->context);
 	SET(OC_DELAY, Int64GetDatum(out->delay), out->delay < 0);
 	SET(OC_RESULT, PointerGetDatum(out->result), out->result == NULL);
-	SET_TEXT(OC_COMMAND_TAG, out->command_tag);
+	SET_RAISED(OC_COMMAND_TAG, out->command_tag);
 	SET(OC_PID, Int32GetDatum(out->pid == 0 ? MyProcPid : out->pid), out->pid < 0);
+#undef SET_RAISED
 #undef SET_TEXT
 #undef SET
 	if (out->result != NULL)
@@ -1107,7 +1112,7 @@ record_hook_error(int64 call_id, int32 attempt, const char *error)
 
 	values[0] = Int64GetDatum(call_id);
 	values[1] = Int32GetDatum(attempt);
-	values[2] = CStringGetTextDatum(error);
+	values[2] = CStringGetTextDatum(args_valid_text(error));
 	plans_prepare_kept(&plan,
 					   "UPDATE retries.attempt_data SET on_exhausted_error = $3"
 					   " WHERE call_id OPERATOR(pg_catalog.=) $1"

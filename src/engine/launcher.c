@@ -69,6 +69,8 @@
 #define COMPLAINT_INTERVAL_MS	(60 * 1000)
 /* How long an adopted slot whose worker never started is kept */
 #define ADOPT_GRACE_MS			10000
+/* How long before a database's work is due its worker is started */
+#define START_AHEAD_MS			500
 
 /* The workers this launcher started, by slot */
 typedef struct Launched
@@ -80,6 +82,12 @@ typedef struct Launched
 } Launched;
 
 static Launched launched[RETRIES_MAX_SLOTS];
+
+/*
+ * Workers of the pool in use (all but those in runner places), counted at
+ * the start of each round of manage_databases and as it starts more
+ */
+static int	pool_used = 0;
 
 PGDLLEXPORT void retries_launcher_main(Datum main_arg);
 
@@ -172,6 +180,7 @@ start_worker(Oid dboid, int slot_no)
 	w->gate_fn = InvalidOid;
 	w->gate_keyed = false;
 	w->stopped = false;
+	w->leaving = false;
 	w->moved_from = -1;
 	SpinLockAcquire(&w->mutex);
 	w->state = WORKER_STARTING;
@@ -198,7 +207,8 @@ start_worker(Oid dboid, int slot_no)
 		db = shmem_find_database(dboid, false);
 		if (slot_no >= retries_max_workers &&
 			(db == NULL || GetCurrentTimestamp() >= db->reserve_extra_after) &&
-			shmem_reserve_give(RESERVE_WORKER, worker.bgw_main_arg, &index, &reserve_generation))
+			shmem_reserve_give(RESERVE_WORKER, worker.bgw_main_arg, InvalidOid, &index,
+							   &reserve_generation))
 			return true;		/* it frees its slot itself, as an adopted one */
 		w->in_use = false;
 		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
@@ -214,7 +224,23 @@ start_worker(Oid dboid, int slot_no)
 	launched[slot].dboid = dboid;
 	launched[slot].slot_no = slot_no;
 	launched[slot].generation = generation;
+	pool_used++;
 	return true;
+}
+
+/*
+ * pool_room -- may one more worker start (retries.max_cluster_workers)?
+ * If not, database db, with work and no worker, waits for one from 'now'
+ * (the longest waiting are served first: manage_databases).
+ */
+static bool
+pool_room(RetriesDatabase *db, bool has_worker, TimestampTz now)
+{
+	if (pool_used < retries_max_cluster_workers)
+		return true;
+	if (!has_worker && db->waiting_since == 0)
+		db->waiting_since = now;
+	return false;
 }
 
 /*
@@ -255,7 +281,8 @@ reap_workers(TimestampTz now)
 		db = shmem_find_database(launched[i].dboid, false);
 		if (db != NULL && db->state == DB_PROBING)
 			shmem_set_db_state(db, DB_UNKNOWN);
-		if (db != NULL)
+		/* not after one that left idle, or a runner place: nothing failed */
+		if (db != NULL && !w->leaving && !RETRIES_IS_RUNNER_SLOT(w->slot_no))
 			db->next_start = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 	}
 	return any;
@@ -298,6 +325,8 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 	{
 		if (have[n])
 			continue;
+		if (!pool_room(db, true, now))
+			return 0;
 		if (!start_worker(db->dboid, n))
 			return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 		return held.next;
@@ -315,6 +344,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 {
 	bool		have[RETRIES_MAX_SLOTS] = {false};
 	int			wanted;
+	int			nbase = 0;
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
@@ -349,27 +379,65 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	switch (db->state)
 	{
 		case DB_UNKNOWN:
+			if (!have[0] && !pool_room(db, false, now))
+				return 0;
 			if (!have[0] && start_worker(db->dboid, 0))
+			{
+				db->waiting_since = 0;
 				shmem_set_db_state(db, DB_PROBING);
+			}
 			else if (!have[0])
+			{
+				if (db->waiting_since == 0)
+					db->waiting_since = now;
 				return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+			}
 			break;
 		case DB_ACTIVE:
+
+			/*
+			 * On demand (worker.c, "Workers on demand"): with no worker
+			 * wanted, one when a commit woke it or its work is due
+			 */
+			for (int n = 0; n < retries_max_workers && n < RETRIES_MAX_SLOTS; n++)
+				nbase += have[n];
+			if (db->woken ||
+				(db->wanted == 0 && db->due_at != 0 &&
+				 now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS)))
+			{
+				db->wanted = RETRIES_MAX_SLOTS;
+				db->woken = false;
+			}
+			if (db->wanted == 0)
+			{
+				db->waiting_since = 0;
+				return db->due_at != 0 ?
+					TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS) : 0;
+			}
 
 			/*
 			 * One worker at a time, and then the next database: when there
 			 * are not background workers enough for all, each database gets
 			 * its share, not the first ones all they want
 			 */
-			wanted = Min(retries_max_workers, RETRIES_MAX_SLOTS);
-			for (int n = 0; n < wanted; n++)
+			wanted = Min(Min(retries_max_workers, db->wanted), RETRIES_MAX_SLOTS);
+			for (int n = 0; n < retries_max_workers && n < RETRIES_MAX_SLOTS && nbase < wanted; n++)
 			{
 				if (have[n])
 					continue;
+				if (!pool_room(db, nbase > 0, now))
+					return 0;
 				if (!start_worker(db->dboid, n))
+				{
+					/* no background worker slot: it waits as for the pool */
+					if (nbase == 0 && db->waiting_since == 0)
+						db->waiting_since = now;
 					return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+				}
+				db->waiting_since = 0;
 				return now;		/* more to start, after the others */
 			}
+			db->waiting_since = 0;
 			return start_extra(db, have, now);
 		case DB_NO_EXTENSION:
 
@@ -405,7 +473,7 @@ served_now(Oid dboid)
 
 /*
  * read_databases -- the databases that workers may serve (allowing
- * connections, not templates), at most RETRIES_MAX_DATABASES of them, into
+ * connections, not templates), at most retries.max_databases of them, into
  * 'seen'; returns how many
  *
  * Those the workers serve now come first, then the others in pg_database's
@@ -438,7 +506,7 @@ read_databases(Oid *seen)
 		if (!dat->datallowconn || dat->datistemplate)
 			continue;
 		nall++;
-		if (nseen < RETRIES_MAX_DATABASES && served_now(dat->oid))
+		if (nseen < retries_max_databases && served_now(dat->oid))
 			seen[nseen++] = dat->oid;
 		else
 			others = lappend_oid(others, dat->oid);
@@ -447,23 +515,82 @@ read_databases(Oid *seen)
 	table_close(rel, AccessShareLock);
 	foreach(lc, others)
 	{
-		if (nseen < RETRIES_MAX_DATABASES)
+		if (nseen < retries_max_databases)
 			seen[nseen++] = lfirst_oid(lc);
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
-	if (nall > RETRIES_MAX_DATABASES && !complained)
+	if (nall > retries_max_databases && !complained)
 	{
 		ereport(LOG,
 				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
-						nall, RETRIES_MAX_DATABASES),
+						nall, retries_max_databases),
 				 errdetail("The databases served now keep their workers; of the others, those beyond the first %d found in pg_database get none.",
-						   RETRIES_MAX_DATABASES),
-				 errhint("Keep the extension in fewer databases, or mark unused ones ALLOW_CONNECTIONS false.")));
+						   retries_max_databases),
+				 errhint("Raise retries.max_databases, or mark unused databases ALLOW_CONNECTIONS false.")));
 		complained = true;
 	}
 	return nseen;
+}
+
+/*
+ * by_waiting -- qsort order of database entries: those that wait for room
+ * in the pool, the longest waiting first, then the others as they are
+ */
+static int
+by_waiting(const void *a, const void *b)
+{
+	TimestampTz wa = shmem_dbs[*(const int *) a].waiting_since;
+	TimestampTz wb = shmem_dbs[*(const int *) b].waiting_since;
+
+	if (wa != wb)
+		return wa == 0 ? 1 : wb == 0 ? -1 : wa < wb ? -1 : 1;
+	return *(const int *) a - *(const int *) b;
+}
+
+/*
+ * pool_in_use -- the workers of the pool: every worker slot in use but
+ * those in runner places.  Caller holds the lock.
+ */
+static int
+pool_in_use(void)
+{
+	RetriesWorker *w;
+	int			n = 0;
+
+	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+		n += !RETRIES_IS_RUNNER_SLOT(w->slot_no);
+	return n;
+}
+
+/*
+ * note_pool_waiting -- say how many databases wait for room in the pool;
+ * while any does, wake the idle workers, which then leave their databases
+ * (worker.c, "Workers on demand").  Caller holds the lock exclusively.
+ */
+static void
+note_pool_waiting(void)
+{
+	RetriesWorker *w;
+	int			waiting = 0;
+
+	for (int i = 0; i < retries_max_databases; i++)
+		waiting += OidIsValid(shmem_dbs[i].dboid) && shmem_dbs[i].waiting_since != 0;
+	if (waiting > 0 && retries_shared->pool_waiting == 0)
+	{
+		for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+		{
+			bool		idle;
+
+			SpinLockAcquire(&w->mutex);
+			idle = w->state == WORKER_IDLE;
+			SpinLockRelease(&w->mutex);
+			if (idle && w->latch != NULL)
+				SetLatch(w->latch);
+		}
+	}
+	retries_shared->pool_waiting = waiting;
 }
 
 /*
@@ -479,6 +606,8 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	static bool complained = false;
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = TimestampTzPlusMilliseconds(now, LAUNCHER_NAPTIME_MS);
+	int		   *order;
+	int			norder = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	*reaped = reap_workers(now);
@@ -493,9 +622,9 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	}
 
 	/* forget databases that are gone or no longer allow connections */
-	for (int i = 0; i < RETRIES_MAX_DATABASES && seen != NULL; i++)
+	for (int i = 0; i < retries_max_databases && seen != NULL; i++)
 	{
-		RetriesDatabase *db = &retries_shared->dbs[i];
+		RetriesDatabase *db = &shmem_dbs[i];
 		bool		present = false;
 
 		if (!OidIsValid(db->dboid))
@@ -519,22 +648,27 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 		{
 			ereport(LOG,
 					(errmsg("retries: no room to track database %u: workers serve at most %d databases",
-							seen[j], RETRIES_MAX_DATABASES)));
+							seen[j], retries_max_databases)));
 			complained = true;
 		}
 	}
 
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	/* the databases that wait for the pool longest first, then the others */
+	order = palloc(sizeof(int) * retries_max_databases);
+	for (int i = 0; i < retries_max_databases; i++)
+		if (OidIsValid(shmem_dbs[i].dboid))
+			order[norder++] = i;
+	qsort(order, norder, sizeof(int), by_waiting);
+	pool_used = pool_in_use();
+	for (int i = 0; i < norder; i++)
 	{
-		RetriesDatabase *db = &retries_shared->dbs[i];
-		TimestampTz when;
+		TimestampTz when = manage_database(&shmem_dbs[order[i]], now);
 
-		if (!OidIsValid(db->dboid))
-			continue;
-		when = manage_database(db, now);
 		if (when != 0)
 			next = Min(next, when);
 	}
+	pfree(order);
+	note_pool_waiting();
 	LWLockRelease(retries_shared->lock);
 	return next;
 }
@@ -569,7 +703,7 @@ retries_launcher_main(Datum main_arg)
 {
 	MemoryContext launcher_cxt;
 	TimestampTz last_read = 0;
-	Oid			seen[RETRIES_MAX_DATABASES];
+	Oid		   *seen;
 	int			nseen = 0;
 	bool		reaped = false;
 
@@ -585,6 +719,7 @@ retries_launcher_main(Datum main_arg)
 	launcher_cxt = AllocSetContextCreate(TopMemoryContext, "retries launcher",
 										 ALLOCSET_SMALL_SIZES);
 	MemoryContextSwitchTo(launcher_cxt);
+	seen = palloc(sizeof(Oid) * retries_max_databases);
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	retries_shared->launcher_pid = MyProcPid;

@@ -62,6 +62,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -120,6 +121,7 @@ typedef struct RunnerShared
 {
 	Oid			dboid;			/* the database it connects to */
 	Oid			origin;			/* the parent's (the call's) database */
+	int			encoding;		/* ... and its encoding, the text's */
 	Oid			roleoid;
 	int			cap_ms;			/* 0: none */
 	Oid			fnoid;			/* a procedure, its arguments (jsonb) in text;
@@ -186,6 +188,7 @@ launch(Oid dboid, Oid role, Oid fnoid, const char *text, int cap_ms,
 	memset(shared, 0, size);
 	shared->dboid = dboid;
 	shared->origin = MyDatabaseId;
+	shared->encoding = GetDatabaseEncoding();
 	shared->roleoid = role;
 	shared->cap_ms = cap_ms;
 	shared->fnoid = fnoid;
@@ -214,7 +217,7 @@ launch(Oid dboid, Oid role, Oid fnoid, const char *text, int cap_ms,
 		/* no slot free: a reserved worker's, if one is (reserve.c) */
 		run_handle = NULL;
 		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-		started = shmem_reserve_give(RESERVE_RUNNER, worker.bgw_main_arg, &run_reserve,
+		started = shmem_reserve_give(RESERVE_RUNNER, worker.bgw_main_arg, role, &run_reserve,
 									 &run_reserve_generation);
 		LWLockRelease(retries_shared->lock);
 	}
@@ -335,6 +338,58 @@ runner_poll(RunnerOutcome *outcome)
 	run_segment = NULL;
 	run_handle = NULL;
 	return true;
+}
+
+/*
+ * field_here -- one text of an outcome (RUNNER_TEXT_LEN bytes or fewer) in
+ * this database's encoding, converted from 'encoding' where it can be
+ * whole; else each byte that is not ASCII as '?'.  In a transaction.
+ */
+static void
+field_here(char *field, size_t size, int encoding)
+{
+	int			len = strlen(field);
+	Oid			proc = FindDefaultConversionProc(encoding, GetDatabaseEncoding());
+	unsigned char *dest;
+
+	if (len == 0)
+		return;
+	dest = palloc((Size) len * MAX_CONVERSION_GROWTH + 1);
+	if (OidIsValid(proc) &&
+		pg_do_encoding_conversion_buf(proc, encoding, GetDatabaseEncoding(),
+									  (unsigned char *) field, len,
+									  dest, len * MAX_CONVERSION_GROWTH + 1, true) == len)
+	{
+		int			cut = pg_mbcliplen((char *) dest, strlen((char *) dest), size - 1);
+
+		memcpy(field, dest, cut);
+		field[cut] = '\0';
+	}
+	else
+	{
+		for (char *p = field; *p != '\0'; p++)
+			if (IS_HIGHBIT_SET(*p))
+				*p = '?';
+	}
+	pfree(dest);
+}
+
+/*
+ * runner_outcome_here -- an outcome's texts, written by a runner in
+ * another database, in this one's encoding (field_here): stored as they
+ * came, text invalid here kept every role's calls out of a restore (the
+ * twenty-third hostile review, t/056).  In a transaction.
+ */
+void
+runner_outcome_here(RunnerOutcome *outcome)
+{
+	if (outcome->status == RUNNER_LOST || outcome->encoding == GetDatabaseEncoding())
+		return;
+	field_here(outcome->message, sizeof(outcome->message), outcome->encoding);
+	field_here(outcome->detail, sizeof(outcome->detail), outcome->encoding);
+	field_here(outcome->hint, sizeof(outcome->hint), outcome->encoding);
+	field_here(outcome->context, sizeof(outcome->context), outcome->encoding);
+	field_here(outcome->command_tag, sizeof(outcome->command_tag), outcome->encoding);
 }
 
 /*
@@ -522,6 +577,7 @@ note_outcome(RunnerStatus status, ErrorData *edata, const char *message)
 	out->capped = cap_reached;
 	out->retry_after = retries_retry_after_usecs;
 	out->pid = MyProcPid;
+	out->encoding = GetDatabaseEncoding();
 	if (status == RUNNER_SUCCEEDED)
 		strlcpy(out->command_tag, last_tag, sizeof(out->command_tag));
 	if (edata != NULL)
@@ -843,6 +899,31 @@ procedure_text(Oid fnoid, const char *args_text)
 }
 
 /*
+ * text_here -- a command's text, written in the encoding of the call's
+ * database, in this one's, as psql converts a script from its client
+ * encoding: in another database of another encoding it runs as written
+ * (the twenty-third hostile review, t/056: LATIN1's 'é' was 'Ã©'); a
+ * character this one lacks fails the attempt (22P05)
+ */
+static const char *
+text_here(const char *text)
+{
+	char	   *here;
+
+	if (child_shared->encoding == GetDatabaseEncoding())
+		return text;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	here = (char *) pg_do_encoding_conversion((unsigned char *) text, strlen(text),
+											  child_shared->encoding,
+											  GetDatabaseEncoding());
+	here = MemoryContextStrdup(TopMemoryContext, here);
+	CommitTransactionCommand();
+	return here;
+}
+
+/*
  * retries_runner_main -- the runner process: connect as the role, run the
  * text under the cap, note the outcome, exit
  */
@@ -922,7 +1003,7 @@ retries_runner_main(Datum arg)
 		if (OidIsValid(child_shared->fnoid))
 			run_script(procedure_text(child_shared->fnoid, child_shared->text));
 		else
-			run_script(child_shared->text);
+			run_script(text_here(child_shared->text));
 		note_outcome(RUNNER_SUCCEEDED, NULL, NULL);
 	}
 	PG_CATCH();

@@ -39,6 +39,7 @@ typedef struct RunnerOutcome
 														 * as psql shows it; ""
 														 * for none */
 	int			pid;			/* the process's; 0 if it said nothing */
+	int			encoding;		/* of the texts: the runner's database's */
 } RunnerOutcome;
 
 extern bool runner_launch(Oid role, const char *text, int cap_ms);
@@ -48,6 +49,7 @@ extern bool runner_launch_in(Oid dboid, Oid role, const char *text, int cap_ms,
 							 int64 call_id, int32 attempt);
 extern bool runner_busy(void);
 extern bool runner_poll(RunnerOutcome *outcome);
+extern void runner_outcome_here(RunnerOutcome *outcome);
 extern void runner_stop(void);
 extern bool runner_is_child(void);
 extern PGDLLEXPORT void retries_runner_main(Datum arg);

@@ -149,6 +149,26 @@
  * (recover_runner_places).  With retries.max_runners 0 the worker waits in
  * its own place, and at most retries.max_workers - 1 of them do.
  *
+ * Workers on demand.  A database with nothing due holds no worker: a
+ * worker that has had nothing to do for retries.worker_idle_timeout, with
+ * nothing it must look after (a firing that waits, calls held at a gate
+ * or for a runner, an error to retry, a copy settling), leaves
+ * (leave_database): under the exclusive lock it looks at its wake-up flag
+ * (a commit just woke it: it stays), marks itself leaving, lowers the
+ * database's count of wanted workers, and, the last to leave, writes when
+ * the database's next call or firing is due (due_at; at most
+ * IDLE_RECHECK_MS ahead, for what nothing wakes: retention, calls a
+ * restore loaded).  The launcher starts a worker again at due_at, or at
+ * once when a commit finds no worker that stays (shmem_wake_workers marks
+ * the database woken); the first worker that finds all of the database's
+ * workers busy raises the count back (note_all_busy).  All workers of all
+ * databases together are at most retries.max_cluster_workers (runner places
+ * aside): a database whose work finds the pool full waits, the longest
+ * waiting first, and while any waits a worker leaves its database when it
+ * has nothing to do, or after POOL_SLICE_MS of work (its database, due
+ * again at once, takes its turn behind the others).  With
+ * retries.worker_idle_timeout 0 no worker leaves: the pool only bounds.
+ *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
  * Each transaction of the worker also locks the extension (as an object),
@@ -660,15 +680,29 @@ static void
 note_all_busy(void)
 {
 	RetriesHeld held;
+	RetriesDatabase *db;
 	Latch	   *launcher;
+	bool		more;
 
-	if (retries_max_extra_workers == 0)
-		return;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	shmem_workers_held(MyDatabaseId, retries_max_workers, GetCurrentTimestamp(), &held);
 	launcher = retries_shared->launcher_latch;
-	if (held.base_busy >= retries_max_workers && launcher != NULL)
+	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers &&
+		launcher != NULL)
 		SetLatch(launcher);
+	/* on demand: all it has are busy, and it may have more */
+	db = shmem_find_database(MyDatabaseId, false);
+	more = db != NULL && held.base_busy >= held.base && held.base < retries_max_workers &&
+		db->wanted < retries_max_workers;
+	LWLockRelease(retries_shared->lock);
+	if (!more)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+		db->wanted = RETRIES_MAX_SLOTS;
+	if (retries_shared->launcher_latch != NULL)
+		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -1896,13 +1930,13 @@ move_to_runner_place(void)
 static void
 runner_place_freed(void)
 {
-	Oid			dbs[RETRIES_MAX_DATABASES];
+	Oid		   *dbs = palloc(sizeof(Oid) * retries_max_databases);
 	int			n = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	for (int i = 0; i < retries_max_databases; i++)
 	{
-		RetriesDatabase *db = &retries_shared->dbs[i];
+		RetriesDatabase *db = &shmem_dbs[i];
 
 		if (OidIsValid(db->dboid) && db->runner_held != db->runner_seen)
 			dbs[n++] = db->dboid;
@@ -1910,6 +1944,7 @@ runner_place_freed(void)
 	LWLockRelease(retries_shared->lock);
 	for (int i = 0; i < n; i++)
 		shmem_wake_workers(dbs[i], WAKE_CALLS);
+	pfree(dbs);
 }
 
 /*
@@ -2124,7 +2159,10 @@ run_in_runner(void)
 			SPI_connect();
 			PushActiveSnapshot(GetTransactionSnapshot());
 			if (lock_extension() == my_extension)
+			{
+				runner_outcome_here(&outcome);
 				execute_runner_end(call, started_at, runner_next.timeout, &outcome);
+			}
 		}
 		PG_CATCH();
 		{
@@ -2389,8 +2427,8 @@ write_lone_failure(const ErrorData *edata)
 	values[0] = Int64GetDatum(lone_call_id);
 	values[1] = Int32GetDatum(lone_attempt);
 	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
-	values[3] = CStringGetTextDatum(psprintf("the worker could not run or record this attempt: %s",
-											 edata->message));
+	values[3] = CStringGetTextDatum(args_valid_text(psprintf("the worker could not run or record this attempt: %s",
+															 edata->message)));
 	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
 	plans_prepare_kept(&plan,
 					   "WITH l AS ("
@@ -2917,6 +2955,142 @@ after_batch(int n, TimestampTz due)
 	return sleep_ms;
 }
 
+/* The furthest ahead a database with no worker is looked at again */
+#define IDLE_RECHECK_MS			(10 * 60 * 1000)
+/* How long a worker serves its database while others wait for the pool */
+#define POOL_SLICE_MS			1000
+
+/*
+ * pool_contended -- do databases with due work wait for room in the pool
+ * of workers (retries.max_cluster_workers)?
+ */
+static bool
+pool_contended(void)
+{
+	bool		contended;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	contended = retries_shared->pool_waiting > 0;
+	LWLockRelease(retries_shared->lock);
+	return contended;
+}
+
+/*
+ * may_leave -- may this worker leave its database now (see "Workers on
+ * demand")?  Not an extra one (it has its own rule), nor one that must
+ * look after something: a firing that waits, calls held at a gate, an
+ * error to retry, a bad row's one-by-one batches, a copy settling, calls
+ * held for a runner or a runner place to charge.
+ */
+static bool
+may_leave(void)
+{
+	RetriesDatabase *db;
+	bool		busy;
+
+	if (is_extra() || fire_waiting || gated || chains_recheck || fire_errors > 0 ||
+		one_by_one > 0 || lone_next != 0 || copy_made_at != 0 || !retries_enabled)
+		return false;
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(MyDatabaseId, false);
+	busy = db == NULL || db->runner_held != db->runner_seen || db->runners_lost != 0;
+	LWLockRelease(retries_shared->lock);
+	return !busy;
+}
+
+/*
+ * leave_database -- exit, leaving the database 'due_at' as when its work
+ * is next due if no other worker of it stays, unless a commit woke this
+ * worker meanwhile (then false: it goes on)
+ */
+static bool
+leave_database(TimestampTz due_at)
+{
+	RetriesDatabase *db;
+	RetriesWorker *w;
+	int			others = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&my_slot->woken) != 0)
+	{
+		LWLockRelease(retries_shared->lock);
+		return false;
+	}
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
+		if (w != my_slot && !w->leaving && w->slot_no < retries_max_workers)
+			others++;
+	my_slot->leaving = true;
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+	{
+		db->wanted = others;
+		if (others == 0)
+			db->due_at = due_at;
+	}
+	LWLockRelease(retries_shared->lock);
+	proc_exit(shmem_exit_code());
+	return true;				/* not reached */
+}
+
+/*
+ * leave_when_idle -- after a round that found nothing to run (due, when
+ * the next call is due, 0 if none is): leave if idle for
+ * retries.worker_idle_timeout, or at once while the pool is contended;
+ * never with retries.worker_idle_timeout 0
+ */
+static void
+leave_when_idle(TimestampTz ran_at, TimestampTz due)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz due_at = TimestampTzPlusMilliseconds(now, IDLE_RECHECK_MS);
+
+	/* 0: workers stay, whatever waits (as before 1.7) */
+	if (retries_worker_idle_timeout == 0)
+		return;
+	if (!TimestampDifferenceExceeds(ran_at, now, retries_worker_idle_timeout * 1000) &&
+		!pool_contended())
+		return;
+	if (!may_leave())
+		return;
+	if (due != 0)
+		due_at = Min(due_at, due);
+	if (retries_enabled && next_fire != 0)
+		due_at = Min(due_at, next_fire);
+	(void) leave_database(due_at);
+}
+
+/*
+ * idle_left_ms -- how long until this worker, which last ran calls at
+ * 'ran_at', may leave idle (leave_when_idle), plus a little; MAX_SLEEP_MS
+ * if it has been idle long enough already, or never leaves
+ */
+static long
+idle_left_ms(TimestampTz ran_at)
+{
+	long		left;
+
+	if (retries_worker_idle_timeout == 0)
+		return MAX_SLEEP_MS;
+	left = clock_system_ms_until(TimestampTzPlusMilliseconds(ran_at,
+															 retries_worker_idle_timeout * 1000));
+	return left > 0 ? left + 10 : MAX_SLEEP_MS;
+}
+
+/*
+ * leave_for_others -- after a round that ran calls: leave, the database
+ * due again at once, if it has been served for POOL_SLICE_MS while other
+ * databases wait for the pool
+ */
+static void
+leave_for_others(TimestampTz served_since)
+{
+	if (retries_worker_idle_timeout == 0 ||
+		!TimestampDifferenceExceeds(served_since, GetCurrentTimestamp(), POOL_SLICE_MS) ||
+		!pool_contended() || !may_leave())
+		return;
+	(void) leave_database(GetCurrentTimestamp());
+}
+
 /*
  * worker_stop -- the extension was dropped, or fewer workers are wanted:
  * let the launcher know, and exit.  An extension dropped and created again
@@ -2961,6 +3135,7 @@ void
 retries_worker_main(Datum main_arg)
 {
 	TimestampTz ran_at = GetCurrentTimestamp();
+	TimestampTz started_at = ran_at;
 	TimestampTz last_prune = 0;
 	TimestampTz last_error = 0;
 	int			errors = 0;
@@ -3027,11 +3202,21 @@ retries_worker_main(Datum main_arg)
 			break;				/* the extension was dropped */
 		if (n > 0 && grown_too_much())
 			proc_exit(shmem_exit_code());	/* the launcher starts a fresh one */
+		if (n > 0)
+		{
+			ran_at = GetCurrentTimestamp();
+			if (!is_extra())
+				leave_for_others(started_at);
+		}
 		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
 			continue;
-		if (n > 0)
-			ran_at = GetCurrentTimestamp();
+		if (n == 0 && !is_extra())
+		{
+			leave_when_idle(ran_at, due);
+			/* ... and look again when it will have been idle long enough */
+			sleep_ms = Min(sleep_ms, idle_left_ms(ran_at));
+		}
 		if (is_extra())
 		{
 			/* an extra stays only while the others are held */

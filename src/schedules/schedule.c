@@ -189,6 +189,7 @@ check_schedule(ScheduleSpec *spec, TimestampTz now, TimestampTz *first,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid name: a schedule's name must be at most %d bytes, not %zu",
 						SCHEDULE_NAME_MAX, strlen(spec->name))));
+	args_check_encoding(spec->name, strlen(spec->name), "name");
 	check_function(spec->fnoid);
 	recurring_every_parse(spec->every, &every);
 	tz = recurring_time_zone(spec->timezone);

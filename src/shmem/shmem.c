@@ -29,6 +29,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
@@ -44,12 +45,16 @@ RetriesBackendWait *shmem_backend_waits = NULL;
 /* retries.max_rate_limits of them, after the waits (gates.c) */
 RetriesRateSlot *shmem_rate_slots = NULL;
 
+/* retries.max_databases of them, after the rate slots */
+RetriesDatabase *shmem_dbs = NULL;
+
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 
 /*
  * shared_size -- bytes of shared memory: RetriesShared, then a
- * RetriesBackendWait per backend, then retries.max_rate_limits rate slots
+ * RetriesBackendWait per backend, then retries.max_rate_limits rate slots,
+ * then retries.max_databases database entries
  */
 static Size
 backend_waits_size(void)
@@ -58,10 +63,17 @@ backend_waits_size(void)
 }
 
 static Size
+rate_slots_size(void)
+{
+	return MAXALIGN(mul_size(retries_max_rate_limits, sizeof(RetriesRateSlot)));
+}
+
+static Size
 shared_size(void)
 {
-	return add_size(add_size(MAXALIGN(sizeof(RetriesShared)), backend_waits_size()),
-					mul_size(retries_max_rate_limits, sizeof(RetriesRateSlot)));
+	return add_size(add_size(add_size(MAXALIGN(sizeof(RetriesShared)), backend_waits_size()),
+							 rate_slots_size()),
+					mul_size(retries_max_databases, sizeof(RetriesDatabase)));
 }
 
 /*
@@ -92,6 +104,7 @@ shmem_startup(void)
 		((char *) retries_shared + MAXALIGN(sizeof(RetriesShared)));
 	shmem_rate_slots = (RetriesRateSlot *)
 		((char *) shmem_backend_waits + backend_waits_size());
+	shmem_dbs = (RetriesDatabase *) ((char *) shmem_rate_slots + rate_slots_size());
 	if (!found)
 	{
 		memset(retries_shared, 0, shared_size());
@@ -134,9 +147,9 @@ shmem_find_database(Oid dboid, bool create)
 {
 	RetriesDatabase *free_entry = NULL;
 
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	for (int i = 0; i < retries_max_databases; i++)
 	{
-		RetriesDatabase *db = &retries_shared->dbs[i];
+		RetriesDatabase *db = &shmem_dbs[i];
 
 		if (db->dboid == dboid)
 			return db;
@@ -148,6 +161,7 @@ shmem_find_database(Oid dboid, bool create)
 	memset(free_entry, 0, sizeof(RetriesDatabase));
 	free_entry->dboid = dboid;
 	free_entry->runner_held = 1;	/* a crash may have left some */
+	free_entry->wanted = RETRIES_MAX_SLOTS; /* all it may have, until idle */
 	free_entry->state = DB_UNKNOWN; /* a new entry: no transition */
 	return free_entry;
 }
@@ -168,6 +182,9 @@ shmem_set_db_state(RetriesDatabase *db, RetriesDbState state)
 		   (db->state == DB_PROBING && state == DB_UNKNOWN) ||
 		   (db->state != DB_NO_EXTENSION && state == DB_ACTIVE) ||
 		   (db->state == DB_NO_EXTENSION && state == DB_UNKNOWN));
+	/* found anew: all the workers it may have, until they leave idle */
+	if (state == DB_ACTIVE && db->state != DB_ACTIVE)
+		db->wanted = RETRIES_MAX_SLOTS;
 	db->state = state;
 }
 
@@ -234,7 +251,7 @@ shmem_note_restore(Oid dboid)
 	RetriesRestore *free_entry = NULL;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	for (int i = 0; i < RETRIES_MAX_RESTORES; i++)
 	{
 		RetriesRestore *r = &retries_shared->restores[i];
 
@@ -265,7 +282,7 @@ void
 shmem_forget_restores(void)
 {
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	for (int i = 0; i < RETRIES_MAX_RESTORES; i++)
 	{
 		RetriesRestore *r = &retries_shared->restores[i];
 
@@ -330,7 +347,7 @@ shmem_restoring(Oid dboid)
 	if (pg_atomic_read_u32(&retries_shared->nrestores) == 0)
 		return 0;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_DATABASES && pid == 0; i++)
+	for (int i = 0; i < RETRIES_MAX_RESTORES && pid == 0; i++)
 		if (retries_shared->restores[i].dboid == dboid)
 			pid = retries_shared->restores[i].pid;
 	LWLockRelease(retries_shared->lock);
@@ -420,14 +437,14 @@ shmem_note_loads(Oid dboid, Oid extoid, bool refused, uint32 loaded)
 	RetriesLoads *entry = NULL;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_DATABASES && entry == NULL; i++)
+	for (int i = 0; i < RETRIES_MAX_RESTORES && entry == NULL; i++)
 		if (retries_shared->loads[i].dboid == dboid)
 			entry = &retries_shared->loads[i];
 	if (entry == NULL)
 	{
 		entry = &retries_shared->loads[retries_shared->next_loads];
 		retries_shared->next_loads =
-			(retries_shared->next_loads + 1) % RETRIES_MAX_DATABASES;
+			(retries_shared->next_loads + 1) % RETRIES_MAX_RESTORES;
 	}
 	if (entry->dboid != dboid || entry->extoid != extoid)
 		memset(entry, 0, sizeof(RetriesLoads));
@@ -449,7 +466,7 @@ shmem_loads(Oid dboid, Oid extoid, uint32 *loaded)
 
 	*loaded = 0;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_DATABASES; i++)
+	for (int i = 0; i < RETRIES_MAX_RESTORES; i++)
 	{
 		RetriesLoads *entry = &retries_shared->loads[i];
 
@@ -528,12 +545,24 @@ shmem_reserve_begin(int index)
 
 /*
  * shmem_reserve_give -- give job 'job' with argument 'arg' to a free reserved
- * worker; false if none is free.  Its index and generation into *index and
+ * worker; false if none is free, or if 'role' (a runner's, or InvalidOid)
+ * has half of them running its runners already (rounded up): they are few,
+ * and no role takes all of them from the others (the twenty-third hostile
+ * review, t/031_trust_review_2.pl 4: with runner places, one role's
+ * procedures took both).  Its index and generation into *index and
  * *generation.  Caller holds the LWLock exclusively.
  */
 bool
-shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index, uint32 *generation)
+shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
+				   uint32 *generation)
 {
+	int			of_role = 0;
+
+	for (int i = 0; i < RETRIES_MAX_RESERVES && OidIsValid(role); i++)
+		of_role += retries_shared->reserves[i].job == RESERVE_RUNNER &&
+			retries_shared->reserves[i].role == role;
+	if (OidIsValid(role) && of_role >= (retries_reserved_workers + 1) / 2)
+		return false;
 	for (int i = 0; i < RETRIES_MAX_RESERVES; i++)
 	{
 		RetriesReserve *r = &retries_shared->reserves[i];
@@ -542,6 +571,7 @@ shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index, uint32 *generat
 			continue;
 		r->job = job;
 		r->arg = arg;
+		r->role = role;
 		r->had_job = true;
 		r->generation++;
 		*index = i;
@@ -606,23 +636,43 @@ shmem_exit_code(void)
  * or schedule just committed is picked up at once; 'why' is WAKE_CALLS,
  * WAKE_FIRE or both (the flags first: see RetriesWorker.woken; SetLatch()
  * orders the two)
+ *
+ * A database with no worker that stays (none, or all leaving idle: worker.c,
+ * "Workers on demand"; a worker in a runner place claims nothing) is
+ * marked woken instead, and the launcher starts one.  A worker that leaves
+ * looks at its woken flag under the exclusive lock as it marks itself
+ * leaving, so one of the two always sees the other.
  */
 void
 shmem_wake_workers(Oid dboid, uint32 why)
 {
 	RetriesWorker *w;
+	RetriesDatabase *db;
+	bool		stays = false;
 
 	if (retries_shared == NULL)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
 	{
+		if (!w->leaving && !RETRIES_IS_RUNNER_SLOT(w->slot_no))
+			stays = true;
 		if (w->latch != NULL)
 		{
 			pg_atomic_fetch_or_u32(&w->woken, why);
 			SetLatch(w->latch);
 		}
 	}
+	LWLockRelease(retries_shared->lock);
+	if (stays || !OidIsValid(dboid))
+		return;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, false);
+	if (db != NULL)
+		db->woken = true;
+	if (retries_shared->launcher_latch != NULL)
+		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -678,30 +728,66 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 #define PRIVATE_LOCK_BUCKETS	16
 
 /*
+ * keyed_lock_tag -- the tag of a lock of class 'lockclass' of database
+ * dboid on 'what' (len bytes): an advisory lock whose fields are a SHA-256
+ * of 'what' and the class keyed by the shared memory's secret (see
+ * shmem_private_lock), so that pg_locks, which every role reads, tells
+ * nothing of what it locks
+ */
+static void
+keyed_lock_tag(LOCKTAG *tag, Oid dboid, uint16 lockclass, const void *what, size_t len)
+{
+	static const uint8 no_secret[32];
+	const uint8 *secret = retries_shared != NULL ? retries_shared->lock_secret
+	: no_secret;
+	ResourceOwner saved = CurrentResourceOwner;
+	ResourceOwner owner = NULL;
+	pg_cryptohash_ctx *ctx;
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint32		words[2];
+
+	/* a runner takes its lock outside any transaction: the hash needs one */
+	if (CurrentResourceOwner == NULL)
+		CurrentResourceOwner = owner = ResourceOwnerCreate(NULL, "retries lock tag");
+	ctx = pg_cryptohash_create(PG_SHA256);
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, secret, 32) < 0 ||
+		pg_cryptohash_update(ctx, what, len) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) &lockclass, sizeof(lockclass)) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "retries: could not hash a lock's name");
+	pg_cryptohash_free(ctx);
+	if (owner != NULL)
+	{
+		CurrentResourceOwner = saved;
+		ResourceOwnerDelete(owner);
+	}
+	memcpy(words, digest, sizeof(words));
+	SET_LOCKTAG_ADVISORY(*tag, dboid, words[0], words[1], lockclass);
+}
+
+/*
  * private_lock_tag -- the tag of a private lock of class 'lockclass' of role
  * 'role' on 'which' (a name's bucket, or its hash): see shmem_private_lock
  */
 static void
 private_lock_tag(LOCKTAG *tag, uint16 lockclass, Oid role, uint32 which)
 {
-	static const uint8 no_secret[32];
-	const uint8 *secret = retries_shared != NULL ? retries_shared->lock_secret
-	: no_secret;
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-	uint32		words[2];
+	uint32		what[2] = {role, which};
 
-	if (ctx == NULL ||
-		pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, secret, 32) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) &role, sizeof(role)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) &lockclass, sizeof(lockclass)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) &which, sizeof(which)) < 0 ||
-		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
-		elog(ERROR, "retries: could not hash a lock's name");
-	pg_cryptohash_free(ctx);
-	memcpy(words, digest, sizeof(words));
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, words[0], words[1], lockclass);
+	keyed_lock_tag(tag, MyDatabaseId, lockclass, what, sizeof(what));
+}
+
+/*
+ * shmem_runner_lock_tag -- the tag of a runner's lock of class 'lockclass'
+ * on call 'call_id' of database dboid (SET_LOCKTAG_RUNNER): keyed as a
+ * private lock's
+ */
+void
+shmem_runner_lock_tag(LOCKTAG *tag, Oid dboid, int64 call_id, uint16 lockclass)
+{
+	keyed_lock_tag(tag, dboid, lockclass, &call_id, sizeof(call_id));
 }
 
 /*

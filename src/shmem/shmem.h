@@ -22,13 +22,17 @@
 #include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/lockdefs.h"
+#include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
 #include "core/rate.h"
 
-/* Most databases and worker slots tracked at once */
-#define RETRIES_MAX_DATABASES	128
+/*
+ * Most restores of databases noted at once (the databases themselves:
+ * retries.max_databases, shmem_dbs), and worker slots
+ */
+#define RETRIES_MAX_RESTORES	128
 #define RETRIES_MAX_SLOTS		256
 /*
  * A worker's bgw_main_arg: its slot in the low 8 bits, the slot's
@@ -103,6 +107,15 @@ typedef struct RetriesDatabase
 	uint32		runner_seen;	/* what it was when a worker last found none
 								 * held: different, there may be some */
 	Oid			runner_role;	/* whose held call was let go last */
+	int			wanted;			/* base workers it wants now: as many as
+								 * retries.max_workers while it has work,
+								 * fewer as idle ones leave; 0: none until
+								 * due_at or a wake (worker.c, "Workers on
+								 * demand") */
+	TimestampTz due_at;			/* with wanted 0: when its work is next due */
+	bool		woken;			/* a change committed for it found no worker */
+	TimestampTz waiting_since;	/* it has work, no worker, and the pool no
+								 * room (retries.max_cluster_workers) */
 	uint64		runners_lost;	/* a bit per runner place whose worker exited
 								 * with its attempt in flight, uncharged
 								 * (worker.c, "Runner places") */
@@ -150,6 +163,7 @@ typedef struct RetriesWorker
 								 * itself, under the LWLock */
 	bool		gate_keyed;		/* that attempt's call has a limit_key, */
 	int64		gate_key;		/* whose hash this is */
+	bool		leaving;		/* it exits, idle: wake the launcher, not it */
 	int			moved_from;		/* the slot_no it left for a runner place
 								 * (RETRIES_RUNNER_SLOT_BASE) while it moves
 								 * its in-flight record, or -1 */
@@ -281,6 +295,7 @@ typedef struct RetriesReserve
 								 * process ends */
 	RetriesReserveJob job;		/* RESERVE_NONE: free for one */
 	Datum		arg;
+	Oid			role;			/* a runner's: whose call it runs */
 	TimestampTz started_at;		/* when its process began */
 	bool		had_job;		/* its process was given a job */
 } RetriesReserve;
@@ -295,12 +310,13 @@ typedef struct RetriesShared
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
 	bool		reread_databases;	/* pg_database changed: read it again */
+	int			pool_waiting;	/* databases with work waiting for room in the
+								 * pool (set by the launcher) */
 	uint32		next_generation;	/* of worker slots */
-	RetriesDatabase dbs[RETRIES_MAX_DATABASES];
 	pg_atomic_uint32 nrestores; /* entries of restores[] in use */
-	RetriesRestore restores[RETRIES_MAX_DATABASES];
+	RetriesRestore restores[RETRIES_MAX_RESTORES];
 	int			next_loads;		/* where the next entry goes */
-	RetriesLoads loads[RETRIES_MAX_DATABASES];
+	RetriesLoads loads[RETRIES_MAX_RESTORES];
 	RetriesWorker workers[RETRIES_MAX_SLOTS];
 	int			ninterrupted;	/* entries in use */
 	int			next_interrupted;	/* where the next entry goes */
@@ -312,9 +328,13 @@ typedef struct RetriesShared
 
 extern RetriesShared *retries_shared;
 
-/* after it: a wait entry per backend (waits.c), then the rate slots (gates.c) */
+/*
+ * after it: a wait entry per backend (waits.c), the rate slots (gates.c),
+ * and the databases (retries.max_databases of them, under the LWLock)
+ */
 extern RetriesBackendWait *shmem_backend_waits;
 extern RetriesRateSlot *shmem_rate_slots;
+extern RetriesDatabase *shmem_dbs;
 
 /*
  * shmem_next_worker -- the next worker slot after *i that is in use, by a
@@ -364,12 +384,36 @@ extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHel
 extern long shmem_reserve_pause(int index);
 extern bool shmem_in_reserve(void);
 extern void shmem_reserve_begin(int index);
-extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, int *index,
+extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 							   uint32 *generation);
 extern pid_t shmem_reserve_running(int index, uint32 generation);
 extern void shmem_reserve_terminate(int index, uint32 generation);
 extern int	shmem_exit_code(void);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
+extern void shmem_runner_lock_tag(LOCKTAG *tag, Oid dboid, int64 call_id,
+								  uint16 lockclass);
+
+/*
+ * Their tags name the call by a keyed hash (shmem_runner_lock_tag), not by
+ * its id: pg_locks shows them to every role (the twenty-third hostile
+ * review, t/056: another role read the ids of a role's running commands)
+ */
+#define SET_LOCKTAG_RUNNER(tag, call_id) \
+	shmem_runner_lock_tag(&(tag), MyDatabaseId, (call_id), RETRIES_RUNNER_LOCK_CLASS)
+/*
+ * And the one the runner itself holds while it runs the call: a cancel()
+ * waits for it first, so that a cancel that holds a lock the procedure
+ * waits for is a deadlock that PostgreSQL detects (unless the runner's own
+ * code drops it with pg_advisory_unlock_all(): then a cancel that holds a
+ * lock the procedure waits for waits until the attempt's time limit, which
+ * only the role's own sessions can do to its own call)
+ */
+#define SET_LOCKTAG_RUNNER_PROCESS(tag, call_id) \
+	SET_LOCKTAG_RUNNER_PROCESS_IN(tag, MyDatabaseId, call_id)
+/* ... of a call of database dboid (a runner in another database holds it) */
+#define SET_LOCKTAG_RUNNER_PROCESS_IN(tag, dboid, call_id) \
+	shmem_runner_lock_tag(&(tag), (dboid), (call_id), RETRIES_RUNNER_LOCK_CLASS + 1)
+
 extern void shmem_stop_workers(Oid dboid, int pause_secs);
 extern bool shmem_call_is_running(int64 call_id);
 extern void shmem_private_lock(uint16 lockclass, Oid role, const char *name,

@@ -838,7 +838,7 @@ restore_hold(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many databases are being restored at once"),
-				 errdetail("retries notes at most %d restores at a time.", RETRIES_MAX_DATABASES),
+				 errdetail("retries notes at most %d restores at a time.", RETRIES_MAX_RESTORES),
 				 errhint("Restore the others first.")));
 }
 

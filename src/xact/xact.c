@@ -257,8 +257,12 @@ xact_callback(XactEvent event, void *arg)
 				shmem_reread_databases();
 			if (names_changed_at_commit)
 				shmem_names_changed(MyDatabaseId);
+			/* a resume may let held calls go: the workers look at once */
 			if (gates_changed_at_commit)
+			{
 				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
+				wake_workers_at_commit |= WAKE_FIRE;
+			}
 			if (wake_workers_at_commit != 0)
 				shmem_wake_workers(MyDatabaseId, wake_workers_at_commit);
 			finished_at_end(true);
