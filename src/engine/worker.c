@@ -302,6 +302,14 @@ static int	fire_errors = 0;
  * may leave a gate room to release more
  */
 static bool gated = false;
+
+/*
+ * When the database's work was next due as its last worker left it (on
+ * demand: see "Workers on demand"), for the first firing step of a worker
+ * started for it: firings from then on are on time however late, since no
+ * worker was there to see them (schedule_fire_due); 0 otherwise
+ */
+static TimestampTz fire_late_from = 0;
 static bool gate_touched = false;
 
 /* followers left for later (see chains.c): the next sleep is short */
@@ -2558,7 +2566,8 @@ fire_step(void)
 			TimestampTz tx_now = clock_xact_now();
 			TimestampTz release;
 
-			next_fire = schedule_fire_due(tx_now, copy_made_at, &fire_waiting);
+			next_fire = schedule_fire_due(tx_now, copy_made_at, fire_late_from,
+										  &fire_waiting);
 			release = flow_release_held(tx_now, &gated);
 			(void) chains_pending();
 			if (release != 0 && (next_fire == 0 || release < next_fire))
@@ -2573,6 +2582,7 @@ fire_step(void)
 		SPI_finish();
 		commit_transaction();
 		fire_errors = 0;
+		fire_late_from = 0;
 	}
 	PG_CATCH();
 	{
@@ -2864,6 +2874,12 @@ worker_start(Datum main_arg)
 	}
 	else if (db != NULL)
 		shmem_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
+	/* started for work that was due when the last worker left (on demand) */
+	if (db != NULL && present)
+	{
+		fire_late_from = db->due_at;
+		db->due_at = 0;
+	}
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);

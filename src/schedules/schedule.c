@@ -37,7 +37,9 @@
  * worker was busy) is missed, unless it is the latest one due and within
  * catch_up of now: then it fires once.  The others are counted in
  * `missed`.  With the default catch_up of 0, an outage's firings are all
- * missed, as with cron.
+ * missed, as with cron.  A database whose workers left it idle (on
+ * demand) is no outage: the firings due from when its last worker left,
+ * which the worker started for them sees late, fire (late_from).
  *
  * Overlap.  The previous firing's call (last_call) still unfinished:
  * 'skip' counts the firing as skipped; 'queue' marks the schedule queued
@@ -83,6 +85,9 @@ PG_FUNCTION_INFO_V1(retries_pause_schedule);
 PG_FUNCTION_INFO_V1(retries_resume_schedule);
 PG_FUNCTION_INFO_V1(retries_trigger);
 PG_FUNCTION_INFO_V1(retries_alter_schedule);
+
+/* Firings due from then on are on time however late (schedule_fire_due) */
+static TimestampTz fire_late_from = 0;
 
 /* How late a firing may be seen and still be on time, catch_up aside */
 #define FIRING_SLACK_USECS		(1 * USECS_PER_SEC)
@@ -880,7 +885,8 @@ advance(Firing *f, TimestampTz now)
 		if (next <= now)
 			next = recurring_every_next(&every, tz, f->origin, now);
 	}
-	on_time = now - latest <= f->catch_up + FIRING_SLACK_USECS;
+	on_time = now - latest <= f->catch_up + FIRING_SLACK_USECS ||
+		(fire_late_from != 0 && latest >= fire_late_from);
 	f->next_run = next;
 
 	/*
@@ -1192,10 +1198,13 @@ schedule_arm_at_start(void)
  * no schedule is active.  *waiting says whether a queued firing waits for
  * a call to finish.  A schedule made before 'made_before' (0: none) is not
  * fired: a copy of a database brought it, and it is to be paused
- * (home.c).
+ * (home.c).  A firing due at 'late_from' or later (0: none) is on time
+ * however late: its database had no worker to see it (worker.c, "Workers
+ * on demand"), which is no outage.
  */
 TimestampTz
-schedule_fire_due(TimestampTz now, TimestampTz made_before, bool *waiting)
+schedule_fire_due(TimestampTz now, TimestampTz made_before, TimestampTz late_from,
+				  bool *waiting)
 {
 	static SPIPlanPtr due_plans[2];
 	static SPIPlanPtr queued_plans[2];
@@ -1214,6 +1223,7 @@ schedule_fire_due(TimestampTz now, TimestampTz made_before, bool *waiting)
 	TimestampTz wait_until = DT_NOEND;
 	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
 
+	fire_late_from = late_from;
 	if (due_plans[policies] == NULL)
 		plans_prepare_kept(&due_plans[policies],
 						   psprintf(FIRING_COLUMNS

@@ -13,6 +13,7 @@
 
 extern void schedule_arm_at_start(void);
 extern TimestampTz schedule_fire_due(TimestampTz now, TimestampTz made_before,
+									 TimestampTz late_from,
 									 bool *waiting);
 
 #endif							/* RETRIES_SCHEDULES_H */
