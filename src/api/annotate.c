@@ -788,6 +788,17 @@ retries_annotate(PG_FUNCTION_ARGS)
 	/* look again: it may have been dropped while we waited for the lock */
 	tup = lookup_function(fnoid, "fn");
 	check_plain_function(tup, fnoid, "function");
+
+	/*
+	 * Its name is written into the extension's tables, and into every call's
+	 * row as it is dumped: valid in the database's encoding, or a restore of
+	 * every role's rows fails (the twenty-fourth hostile review, t/058)
+	 */
+	{
+		char	   *signature = format_procedure_qualified(fnoid);
+
+		args_check_encoding(signature, strlen(signature), "the function's name");
+	}
 	ReleaseSysCache(tup);
 
 	build_policy(fcinfo, &policy);

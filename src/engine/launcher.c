@@ -111,14 +111,18 @@ launcher_register(void)
 }
 
 /*
- * start_worker -- start the worker for slot 'slot_no' of a database
+ * start_worker -- start the worker for slot 'slot_no' of a database; in a
+ * reserved worker if no background worker slot is free and it is an extra
+ * worker or, 'first', the database's only one (with workers on demand, a
+ * parallel query that took every slot kept a database whose workers had
+ * left from getting one: the twenty-fourth hostile review, t/058)
  *
  * Returns false if no slot or no background worker could be had (the
  * launcher tries again later, and says so in the log now and then).
  * Caller holds the lock exclusively.
  */
 static bool
-start_worker(Oid dboid, int slot_no)
+start_worker(Oid dboid, int slot_no, bool first)
 {
 	static TimestampTz last_complaint = 0;
 	BackgroundWorker worker;
@@ -205,7 +209,7 @@ start_worker(Oid dboid, int slot_no)
 		/* no slot free: a reserved worker's, if one is (reserve.c) */
 		launched[slot].handle = NULL;
 		db = shmem_find_database(dboid, false);
-		if (slot_no >= retries_max_workers &&
+		if ((first || slot_no >= retries_max_workers) &&
 			(db == NULL || GetCurrentTimestamp() >= db->reserve_extra_after) &&
 			shmem_reserve_give(RESERVE_WORKER, worker.bgw_main_arg, InvalidOid, &index,
 							   &reserve_generation))
@@ -325,9 +329,10 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 	{
 		if (have[n])
 			continue;
-		if (!pool_room(db, true, now))
+		/* held workers wait for an extra as a database waits for its first */
+		if (!pool_room(db, false, now))
 			return 0;
-		if (!start_worker(db->dboid, n))
+		if (!start_worker(db->dboid, n, false))
 			return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 		return held.next;
 	}
@@ -381,7 +386,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 		case DB_UNKNOWN:
 			if (!have[0] && !pool_room(db, false, now))
 				return 0;
-			if (!have[0] && start_worker(db->dboid, 0))
+			if (!have[0] && start_worker(db->dboid, 0, true))
 			{
 				db->waiting_since = 0;
 				shmem_set_db_state(db, DB_PROBING);
@@ -427,7 +432,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 					continue;
 				if (!pool_room(db, nbase > 0, now))
 					return 0;
-				if (!start_worker(db->dboid, n))
+				if (!start_worker(db->dboid, n, nbase == 0))
 				{
 					/* no background worker slot: it waits as for the pool */
 					if (nbase == 0 && db->waiting_since == 0)

@@ -2314,9 +2314,18 @@ run_batch(TimestampTz *due)
 		run_in_runner();
 		if (retries_max_runners > 0)
 			runner_place_freed();
-		/* the place it left has another worker now */
+
+		/*
+		 * The place it left has another worker now, which the outcome's
+		 * consequences (a retry, calls after it) wake: there may be none (on
+		 * demand), and then the launcher starts one (the twenty-fourth
+		 * hostile review, t/058)
+		 */
 		if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no))
+		{
+			shmem_wake_workers(MyDatabaseId, WAKE_CALLS | WAKE_FIRE);
 			proc_exit(shmem_exit_code());
+		}
 	}
 	if (one_by_one > 0 && b.n > 0 && (!OidIsValid(one_by_one_role) || b.role == one_by_one_role))
 		one_by_one--;
@@ -3004,14 +3013,31 @@ may_leave(void)
 	RetriesDatabase *db;
 	bool		busy;
 
-	if (is_extra() || fire_waiting || gated || chains_recheck || fire_errors > 0 ||
-		one_by_one > 0 || lone_next != 0 || copy_made_at != 0 || !retries_enabled)
+	if (is_extra() || !retries_enabled)
+		return false;
+	if (fire_waiting || gated || chains_recheck || fire_errors > 0 ||
+		one_by_one > 0 || lone_next != 0 || copy_made_at != 0)
 		return false;
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	db = shmem_find_database(MyDatabaseId, false);
 	busy = db == NULL || db->runner_held != db->runner_seen || db->runners_lost != 0;
 	LWLockRelease(retries_shared->lock);
 	return !busy;
+}
+
+/*
+ * look_after_soon -- may this worker leave its database although it looks
+ * after something (may_leave says not): its database is due again within
+ * FIRE_CHECK_MS, and takes its turn in the pool, so that no database's
+ * gates or queued firings hold a worker idle for good (the twenty-fourth
+ * hostile review, t/058: sixteen databases of a role's, with a full rate
+ * gate each, or a command schedule queued behind its held command, kept
+ * the pool)
+ */
+static bool
+look_after_soon(void)
+{
+	return !is_extra() && retries_enabled && one_by_one == 0 && lone_next == 0;
 }
 
 /*
@@ -3025,6 +3051,7 @@ leave_database(TimestampTz due_at)
 	RetriesDatabase *db;
 	RetriesWorker *w;
 	int			others = 0;
+	int			others_free = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u32(&my_slot->woken) != 0)
@@ -3033,8 +3060,28 @@ leave_database(TimestampTz due_at)
 		return false;
 	}
 	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-		if (w != my_slot && !w->leaving && w->slot_no < retries_max_workers)
-			others++;
+	{
+		bool		free;
+
+		if (w == my_slot || w->leaving || w->slot_no >= retries_max_workers)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		free = w->state != WORKER_RUNNING;
+		SpinLockRelease(&w->mutex);
+		others++;
+		others_free += free;
+	}
+
+	/*
+	 * The last free worker of a database whose others are busy stays, so that
+	 * a call made now has one (the twenty-fourth hostile review, t/058: the
+	 * idle worker left, and alice's call waited for mallory's long one)
+	 */
+	if (others > 0 && others_free == 0)
+	{
+		LWLockRelease(retries_shared->lock);
+		return false;
+	}
 	my_slot->leaving = true;
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL)
@@ -3059,15 +3106,21 @@ leave_when_idle(TimestampTz ran_at, TimestampTz due)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz due_at = TimestampTzPlusMilliseconds(now, IDLE_RECHECK_MS);
+	bool		contended;
 
 	/* 0: workers stay, whatever waits (as before 1.7) */
 	if (retries_worker_idle_timeout == 0)
 		return;
+	contended = pool_contended();
 	if (!TimestampDifferenceExceeds(ran_at, now, retries_worker_idle_timeout * 1000) &&
-		!pool_contended())
+		!contended)
 		return;
 	if (!may_leave())
-		return;
+	{
+		if (!look_after_soon())
+			return;
+		due_at = TimestampTzPlusMilliseconds(now, FIRE_CHECK_MS);
+	}
 	if (due != 0)
 		due_at = Min(due_at, due);
 	if (retries_enabled && next_fire != 0)
@@ -3102,7 +3155,7 @@ leave_for_others(TimestampTz served_since)
 {
 	if (retries_worker_idle_timeout == 0 ||
 		!TimestampDifferenceExceeds(served_since, GetCurrentTimestamp(), POOL_SLICE_MS) ||
-		!pool_contended() || !may_leave())
+		!pool_contended() || !look_after_soon())
 		return;
 	(void) leave_database(GetCurrentTimestamp());
 }
