@@ -166,6 +166,17 @@ sub refused
 	return;
 }
 
+# started_before_last(id, where): whether call id's attempt started before
+# the last attempt of the calls mc that 'where' names
+sub started_before_last
+{
+	my ($id, $where) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT a.started_at < (SELECT max(m.started_at) FROM retries.attempts m"
+		  . "  JOIN retries.calls mc ON mc.id = m.call_id WHERE $where)"
+		  . " FROM retries.attempts a WHERE a.call_id = $id");
+}
+
 sub outcome
 {
 	my ($id) = @_;
@@ -322,11 +333,7 @@ wait_until($node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE scheduled_by = 'mallory'::regrole"
 	  . " AND command IS NOT NULL AND state = 'succeeded'",
 	'60', 'a: mallory\'s 60 commands all run');
-is($node->safe_psql('postgres',
-		"SELECT a.started_at < (SELECT max(m.started_at) FROM retries.attempts m"
-		  . "  JOIN retries.calls mc ON mc.id = m.call_id WHERE mc.scheduled_by = 'mallory'::regrole"
-		  . "  AND mc.command IS NOT NULL)"
-		  . " FROM retries.attempts a WHERE a.call_id = $cmd"),
+is(started_before_last($cmd, "mc.scheduled_by = 'mallory'::regrole AND mc.command IS NOT NULL"),
 	't', 'a: ... before the last of mallory\'s 60, made before it (turns between roles, not her queue first)');
 
 # b. calls: mallory's long calls of the highest priority
@@ -346,12 +353,7 @@ wait_until($node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'mallory.slow()'::regprocedure"
 	  . " AND state = 'succeeded'",
 	'30', 'b: mallory\'s 30 long calls all run');
-is($node->safe_psql('postgres',
-		"SELECT a.started_at < (SELECT max(m.started_at) FROM retries.attempts m"
-		  . "  JOIN retries.calls mc ON mc.id = m.call_id"
-		  . "  WHERE mc.fn = 'mallory.slow()'::regprocedure)"
-		  . " FROM retries.attempts a WHERE a.call_id = $low"),
-	't', 'b: ... before the last of mallory\'s 30 long calls of the highest priority, made before it');
+is(started_before_last($low, "mc.fn = 'mallory.slow()'::regprocedure"), 't', 'b: ... before the last of mallory\'s 30 long calls of the highest priority, made before it');
 
 # c. bounded, checked inputs
 my ($out, $err) = try_as($node, 'postgres', 'alice',

@@ -807,29 +807,33 @@ take_slot(uint32 generation)
 }
 
 /*
- * wake_for_lost_place -- a worker that leaves a runner place it marked
- * lost (worker_exit) wakes the database's other workers, now that the
- * place is free, to charge its attempt (recover_runner_places); under the
- * lock, which the caller holds exclusively
+ * runner_place_bit -- the bit of a runner place in RetriesDatabase's
+ * runners_lost (and runner_places_taken), for a slot_no; 0 for a slot_no
+ * that is no runner place
  */
-static void
-wake_for_lost_place(void)
+static uint64
+runner_place_bit(int slot_no)
 {
-	RetriesDatabase *db = shmem_find_database(MyDatabaseId, false);
-	RetriesWorker *w;
+	if (!RETRIES_IS_RUNNER_SLOT(slot_no) ||
+		slot_no >= RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
+		return 0;
+	return UINT64CONST(1) << (slot_no - RETRIES_RUNNER_SLOT_BASE);
+}
 
-	if (db == NULL || my_slot->slot_no >= RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS ||
-		(db->runners_lost &
-		 (UINT64CONST(1) << (my_slot->slot_no - RETRIES_RUNNER_SLOT_BASE))) == 0)
-		return;
+/*
+ * runner_places_taken -- the runner places of this database that a worker
+ * holds, a bit each (runner_place_bit); under the lock, which the caller
+ * holds
+ */
+static uint64
+runner_places_taken(void)
+{
+	RetriesWorker *w;
+	uint64		taken = 0;
+
 	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-	{
-		if (w->latch != NULL)
-		{
-			pg_atomic_fetch_or_u32(&w->woken, WAKE_CALLS);
-			SetLatch(w->latch);
-		}
-	}
+		taken |= runner_place_bit(w->slot_no);
+	return taken;
 }
 
 /*
@@ -839,6 +843,9 @@ wake_for_lost_place(void)
 static void
 release_slot(int code, Datum arg)
 {
+	RetriesDatabase *db;
+	bool		lost;
+
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	Assert(my_slot->pid == MyProcPid);
 	my_slot->in_use = false;
@@ -850,9 +857,16 @@ release_slot(int code, Datum arg)
 	SpinLockRelease(&my_slot->mutex);
 	if (retries_shared->launcher_latch)
 		SetLatch(retries_shared->launcher_latch);
-	if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no))
-		wake_for_lost_place();
+	db = shmem_find_database(MyDatabaseId, false);
+	lost = db != NULL && (db->runners_lost & runner_place_bit(my_slot->slot_no)) != 0;
 	LWLockRelease(retries_shared->lock);
+
+	/*
+	 * A runner place it marked lost (worker_exit) is free now: the database's
+	 * workers charge its attempt (recover_runner_places)
+	 */
+	if (lost)
+		shmem_wake_workers(MyDatabaseId, WAKE_CALLS);
 }
 
 /*
@@ -914,16 +928,14 @@ worker_exit(int code, Datum arg)
 	 * In a runner place no worker comes next in its slot: the database's
 	 * other workers charge it from there (recover_runner_places)
 	 */
-	if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no) &&
-		my_slot->slot_no < RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
+	if (runner_place_bit(my_slot->slot_no) != 0)
 	{
 		RetriesDatabase *db;
 
 		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 		db = shmem_find_database(MyDatabaseId, false);
 		if (db != NULL)
-			db->runners_lost |=
-				UINT64CONST(1) << (my_slot->slot_no - RETRIES_RUNNER_SLOT_BASE);
+			db->runners_lost |= runner_place_bit(my_slot->slot_no);
 		LWLockRelease(retries_shared->lock);
 	}
 }
@@ -1900,18 +1912,14 @@ static void
 move_to_runner_place(void)
 {
 	RetriesDatabase *db;
-	RetriesWorker *w;
-	bool		taken[RETRIES_MAX_RUNNERS] = {false};
+	uint64		unusable;
 	int			to = -1;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, false);
-	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-		if (RETRIES_IS_RUNNER_SLOT(w->slot_no) &&
-			w->slot_no < RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
-			taken[w->slot_no - RETRIES_RUNNER_SLOT_BASE] = true;
+	unusable = db != NULL ? runner_places_taken() | db->runners_lost : ~UINT64CONST(0);
 	for (int j = 0; j < RETRIES_MAX_RUNNERS && to < 0; j++)
-		if (!taken[j] && db != NULL && (db->runners_lost & (UINT64CONST(1) << j)) == 0)
+		if ((unusable & (UINT64CONST(1) << j)) == 0)
 			to = RETRIES_RUNNER_SLOT_BASE + j;
 	if (to >= 0)
 	{
@@ -1966,7 +1974,6 @@ static void
 recover_runner_places(void)
 {
 	RetriesDatabase *db;
-	RetriesWorker *w;
 	uint64		lost;
 	uint64		done = 0;
 	uint64		charged = 0;
@@ -1975,10 +1982,8 @@ recover_runner_places(void)
 	db = shmem_find_database(MyDatabaseId, false);
 	lost = db != NULL ? db->runners_lost : 0;
 	/* not while the worker that left it is still on its way out */
-	for (int i = -1; lost != 0 && (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-		if (RETRIES_IS_RUNNER_SLOT(w->slot_no) &&
-			w->slot_no < RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
-			lost &= ~(UINT64CONST(1) << (w->slot_no - RETRIES_RUNNER_SLOT_BASE));
+	if (lost != 0)
+		lost &= ~runner_places_taken();
 	LWLockRelease(retries_shared->lock);
 	if (lost == 0)
 		return;
