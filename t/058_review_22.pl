@@ -126,22 +126,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
-# the defaults of the pool, written out; reserved workers; room for them all
-my $node = review_node('review_22', q{
-max_worker_processes = 48
-retries.worker_idle_timeout = 10
-retries.max_cluster_workers = 16
-retries.reserved_workers = 2
-});
+# the defaults of the pool; reserved workers; tpl, a template with the
+# extension
+my $node = pool_review_node('review_22');
 my $log_offset = -s $node->logfile;
 my $tmp = PostgreSQL::Test::Utils::tempdir;
-
-review_roles($node, 'postgres');
-$node->safe_psql('postgres', q{
-ALTER ROLE mallory CREATEDB;
-CREATE DATABASE tpl IS_TEMPLATE true;
-});
-$node->safe_psql('tpl', 'CREATE EXTENSION retries');
 
 # pool_sql: the workers of the pool (all databases)
 my $pool_sql = "SELECT count(*) FROM pg_stat_activity"

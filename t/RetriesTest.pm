@@ -49,6 +49,7 @@ our @EXPORT = qw(
   gate_sql
   start_parallel_hog
   review_node
+  pool_review_node
   review_roles
   paused_reboot_schedule
   pg_cron_node
@@ -179,6 +180,30 @@ retries.max_extra_workers = 2
 max_prepared_transactions = 10
 } . ($conf // ''));
 	$node->start;
+	return $node;
+}
+
+# pool_review_node(NAME): a review_node with the DEFAULTS of the pool,
+# written out (workers leave idle databases; 16 for all), two reserved
+# workers, room for them all; alice, bob and mallory (review_roles), mallory
+# with CREATEDB; and database tpl, a template with the extension in it
+# (what a cluster of tenants' databases has)
+sub pool_review_node
+{
+	my ($name) = @_;
+	my $node = review_node($name, q{
+max_worker_processes = 48
+retries.worker_idle_timeout = 10
+retries.max_cluster_workers = 16
+retries.reserved_workers = 2
+});
+
+	review_roles($node, 'postgres');
+	$node->safe_psql('postgres', q{
+ALTER ROLE mallory CREATEDB;
+CREATE DATABASE tpl IS_TEMPLATE true;
+});
+	$node->safe_psql('tpl', 'CREATE EXTENSION retries');
 	return $node;
 }
 

@@ -509,7 +509,7 @@ policy_values(Oid fnoid, const Policy *policy, Oid role, Datum *values, char *nu
 {
 	memset(nulls, ' ', POLICY_COLUMNS);
 	values[0] = ObjectIdGetDatum(fnoid);
-	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
+	values[1] = CStringGetTextDatum(names_signature(fnoid));
 	values[2] = Int32GetDatum(policy->max_attempts);
 	nulls[2] = policy->max_attempts > 0 ? ' ' : 'n';
 	values[3] = IntervalPGetDatum(args_usecs_to_interval(policy->min_delay));
@@ -788,17 +788,6 @@ retries_annotate(PG_FUNCTION_ARGS)
 	/* look again: it may have been dropped while we waited for the lock */
 	tup = lookup_function(fnoid, "fn");
 	check_plain_function(tup, fnoid, "function");
-
-	/*
-	 * Its name is written into the extension's tables, and into every call's
-	 * row as it is dumped: valid in the database's encoding, or a restore of
-	 * every role's rows fails (the twenty-fourth hostile review, t/058)
-	 */
-	{
-		char	   *signature = format_procedure_qualified(fnoid);
-
-		args_check_encoding(signature, strlen(signature), "the function's name");
-	}
 	ReleaseSysCache(tup);
 
 	build_policy(fcinfo, &policy);

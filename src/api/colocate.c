@@ -321,7 +321,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 	insert = mailbox_insert(rel, place.colocation);
 
 	values[0] = PointerGetDatum(key);
-	values[1] = CStringGetTextDatum(format_procedure_qualified(fnoid));
+	values[1] = CStringGetTextDatum(names_signature(fnoid));
 	values[2] = JsonbPGetDatum(args);
 	for (int i = 3; i < MAILBOX_COLUMNS; i++)
 	{

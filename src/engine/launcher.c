@@ -235,11 +235,14 @@ start_worker(Oid dboid, int slot_no, bool first)
 /*
  * pool_room -- may one more worker start (retries.max_cluster_workers)?
  * If not, database db, with work and no worker, waits for one from 'now'
- * (the longest waiting are served first: manage_databases).
+ * (the longest waiting are served first: manage_databases).  A database
+ * that has a worker gets no second while others wait for their first.
  */
 static bool
 pool_room(RetriesDatabase *db, bool has_worker, TimestampTz now)
 {
+	if (has_worker && retries_shared->pool_waiting > 0)
+		return false;
 	if (pool_used < retries_max_cluster_workers)
 		return true;
 	if (!has_worker && db->waiting_since == 0)
@@ -402,7 +405,10 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 
 			/*
 			 * On demand (worker.c, "Workers on demand"): with no worker
-			 * wanted, one when a commit woke it or its work is due
+			 * wanted, one when a commit woke it or its work is due; more once
+			 * it finds itself busy (note_all_busy), so that a visit of a
+			 * database among many due at once (a schedule every minute in
+			 * each) starts no second worker that finds nothing to do
 			 */
 			for (int n = 0; n < retries_max_workers && n < RETRIES_MAX_SLOTS; n++)
 				nbase += have[n];
@@ -410,7 +416,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				(db->wanted == 0 && db->due_at != 0 &&
 				 now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS)))
 			{
-				db->wanted = RETRIES_MAX_SLOTS;
+				db->wanted = Max(db->wanted, 1);
 				db->woken = false;
 			}
 			if (db->wanted == 0)

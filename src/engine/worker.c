@@ -131,9 +131,10 @@
  * retries.max_runners above 0 (the default, 32) the waiting does not take a
  * place of the database's own: the worker that begins such an attempt
  * reserves one of the cluster's runner places (reserve_runner: fewer than
- * retries.max_runners in use, and fewer than three quarters of them by the
- * call's role, so that one role's long commands always leave places to the
- * others); it waits for the runner in its place, and once the runner has
+ * retries.max_runners in use, fewer than three quarters of them by the
+ * call's role, and the last quarter only to a role that holds none, so
+ * that one role's long commands, or a few roles' together, leave places to
+ * the others); it waits for the runner in its place, and once the runner has
  * run for RUNNER_MOVE_AFTER_MS (a second) it moves to a slot_no of its own
  * from RETRIES_RUNNER_SLOT_BASE on (move_to_runner_place: its in-flight
  * record goes with it, ledger_move), the launcher starts another worker in
@@ -168,6 +169,10 @@
  * has nothing to do, or after POOL_SLICE_MS of work (its database, due
  * again at once, takes its turn behind the others).  With
  * retries.worker_idle_timeout 0 no worker leaves: the pool only bounds.
+ * Each visit of a database is a new process: what one visit did that the
+ * next need not redo (the pruning, the '@reboot' arming, the refresh of
+ * function signatures) is kept in the database's shared memo
+ * (RetriesDbMemo), so that a visit costs little more than its calls.
  *
  * DROP EXTENSION.  The backend that runs DROP EXTENSION stops the workers
  * first (hooks.c), so that the drop does not wait for their running calls.
@@ -231,6 +236,8 @@
 /* Pruning: how often, and how many calls per transaction */
 #define PRUNE_INTERVAL_MS		10000
 #define PRUNE_BATCH				1000
+/* Housekeeping waits at most this long while the pool is contended */
+#define HOUSEKEEPING_DEFER_MS	(10 * 60 * 1000)
 
 /*
  * Calls a worker leaves alone: those it could not even fail, and in an
@@ -680,6 +687,37 @@ is_extra(void)
 }
 
 /*
+ * What the database's wanted was before this worker's batch raised it
+ * (note_all_busy), -1 if it did not
+ */
+static int	raised_from = -1;
+
+/*
+ * note_batch_done -- this worker's batch has ended: if it raised the
+ * database's count of wanted workers and no other worker has come since,
+ * lower it again, so that a short batch (a schedule's firing in each of
+ * many databases) does not start a second worker that would find nothing
+ * to do; a long one (a call that runs for minutes) has it by now, or as
+ * soon as the pool has room
+ */
+static void
+note_batch_done(void)
+{
+	RetriesHeld held;
+	RetriesDatabase *db;
+
+	if (raised_from < 0)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	shmem_workers_held(MyDatabaseId, retries_max_workers, GetCurrentTimestamp(), &held);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL && held.base <= 1 && db->wanted == RETRIES_MAX_SLOTS)
+		db->wanted = Max(raised_from, 1);
+	LWLockRelease(retries_shared->lock);
+	raised_from = -1;
+}
+
+/*
  * note_all_busy -- this worker has begun a batch: if the database's other
  * workers are all busy too, wake the launcher, which then looks again when
  * they will count as held, to start an extra worker (see "Extra workers")
@@ -698,7 +736,11 @@ note_all_busy(void)
 	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers &&
 		launcher != NULL)
 		SetLatch(launcher);
-	/* on demand: all it has are busy, and it may have more */
+
+	/*
+	 * on demand: all it has are busy, and it may have more (the launcher
+	 * starts them once no other database waits for its first: pool_room)
+	 */
 	db = shmem_find_database(MyDatabaseId, false);
 	more = db != NULL && held.base_busy >= held.base && held.base < retries_max_workers &&
 		db->wanted < retries_max_workers;
@@ -708,7 +750,10 @@ note_all_busy(void)
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL)
+	{
+		raised_from = db->wanted;
 		db->wanted = RETRIES_MAX_SLOTS;
+	}
 	if (retries_shared->launcher_latch != NULL)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
@@ -762,6 +807,8 @@ set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 	SpinLockRelease(&my_slot->mutex);
 	if (began && !is_extra())
 		note_all_busy();
+	else if (changed && state != WORKER_RUNNING)
+		note_batch_done();
 }
 
 /*
@@ -1195,14 +1242,15 @@ extra_wanted(void)
 }
 
 /*
- * idle_in_reserve -- an extra worker that runs in a reserved worker
- * (reserve.c) and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS
- * ago or more, gives the reserved worker back: it exits, and no reserved
- * worker goes to an extra worker of this database for
- * RESERVE_EXTRA_BACKOFF_MS.  The database wants an extra (a call waits
- * for a place to run a procedure in, say) that it cannot use: the call's
- * role has one running.  Reserved workers are few, for the whole cluster,
- * and a runner of another database may be waiting for one.
+ * idle_in_reserve -- a worker that runs in a reserved worker (reserve.c)
+ * and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS ago or more,
+ * gives the reserved worker back: it exits, and no reserved worker goes to
+ * a worker of this database for RESERVE_EXTRA_BACKOFF_MS.  An extra: the
+ * database wants one (a call waits for a place to run a procedure in, say)
+ * that it cannot use, the call's role having one running; a database's own
+ * worker: the roles whose calls are due hold another reserved worker
+ * (reserve_roles), or none are.  Reserved workers are few, for the whole
+ * cluster, and a runner or another database may be waiting for one.
  */
 static bool
 idle_in_reserve(TimestampTz ran_at)
@@ -1262,6 +1310,28 @@ running_roles(Oid *roles)
 }
 
 /*
+ * reserve_roles -- the roles whose calls run in another reserved worker
+ * (reserve.c), of any database, into roles[]; returns how many.  Reserved
+ * workers are few, for the whole cluster, there for when parallel queries
+ * or other extensions take every other background worker: a worker that
+ * runs in one takes no call of a role that holds another already, so that
+ * one role's calls in many databases cannot take them all (the twenty-fifth
+ * hostile review, t/059: the first workers of two databases of mallory's
+ * took both, and alice's database had none); idle, it gives its reserved
+ * worker back (idle_in_reserve).
+ */
+static int
+reserve_roles(Oid *roles)
+{
+	int			n;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	n = shmem_reserve_roles(roles);
+	LWLockRelease(retries_shared->lock);
+	return n;
+}
+
+/*
  * claim_first -- claim the first call of a batch, which makes it a batch
  * of that call's role (see claim.c); returns 1, or 0 if no call is due
  *
@@ -1274,7 +1344,9 @@ running_roles(Oid *roles)
  * call that can be claimed, of a priority above 0, then of 0; else, when
  * no call of priority 0 or above is due, one below 0 (*below_zero set).
  * An extra worker takes only the head of a role that has no call running
- * in another worker (see "Extra workers").
+ * in another worker (see "Extra workers"); a worker in a reserved worker,
+ * only that of a role whose calls run in no other reserved worker
+ * (reserve_roles).
  */
 static int
 claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
@@ -1293,6 +1365,9 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 	}
 	if (is_extra())
 		return claim_heads(calls, now, &last_role, avoid, running_roles(avoid),
+						   skipped, nskipped, true, below_zero);
+	if (shmem_in_reserve())
+		return claim_heads(calls, now, &last_role, avoid, reserve_roles(avoid),
 						   skipped, nskipped, true, below_zero);
 	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
 					skipped, nskipped, false, below_zero);
@@ -1703,6 +1778,18 @@ role_runner_share(void)
 }
 
 /*
+ * runner_places_kept -- how many runner places only roles that hold none
+ * may take: a quarter of them, so that a role's command finds a place while
+ * fewer than that many other roles each hold one beside those that hold
+ * the rest (see "Runner places")
+ */
+static int
+runner_places_kept(void)
+{
+	return retries_max_runners / 4;
+}
+
+/*
  * runners_in_use -- how many workers of the cluster (other than this one)
  * hold a runner place, into *total, and their roles, each once, into
  * roles[] with how many places each holds into counts[]; returns how many
@@ -1743,9 +1830,13 @@ runners_in_use(int *total, Oid *roles, int *counts)
 
 /*
  * runner_places_free -- how many runner places are free, and the roles
- * that may take none of them, holding their share (role_runner_share),
- * into capped[], with their number into *ncapped; under the shared lock,
- * which the caller holds
+ * that may take none of them into capped[], with their number into
+ * *ncapped: those that hold their share (role_runner_share), and, when no
+ * more places are free than the quarter kept for roles that hold none
+ * (runner_places_kept), every role that holds one (the twenty-fifth
+ * hostile review, t/059: two roles together held every place, and a third
+ * role's command waited for theirs to end).  Under the shared lock, which
+ * the caller holds.
  */
 static int
 runner_places_free(Oid *capped, int *ncapped)
@@ -1754,12 +1845,13 @@ runner_places_free(Oid *capped, int *ncapped)
 	int			counts[RETRIES_MAX_SLOTS];
 	int			total;
 	int			n = runners_in_use(&total, roles, counts);
+	int			free = Max(retries_max_runners - total, 0);
 
 	*ncapped = 0;
 	for (int i = 0; i < n; i++)
-		if (counts[i] >= role_runner_share())
+		if (counts[i] >= role_runner_share() || free <= runner_places_kept())
 			capped[(*ncapped)++] = roles[i];
-	return Max(retries_max_runners - total, 0);
+	return free;
 }
 
 /*
@@ -2609,6 +2701,59 @@ fire_step(void)
 }
 
 /*
+ * housekeeping_deferred -- do other databases wait for room in the pool
+ * (pool_contended)?  Then a worker's housekeeping (pruning, the refresh of
+ * signatures and of stale rows) waits, up to HOUSEKEEPING_DEFER_MS since
+ * the database's last, so that a visit of a database among many due at
+ * once costs little more than its calls
+ */
+static bool pool_contended(void);
+
+static bool
+housekeeping_deferred(void)
+{
+	return retries_worker_idle_timeout != 0 && pool_contended();
+}
+
+/*
+ * memo_read -- what the database's earlier workers did (RetriesDbMemo),
+ * as it was when this worker first asked
+ */
+static const RetriesDbMemo *
+memo_read(void)
+{
+	static RetriesDbMemo memo;
+	static bool read = false;
+
+	if (!read)
+	{
+		shmem_memo_read(MyDatabaseId, &memo);
+		read = true;
+	}
+	return &memo;
+}
+
+/* memo_write_pruned -- finished calls were pruned at 'at' */
+static void
+memo_write_pruned(TimestampTz at)
+{
+	RetriesDbMemo memo = {0};
+
+	memo.pruned_at = at;
+	shmem_memo_write(MyDatabaseId, &memo);
+}
+
+/* memo_write_armed -- the '@reboot' schedules are armed (committed) */
+static void
+memo_write_armed(void)
+{
+	RetriesDbMemo memo = {0};
+
+	memo.armed = true;
+	shmem_memo_write(MyDatabaseId, &memo);
+}
+
+/*
  * names_step -- paused or not, at the start, after each rename that
  * committed, and every few seconds, write the function references that a
  * restore or pg_upgrade brought anew and rewrite the signatures that
@@ -2621,7 +2766,7 @@ names_step(void)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 
-	if (!names_refresh_due())
+	if (!names_refresh_due(housekeeping_deferred(), HOUSEKEEPING_DEFER_MS))
 		return;
 	PG_TRY();
 	{
@@ -2635,6 +2780,7 @@ names_step(void)
 		}
 		PopActiveSnapshot();
 		commit_transaction();
+		names_refresh_committed();
 	}
 	PG_CATCH();
 	{
@@ -2650,11 +2796,12 @@ names_step(void)
  * another, only once it has settled the calls and schedules that the copy
  * brought (home.c), those that no other transaction holds: the others are
  * settled as the worker claims them, and it tries again now and then.  The
- * first time, too, the schedules of '@reboot' are made due if the server
- * started since they last fired, and since they were made or resumed
- * (schedule_arm_at_start: the schedules say so, so a worker's own start,
- * or a database closed to connections and opened again, makes none due
- * twice).  On an error, logged, the worker does not serve until it tries
+ * first time, too, unless an earlier worker of the database did since the
+ * server started (memo_read), the schedules of '@reboot' are made due if
+ * the server started since they last fired, and since they were made or
+ * resumed (schedule_arm_at_start: the schedules say so, so a worker's own
+ * start, or a database closed to connections and opened again, makes none
+ * due twice).  On an error, logged, the worker does not serve until it tries
  * again.
  */
 static bool
@@ -2662,6 +2809,7 @@ serving(void)
 {
 	static bool settled = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool armed = false;
 
 	if (!retries_enabled)
 		return false;
@@ -2681,12 +2829,17 @@ serving(void)
 			SPI_connect();
 			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
 			finish_cancelled(ids, n);
-			if (!settled)
+			if (!settled && !memo_read()->armed)
+			{
 				schedule_arm_at_start();
+				armed = true;
+			}
 			SPI_finish();
 		}
 		PopActiveSnapshot();
 		commit_transaction();
+		if (armed)
+			memo_write_armed();
 		if (made_at == 0)
 			tables_forget_made_database(MyDatabaseId);
 		copy_made_at = made_at;
@@ -2727,10 +2880,12 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 	{
 		if (my_slot->slot_no == 0 &&
 			TimestampDifferenceExceeds(*last_prune, GetCurrentTimestamp(),
-									   PRUNE_INTERVAL_MS))
+									   housekeeping_deferred() ?
+									   HOUSEKEEPING_DEFER_MS : PRUNE_INTERVAL_MS))
 		{
 			prune();
 			*last_prune = GetCurrentTimestamp();
+			memo_write_pruned(*last_prune);
 		}
 		if (serve)
 		{
@@ -2989,6 +3144,8 @@ after_batch(int n, TimestampTz due)
 #define IDLE_RECHECK_MS			(10 * 60 * 1000)
 /* How long a worker serves its database while others wait for the pool */
 #define POOL_SLICE_MS			1000
+/* A worker whose database has work due this soon does not leave it */
+#define STAY_FOR_DUE_MS			1000
 
 /*
  * pool_contended -- do databases with due work wait for room in the pool
@@ -3080,9 +3237,12 @@ leave_database(TimestampTz due_at)
 	/*
 	 * The last free worker of a database whose others are busy stays, so that
 	 * a call made now has one (the twenty-fourth hostile review, t/058: the
-	 * idle worker left, and alice's call waited for mallory's long one)
+	 * idle worker left, and alice's call waited for mallory's long one); not
+	 * while other databases wait for the pool (the twenty-fifth, t/059: one
+	 * long call in each of eight databases kept the pool of sixteen): there a
+	 * call made now waits its database's turn in the pool
 	 */
-	if (others > 0 && others_free == 0)
+	if (others > 0 && others_free == 0 && retries_shared->pool_waiting == 0)
 	{
 		LWLockRelease(retries_shared->lock);
 		return false;
@@ -3130,6 +3290,13 @@ leave_when_idle(TimestampTz ran_at, TimestampTz due)
 		due_at = Min(due_at, due);
 	if (retries_enabled && next_fire != 0)
 		due_at = Min(due_at, next_fire);
+
+	/*
+	 * Work due in a moment (a worker started ahead of its firing): leaving
+	 * now would only have the launcher start another for it
+	 */
+	if (contended && due_at < TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS))
+		return;
 	(void) leave_database(due_at);
 }
 
@@ -3216,6 +3383,7 @@ retries_worker_main(Datum main_arg)
 	bool		serve;
 
 	worker_start(main_arg);
+	last_prune = memo_read()->pruned_at;
 	for (;;)
 	{
 		TimestampTz due = 0;
@@ -3287,7 +3455,19 @@ retries_worker_main(Datum main_arg)
 			continue;
 		if (n == 0 && !is_extra())
 		{
-			leave_when_idle(ran_at, due);
+			/*
+			 * In a reserved worker, with nothing it may run for a second:
+			 * give it back, its database due again at once (calls of roles it
+			 * passed over may be due: reserve_roles)
+			 */
+			if (shmem_in_reserve())
+			{
+				if (idle_in_reserve(ran_at))
+					(void) leave_database(GetCurrentTimestamp());
+				sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
+			}
+			else
+				leave_when_idle(ran_at, due);
 			/* ... and look again when it will have been idle long enough */
 			sleep_ms = Min(sleep_ms, idle_left_ms(ran_at));
 		}

@@ -1187,6 +1187,79 @@ schedule_arm_at_start(void)
 }
 
 /*
+ * firing_plan -- the statement that locks the schedules to fire: the due
+ * ones among an int8[] of ids ('queued' false), or the queued ones whose
+ * previous call finished; prepared when first needed, as a worker's visit
+ * of a database often needs neither
+ */
+static SPIPlanPtr
+firing_plan(bool queued)
+{
+	static SPIPlanPtr plans[2][2];
+	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
+	Oid			due_types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Oid			queued_types[3] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
+
+	if (plans[queued][policies] != NULL)
+		return plans[queued][policies];
+	if (!queued)
+		plans_prepare_kept(&plans[queued][policies],
+						   psprintf(FIRING_COLUMNS
+									" WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
+									" AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
+									" AND s.created_at OPERATOR(pg_catalog.>=) $3"
+									" ORDER BY s.next_run"
+									" FOR UPDATE OF s SKIP LOCKED",
+									POLICY_ID_COLUMN(policies)),
+						   3, due_types);
+	else
+		plans_prepare_kept(&plans[queued][policies],
+						   psprintf(FIRING_COLUMNS
+									" WHERE s.queued AND NOT s.paused"
+									" AND s.next_run OPERATOR(pg_catalog.>) $1"
+									" AND NOT EXISTS (SELECT FROM retries.call_data c"
+									"  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
+									"  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
+									" AND s.created_at OPERATOR(pg_catalog.>=) $3"
+									" LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
+									POLICY_ID_COLUMN(policies)),
+						   3, queued_types);
+	return plans[queued][policies];
+}
+
+/*
+ * next_firing -- lower *wait_until to the first firing beyond 'horizon'
+ * (to be fired ahead of its time), and say whether a queued firing waits
+ * for a call to finish
+ */
+static bool
+next_firing(TimestampTz horizon, TimestampTz *wait_until)
+{
+	static SPIPlanPtr next_plan = NULL;
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1] = {TimestampTzGetDatum(horizon)};
+	bool		isnull;
+	bool		queued_null;
+	Datum		next;
+	bool		waiting;
+
+	plans_prepare_kept(&next_plan,
+					   "SELECT (SELECT pg_catalog.min(next_run) FROM retries.schedule_data"
+					   "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
+					   " EXISTS (SELECT FROM retries.schedule_data"
+					   "  WHERE queued AND NOT paused)",
+					   1, argtypes);
+	if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "retries: could not find the next schedule");
+	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	waiting = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+										 SPI_tuptable->tupdesc, 2, &queued_null));
+	if (!isnull)
+		*wait_until = Min(*wait_until, DatumGetTimestampTz(next) - FIRE_AHEAD_USECS);
+	return waiting;
+}
+
+/*
  * schedule_fire_due -- fire the schedules due by 'now' or within
  * FIRE_AHEAD_USECS of it, and the queued ones whose previous call
  * finished, in the caller's transaction (a worker's, with SPI connected
@@ -1206,48 +1279,13 @@ TimestampTz
 schedule_fire_due(TimestampTz now, TimestampTz made_before, TimestampTz late_from,
 				  bool *waiting)
 {
-	static SPIPlanPtr due_plans[2];
-	static SPIPlanPtr queued_plans[2];
-	static SPIPlanPtr next_plan = NULL;
-	SPIPlanPtr	due_plan;
-	SPIPlanPtr	queued_plan;
-	Oid			argtypes[3] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
-	Oid			due_types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		due_values[3];
 	int			found;
-	bool		isnull;
-	bool		queued_null;
-	Datum		next;
 	Datum		values[3];
 	TimestampTz horizon = now + FIRE_AHEAD_USECS;
 	TimestampTz wait_until = DT_NOEND;
-	bool		policies = (schema_retries_version() >= SCHEMA_1_5);
 
 	fire_late_from = late_from;
-	if (due_plans[policies] == NULL)
-		plans_prepare_kept(&due_plans[policies],
-						   psprintf(FIRING_COLUMNS
-									" WHERE s.id OPERATOR(pg_catalog.=) ANY ($1)"
-									" AND NOT s.paused AND s.next_run OPERATOR(pg_catalog.<=) $2"
-									" AND s.created_at OPERATOR(pg_catalog.>=) $3"
-									" ORDER BY s.next_run"
-									" FOR UPDATE OF s SKIP LOCKED",
-									POLICY_ID_COLUMN(policies)),
-						   3, due_types);
-	if (queued_plans[policies] == NULL)
-		plans_prepare_kept(&queued_plans[policies],
-						   psprintf(FIRING_COLUMNS
-									" WHERE s.queued AND NOT s.paused"
-									" AND s.next_run OPERATOR(pg_catalog.>) $1"
-									" AND NOT EXISTS (SELECT FROM retries.call_data c"
-									"  WHERE c.id OPERATOR(pg_catalog.=) s.last_call"
-									"  AND c.state OPERATOR(pg_catalog.=) 'scheduled')"
-									" AND s.created_at OPERATOR(pg_catalog.>=) $3"
-									" LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
-									POLICY_ID_COLUMN(policies)),
-						   3, argtypes);
-	due_plan = due_plans[policies];
-	queued_plan = queued_plans[policies];
 	due_values[0] = find_due(horizon, &found);
 	due_values[1] = TimestampTzGetDatum(horizon);
 	due_values[2] = TimestampTzGetDatum(made_before != 0 ? made_before : DT_NOBEGIN);
@@ -1255,7 +1293,7 @@ schedule_fire_due(TimestampTz now, TimestampTz made_before, TimestampTz late_fro
 	{
 		/* more to fire: at once, or, if another worker holds these, soon */
 		*waiting = false;
-		if (fire_rows(due_plan, due_values, now, horizon, &wait_until) == 0)
+		if (fire_rows(firing_plan(false), due_values, now, horizon, &wait_until) == 0)
 			return now + FIRE_BUSY_USECS;
 		return now;
 	}
@@ -1266,27 +1304,18 @@ schedule_fire_due(TimestampTz now, TimestampTz made_before, TimestampTz late_fro
 	 * firing on time even if that worker goes on to run a call
 	 */
 	if (found > 0 &&
-		fire_rows(due_plan, due_values, now, horizon, &wait_until) < (uint64) found)
+		fire_rows(firing_plan(false), due_values, now, horizon, &wait_until) < (uint64) found)
 		wait_until = Min(wait_until, now + FIRE_LOCKED_USECS);
-	values[0] = TimestampTzGetDatum(horizon);
-	values[1] = Int32GetDatum(FIRE_BATCH);
-	values[2] = due_values[2];
-	(void) fire_rows(queued_plan, values, now, horizon, &wait_until);
 
-	/* the first schedule beyond the horizon, to be fired ahead of its time */
-	plans_prepare_kept(&next_plan,
-					   "SELECT (SELECT pg_catalog.min(next_run) FROM retries.schedule_data"
-					   "  WHERE NOT paused AND next_run OPERATOR(pg_catalog.>) $1),"
-					   " EXISTS (SELECT FROM retries.schedule_data"
-					   "  WHERE queued AND NOT paused)",
-					   1, argtypes);
-	values[0] = TimestampTzGetDatum(horizon);
-	if (SPI_execute_plan(next_plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not find the next schedule");
-	next = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	*waiting = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-										  SPI_tuptable->tupdesc, 2, &queued_null));
-	if (!isnull)
-		wait_until = Min(wait_until, DatumGetTimestampTz(next) - FIRE_AHEAD_USECS);
+	/* the queued firings whose previous call finished, if any is queued */
+	*waiting = next_firing(horizon, &wait_until);
+	if (*waiting)
+	{
+		values[0] = TimestampTzGetDatum(horizon);
+		values[1] = Int32GetDatum(FIRE_BATCH);
+		values[2] = due_values[2];
+		if (fire_rows(firing_plan(true), values, now, horizon, &wait_until) > 0)
+			*waiting = next_firing(horizon, &wait_until);
+	}
 	return TIMESTAMP_NOT_FINITE(wait_until) ? 0 : wait_until;
 }

@@ -335,6 +335,51 @@ shmem_names_generation(Oid dboid)
 }
 
 /*
+ * shmem_memo_read -- what database dboid's workers did (RetriesDbMemo),
+ * all zero if it has no entry
+ */
+void
+shmem_memo_read(Oid dboid, RetriesDbMemo *memo)
+{
+	RetriesDatabase *db;
+
+	memset(memo, 0, sizeof(*memo));
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(dboid, false);
+	if (db != NULL)
+		*memo = db->memo;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_memo_write -- a worker of database dboid did what 'memo' says, in
+ * a transaction that committed: keep the newest of each for the next
+ * workers (a zero names_done or time leaves what is there)
+ */
+void
+shmem_memo_write(Oid dboid, const RetriesDbMemo *memo)
+{
+	RetriesDatabase *db;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, false);
+	if (db != NULL)
+	{
+		RetriesDbMemo *m = &db->memo;
+
+		if (memo->names_done != 0 && memo->names_done_at >= m->names_done_at)
+		{
+			m->names_done = memo->names_done;
+			m->names_done_at = memo->names_done_at;
+		}
+		m->stale_done_at = Max(m->stale_done_at, memo->stale_done_at);
+		m->pruned_at = Max(m->pruned_at, memo->pruned_at);
+		m->armed = m->armed || memo->armed;
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * shmem_restoring -- the PID of a session restoring database dboid's
  * extension, 0 if none
  */
@@ -618,6 +663,43 @@ bool
 shmem_in_reserve(void)
 {
 	return shmem_my_reserve >= 0;
+}
+
+/*
+ * shmem_reserve_roles -- the roles whose calls a worker of any database
+ * runs in a reserved worker now (other than this process), each once, into
+ * roles[] (room for RETRIES_MAX_RESERVES); returns how many.  Caller holds
+ * the LWLock.
+ */
+int
+shmem_reserve_roles(Oid *roles)
+{
+	int			n = 0;
+
+	for (int i = 0; i < RETRIES_MAX_RESERVES; i++)
+	{
+		RetriesReserve *r = &retries_shared->reserves[i];
+		RetriesWorker *w;
+		Oid			role = InvalidOid;
+		bool		listed = false;
+
+		if (r->pid == 0 || r->pid == MyProcPid || r->job != RESERVE_WORKER)
+			continue;
+		for (int j = -1; (w = shmem_next_worker(InvalidOid, &j)) != NULL;)
+		{
+			if (w->pid != r->pid)
+				continue;
+			SpinLockAcquire(&w->mutex);
+			if (w->state == WORKER_RUNNING)
+				role = w->batch_role;
+			SpinLockRelease(&w->mutex);
+		}
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == role;
+		if (OidIsValid(role) && !listed)
+			roles[n++] = role;
+	}
+	return n;
 }
 
 /*

@@ -68,6 +68,24 @@ StaticAssertDecl(RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS <= RETRIES_MAX_S
 
 
 /*
+ * What a database's workers did that its next workers need not do again:
+ * with workers on demand each visit of a database is a new process, which
+ * would otherwise redo them all at its start (shmem_memo_read,
+ * shmem_memo_write)
+ */
+typedef struct RetriesDbMemo
+{
+	uint64		names_done;		/* 1 + the names_generation at which a refresh
+								 * of the signatures committed; 0: none since
+								 * the entry was made (names.c) */
+	TimestampTz names_done_at;	/* when that refresh began */
+	TimestampTz stale_done_at;	/* when stale rows were last looked for */
+	TimestampTz pruned_at;		/* when finished calls were last pruned */
+	bool		armed;			/* '@reboot' schedules armed since the server
+								 * started */
+} RetriesDbMemo;
+
+/*
  * What the launcher knows of a database.  Changed only by
  * shmem_set_db_state(), which asserts that the change is one of these:
  *
@@ -99,6 +117,7 @@ typedef struct RetriesDatabase
 								 * (allows connections, not a template) */
 	uint64		names_generation;	/* bumped when a rename commits (see
 									 * names.c) */
+	RetriesDbMemo memo;			/* what its workers did, for the next ones */
 	uint32		creates;		/* bumped when CREATE EXTENSION retries
 								 * commits, so that a worker that looked
 								 * before does not report the extension absent */
@@ -365,6 +384,8 @@ extern void shmem_wake_launcher(void);
 extern void shmem_reread_databases(void);
 extern void shmem_names_changed(Oid dboid);
 extern uint64 shmem_names_generation(Oid dboid);
+extern void shmem_memo_read(Oid dboid, RetriesDbMemo *memo);
+extern void shmem_memo_write(Oid dboid, const RetriesDbMemo *memo);
 extern bool shmem_note_restore(Oid dboid);
 extern void shmem_forget_restores(void);
 extern pid_t shmem_restoring(Oid dboid);
@@ -383,6 +404,7 @@ extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld
 extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern long shmem_reserve_pause(int index);
 extern bool shmem_in_reserve(void);
+extern int	shmem_reserve_roles(Oid *roles);
 extern void shmem_reserve_begin(int index);
 extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 							   uint32 *generation);

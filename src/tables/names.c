@@ -58,6 +58,7 @@
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -98,18 +99,34 @@ static TimestampTz stale_checked_at = 0;
 static TimestampTz renames_checked_at = 0;
 
 /*
+ * When to rewrite the signatures once more after a rename: the commit
+ * callback that bumps names_generation runs before the renaming
+ * transaction sends its cache invalidations, so a worker woken at once may
+ * still read the old name from its caches (the twenty-fifth hostile
+ * review, t/059); 0: none pending
+ */
+#define RENAME_RECHECK_MS 1000
+static TimestampTz recheck_at = 0;
+
+/*
  * retries_function_signature -- SQL function
  * retries.function_signature(oid): format_procedure_qualified, or NULL if
- * there is no such function
+ * there is no such function, or if its signature is not valid in the
+ * database's encoding (a row keeps the signature it had: names_refresh)
  */
 Datum
 retries_function_signature(PG_FUNCTION_ARGS)
 {
 	Oid			fn = PG_GETARG_OID(0);
+	char	   *signature;
 
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
 		PG_RETURN_NULL();
-	PG_RETURN_TEXT_P(cstring_to_text(format_procedure_qualified(fn)));
+	signature = format_procedure_qualified(fn);
+	/* a name the tables may not hold (see names_function_key) */
+	if (!pg_verifymbstr(signature, strlen(signature), true))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(signature));
 }
 
 /*
@@ -256,6 +273,24 @@ read_oid(SPIPlanPtr *plan, const char *query, Oid arg)
 }
 
 /*
+ * names_signature -- function fn's schema-qualified signature, as the
+ * extension's tables keep it; 22021 if it is not valid in the database's
+ * encoding (PostgreSQL does not check names made in dynamic SQL): the
+ * tables hold every role's rows, and a restore of them checks every text
+ * (the twenty-fourth and twenty-fifth hostile reviews, t/058 and t/059:
+ * annotate, hooks, gates)
+ */
+char *
+names_signature(Oid fn)
+{
+	char	   *signature = format_procedure_qualified(fn);
+
+	args_check_encoding(signature, strlen(signature),
+						psprintf("the name of function %u", fn));
+	return signature;
+}
+
+/*
  * names_function_key -- the key of function fn (InvalidOid if none);
  * with 'create', made if it has none yet
  *
@@ -286,6 +321,8 @@ names_function_key(Oid fn, bool create)
 		return key;
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(fn)))
 		elog(ERROR, "retries: function %u does not exist", fn);
+
+	(void) names_signature(fn);
 	for (int tries = 0; tries < 16; tries++)
 	{
 		Oid			argtypes[2] = {OIDOID, OIDOID};
@@ -393,12 +430,38 @@ static const char *const refresh_statements[] = {
 /*
  * names_refresh_due -- has a rename committed since the last
  * refresh (or is there none yet), or is it time to look for stale rows?
+ * With 'deferred' (other databases wait for workers), only what has waited
+ * for 'defer_ms' is due, or a first refresh since the server started:
+ * readers resolve stale rows themselves, and the signatures matter only to
+ * the next upgrade or dump, so a visit of many at once spends its time on
+ * the calls.
  */
 bool
-names_refresh_due(void)
+names_refresh_due(bool deferred, long defer_ms)
 {
+	static bool shared_read = false;
+
+	if (!shared_read)
+	{
+		RetriesDbMemo memo;
+
+		/* what the database's earlier workers did (see names_refresh) */
+		shmem_memo_read(MyDatabaseId, &memo);
+		stale_checked_at = memo.stale_done_at;
+		if (memo.names_done != 0)
+		{
+			names_changed = false;
+			names_seen = memo.names_done - 1;
+			renames_checked_at = memo.names_done_at;
+		}
+		shared_read = true;
+	}
+	if (deferred && !names_changed)
+		return TimestampDifferenceExceeds(stale_checked_at, GetCurrentTimestamp(),
+										  defer_ms);
 	return names_changed ||
 		shmem_names_generation(MyDatabaseId) != names_seen ||
+		(recheck_at != 0 && GetCurrentTimestamp() >= recheck_at) ||
 		TimestampDifferenceExceeds(stale_checked_at, GetCurrentTimestamp(),
 								   STALE_CHECK_MS);
 }
@@ -414,9 +477,30 @@ names_refresh_failed(void)
 }
 
 /*
+ * names_refresh_committed -- the refresh's transaction committed: tell
+ * the database's next workers, so that a worker that starts does not do
+ * again what another did a moment ago (with workers on demand, each visit
+ * of a database is a new process)
+ */
+void
+names_refresh_committed(void)
+{
+	RetriesDbMemo memo = {0};
+
+	memo.names_done = names_changed ? 0 : names_seen + 1;
+	/* a recheck still to come: the next workers do it with their first */
+	memo.names_done_at = recheck_at != 0 ?
+		TimestampTzPlusMilliseconds(recheck_at, -RENAME_CHECK_MS) : renames_checked_at;
+	memo.stale_done_at = stale_checked_at;
+	shmem_memo_write(MyDatabaseId, &memo);
+}
+
+/*
  * names_refresh -- write stale rows anew (see the top);
- * once at the start, and after a rename committed, rewrite the signatures
- * and owners that changed
+ * once at the start (unless another worker of the database did since the
+ * server started, and no rename committed since: names_refresh_committed),
+ * and after a rename committed, rewrite the signatures and owners that
+ * changed
  *
  * Run by the workers, inside SPI.  A current row whose function is gone
  * keeps its signature: the drop trigger sets its fn to 0.
@@ -439,9 +523,13 @@ names_refresh(void)
 				(errmsg("retries: %d function references of database \"%s\" written anew after an upgrade or a restore",
 						(int) SPI_processed, get_database_name(MyDatabaseId))));
 	if (!names_changed && generation == names_seen &&
+		(recheck_at == 0 || stale_checked_at < recheck_at) &&
 		!TimestampDifferenceExceeds(renames_checked_at, stale_checked_at,
 									RENAME_CHECK_MS))
 		return;
+	/* after a rename, once more in a moment (see recheck_at) */
+	recheck_at = generation != names_seen ?
+		TimestampTzPlusMilliseconds(stale_checked_at, RENAME_RECHECK_MS) : 0;
 	/* done, unless an error comes (names_refresh_failed) */
 	names_changed = false;
 	names_seen = generation;

@@ -54,8 +54,10 @@ extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 extern Oid	names_function_key(Oid fn, bool create);
 extern Oid	names_key_function(Oid key);
 extern void names_refresh(void);
-extern bool names_refresh_due(void);
+extern bool names_refresh_due(bool deferred, long defer_ms);
 extern void names_refresh_failed(void);
+extern void names_refresh_committed(void);
+extern char *names_signature(Oid fn);
 
 /*
  * What releasing a waiting call does to it, by its event (event_wait =
