@@ -50,6 +50,7 @@ our @EXPORT = qw(
   start_parallel_hog
   review_node
   pool_review_node
+  latin1_bad_name
   review_roles
   paused_reboot_schedule
   pg_cron_node
@@ -205,6 +206,27 @@ CREATE DATABASE tpl IS_TEMPLATE true;
 });
 	$node->safe_psql('tpl', 'CREATE EXTENSION retries');
 	return $node;
+}
+
+# latin1_bad_name(NODE, ROLE): text not valid in UTF8 as ROLE can read it,
+# the text of a query of a session of hers in a LATIN1 database (latin,
+# made here) in pg_stat_activity: ROLE.bad_name(prefix) gives prefix and
+# 'caf' with byte 0xE9.  Returns the session, for the caller to quit.
+sub latin1_bad_name
+{
+	my ($node, $role) = @_;
+
+	$node->safe_psql('postgres',
+		"CREATE DATABASE latin ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+	my $session = $node->background_psql('latin', extra_params => [ '-U', $role ]);
+	$session->query_safe("SET client_encoding = 'LATIN1'");
+	$session->query_safe("SELECT 'caf\xe9' AS bad_name_marker");
+	as_role($node, 'postgres', $role, qq{
+CREATE FUNCTION $role.bad_name(prefix text) RETURNS text LANGUAGE sql AS \$\$
+SELECT prefix || substr(query, 9, 4) FROM pg_stat_activity
+ WHERE datname = 'latin' AND query LIKE '%bad_name_marker%' LIMIT 1 \$\$;
+});
+	return $session;
 }
 
 # serving_off(NODE, DB): retries.enabled off (the workers serve nothing,

@@ -113,9 +113,10 @@ launcher_register(void)
 /*
  * start_worker -- start the worker for slot 'slot_no' of a database; in a
  * reserved worker if no background worker slot is free and it is an extra
- * worker or, 'first', the database's only one (with workers on demand, a
- * parallel query that took every slot kept a database whose workers had
- * left from getting one: the twenty-fourth hostile review, t/058)
+ * worker or, 'first', one the database needs: it has none (with workers on
+ * demand, a parallel query that took every slot kept a database whose
+ * workers had left from getting one: the twenty-fourth hostile review,
+ * t/058), or each it has runs a batch (t/060)
  *
  * Returns false if no slot or no background worker could be had (the
  * launcher tries again later, and says so in the log now and then).
@@ -353,10 +354,20 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	bool		have[RETRIES_MAX_SLOTS] = {false};
 	int			wanted;
 	int			nbase = 0;
+	bool		held = true;	/* each base worker it has runs a batch */
+	bool		needy;
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
 		RetriesWorker *w = &retries_shared->workers[i];
+
+		if (w->in_use && w->dboid == db->dboid && !w->leaving &&
+			w->slot_no < retries_max_workers)
+		{
+			SpinLockAcquire(&w->mutex);
+			held &= w->state == WORKER_RUNNING;
+			SpinLockRelease(&w->mutex);
+		}
 
 		/* a worker that freed its slot is still there until reaped */
 		if (!w->in_use && launched[i].handle != NULL &&
@@ -432,16 +443,24 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			 * its share, not the first ones all they want
 			 */
 			wanted = Min(Min(retries_max_workers, db->wanted), RETRIES_MAX_SLOTS);
+
+			/*
+			 * A database whose every worker runs a batch (a long call) is as
+			 * needy as one with none: it waits for the pool in turn, and may
+			 * take a reserved worker (the twenty-sixth hostile review, t/060
+			 * 4 and 6)
+			 */
+			needy = nbase == 0 || held;
 			for (int n = 0; n < retries_max_workers && n < RETRIES_MAX_SLOTS && nbase < wanted; n++)
 			{
 				if (have[n])
 					continue;
-				if (!pool_room(db, nbase > 0, now))
+				if (!pool_room(db, !needy, now))
 					return 0;
-				if (!start_worker(db->dboid, n, nbase == 0))
+				if (!start_worker(db->dboid, n, needy))
 				{
 					/* no background worker slot: it waits as for the pool */
-					if (nbase == 0 && db->waiting_since == 0)
+					if (needy && db->waiting_since == 0)
 						db->waiting_since = now;
 					return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 				}

@@ -1244,12 +1244,13 @@ extra_wanted(void)
 /*
  * idle_in_reserve -- a worker that runs in a reserved worker (reserve.c)
  * and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS ago or more,
- * gives the reserved worker back: it exits, and no reserved worker goes to
- * a worker of this database for RESERVE_EXTRA_BACKOFF_MS.  An extra: the
- * database wants one (a call waits for a place to run a procedure in, say)
- * that it cannot use, the call's role having one running; a database's own
+ * gives the reserved worker back: it exits.  An extra: the database wants
+ * one (a call waits for a place to run a procedure in, say) that it cannot
+ * use, the call's role having one running; no reserved worker goes to
+ * this database's extras for RESERVE_EXTRA_BACKOFF_MS.  A database's own
  * worker: the roles whose calls are due hold another reserved worker
- * (reserve_roles), or none are.  Reserved workers are few, for the whole
+ * (reserve_roles), or none are; its database is due again a second later,
+ * when the databases that waited longer have had their turn.  Reserved workers are few, for the whole
  * cluster, and a runner or another database may be waiting for one.
  */
 static bool
@@ -1261,6 +1262,13 @@ idle_in_reserve(TimestampTz ran_at)
 	if (!shmem_in_reserve() ||
 		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
 		return false;
+
+	/*
+	 * a database's own worker: due again a second later, no back-off (t/060
+	 * 7)
+	 */
+	if (!is_extra())
+		return true;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL)
@@ -2808,12 +2816,14 @@ static bool
 serving(void)
 {
 	static bool settled = false;
+	static bool armed_done = false;
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool armed = false;
 
 	if (!retries_enabled)
 		return false;
-	if (settled && (copy_made_at == 0 || GetCurrentTimestamp() < copy_settle_next))
+	if (settled && armed_done &&
+		(copy_made_at == 0 || GetCurrentTimestamp() < copy_settle_next))
 		return true;
 	PG_TRY();
 	{
@@ -2829,7 +2839,10 @@ serving(void)
 			SPI_connect();
 			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
 			finish_cancelled(ids, n);
-			if (!settled && !memo_read()->armed)
+			/* not while a restore loads the schedules: after it (t/060 3) */
+			if (memo_read()->armed)
+				armed_done = true;
+			else if (!armed_done && !restore_holder())
 			{
 				schedule_arm_at_start();
 				armed = true;
@@ -2839,7 +2852,10 @@ serving(void)
 		PopActiveSnapshot();
 		commit_transaction();
 		if (armed)
+		{
 			memo_write_armed();
+			armed_done = true;
+		}
 		if (made_at == 0)
 			tables_forget_made_database(MyDatabaseId);
 		copy_made_at = made_at;
@@ -3380,6 +3396,7 @@ retries_worker_main(Datum main_arg)
 	TimestampTz last_prune = 0;
 	TimestampTz last_error = 0;
 	int			errors = 0;
+	int			fire_rounds = 0;
 	bool		serve;
 
 	worker_start(main_arg);
@@ -3425,7 +3442,23 @@ retries_worker_main(Datum main_arg)
 		names_step();
 		serve = serving();
 		if (serve)
+		{
+			Size		before = MemoryContextMemAllocated(TopMemoryContext, true);
+
 			fire_step();
+
+			/*
+			 * Each schedule's time zone stays cached once fired (t/060 8): a
+			 * round of firings that grew the worker past the bound ends it as
+			 * a batch would (not its first round, which fills the caches
+			 * every worker needs: under a tiny bound, a worker still gets on)
+			 */
+			if (++fire_rounds > 1 &&
+				MemoryContextMemAllocated(TopMemoryContext, true) > before &&
+				grown_too_much())
+				proc_exit(shmem_exit_code());	/* the launcher starts a fresh
+												 * one */
+		}
 		retries_chains_released = false;
 		n = work_guarded(&due, &last_prune, &errors, serve);
 		if (retries_chains_deferred)
@@ -3463,7 +3496,8 @@ retries_worker_main(Datum main_arg)
 			if (shmem_in_reserve())
 			{
 				if (idle_in_reserve(ran_at))
-					(void) leave_database(GetCurrentTimestamp());
+					(void) leave_database(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+																	  RETRIES_HELD_AFTER_MS));
 				sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 			}
 			else

@@ -41,6 +41,7 @@
 #include "utils/tuplestore.h"
 #include "access/tupdesc.h"
 
+#include "base/base.h"
 #include "core/cron.h"
 #include "core/policy.h"
 #include "schedules/recurring.h"
@@ -185,6 +186,8 @@ recurring_time_zone(const char *name)
 	pg_tz	   *tz;
 
 	check_length(name, "timezone");
+	/* a POSIX zone's <abbreviation> may hold any bytes (t/060) */
+	args_check_encoding(name, strlen(name), "timezone");
 	tz = pg_tzset(name);
 
 	if (tz == NULL || !pg_tz_acceptable(tz))

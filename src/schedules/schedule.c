@@ -67,6 +67,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -1076,6 +1077,19 @@ fire_rows(SPIPlanPtr plan, Datum *values, TimestampTz now, TimestampTz horizon,
 	for (uint64 i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+
+		/*
+		 * Each schedule's time zone stays cached in the process once fired:
+		 * past retries.max_worker_memory, leave the rest (due still) to the
+		 * fresh worker that replaces this one (t/060 8)
+		 */
+		if (i % 16 == 15 && retries_max_worker_memory > 0 &&
+			MemoryContextMemAllocated(TopMemoryContext, true) >
+			(Size) retries_max_worker_memory * 1024)
+		{
+			n = i;
+			break;
+		}
 		read_firing(rows->vals[i], rows->tupdesc, &fs[changed]);
 		if (fire_one(&fs[changed], now, horizon, wait_until))
 			changed++;

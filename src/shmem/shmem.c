@@ -589,9 +589,40 @@ shmem_reserve_begin(int index)
 }
 
 /*
+ * reserve_role -- whose calls reserved worker r runs: a runner's call's
+ * role, or the role of the batch that a worker run there runs now;
+ * InvalidOid if none, or if it is this process and not 'self'.  Caller
+ * holds the LWLock.
+ */
+static Oid
+reserve_role(RetriesReserve *r, bool self)
+{
+	RetriesWorker *w;
+	Oid			role = InvalidOid;
+
+	if (r->pid == 0 || (r->pid == MyProcPid && !self))
+		return InvalidOid;
+	if (r->job == RESERVE_RUNNER)
+		return r->role;
+	if (r->job != RESERVE_WORKER)
+		return InvalidOid;
+	for (int j = -1; (w = shmem_next_worker(InvalidOid, &j)) != NULL;)
+	{
+		if (w->pid != r->pid)
+			continue;
+		SpinLockAcquire(&w->mutex);
+		if (w->state == WORKER_RUNNING)
+			role = w->batch_role;
+		SpinLockRelease(&w->mutex);
+	}
+	return role;
+}
+
+/*
  * shmem_reserve_give -- give job 'job' with argument 'arg' to a free reserved
  * worker; false if none is free, or if 'role' (a runner's, or InvalidOid)
- * has half of them running its runners already (rounded up): they are few,
+ * has half of them running its calls already (rounded up; runners and
+ * workers' batches alike, t/060 1): they are few,
  * and no role takes all of them from the others (the twenty-third hostile
  * review, t/031_trust_review_2.pl 4: with runner places, one role's
  * procedures took both).  Its index and generation into *index and
@@ -604,8 +635,7 @@ shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 	int			of_role = 0;
 
 	for (int i = 0; i < RETRIES_MAX_RESERVES && OidIsValid(role); i++)
-		of_role += retries_shared->reserves[i].job == RESERVE_RUNNER &&
-			retries_shared->reserves[i].role == role;
+		of_role += reserve_role(&retries_shared->reserves[i], true) == role;
 	if (OidIsValid(role) && of_role >= (retries_reserved_workers + 1) / 2)
 		return false;
 	for (int i = 0; i < RETRIES_MAX_RESERVES; i++)
@@ -666,8 +696,8 @@ shmem_in_reserve(void)
 }
 
 /*
- * shmem_reserve_roles -- the roles whose calls a worker of any database
- * runs in a reserved worker now (other than this process), each once, into
+ * shmem_reserve_roles -- the roles whose calls run in a reserved worker now
+ * (a worker's batch or a runner; other than this process), each once, into
  * roles[] (room for RETRIES_MAX_RESERVES); returns how many.  Caller holds
  * the LWLock.
  */
@@ -678,22 +708,9 @@ shmem_reserve_roles(Oid *roles)
 
 	for (int i = 0; i < RETRIES_MAX_RESERVES; i++)
 	{
-		RetriesReserve *r = &retries_shared->reserves[i];
-		RetriesWorker *w;
-		Oid			role = InvalidOid;
+		Oid			role = reserve_role(&retries_shared->reserves[i], false);
 		bool		listed = false;
 
-		if (r->pid == 0 || r->pid == MyProcPid || r->job != RESERVE_WORKER)
-			continue;
-		for (int j = -1; (w = shmem_next_worker(InvalidOid, &j)) != NULL;)
-		{
-			if (w->pid != r->pid)
-				continue;
-			SpinLockAcquire(&w->mutex);
-			if (w->state == WORKER_RUNNING)
-				role = w->batch_role;
-			SpinLockRelease(&w->mutex);
-		}
 		for (int j = 0; j < n; j++)
 			listed |= roles[j] == role;
 		if (OidIsValid(role) && !listed)
@@ -731,6 +748,8 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	RetriesWorker *w;
 	RetriesDatabase *db;
 	bool		stays = false;
+	bool		free = false;
+	int			base = 0;
 
 	if (retries_shared == NULL)
 		return;
@@ -738,7 +757,13 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
 	{
 		if (!w->leaving && !RETRIES_IS_RUNNER_SLOT(w->slot_no))
+		{
 			stays = true;
+			SpinLockAcquire(&w->mutex);
+			free |= w->state != WORKER_RUNNING;
+			SpinLockRelease(&w->mutex);
+			base += w->slot_no < retries_max_workers;
+		}
 		if (w->latch != NULL)
 		{
 			pg_atomic_fetch_or_u32(&w->woken, why);
@@ -746,12 +771,19 @@ shmem_wake_workers(Oid dboid, uint32 why)
 		}
 	}
 	LWLockRelease(retries_shared->lock);
-	if (stays || !OidIsValid(dboid))
+
+	/*
+	 * Its workers that stay are all busy, and it may have more: want them
+	 * all, so that what committed does not wait for a long call (t/060 5)
+	 */
+	if (!OidIsValid(dboid) || (stays && (free || base >= retries_max_workers)))
 		return;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(dboid, false);
-	if (db != NULL)
+	if (db != NULL && stays)
+		db->wanted = RETRIES_MAX_SLOTS;
+	else if (db != NULL)
 		db->woken = true;
 	if (retries_shared->launcher_latch != NULL)
 		SetLatch(retries_shared->launcher_latch);

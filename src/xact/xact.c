@@ -249,6 +249,8 @@ xact_callback(XactEvent event, void *arg)
 				{
 					db->paused_until = 0;
 					db->creates++;
+					/* a new extension: its workers do all anew (t/060 3) */
+					memset(&db->memo, 0, sizeof(db->memo));
 				}
 				LWLockRelease(retries_shared->lock);
 				databases_changed_at_commit = true;
