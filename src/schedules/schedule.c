@@ -1168,8 +1168,10 @@ find_due(TimestampTz horizon, int *found)
  * schedule_arm_at_start -- make due now the schedules of '@reboot' that
  * are not paused and have not fired since the server started (nor been
  * made, declared again, resumed or armed since: their origin is then after
- * the start): each worker runs this when it first serves (worker.c,
- * serving), and their firing takes them back to 'infinity'.  Arming moves
+ * the start): a worker runs this when it first serves, unless an earlier
+ * worker of the database did since the start (worker.c, serving, and the
+ * database's memo, cleared by CREATE EXTENSION), and their firing takes
+ * them back to 'infinity'.  Arming moves
  * the origin: a firing that made no call (skipped, its last call busy)
  * leaves last_run as it was, and the next worker's start armed it again
  * (the eighteenth hostile review).  So they fire once per
