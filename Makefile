@@ -48,6 +48,7 @@ OBJS = \
 	src/base/plans.o \
 	src/base/state.o \
 	src/base/clock.o \
+	src/base/citus.o \
 	src/shmem/shmem.o \
 	src/shmem/gates.o \
 	src/shmem/waits.o \

@@ -499,6 +499,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	node record;
+	sync text;
 	colocation integer;
 	keytype text;
 	mailbox text;
@@ -518,6 +519,36 @@ BEGIN
 				HINT = 'Install retries on every node (CREATE EXTENSION on the coordinator does so once the nodes are added).';
 		END IF;
 	END LOOP;
+	-- the coordinator's policies and pauses, to every worker node (one added
+	-- since, too): annotate, unannotate, pause and resume made here reach
+	-- only the nodes that were there when they were made
+	-- (one statement, so that it is one transaction on each node: a row
+	-- of VALUES per function, run in order)
+	SELECT 'SELECT pg_catalog.count(*) FROM (VALUES '
+		   || pg_catalog.string_agg(pg_catalog.format(
+			 '(retries.annotate(fn => %L::pg_catalog.regprocedure, policy => %L,'
+			 ' multiplier => %L::pg_catalog.float8, jitter => %L, retry_on => %L::pg_catalog.text[],'
+			 ' timeout => %L::pg_catalog.interval, on_exhausted => %L::pg_catalog.regprocedure,'
+			 ' delay_fn => %L::pg_catalog.regprocedure, max_running => %L::pg_catalog.int4,'
+			 ' max_running_per_key => %L::pg_catalog.int4, rate => %L, notify => %L::pg_catalog.bool,'
+			 ' key_window => %L::pg_catalog.interval, debounce_max => %L::pg_catalog.interval),'
+			 ' retries.%s(%L::pg_catalog.regprocedure))',
+			 p.fn, p.policy, p.multiplier, p.jitter, p.retry_on, p.timeout, p.on_exhausted,
+			 p.delay_fn, p.max_running, p.max_running_per_key, p.rate, p.notify, p.key_window,
+			 p.debounce_max, CASE WHEN p.paused THEN 'pause' ELSE 'resume' END, p.fn), ', ')
+		   || ') v'
+	  INTO sync
+	  FROM retries.policies p;
+	IF sync IS NOT NULL THEN
+		FOR node IN SELECT * FROM pg_catalog.run_command_on_workers(sync) LOOP
+			IF NOT node.success THEN
+				RAISE EXCEPTION USING ERRCODE = '55000',
+					MESSAGE = format('could not give node %s:%s the policies of the coordinator: %s',
+									 node.nodename, node.nodeport, node.result),
+					HINT = 'Create the functions on every node (Citus propagates CREATE FUNCTION made on the coordinator), then run retries.citus_setup() again.';
+			END IF;
+		END LOOP;
+	END IF;
 	IF colocate_with IS NULL THEN
 		RETURN;
 	END IF;
@@ -556,7 +587,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION retries.citus_setup(regclass) FROM PUBLIC;
 COMMENT ON FUNCTION retries.citus_setup(regclass) IS
-	'on a Citus coordinator: give every node''s call ids a range of their own; with colocate_with, make the mailbox through which retries.call(colocate_with => ...) reaches the nodes of that table''s shards';
+	'on a Citus coordinator: give every node''s call ids a range of their own, and every worker node the coordinator''s policies and pauses; with colocate_with, make the mailbox through which retries.call(colocate_with => ...) reaches the nodes of that table''s shards';
 
 /*
  * wait, result and cancel of a call on another Citus node: the function

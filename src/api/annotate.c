@@ -795,6 +795,9 @@ retries_annotate(PG_FUNCTION_ARGS)
 	store_limits(fcinfo, fnoid);
 	store_key_defaults(fcinfo, fnoid);
 
+	/* on a Citus coordinator, every node gets the same policy */
+	citus_forward_call(fcinfo, NULL);
+
 	PG_RETURN_VOID();
 }
 
@@ -830,6 +833,11 @@ retries_unannotate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(fnoid))));
+
+	/* on a Citus coordinator, on every node where it is annotated */
+	citus_forward_call(fcinfo,
+					   psprintf(" FROM retries.policies p WHERE p.fn = %s::pg_catalog.regprocedure",
+								quote_literal_cstr(format_procedure_qualified(fnoid))));
 
 	PG_RETURN_VOID();
 }

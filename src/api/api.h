@@ -37,7 +37,6 @@ extern bool colocate_forward(const char *op, int64 id, FunctionCallInfo fcinfo,
 							 int timeout_arg, Datum *value, bool *isnull);
 extern Datum colocate_calls_row(Datum value);
 extern void colocate_drop_mailboxes(void);
-extern void *colocate_citus_symbol(const char *name);
 
 /* call.c */
 extern uint64 retries_policy_generation;

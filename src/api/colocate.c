@@ -38,8 +38,6 @@
  */
 #include "postgres.h"
 
-#include <dlfcn.h>
-
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -93,17 +91,6 @@ typedef struct ShardPlace
 	int32		group;			/* the node group holding the shard */
 	int32		local_group;	/* this node's */
 } ShardPlace;
-
-/*
- * colocate_citus_symbol -- a function of Citus's library, by name; NULL if
- * Citus is not loaded (PostgreSQL loads libraries into the global symbol
- * namespace, and Citus is preloaded or absent)
- */
-void *
-colocate_citus_symbol(const char *name)
-{
-	return dlsym(RTLD_DEFAULT, name);
-}
 
 /*
  * citus_installed -- has this database Citus's metadata?
@@ -342,7 +329,7 @@ colocate_call(FunctionCallInfo fcinfo, Oid fnoid, Jsonb *args, int64 *id)
 		elog(ERROR, "retries: the mailbox of a Citus node returned no call id");
 	note_made_elsewhere(*id);
 	/* both commit, or neither: two-phase commit (see the top) */
-	use_2pc = (void (*) (void)) colocate_citus_symbol("Use2PCForCoordinatedTransaction");
+	use_2pc = (void (*) (void)) citus_symbol("Use2PCForCoordinatedTransaction");
 	if (use_2pc == NULL)
 		elog(ERROR, "retries: Citus's library has no Use2PCForCoordinatedTransaction()");
 	use_2pc();

@@ -105,6 +105,13 @@ extern void args_check_jsonb_encoding(Jsonb *value, const char *what);
 extern const char *args_valid_text(const char *str);
 extern Interval *args_usecs_to_interval(int64 usecs);
 
+/* citus.c: Citus's library by name; the coordinator forwarding a call */
+extern void *citus_symbol(const char *name);
+extern bool citus_speaks_for_cluster(void);
+extern char *citus_forward_text(FunctionCallInfo fcinfo);
+extern void citus_forward_call(FunctionCallInfo fcinfo, const char *tail);
+extern void citus_forward(const char *sql);
+
 /* clock.c: the time of day, ahead of the system's by the debug offset */
 extern TimestampTz clock_ahead(TimestampTz system_time);
 extern TimestampTz clock_now(void);

@@ -459,7 +459,7 @@ rename_deadlock_cancel(ErrorData *edata)
 	if (!looked_up)
 	{
 		cancelled_for_deadlock = (bool (*) (bool))
-			colocate_citus_symbol("MyBackendGotCancelledDueToDeadlock");
+			citus_symbol("MyBackendGotCancelledDueToDeadlock");
 		looked_up = true;
 	}
 	if (cancelled_for_deadlock != NULL && cancelled_for_deadlock(true))

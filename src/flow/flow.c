@@ -324,6 +324,9 @@ pause_or_resume(FunctionCallInfo fcinfo, bool pause)
 	/* the workers release what it held */
 	if (!pause && was_paused)
 		xact_wake_workers(WAKE_FIRE);
+
+	/* on a Citus coordinator, every node pauses or resumes it too */
+	citus_forward_call(fcinfo, NULL);
 	return pause != was_paused;
 }
 

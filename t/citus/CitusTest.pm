@@ -32,11 +32,11 @@ sub citus_or_skip
 	return;
 }
 
-# citus_cluster(WORKERS => 2, CONF => '...'): start a coordinator and the
-# worker nodes, with citus and retries preloaded, CREATE EXTENSION citus
-# on each, the nodes added to the coordinator's metadata, then CREATE
-# EXTENSION retries on the coordinator (Citus propagates it).  Returns the
-# nodes, the coordinator first.
+# citus_cluster(WORKERS => 2, CONF => '...', ADDED => WORKERS): start a
+# coordinator and the worker nodes, with citus and retries preloaded, CREATE
+# EXTENSION citus on each, the first ADDED worker nodes added to the
+# coordinator's metadata, then CREATE EXTENSION retries on the coordinator
+# (Citus propagates it).  Returns the nodes, the coordinator first.
 sub citus_cluster
 {
 	my (%o) = @_;
@@ -67,7 +67,8 @@ retries.max_workers = 2
 	my $c = $nodes[0];
 	$c->safe_psql('postgres',
 		"SELECT citus_set_coordinator_host('" . $c->host . "', " . $c->port . ')');
-	for my $w (@nodes[1 .. $#nodes])
+	my $added = $o{ADDED} // $workers;
+	for my $w (@nodes[1 .. $added])
 	{
 		$c->safe_psql('postgres',
 			"SELECT citus_add_node('" . $w->host . "', " . $w->port . ')');
