@@ -492,6 +492,35 @@ REVOKE ALL ON FUNCTION retries.citus_id_range() FROM PUBLIC;
 COMMENT ON FUNCTION retries.citus_id_range() IS
 	'on a Citus node: give this node''s call ids their range (group id times 2^48 and up); retries.citus_setup() runs it on every node';
 
+/*
+ * citus_setup() replays the coordinator's policies on the worker nodes as
+ * a superuser: each names its function through this check, so that a
+ * function of the same signature owned by another role on a node (made
+ * there, or with citus.enable_ddl_propagation off) is not given a policy
+ * or a pause its owner did not choose.
+ */
+CREATE FUNCTION retries.citus_owned(fn regprocedure, owner regrole)
+RETURNS regprocedure
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	here regrole;
+BEGIN
+	SELECT proowner::regrole INTO here FROM pg_proc WHERE oid = fn;
+	IF here IS DISTINCT FROM owner THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('function %s is owned by role %s on this node, not by role %s as on the coordinator',
+							 fn, here, owner),
+			HINT = 'Give the function the same owner on every node, or unannotate it on the coordinator.';
+	END IF;
+	RETURN fn;
+END
+$$;
+REVOKE ALL ON FUNCTION retries.citus_owned(regprocedure, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION retries.citus_owned(regprocedure, regrole) IS
+	'on a Citus node: fn, if owner owns it here (retries.citus_setup() names the coordinator''s functions through it)';
+
 CREATE FUNCTION retries.citus_setup(colocate_with regclass DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
@@ -526,16 +555,16 @@ BEGIN
 	-- of VALUES per function, run in order)
 	SELECT 'SELECT pg_catalog.count(*) FROM (VALUES '
 		   || pg_catalog.string_agg(pg_catalog.format(
-			 '(retries.annotate(fn => %L::pg_catalog.regprocedure, policy => %L,'
-			 ' multiplier => %L::pg_catalog.float8, jitter => %L, retry_on => %L::pg_catalog.text[],'
-			 ' timeout => %L::pg_catalog.interval, on_exhausted => %L::pg_catalog.regprocedure,'
-			 ' delay_fn => %L::pg_catalog.regprocedure, max_running => %L::pg_catalog.int4,'
-			 ' max_running_per_key => %L::pg_catalog.int4, rate => %L, notify => %L::pg_catalog.bool,'
-			 ' key_window => %L::pg_catalog.interval, debounce_max => %L::pg_catalog.interval),'
-			 ' retries.%s(%L::pg_catalog.regprocedure))',
-			 p.fn, p.policy, p.multiplier, p.jitter, p.retry_on, p.timeout, p.on_exhausted,
+			 '(retries.annotate(fn => retries.citus_owned(%1$L, %2$L), policy => %3$L,'
+			 ' multiplier => %4$L::pg_catalog.float8, jitter => %5$L, retry_on => %6$L::pg_catalog.text[],'
+			 ' timeout => %7$L::pg_catalog.interval, on_exhausted => %8$L::pg_catalog.regprocedure,'
+			 ' delay_fn => %9$L::pg_catalog.regprocedure, max_running => %10$L::pg_catalog.int4,'
+			 ' max_running_per_key => %11$L::pg_catalog.int4, rate => %12$L, notify => %13$L::pg_catalog.bool,'
+			 ' key_window => %14$L::pg_catalog.interval, debounce_max => %15$L::pg_catalog.interval),'
+			 ' retries.%16$s(retries.citus_owned(%1$L, %2$L)))',
+			 p.fn, p.owner, p.policy, p.multiplier, p.jitter, p.retry_on, p.timeout, p.on_exhausted,
 			 p.delay_fn, p.max_running, p.max_running_per_key, p.rate, p.notify, p.key_window,
-			 p.debounce_max, CASE WHEN p.paused THEN 'pause' ELSE 'resume' END, p.fn), ', ')
+			 p.debounce_max, CASE WHEN p.paused THEN 'pause' ELSE 'resume' END), ', ')
 		   || ') v'
 	  INTO sync
 	  FROM retries.policies p;

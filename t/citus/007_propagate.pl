@@ -16,7 +16,11 @@
 #      coordinator, and a name full of quotes reaches the nodes intact;
 #   7. a node added later: retries.citus_setup() gives it the policies and
 #      pauses of the coordinator, and its calls retry by them;
-#   8. a worker node's own annotate stays there.
+#   8. a worker node's own annotate stays there;
+#   9. citus_setup() replays as a superuser, but never onto a function that
+#      another role owns on a node: a function of alice's on the coordinator
+#      whose signature is mallory's function on a worker node (made there)
+#      gets no policy or pause there (42501).
 use strict;
 use warnings;
 
@@ -187,5 +191,26 @@ is($w2->safe_psql($DB, "SELECT count(*) FROM retries.attempts WHERE call_id = $i
 as_role($w1, $DB, 'alice', "SELECT retries.annotate('alice.g(int)', '5 1s')");
 is(on_all(\@nodes, "SELECT count(*) FROM retries.policies WHERE fn = 'alice.g(int)'::regprocedure"),
 	'0|1|0', '8: annotate on a worker node stays on that node');
+
+# ---------------------------------------------------------------------
+# 9. the replay and owners
+# ---------------------------------------------------------------------
+as_role($c, $DB, 'alice', q{
+SET citus.enable_ddl_propagation = off;
+CREATE FUNCTION alice.dup(i int) RETURNS int LANGUAGE sql AS 'SELECT i';
+SELECT retries.annotate('alice.dup(int)', '2 1s', max_running => 1);
+SELECT retries.pause('alice.dup(int)');
+});
+$w1->safe_psql($DB, q{
+SET citus.enable_ddl_propagation = off;
+CREATE FUNCTION alice.dup(i int) RETURNS int LANGUAGE sql AS 'SELECT i';
+ALTER FUNCTION alice.dup(int) OWNER TO mallory;
+});
+(undef, $out, $err) = $c->psql($DB, "\\set VERBOSITY verbose\nSELECT retries.citus_setup()");
+like($err, qr/ERROR:  55000:.*function alice\.dup\(integer\) is owned by role mallory on this node, not by role alice as on the coordinator/,
+	'9: citus_setup() refuses to give a function of another owner on a node the coordinator\'s policy');
+is($w1->safe_psql($DB, "SELECT count(*) FROM retries.policies WHERE fn = 'alice.dup(int)'::regprocedure")
+	  . '/' . $w1->safe_psql($DB, "SELECT count(*) FROM retries.flow_data WHERE paused"),
+	'0/0', '9: mallory\'s function on the worker node is neither annotated nor paused');
 
 done_testing();
