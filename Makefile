@@ -192,6 +192,11 @@ test/rate_test: test/rate_test.c test/unit.h src/core/rate.c src/core/rate.h src
 layercheck: $(OBJS)
 	perl $(srcdir)/scripts/layers $(srcdir)/src
 
+# The docs about the code name what exists, and all of it (scripts/docscheck)
+.PHONY: docscheck
+docscheck:
+	perl $(srcdir)/scripts/docscheck $(srcdir) $(shell $(PG_CONFIG) --includedir-server)
+
 # No test waits on a fixed sleep instead of a condition (scripts/waitcheck)
 .PHONY: waitcheck
 waitcheck:

@@ -90,6 +90,7 @@ arg_literal(FunctionCallInfo fcinfo, int i, Oid type)
 		return psprintf("NULL::%s", format_type_be_qualified(type));
 	if (type == REGPROCEDUREOID)
 		text = format_procedure_qualified(DatumGetObjectId(fcinfo->args[i].value));
+
 	else
 	{
 		getTypeOutputInfo(type, &output, &varlena);
