@@ -2,12 +2,15 @@
 -- private cluster (the library preloaded, a fresh database `demo`).  Read
 -- it top to bottom, or its output: each step says what it shows.
 --
---    0. install                                     6. a recurring schedule
---    1. annotate a function with a retry policy     7. flow control
---    2. call it (and wait for it)                   8. results and retries.wait
---    3. a flaky function, retried with backoff      9. chains
---    4. failing for good                           10. cancel
---    5. the statistics so far                      11. the statistics at the end
+--    0. install                                     9. chains
+--    1. annotate a function with a retry policy    10. procedures that commit
+--    2. call it (and wait for it)                  11. commands, as pg_cron runs them
+--    3. a flaky function, retried with backoff     12. priorities
+--    4. failing for good                           13. events
+--    5. the statistics so far                      14. key windows
+--    6. a recurring schedule                       15. debounce
+--    7. flow control                               16. cancel
+--    8. results and retries.wait                   17. the statistics at the end
 --
 -- Delays are milliseconds so that the demo runs in seconds; real policies
 -- use seconds or minutes.  Every wait below is a condition with a deadline.
@@ -242,7 +245,102 @@ SELECT state, last_sqlstate FROM retries.wait(:charge1_again, '10 s');
 SELECT state, last_message FROM retries.wait(:ship1, '10 s');
 
 \echo
-\echo '== 10. Cancel: true if the call will not run again, false if it had already finished.'
+\echo '== 10. Procedures: an annotated procedure may COMMIT as it goes; each attempt runs'
+\echo '   alone, in a process of its own, as the calling role.  Three batches, three commits:'
+CREATE TABLE archived (batch int, at timestamptz);
+CREATE PROCEDURE archive_old(batches int) LANGUAGE plpgsql AS $$
+BEGIN
+	FOR b IN 1 .. batches LOOP
+		INSERT INTO archived VALUES (b, clock_timestamp());
+		COMMIT;                               -- each batch is kept, whatever comes next
+	END LOOP;
+END $$;
+SELECT retries.annotate('archive_old(int)', '3 100ms');
+SELECT retries.call('archive_old(int)', '[3]') AS archive \gset
+SELECT fn, state, attempts FROM retries.wait(:archive, '10 s');
+SELECT count(*) AS batches_committed FROM archived;
+
+\echo
+\echo '== 11. Commands: SQL text run as the role, as pg_cron runs a job, but with a retry'
+\echo '   policy and a record of each attempt.  VACUUM cannot run in a transaction block:'
+\echo '   a command runs its statements one at a time, as psql runs a script.'
+SELECT retries.run_command('VACUUM payments; ANALYZE payments', '3 100ms') AS vacuum \gset
+SELECT state, attempts FROM retries.wait(:vacuum, '10 s');
+SELECT command_tag FROM retries.attempts WHERE call_id = :vacuum;
+\echo '   The same as a schedule, nightly at 03:00 (schedule_command), and when it fires next:'
+SELECT retries.schedule_command('nightly vacuum', 'VACUUM payments', '0 3 * * *') > 0 AS nightly_scheduled;
+SELECT every, next_run > now() AS in_the_future FROM retries.schedules WHERE name = 'nightly vacuum';
+SELECT retries.unschedule('nightly vacuum');
+
+\echo
+\echo '== 12. Priorities: among due calls, higher runs first.  20 exports of priority 0, then'
+\echo '   one of priority 10, made in one transaction: the urgent one starts first or second'
+\echo '   (the database has two workers).'
+CREATE TABLE reports (n int, started timestamptz);
+CREATE FUNCTION build_report(n int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO reports VALUES (n, clock_timestamp());
+	PERFORM pg_sleep(0.02);
+END $$;
+SELECT retries.annotate('build_report(int)', '3 100ms');
+BEGIN;
+SELECT count(retries.call('build_report(int)', jsonb_build_array(n))) AS routine
+  FROM generate_series(1, 20) n;
+SELECT retries.call('build_report(int)', '[99]', priority => 10) AS urgent \gset
+COMMIT;
+CALL wait_until($$(SELECT count(*) = 21 FROM reports)$$);
+SELECT (SELECT count(*) FROM reports r WHERE r.started < u.started) < 2 AS urgent_started_first
+  FROM reports u WHERE n = 99;
+
+\echo
+\echo '== 13. Events: a call made with on_event waits, uncharged, until the role emits that'
+\echo '   event; retries.event() gives the call the payload.  An order ships once it is paid:'
+CREATE FUNCTION ship_paid(order_id bigint) RETURNS text LANGUAGE sql AS $$
+	SELECT format('order %s paid by %s', order_id, retries.event() ->> 'method')
+$$;
+SELECT retries.annotate('ship_paid(bigint)', '3 100ms');
+SELECT retries.call('ship_paid(bigint)', '[7]', on_event => 'paid:7') AS ship7 \gset
+SELECT state, waiting_for_event FROM retries.calls WHERE id = :ship7;
+\echo '   The payment webhook emits it (it returns how many calls it released):'
+SELECT retries.emit('paid:7', '{"method": "card"}') AS released;
+SELECT state, result FROM retries.wait(:ship7, '10 s');
+
+\echo
+\echo '== 14. Key windows: key_window spaces the deliveries of a key''s calls.  A reminder'
+\echo '   per customer, at most one every 500 ms: two reminders made 500 ms apart while the'
+\echo '   function was paused are both due at resume, and still start 500 ms apart.'
+CREATE TABLE reminders (customer int, sent timestamptz);
+CREATE FUNCTION remind(customer int) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO reminders VALUES (customer, clock_timestamp())
+$$;
+SELECT retries.annotate('remind(int)', '3 100ms', key_window => '500 ms');
+SELECT retries.pause('remind(int)');
+SELECT retries.call('remind(int)', '[42]', key => 'remind:42') AS first_reminder \gset
+\echo '   Within the window the key dedupes: the same request again is the same call.'
+SELECT retries.call('remind(int)', '[42]', key => 'remind:42') = :first_reminder AS same_call;
+CALL wait_until($$(SELECT clock_timestamp() - created_at > interval '500 ms' FROM retries.calls WHERE id = $$
+				|| :first_reminder || ')');
+SELECT retries.call('remind(int)', '[42]', key => 'remind:42') AS second_reminder \gset
+SELECT retries.resume('remind(int)');
+CALL wait_until($$(SELECT count(*) = 2 FROM reminders)$$);
+SELECT max(sent) - min(sent) >= interval '500 ms' AS sent_500_ms_apart FROM reminders;
+
+\echo
+\echo '== 15. Debounce: with a key, each call moves the key''s call that has not started to'
+\echo '   now() + debounce, with the new arguments.  Three edits in a row: one reindex, of the last.'
+CREATE TABLE reindexed (doc int, version int);
+CREATE FUNCTION reindex_doc(doc int, version int) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO reindexed VALUES (doc, version)
+$$;
+SELECT retries.annotate('reindex_doc(int,int)', '3 100ms');
+SELECT count(DISTINCT retries.call('reindex_doc(int,int)', jsonb_build_array(5, v),
+								   key => 'reindex:5', debounce => '300 ms')) AS calls
+  FROM generate_series(1, 3) v;
+CALL wait_until($$(SELECT count(*) = 1 FROM reindexed)$$);
+SELECT * FROM reindexed;
+
+\echo
+\echo '== 16. Cancel: true if the call will not run again, false if it had already finished.'
 \echo '   The calls that run after it go with it: here a shipment waiting for the quote of step 8.'
 SELECT retries.call('ship(bigint)', '[5]', after => ARRAY[:later_quote]) AS after_quote \gset
 SELECT retries.cancel(:later_quote) AS cancelled, retries.cancel(:later_quote) AS again,
@@ -253,7 +351,7 @@ SELECT fn, state, last_message FROM retries.calls
 SELECT state FROM retries.wait(:later_quote, '10 s');
 
 \echo
-\echo '== 11. Everything in retries.stats, and the workers that ran it'
+\echo '== 17. Everything in retries.stats, and the workers that ran it'
 SELECT fn, scheduled, succeeded, failed, cancelled, attempts, retries, held
   FROM retries.stats ORDER BY fn::text;
 SELECT database, count(*) AS workers, sum(calls_run) AS attempts_run

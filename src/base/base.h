@@ -175,12 +175,13 @@ extern int	plans_execute_read_committed(SPIPlanPtr plan, Datum *values,
 
 /*
  * Where a query about claimable calls means "and no gate holds it", and
- * "and its priority is 0" (both need version 1.2), and the call's
- * key_window column (1.7): see plans.c; its plans are kept in arrays of
- * UNHELD_PLANS
+ * "and its priority is 0" (both need version 1.2), the call's priority
+ * column (1.2), and its key_window column (1.7): see plans.c; its plans are
+ * kept in arrays of UNHELD_PLANS
  */
 #define NOT_HELD " /*not held*/"
 #define PRIORITY_ZERO " /*priority 0*/"
+#define PRIORITY_COLUMN " /*priority*/"
 #define KEY_WINDOW " /*key_window*/"
 #define UNHELD_PLANS 3
 extern SPIPlanPtr plans_prepare_unheld(SPIPlanPtr *plans, const char *query,

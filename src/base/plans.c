@@ -79,25 +79,28 @@ plans_prepare_generic(SPIPlanPtr *plan, const char *query, int nargs,
  * plans_prepare_unheld -- plans_prepare_generic() of a query about the
  * calls that the workers may claim, whose text says NOT_HELD where it
  * means "and no gate holds the call", PRIORITY_ZERO where it means "and
- * its priority is 0", and KEY_WINDOW where it means the call's key_window
- * column: "AND NOT held" and "AND priority = 0" in a database whose
+ * its priority is 0", PRIORITY_COLUMN where it means the call's priority,
+ * and KEY_WINDOW where it means the call's key_window column: "AND NOT
+ * held", "AND priority = 0" and the priority column in a database whose
  * extension has flow control (1.2), which the partial indexes of due calls
- * need to be used, and nothing before (when no call is held and all have
- * priority 0); the column from 1.7, and a NULL interval before (when no
+ * need to be used, and nothing (and 0) before (when no call is held and
+ * all have priority 0); the key_window column from 1.7, and a NULL interval before (when no
  * call had one).  'plans' has UNHELD_PLANS entries, one for each of those
  * kinds of database.
  */
 SPIPlanPtr
 plans_prepare_unheld(SPIPlanPtr *plans, const char *query, int nargs, Oid *argtypes)
 {
-	static const char *const markers[3] = {NOT_HELD, PRIORITY_ZERO, KEY_WINDOW};
+	static const char *const markers[4] = {NOT_HELD, PRIORITY_ZERO, KEY_WINDOW,
+	PRIORITY_COLUMN};
 	RetriesSchemaVersion version = schema_retries_version();
 	bool		flow = (version >= SCHEMA_1_2);
 	bool		windows = (version >= SCHEMA_1_7);
-	const char *const texts[3] = {
+	const char *const texts[4] = {
 		flow ? " AND NOT held" : "",
 		flow ? " AND priority OPERATOR(pg_catalog.=) 0" : "",
 		windows ? " key_window" : " NULL::pg_catalog.interval",
+		flow ? " priority" : " 0",
 	};
 	int			which_plan = windows ? 2 : flow ? 1 : 0;
 	StringInfoData buf;

@@ -159,8 +159,8 @@ claim_destroy(DestReceiver *self)
 	"id, policy_id, args, attempts, max_attempts, scheduled_by::pg_catalog.oid," \
 	" coalesce(attempts OPERATOR(pg_catalog.>) 0" \
 	"  AND last_sqlstate OPERATOR(pg_catalog.=) '57P01', false)," \
-	KEY_WINDOW " IS NOT NULL"
-#define CLAIM_NCOLUMNS			8
+	KEY_WINDOW " IS NOT NULL," PRIORITY_COLUMN
+#define CLAIM_NCOLUMNS			9
 
 /*
  * The due calls of one role: the row comparisons bound an index scan of
@@ -193,6 +193,7 @@ copy_call(RetriesCall *call, Datum *values, bool *nulls)
 	call->role = DatumGetObjectId(values[5]);
 	call->lone = DatumGetBool(values[6]);
 	call->windowed = DatumGetBool(values[7]);
+	call->priority = DatumGetInt32(values[8]);
 	MemoryContextSwitchTo(oldcxt);
 }
 

@@ -25,6 +25,7 @@ typedef struct RetriesCall
 								 * alone in its batch (see worker.c) */
 	bool		windowed;		/* a key_window spaces its key's deliveries
 								 * (flow/key_window.c) */
+	int32		priority;		/* as given to retries.call() */
 } RetriesCall;
 
 /* Which hook of a call's policy runs (see execute.c) */

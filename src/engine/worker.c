@@ -1533,6 +1533,27 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 }
 
 /*
+ * head_after_priorities -- the first call of a batch (its role's earliest
+ * due, claim_first) runs after the calls of a higher priority claimed
+ * with it (claim_prioritized, highest first): among a role's due calls,
+ * the higher priority runs first.  True if another call is first now.
+ */
+static bool
+head_after_priorities(RetriesCall *calls, int n)
+{
+	RetriesCall head = calls[0];
+	int			k = 1;
+
+	while (k < n && calls[k].priority > head.priority)
+	{
+		calls[k - 1] = calls[k];
+		k++;
+	}
+	calls[k - 1] = head;
+	return k > 1;
+}
+
+/*
  * claim_batch -- the batch's role and its first call (see claim.c); then,
  * unless that call runs alone, more of the role's calls: those of a
  * priority above 0, then those of priority 0 earliest first, through a
@@ -1585,9 +1606,19 @@ claim_batch(Batch *b)
 		if (!b->below_zero)
 		{
 			if (!OidIsValid(b->foreign_owner))
+			{
 				b->n += claim_prioritized(b->calls + b->n, b->limit - b->n, b->claimed_at,
 										  true, b->role, claimed_ids(b->calls, b->n),
 										  nskipped + b->n);
+
+				/*
+				 * the batch is of the code of its first call: a call of
+				 * another role's function first makes it a batch of that
+				 * role's code, which ends before any other (run_batch)
+				 */
+				if (head_after_priorities(b->calls, b->n))
+					b->foreign_owner = execute_foreign_owner(&b->calls[0]);
+			}
 			b->claim = claim_begin(b->limit, b->claimed_at, b->role,
 								   claimed_ids(b->calls, b->n), nskipped + b->n);
 		}
