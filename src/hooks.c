@@ -687,7 +687,7 @@ static void
 note_databases(Node *parsetree, Oid dboid, bool had_extension, bool restoring)
 {
 	if (IsA(parsetree, CreatedbStmt) && OidIsValid(made_database) && !IsBinaryUpgrade)
-		tables_note_made_database(made_database, dboid, GetCurrentTimestamp());
+		tables_note_made_database(made_database, dboid, clock_system_now());
 	else if (IsA(parsetree, DropdbStmt) && OidIsValid(dboid))
 		tables_forget_made_database(dboid);
 	else if (IsA(parsetree, CreateExtensionStmt) &&

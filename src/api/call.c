@@ -708,7 +708,7 @@ insert_call_direct(Oid relid, Datum *values, const char *nulls)
 	TupleTableSlot *slot;
 	EState	   *estate;
 	ResultRelInfo *rri;
-	TimestampTz now = GetCurrentStatementStartTimestamp();
+	TimestampTz now = clock_system_statement_start();
 	int64		id;
 	bool		kept;
 

@@ -100,7 +100,7 @@ retries_worker_status(PG_FUNCTION_ARGS)
 		shmem_copy_worker(i, &copy[i]);
 	LWLockRelease(retries_shared->lock);
 	/* after the copy: no busy period began later than this */
-	now = GetCurrentTimestamp();
+	now = clock_system_now();
 	reads_all = access_reads_all_calls(userid);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)

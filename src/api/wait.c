@@ -171,7 +171,7 @@ wait_timeout(FunctionCallInfo fcinfo)
 static Datum
 wait_for_call(int64 id, Oid caller, int64 timeout)
 {
-	TimestampTz deadline = timeout >= 0 ? GetCurrentTimestamp() + timeout : 0;
+	TimestampTz deadline = timeout >= 0 ? clock_system_now() + timeout : 0;
 	LookedCall	call;
 
 	for (;;)

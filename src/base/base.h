@@ -116,6 +116,8 @@ extern void citus_forward(const char *sql);
 extern TimestampTz clock_ahead(TimestampTz system_time);
 extern TimestampTz clock_now(void);
 extern TimestampTz clock_xact_now(void);
+extern TimestampTz clock_system_now(void);
+extern TimestampTz clock_system_statement_start(void);
 extern long clock_system_ms_until(TimestampTz when);
 extern long clock_ms_until(TimestampTz when);
 extern Datum clock_clamp_run_at(Datum run_at);

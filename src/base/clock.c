@@ -13,11 +13,13 @@
  * test sleeping through it.  Moving it back delays what was planned by
  * the clock ahead until the system's clock reaches it.
  *
- * What is not such a decision reads the system's clock itself: the times
- * recorded in the tables (created_at, updated_at, an attempt's started_at
- * and finished_at), how long an attempt, a batch or a wait has lasted, the
- * time limits of processes, and the validity of a role (as PostgreSQL
- * checks it).
+ * What is not such a decision reads the system's clock, unmoved, but here
+ * too (clock_system_now, clock_system_statement_start): the times recorded
+ * in the tables (created_at, updated_at, an attempt's started_at and
+ * finished_at), how long an attempt, a batch or a wait has lasted, the time
+ * limits of processes, and the validity of a role (as PostgreSQL checks
+ * it).  No other file reads a clock (scripts/layers checks it), so that
+ * every read is one of these, chosen on purpose.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,6 +54,26 @@ TimestampTz
 clock_now(void)
 {
 	return clock_ahead(GetCurrentTimestamp());
+}
+
+/*
+ * clock_system_now -- the time now on the system's clock, not moved: for
+ * what is recorded or measured, not decided (see the top)
+ */
+TimestampTz
+clock_system_now(void)
+{
+	return GetCurrentTimestamp();
+}
+
+/*
+ * clock_system_statement_start -- when the current statement started, on
+ * the system's clock (a call's created_at)
+ */
+TimestampTz
+clock_system_statement_start(void)
+{
+	return GetCurrentStatementStartTimestamp();
 }
 
 /*

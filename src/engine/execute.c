@@ -826,7 +826,7 @@ static void
 pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 			const Outcome *out)
 {
-	TimestampTz finished = GetCurrentTimestamp();
+	TimestampTz finished = clock_system_now();
 	TimestampTz next = 0;
 	int			row;
 
@@ -1282,7 +1282,7 @@ execute_attempt(RetriesCall *call)
 {
 	CachedPolicy *policy = policies_get(call->policy_id);
 	int32		attempt = call->attempts + 1;
-	TimestampTz started_at = GetCurrentTimestamp();
+	TimestampTz started_at = clock_system_now();
 	Outcome		out;
 	SandboxStep step;
 	Datum		result;
@@ -1397,7 +1397,7 @@ interrupted_outcome(RetriesCall *call, int32 attempt, Outcome *out)
 	out->delay = -1;
 	if (policy == NULL)
 	{
-		fail_without_policy(call, attempt, GetCurrentTimestamp(), out);
+		fail_without_policy(call, attempt, clock_system_now(), out);
 		return NULL;
 	}
 	out->notify = policy->notify;
@@ -1493,7 +1493,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 	Outcome		out;
 
 	if (started == 0)
-		started = GetCurrentTimestamp();
+		started = clock_system_now();
 	if (stopped && in_hook == HOOK_NONE)
 	{
 		allow_another_attempt(call);
@@ -1558,7 +1558,7 @@ execute_commit_failed(RetriesCall *call, int32 attempt, const ErrorData *edata)
 
 	if (policy == NULL)
 		return;
-	charge_interruption(call, policy, attempt, &out, GetCurrentTimestamp(),
+	charge_interruption(call, policy, attempt, &out, clock_system_now(),
 						edata->sqlerrcode,
 						psprintf("the attempt's transaction could not commit: %s", edata->message),
 						"The function returned, but the commit of its transaction failed (a node of a distributed transaction was lost, say); its effects were rolled back.");
@@ -1699,7 +1699,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 	*sql = NULL;
 	if (policy == NULL)
 	{
-		fail_without_policy(call, attempt, GetCurrentTimestamp(), &out);
+		fail_without_policy(call, attempt, clock_system_now(), &out);
 		return false;
 	}
 	out.notify = policy->notify;
@@ -1710,7 +1710,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 	{
 		out.outcome = "failed";
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, GetCurrentTimestamp(), &out);
+		record_outcome(call, attempt, clock_system_now(), &out);
 		run_on_exhausted(call, policy, attempt);
 		return false;
 	}

@@ -142,14 +142,14 @@ start_worker(Oid dboid, int slot_no, bool first)
 	}
 	if (slot < 0)
 	{
-		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
+		if (TimestampDifferenceExceeds(last_complaint, clock_system_now(),
 									   COMPLAINT_INTERVAL_MS))
 		{
 			ereport(LOG,
 					(errmsg("retries: all %d worker slots are in use, database %u gets no worker",
 							RETRIES_MAX_SLOTS, dboid),
 					 errhint("Lower retries.max_workers, or have fewer databases with the extension.")));
-			last_complaint = GetCurrentTimestamp();
+			last_complaint = clock_system_now();
 		}
 		return false;
 	}
@@ -179,7 +179,7 @@ start_worker(Oid dboid, int slot_no, bool first)
 	w->dboid = dboid;
 	w->slot_no = slot_no;
 	w->generation = generation;
-	w->assigned_at = GetCurrentTimestamp();
+	w->assigned_at = clock_system_now();
 	w->pid = 0;
 	w->latch = NULL;
 	w->gate_fn = InvalidOid;
@@ -211,18 +211,18 @@ start_worker(Oid dboid, int slot_no, bool first)
 		launched[slot].handle = NULL;
 		db = shmem_find_database(dboid, false);
 		if ((first || slot_no >= retries_max_workers) &&
-			(db == NULL || GetCurrentTimestamp() >= db->reserve_extra_after) &&
+			(db == NULL || clock_system_now() >= db->reserve_extra_after) &&
 			shmem_reserve_give(RESERVE_WORKER, worker.bgw_main_arg, InvalidOid, &index,
 							   &reserve_generation))
 			return true;		/* it frees its slot itself, as an adopted one */
 		w->in_use = false;
-		if (TimestampDifferenceExceeds(last_complaint, GetCurrentTimestamp(),
+		if (TimestampDifferenceExceeds(last_complaint, clock_system_now(),
 									   COMPLAINT_INTERVAL_MS))
 		{
 			ereport(LOG,
 					(errmsg("retries: could not start a worker for database %u", dboid),
 					 errhint("Raise max_worker_processes to at least 1 + retries.reserved_workers + (retries.max_workers + retries.max_extra_workers) times the number of databases with the extension.")));
-			last_complaint = GetCurrentTimestamp();
+			last_complaint = clock_system_now();
 		}
 		return false;
 	}
@@ -634,7 +634,7 @@ static TimestampTz
 manage_databases(Oid *seen, int nseen, bool *reaped)
 {
 	static bool complained = false;
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_system_now();
 	TimestampTz next = TimestampTzPlusMilliseconds(now, LAUNCHER_NAPTIME_MS);
 	int		   *order;
 	int			norder = 0;
@@ -759,7 +759,7 @@ retries_launcher_main(Datum main_arg)
 
 	for (;;)
 	{
-		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz now = clock_system_now();
 		TimestampTz next;
 		bool		read;
 

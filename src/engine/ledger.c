@@ -67,7 +67,7 @@ void
 ledger_write(int64 call_id, int32 attempt)
 {
 	ledger_write_hook(call_id, attempt, HOOK_NONE,
-					  call_id != 0 ? GetCurrentTimestamp() : 0);
+					  call_id != 0 ? clock_system_now() : 0);
 }
 
 
@@ -121,7 +121,7 @@ ledger_hook_phase(int64 call_id, int32 attempt, ExecuteHook which)
 	{
 		saved = inflight;
 		ledger_write_hook(call_id, attempt, which,
-						  saved.call_id == call_id ? saved.started : GetCurrentTimestamp());
+						  saved.call_id == call_id ? saved.started : clock_system_now());
 	}
 	else
 		ledger_write_hook(saved.call_id, saved.attempt, HOOK_NONE, saved.started);
@@ -246,7 +246,7 @@ ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped)
 	e->hook = rec->hook;
 	e->started = rec->started;
 	e->stopped = stopped;
-	e->keep_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), keep_ms);
+	e->keep_until = TimestampTzPlusMilliseconds(clock_system_now(), keep_ms);
 	retries_shared->next_interrupted =
 		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
 	LWLockRelease(retries_shared->lock);
@@ -279,7 +279,7 @@ ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
 		return false;			/* unlocked read: entries exist before the
 								 * claim */
 
-	now = GetCurrentTimestamp();
+	now = clock_system_now();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < RETRIES_MAX_INTERRUPTED; i++)
 	{

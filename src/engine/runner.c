@@ -228,7 +228,7 @@ launch(Oid dboid, Oid role, Oid fnoid, const char *text, int cap_ms,
 		run_handle = NULL;
 		return false;
 	}
-	run_started = GetCurrentTimestamp();
+	run_started = clock_system_now();
 	run_cap_ms = cap_ms;
 	run_terminated = false;
 	return true;
@@ -315,7 +315,7 @@ runner_poll(RunnerOutcome *outcome)
 
 		if (run_cap_ms > 0 && !run_terminated &&
 			TimestampDifferenceExceeds(armed_at != 0 ? armed_at : run_started,
-									   GetCurrentTimestamp(),
+									   clock_system_now(),
 									   armed_at != 0 ? ms : ms + RUNNER_START_GRACE_MS))
 		{
 			terminate_run();
@@ -992,7 +992,7 @@ retries_runner_main(Datum arg)
 	{
 		RegisterXactCallback(cap_at_commit, NULL);
 		time_cap_init(cap_cancel, cap_kill);
-		pg_atomic_write_u64(&child_shared->armed_at, (uint64) GetCurrentTimestamp());
+		pg_atomic_write_u64(&child_shared->armed_at, (uint64) clock_system_now());
 		time_cap_arm(child_shared->cap_ms, RUNNER_KILL_GRACE_MS);
 	}
 

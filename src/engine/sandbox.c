@@ -134,6 +134,7 @@
 #include "utils/syscache.h"
 #include "utils/timeout.h"
 
+#include "base/base.h"
 #include "base/compat.h"
 #include "engine/sandbox.h"
 #include "flow/flow.h"
@@ -626,7 +627,7 @@ reseed_random(void)
 	uint64		bits;
 
 	if (!pg_strong_random(&bits, sizeof(bits)))
-		bits = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
+		bits = (uint64) clock_system_now() ^ ((uint64) MyProcPid << 32);
 	(void) DirectFunctionCall1(setseed,
 							   Float8GetDatum((double) (bits >> 11) / (double) (UINT64CONST(1) << 52) - 1.0));
 }

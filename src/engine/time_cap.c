@@ -25,6 +25,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "base/base.h"
 #include "engine/time_cap.h"
 
 /* How often the kill's check looks again, once it is due */
@@ -47,7 +48,7 @@ static volatile TimestampTz cancelled_at = 0;
 static void
 cancel_handler(void)
 {
-	cancelled_at = GetCurrentTimestamp();
+	cancelled_at = clock_system_now();
 	cancel_action();
 }
 
@@ -56,7 +57,7 @@ static void
 kill_check_handler(void)
 {
 	if (cancelled_at != 0 &&
-		TimestampDifferenceExceeds(cancelled_at, GetCurrentTimestamp(), grace))
+		TimestampDifferenceExceeds(cancelled_at, clock_system_now(), grace))
 		kill_action();
 }
 
@@ -80,7 +81,7 @@ time_cap_init(TimeCapAction cancel, TimeCapAction kill)
 void
 time_cap_arm(int ms, int grace_ms)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_system_now();
 
 	ms = Min(ms, PG_INT32_MAX - grace_ms);
 	cancelled_at = 0;

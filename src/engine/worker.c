@@ -709,7 +709,7 @@ note_batch_done(void)
 	if (raised_from < 0)
 		return;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	shmem_workers_held(MyDatabaseId, retries_max_workers, GetCurrentTimestamp(), &held);
+	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL && held.base <= 1 && db->wanted == RETRIES_MAX_SLOTS)
 		db->wanted = Max(raised_from, 1);
@@ -731,7 +731,7 @@ note_all_busy(void)
 	bool		more;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	shmem_workers_held(MyDatabaseId, retries_max_workers, GetCurrentTimestamp(), &held);
+	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
 	launcher = retries_shared->launcher_latch;
 	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers &&
 		launcher != NULL)
@@ -774,7 +774,7 @@ static void
 set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 {
 	bool		changed = my_slot->state != state || my_slot->current_call != call_id;
-	TimestampTz now = changed ? GetCurrentTimestamp() : 0;
+	TimestampTz now = changed ? clock_system_now() : 0;
 	bool		began = false;
 
 	SpinLockAcquire(&my_slot->mutex);
@@ -845,7 +845,7 @@ take_slot(uint32 generation)
 		my_slot->pid = MyProcPid;
 		my_slot->latch = &MyProc->procLatch;
 		SpinLockAcquire(&my_slot->mutex);
-		my_slot->since = GetCurrentTimestamp();
+		my_slot->since = clock_system_now();
 		my_slot->in_runner = false;
 		SpinLockRelease(&my_slot->mutex);
 	}
@@ -1041,7 +1041,7 @@ next_due(TimestampTz after)
 static void
 prune(void)
 {
-	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz start = clock_system_now();
 
 	for (;;)
 	{
@@ -1069,7 +1069,7 @@ prune(void)
 		commit_transaction();
 
 		if (deleted < PRUNE_BATCH ||
-			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), BATCH_TIME_MS))
+			TimestampDifferenceExceeds(start, clock_system_now(), BATCH_TIME_MS))
 			break;
 	}
 }
@@ -1236,7 +1236,7 @@ extra_wanted(void)
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	wanted = shmem_extras_wanted(MyDatabaseId, retries_max_workers,
-								 GetCurrentTimestamp(), &held);
+								 clock_system_now(), &held);
 	LWLockRelease(retries_shared->lock);
 	return wanted;
 }
@@ -1256,7 +1256,7 @@ extra_wanted(void)
 static bool
 idle_in_reserve(TimestampTz ran_at)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_system_now();
 	RetriesDatabase *db;
 
 	if (!shmem_in_reserve() ||
@@ -1286,7 +1286,7 @@ idle_in_reserve(TimestampTz ran_at)
 static int
 recent_holds(Hold *holds)
 {
-	return other_holds(holds, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+	return other_holds(holds, TimestampTzPlusMilliseconds(clock_system_now(),
 														  -RETRIES_HELD_AFTER_MS));
 }
 
@@ -1978,7 +1978,7 @@ release_runner_held(void)
 	Oid			avoid[2 * RETRIES_MAX_SLOTS];
 	int			navoid = 0;
 
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_system_now();
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	db = shmem_find_database(MyDatabaseId, false);
@@ -2241,7 +2241,7 @@ static void
 run_in_runner(void)
 {
 	RetriesCall *call = &runner_next.call;
-	TimestampTz started_at = GetCurrentTimestamp();
+	TimestampTz started_at = clock_system_now();
 	RunnerOutcome outcome;
 	Oid			key;
 	int			cap_ms;
@@ -2291,7 +2291,7 @@ run_in_runner(void)
 				 * places")
 				 */
 				if (retries_max_runners > 0 && !RETRIES_IS_RUNNER_SLOT(my_slot->slot_no) &&
-					TimestampDifferenceExceeds(started_at, GetCurrentTimestamp(),
+					TimestampDifferenceExceeds(started_at, clock_system_now(),
 											   RUNNER_MOVE_AFTER_MS))
 					move_to_runner_place();
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -2348,7 +2348,7 @@ static int
 run_batch(TimestampTz *due)
 {
 	Batch		b;
-	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz start = clock_system_now();
 	int			result;
 
 	lone_call_id = 0;
@@ -2380,7 +2380,7 @@ run_batch(TimestampTz *due)
 		 */
 		if (i > 0 && (ShutdownRequestPending || b.calls[0].lone ||
 					  sandbox_transaction_changed() || tables_name_refused() ||
-					  TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+					  TimestampDifferenceExceeds(start, clock_system_now(),
 												 BATCH_TIME_MS)))
 			break;
 		if (i == b.n && !claim_again(&b))
@@ -2854,7 +2854,7 @@ serving(void)
 	if (!retries_enabled)
 		return false;
 	if (settled && armed_done &&
-		(copy_made_at == 0 || GetCurrentTimestamp() < copy_settle_next))
+		(copy_made_at == 0 || clock_system_now() < copy_settle_next))
 		return true;
 	PG_TRY();
 	{
@@ -2890,7 +2890,7 @@ serving(void)
 		if (made_at == 0)
 			tables_forget_made_database(MyDatabaseId);
 		copy_made_at = made_at;
-		copy_settle_next = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), COPY_SETTLE_MS);
+		copy_settle_next = TimestampTzPlusMilliseconds(clock_system_now(), COPY_SETTLE_MS);
 		settled = true;
 	}
 	PG_CATCH();
@@ -2926,12 +2926,12 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 	PG_TRY();
 	{
 		if (my_slot->slot_no == 0 &&
-			TimestampDifferenceExceeds(*last_prune, GetCurrentTimestamp(),
+			TimestampDifferenceExceeds(*last_prune, clock_system_now(),
 									   housekeeping_deferred() ?
 									   HOUSEKEEPING_DEFER_MS : PRUNE_INTERVAL_MS))
 		{
 			prune();
-			*last_prune = GetCurrentTimestamp();
+			*last_prune = clock_system_now();
 			memo_write_pruned(*last_prune);
 		}
 		if (serve)
@@ -3316,7 +3316,7 @@ leave_database(TimestampTz due_at)
 static void
 leave_when_idle(TimestampTz ran_at, TimestampTz due)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_system_now();
 	TimestampTz due_at = TimestampTzPlusMilliseconds(now, IDLE_RECHECK_MS);
 	bool		contended;
 
@@ -3373,10 +3373,10 @@ static void
 leave_for_others(TimestampTz served_since)
 {
 	if (retries_worker_idle_timeout == 0 ||
-		!TimestampDifferenceExceeds(served_since, GetCurrentTimestamp(), POOL_SLICE_MS) ||
+		!TimestampDifferenceExceeds(served_since, clock_system_now(), POOL_SLICE_MS) ||
 		!pool_contended() || !look_after_soon())
 		return;
-	(void) leave_database(GetCurrentTimestamp());
+	(void) leave_database(clock_system_now());
 }
 
 /*
@@ -3422,7 +3422,7 @@ replaced(void)
 void
 retries_worker_main(Datum main_arg)
 {
-	TimestampTz ran_at = GetCurrentTimestamp();
+	TimestampTz ran_at = clock_system_now();
 	TimestampTz started_at = ran_at;
 	TimestampTz last_prune = 0;
 	TimestampTz last_error = 0;
@@ -3500,7 +3500,7 @@ retries_worker_main(Datum main_arg)
 		}
 		if (errors > 0)
 		{
-			last_error = GetCurrentTimestamp();
+			last_error = clock_system_now();
 			continue;
 		}
 		/* paused: n and due stay 0, and the worker sleeps */
@@ -3510,7 +3510,7 @@ retries_worker_main(Datum main_arg)
 			proc_exit(shmem_exit_code());	/* the launcher starts a fresh one */
 		if (n > 0)
 		{
-			ran_at = GetCurrentTimestamp();
+			ran_at = clock_system_now();
 			if (!is_extra())
 				leave_for_others(started_at);
 		}
@@ -3527,7 +3527,7 @@ retries_worker_main(Datum main_arg)
 			if (shmem_in_reserve())
 			{
 				if (idle_in_reserve(ran_at))
-					(void) leave_database(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+					(void) leave_database(TimestampTzPlusMilliseconds(clock_system_now(),
 																	  RETRIES_HELD_AFTER_MS));
 				sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 			}

@@ -120,7 +120,7 @@ shmem_startup(void)
 		pg_atomic_init_u32(&retries_shared->nrestores, 0);
 		for (int i = 0; i < MaxBackends; i++)
 			SpinLockInit(&shmem_backend_waits[i].mutex);
-		retries_shared->started_at = GetCurrentTimestamp();
+		retries_shared->started_at = clock_system_now();
 		if (!pg_strong_random(retries_shared->lock_secret,
 							  sizeof(retries_shared->lock_secret)))
 			elog(ERROR, "retries: could not generate a random secret");
@@ -557,7 +557,7 @@ long
 shmem_reserve_pause(int index)
 {
 	RetriesReserve *r = &retries_shared->reserves[index];
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = clock_system_now();
 	long		wait_ms = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
@@ -810,7 +810,7 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(dboid, true);
 	if (db != NULL)
-		db->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+		db->paused_until = TimestampTzPlusMilliseconds(clock_system_now(),
 													   pause_secs * 1000);
 	for (int i = -1; (w = shmem_next_worker(dboid, &i)) != NULL;)
 	{

@@ -241,7 +241,7 @@ access_login_privilege(Oid role, const char **hint)
 		lacks = psprintf("role \"%s\" that scheduled the call is not permitted to log in", name);
 		*hint = "Calls run as the role that scheduled them; give it LOGIN, or schedule as a role that has it.";
 	}
-	else if (!isnull && DatumGetTimestampTz(until) < GetCurrentTimestamp())
+	else if (!isnull && DatumGetTimestampTz(until) < clock_system_now())
 	{
 		lacks = psprintf("role \"%s\" that scheduled the call has expired (VALID UNTIL %s)",
 						 name, timestamptz_to_str(DatumGetTimestampTz(until)));

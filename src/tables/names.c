@@ -457,12 +457,12 @@ names_refresh_due(bool deferred, long defer_ms)
 		shared_read = true;
 	}
 	if (deferred && !names_changed)
-		return TimestampDifferenceExceeds(stale_checked_at, GetCurrentTimestamp(),
+		return TimestampDifferenceExceeds(stale_checked_at, clock_system_now(),
 										  defer_ms);
 	return names_changed ||
 		shmem_names_generation(MyDatabaseId) != names_seen ||
-		(recheck_at != 0 && GetCurrentTimestamp() >= recheck_at) ||
-		TimestampDifferenceExceeds(stale_checked_at, GetCurrentTimestamp(),
+		(recheck_at != 0 && clock_system_now() >= recheck_at) ||
+		TimestampDifferenceExceeds(stale_checked_at, clock_system_now(),
 								   STALE_CHECK_MS);
 }
 
@@ -512,7 +512,7 @@ names_refresh(void)
 	static SPIPlanPtr plans[lengthof(refresh_statements)];
 	uint64		generation = shmem_names_generation(MyDatabaseId);
 
-	stale_checked_at = GetCurrentTimestamp();
+	stale_checked_at = clock_system_now();
 	if (schema_retries_version() < SCHEMA_1_4)
 		return;
 	plans_prepare_kept(&stale_plan, stale_statement, 0, NULL);
