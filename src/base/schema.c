@@ -10,6 +10,14 @@
  * version; it looks at the objects themselves, not at pg_extension, so
  * that it holds inside the update script that adds them.
  *
+ * What it finds (the schema, the version, the procedures that stand for
+ * commands) is kept until a catalog change could change it: any relation's
+ * invalidation (an index or table made or dropped: the objects that tell
+ * the versions apart), or a schema's or a function's, by the invalidation
+ * callbacks PostgreSQL runs at the command that made the change, in this
+ * session as in others (at their next transaction).  So the probes cost a
+ * lookup per catalog change, not per call.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -21,10 +29,76 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
 #include "base/base.h"
+
+/* What the probes found, while no catalog change has made it stale */
+static struct
+{
+	bool		valid;
+	Oid			nspoid;			/* schema retries */
+	RetriesSchemaVersion version;
+	Oid			command;		/* retries.command(text), or InvalidOid */
+	Oid			command_in;		/* retries.command_in(text, name, name) */
+}			found;
+
+static bool callbacks_registered = false;
+
+/* how many invalidations have come: one during a look makes it stale */
+static uint64 invalidations = 0;
+
+/* invalidation callbacks: whatever changed, look again */
+static void
+forget_relation(Datum arg, Oid relid)
+{
+	found.valid = false;
+	invalidations++;
+}
+
+static void
+forget_syscache(Datum arg, int cacheid, uint32 hashvalue)
+{
+	found.valid = false;
+	invalidations++;
+}
+
+static RetriesSchemaVersion probe_version(Oid nspoid);
+static Oid	command_oid(Oid nspoid);
+static Oid	command_in_oid(Oid nspoid);
+
+/*
+ * look -- fill 'found' if it is not valid; false if schema retries does not
+ * exist (then nothing is kept)
+ */
+static bool
+look(void)
+{
+	Oid			nspoid;
+	uint64		before = invalidations;
+
+	if (found.valid)
+		return true;
+	if (!callbacks_registered)
+	{
+		CacheRegisterRelcacheCallback(forget_relation, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_syscache, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, forget_syscache, (Datum) 0);
+		callbacks_registered = true;
+	}
+	nspoid = get_namespace_oid("retries", true);
+	if (!OidIsValid(nspoid))
+		return false;
+	found.nspoid = nspoid;
+	found.version = probe_version(nspoid);
+	found.command = command_oid(nspoid);
+	found.command_in = command_in_oid(nspoid);
+	/* kept only if nothing changed while it looked */
+	found.valid = invalidations == before;
+	return true;
+}
 
 /*
  * schema_retries_oid -- OID of schema retries, or an error if the extension
@@ -33,14 +107,12 @@
 Oid
 schema_retries_oid(void)
 {
-	Oid			nspoid = get_namespace_oid("retries", true);
-
-	if (!OidIsValid(nspoid))
+	if (!look())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"retries\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION retries.")));
-	return nspoid;
+	return found.nspoid;
 }
 
 /*
@@ -105,7 +177,23 @@ command_oid(Oid nspoid)
 Oid
 schema_command_oid(void)
 {
-	return command_oid(schema_retries_oid());
+	(void) schema_retries_oid();
+	return found.command;
+}
+
+/*
+ * command_in_oid -- OID of retries.command_in(text, name, name) in schema
+ * nspoid, InvalidOid if there is none (before 1.7)
+ */
+static Oid
+command_in_oid(Oid nspoid)
+{
+	Oid			argtypes[3] = {TEXTOID, NAMEOID, NAMEOID};
+
+	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						   CStringGetDatum("command_in"),
+						   PointerGetDatum(buildoidvector(argtypes, 3)),
+						   ObjectIdGetDatum(nspoid));
 }
 
 /*
@@ -117,12 +205,8 @@ schema_command_oid(void)
 Oid
 schema_command_in_oid(void)
 {
-	Oid			argtypes[3] = {TEXTOID, NAMEOID, NAMEOID};
-
-	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
-						   CStringGetDatum("command_in"),
-						   PointerGetDatum(buildoidvector(argtypes, 3)),
-						   ObjectIdGetDatum(schema_retries_oid()));
+	(void) schema_retries_oid();
+	return found.command_in;
 }
 
 /*
@@ -160,8 +244,17 @@ schema_refuse_command(Oid fnoid, const char *argname)
 RetriesSchemaVersion
 schema_retries_version(void)
 {
-	Oid			nspoid = schema_retries_oid();
+	(void) schema_retries_oid();
+	return found.version;
+}
 
+/*
+ * probe_version -- the version of the extension in schema nspoid, by its
+ * objects (see schema_retries_version)
+ */
+static RetriesSchemaVersion
+probe_version(Oid nspoid)
+{
 	if (OidIsValid(get_relname_relid("call_data_low_by_role", nspoid)))
 		return SCHEMA_1_7;
 	if (OidIsValid(get_relname_relid("event_data", nspoid)))
