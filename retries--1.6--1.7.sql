@@ -493,11 +493,13 @@ COMMENT ON FUNCTION retries.citus_id_range() IS
 	'on a Citus node: give this node''s call ids their range (group id times 2^48 and up); retries.citus_setup() runs it on every node';
 
 /*
- * citus_setup() replays the coordinator's policies on the worker nodes as
- * a superuser: each names its function through this check, so that a
- * function of the same signature owned by another role on a node (made
- * there, or with citus.enable_ddl_propagation off) is not given a policy
- * or a pause its owner did not choose.
+ * What the coordinator forwards to the other nodes (annotate, unannotate,
+ * pause, resume: src/base/citus.c) and citus_setup()'s replay of its
+ * policies name their function through this check, so that a function of
+ * the same signature owned by another role on a node (made there, or with
+ * citus.enable_ddl_propagation off) is not given a policy or a pause that
+ * its owner did not choose, whoever calls (a superuser too).  Any role may
+ * run it (it reads pg_proc, as any role may).
  */
 CREATE FUNCTION retries.citus_owned(fn regprocedure, owner regrole)
 RETURNS regprocedure
@@ -517,18 +519,35 @@ BEGIN
 	RETURN fn;
 END
 $$;
-REVOKE ALL ON FUNCTION retries.citus_owned(regprocedure, regrole) FROM PUBLIC;
 COMMENT ON FUNCTION retries.citus_owned(regprocedure, regrole) IS
-	'on a Citus node: fn, if owner owns it here (retries.citus_setup() names the coordinator''s functions through it)';
+	'on a Citus node: fn, if owner owns it here, else 42501 (what the coordinator forwards names its function through it)';
+
+/*
+ * Run a command on every other node with Citus's metadata, in the
+ * caller's transaction (Citus's two-phase commit): citus_setup()'s replay,
+ * all nodes or none
+ */
+CREATE FUNCTION retries.citus_forward(command text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'retries_citus_forward'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION retries.citus_forward(text) FROM PUBLIC;
+COMMENT ON FUNCTION retries.citus_forward(text) IS
+	'on a Citus coordinator: run command on every other node with metadata, as the current role, in this transaction (superusers only)';
 
 CREATE FUNCTION retries.citus_setup(colocate_with regclass DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- the replay's values, written the same whatever the caller's settings
+SET extra_float_digits = 3
+SET IntervalStyle = postgres
+SET DateStyle = 'ISO, MDY'
 AS $$
 DECLARE
 	node record;
 	sync text;
+	msg text;
 	colocation integer;
 	keytype text;
 	mailbox text;
@@ -550,33 +569,39 @@ BEGIN
 	END LOOP;
 	-- the coordinator's policies and pauses, to every worker node (one added
 	-- since, too): annotate, unannotate, pause and resume made here reach
-	-- only the nodes that were there when they were made
-	-- (one statement, so that it is one transaction on each node: a row
-	-- of VALUES per function, run in order)
+	-- only the nodes that were there when they were made.  One statement (a
+	-- row of VALUES per function, run in order), run on every node in this
+	-- transaction: all nodes take it, or none.  The policy as stored: its
+	-- count, min_delay and max_delay as such (a policy text cannot say one
+	-- attempt, nor leave nothing to retries.default_policy)
 	SELECT 'SELECT pg_catalog.count(*) FROM (VALUES '
 		   || pg_catalog.string_agg(pg_catalog.format(
 			 '(retries.annotate(fn => retries.citus_owned(%1$L, %2$L), policy => %3$L,'
+			 ' max_attempts => %17$L::pg_catalog.int4, min_delay => %18$L::pg_catalog.interval,'
+			 ' max_delay => %19$L::pg_catalog.interval,'
 			 ' multiplier => %4$L::pg_catalog.float8, jitter => %5$L, retry_on => %6$L::pg_catalog.text[],'
 			 ' timeout => %7$L::pg_catalog.interval, on_exhausted => %8$L::pg_catalog.regprocedure,'
 			 ' delay_fn => %9$L::pg_catalog.regprocedure, max_running => %10$L::pg_catalog.int4,'
 			 ' max_running_per_key => %11$L::pg_catalog.int4, rate => %12$L, notify => %13$L::pg_catalog.bool,'
 			 ' key_window => %14$L::pg_catalog.interval, debounce_max => %15$L::pg_catalog.interval),'
 			 ' retries.%16$s(retries.citus_owned(%1$L, %2$L)))',
-			 p.fn, p.owner, p.policy, p.multiplier, p.jitter, p.retry_on, p.timeout, p.on_exhausted,
-			 p.delay_fn, p.max_running, p.max_running_per_key, p.rate, p.notify, p.key_window,
-			 p.debounce_max, CASE WHEN p.paused THEN 'pause' ELSE 'resume' END), ', ')
+			 p.fn, p.owner, retries.format_policy(NULL, p.min_delay, NULL), p.multiplier,
+			 p.jitter, p.retry_on, p.timeout, p.on_exhausted, p.delay_fn, p.max_running,
+			 p.max_running_per_key, p.rate, p.notify, p.key_window, p.debounce_max,
+			 CASE WHEN p.paused THEN 'pause' ELSE 'resume' END, p.max_attempts, p.min_delay,
+			 p.max_delay), ', ')
 		   || ') v'
 	  INTO sync
 	  FROM retries.policies p;
 	IF sync IS NOT NULL THEN
-		FOR node IN SELECT * FROM pg_catalog.run_command_on_workers(sync) LOOP
-			IF NOT node.success THEN
-				RAISE EXCEPTION USING ERRCODE = '55000',
-					MESSAGE = format('could not give node %s:%s the policies of the coordinator: %s',
-									 node.nodename, node.nodeport, node.result),
-					HINT = 'Create the functions on every node (Citus propagates CREATE FUNCTION made on the coordinator), then run retries.citus_setup() again.';
-			END IF;
-		END LOOP;
+		BEGIN
+			PERFORM retries.citus_forward(sync);
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+			RAISE EXCEPTION USING ERRCODE = '55000',
+				MESSAGE = format('could not give the worker nodes the policies of the coordinator: %s', msg),
+				HINT = 'Each function annotated on the coordinator must exist on every node with the same owner (Citus propagates CREATE FUNCTION made on the coordinator); no node took any of them.';
+		END;
 	END IF;
 	IF colocate_with IS NULL THEN
 		RETURN;

@@ -224,10 +224,12 @@ my $f1 = as_role($node, 'postgres', 'alice', "SELECT retries.call('alice.pay(int
 	call_reaches($node, 'postgres', $f1, 'succeeded',
 		'1: alice\'s call runs within 10 s while the query holds every free slot (reserved_workers 2)', 10);
 }
+# (at most one: m1's worker, whose command waits for a place, gives its
+# reserved worker back now and then, m1 due again a second later)
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'retries reserve'"
+		"SELECT count(*) <= 1 FROM pg_stat_activity WHERE backend_type = 'retries reserve'"
 		  . " AND datname = 'm1'"),
-	'1', '1: mallory\'s command took one reserved worker, not both');
+	't', '1: mallory\'s command took one reserved worker, not both');
 # b. once mallory's command ends, a reserved worker is free, and alice's
 #    call runs in it (the query still runs)
 open_gate($gate1);

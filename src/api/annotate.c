@@ -762,6 +762,28 @@ store_key_defaults(FunctionCallInfo fcinfo, Oid fnoid)
 }
 
 /*
+ * resolved_policy_args -- set the policy's arguments of fcinfo to the
+ * policy resolved from them: its min_delay as the policy text, and its
+ * count and max_delay as max_attempts and max_delay (NULL: unlimited, none)
+ */
+static void
+resolved_policy_args(FunctionCallInfo fcinfo, const Policy *policy)
+{
+	char		buf[POLICY_FORMAT_LEN];
+
+	policy_format(0, policy->min_delay, -1, buf, sizeof(buf));
+	fcinfo->args[ANN_POLICY].value = PointerGetDatum(cstring_to_text(buf));
+	fcinfo->args[ANN_POLICY].isnull = false;
+	fcinfo->args[ANN_MAX_ATTEMPTS].value = Int32GetDatum(policy->max_attempts);
+	fcinfo->args[ANN_MAX_ATTEMPTS].isnull = policy->max_attempts == 0;
+	fcinfo->args[ANN_MIN_DELAY].value = PointerGetDatum(args_usecs_to_interval(policy->min_delay));
+	fcinfo->args[ANN_MIN_DELAY].isnull = false;
+	fcinfo->args[ANN_MAX_DELAY].value =
+		policy->max_delay >= 0 ? PointerGetDatum(args_usecs_to_interval(policy->max_delay)) : (Datum) 0;
+	fcinfo->args[ANN_MAX_DELAY].isnull = policy->max_delay < 0;
+}
+
+/*
  * retries_annotate -- SQL function retries.annotate()
  *
  * Checks the function (exists, caller owns it, a worker can call it), builds
@@ -795,8 +817,20 @@ retries_annotate(PG_FUNCTION_ARGS)
 	store_limits(fcinfo, fnoid);
 	store_key_defaults(fcinfo, fnoid);
 
-	/* on a Citus coordinator, every node gets the same policy */
-	citus_forward_call(fcinfo, NULL);
+	/*
+	 * on a Citus coordinator, every node gets the same policy: the one
+	 * resolved here, not the arguments, which may leave parts to
+	 * retries.default_policy, a setting of the caller's session (t/citus/008
+	 * 7)
+	 */
+	if (citus_speaks_for_cluster())
+	{
+		LOCAL_FCINFO(forward, FUNC_MAX_ARGS);
+
+		memcpy(forward, fcinfo, SizeForFunctionCallInfo(fcinfo->nargs));
+		resolved_policy_args(forward, &policy);
+		citus_forward_call(forward, NULL);
+	}
 
 	PG_RETURN_VOID();
 }
@@ -834,9 +868,16 @@ retries_unannotate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("function %s is not annotated", format_procedure(fnoid))));
 
-	/* on a Citus coordinator, on every node where it is annotated */
+	/*
+	 * on a Citus coordinator, on every node where it is annotated (an
+	 * operator named by its schema: the caller's search_path on a node could
+	 * hold another '=' for regprocedure, the twenty-eighth hostile review,
+	 * t/citus/008 8)
+	 */
 	citus_forward_call(fcinfo,
-					   psprintf(" FROM retries.policies p WHERE p.fn = %s::pg_catalog.regprocedure",
+					   psprintf(" FROM retries.policies p"
+								" WHERE p.fn::pg_catalog.oid OPERATOR(pg_catalog.=)"
+								" %s::pg_catalog.regprocedure::pg_catalog.oid",
 								quote_literal_cstr(format_procedure_qualified(fnoid))));
 
 	PG_RETURN_VOID();

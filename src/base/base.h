@@ -109,6 +109,7 @@ extern Interval *args_usecs_to_interval(int64 usecs);
 extern void *citus_symbol(const char *name);
 extern bool citus_speaks_for_cluster(void);
 extern char *citus_forward_text(FunctionCallInfo fcinfo);
+extern char *citus_owned_text(Oid fnoid);
 extern void citus_forward_call(FunctionCallInfo fcinfo, const char *tail);
 extern void citus_forward(const char *sql);
 

@@ -12,8 +12,13 @@
  * The coordinator (node group 0 of a database with Citus's metadata)
  * forwards a management function it ran: citus_forward_text() spells the
  * call being made (the function's qualified name, each argument by name as
- * a literal of its type, functions by their qualified signature, so that
- * each node resolves them itself), and citus_forward() sends it through
+ * a literal of its type, written under fixed settings, so that no
+ * session's extra_float_digits, IntervalStyle or DateStyle changes a value
+ * on its way; functions by their qualified signature, so that each node
+ * resolves them itself; the function acted on, its first argument fn,
+ * through retries.citus_owned() with its owner here, so that a node where
+ * that signature is another role's function refuses it, whoever calls:
+ * the twenty-eighth hostile review, t/citus/008), and citus_forward() sends it through
  * SendCommandToWorkersWithMetadata() to every other active node with
  * metadata, over Citus's connections as the current role (so each node
  * checks that role's rights itself), in Citus's coordinated transaction:
@@ -29,12 +34,14 @@
 #include <dlfcn.h>
 
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -42,6 +49,27 @@
 #include "utils/syscache.h"
 
 #include "base/base.h"
+
+PG_FUNCTION_INFO_V1(retries_citus_forward);
+
+/* Citus 13's TargetWorkerSet: every active primary node with metadata but the coordinator */
+#define CITUS_NON_COORDINATOR_METADATA_NODES 0
+
+/*
+ * role_can_login -- has role the LOGIN attribute?
+ */
+static bool
+role_can_login(Oid role)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(role));
+	bool		can;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	can = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
+	ReleaseSysCache(tup);
+	return can;
+}
 
 /*
  * citus_symbol -- a function of Citus's library, by name; NULL if Citus is
@@ -100,6 +128,26 @@ arg_literal(FunctionCallInfo fcinfo, int i, Oid type)
 }
 
 /*
+ * citus_owned_text -- function fnoid as the nodes are to find it: its
+ * qualified signature through retries.citus_owned() with its owner here,
+ * which refuses (42501) a node where it is another role's
+ */
+char *
+citus_owned_text(Oid fnoid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return psprintf("retries.citus_owned(%s::pg_catalog.regprocedure, %s::pg_catalog.regrole)",
+					quote_literal_cstr(format_procedure_qualified(fnoid)),
+					quote_literal_cstr(quote_identifier(GetUserNameFromId(owner, false))));
+}
+
+/*
  * citus_forward_text -- the call that fcinfo is of, as SQL text: the SQL
  * function's qualified name and every argument by name (defaults filled in,
  * as they were given to it)
@@ -114,6 +162,7 @@ citus_forward_text(FunctionCallInfo fcinfo)
 	char	  **names;
 	char	   *modes;
 	int			nargs;
+	int			nestlevel;
 	StringInfoData buf;
 
 	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
@@ -121,6 +170,15 @@ citus_forward_text(FunctionCallInfo fcinfo)
 		elog(ERROR, "cache lookup failed for function %u", fnoid);
 	proc = (Form_pg_proc) GETSTRUCT(tup);
 	nargs = get_func_arg_info(tup, &types, &names, &modes);
+
+	/* values written the same whatever the session's settings */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "%s(",
@@ -132,9 +190,13 @@ citus_forward_text(FunctionCallInfo fcinfo)
 			appendStringInfoString(&buf, ", ");
 		if (names != NULL && names[i][0] != '\0')
 			appendStringInfo(&buf, "%s => ", quote_identifier(names[i]));
-		appendStringInfoString(&buf, arg_literal(fcinfo, i, types[i]));
+		if (i == 0 && types[i] == REGPROCEDUREOID && !fcinfo->args[i].isnull)
+			appendStringInfoString(&buf, citus_owned_text(DatumGetObjectId(fcinfo->args[i].value)));
+		else
+			appendStringInfoString(&buf, arg_literal(fcinfo, i, types[i]));
 	}
 	appendStringInfoChar(&buf, ')');
+	AtEOXact_GUC(true, nestlevel);
 	ReleaseSysCache(tup);
 	return buf.data;
 }
@@ -160,6 +222,29 @@ void
 citus_forward(const char *sql)
 {
 	void		(*send) (const char *);
+	Oid			role = GetUserId();
+
+	/*
+	 * A role that may not log in (a group role that owns the functions, used
+	 * through SET ROLE): over the session user's connections, as that role
+	 * there (SET LOCAL ROLE, which each node allows only to a member of it,
+	 * as this one did)
+	 */
+	if (role != GetSessionUserId() && !role_can_login(role))
+	{
+		void		(*send_as) (int, const char *, const char *);
+
+		send_as = (void (*) (int, const char *, const char *))
+			citus_symbol("SendCommandToWorkersAsUser");
+		if (send_as != NULL)
+		{
+			send_as(CITUS_NON_COORDINATOR_METADATA_NODES,
+					GetUserNameFromId(GetSessionUserId(), false),
+					psprintf("SET LOCAL ROLE %s; %s; RESET ROLE",
+							 quote_identifier(GetUserNameFromId(role, false)), sql));
+			return;
+		}
+	}
 
 	send = (void (*) (const char *)) citus_symbol("SendCommandToWorkersWithMetadata");
 	if (send == NULL)
@@ -168,4 +253,27 @@ citus_forward(const char *sql)
 				 errmsg("Citus's library has no function SendCommandToWorkersWithMetadata"),
 				 errhint("Use Citus 13, or SET citus.enable_ddl_propagation = off to act on this node only.")));
 	send(sql);
+}
+
+/*
+ * retries_citus_forward -- SQL function retries.citus_forward(command):
+ * run 'command' on every other node with Citus's metadata, in this
+ * transaction (retries.citus_setup() replays the coordinator's policies
+ * so, all nodes or none); superusers only (EXECUTE revoked from PUBLIC)
+ */
+Datum
+retries_citus_forward(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("command must not be NULL")));
+	if (citus_symbol("GetLocalGroupId") == NULL ||
+		!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("retries.citus_forward() needs Citus"),
+				 errhint("Run CREATE EXTENSION citus first.")));
+	citus_forward(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	PG_RETURN_VOID();
 }

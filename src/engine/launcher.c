@@ -356,6 +356,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	int			nbase = 0;
 	bool		held = true;	/* each base worker it has runs a batch */
 	bool		needy;
+	bool		due;
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
@@ -423,13 +424,23 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			 */
 			for (int n = 0; n < retries_max_workers && n < RETRIES_MAX_SLOTS; n++)
 				nbase += have[n];
-			if (db->woken ||
-				(db->wanted == 0 && db->due_at != 0 &&
-				 now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS)))
+			due = db->due_at != 0 &&
+				now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS);
+			if (db->woken || (db->wanted == 0 && due))
 			{
 				db->wanted = Max(db->wanted, 1);
 				db->woken = false;
 			}
+
+			/*
+			 * Work due by time in a database whose every worker is held,
+			 * which its free worker left while the pool was contended
+			 * (worker.c, leave_database): one more (the twenty-seventh
+			 * hostile review, t/061 3: alice's schedule waited for mallory's
+			 * held call)
+			 */
+			else if (due && held && nbase > 0 && nbase >= db->wanted)
+				db->wanted = Min(nbase + 1, retries_max_workers);
 			if (db->wanted == 0)
 			{
 				db->waiting_since = 0;
@@ -468,6 +479,13 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				return now;		/* more to start, after the others */
 			}
 			db->waiting_since = 0;
+			if (db->due_at != 0 && !due && held)
+			{
+				TimestampTz ahead = TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS);
+				TimestampTz extra = start_extra(db, have, now);
+
+				return extra != 0 ? Min(extra, ahead) : ahead;
+			}
 			return start_extra(db, have, now);
 		case DB_NO_EXTENSION:
 

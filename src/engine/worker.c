@@ -1242,16 +1242,15 @@ extra_wanted(void)
 }
 
 /*
- * idle_in_reserve -- a worker that runs in a reserved worker (reserve.c)
- * and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS ago or more,
- * gives the reserved worker back: it exits.  An extra: the database wants
+ * idle_in_reserve -- an extra worker that runs in a reserved worker
+ * (reserve.c) and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS ago
+ * or more, gives the reserved worker back: it exits.  The database wants
  * one (a call waits for a place to run a procedure in, say) that it cannot
- * use, the call's role having one running; no reserved worker goes to
- * this database's extras for RESERVE_EXTRA_BACKOFF_MS.  A database's own
- * worker: the roles whose calls are due hold another reserved worker
- * (reserve_roles), or none are; its database is due again a second later,
- * when the databases that waited longer have had their turn.  Reserved workers are few, for the whole
- * cluster, and a runner or another database may be waiting for one.
+ * use, the call's role having one running; no reserved worker goes to this
+ * database's extras for RESERVE_EXTRA_BACKOFF_MS.  (A database's own
+ * worker gives it back by leave_reserve.)  Reserved workers are few, for
+ * the whole cluster, and a runner or another database may be waiting for
+ * one.
  */
 static bool
 idle_in_reserve(TimestampTz ran_at)
@@ -1259,16 +1258,9 @@ idle_in_reserve(TimestampTz ran_at)
 	TimestampTz now = clock_system_now();
 	RetriesDatabase *db;
 
-	if (!shmem_in_reserve() ||
+	if (!shmem_in_reserve() || !is_extra() ||
 		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
 		return false;
-
-	/*
-	 * a database's own worker: due again a second later, no back-off (t/060
-	 * 7)
-	 */
-	if (!is_extra())
-		return true;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL)
@@ -1340,6 +1332,13 @@ reserve_roles(Oid *roles)
 }
 
 /*
+ * Whether the last claim in a reserved worker passed over roles whose
+ * calls run in other reserved workers (reserve_roles): their calls may be
+ * due, and the database with them, once this worker gives the reserve back
+ */
+static bool reserve_passed_over = false;
+
+/*
  * claim_first -- claim the first call of a batch, which makes it a batch
  * of that call's role (see claim.c); returns 1, or 0 if no call is due
  *
@@ -1375,8 +1374,13 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 		return claim_heads(calls, now, &last_role, avoid, running_roles(avoid),
 						   skipped, nskipped, true, below_zero);
 	if (shmem_in_reserve())
-		return claim_heads(calls, now, &last_role, avoid, reserve_roles(avoid),
+	{
+		int			navoid = reserve_roles(avoid);
+
+		reserve_passed_over = navoid > 0;
+		return claim_heads(calls, now, &last_role, avoid, navoid,
 						   skipped, nskipped, true, below_zero);
+	}
 	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
 					skipped, nskipped, false, below_zero);
 	if (n == 0)
@@ -1418,6 +1422,21 @@ batch_holder(const Batch *b)
 }
 
 /*
+ * skip_first -- leave the first call of batch b to other workers: this one
+ * claims around it from now on (skipped); true.  A worker whose list of
+ * such calls is full exits: the launcher starts a fresh one if it is still
+ * wanted.
+ */
+static bool
+skip_first(const Batch *b)
+{
+	if (nskipped >= SKIP_MAX)
+		proc_exit(shmem_exit_code());
+	skipped[nskipped++] = b->calls[0].id;
+	return true;
+}
+
+/*
  * extra_passes_over -- in an extra worker, is batch b of the kind that
  * another worker of the database runs (recent_holds)?  A batch of a role's
  * own calls, if another runs one of that role's; a batch of calls of
@@ -1448,12 +1467,33 @@ extra_passes_over(const Batch *b)
 		else
 			same = holds[i].role != holds[i].holder &&
 				(holds[i].holder == holder || holds[i].role == b->role);
-		if (!same)
-			continue;
-		if (nskipped >= SKIP_MAX)
-			proc_exit(shmem_exit_code());
-		skipped[nskipped++] = b->calls[0].id;
-		return true;
+		if (same)
+			return skip_first(b);
+	}
+	return false;
+}
+
+/*
+ * reserve_passes_over -- in a reserved worker, is batch b of another
+ * role's code that runs in another reserved worker already
+ * (reserve_roles)?  Its first call is then left to other workers, and this
+ * one claims around it (skipped), as an extra does (extra_passes_over): the
+ * reserved workers avoid the roles whose code runs in the others, and so
+ * must a batch of that code made by another role's calls.
+ */
+static bool
+reserve_passes_over(const Batch *b)
+{
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			n = reserve_roles(roles);
+	Oid			holder = batch_holder(b);
+
+	if (holder == b->role)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (roles[i] == holder)
+			return skip_first(b);
 	}
 	return false;
 }
@@ -2413,6 +2453,8 @@ run_batch(TimestampTz *due)
 		{
 			if (is_extra() && extra_passes_over(&b))
 				break;
+			if (!is_extra() && shmem_in_reserve() && reserve_passes_over(&b))
+				break;
 		}
 		else if (execute_foreign_owner(&b.calls[i]) != b.foreign_owner)
 		{
@@ -3299,12 +3341,73 @@ leave_database(TimestampTz due_at)
 	if (db != NULL)
 	{
 		db->wanted = others;
-		if (others == 0)
+
+		/*
+		 * The last, or the last free: its others are held (it leaves them
+		 * while the pool is contended, above), and the launcher starts one
+		 * more at due_at if they still are (manage_database)
+		 */
+		if (others == 0 || others_free == 0)
 			db->due_at = due_at;
 	}
 	LWLockRelease(retries_shared->lock);
 	proc_exit(shmem_exit_code());
 	return true;				/* not reached */
+}
+
+/*
+ * next_visit -- when the database needs a worker again if this one leaves
+ * now: its next call ('due', 0 if none) or firing, a moment from now if
+ * the worker looks after something that lets it leave, or IDLE_RECHECK_MS
+ * on; 0 if it must not leave (may_leave)
+ */
+static TimestampTz
+next_visit(TimestampTz now, TimestampTz due)
+{
+	TimestampTz due_at = TimestampTzPlusMilliseconds(now, IDLE_RECHECK_MS);
+
+	if (!may_leave())
+	{
+		if (!look_after_soon())
+			return 0;
+		due_at = TimestampTzPlusMilliseconds(now, FIRE_CHECK_MS);
+	}
+	if (due != 0)
+		due_at = Min(due_at, due);
+	if (retries_enabled && next_fire != 0)
+		due_at = Min(due_at, next_fire);
+	return due_at;
+}
+
+/*
+ * leave_reserve -- a worker of the database's own in a reserved worker
+ * that found nothing to run ('ran_at': when it last ran something, or
+ * started) gives the reserve back: its database due again when its work
+ * is (next_visit).  It stays up to a second for work due within one, and
+ * after a claim that passed over roles that run in other reserved workers
+ * (their calls may be due), then leaves, its database due again a second
+ * later.  Not "a second later" whatever it found: a database with nothing
+ * due came back every second for good, taking its turn for the reserve
+ * ahead of the others (the twenty-seventh hostile review, t/061 1).
+ */
+static void
+leave_reserve(TimestampTz due, TimestampTz ran_at)
+{
+	TimestampTz now = clock_system_now();
+	TimestampTz due_at = next_visit(now, due);
+	bool		idle = TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS);
+
+	if (due_at == 0)
+		return;
+	if (reserve_passed_over)
+	{
+		if (!idle)
+			return;
+		due_at = Min(due_at, TimestampTzPlusMilliseconds(now, RETRIES_HELD_AFTER_MS));
+	}
+	else if (!idle && due_at <= TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS))
+		return;
+	(void) leave_database(due_at);
 }
 
 /*
@@ -3314,10 +3417,10 @@ leave_database(TimestampTz due_at)
  * never with retries.worker_idle_timeout 0
  */
 static void
-leave_when_idle(TimestampTz ran_at, TimestampTz due)
+leave_when_idle(TimestampTz ran_at, TimestampTz due, TimestampTz started_at)
 {
 	TimestampTz now = clock_system_now();
-	TimestampTz due_at = TimestampTzPlusMilliseconds(now, IDLE_RECHECK_MS);
+	TimestampTz due_at;
 	bool		contended;
 
 	/* 0: workers stay, whatever waits (as before 1.7) */
@@ -3327,22 +3430,19 @@ leave_when_idle(TimestampTz ran_at, TimestampTz due)
 	if (!TimestampDifferenceExceeds(ran_at, now, retries_worker_idle_timeout * 1000) &&
 		!contended)
 		return;
-	if (!may_leave())
-	{
-		if (!look_after_soon())
-			return;
-		due_at = TimestampTzPlusMilliseconds(now, FIRE_CHECK_MS);
-	}
-	if (due != 0)
-		due_at = Min(due_at, due);
-	if (retries_enabled && next_fire != 0)
-		due_at = Min(due_at, next_fire);
+	due_at = next_visit(now, due);
+	if (due_at == 0)
+		return;
 
 	/*
 	 * Work due in a moment (a worker started ahead of its firing): leaving
-	 * now would only have the launcher start another for it
+	 * now would only have the launcher start another for it.  In its first
+	 * slice only: work that is always due in a moment (a schedule every
+	 * second) kept the worker, and the pool from the others, for good (the
+	 * twenty-seventh hostile review, t/061 2)
 	 */
-	if (contended && due_at < TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS))
+	if (contended && due_at < TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS) &&
+		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS))
 		return;
 	(void) leave_database(due_at);
 }
@@ -3521,18 +3621,15 @@ retries_worker_main(Datum main_arg)
 		{
 			/*
 			 * In a reserved worker, with nothing it may run for a second:
-			 * give it back, its database due again at once (calls of roles it
-			 * passed over may be due: reserve_roles)
+			 * give it back (leave_reserve)
 			 */
 			if (shmem_in_reserve())
 			{
-				if (idle_in_reserve(ran_at))
-					(void) leave_database(TimestampTzPlusMilliseconds(clock_system_now(),
-																	  RETRIES_HELD_AFTER_MS));
+				leave_reserve(due, ran_at);
 				sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 			}
 			else
-				leave_when_idle(ran_at, due);
+				leave_when_idle(ran_at, due, started_at);
 			/* ... and look again when it will have been idle long enough */
 			sleep_ms = Min(sleep_ms, idle_left_ms(ran_at));
 		}

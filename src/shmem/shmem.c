@@ -589,10 +589,13 @@ shmem_reserve_begin(int index)
 }
 
 /*
- * reserve_role -- whose calls reserved worker r runs: a runner's call's
- * role, or the role of the batch that a worker run there runs now;
- * InvalidOid if none, or if it is this process and not 'self'.  Caller
- * holds the LWLock.
+ * reserve_role -- whose calls or code reserved worker r runs: a runner's
+ * call's role, or, of the batch that a worker run there runs now, whose
+ * code it is (its holder: the owner of the functions of a batch of another
+ * role's functions, else the calls' role; the twenty-seventh hostile
+ * review, t/061 4: alice's call of mallory's slow function in one kept
+ * alice's own calls out of the other); InvalidOid if none, or if it is
+ * this process and not 'self'.  Caller holds the LWLock.
  */
 static Oid
 reserve_role(RetriesReserve *r, bool self)
@@ -612,7 +615,7 @@ reserve_role(RetriesReserve *r, bool self)
 			continue;
 		SpinLockAcquire(&w->mutex);
 		if (w->state == WORKER_RUNNING)
-			role = w->batch_role;
+			role = OidIsValid(w->holder_role) ? w->holder_role : w->batch_role;
 		SpinLockRelease(&w->mutex);
 	}
 	return role;

@@ -131,7 +131,8 @@ typedef struct RetriesDatabase
 								 * fewer as idle ones leave; 0: none until
 								 * due_at or a wake (worker.c, "Workers on
 								 * demand") */
-	TimestampTz due_at;			/* with wanted 0: when its work is next due */
+	TimestampTz due_at;			/* with wanted 0, or every worker it has held:
+								 * when its work is next due */
 	bool		woken;			/* a change committed for it found no worker */
 	TimestampTz waiting_since;	/* it has work, no worker, and the pool no
 								 * room (retries.max_cluster_workers) */
