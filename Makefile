@@ -81,6 +81,7 @@ OBJS = \
 	src/engine/time_cap.o \
 	src/engine/runner.o \
 	src/engine/retention.o \
+	src/engine/wslot.o \
 	src/engine/worker.o \
 	src/engine/launcher.o \
 	src/engine/reserve.o \

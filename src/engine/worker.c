@@ -218,6 +218,7 @@
 #include "engine/retention.h"
 #include "engine/runner.h"
 #include "engine/sandbox.h"
+#include "engine/wslot.h"
 #include "flow/flow.h"
 #include "schedules/schedules.h"
 #include "shmem/shmem.h"
@@ -258,8 +259,14 @@
 /* How often to look whether a restore of the database is over */
 #define RESTORE_CHECK_MS		1000
 
-static RetriesWorker *my_slot = NULL;
-static int	my_slot_index = -1;
+/*
+ * This worker started as an extra one; if a change of retries.max_workers
+ * makes it one of the database's own, or the reverse, it exits, and the
+ * launcher starts what is wanted (an extra's process is known as one in
+ * pg_stat_activity)
+ */
+static bool started_extra = false;
+
 
 /*
  * After a batch failed outside its calls: how many calls to run one per
@@ -329,68 +336,6 @@ static Oid	my_extension = InvalidOid;
 static bool extension_replaced = false;
 
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
-
-/*
- * The worker's memory: worker_cxt lives as long as the process (what it
- * must remember across loops); loop_cxt is reset at the top of every loop
- * of retries_worker_main(), and is where the worker is between its
- * transactions, so that whatever a loop allocates outside a transaction
- * goes with it.
- */
-static MemoryContext worker_cxt = NULL;
-static MemoryContext loop_cxt = NULL;
-
-/*
- * start_transaction -- start a transaction of the worker
- *
- * A background worker gets no statement start time from a client, so it
- * sets one: otherwise now() (the transaction's start) would stay the
- * worker's start time forever, for pruning and for the functions it calls.
- * The transaction is read-write whatever default_transaction_read_only
- * says (see sandbox_begin_transaction).
- */
-static void
-start_transaction(void)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	sandbox_begin_transaction();
-}
-
-/*
- * commit_transaction -- commit a transaction of the worker, and be back in
- * the loop's memory (a commit leaves TopMemoryContext current)
- */
-static void
-commit_transaction(void)
-{
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(loop_cxt);
-}
-
-/*
- * lock_extension -- the OID of the extension as installed here now, locked
- * until the end of the transaction so that DROP EXTENSION waits for it;
- * InvalidOid if it is not installed.  Called inside a transaction.
- */
-static Oid
-lock_extension(void)
-{
-	for (;;)
-	{
-		Oid			extoid = get_extension_oid("retries", true);
-
-		if (!OidIsValid(extoid))
-			return InvalidOid;
-		/* takes in the invalidations of a DROP that committed meanwhile */
-		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
-		if (get_extension_oid("retries", true) == extoid)
-			return OidIsValid(get_namespace_oid("retries", true)) ?
-				extoid : InvalidOid;
-		/* dropped (and maybe created again) while this waited */
-		UnlockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
-	}
-}
 
 /* What lock_scheduled_call found */
 typedef enum
@@ -612,11 +557,11 @@ recover(void)
 	all = db != NULL && !db->recovered;
 	LWLockRelease(retries_shared->lock);
 
-	start_transaction();
+	wslot_start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	/* nothing to do if it was dropped just now: run_batch() will see it */
-	if (lock_extension() == my_extension)
+	if (wslot_lock_extension() == my_extension)
 	{
 		if (all)
 		{
@@ -625,11 +570,11 @@ recover(void)
 			charge_lost_runners();
 		}
 		else
-			held[my_slot->slot_no] = recover_slot(my_slot->slot_no);
+			held[worker_slot->slot_no] = recover_slot(worker_slot->slot_no);
 	}
 	PopActiveSnapshot();
 	SPI_finish();
-	commit_transaction();
+	wslot_commit_transaction();
 
 	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
 		if (held[n])
@@ -669,254 +614,6 @@ wait_for_recovery(void)
 }
 
 /*
- * This worker started as an extra one; if a change of retries.max_workers
- * makes it one of the database's own, or the reverse, it exits, and the
- * launcher starts what is wanted (an extra's process is known as one in
- * pg_stat_activity)
- */
-static bool started_extra = false;
-
-/*
- * is_extra -- is this worker an extra one (see "Extra workers" above)?
- */
-static bool
-is_extra(void)
-{
-	return my_slot->slot_no >= retries_max_workers &&
-		!RETRIES_IS_RUNNER_SLOT(my_slot->slot_no);
-}
-
-/*
- * What the database's wanted was before this worker's batch raised it
- * (note_all_busy), -1 if it did not
- */
-static int	raised_from = -1;
-
-/*
- * note_batch_done -- this worker's batch has ended: if it raised the
- * database's count of wanted workers and no other worker has come since,
- * lower it again, so that a short batch (a schedule's firing in each of
- * many databases) does not start a second worker that would find nothing
- * to do; a long one (a call that runs for minutes) has it by now, or as
- * soon as the pool has room
- */
-static void
-note_batch_done(void)
-{
-	RetriesHeld held;
-	RetriesDatabase *db;
-
-	if (raised_from < 0)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL && held.base <= 1 && db->wanted == RETRIES_MAX_SLOTS)
-		db->wanted = Max(raised_from, 1);
-	LWLockRelease(retries_shared->lock);
-	raised_from = -1;
-}
-
-/*
- * note_all_busy -- this worker has begun a batch: if the database's other
- * workers are all busy too, wake the launcher, which then looks again when
- * they will count as held, to start an extra worker (see "Extra workers")
- */
-static void
-note_all_busy(void)
-{
-	RetriesHeld held;
-	RetriesDatabase *db;
-	Latch	   *launcher;
-	bool		more;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
-	launcher = retries_shared->launcher_latch;
-	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers &&
-		launcher != NULL)
-		SetLatch(launcher);
-
-	/*
-	 * on demand: all it has are busy, and it may have more (the launcher
-	 * starts them once no other database waits for its first: pool_room)
-	 */
-	db = shmem_find_database(MyDatabaseId, false);
-	more = db != NULL && held.base_busy >= held.base && held.base < retries_max_workers &&
-		db->wanted < retries_max_workers;
-	LWLockRelease(retries_shared->lock);
-	if (!more)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-	{
-		raised_from = db->wanted;
-		db->wanted = RETRIES_MAX_SLOTS;
-	}
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
-}
-
-/*
- * set_state -- publish what this worker is doing
- *
- * It also keeps the worker's busy time: a busy period starts when the
- * worker goes from another state to 'running' (the first attempt of a
- * batch) and ends when it leaves 'running' (after the batch commits, or is
- * rolled back).  Each change of state or call reads the clock anyway, for
- * 'since', so the busy time costs no clock read of its own.  Only this
- * slot's spinlock is taken: attempts of different workers never wait for
- * each other.
- */
-static void
-set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
-{
-	bool		changed = my_slot->state != state || my_slot->current_call != call_id;
-	TimestampTz now = changed ? clock_system_now() : 0;
-	bool		began = false;
-
-	SpinLockAcquire(&my_slot->mutex);
-	if (changed)
-	{
-		my_slot->since = now;
-		began = state == WORKER_RUNNING && my_slot->busy_since == 0;
-		if (began)
-			my_slot->busy_since = now;
-		else if (state != WORKER_RUNNING && my_slot->busy_since != 0)
-		{
-			/* a clock set back must not make the counter go back */
-			my_slot->busy_us += Max(now - my_slot->busy_since, 0);
-			my_slot->busy_since = 0;
-		}
-		if (state != WORKER_RUNNING && my_slot->state == WORKER_RUNNING)
-		{
-			my_slot->last_role = my_slot->holder_role;
-			my_slot->last_batch_role = my_slot->batch_role;
-		}
-	}
-	my_slot->state = state;
-	my_slot->current_call = call_id;
-	my_slot->current_role = role;
-	if (OidIsValid(holder) || state != WORKER_RUNNING)
-	{
-		my_slot->holder_role = holder;
-		my_slot->batch_role = role;
-	}
-	SpinLockRelease(&my_slot->mutex);
-	if (began && !is_extra())
-		note_all_busy();
-	else if (changed && state != WORKER_RUNNING)
-		note_batch_done();
-}
-
-/*
- * count_call -- add to the counters shown in retries.workers
- */
-static void
-count_call(bool succeeded)
-{
-	SpinLockAcquire(&my_slot->mutex);
-	my_slot->calls_run++;
-	if (!succeeded)
-		my_slot->errors++;
-	SpinLockRelease(&my_slot->mutex);
-}
-
-/*
- * take_slot -- make the slot the launcher assigned this worker its own;
- * false if the launcher has given up on it meanwhile (and may have
- * assigned the slot to another worker)
- *
- * From then on the slot is freed by release_slot() however the worker
- * exits, also if it cannot even connect to its database.
- */
-static bool
-take_slot(uint32 generation)
-{
-	bool		mine;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	mine = my_slot->in_use && my_slot->generation == generation &&
-		my_slot->pid == 0;
-	if (mine)
-	{
-		my_slot->pid = MyProcPid;
-		my_slot->latch = &MyProc->procLatch;
-		SpinLockAcquire(&my_slot->mutex);
-		my_slot->since = clock_system_now();
-		my_slot->in_runner = false;
-		SpinLockRelease(&my_slot->mutex);
-	}
-	LWLockRelease(retries_shared->lock);
-	return mine;
-}
-
-/*
- * runner_place_bit -- the bit of a runner place in RetriesDatabase's
- * runners_lost (and runner_places_taken), for a slot_no; 0 for a slot_no
- * that is no runner place
- */
-static uint64
-runner_place_bit(int slot_no)
-{
-	if (!RETRIES_IS_RUNNER_SLOT(slot_no) ||
-		slot_no >= RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
-		return 0;
-	return UINT64CONST(1) << (slot_no - RETRIES_RUNNER_SLOT_BASE);
-}
-
-/*
- * runner_places_taken -- the runner places of this database that a worker
- * holds, a bit each (runner_place_bit); under the lock, which the caller
- * holds
- */
-static uint64
-runner_places_taken(void)
-{
-	RetriesWorker *w;
-	uint64		taken = 0;
-
-	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-		taken |= runner_place_bit(w->slot_no);
-	return taken;
-}
-
-/*
- * release_slot -- free this worker's slot (before_shmem_exit callback,
- * registered first, so it runs last)
- */
-static void
-release_slot(int code, Datum arg)
-{
-	RetriesDatabase *db;
-	bool		lost;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	Assert(my_slot->pid == MyProcPid);
-	my_slot->in_use = false;
-	my_slot->pid = 0;
-	my_slot->latch = NULL;
-	SpinLockAcquire(&my_slot->mutex);
-	my_slot->current_call = 0;
-	my_slot->in_runner = false;
-	SpinLockRelease(&my_slot->mutex);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	db = shmem_find_database(MyDatabaseId, false);
-	lost = db != NULL && (db->runners_lost & runner_place_bit(my_slot->slot_no)) != 0;
-	LWLockRelease(retries_shared->lock);
-
-	/*
-	 * A runner place it marked lost (worker_exit) is free now: the database's
-	 * workers charge its attempt (recover_runner_places)
-	 */
-	if (lost)
-		shmem_wake_workers(MyDatabaseId, WAKE_CALLS);
-}
-
-/*
  * The procedure's call that the batch marked running, for a runner to run
  * once the batch has committed (run_in_runner)
  */
@@ -940,7 +637,7 @@ static struct
  *
  * Registered after the connection to the database, so it runs before the
  * transaction is rolled back: no other worker can have claimed the call
- * yet.  The slot itself is freed later, by release_slot().
+ * yet.  The slot itself is freed later, by wslot_release().
  */
 static void
 worker_exit(int code, Datum arg)
@@ -964,7 +661,7 @@ worker_exit(int code, Datum arg)
 	 * ALLOW_CONNECTIONS off and on ran a procedure's committed step again)
 	 */
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	stopped = my_slot->stopped && !execute_attempt_killed(&limit) &&
+	stopped = worker_slot->stopped && !execute_attempt_killed(&limit) &&
 		!runner_next.launched;
 	LWLockRelease(retries_shared->lock);
 	if (stopped)
@@ -975,14 +672,14 @@ worker_exit(int code, Datum arg)
 	 * In a runner place no worker comes next in its slot: the database's
 	 * other workers charge it from there (recover_runner_places)
 	 */
-	if (runner_place_bit(my_slot->slot_no) != 0)
+	if (wslot_runner_place_bit(worker_slot->slot_no) != 0)
 	{
 		RetriesDatabase *db;
 
 		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 		db = shmem_find_database(MyDatabaseId, false);
 		if (db != NULL)
-			db->runners_lost |= runner_place_bit(my_slot->slot_no);
+			db->runners_lost |= wslot_runner_place_bit(worker_slot->slot_no);
 		LWLockRelease(retries_shared->lock);
 	}
 }
@@ -1047,15 +744,15 @@ prune(void)
 	{
 		uint64		deleted;
 
-		start_transaction();
+		wslot_start_transaction();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() != my_extension)
+		if (wslot_lock_extension() != my_extension)
 		{
 			/* dropped: run_batch() will see it */
 			PopActiveSnapshot();
 			SPI_finish();
-			commit_transaction();
+			wslot_commit_transaction();
 			break;
 		}
 
@@ -1066,7 +763,7 @@ prune(void)
 			deleted = Max(deleted, tables_prune_name_locks(PRUNE_BATCH));
 		PopActiveSnapshot();
 		SPI_finish();
-		commit_transaction();
+		wslot_commit_transaction();
 
 		if (deleted < PRUNE_BATCH ||
 			TimestampDifferenceExceeds(start, clock_system_now(), BATCH_TIME_MS))
@@ -1099,7 +796,7 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 
 			if (gates[g].max_per_key > 0)
 				keyed = flow_call_limit_key(call->id, &key);
-			if (shmem_gate_enter(my_slot, gate, gates[g].max_running,
+			if (shmem_gate_enter(worker_slot, gate, gates[g].max_running,
 								 keyed, key, gates[g].max_per_key,
 								 gates[g].has_rate ? &gates[g].rate : NULL,
 								 gates[g].has_rate ? flow_function_owner(fnoid)
@@ -1163,7 +860,7 @@ other_holds(Hold *holds, TimestampTz recent)
 		Hold		h = {InvalidOid, InvalidOid};
 
 		/* one waiting for a runner in a runner place holds no worker */
-		if (i == my_slot_index || !w->in_use || w->dboid != MyDatabaseId ||
+		if (i == worker_slot_index || !w->in_use || w->dboid != MyDatabaseId ||
 			RETRIES_IS_RUNNER_SLOT(w->slot_no))
 			continue;
 		SpinLockAcquire(&w->mutex);
@@ -1258,7 +955,7 @@ idle_in_reserve(TimestampTz ran_at)
 	TimestampTz now = clock_system_now();
 	RetriesDatabase *db;
 
-	if (!shmem_in_reserve() || !is_extra() ||
+	if (!shmem_in_reserve() || !wslot_is_extra() ||
 		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
 		return false;
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
@@ -1370,7 +1067,7 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 		if (claim_ids(calls, &id, 1, now) == 1)
 			return 1;
 	}
-	if (is_extra())
+	if (wslot_is_extra())
 		return claim_heads(calls, now, &last_role, avoid, running_roles(avoid),
 						   skipped, nskipped, true, below_zero);
 	if (shmem_in_reserve())
@@ -1535,16 +1232,16 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 	Oid			extoid;
 	Oid			policies;
 
-	start_transaction();
+	wslot_start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 
-	extoid = lock_extension();
+	extoid = wslot_lock_extension();
 	if (extoid != my_extension)
 	{
 		PopActiveSnapshot();
 		SPI_finish();
-		commit_transaction();
+		wslot_commit_transaction();
 		extension_replaced = OidIsValid(extoid);
 		*result = -1;
 		return false;
@@ -1554,7 +1251,7 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
 	{
 		PopActiveSnapshot();
 		SPI_finish();
-		commit_transaction();
+		wslot_commit_transaction();
 		*due = TimestampTzPlusMilliseconds(clock_ahead(start), RESTORE_CHECK_MS);
 		*result = 0;
 		return false;
@@ -1786,7 +1483,7 @@ run_call(Batch *b, RetriesCall *call)
 	ledger_write(call->id, call->attempts + 1);
 	call_forget_outcome();
 	tables_names_attempt_begins();
-	set_state(WORKER_RUNNING, call->id, call->role, batch_holder(b));
+	wslot_set_state(WORKER_RUNNING, call->id, call->role, batch_holder(b));
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d",
 									call->id, call->attempts + 1));
@@ -1797,9 +1494,9 @@ run_call(Batch *b, RetriesCall *call)
 	 * (else one more attempt than the limit would seem to run, until this
 	 * worker's next call)
 	 */
-	set_state(WORKER_RUNNING, 0, InvalidOid, InvalidOid);
-	shmem_gate_leave(my_slot);
-	count_call(ok);
+	wslot_set_state(WORKER_RUNNING, 0, InvalidOid, InvalidOid);
+	shmem_gate_leave(worker_slot);
+	wslot_count_call(ok);
 	ledger_write(0, 0);
 }
 
@@ -1815,10 +1512,10 @@ run_call(Batch *b, RetriesCall *call)
 static void
 set_in_runner(bool in_runner, Oid role)
 {
-	SpinLockAcquire(&my_slot->mutex);
-	my_slot->in_runner = in_runner;
-	my_slot->runner_role = in_runner ? role : InvalidOid;
-	SpinLockRelease(&my_slot->mutex);
+	SpinLockAcquire(&worker_slot->mutex);
+	worker_slot->in_runner = in_runner;
+	worker_slot->runner_role = in_runner ? role : InvalidOid;
+	SpinLockRelease(&worker_slot->mutex);
 }
 
 /*
@@ -1886,7 +1583,7 @@ runners_in_use(int *total, Oid *roles, int *counts)
 		Oid			role = InvalidOid;
 		int			j;
 
-		if (w == my_slot)
+		if (w == worker_slot)
 			continue;
 		SpinLockAcquire(&w->mutex);
 		if (w->in_runner)
@@ -1963,7 +1660,7 @@ reserve_runner(Oid role)
 			room &= capped[i] != role;
 	}
 	else
-		room = is_extra() || retries_max_workers < 2 ||
+		room = wslot_is_extra() || retries_max_workers < 2 ||
 			workers_in_runners() < retries_max_workers - 1;
 	if (room)
 		set_in_runner(true, role);
@@ -2036,24 +1733,24 @@ release_runner_held(void)
 	if (retries_max_runners > 0)
 		places = runner_places_free(avoid, &navoid);
 	else
-		places = retries_max_workers < 2 || is_extra() ? 1 :
+		places = retries_max_workers < 2 || wslot_is_extra() ? 1 :
 			retries_max_workers - 1 - workers_in_runners();
 	LWLockRelease(retries_shared->lock);
 	/* an extra lets go only of calls it may claim */
-	if (is_extra())
+	if (wslot_is_extra())
 		navoid += running_roles(avoid + navoid);
 	if (places <= 0)
 		return;
 
-	start_transaction();
+	wslot_start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (lock_extension() == my_extension)
+	if (wslot_lock_extension() == my_extension)
 		released = schema_retries_version() >= SCHEMA_1_2 ?
 			execute_runner_release(places, &last_role, avoid, navoid) : 0;
 	PopActiveSnapshot();
 	SPI_finish();
-	commit_transaction();
+	wslot_commit_transaction();
 
 	/*
 	 * The turn goes on from the role let go last, whichever worker does it
@@ -2088,14 +1785,14 @@ move_to_runner_place(void)
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, false);
-	unusable = db != NULL ? runner_places_taken() | db->runners_lost : ~UINT64CONST(0);
+	unusable = db != NULL ? wslot_runner_places_taken() | db->runners_lost : ~UINT64CONST(0);
 	for (int j = 0; j < RETRIES_MAX_RUNNERS && to < 0; j++)
 		if ((unusable & (UINT64CONST(1) << j)) == 0)
 			to = RETRIES_RUNNER_SLOT_BASE + j;
 	if (to >= 0)
 	{
-		my_slot->moved_from = my_slot->slot_no;
-		my_slot->slot_no = to;
+		worker_slot->moved_from = worker_slot->slot_no;
+		worker_slot->slot_no = to;
 	}
 	LWLockRelease(retries_shared->lock);
 	if (to < 0)
@@ -2103,7 +1800,7 @@ move_to_runner_place(void)
 
 	ledger_move(to);
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	my_slot->moved_from = -1;
+	worker_slot->moved_from = -1;
 	if (retries_shared->launcher_latch != NULL)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
@@ -2154,15 +1851,15 @@ recover_runner_places(void)
 	lost = db != NULL ? db->runners_lost : 0;
 	/* not while the worker that left it is still on its way out */
 	if (lost != 0)
-		lost &= ~runner_places_taken();
+		lost &= ~wslot_runner_places_taken();
 	LWLockRelease(retries_shared->lock);
 	if (lost == 0)
 		return;
 
-	start_transaction();
+	wslot_start_transaction();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (lock_extension() == my_extension)
+	if (wslot_lock_extension() == my_extension)
 	{
 		for (int j = 0; j < RETRIES_MAX_RUNNERS; j++)
 		{
@@ -2181,7 +1878,7 @@ recover_runner_places(void)
 		done = lost;			/* the extension's calls are gone */
 	PopActiveSnapshot();
 	SPI_finish();
-	commit_transaction();
+	wslot_commit_transaction();
 
 	for (int j = 0; j < RETRIES_MAX_RUNNERS; j++)
 		if (charged & (UINT64CONST(1) << j))
@@ -2229,7 +1926,7 @@ begin_in_runner(Batch *b, RetriesCall *call)
 		 * held, uncharged, until a place is free: the batches keep one worker
 		 * (before 1.2, which has no held calls, a second later)
 		 */
-		shmem_gate_leave(my_slot);
+		shmem_gate_leave(worker_slot);
 		if (schema_retries_version() >= SCHEMA_1_2)
 		{
 			execute_runner_hold(call);
@@ -2242,7 +1939,7 @@ begin_in_runner(Batch *b, RetriesCall *call)
 	if (!execute_runner_begin(call, &args, &timeout, &dboid, &sql))
 	{
 		set_in_runner(false, InvalidOid);
-		shmem_gate_leave(my_slot);
+		shmem_gate_leave(worker_slot);
 		return;
 	}
 
@@ -2289,7 +1986,7 @@ run_in_runner(void)
 	runner_next.pending = false;
 	cap_ms = runner_next.timeout < 0 ? 0 :
 		(int) Min(runner_next.timeout / 1000 + 1, INT_MAX / 2);
-	set_state(WORKER_RUNNING, call->id, call->role, runner_next.holder);
+	wslot_set_state(WORKER_RUNNING, call->id, call->role, runner_next.holder);
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("retries: call " INT64_FORMAT " attempt %d, in a runner",
 									call->id, call->attempts + 1));
@@ -2307,10 +2004,10 @@ run_in_runner(void)
 				(errmsg("retries: no background worker slot is free for call " INT64_FORMAT "; it waits a second",
 						call->id),
 				 errhint("Raise max_worker_processes.")));
-		start_transaction();
+		wslot_start_transaction();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension)
+		if (wslot_lock_extension() == my_extension)
 			execute_runner_put_back(call);
 	}
 	else
@@ -2330,7 +2027,7 @@ run_in_runner(void)
 				 * RUNNER_MOVE_AFTER_MS, with runner places (see "Runner
 				 * places")
 				 */
-				if (retries_max_runners > 0 && !RETRIES_IS_RUNNER_SLOT(my_slot->slot_no) &&
+				if (retries_max_runners > 0 && !RETRIES_IS_RUNNER_SLOT(worker_slot->slot_no) &&
 					TimestampDifferenceExceeds(started_at, clock_system_now(),
 											   RUNNER_MOVE_AFTER_MS))
 					move_to_runner_place();
@@ -2339,10 +2036,10 @@ run_in_runner(void)
 				ResetLatch(MyLatch);
 				CHECK_FOR_INTERRUPTS();
 			}
-			start_transaction();
+			wslot_start_transaction();
 			SPI_connect();
 			PushActiveSnapshot(GetTransactionSnapshot());
-			if (lock_extension() == my_extension)
+			if (wslot_lock_extension() == my_extension)
 			{
 				runner_outcome_here(&outcome);
 				execute_runner_end(call, started_at, runner_next.timeout, &outcome);
@@ -2359,18 +2056,18 @@ run_in_runner(void)
 					 errdetail("The worker that takes its place charges the attempt as interrupted.")));
 		}
 		PG_END_TRY();
-		count_call(outcome.status == RUNNER_SUCCEEDED);
+		wslot_count_call(outcome.status == RUNNER_SUCCEEDED);
 	}
 	PopActiveSnapshot();
 	SPI_finish();
-	commit_transaction();
+	wslot_commit_transaction();
 	/* an on_exhausted hook's sandbox may have released it already */
 	if (retries_lock_held_by_me(&runner_next.lock, ExclusiveLock))
 		LockRelease(&runner_next.lock, ExclusiveLock, true);
-	shmem_gate_leave(my_slot);
+	shmem_gate_leave(worker_slot);
 	set_in_runner(false, InvalidOid);
 	forget_runner_next();
-	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
+	wslot_set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	ledger_write(0, 0);
 	runner_next.launched = false;
@@ -2451,9 +2148,9 @@ run_batch(TimestampTz *due)
 		 */
 		if (i == 0)
 		{
-			if (is_extra() && extra_passes_over(&b))
+			if (wslot_is_extra() && extra_passes_over(&b))
 				break;
-			if (!is_extra() && shmem_in_reserve() && reserve_passes_over(&b))
+			if (!wslot_is_extra() && shmem_in_reserve() && reserve_passes_over(&b))
 				break;
 		}
 		else if (execute_foreign_owner(&b.calls[i]) != b.foreign_owner)
@@ -2481,9 +2178,9 @@ run_batch(TimestampTz *due)
 	PopActiveSnapshot();
 	SPI_finish();
 	committing_batch = true;
-	commit_transaction();
+	wslot_commit_transaction();
 	committing_batch = false;
-	set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
+	wslot_set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	if (held_for_runner)
 		runner_held_committed();
@@ -2499,7 +2196,7 @@ run_batch(TimestampTz *due)
 		 * demand), and then the launcher starts one (the twenty-fourth
 		 * hostile review, t/058)
 		 */
-		if (RETRIES_IS_RUNNER_SLOT(my_slot->slot_no))
+		if (RETRIES_IS_RUNNER_SLOT(worker_slot->slot_no))
 		{
 			shmem_wake_workers(MyDatabaseId, WAKE_CALLS | WAKE_FIRE);
 			proc_exit(shmem_exit_code());
@@ -2554,8 +2251,8 @@ recover_from_error(MemoryContext oldcxt, ErrorData **edata)
 	FlushErrorState();
 	AbortCurrentTransaction();
 	sandbox_abort();
-	if (my_slot != NULL)
-		shmem_gate_leave(my_slot);	/* an attempt it entered is over */
+	if (worker_slot != NULL)
+		shmem_gate_leave(worker_slot);	/* an attempt it entered is over */
 	MemoryContextSwitchTo(oldcxt);
 	RESUME_INTERRUPTS();
 }
@@ -2590,14 +2287,14 @@ in_lone_transaction(void (*write) (const ErrorData *edata), const ErrorData *eda
 
 	PG_TRY();
 	{
-		start_transaction();
+		wslot_start_transaction();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension)
+		if (wslot_lock_extension() == my_extension)
 			write(edata);
 		PopActiveSnapshot();
 		SPI_finish();
-		commit_transaction();
+		wslot_commit_transaction();
 	}
 	PG_CATCH();
 	{
@@ -2742,12 +2439,12 @@ fire_step(void)
 
 	PG_TRY();
 	{
-		start_transaction();
+		wslot_start_transaction();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		next_fire = 0;
 		fire_waiting = false;
-		if (lock_extension() == my_extension && !restore_holder() &&
+		if (wslot_lock_extension() == my_extension && !restore_holder() &&
 			schema_retries_version() >= SCHEMA_1_2)
 		{
 			TimestampTz tx_now = clock_xact_now();
@@ -2767,7 +2464,7 @@ fire_step(void)
 		}
 		PopActiveSnapshot();
 		SPI_finish();
-		commit_transaction();
+		wslot_commit_transaction();
 		fire_errors = 0;
 		fire_late_from = 0;
 	}
@@ -2851,16 +2548,16 @@ names_step(void)
 		return;
 	PG_TRY();
 	{
-		start_transaction();
+		wslot_start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension && !restore_holder())
+		if (wslot_lock_extension() == my_extension && !restore_holder())
 		{
 			SPI_connect();
 			names_refresh();
 			SPI_finish();
 		}
 		PopActiveSnapshot();
-		commit_transaction();
+		wslot_commit_transaction();
 		names_refresh_committed();
 	}
 	PG_CATCH();
@@ -2902,9 +2599,9 @@ serving(void)
 	{
 		TimestampTz made_at = 0;
 
-		start_transaction();
+		wslot_start_transaction();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		if (lock_extension() == my_extension)
+		if (wslot_lock_extension() == my_extension)
 		{
 			int64	   *ids;
 			int			n;
@@ -2923,7 +2620,7 @@ serving(void)
 			SPI_finish();
 		}
 		PopActiveSnapshot();
-		commit_transaction();
+		wslot_commit_transaction();
 		if (armed)
 		{
 			memo_write_armed();
@@ -2967,7 +2664,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 
 	PG_TRY();
 	{
-		if (my_slot->slot_no == 0 &&
+		if (worker_slot->slot_no == 0 &&
 			TimestampDifferenceExceeds(*last_prune, clock_system_now(),
 									   housekeeping_deferred() ?
 									   HOUSEKEEPING_DEFER_MS : PRUNE_INTERVAL_MS))
@@ -2985,7 +2682,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 		if (serve)
 			n = run_batch(due);
 		else
-			set_state(WORKER_PAUSED, 0, InvalidOid, InvalidOid);
+			wslot_set_state(WORKER_PAUSED, 0, InvalidOid, InvalidOid);
 		*errors = 0;
 	}
 	PG_CATCH();
@@ -3002,7 +2699,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 		held_for_runner = false;
 		/* a place taken for a runner that the rolled back batch marked */
 		set_in_runner(false, InvalidOid);
-		set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
+		wslot_set_state(WORKER_IDLE, 0, InvalidOid, InvalidOid);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		*due = 0;
 		n = 0;
@@ -3084,24 +2781,24 @@ worker_start(Datum main_arg)
 	bool		present;
 	Oid			dboid;
 
-	my_slot_index = RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(main_arg));
-	my_slot = &retries_shared->workers[my_slot_index];
-	started_extra = is_extra();
+	worker_slot_index = RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(main_arg));
+	worker_slot = &retries_shared->workers[worker_slot_index];
+	started_extra = wslot_is_extra();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	if (!take_slot(RETRIES_WORKER_ARG_GENERATION(DatumGetUInt32(main_arg))))
+	if (!wslot_take(RETRIES_WORKER_ARG_GENERATION(DatumGetUInt32(main_arg))))
 		proc_exit(shmem_exit_code());	/* the launcher gave up on this worker */
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "retries worker",
 									   ALLOCSET_DEFAULT_SIZES);
-	loop_cxt = AllocSetContextCreate(worker_cxt, "retries worker loop",
-									 ALLOCSET_DEFAULT_SIZES);
-	MemoryContextSwitchTo(loop_cxt);
-	before_shmem_exit(release_slot, (Datum) 0);
-	dboid = my_slot->dboid;
+	worker_loop_cxt = AllocSetContextCreate(worker_cxt, "retries worker loop",
+											ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(worker_loop_cxt);
+	before_shmem_exit(wslot_release, (Datum) 0);
+	dboid = worker_slot->dboid;
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("retries worker");
@@ -3119,10 +2816,10 @@ worker_start(Datum main_arg)
 	db = shmem_find_database(MyDatabaseId, false);
 	creates = db != NULL ? db->creates : 0;
 	LWLockRelease(retries_shared->lock);
-	start_transaction();
-	my_extension = lock_extension();
+	wslot_start_transaction();
+	my_extension = wslot_lock_extension();
 	present = OidIsValid(my_extension);
-	commit_transaction();
+	wslot_commit_transaction();
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, true);
 	if (db != NULL && !present && db->creates != creates)
@@ -3147,7 +2844,7 @@ worker_start(Datum main_arg)
 	execute_init(ledger_hook_phase);
 	tables_names_bound_waits();
 	sandbox_init();
-	ledger_open(my_slot->slot_no, my_extension);
+	ledger_open(worker_slot->slot_no, my_extension);
 	recover();
 	wait_for_recovery();
 }
@@ -3184,7 +2881,7 @@ wait_after_errors(int errors, TimestampTz last_error)
 static bool
 took_wake_up(bool latch)
 {
-	uint32		why = pg_atomic_exchange_u32(&my_slot->woken, 0);
+	uint32		why = pg_atomic_exchange_u32(&worker_slot->woken, 0);
 
 	if ((why & WAKE_FIRE) != 0 || (why == 0 && latch))
 		fire_check = true;
@@ -3264,7 +2961,7 @@ may_leave(void)
 	RetriesDatabase *db;
 	bool		busy;
 
-	if (is_extra() || !retries_enabled)
+	if (wslot_is_extra() || !retries_enabled)
 		return false;
 	if (fire_waiting || gated || chains_recheck || fire_errors > 0 ||
 		one_by_one > 0 || lone_next != 0 || copy_made_at != 0)
@@ -3288,7 +2985,7 @@ may_leave(void)
 static bool
 look_after_soon(void)
 {
-	return !is_extra() && retries_enabled && one_by_one == 0 && lone_next == 0;
+	return !wslot_is_extra() && retries_enabled && one_by_one == 0 && lone_next == 0;
 }
 
 /*
@@ -3305,7 +3002,7 @@ leave_database(TimestampTz due_at)
 	int			others_free = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&my_slot->woken) != 0)
+	if (pg_atomic_read_u32(&worker_slot->woken) != 0)
 	{
 		LWLockRelease(retries_shared->lock);
 		return false;
@@ -3314,7 +3011,7 @@ leave_database(TimestampTz due_at)
 	{
 		bool		free;
 
-		if (w == my_slot || w->leaving || w->slot_no >= retries_max_workers)
+		if (w == worker_slot || w->leaving || w->slot_no >= retries_max_workers)
 			continue;
 		SpinLockAcquire(&w->mutex);
 		free = w->state != WORKER_RUNNING;
@@ -3336,7 +3033,7 @@ leave_database(TimestampTz due_at)
 		LWLockRelease(retries_shared->lock);
 		return false;
 	}
-	my_slot->leaving = true;
+	worker_slot->leaving = true;
 	db = shmem_find_database(MyDatabaseId, false);
 	if (db != NULL)
 	{
@@ -3492,7 +3189,7 @@ worker_stop(void)
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL && my_slot->slot_no < retries_max_workers &&
+	if (db != NULL && worker_slot->slot_no < retries_max_workers &&
 		!extension_replaced)
 		shmem_set_db_state(db, DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
@@ -3539,8 +3236,8 @@ retries_worker_main(Datum main_arg)
 		int			n;
 
 		/* every path of the loop, and every transaction, ends up here */
-		Assert(CurrentMemoryContext == loop_cxt);
-		MemoryContextReset(loop_cxt);
+		Assert(CurrentMemoryContext == worker_loop_cxt);
+		MemoryContextReset(worker_loop_cxt);
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -3562,9 +3259,9 @@ retries_worker_main(Datum main_arg)
 		 * workers write, was never vacuumed and grew without bound.
 		 */
 		pgstat_report_stat(false);
-		if (my_slot->slot_no >= retries_max_workers + retries_max_extra_workers)
+		if (worker_slot->slot_no >= retries_max_workers + retries_max_extra_workers)
 			break;
-		if (is_extra() != started_extra)
+		if (wslot_is_extra() != started_extra)
 			replaced();
 
 		if (errors > 0 && wait_after_errors(errors, last_error))
@@ -3611,13 +3308,13 @@ retries_worker_main(Datum main_arg)
 		if (n > 0)
 		{
 			ran_at = clock_system_now();
-			if (!is_extra())
+			if (!wslot_is_extra())
 				leave_for_others(started_at);
 		}
 		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
 			continue;
-		if (n == 0 && !is_extra())
+		if (n == 0 && !wslot_is_extra())
 		{
 			/*
 			 * In a reserved worker, with nothing it may run for a second:
@@ -3633,7 +3330,7 @@ retries_worker_main(Datum main_arg)
 			/* ... and look again when it will have been idle long enough */
 			sleep_ms = Min(sleep_ms, idle_left_ms(ran_at));
 		}
-		if (is_extra())
+		if (wslot_is_extra())
 		{
 			/* an extra stays only while the others are held */
 			if (!extra_wanted() || idle_in_reserve(ran_at))

@@ -1,0 +1,342 @@
+/*-------------------------------------------------------------------------
+ *
+ * wslot.c
+ *	  The worker's own place: its slot in shared memory (what it is doing,
+ *	  for retries.workers and the launcher), its memory, and its
+ *	  transactions.
+ *
+ * The worker loop (worker.c) and the parts it hands work to reach their
+ * slot and their transactions through here only, so that these are the
+ * bottom of the engine's worker files: none of them is called from here.
+ *
+ * A worker's slot is RetriesWorker worker_slot (shmem.h), given by the
+ * launcher and made its own by wslot_take(); wslot_release() frees it
+ * however the process exits.  Its state changes (wslot_set_state) are under
+ * the slot's own spinlock, so attempts of different workers never wait for
+ * each other; they also keep its busy time, and raise or lower its
+ * database's count of wanted workers when it is busy or done (workers on
+ * demand: note_all_busy, note_batch_done).
+ *
+ * Memory: worker_cxt lives as long as the process (what it must remember
+ * across loops); worker_loop_cxt is reset at the top of every loop of
+ * retries_worker_main(), and is where the worker is between its
+ * transactions, so that whatever a loop allocates outside a transaction
+ * goes with it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "engine/sandbox.h"
+#include "engine/wslot.h"
+#include "shmem/shmem.h"
+
+RetriesWorker *worker_slot = NULL;
+int			worker_slot_index = -1;
+MemoryContext worker_cxt = NULL;
+MemoryContext worker_loop_cxt = NULL;
+
+/*
+ * wslot_start_transaction -- start a transaction of the worker
+ *
+ * A background worker gets no statement start time from a client, so it
+ * sets one: otherwise now() (the transaction's start) would stay the
+ * worker's start time forever, for pruning and for the functions it calls.
+ * The transaction is read-write whatever default_transaction_read_only
+ * says (see sandbox_begin_transaction).
+ */
+void
+wslot_start_transaction(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	sandbox_begin_transaction();
+}
+
+/*
+ * wslot_commit_transaction -- commit a transaction of the worker, and be back in
+ * the loop's memory (a commit leaves TopMemoryContext current)
+ */
+void
+wslot_commit_transaction(void)
+{
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(worker_loop_cxt);
+}
+
+/*
+ * wslot_lock_extension -- the OID of the extension as installed here now, locked
+ * until the end of the transaction so that DROP EXTENSION waits for it;
+ * InvalidOid if it is not installed.  Called inside a transaction.
+ */
+Oid
+wslot_lock_extension(void)
+{
+	for (;;)
+	{
+		Oid			extoid = get_extension_oid("retries", true);
+
+		if (!OidIsValid(extoid))
+			return InvalidOid;
+		/* takes in the invalidations of a DROP that committed meanwhile */
+		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+		if (get_extension_oid("retries", true) == extoid)
+			return OidIsValid(get_namespace_oid("retries", true)) ?
+				extoid : InvalidOid;
+		/* dropped (and maybe created again) while this waited */
+		UnlockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+	}
+}
+
+
+
+/*
+ * wslot_is_extra -- is this worker an extra one (worker.c, "Extra workers")?
+ */
+bool
+wslot_is_extra(void)
+{
+	return worker_slot->slot_no >= retries_max_workers &&
+		!RETRIES_IS_RUNNER_SLOT(worker_slot->slot_no);
+}
+
+/*
+ * What the database's wanted was before this worker's batch raised it
+ * (note_all_busy), -1 if it did not
+ */
+static int	raised_from = -1;
+
+/*
+ * note_batch_done -- this worker's batch has ended: if it raised the
+ * database's count of wanted workers and no other worker has come since,
+ * lower it again, so that a short batch (a schedule's firing in each of
+ * many databases) does not start a second worker that would find nothing
+ * to do; a long one (a call that runs for minutes) has it by now, or as
+ * soon as the pool has room
+ */
+static void
+note_batch_done(void)
+{
+	RetriesHeld held;
+	RetriesDatabase *db;
+
+	if (raised_from < 0)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL && held.base <= 1 && db->wanted == RETRIES_MAX_SLOTS)
+		db->wanted = Max(raised_from, 1);
+	LWLockRelease(retries_shared->lock);
+	raised_from = -1;
+}
+
+/*
+ * note_all_busy -- this worker has begun a batch: if the database's other
+ * workers are all busy too, wake the launcher, which then looks again when
+ * they will count as held, to start an extra worker (see "Extra workers")
+ */
+static void
+note_all_busy(void)
+{
+	RetriesHeld held;
+	RetriesDatabase *db;
+	Latch	   *launcher;
+	bool		more;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
+	launcher = retries_shared->launcher_latch;
+	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers &&
+		launcher != NULL)
+		SetLatch(launcher);
+
+	/*
+	 * on demand: all it has are busy, and it may have more (the launcher
+	 * starts them once no other database waits for its first: pool_room)
+	 */
+	db = shmem_find_database(MyDatabaseId, false);
+	more = db != NULL && held.base_busy >= held.base && held.base < retries_max_workers &&
+		db->wanted < retries_max_workers;
+	LWLockRelease(retries_shared->lock);
+	if (!more)
+		return;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+	{
+		raised_from = db->wanted;
+		db->wanted = RETRIES_MAX_SLOTS;
+	}
+	if (retries_shared->launcher_latch != NULL)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+
+/*
+ * wslot_set_state -- publish what this worker is doing
+ *
+ * It also keeps the worker's busy time: a busy period starts when the
+ * worker goes from another state to 'running' (the first attempt of a
+ * batch) and ends when it leaves 'running' (after the batch commits, or is
+ * rolled back).  Each change of state or call reads the clock anyway, for
+ * 'since', so the busy time costs no clock read of its own.  Only this
+ * slot's spinlock is taken: attempts of different workers never wait for
+ * each other.
+ */
+void
+wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
+{
+	bool		changed = worker_slot->state != state || worker_slot->current_call != call_id;
+	TimestampTz now = changed ? clock_system_now() : 0;
+	bool		began = false;
+
+	SpinLockAcquire(&worker_slot->mutex);
+	if (changed)
+	{
+		worker_slot->since = now;
+		began = state == WORKER_RUNNING && worker_slot->busy_since == 0;
+		if (began)
+			worker_slot->busy_since = now;
+		else if (state != WORKER_RUNNING && worker_slot->busy_since != 0)
+		{
+			/* a clock set back must not make the counter go back */
+			worker_slot->busy_us += Max(now - worker_slot->busy_since, 0);
+			worker_slot->busy_since = 0;
+		}
+		if (state != WORKER_RUNNING && worker_slot->state == WORKER_RUNNING)
+		{
+			worker_slot->last_role = worker_slot->holder_role;
+			worker_slot->last_batch_role = worker_slot->batch_role;
+		}
+	}
+	worker_slot->state = state;
+	worker_slot->current_call = call_id;
+	worker_slot->current_role = role;
+	if (OidIsValid(holder) || state != WORKER_RUNNING)
+	{
+		worker_slot->holder_role = holder;
+		worker_slot->batch_role = role;
+	}
+	SpinLockRelease(&worker_slot->mutex);
+	if (began && !wslot_is_extra())
+		note_all_busy();
+	else if (changed && state != WORKER_RUNNING)
+		note_batch_done();
+}
+
+/*
+ * wslot_count_call -- add to the counters shown in retries.workers
+ */
+void
+wslot_count_call(bool succeeded)
+{
+	SpinLockAcquire(&worker_slot->mutex);
+	worker_slot->calls_run++;
+	if (!succeeded)
+		worker_slot->errors++;
+	SpinLockRelease(&worker_slot->mutex);
+}
+
+/*
+ * wslot_take -- make the slot the launcher assigned this worker its own;
+ * false if the launcher has given up on it meanwhile (and may have
+ * assigned the slot to another worker)
+ *
+ * From then on the slot is freed by wslot_release() however the worker
+ * exits, also if it cannot even connect to its database.
+ */
+bool
+wslot_take(uint32 generation)
+{
+	bool		mine;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	mine = worker_slot->in_use && worker_slot->generation == generation &&
+		worker_slot->pid == 0;
+	if (mine)
+	{
+		worker_slot->pid = MyProcPid;
+		worker_slot->latch = &MyProc->procLatch;
+		SpinLockAcquire(&worker_slot->mutex);
+		worker_slot->since = clock_system_now();
+		worker_slot->in_runner = false;
+		SpinLockRelease(&worker_slot->mutex);
+	}
+	LWLockRelease(retries_shared->lock);
+	return mine;
+}
+
+/*
+ * wslot_runner_place_bit -- the bit of a runner place in RetriesDatabase's
+ * runners_lost (and wslot_runner_places_taken), for a slot_no; 0 for a slot_no
+ * that is no runner place
+ */
+uint64
+wslot_runner_place_bit(int slot_no)
+{
+	if (!RETRIES_IS_RUNNER_SLOT(slot_no) ||
+		slot_no >= RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
+		return 0;
+	return UINT64CONST(1) << (slot_no - RETRIES_RUNNER_SLOT_BASE);
+}
+
+/*
+ * wslot_runner_places_taken -- the runner places of this database that a worker
+ * holds, a bit each (wslot_runner_place_bit); under the lock, which the caller
+ * holds
+ */
+uint64
+wslot_runner_places_taken(void)
+{
+	RetriesWorker *w;
+	uint64		taken = 0;
+
+	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
+		taken |= wslot_runner_place_bit(w->slot_no);
+	return taken;
+}
+
+/*
+ * wslot_release -- free this worker's slot (before_shmem_exit callback,
+ * registered first, so it runs last)
+ */
+void
+wslot_release(int code, Datum arg)
+{
+	RetriesDatabase *db;
+	bool		lost;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	Assert(worker_slot->pid == MyProcPid);
+	worker_slot->in_use = false;
+	worker_slot->pid = 0;
+	worker_slot->latch = NULL;
+	SpinLockAcquire(&worker_slot->mutex);
+	worker_slot->current_call = 0;
+	worker_slot->in_runner = false;
+	SpinLockRelease(&worker_slot->mutex);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	db = shmem_find_database(MyDatabaseId, false);
+	lost = db != NULL && (db->runners_lost & wslot_runner_place_bit(worker_slot->slot_no)) != 0;
+	LWLockRelease(retries_shared->lock);
+
+	/*
+	 * A runner place it marked lost (worker_exit) is free now: the database's
+	 * workers charge its attempt (recover_runner_places)
+	 */
+	if (lost)
+		shmem_wake_workers(MyDatabaseId, WAKE_CALLS);
+}
