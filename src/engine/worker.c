@@ -1273,21 +1273,26 @@ open_batch(TimestampTz start, TimestampTz *due, int *result)
  * head_after_priorities -- the first call of a batch (its role's earliest
  * due, claim_first) runs after the calls of a higher priority claimed
  * with it (claim_prioritized, highest first): among a role's due calls,
- * the higher priority runs first.  True if another call is first now.
+ * the higher priority runs first.  Only calls of the role's own code, and
+ * none whose last attempt was interrupted, go before it: the batch is of
+ * its first call's code, and a call of another role's code first would
+ * hold the role's own calls claimed with it for as long as it runs (the
+ * twenty-ninth hostile review, t/063 7); such a call runs in a later batch,
+ * as it would behind the head.
  */
-static bool
+static void
 head_after_priorities(RetriesCall *calls, int n)
 {
 	RetriesCall head = calls[0];
 	int			k = 1;
 
-	while (k < n && calls[k].priority > head.priority)
+	while (k < n && calls[k].priority > head.priority && !calls[k].lone &&
+		   !OidIsValid(execute_foreign_owner(&calls[k])))
 	{
 		calls[k - 1] = calls[k];
 		k++;
 	}
 	calls[k - 1] = head;
-	return k > 1;
 }
 
 /*
@@ -1348,13 +1353,7 @@ claim_batch(Batch *b)
 										  true, b->role, claimed_ids(b->calls, b->n),
 										  nskipped + b->n);
 
-				/*
-				 * the batch is of the code of its first call: a call of
-				 * another role's function first makes it a batch of that
-				 * role's code, which ends before any other (run_batch)
-				 */
-				if (head_after_priorities(b->calls, b->n))
-					b->foreign_owner = execute_foreign_owner(&b->calls[0]);
+				head_after_priorities(b->calls, b->n);
 			}
 			b->claim = claim_begin(b->limit, b->claimed_at, b->role,
 								   claimed_ids(b->calls, b->n), nskipped + b->n);
