@@ -206,6 +206,13 @@ SET citus.enable_ddl_propagation = off;
 CREATE FUNCTION alice.dup(i int) RETURNS int LANGUAGE sql AS 'SELECT i';
 ALTER FUNCTION alice.dup(int) OWNER TO mallory;
 });
+# worker2 has alice's, as the coordinator: only worker1 can refuse (the
+# replay runs on both at once, and either one's error would end it)
+$w2->safe_psql($DB, q{
+SET citus.enable_ddl_propagation = off;
+CREATE FUNCTION alice.dup(i int) RETURNS int LANGUAGE sql AS 'SELECT i';
+ALTER FUNCTION alice.dup(int) OWNER TO alice;
+});
 (undef, $out, $err) = $c->psql($DB, "\\set VERBOSITY verbose\nSELECT retries.citus_setup()");
 like($err, qr/ERROR:  55000:.*function alice\.dup\(integer\) is owned by role mallory on this node, not by role alice as on the coordinator/,
 	'9: citus_setup() refuses to give a function of another owner on a node the coordinator\'s policy');
