@@ -508,7 +508,7 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
 
 	PG_TRY();
 	{
-		sandbox_enter(&sb, role);
+		sandbox_enter(&sb, role, fnoid);
 		if (timeout > 0)
 			arm_time_limit(timeout);
 		if (stored_args != NULL)

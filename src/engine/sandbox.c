@@ -79,8 +79,13 @@
  * apply.  So is an application_name of Citus's own form, from which Citus
  * would take the worker's global pid for every later call
  * (check_application_name).  Process-wide state that a call can set and
- * SQL can read back, the seed of random(), is reseeded before a call of
- * another role than the last one runs.  The rest (a function that traps
+ * SQL can read back, the seed of random(), is reseeded before an attempt in
+ * another context than the last one runs: a context is the role an
+ * attempt runs as and the owner of the function it runs, so that neither
+ * another role's calls nor another role's function called by the same
+ * role chose the seed.  So are PL/pgSQL's compiled functions, whose
+ * variables' types the search_path of their compilation chose: from one
+ * context to another they are compiled anew (plcache.c).  The rest (a function that traps
  * its own cancel, memory) is the worker's business (execute.c, worker.c).
  *
  * JIT.  A third hook, the planner's, tells the worker's own statements from
@@ -136,6 +141,7 @@
 
 #include "base/base.h"
 #include "base/compat.h"
+#include "engine/plcache.h"
 #include "engine/sandbox.h"
 #include "flow/flow.h"
 
@@ -158,8 +164,12 @@ static bool worker_session_superuser = false;
 /* The role whose code runs in the sandbox now (sandbox_enter) */
 static Oid	sandbox_role = InvalidOid;
 
-/* The role whose code ran last, and whether the seed of random() is its */
+/*
+ * The context of the last attempt: the role it ran as and the owner of the
+ * function it ran (InvalidOid: the next attempt starts a new context)
+ */
 static Oid	last_role = InvalidOid;
+static Oid	last_owner = InvalidOid;
 
 /*
  * What the worker is doing that routes other roles' functions through
@@ -463,12 +473,15 @@ text_form_as_json(PG_FUNCTION_ARGS)
  * through sandbox_fmgr.  The functions that to_jsonb() calls itself are
  * output functions and casts to json; those it calls, not what they call
  * in turn (see sandbox_fmgr).  Making arguments runs input functions,
- * domains' checks and the function's defaults.
+ * domains' checks and the function's defaults.  And while a call's code
+ * runs, PL/pgSQL's validator goes through it too (plcache.c).
  */
 static bool
 sandbox_needs_fmgr(Oid fnoid)
 {
 	if (prev_needs_fmgr_hook != NULL && prev_needs_fmgr_hook(fnoid))
+		return true;
+	if (in_sandbox && plcache_is_validator(fnoid))
 		return true;
 	return routing != ROUTE_OFF && fnoid >= FirstNormalObjectId;
 }
@@ -511,6 +524,11 @@ sandbox_fmgr(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 	switch (event)
 	{
 		case FHET_START:
+			if (plcache_is_validator(flinfo->fn_oid))
+			{
+				flinfo->fn_addr = plcache_validate;
+				return;
+			}
 			if (routing == ROUTE_OFF)
 				return;
 			if (!foreign_function(flinfo->fn_oid))
@@ -613,6 +631,7 @@ sandbox_init(void)
 	fmgr_hook = sandbox_fmgr;
 
 	pin_settings();
+	plcache_init();
 }
 
 /*
@@ -820,22 +839,26 @@ sandbox_active(void)
 }
 
 /*
- * sandbox_enter -- start running code of a call as 'role'
+ * sandbox_enter -- start running code of a call as 'role': function
+ * 'fnoid', the call's or one of its hooks
  *
  * Called inside the subtransaction that the code runs in.  Until
  * sandbox_leave(), or the subtransaction's abort, the current user is the
  * role and the settings are those of a fresh login session of the role.
  */
 void
-sandbox_enter(Sandbox *sb, Oid role)
+sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 {
 	RoleSettings *rs = role_settings(role);
+	Oid			owner = flow_function_owner(fnoid);
 
 	Assert(!in_sandbox);
-	if (role != last_role)
+	if (role != last_role || owner != last_owner)
 	{
 		reseed_random();
+		plcache_new_context();
 		last_role = role;
+		last_owner = owner;
 	}
 	settings_pinned = true;
 	sb->role = role;
