@@ -261,27 +261,33 @@ DROP FUNCTION retries.annotate_1_6(regprocedure, text, integer, interval, interv
 CREATE FUNCTION retries.unschedule(id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'retries_unschedule'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.unschedule(bigint) IS
 	'drop the schedule of that id (retries.schedules.id); the calls it fired stay';
 CREATE FUNCTION retries.pause_schedule(id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'retries_pause_schedule'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.pause_schedule(bigint) IS
 	'stop the firings of the schedule of that id until resume_schedule: true if it was not paused';
 CREATE FUNCTION retries.resume_schedule(id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'retries_resume_schedule'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.resume_schedule(bigint) IS
 	'let the paused schedule of that id fire again, from its next time after now: true if it was paused';
 CREATE FUNCTION retries.trigger(id bigint)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'retries_trigger'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION retries.trigger(bigint) IS
 	'fire the schedule of that id once now, whatever its overlap and pause; its next_run is unchanged; returns the call id';
+-- a NULL name is refused (22004), as every required argument is, not
+-- answered with NULL
+ALTER FUNCTION retries.unschedule(text) CALLED ON NULL INPUT;
+ALTER FUNCTION retries.pause_schedule(text) CALLED ON NULL INPUT;
+ALTER FUNCTION retries.resume_schedule(text) CALLED ON NULL INPUT;
+ALTER FUNCTION retries.trigger(text) CALLED ON NULL INPUT;
 SELECT retries.copy_grants(('retries.' || f || '(text)')::pg_catalog.regprocedure,
 						   ('retries.' || f || '(bigint)')::pg_catalog.regprocedure)
   FROM unnest(ARRAY['unschedule', 'pause_schedule', 'resume_schedule', 'trigger']) f;

@@ -242,9 +242,9 @@ plcache_is_validator(Oid fnoid)
 static void
 forget_validated(Oid fnoid)
 {
+	LOCAL_FCINFO(fake, 0);
 	HeapTuple	tup;
 	Oid			rettype;
-	LOCAL_FCINFO(fake, 0);
 	FmgrInfo	flinfo;
 	TriggerData trigdata;
 	EventTriggerData etrigdata;

@@ -966,6 +966,26 @@ idle_in_reserve(TimestampTz ran_at)
 	return true;
 }
 
+static bool pool_contended(void);
+
+/*
+ * idle_while_contended -- an extra worker that has run nothing since
+ * 'ran_at', RETRIES_HELD_AFTER_MS ago or more, while other databases wait
+ * for room in the pool, gives its place back: it exits, and its database
+ * waits for an extra in turn, after them (launcher.c, start_extra).  Its
+ * database wants one for a call that may come; the others have work due
+ * now.  An idle extra kept its place in the pool for as long as the long
+ * calls that made it wanted ran (the twenty-ninth hostile review, t/063 8).
+ * Not with retries.worker_idle_timeout 0, where workers stay.
+ */
+static bool
+idle_while_contended(TimestampTz ran_at)
+{
+	return retries_worker_idle_timeout != 0 &&
+		TimestampDifferenceExceeds(ran_at, clock_system_now(), RETRIES_HELD_AFTER_MS) &&
+		pool_contended();
+}
+
 /*
  * recent_holds -- other_holds() of the workers that run a batch, or ran the
  * last one idle for less than RETRIES_HELD_AFTER_MS (a role whose calls
@@ -980,10 +1000,37 @@ recent_holds(Hold *holds)
 }
 
 /*
+ * crossed -- does role 'role' both call another role's code in one of the
+ * 'nall' batches of 'all' and have its own code called by another role in
+ * one?
+ */
+static bool
+crossed(const Hold *all, int nall, Oid role)
+{
+	bool		calls = false;
+	bool		called = false;
+
+	for (int i = 0; i < nall; i++)
+	{
+		if (all[i].role == all[i].holder)
+			continue;
+		calls |= all[i].role == role;
+		called |= all[i].holder == role;
+	}
+	return calls && called;
+}
+
+/*
  * running_roles -- the roles that have a batch of calls of their own code
  * running in another worker of this database, or recently (recent_holds),
  * each once, into roles[]; returns how many.  A batch of calls of another
- * role's functions is not listed (see other_holds).
+ * role's functions is not listed (see other_holds): a role whose calls of
+ * another role's slow function run, or whose function another role's
+ * calls run, is not held back by them.  But one that does both is: two
+ * roles that call each other's functions held the base workers so, and
+ * then their own calls took the extras too (the twenty-ninth hostile
+ * review, t/063 2: two roles held what the docs promise takes as many
+ * roles as there are workers and extras).
  */
 static int
 running_roles(Oid *roles)
@@ -994,14 +1041,18 @@ running_roles(Oid *roles)
 
 	for (int i = 0; i < nall; i++)
 	{
-		bool		listed = false;
+		for (int k = 0; k < 2; k++)
+		{
+			Oid			role = k == 0 ? all[i].role : all[i].holder;
+			bool		listed = false;
 
-		if (all[i].role != all[i].holder)
-			continue;
-		for (int j = 0; j < n; j++)
-			listed |= roles[j] == all[i].role;
-		if (!listed)
-			roles[n++] = all[i].role;
+			if (all[i].role != all[i].holder && !crossed(all, nall, role))
+				continue;
+			for (int j = 0; j < n; j++)
+				listed |= roles[j] == role;
+			if (!listed)
+				roles[n++] = role;
+		}
 	}
 	return n;
 }
@@ -1028,6 +1079,45 @@ reserve_roles(Oid *roles)
 	return n;
 }
 
+/* When a worker that found only calls of a capped role looks again */
+#define POOL_CAP_RECHECK_MS		1000
+
+/*
+ * pool_roles -- the roles whose batches hold all but one place of the pool
+ * (retries.max_cluster_workers) in every database together, into roles[];
+ * returns how many.  A worker takes none of their calls (claim_first),
+ * whatever else is due or not: one role's long calls in many databases
+ * (its own databases, for a role that may create them) leave a place of
+ * the pool to the others, and another role's call made in any database
+ * gets it within about a second (the twenty-ninth hostile review, t/063 3:
+ * mallory's long calls in two databases of hers took the whole pool, and
+ * alice's call waited for them to end).  A superuser's calls are the
+ * administrator's, and not capped; nor is anything with a pool of one.
+ */
+static int
+pool_roles(Oid *roles)
+{
+	int			n;
+	int			kept = 0;
+
+	if (retries_max_cluster_workers < 2)
+		return 0;
+	n = shmem_pool_roles(roles, retries_max_cluster_workers - 1);
+	for (int i = 0; i < n; i++)
+	{
+		if (!superuser_arg(roles[i]))
+			roles[kept++] = roles[i];
+	}
+	return kept;
+}
+
+/*
+ * Whether the last claim found only calls of roles that pool_roles capped:
+ * they are due, and the worker looks again POOL_CAP_RECHECK_MS later (if
+ * it leaves meanwhile, its database is due again then)
+ */
+static bool pool_capped = false;
+
 /*
  * Whether the last claim in a reserved worker passed over roles whose
  * calls run in other reserved workers (reserve_roles): their calls may be
@@ -1050,15 +1140,20 @@ static bool reserve_passed_over = false;
  * An extra worker takes only the head of a role that has no call running
  * in another worker (see "Extra workers"); a worker in a reserved worker,
  * only that of a role whose calls run in no other reserved worker
- * (reserve_roles).
+ * (reserve_roles).  No worker takes a call of a role whose batches hold all
+ * but one place of the pool (pool_roles; pool_capped is set then).
  */
 static int
 claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 {
-	Oid			avoid[RETRIES_MAX_SLOTS];
+	Oid			avoid[RETRIES_MAX_SLOTS * 3];
+	Oid			capped[RETRIES_MAX_SLOTS];
+	int			ncapped;
+	int			navoid;
 	int			n = 0;
 
 	*below_zero = false;
+	pool_capped = false;
 	if (lone_next != 0)
 	{
 		int64		id = lone_next;
@@ -1067,21 +1162,38 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 		if (claim_ids(calls, &id, 1, now) == 1)
 			return 1;
 	}
-	if (wslot_is_extra())
-		return claim_heads(calls, now, &last_role, avoid, running_roles(avoid),
-						   skipped, nskipped, true, below_zero);
-	if (shmem_in_reserve())
+	ncapped = pool_roles(capped);
+	if (wslot_is_extra() || shmem_in_reserve())
 	{
-		int			navoid = reserve_roles(avoid);
-
-		reserve_passed_over = navoid > 0;
-		return claim_heads(calls, now, &last_role, avoid, navoid,
-						   skipped, nskipped, true, below_zero);
+		navoid = wslot_is_extra() ? running_roles(avoid) : reserve_roles(avoid);
+		if (!wslot_is_extra())
+			reserve_passed_over = navoid > 0;
+		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
+		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
+						skipped, nskipped, true, below_zero);
 	}
-	n = claim_heads(calls, now, &last_role, avoid, busy_roles(avoid),
-					skipped, nskipped, false, below_zero);
-	if (n == 0)
-		n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
+	else
+	{
+		navoid = busy_roles(avoid);
+		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
+		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
+						skipped, nskipped, false, below_zero);
+		if (n == 0)
+			n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
+	}
+
+	/*
+	 * A capped role's call, claimed when nothing else was: left claimed until
+	 * the empty batch commits, and looked at again later
+	 */
+	for (int i = 0; i < ncapped && n > 0; i++)
+	{
+		if (calls[0].role == capped[i])
+		{
+			n = 0;
+			pool_capped = true;
+		}
+	}
 	return n;
 }
 
@@ -2173,6 +2285,12 @@ run_batch(TimestampTz *due)
 	*due = 0;
 	if (b.n == 0)
 		*due = next_due(b.claimed_at);
+	if (b.n == 0 && pool_capped)
+	{
+		TimestampTz again = TimestampTzPlusMilliseconds(b.claimed_at, POOL_CAP_RECHECK_MS);
+
+		*due = *due == 0 ? again : Min(*due, again);
+	}
 
 	PopActiveSnapshot();
 	SPI_finish();
@@ -2484,8 +2602,6 @@ fire_step(void)
  * the database's last, so that a visit of a database among many due at
  * once costs little more than its calls
  */
-static bool pool_contended(void);
-
 static bool
 housekeeping_deferred(void)
 {
@@ -2990,10 +3106,14 @@ look_after_soon(void)
 /*
  * leave_database -- exit, leaving the database 'due_at' as when its work
  * is next due if no other worker of it stays, unless a commit woke this
- * worker meanwhile (then false: it goes on)
+ * worker meanwhile (then false: it goes on).  With 'for_others', the
+ * database is due again at once and it leaves whatever woke it: a role's
+ * stream of calls, each committing the next, woke the worker at every
+ * batch and kept it from the databases that waited (the twenty-ninth
+ * hostile review, t/063 1).
  */
 static bool
-leave_database(TimestampTz due_at)
+leave_database(TimestampTz due_at, bool for_others)
 {
 	RetriesDatabase *db;
 	RetriesWorker *w;
@@ -3001,7 +3121,7 @@ leave_database(TimestampTz due_at)
 	int			others_free = 0;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&worker_slot->woken) != 0)
+	if (!for_others && pg_atomic_read_u32(&worker_slot->woken) != 0)
 	{
 		LWLockRelease(retries_shared->lock);
 		return false;
@@ -3084,10 +3204,14 @@ next_visit(TimestampTz now, TimestampTz due)
  * (their calls may be due), then leaves, its database due again a second
  * later.  Not "a second later" whatever it found: a database with nothing
  * due came back every second for good, taking its turn for the reserve
- * ahead of the others (the twenty-seventh hostile review, t/061 1).
+ * ahead of the others (the twenty-seventh hostile review, t/061 1).  Work
+ * due within a second keeps it only in its first POOL_SLICE_MS while
+ * other databases wait ('started_at': when it started), as in
+ * leave_when_idle: a stream of calls each due a moment after the last kept
+ * both reserved workers for good (the twenty-ninth, t/063 1).
  */
 static void
-leave_reserve(TimestampTz due, TimestampTz ran_at)
+leave_reserve(TimestampTz due, TimestampTz ran_at, TimestampTz started_at)
 {
 	TimestampTz now = clock_system_now();
 	TimestampTz due_at = next_visit(now, due);
@@ -3101,9 +3225,11 @@ leave_reserve(TimestampTz due, TimestampTz ran_at)
 			return;
 		due_at = Min(due_at, TimestampTzPlusMilliseconds(now, RETRIES_HELD_AFTER_MS));
 	}
-	else if (!idle && due_at <= TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS))
+	else if (!idle && due_at <= TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS) &&
+			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
+			  !pool_contended()))
 		return;
-	(void) leave_database(due_at);
+	(void) leave_database(due_at, false);
 }
 
 /*
@@ -3140,7 +3266,7 @@ leave_when_idle(TimestampTz ran_at, TimestampTz due, TimestampTz started_at)
 	if (contended && due_at < TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS) &&
 		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS))
 		return;
-	(void) leave_database(due_at);
+	(void) leave_database(due_at, false);
 }
 
 /*
@@ -3172,7 +3298,7 @@ leave_for_others(TimestampTz served_since)
 		!TimestampDifferenceExceeds(served_since, clock_system_now(), POOL_SLICE_MS) ||
 		!pool_contended() || !look_after_soon())
 		return;
-	(void) leave_database(clock_system_now());
+	(void) leave_database(clock_system_now(), true);
 }
 
 /*
@@ -3321,7 +3447,7 @@ retries_worker_main(Datum main_arg)
 			 */
 			if (shmem_in_reserve())
 			{
-				leave_reserve(due, ran_at);
+				leave_reserve(due, ran_at, started_at);
 				sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 			}
 			else
@@ -3332,7 +3458,8 @@ retries_worker_main(Datum main_arg)
 		if (wslot_is_extra())
 		{
 			/* an extra stays only while the others are held */
-			if (!extra_wanted() || idle_in_reserve(ran_at))
+			if (!extra_wanted() || idle_in_reserve(ran_at) ||
+				idle_while_contended(ran_at))
 				break;
 			sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 		}

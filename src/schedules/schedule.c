@@ -643,6 +643,7 @@ manage_schedule(FunctionCallInfo fcinfo, const char *what, ScheduleAction action
 	FoundSchedule found;
 	Datum		result;
 
+	args_check_not_null(fcinfo, 0, by_id ? "id" : "name");
 	PreventCommandIfReadOnly(what);
 	PreventCommandDuringRecovery(what);
 	access_become_owner(&save);

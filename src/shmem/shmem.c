@@ -723,6 +723,46 @@ shmem_reserve_roles(Oid *roles)
 }
 
 /*
+ * shmem_pool_roles -- the roles whose batches run in 'cap' workers of the
+ * pool or more (every database's workers but those in runner places; a
+ * batch counts for the role whose calls it holds), each once, into roles[]
+ * (room for RETRIES_MAX_SLOTS); returns how many.  Takes the LWLock.
+ */
+int
+shmem_pool_roles(Oid *roles, int cap)
+{
+	Oid			running[RETRIES_MAX_SLOTS];
+	int			nrunning = 0;
+	int			n = 0;
+	RetriesWorker *w;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+	{
+		if (RETRIES_IS_RUNNER_SLOT(w->slot_no))
+			continue;
+		SpinLockAcquire(&w->mutex);
+		if (w->state == WORKER_RUNNING && OidIsValid(w->batch_role))
+			running[nrunning++] = w->batch_role;
+		SpinLockRelease(&w->mutex);
+	}
+	LWLockRelease(retries_shared->lock);
+	for (int i = 0; i < nrunning; i++)
+	{
+		int			count = 0;
+		bool		listed = false;
+
+		for (int j = 0; j < nrunning; j++)
+			count += running[j] == running[i];
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == running[i];
+		if (count >= cap && !listed)
+			roles[n++] = running[i];
+	}
+	return n;
+}
+
+/*
  * shmem_exit_code -- the exit code of a process whose work is done: 1 in
  * a reserved worker, which PostgreSQL then starts again in its slot; 0
  * elsewhere, for a dynamic worker that is not to be started again

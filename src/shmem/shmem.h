@@ -406,6 +406,7 @@ extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHel
 extern long shmem_reserve_pause(int index);
 extern bool shmem_in_reserve(void);
 extern int	shmem_reserve_roles(Oid *roles);
+extern int	shmem_pool_roles(Oid *roles, int cap);
 extern void shmem_reserve_begin(int index);
 extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 							   uint32 *generation);
