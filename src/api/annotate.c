@@ -244,7 +244,7 @@ check_hook(Oid fnoid, const char *argname, int nargs, const Oid *argtypes,
 
 	access_check_call_privilege(fnoid, GetUserId());
 
-	wrong_owner = access_hook_owner(fnoid, flow_function_owner(annotated), argname);
+	wrong_owner = access_hook_owner(fnoid, schema_function_owner(annotated), argname);
 	if (wrong_owner != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

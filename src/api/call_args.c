@@ -341,7 +341,7 @@ trusted_default(const FuncParams *params, Node *expr)
 
 	if (expr != NULL && IsA(expr, Const))
 		return true;
-	owner = flow_function_owner(params->fnoid);
+	owner = schema_function_owner(params->fnoid);
 	return !OidIsValid(owner) || owner == GetUserId() || superuser_arg(owner);
 }
 
@@ -355,7 +355,7 @@ refuse_default(const FuncParams *params, int i)
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("the default of %s of %s is code of the function's owner, role %s",
 					describe_arg(params, i), signature(params),
-					GetUserNameFromId(flow_function_owner(params->fnoid), false)),
+					GetUserNameFromId(schema_function_owner(params->fnoid), false)),
 			 errdetail("A call's arguments are made with the caller's rights: a default of another role's function runs only if it is a constant."),
 			 errhint("Pass the argument.")));
 }

@@ -92,15 +92,6 @@ typedef struct ShardPlace
 	int32		local_group;	/* this node's */
 } ShardPlace;
 
-/*
- * citus_installed -- has this database Citus's metadata?
- */
-static bool
-citus_installed(void)
-{
-	return OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE));
-}
-
 /* error context callback of shard_key's conversion */
 static void
 shard_key_context(void *arg)
@@ -125,7 +116,7 @@ shard_place(Oid rel, text *key, ShardPlace *place)
 	HeapTuple	tup;
 	ErrorContextCallback context;
 
-	if (!citus_installed())
+	if (!citus_here())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("colocate_with needs Citus"),
@@ -456,7 +447,7 @@ node_of_call(int64 id, int32 *group)
 	bool		isnull;
 	RetriesUserSwitch save;
 
-	if (!citus_installed() || id <= 0)
+	if (!citus_here() || id <= 0)
 		return false;
 	*group = (int32) (id >> 48);
 	values[0] = Int64GetDatum(id);
@@ -610,7 +601,7 @@ colocate_drop_mailboxes(void)
 	SPITupleTable *rows;
 	uint64		n;
 
-	if (!citus_installed() || !OidIsValid(get_extension_oid("retries", true)))
+	if (!citus_here() || !OidIsValid(get_extension_oid("retries", true)))
 		return;
 	SPI_connect();
 	if (SPI_execute("SELECT pg_catalog.format('retries.%I', c.relname)"

@@ -84,6 +84,7 @@ extern Oid	schema_retries_owner(void);
 extern RetriesSchemaVersion schema_retries_version(void);
 extern Oid	schema_command_oid(void);
 extern Oid	schema_command_in_oid(void);
+extern Oid	schema_function_owner(Oid fnoid);
 extern bool schema_is_command(Oid fnoid);
 extern void schema_refuse_command(Oid fnoid, const char *argname);
 
@@ -107,6 +108,7 @@ extern Interval *args_usecs_to_interval(int64 usecs);
 
 /* citus.c: Citus's library by name; the coordinator forwarding a call */
 extern void *citus_symbol(const char *name);
+extern bool citus_here(void);
 extern bool citus_speaks_for_cluster(void);
 extern char *citus_forward_text(FunctionCallInfo fcinfo);
 extern char *citus_owned_text(Oid fnoid);

@@ -82,6 +82,17 @@ citus_symbol(const char *name)
 }
 
 /*
+ * citus_here -- is Citus loaded, and this database one of its cluster's
+ * (its metadata is here)?
+ */
+bool
+citus_here(void)
+{
+	return citus_symbol("GetLocalGroupId") != NULL &&
+		OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE));
+}
+
+/*
  * citus_speaks_for_cluster -- does a management function made here run on
  * every node?  On the coordinator of a database with Citus, while
  * citus.enable_ddl_propagation is on.
@@ -92,10 +103,9 @@ citus_speaks_for_cluster(void)
 	int32		(*local_group) (void);
 	const char *propagate;
 
-	local_group = (int32 (*) (void)) citus_symbol("GetLocalGroupId");
-	if (local_group == NULL ||
-		!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)))
+	if (!citus_here())
 		return false;
+	local_group = (int32 (*) (void)) citus_symbol("GetLocalGroupId");
 	propagate = GetConfigOption("citus.enable_ddl_propagation", true, false);
 	if (propagate == NULL || strcmp(propagate, "on") != 0)
 		return false;
@@ -135,13 +145,10 @@ arg_literal(FunctionCallInfo fcinfo, int i, Oid type)
 char *
 citus_owned_text(Oid fnoid)
 {
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
-	Oid			owner;
+	Oid			owner = schema_function_owner(fnoid);
 
-	if (!HeapTupleIsValid(tup))
+	if (!OidIsValid(owner))
 		elog(ERROR, "cache lookup failed for function %u", fnoid);
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
 	return psprintf("retries.citus_owned(%s::pg_catalog.regprocedure, %s::pg_catalog.regrole)",
 					quote_literal_cstr(format_procedure_qualified(fnoid)),
 					quote_literal_cstr(quote_identifier(GetUserNameFromId(owner, false))));
@@ -268,8 +275,7 @@ retries_citus_forward(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("command must not be NULL")));
-	if (citus_symbol("GetLocalGroupId") == NULL ||
-		!OidIsValid(get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE)))
+	if (!citus_here())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("retries.citus_forward() needs Citus"),

@@ -210,6 +210,23 @@ schema_command_in_oid(void)
 }
 
 /*
+ * schema_function_owner -- the owner of function fnoid (InvalidOid if it
+ * is gone)
+ */
+Oid
+schema_function_owner(Oid fnoid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
  * schema_is_command -- is fnoid one of the procedures that stand for
  * commands (retries.command, retries.command_in)?
  */

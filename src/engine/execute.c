@@ -650,7 +650,7 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 	char	   *wrong;
 	bool		capped;
 	SandboxStep step;
-	Oid			owner = flow_function_owner(policy->fn);
+	Oid			owner = schema_function_owner(policy->fn);
 
 	if (!OidIsValid(owner))
 		lacks = psprintf("function %s no longer exists", policy->fn_signature);
@@ -1588,7 +1588,7 @@ code_owner(const CachedPolicy *policy, const RetriesCall *call)
 
 	if (policy == NULL || !OidIsValid(policy->fn))
 		return InvalidOid;
-	owner = flow_function_owner(policy->fn);
+	owner = schema_function_owner(policy->fn);
 	if (!OidIsValid(owner) || owner == call->role || superuser_arg(owner))
 		return InvalidOid;
 	return owner;

@@ -783,7 +783,7 @@ foreign_checker(Oid func_id, void *context)
 
 	if (func_id < FirstNormalObjectId)
 		return false;
-	owner = flow_function_owner(func_id);
+	owner = schema_function_owner(func_id);
 	return OidIsValid(owner) && owner != GetUserId() && !superuser_arg(owner);
 }
 

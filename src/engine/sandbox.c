@@ -415,7 +415,7 @@ foreign_function(Oid fnoid)
 
 	if (fnoid < FirstNormalObjectId)
 		return false;
-	owner = flow_function_owner(fnoid);
+	owner = schema_function_owner(fnoid);
 	return OidIsValid(owner) && owner != sandbox_role && !superuser_arg(owner);
 }
 
@@ -850,7 +850,7 @@ void
 sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 {
 	RoleSettings *rs = role_settings(role);
-	Oid			owner = flow_function_owner(fnoid);
+	Oid			owner = schema_function_owner(fnoid);
 
 	Assert(!in_sandbox);
 	if (role != last_role || owner != last_owner)

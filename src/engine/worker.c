@@ -799,7 +799,7 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 			if (shmem_gate_enter(worker_slot, gate, gates[g].max_running,
 								 keyed, key, gates[g].max_per_key,
 								 gates[g].has_rate ? &gates[g].rate : NULL,
-								 gates[g].has_rate ? flow_function_owner(fnoid)
+								 gates[g].has_rate ? schema_function_owner(fnoid)
 								 : InvalidOid))
 				return true;
 		}

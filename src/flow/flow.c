@@ -454,23 +454,6 @@ flow_hold_call(int64 id, Oid gate)
 }
 
 /*
- * flow_function_owner -- the owner of function fnoid (InvalidOid if it
- * is gone)
- */
-Oid
-flow_function_owner(Oid fnoid)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/*
  * flow_call_limit_key -- does call 'id' have a limit_key?  If so, its
  * hash into *key (what the workers running its attempts are counted by)
  */
@@ -963,7 +946,7 @@ gate_room(const HeldGate *g, TimestampTz now, TimestampTz *rate_next)
 	if (g->has_rate)
 	{
 		/* as many as may start now; the time frees more, not a batch */
-		int64		rate_room = shmem_gate_rate_room(g->gate, flow_function_owner(names_key_function(g->gate)),
+		int64		rate_room = shmem_gate_rate_room(g->gate, schema_function_owner(names_key_function(g->gate)),
 													 &g->rate, now, rate_next) -
 		unclaimed;
 
