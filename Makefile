@@ -78,6 +78,7 @@ OBJS = \
 	src/engine/claim.o \
 	src/engine/policies.o \
 	src/engine/execute.o \
+	src/engine/handoff.o \
 	src/engine/ledger.o \
 	src/engine/time_cap.o \
 	src/engine/runner.o \

@@ -226,8 +226,11 @@ SELECT count(*) FROM pg_locks
 # c. odd input
 ###########################################################################
 
+# an event_timeout is as long as the check counts it, a month 30 days:
+# these are zero whatever the date ('-1 mon 31 days' was a day long on the
+# first of December, and zero on the last of November, before)
 my %to;
-for my $t ('0', '-1 mon 31 days', '1 mon -30 days')
+for my $t ('0', '-1 mon 30 days', '1 mon -30 days')
 {
 	$to{$t} = sql('mallory', "SELECT retries.call('f(text)', '[\"to\"]', on_event => 'to:$t',"
 		  . " event_timeout => '$t')");
@@ -255,6 +258,14 @@ for my $bad ([ q{''}, '22023' ], [ 'NULL', '22004' ])
 {
 	($out, $err) = try('mallory', "SELECT retries.emit($bad->[0])");
 	like($err, qr/ERROR:  $bad->[1]/, "c: emit($bad->[0]) refused");
+}
+{
+	my $day = sql('mallory', "SELECT retries.call('f(text)', '[\"to\"]', on_event => 'to:day',"
+		  . " event_timeout => '-1 mon 31 days')");
+	is($node->safe_psql($DB, "SELECT event_deadline - now() BETWEEN '23 hours' AND '1 day'"
+		  . " FROM retries.call_data WHERE id = $day"),
+		't', "c: event_timeout '-1 mon 31 days' is a day, whatever the date");
+	sql('mallory', "SELECT retries.cancel($day)");
 }
 is(sql('mallory', q{SELECT retries.event() IS NULL}), 't', 'c: retries.event() outside a call is NULL');
 ($out, $err) = try('mallory', q{

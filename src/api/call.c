@@ -1335,7 +1335,8 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 			 Datum *values, char *nulls, KeyRule *rule)
 {
 	bool		has_key = nulls[CC_KEY] != 'n';
-	bool		has_timeout;
+	bool		has_timeout = false;
+	int64		timeout = 0;
 
 	rule->has_window = interval_option(fcinfo, CALL_KEY_WINDOW, "key_window", true);
 	if (rule->has_window)
@@ -1346,7 +1347,12 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 	if (rule->has_debounce_max)
 		rule->debounce_max = PG_GETARG_DATUM(CALL_DEBOUNCE_MAX);
 	rule->run_at = values[CC_NEXT_ATTEMPT];
-	has_timeout = interval_option(fcinfo, CALL_EVENT_TIMEOUT, "event_timeout", false);
+	/* as long as it is by the check: a month is 30 days, whatever the date */
+	if (!PG_ARGISNULL(CALL_EVENT_TIMEOUT))
+	{
+		timeout = args_interval_arg(fcinfo, CALL_EVENT_TIMEOUT, "event_timeout", false);
+		has_timeout = true;
+	}
 	if (!has_key && (rule->has_window || rule->has_debounce))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1414,9 +1420,7 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 			if (has_timeout)
 			{
 				values[CC_EVENT_DEADLINE] =
-					DirectFunctionCall2(timestamptz_pl_interval,
-										TimestampTzGetDatum(clock_xact_now()),
-										PG_GETARG_DATUM(CALL_EVENT_TIMEOUT));
+					TimestampTzGetDatum(clock_xact_now() + timeout);
 				nulls[CC_EVENT_DEADLINE] = ' ';
 				/* the workers learn of its timeout as of a schedule's time */
 				xact_wake_workers(WAKE_FIRE);

@@ -335,7 +335,7 @@ wslot_release(int code, Datum arg)
 
 	/*
 	 * A runner place it marked lost (worker_exit) is free now: the database's
-	 * workers charge its attempt (recover_runner_places)
+	 * workers charge its attempt (handoff_recover_places)
 	 */
 	if (lost)
 		shmem_wake_workers(MyDatabaseId, WAKE_CALLS);
