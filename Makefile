@@ -85,6 +85,7 @@ OBJS = \
 	src/engine/retention.o \
 	src/engine/wslot.o \
 	src/engine/worker.o \
+	src/engine/leave.o \
 	src/engine/launcher.o \
 	src/engine/reserve.o \
 	src/hooks.o \

@@ -130,25 +130,14 @@
  * a worker waits for, outside any transaction: the hand-off, and the
  * cluster's places for workers that wait so, are handoff.c's.
  *
- * Workers on demand.  A database with nothing due holds no worker: a
- * worker that has had nothing to do for retries.worker_idle_timeout, with
- * nothing it must look after (a firing that waits, calls held at a gate
- * or for a runner, an error to retry, a copy settling), leaves
- * (leave_database): under the exclusive lock it looks at its wake-up flag
- * (a commit just woke it: it stays), marks itself leaving, lowers the
- * database's count of wanted workers, and, the last to leave, writes when
- * the database's next call or firing is due (due_at; at most
- * IDLE_RECHECK_MS ahead, for what nothing wakes: retention, calls a
- * restore loaded).  The launcher starts a worker again at due_at, or at
- * once when a commit finds no worker that stays (shmem_wake_workers marks
- * the database woken); the first worker that finds all of the database's
- * workers busy raises the count back (note_all_busy).  All workers of all
- * databases together are at most retries.max_cluster_workers (runner places
- * aside): a database whose work finds the pool full waits, the longest
- * waiting first, and while any waits a worker leaves its database when it
- * has nothing to do, or after POOL_SLICE_MS of work (its database, due
- * again at once, takes its turn behind the others).  With
- * retries.worker_idle_timeout 0 no worker leaves: the pool only bounds.
+ * Workers on demand.  A database with nothing due holds no worker, and the
+ * databases take turns in the pool of retries.max_cluster_workers: when a
+ * worker leaves its database is leave.c's (the worker tells it what it
+ * looks after, LeaveNeeds); the launcher starts a worker again when the
+ * database's work is due, or at once when a commit finds no worker that
+ * stays (shmem_wake_workers marks the database woken); the first worker
+ * that finds all of the database's workers busy raises the count of those
+ * it wants (note_all_busy).
  * Each visit of a database is a new process: what one visit did that the
  * next need not redo (the pruning, the '@reboot' arming, the refresh of
  * function signatures) is kept in the database's shared memo
@@ -195,6 +184,7 @@
 #include "engine/claim.h"
 #include "engine/execute.h"
 #include "engine/handoff.h"
+#include "engine/leave.h"
 #include "engine/ledger.h"
 #include "engine/retention.h"
 #include "engine/runner.h"
@@ -930,26 +920,6 @@ idle_in_reserve(TimestampTz ran_at)
 	return true;
 }
 
-static bool pool_contended(void);
-
-/*
- * idle_while_contended -- an extra worker that has run nothing since
- * 'ran_at', RETRIES_HELD_AFTER_MS ago or more, while other databases wait
- * for room in the pool, gives its place back: it exits, and its database
- * waits for an extra in turn, after them (launcher.c, start_extra).  Its
- * database wants one for a call that may come; the others have work due
- * now.  An idle extra kept its place in the pool for as long as the long
- * calls that made it wanted ran (the twenty-ninth hostile review, t/063 8).
- * Not with retries.worker_idle_timeout 0, where workers stay.
- */
-static bool
-idle_while_contended(TimestampTz ran_at)
-{
-	return retries_worker_idle_timeout != 0 &&
-		TimestampDifferenceExceeds(ran_at, clock_system_now(), RETRIES_HELD_AFTER_MS) &&
-		pool_contended();
-}
-
 /*
  * recent_holds -- other_holds() of the workers that run a batch, or ran the
  * last one idle for less than RETRIES_HELD_AFTER_MS (a role whose calls
@@ -1056,7 +1026,8 @@ reserve_roles(Oid *roles)
  * gets it within about a second (the twenty-ninth hostile review, t/063 3:
  * mallory's long calls in two databases of hers took the whole pool, and
  * alice's call waited for them to end).  A superuser's calls are the
- * administrator's, and not capped; nor is anything with a pool of one.
+ * administrator's, and not capped; nor is anything in a pool of two or
+ * less, where the cap would leave every role one batch at a time.
  */
 static int
 pool_roles(Oid *roles)
@@ -1064,7 +1035,7 @@ pool_roles(Oid *roles)
 	int			n;
 	int			kept = 0;
 
-	if (retries_max_cluster_workers < 2)
+	if (retries_max_cluster_workers < 3)
 		return 0;
 	n = shmem_pool_roles(roles, retries_max_cluster_workers - 1);
 	for (int i = 0; i < n; i++)
@@ -1981,7 +1952,7 @@ fire_step(void)
 
 /*
  * housekeeping_deferred -- do other databases wait for room in the pool
- * (pool_contended)?  Then a worker's housekeeping (pruning, the refresh of
+ * (leave_pool_contended)?  Then a worker's housekeeping (pruning, the refresh of
  * signatures and of stale rows) waits, up to HOUSEKEEPING_DEFER_MS since
  * the database's last, so that a visit of a database among many due at
  * once costs little more than its calls
@@ -1989,7 +1960,7 @@ fire_step(void)
 static bool
 housekeeping_deferred(void)
 {
-	return retries_worker_idle_timeout != 0 && pool_contended();
+	return retries_worker_idle_timeout != 0 && leave_pool_contended();
 }
 
 /*
@@ -2429,264 +2400,21 @@ after_batch(int n, TimestampTz due)
 	return sleep_ms;
 }
 
-/* The furthest ahead a database with no worker is looked at again */
-#define IDLE_RECHECK_MS			(10 * 60 * 1000)
-/* How long a worker serves its database while others wait for the pool */
-#define POOL_SLICE_MS			1000
-/* A worker whose database has work due this soon does not leave it */
-#define STAY_FOR_DUE_MS			1000
-
 /*
- * pool_contended -- do databases with due work wait for room in the pool
- * of workers (retries.max_cluster_workers)?
+ * leave_needs -- what this worker looks after, for leave.c: what keeps it
+ * in its database
  */
-static bool
-pool_contended(void)
+static LeaveNeeds
+leave_needs(void)
 {
-	bool		contended;
+	LeaveNeeds	needs;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	contended = retries_shared->pool_waiting > 0;
-	LWLockRelease(retries_shared->lock);
-	return contended;
-}
-
-/*
- * may_leave -- may this worker leave its database now (see "Workers on
- * demand")?  Not an extra one (it has its own rule), nor one that must
- * look after something: a firing that waits, calls held at a gate, an
- * error to retry, a bad row's one-by-one batches, a copy settling, calls
- * held for a runner or a runner place to charge.
- */
-static bool
-may_leave(void)
-{
-	RetriesDatabase *db;
-	bool		busy;
-
-	if (wslot_is_extra() || !retries_enabled)
-		return false;
-	if (fire_waiting || gated || chains_recheck || fire_errors > 0 ||
-		one_by_one > 0 || lone_next != 0 || copy_made_at != 0)
-		return false;
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(MyDatabaseId, false);
-	busy = db == NULL || db->runner_held != db->runner_seen || db->runners_lost != 0;
-	LWLockRelease(retries_shared->lock);
-	return !busy;
-}
-
-/*
- * look_after_soon -- may this worker leave its database although it looks
- * after something (may_leave says not): its database is due again within
- * FIRE_CHECK_MS, and takes its turn in the pool, so that no database's
- * gates or queued firings hold a worker idle for good (the twenty-fourth
- * hostile review, t/058: sixteen databases of a role's, with a full rate
- * gate each, or a command schedule queued behind its held command, kept
- * the pool)
- */
-static bool
-look_after_soon(void)
-{
-	return !wslot_is_extra() && retries_enabled && one_by_one == 0 && lone_next == 0;
-}
-
-/*
- * leave_database -- exit, leaving the database 'due_at' as when its work
- * is next due if no other worker of it stays, unless a commit woke this
- * worker meanwhile (then false: it goes on).  With 'for_others', the
- * database is due again at once and it leaves whatever woke it: a role's
- * stream of calls, each committing the next, woke the worker at every
- * batch and kept it from the databases that waited (the twenty-ninth
- * hostile review, t/063 1).
- */
-static bool
-leave_database(TimestampTz due_at, bool for_others)
-{
-	RetriesDatabase *db;
-	RetriesWorker *w;
-	int			others = 0;
-	int			others_free = 0;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (!for_others && pg_atomic_read_u32(&worker_slot->woken) != 0)
-	{
-		LWLockRelease(retries_shared->lock);
-		return false;
-	}
-	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-	{
-		bool		free;
-
-		if (w == worker_slot || w->leaving || w->slot_no >= retries_max_workers)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		free = w->state != WORKER_RUNNING;
-		SpinLockRelease(&w->mutex);
-		others++;
-		others_free += free;
-	}
-
-	/*
-	 * The last free worker of a database whose others are busy stays, so that
-	 * a call made now has one (the twenty-fourth hostile review, t/058: the
-	 * idle worker left, and alice's call waited for mallory's long one); not
-	 * while other databases wait for the pool (the twenty-fifth, t/059: one
-	 * long call in each of eight databases kept the pool of sixteen): there a
-	 * call made now waits its database's turn in the pool
-	 */
-	if (others > 0 && others_free == 0 && retries_shared->pool_waiting == 0)
-	{
-		LWLockRelease(retries_shared->lock);
-		return false;
-	}
-	worker_slot->leaving = true;
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-	{
-		db->wanted = others;
-
-		/*
-		 * The last, or the last free: its others are held (it leaves them
-		 * while the pool is contended, above), and the launcher starts one
-		 * more at due_at if they still are (manage_database)
-		 */
-		if (others == 0 || others_free == 0)
-			db->due_at = due_at;
-	}
-	LWLockRelease(retries_shared->lock);
-	proc_exit(shmem_exit_code());
-	return true;				/* not reached */
-}
-
-/*
- * next_visit -- when the database needs a worker again if this one leaves
- * now: its next call ('due', 0 if none) or firing, a moment from now if
- * the worker looks after something that lets it leave, or IDLE_RECHECK_MS
- * on; 0 if it must not leave (may_leave)
- */
-static TimestampTz
-next_visit(TimestampTz now, TimestampTz due)
-{
-	TimestampTz due_at = TimestampTzPlusMilliseconds(now, IDLE_RECHECK_MS);
-
-	if (!may_leave())
-	{
-		if (!look_after_soon())
-			return 0;
-		due_at = TimestampTzPlusMilliseconds(now, FIRE_CHECK_MS);
-	}
-	if (due != 0)
-		due_at = Min(due_at, due);
-	if (retries_enabled && next_fire != 0)
-		due_at = Min(due_at, next_fire);
-	return due_at;
-}
-
-/*
- * leave_reserve -- a worker of the database's own in a reserved worker
- * that found nothing to run ('ran_at': when it last ran something, or
- * started) gives the reserve back: its database due again when its work
- * is (next_visit).  It stays up to a second for work due within one, and
- * after a claim that passed over roles that run in other reserved workers
- * (their calls may be due), then leaves, its database due again a second
- * later.  Not "a second later" whatever it found: a database with nothing
- * due came back every second for good, taking its turn for the reserve
- * ahead of the others (the twenty-seventh hostile review, t/061 1).  Work
- * due within a second keeps it only in its first POOL_SLICE_MS while
- * other databases wait ('started_at': when it started), as in
- * leave_when_idle: a stream of calls each due a moment after the last kept
- * both reserved workers for good (the twenty-ninth, t/063 1).
- */
-static void
-leave_reserve(TimestampTz due, TimestampTz ran_at, TimestampTz started_at)
-{
-	TimestampTz now = clock_system_now();
-	TimestampTz due_at = next_visit(now, due);
-	bool		idle = TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS);
-
-	if (due_at == 0)
-		return;
-	if (reserve_passed_over)
-	{
-		if (!idle)
-			return;
-		due_at = Min(due_at, TimestampTzPlusMilliseconds(now, RETRIES_HELD_AFTER_MS));
-	}
-	else if (!idle && due_at <= TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS) &&
-			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
-			  !pool_contended()))
-		return;
-	(void) leave_database(due_at, false);
-}
-
-/*
- * leave_when_idle -- after a round that found nothing to run (due, when
- * the next call is due, 0 if none is): leave if idle for
- * retries.worker_idle_timeout, or at once while the pool is contended;
- * never with retries.worker_idle_timeout 0
- */
-static void
-leave_when_idle(TimestampTz ran_at, TimestampTz due, TimestampTz started_at)
-{
-	TimestampTz now = clock_system_now();
-	TimestampTz due_at;
-	bool		contended;
-
-	/* 0: workers stay, whatever waits (as before 1.7) */
-	if (retries_worker_idle_timeout == 0)
-		return;
-	contended = pool_contended();
-	if (!TimestampDifferenceExceeds(ran_at, now, retries_worker_idle_timeout * 1000) &&
-		!contended)
-		return;
-	due_at = next_visit(now, due);
-	if (due_at == 0)
-		return;
-
-	/*
-	 * Work due in a moment (a worker started ahead of its firing): leaving
-	 * now would only have the launcher start another for it.  In its first
-	 * slice only: work that is always due in a moment (a schedule every
-	 * second) kept the worker, and the pool from the others, for good (the
-	 * twenty-seventh hostile review, t/061 2)
-	 */
-	if (contended && due_at < TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS) &&
-		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS))
-		return;
-	(void) leave_database(due_at, false);
-}
-
-/*
- * idle_left_ms -- how long until this worker, which last ran calls at
- * 'ran_at', may leave idle (leave_when_idle), plus a little; MAX_SLEEP_MS
- * if it has been idle long enough already, or never leaves
- */
-static long
-idle_left_ms(TimestampTz ran_at)
-{
-	long		left;
-
-	if (retries_worker_idle_timeout == 0)
-		return MAX_SLEEP_MS;
-	left = clock_system_ms_until(TimestampTzPlusMilliseconds(ran_at,
-															 retries_worker_idle_timeout * 1000));
-	return left > 0 ? left + 10 : MAX_SLEEP_MS;
-}
-
-/*
- * leave_for_others -- after a round that ran calls: leave, the database
- * due again at once, if it has been served for POOL_SLICE_MS while other
- * databases wait for the pool
- */
-static void
-leave_for_others(TimestampTz served_since)
-{
-	if (retries_worker_idle_timeout == 0 ||
-		!TimestampDifferenceExceeds(served_since, clock_system_now(), POOL_SLICE_MS) ||
-		!pool_contended() || !look_after_soon())
-		return;
-	(void) leave_database(clock_system_now(), true);
+	needs.runs_alone = one_by_one > 0 || lone_next != 0;
+	needs.looks_after = fire_waiting || gated || chains_recheck ||
+		fire_errors > 0 || copy_made_at != 0;
+	needs.next_fire = next_fire;
+	needs.look_again_ms = FIRE_CHECK_MS;
+	return needs;
 }
 
 /*
@@ -2822,7 +2550,11 @@ retries_worker_main(Datum main_arg)
 		{
 			ran_at = clock_system_now();
 			if (!wslot_is_extra())
-				leave_for_others(started_at);
+			{
+				LeaveNeeds	needs = leave_needs();
+
+				leave_for_others(&needs, started_at);
+			}
 		}
 		sleep_ms = after_batch(n, due);
 		if (sleep_ms <= 0)
@@ -2835,19 +2567,27 @@ retries_worker_main(Datum main_arg)
 			 */
 			if (shmem_in_reserve())
 			{
-				leave_reserve(due, ran_at, started_at);
-				sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
+				{
+					LeaveNeeds	needs = leave_needs();
+
+					leave_reserve(&needs, due, ran_at, started_at, reserve_passed_over);
+					sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
+				}
 			}
 			else
-				leave_when_idle(ran_at, due, started_at);
+			{
+				LeaveNeeds	needs = leave_needs();
+
+				leave_when_idle(&needs, ran_at, due, started_at);
+			}
 			/* ... and look again when it will have been idle long enough */
-			sleep_ms = Min(sleep_ms, idle_left_ms(ran_at));
+			sleep_ms = Min(sleep_ms, leave_idle_left_ms(ran_at, MAX_SLEEP_MS));
 		}
 		if (wslot_is_extra())
 		{
 			/* an extra stays only while the others are held */
 			if (!extra_wanted() || idle_in_reserve(ran_at) ||
-				idle_while_contended(ran_at))
+				leave_idle_extra(ran_at))
 				break;
 			sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 		}
