@@ -73,6 +73,7 @@ OBJS = \
 	src/api/wait.o \
 	src/schedules/recurring.o \
 	src/schedules/schedule.o \
+	src/engine/login.o \
 	src/engine/plcache.o \
 	src/engine/sandbox.o \
 	src/engine/claim.o \

@@ -10,11 +10,11 @@
  * triggers its statements fire, deferred ones too) is untrusted: it is the
  * choice of whoever scheduled the call.  The rule (doc/operations.md,
  * "Isolation"): every piece of it runs as the call's role, sees the
- * settings a login session of that role would start with, and nothing it
- * does outlives its attempt or runs later as the worker or as another
- * call.  Code that the function's owner chose never runs with the caller's
- * rights (doc/architecture.md, "Trust"): the on_exhausted and delay_fn
- * hooks run as that owner, in a sandbox of the owner's (execute.c's
+ * settings a login session of that role would start with (login.c), and
+ * nothing it does outlives its attempt or runs later as the worker or as
+ * another call.  Code that the function's owner chose never runs with the
+ * caller's rights (doc/architecture.md, "Trust"): the on_exhausted and
+ * delay_fn hooks run as that owner, in a sandbox of the owner's (execute.c's
  * run_hook), and a cast to json of a result's type whose function another
  * role owns does not run at all (sandbox_convert_result).
  *
@@ -105,7 +105,6 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_depend.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
@@ -141,6 +140,7 @@
 
 #include "base/base.h"
 #include "base/compat.h"
+#include "engine/login.h"
 #include "engine/plcache.h"
 #include "engine/sandbox.h"
 #include "flow/flow.h"
@@ -286,28 +286,6 @@ pin_settings(void)
 
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
-/* The login settings of one role, as read for the current transaction */
-typedef struct RoleSettings
-{
-	Oid			role;
-	ArrayType  *everywhere;		/* ALTER ROLE ... SET, or NULL */
-	ArrayType  *here;			/* ALTER ROLE ... IN DATABASE ... SET, or NULL */
-} RoleSettings;
-
-/*
- * Settings read from pg_db_role_setting, in TopTransactionContext: a login
- * session reads them once, when it starts; a worker once per batch, so
- * that a change shows in calls within a batch or so.
- */
-static struct
-{
-	LocalTransactionId lxid;	/* the transaction they were read in */
-	ArrayType  *database;		/* ALTER DATABASE ... SET, or NULL */
-	List	   *roles;			/* RoleSettings */
-}			settings;
-
-static RoleSettings *role_settings(Oid role);
-static void apply_settings(ArrayType *array);
 static void reseed_random(void);
 
 /*
@@ -704,131 +682,6 @@ sandbox_transaction_changed(void)
 }
 
 /*
- * fetch_settings -- the settings pg_db_role_setting holds for a database
- * and role (either may be InvalidOid, meaning all), copied into the
- * transaction's memory; NULL if none
- */
-static ArrayType *
-fetch_settings(Relation rel, Oid databaseid, Oid roleid)
-{
-	ScanKeyData keys[2];
-	SysScanDesc scan;
-	HeapTuple	tup;
-	ArrayType  *result = NULL;
-
-	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase,
-				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(databaseid));
-	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole,
-				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(roleid));
-	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true,
-							  NULL, 2, keys);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		bool		isnull;
-		Datum		d = heap_getattr(tup, Anum_pg_db_role_setting_setconfig,
-									 RelationGetDescr(rel), &isnull);
-
-		if (!isnull)
-		{
-			MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-
-			result = DatumGetArrayTypePCopy(d);
-			MemoryContextSwitchTo(oldcxt);
-		}
-	}
-	systable_endscan(scan);
-	return result;
-}
-
-/*
- * role_settings -- the login settings of a role (and of the database), as
- * read once in this transaction
- */
-static RoleSettings *
-role_settings(Oid role)
-{
-	ListCell   *lc;
-	Relation	rel;
-	RoleSettings *rs;
-	MemoryContext oldcxt;
-
-	if (settings.lxid != retries_local_xid())
-	{
-		/* the previous transaction's lists went with its memory */
-		settings.lxid = retries_local_xid();
-		settings.roles = NIL;
-		rel = table_open(DbRoleSettingRelationId, AccessShareLock);
-		settings.database = fetch_settings(rel, MyDatabaseId, InvalidOid);
-		table_close(rel, AccessShareLock);
-	}
-	foreach(lc, settings.roles)
-	{
-		rs = (RoleSettings *) lfirst(lc);
-		if (rs->role == role)
-			return rs;
-	}
-
-	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
-	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-	rs = palloc(sizeof(RoleSettings));
-	rs->role = role;
-	rs->everywhere = fetch_settings(rel, InvalidOid, role);
-	rs->here = fetch_settings(rel, MyDatabaseId, role);
-	settings.roles = lappend(settings.roles, rs);
-	MemoryContextSwitchTo(oldcxt);
-	table_close(rel, AccessShareLock);
-	return rs;
-}
-
-/*
- * apply_settings -- apply an array of name=value settings in the current
- * GUC nest level, as a login session applies them at start
- *
- * They are applied as session values (PGC_S_SESSION), so that rolling the
- * nest level back undoes them; so RESET in a call goes back to the
- * server's and database's value, not the role's.  At PGC_SUSET, as
- * PostgreSQL does at login: who may store a setting was checked when it
- * was stored.  Those that cannot apply in a running session (ones that
- * only take effect at connection start, and role and
- * session_authorization: a call runs as the role that scheduled it) are
- * skipped, as a login skips a setting it cannot apply, with a message
- * only at DEBUG1: a worker has no client to warn.
- */
-static void
-apply_settings(ArrayType *array)
-{
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
-
-	if (array == NULL)
-		return;
-	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
-					  &elems, &nulls, &n);
-	for (int i = 0; i < n; i++)
-	{
-		char	   *s;
-		char	   *name;
-		char	   *value;
-
-		if (nulls[i])
-			continue;
-		s = TextDatumGetCString(elems[i]);
-		ParseLongOption(s, &name, &value);
-		if (value != NULL &&
-			pg_strcasecmp(name, "role") != 0 &&
-			pg_strcasecmp(name, "session_authorization") != 0)
-			(void) set_config_option(name, value, PGC_SUSET, PGC_S_SESSION,
-									 GUC_ACTION_SET, true, DEBUG1, false);
-		pfree(s);
-		retries_free_guc_string(name);
-		if (value)
-			retries_free_guc_string(value);
-	}
-}
-
-/*
  * sandbox_active -- is code of a call running, between sandbox_enter() and
  * sandbox_leave() or the abort of its subtransaction?
  */
@@ -849,7 +702,6 @@ sandbox_active(void)
 void
 sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 {
-	RoleSettings *rs = role_settings(role);
 	Oid			owner = schema_function_owner(fnoid);
 
 	Assert(!in_sandbox);
@@ -868,11 +720,8 @@ sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 	SetUserIdAndSecContext(role,
 						   sb->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 
-	/* from the least to the most specific, as at login */
 	sb->guc_nestlevel = NewGUCNestLevel();
-	apply_settings(settings.database);
-	apply_settings(rs->everywhere);
-	apply_settings(rs->here);
+	login_apply_settings(role);
 	if (DefaultXactReadOnly && !XactReadOnly)
 		(void) set_config_option("transaction_read_only", "on", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,

@@ -1,0 +1,195 @@
+/*-------------------------------------------------------------------------
+ *
+ * login.c
+ *	  The settings a login session of a role starts with, as the sandbox
+ *	  applies them to each attempt of the role's (sandbox.c).
+ *
+ * ALTER DATABASE ... SET, ALTER ROLE ... SET and ALTER ROLE ... IN DATABASE
+ * ... SET, read from pg_db_role_setting once per transaction (a worker's
+ * batch), applied in that order as session values, at PGC_SUSET, as
+ * PostgreSQL does at login: who may store a setting was checked when it
+ * was stored.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_db_role_setting.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "base/base.h"
+#include "base/compat.h"
+#include "engine/login.h"
+
+/* The login settings of one role, as read for the current transaction */
+typedef struct RoleSettings
+{
+	Oid			role;
+	ArrayType  *everywhere;		/* ALTER ROLE ... SET, or NULL */
+	ArrayType  *here;			/* ALTER ROLE ... IN DATABASE ... SET, or NULL */
+} RoleSettings;
+
+/*
+ * Settings read from pg_db_role_setting, in TopTransactionContext: a login
+ * session reads them once, when it starts; a worker once per batch, so
+ * that a change shows in calls within a batch or so.
+ */
+static struct
+{
+	LocalTransactionId lxid;	/* the transaction they were read in */
+	ArrayType  *database;		/* ALTER DATABASE ... SET, or NULL */
+	List	   *roles;			/* RoleSettings */
+}			settings;
+
+/*
+ * fetch_settings -- the settings pg_db_role_setting holds for a database
+ * and role (either may be InvalidOid, meaning all), copied into the
+ * transaction's memory; NULL if none
+ */
+static ArrayType *
+fetch_settings(Relation rel, Oid databaseid, Oid roleid)
+{
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	ArrayType  *result = NULL;
+
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(databaseid));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(roleid));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true,
+							  NULL, 2, keys);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_db_role_setting_setconfig,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+			result = DatumGetArrayTypePCopy(d);
+			MemoryContextSwitchTo(oldcxt);
+		}
+	}
+	systable_endscan(scan);
+	return result;
+}
+
+/*
+ * role_settings -- the login settings of a role, as read once in this
+ * transaction (and the database's, in settings.database)
+ */
+static RoleSettings *
+role_settings(Oid role)
+{
+	ListCell   *lc;
+	Relation	rel;
+	RoleSettings *rs;
+	MemoryContext oldcxt;
+
+	if (settings.lxid != retries_local_xid())
+	{
+		/* the previous transaction's lists went with its memory */
+		settings.lxid = retries_local_xid();
+		settings.roles = NIL;
+		rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+		settings.database = fetch_settings(rel, MyDatabaseId, InvalidOid);
+		table_close(rel, AccessShareLock);
+	}
+	foreach(lc, settings.roles)
+	{
+		rs = (RoleSettings *) lfirst(lc);
+		if (rs->role == role)
+			return rs;
+	}
+
+	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	rs = palloc(sizeof(RoleSettings));
+	rs->role = role;
+	rs->everywhere = fetch_settings(rel, InvalidOid, role);
+	rs->here = fetch_settings(rel, MyDatabaseId, role);
+	settings.roles = lappend(settings.roles, rs);
+	MemoryContextSwitchTo(oldcxt);
+	table_close(rel, AccessShareLock);
+	return rs;
+}
+
+/*
+ * apply_settings -- apply an array of name=value settings in the current
+ * GUC nest level, as a login session applies them at start
+ *
+ * They are applied as session values (PGC_S_SESSION), so that rolling the
+ * nest level back undoes them; so RESET in a call goes back to the
+ * server's and database's value, not the role's.  At PGC_SUSET, as
+ * PostgreSQL does at login: who may store a setting was checked when it
+ * was stored.  Those that cannot apply in a running session (ones that
+ * only take effect at connection start, and role and
+ * session_authorization: a call runs as the role that scheduled it) are
+ * skipped, as a login skips a setting it cannot apply, with a message
+ * only at DEBUG1: a worker has no client to warn.
+ */
+static void
+apply_settings(ArrayType *array)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	if (array == NULL)
+		return;
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		char	   *s;
+		char	   *name;
+		char	   *value;
+
+		if (nulls[i])
+			continue;
+		s = TextDatumGetCString(elems[i]);
+		ParseLongOption(s, &name, &value);
+		if (value != NULL &&
+			pg_strcasecmp(name, "role") != 0 &&
+			pg_strcasecmp(name, "session_authorization") != 0)
+			(void) set_config_option(name, value, PGC_SUSET, PGC_S_SESSION,
+									 GUC_ACTION_SET, true, DEBUG1, false);
+		pfree(s);
+		retries_free_guc_string(name);
+		if (value)
+			retries_free_guc_string(value);
+	}
+}
+
+/*
+ * login_apply_settings -- apply the settings a login session of 'role'
+ * starts with, in the current GUC nest level: the database's, the role's
+ * everywhere, the role's in this database, from the least to the most
+ * specific, as at login
+ */
+void
+login_apply_settings(Oid role)
+{
+	RoleSettings *rs = role_settings(role);
+
+	apply_settings(settings.database);
+	apply_settings(rs->everywhere);
+	apply_settings(rs->here);
+}

@@ -1,0 +1,14 @@
+/*-------------------------------------------------------------------------
+ *
+ * login.h
+ *	  The settings a login session of a role starts with
+ *	  (src/engine/login.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RETRIES_LOGIN_H
+#define RETRIES_LOGIN_H
+
+extern void login_apply_settings(Oid role);
+
+#endif							/* RETRIES_LOGIN_H */
