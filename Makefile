@@ -82,6 +82,7 @@ OBJS = \
 	src/engine/handoff.o \
 	src/engine/ledger.o \
 	src/engine/time_cap.o \
+	src/engine/proctext.o \
 	src/engine/runner.o \
 	src/engine/retention.o \
 	src/engine/wslot.o \

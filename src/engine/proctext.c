@@ -1,0 +1,161 @@
+/*-------------------------------------------------------------------------
+ *
+ * proctext.c
+ *	  The text a runner runs for a procedure's or command's call: CALL of
+ *	  the procedure with the call's arguments as literals, or the command.
+ *
+ * Run in the runner's process, as the call's role (runner.c): the
+ * arguments are converted as an attempt converts them, the defaults that
+ * the CALL takes may call no function of another role, and the literals
+ * read back as the same values whatever the role's settings.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/ruleutils.h"
+#include "utils/snapmgr.h"
+
+#include "api/api.h"
+#include "base/base.h"
+#include "engine/proctext.h"
+#include "tables/tables.h"
+
+/*
+ * foreign_checker, foreign_walker -- does an expression call a function
+ * (not built in) of a role other than the runner's, that is not a
+ * superuser?
+ */
+static bool
+foreign_checker(Oid func_id, void *context)
+{
+	Oid			owner;
+
+	if (func_id < FirstNormalObjectId)
+		return false;
+	owner = schema_function_owner(func_id);
+	return OidIsValid(owner) && owner != GetUserId() && !superuser_arg(owner);
+}
+
+static bool
+foreign_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, foreign_checker, context))
+		return true;
+#if PG_VERSION_NUM >= 160000
+	return expression_tree_walker(node, foreign_walker, context);
+#else
+	/* PostgreSQL 15 declares the walker without a prototype */
+	return expression_tree_walker(node, (bool (*) ()) (void (*) (void)) foreign_walker,
+								  context);
+#endif
+}
+
+/*
+ * check_defaults -- the defaults that a procedure's call takes (the
+ * arguments that are not Consts) call no function of another role: a
+ * default is SQL that the procedure's owner wrote, and runs in the CALL,
+ * as the caller (a worker's attempt refuses such a function as it runs:
+ * sandbox_make_args)
+ */
+static void
+check_defaults(Oid fnoid, List *args)
+{
+	ListCell   *lc;
+
+	foreach(lc, args)
+	{
+		if (!IsA(lfirst(lc), Const) && foreign_walker(lfirst(lc), NULL))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("making the call's arguments would run a function of another role, in a default of %s",
+							format_procedure(fnoid)),
+					 errdetail("Only the caller's code and a superuser's make a call's arguments."),
+					 errhint("Pass the argument whose default calls it, or have its owner give the function to the caller or to a superuser.")));
+	}
+}
+
+/*
+ * proctext_build -- "CALL <procedure>(<arguments>)" for fnoid with the
+ * arguments stored in args_text (a call's canonical jsonb), converted here,
+ * by the role, as an attempt converts them (call_args_build), and written
+ * back as literals of their types (ruleutils): the text then runs as any
+ * other (runner.c, run_script), a top-level CALL, so that COMMIT and ROLLBACK
+ * in the procedure work.  The privileges are checked as for a call's
+ * function: USAGE on its schema too, since it is given by OID.  A command
+ * (a call of retries.command) is its text, after the same checks.
+ */
+char *
+proctext_build(Oid fnoid, const char *args_text)
+{
+	List	   *args;
+	Oid			collation = InvalidOid;
+	ListCell   *lc;
+	FuncExpr   *fexpr;
+	char	   *call_text;
+	int			nestlevel;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	access_check_call_privilege(fnoid, GetUserId());
+	args = call_args_build(fnoid,
+						   DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+															  CStringGetDatum(args_text))));
+	if (fnoid == schema_command_oid())
+	{
+		/* a command (api/command.c): its text is its one argument */
+		char	   *command = TextDatumGetCString(castNode(Const, linitial(args))->constvalue);
+
+		command = MemoryContextStrdup(TopMemoryContext, command);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		return command;
+	}
+	check_defaults(fnoid, args);
+	foreach(lc, args)
+	{
+		if (!OidIsValid(collation))
+			collation = exprCollation(lfirst(lc));
+	}
+	fexpr = makeFuncExpr(fnoid, get_func_rettype(fnoid), args, InvalidOid,
+						 collation, COERCE_EXPLICIT_CALL);
+	/* a variadic parameter takes an array (call_args): VARIADIC in the text */
+	fexpr->funcvariadic = OidIsValid(get_func_variadictype(fnoid));
+
+	/*
+	 * Literals that read back as the same values whatever the role's
+	 * settings: every digit of a float, dates and intervals in formats that
+	 * every style reads
+	 */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "iso_8601", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	call_text = MemoryContextStrdup(TopMemoryContext,
+									psprintf("CALL %s",
+											 deparse_expression((Node *) fexpr, NIL,
+																false, false)));
+	AtEOXact_GUC(true, nestlevel);
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return call_text;
+}
