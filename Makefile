@@ -78,6 +78,7 @@ OBJS = \
 	src/engine/sandbox.o \
 	src/engine/claim.o \
 	src/engine/policies.o \
+	src/engine/outcome.o \
 	src/engine/execute.o \
 	src/engine/handoff.o \
 	src/engine/ledger.o \

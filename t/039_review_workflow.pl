@@ -356,12 +356,15 @@ sql('alice', join("\n", map {
 	"SELECT retries.call('alice.sync(int)', '[1]', key => 'sync', key_window => '1 microsecond');"
 } 1 .. 3000));
 sql('alice', "SELECT retries.resume('alice.sync(int)')");
+# (the code reviewed drained "a few a second": 100 took more than 30 s;
+# fixed, they take about 3 s on a quiet machine, and took 15 s on one
+# that ran two other suites: the bound is 30 s, not 5)
 {
 	wait_until($node, $DB,
 		"SELECT count(*) >= 100 FROM retries.call_data WHERE key = 'sync' AND state = 'succeeded'",
-		't', '3: after the resume, 100 of the 3,000 calls of the key run within 5 s', 5);
+		't', '3: after the resume, 100 of the 3,000 calls of the key run within 30 s', 30);
 }
-note("3: calls of the key run 5 s after the resume: " . $node->safe_psql($DB,
+note("3: calls of the key run after the resume: " . $node->safe_psql($DB,
 	"SELECT count(*) FROM retries.call_data WHERE key = 'sync' AND state = 'succeeded'"));
 # (paused first: its calls are held, no worker claims one, and the cancels
 # wait for none)

@@ -60,6 +60,7 @@
 #include "base/compat.h"
 #include "core/policy.h"
 #include "engine/execute.h"
+#include "engine/outcome.h"
 #include "engine/runner.h"
 #include "engine/policies.h"
 #include "engine/sandbox.h"
@@ -67,24 +68,6 @@
 #include "flow/flow.h"
 #include "tables/tables.h"
 
-/* The outcome of an attempt, as it is recorded */
-typedef struct Outcome
-{
-	const char *outcome;		/* succeeded, retry, failed, timeout,
-								 * interrupted */
-	CallState	state;			/* the call's new state */
-	int64		delay;			/* before the next attempt; -1 if none */
-	char		sqlstate[6];
-	char	   *message;
-	char	   *detail;
-	char	   *hint;
-	char	   *context;
-	Jsonb	   *result;			/* of a success; NULL for none */
-	bool		notify;			/* the call's policy asks for NOTIFY */
-	const char *command_tag;	/* a runner's last statement's; or NULL */
-	int			pid;			/* the process that ran it: 0 for this one,
-								 * -1 if not known */
-} Outcome;
 
 /* Where run_sandboxed() was when an error came */
 typedef enum SandboxStep
@@ -94,36 +77,6 @@ typedef enum SandboxStep
 	STEP_RESULT					/* converting its result to jsonb */
 } SandboxStep;
 
-/*
- * Outcomes waiting to be written, one column array each, in the order of
- * the parameters of write_outcomes()'s statement.  They live in the
- * transaction's memory; a new transaction starts an empty list.
- */
-enum
-{
-	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
-	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
-	OC_DELAY, OC_RESULT, OC_COMMAND_TAG, OC_PID, OC_NCOLUMNS
-};
-static const Oid outcome_column_type[OC_NCOLUMNS] = {
-	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
-	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID,
-	TEXTOID, INT4OID
-};
-static struct
-{
-	LocalTransactionId lxid;	/* the transaction the list belongs to */
-	int			n;
-	int			size;
-	Datum	   *values[OC_NCOLUMNS];
-	bool	   *nulls[OC_NCOLUMNS];
-	bool	   *notify;			/* each outcome's Outcome.notify */
-	CallState  *state;			/* and Outcome.state, as OC_STATE holds it */
-	Size		result_bytes;	/* of the results in the list */
-}			pending;
-
-/* Results that the list may hold before they are written, in bytes */
-#define PENDING_RESULT_BYTES	(16 * 1024 * 1024)
 
 /*
  * The time limit of an attempt (its policy's timeout, or the cap
@@ -819,258 +772,6 @@ next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 }
 
 /*
- * pending_add -- queue an attempt's outcome for write_outcomes(); it is
- * finished now
- */
-static void
-pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
-			const Outcome *out)
-{
-	TimestampTz finished = clock_system_now();
-	TimestampTz next = 0;
-	int			row;
-
-	if (pending.lxid != retries_local_xid())
-	{
-		pending.lxid = retries_local_xid();
-		pending.n = 0;
-		pending.size = 128;
-		for (int c = 0; c < OC_NCOLUMNS; c++)
-		{
-			pending.values[c] = MemoryContextAlloc(TopTransactionContext,
-												   sizeof(Datum) * pending.size);
-			pending.nulls[c] = MemoryContextAlloc(TopTransactionContext,
-												  sizeof(bool) * pending.size);
-		}
-		pending.notify = MemoryContextAlloc(TopTransactionContext,
-											sizeof(bool) * pending.size);
-		pending.state = MemoryContextAlloc(TopTransactionContext,
-										   sizeof(CallState) * pending.size);
-		pending.result_bytes = 0;
-	}
-	else if (pending.n == pending.size)
-	{
-		pending.size *= 2;
-		for (int c = 0; c < OC_NCOLUMNS; c++)
-		{
-			pending.values[c] = repalloc(pending.values[c], sizeof(Datum) * pending.size);
-			pending.nulls[c] = repalloc(pending.nulls[c], sizeof(bool) * pending.size);
-		}
-		pending.notify = repalloc(pending.notify, sizeof(bool) * pending.size);
-		pending.state = repalloc(pending.state, sizeof(CallState) * pending.size);
-	}
-	row = pending.n++;
-	pending.notify[row] = out->notify;
-	pending.state[row] = out->state;
-
-#define SET(c, value, isnull) \
-	do { \
-		pending.nulls[c][row] = (isnull); \
-		pending.values[c][row] = (isnull) ? (Datum) 0 : (value); \
-	} while (0)
-#define SET_TEXT(c, str) SET(c, CStringGetTextDatum(str), (str) == NULL)
-	/* what the code raised, as it is valid here (args_valid_text) */
-#define SET_RAISED(c, str) SET_TEXT(c, args_valid_text(str))
-	SET(OC_CALL_ID, Int64GetDatum(call->id), false);
-	SET(OC_ATTEMPT, Int32GetDatum(attempt), false);
-	SET(OC_STARTED, TimestampTzGetDatum(started_at), false);
-	SET(OC_FINISHED, TimestampTzGetDatum(finished), false);
-	SET_TEXT(OC_OUTCOME, out->outcome);
-	SET_TEXT(OC_STATE, call_state_name(out->state));
-	/* a delay past the end of time means never */
-	if (out->delay >= 0 && pg_add_s64_overflow(clock_ahead(finished), out->delay, &next))
-		next = DT_NOEND;
-	SET(OC_NEXT_ATTEMPT, TimestampTzGetDatum(next), out->delay < 0);
-	SET_TEXT(OC_SQLSTATE, out->sqlstate[0] ? out->sqlstate : NULL);
-	SET_RAISED(OC_MESSAGE, out->message);
-	SET_RAISED(OC_DETAIL, out->detail);
-	SET_RAISED(OC_HINT, out->hint);
-	SET_RAISED(OC_CONTEXT, out->context);
-	SET(OC_DELAY, Int64GetDatum(out->delay), out->delay < 0);
-	SET(OC_RESULT, PointerGetDatum(out->result), out->result == NULL);
-	SET_RAISED(OC_COMMAND_TAG, out->command_tag);
-	SET(OC_PID, Int32GetDatum(out->pid == 0 ? MyProcPid : out->pid), out->pid < 0);
-#undef SET_RAISED
-#undef SET_TEXT
-#undef SET
-	if (out->result != NULL)
-		pending.result_bytes += VARSIZE(out->result);
-}
-
-/*
- * trim_attempts -- delete the oldest attempt rows of the queued calls whose
- * attempt being written is past retries.max_kept_attempts, so that the
- * call keeps that many with it; and say so, once per worker.  A statement
- * of its own, run only when some call needs it (rarely): inside the
- * statement that writes every batch's outcomes it made the planner join
- * attempt_data for every batch, and a plan made while attempt_data was
- * empty read all of it for every batch.
- */
-static void
-trim_attempts(void)
-{
-	static SPIPlanPtr plan = NULL;
-	static bool logged = false;
-	Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID};
-	Datum		values[3];
-	int64	   *ids = NULL;
-	Datum	   *attempts = NULL;
-	int			n = 0;
-
-	for (int row = 0; row < pending.n; row++)
-	{
-		int32		attempt = DatumGetInt32(pending.values[OC_ATTEMPT][row]);
-
-		if (attempt <= retries_max_kept_attempts)
-			continue;
-		if (ids == NULL)
-		{
-			ids = palloc(sizeof(int64) * pending.n);
-			attempts = palloc(sizeof(Datum) * pending.n);
-		}
-		ids[n] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
-		attempts[n++] = Int32GetDatum(attempt);
-	}
-	if (n == 0)
-		return;
-	if (!logged)
-	{
-		ereport(LOG,
-				(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
-						ids[0], DatumGetInt32(attempts[0]),
-						retries_max_kept_attempts),
-				 errdetail("This is logged once per worker."),
-				 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
-		logged = true;
-	}
-	values[0] = args_id_array(ids, n);
-	values[1] = PointerGetDatum(construct_array(attempts, n, INT4OID, sizeof(int32),
-												true, TYPALIGN_INT));
-	values[2] = Int32GetDatum(retries_max_kept_attempts);
-	plans_prepare_kept(&plan,
-					   "DELETE FROM retries.attempt_data a"
-					   " USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
-					   "  AS d(call_id, attempt)"
-					   " WHERE a.call_id OPERATOR(pg_catalog.=) d.call_id"
-					   " AND a.attempt OPERATOR(pg_catalog.<=)"
-					   "  (d.attempt OPERATOR(pg_catalog.-) $3)",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "retries: could not delete the oldest attempt rows of calls");
-}
-
-/*
- * write_outcomes -- write the queued outcomes: the calls' new states and
- * their attempt rows, all in one statement.  Runs inside SPI, in the batch
- * transaction.
- *
- * A call keeps at most retries.max_kept_attempts attempt rows: writing a
- * newer one deletes those that fall out (trim_attempts), so that a call
- * retried without end (every 10 ms, say) cannot fill the disk before it
- * finishes and is pruned.  The call keeps counting its attempts.
- */
-static void
-write_outcomes(void)
-{
-	static SPIPlanPtr plans[3];
-	/* results from version 1.2, the tag and process from 1.7 */
-	int			version = schema_retries_version() >= SCHEMA_1_7 ? 2 :
-		schema_retries_version() >= SCHEMA_1_2 ? 1 : 0;
-	Oid			argtypes[OC_NCOLUMNS];
-	Datum		values[OC_NCOLUMNS];
-	int			n = pending.n;
-	int64	   *finished_ids;
-	char	   *finished_how;
-	bool	   *finished_notify;
-	int			nfinished = 0;
-
-	if (pending.lxid != retries_local_xid() || n == 0)
-		return;
-	trim_attempts();
-	plans_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
-							pending.nulls, n, argtypes, values);
-	pending.n = 0;
-	pending.result_bytes = 0;
-
-	/*
-	 * Planned once: a custom plan for each batch cost more than the statement
-	 * ran, and with calls of a small table a custom plan joined call_data by
-	 * reading all of it.  The generic plan looks each call up by its key,
-	 * planned so whatever the table's size then (plans_execute_by_index).
-	 */
-	if (plans[version] == NULL)
-		plans_prepare_generic(&plans[version],
-							  psprintf("WITH done AS ("
-									   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
-									   "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
-									   "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
-									   "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
-									   "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
-									   "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
-									   "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
-									   "  pg_catalog.unnest($14), pg_catalog.unnest($15),"
-									   "  pg_catalog.unnest($16))"
-									   "  AS d(call_id, attempt, started_at, finished_at, outcome,"
-									   "   state, next_attempt, sqlstate, message, detail, hint,"
-									   "   context, delay, result, command_tag, pid)),"
-									   " c AS ("
-									   " UPDATE retries.call_data c SET"
-									   "  state = d.state::retries.call_state, attempts = d.attempt,"
-									   "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
-									   "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
-									   "  last_message = coalesce(d.message, c.last_message),"
-									   "  updated_at = d.finished_at%s"
-									   " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
-									   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-									   "  finished_at, outcome, sqlstate, message, detail, hint, context,"
-									   "  next_delay%s)"
-									   " SELECT call_id, attempt, started_at, finished_at,"
-									   "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
-									   "  hint, context,"
-									   "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)%s"
-									   " FROM done",
-									   version >= 1 ? ", result = d.result" : "",
-									   version >= 2 ? ", command_tag, pid" : "",
-									   version >= 2 ? ", command_tag, pid" : ""),
-							  OC_NCOLUMNS, argtypes);
-	if (plans_execute_by_index(plans[version], values, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not record the outcomes of attempts");
-
-	/* the calls that finished: their waiters, NOTIFYs and followers */
-	finished_ids = palloc(sizeof(int64) * n);
-	finished_how = palloc(n);
-	finished_notify = palloc(sizeof(bool) * n);
-	for (int row = 0; row < n; row++)
-	{
-		CallState	state = pending.state[row];
-
-		/*
-		 * a cancelled call (execute_runner_end's) was finished by
-		 * cancel(), which woke its waiters and cancelled its followers
-		 */
-		if (state == CALL_SCHEDULED || state == CALL_CANCELLED)
-			continue;
-		finished_ids[nfinished] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
-		finished_how[nfinished] = state == CALL_SUCCEEDED ? 's' : 'f';
-		finished_notify[nfinished++] = pending.notify[row];
-	}
-	chains_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
-}
-
-/*
- * record_outcome -- write an attempt's outcome now (with any queued ones),
- * for outcomes that something reads right after: a call failed for good,
- * whose on_exhausted hook runs next, or an interrupted attempt
- */
-static void
-record_outcome(const RetriesCall *call, int32 attempt, TimestampTz started_at,
-			   const Outcome *out)
-{
-	pending_add(call, attempt, started_at, out);
-	write_outcomes();
-}
-
-/*
  * run_on_exhausted -- call the policy's on_exhausted hook for a call that
  * failed for good, as the call's owner; its error is added to the attempt's
  * row and never changes the call's state
@@ -1161,7 +862,7 @@ fail_without_policy(const RetriesCall *call, int32 attempt,
 					  psprintf("policy %d of the call no longer exists", call->policy_id),
 					  "Rows of retries.policy_data are never deleted by the extension.",
 					  "Schedule the call again, with retries.call().", NULL);
-	record_outcome(call, attempt, started_at, out);
+	outcome_record(call, attempt, started_at, out);
 }
 
 /*
@@ -1171,7 +872,7 @@ fail_without_policy(const RetriesCall *call, int32 attempt,
 void
 execute_finish_batch(void)
 {
-	write_outcomes();
+	outcome_flush();
 }
 
 /*
@@ -1307,7 +1008,7 @@ execute_attempt(RetriesCall *call)
 	{
 		out.outcome = "failed";
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, started_at, &out);
+		outcome_record(call, attempt, started_at, &out);
 		run_on_exhausted(call, policy, attempt);
 		return false;
 	}
@@ -1351,21 +1052,18 @@ execute_attempt(RetriesCall *call)
 		out.outcome = "succeeded";
 		out.state = call_state_change(CALL_RUNNING, CALL_SUCCEEDED);
 		out.result = isnull ? NULL : DatumGetJsonbP(result);
-		pending_add(call, attempt, started_at, &out);
-		/* large results are written early, not all kept until the commit */
-		if (pending.result_bytes > PENDING_RESULT_BYTES)
-			write_outcomes();
+		outcome_queue(call, attempt, started_at, &out);
 		return true;
 	}
 
 	classify_error(call, policy, attempt, edata, step, timeout, capped, &out);
 	if (out.state == CALL_FAILED)
 	{
-		record_outcome(call, attempt, started_at, &out);
+		outcome_record(call, attempt, started_at, &out);
 		run_on_exhausted(call, policy, attempt);
 	}
 	else
-		pending_add(call, attempt, started_at, &out);	/* a retry */
+		outcome_queue(call, attempt, started_at, &out);	/* a retry */
 	return false;
 }
 
@@ -1418,7 +1116,7 @@ charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outc
 {
 	set_outcome_error(out, sqlstate, message, detail, NULL, NULL);
 	finish_failure(call, policy, attempt, true, out);
-	record_outcome(call, attempt, started, out);
+	outcome_record(call, attempt, started, out);
 	if (out->state == CALL_FAILED)
 		run_on_exhausted(call, policy, attempt);
 }
@@ -1515,7 +1213,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 						  "The call had failed for good; the record of its failure was rolled back with the hook, whose effects were rolled back too.",
 						  NULL, NULL);
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, started, &out);
+		outcome_record(call, attempt, started, &out);
 		record_hook_error(call->id, attempt,
 						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
 		return;
@@ -1529,7 +1227,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 						  "The attempt had failed with a retryable error, and its delay_fn ran to choose the delay; the record of the attempt was rolled back with it.",
 						  NULL, NULL);
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, started, &out);
+		outcome_record(call, attempt, started, &out);
 		run_on_exhausted(call, policy, attempt);
 		return;
 	}
@@ -1710,7 +1408,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 	{
 		out.outcome = "failed";
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
-		record_outcome(call, attempt, clock_system_now(), &out);
+		outcome_record(call, attempt, clock_system_now(), &out);
 		run_on_exhausted(call, policy, attempt);
 		return false;
 	}
@@ -1858,7 +1556,7 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 		if (ro->status != RUNNER_SUCCEEDED)
 			set_outcome_error(&out, ro->sqlerrcode, ro->message, NULL, NULL, NULL);
 		out.state = CALL_CANCELLED;
-		record_outcome(call, attempt, started_at, &out);
+		outcome_record(call, attempt, started_at, &out);
 		return;
 	}
 	if (ro->status == RUNNER_LOST)
@@ -1870,7 +1568,7 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	{
 		out.outcome = "succeeded";
 		out.state = call_state_change(CALL_RUNNING, CALL_SUCCEEDED);
-		record_outcome(call, attempt, started_at, &out);
+		outcome_record(call, attempt, started_at, &out);
 		return;
 	}
 	set_outcome_error(&out, ro->sqlerrcode, ro->message,
@@ -1891,7 +1589,7 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 										   policy->nretry_on, out.sqlstate),
 				   &out);
 	retries_retry_after_usecs = -1;
-	record_outcome(call, attempt, started_at, &out);
+	outcome_record(call, attempt, started_at, &out);
 	if (out.state == CALL_FAILED)
 		run_on_exhausted(call, policy, attempt);
 }

@@ -9,7 +9,7 @@
 #ifndef RETRIES_HANDOFF_H
 #define RETRIES_HANDOFF_H
 
-#include "tables/tables.h"
+#include "engine/execute.h"
 
 extern void handoff_init(Oid extension);
 extern void handoff_set_in_runner(bool in_runner, Oid role);
