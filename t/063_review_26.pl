@@ -10,7 +10,7 @@
 # max_extra_workers 2) with retries.reserved_workers 2 and
 # max_worker_processes 48.  Each numbered check fails on the code reviewed
 # (inside a TODO block named "finding N" while it is open; every finding
-# is fixed since, and its checks plain); the lettered ones held.  The
+# but 2 is fixed since, and its checks plain; 2 is a limit kept); the lettered ones held.  The
 # checks run in the order e, f, g, h, i, 4, 5, 6, 7, j, 1, b, 2, c, 3, d,
 # 8, k, z (about a minute and a half; 99 s on the loaded machine).
 #
@@ -690,23 +690,21 @@ my $gate2 = close_gate($node, 'postgres', 72);
 my @held2 = (as_role($node, 'postgres', 'mallory', "SELECT retries.call('bob.held()')"),
 	as_role($node, 'postgres', 'bob', "SELECT retries.call('mallory.held()')"));
 wait_at_gate($node, 'postgres', 72, 2, '2: setup: the two crossed calls hold both workers');
-# ... then her own: on the code reviewed the extras took them (neither
-# held one of her own code); fixed, a role that both calls another's code
-# and has its own called holds its share, and the extra started for the
-# held workers looks, and runs none of them
-my $made2 = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+# ... then her own: the extras take them (neither holds one of her own
+# code).  A limit kept, and documented: holding a role for both kinds of
+# batch at once let another role hold a victim's calls back (t/064 1)
 push @held2, as_role($node, 'postgres', 'mallory', "SELECT retries.call('mallory.held()')"),
   as_role($node, 'postgres', 'bob', "SELECT retries.call('bob.held()')");
-wait_until($node, 'postgres',
-	"SELECT count(*) >= 1 FROM retries.workers w JOIN pg_stat_activity a USING (pid)"
-	  . " WHERE a.backend_type = 'retries extra worker' AND w.state = 'idle' AND w.since > '$made2'",
-	't', '2: an extra worker starts, and goes idle: it takes neither of their own calls');
-is($node->safe_psql('postgres', gate_waiters(72)), '2', '2: their own calls wait');
+wait_at_gate($node, 'postgres', 72, 4, '2: setup: and their own calls both extras');
 my $f2 = as_role($node, 'postgres', 'alice', "SELECT retries.call('alice.pay(int)', '[2]')");
-call_reaches($node, 'postgres', $f2, 'succeeded',
-	'2: alice\'s call runs within 10 s while two roles hold two long calls crossed', 10);
-is($node->safe_psql('postgres', gate_waiters(72)), '2', '2: their own calls still wait');
+TODO:
+{
+	local $TODO = 'finding 2 (a limit kept, documented: reference.md, retries.max_extra_workers)';
+	call_reaches($node, 'postgres', $f2, 'succeeded',
+		'2: alice\'s call runs within 10 s while two roles hold four long calls', 10);
+}
 open_gate($gate2);
+call_reaches($node, 'postgres', $f2, 'succeeded', 'c: alice\'s call runs once their calls end');
 call_reaches($node, 'postgres', $_, 'succeeded', "c: their call $_ runs once the crossed ones end")
   for @held2;
 

@@ -83,7 +83,7 @@ static void forward_stmt_end(PLpgSQL_execstate *estate, PLpgSQL_stmt *stmt);
  * PL/pgSQL keeps a compiled function while its fn_xmin and fn_tid are
  * those of the function's pg_proc row; no row has xmin 0.  The struct
  * itself is never freed (PL/pgSQL reuses it), so a pointer noted stays
- * valid.
+ * valid; a DO block's is, and is never noted (note_function).
  */
 static void
 mark_out_of_date(PLpgSQL_function *func)
@@ -122,11 +122,17 @@ take_plugin_slot(void)
 /*
  * note_function -- the plugin's func_setup: 'func' runs in the current
  * context
+ *
+ * Not a DO block's (no OID): PL/pgSQL compiles it for its statement alone,
+ * in the statement's memory, and frees it with the statement; a pointer
+ * to it kept here would be written through after it was freed (the
+ * thirtieth hostile review).
  */
 static void
 note_function(PLpgSQL_execstate *estate, PLpgSQL_function *func)
 {
-	(void) hash_search(noted, &func, HASH_ENTER, NULL);
+	if (OidIsValid(func->fn_oid))
+		(void) hash_search(noted, &func, HASH_ENTER, NULL);
 	if (next_plugin == NULL)
 		return;
 	/* what PL/pgSQL gave us, the plugin behind us gets too */

@@ -934,37 +934,17 @@ recent_holds(Hold *holds)
 }
 
 /*
- * crossed -- does role 'role' both call another role's code in one of the
- * 'nall' batches of 'all' and have its own code called by another role in
- * one?
- */
-static bool
-crossed(const Hold *all, int nall, Oid role)
-{
-	bool		calls = false;
-	bool		called = false;
-
-	for (int i = 0; i < nall; i++)
-	{
-		if (all[i].role == all[i].holder)
-			continue;
-		calls |= all[i].role == role;
-		called |= all[i].holder == role;
-	}
-	return calls && called;
-}
-
-/*
  * running_roles -- the roles that have a batch of calls of their own code
  * running in another worker of this database, or recently (recent_holds),
  * each once, into roles[]; returns how many.  A batch of calls of another
  * role's functions is not listed (see other_holds): a role whose calls of
  * another role's slow function run, or whose function another role's
- * calls run, is not held back by them.  But one that does both is: two
- * roles that call each other's functions held the base workers so, and
- * then their own calls took the extras too (the twenty-ninth hostile
- * review, t/063 2: two roles held what the docs promise takes as many
- * roles as there are workers and extras).
+ * calls run, is not held back by them.  So two roles that call each
+ * other's slow functions hold a worker each way besides their own calls'
+ * share (the twenty-ninth hostile review, t/063 2); listing a role for
+ * both kinds of batch at once let another role hold its calls back by
+ * calling its function while it called a third role's (the thirtieth,
+ * t/064 1), the worse of the two.
  */
 static int
 running_roles(Oid *roles)
@@ -975,18 +955,14 @@ running_roles(Oid *roles)
 
 	for (int i = 0; i < nall; i++)
 	{
-		for (int k = 0; k < 2; k++)
-		{
-			Oid			role = k == 0 ? all[i].role : all[i].holder;
-			bool		listed = false;
+		bool		listed = false;
 
-			if (all[i].role != all[i].holder && !crossed(all, nall, role))
-				continue;
-			for (int j = 0; j < n; j++)
-				listed |= roles[j] == role;
-			if (!listed)
-				roles[n++] = role;
-		}
+		if (all[i].role != all[i].holder)
+			continue;
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == all[i].role;
+		if (!listed)
+			roles[n++] = all[i].role;
 	}
 	return n;
 }
@@ -1054,6 +1030,26 @@ pool_roles(Oid *roles)
 static bool pool_capped = false;
 
 /*
+ * pool_take -- may this worker begin a batch of 'role''s calls, which it
+ * has claimed?  Not if the role's batches run in all places of the pool
+ * but one (as pool_roles counts them, superusers aside): checked and
+ * counted at once with the other workers' (shmem_pool_take), since
+ * pool_roles' look before the claim sees no claim made at the same
+ * instant.  Sets pool_capped if not.
+ */
+static bool
+pool_take(Oid role)
+{
+	if (retries_max_cluster_workers < 3 || superuser_arg(role))
+		return true;
+	if (shmem_pool_take(worker_slot, role, retries_max_cluster_workers - 1,
+						clock_system_now()))
+		return true;
+	pool_capped = true;
+	return false;
+}
+
+/*
  * Whether the last claim in a reserved worker passed over roles whose
  * calls run in other reserved workers (reserve_roles): their calls may be
  * due, and the database with them, once this worker gives the reserve back
@@ -1118,8 +1114,9 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 	}
 
 	/*
-	 * A capped role's call, claimed when nothing else was: left claimed until
-	 * the empty batch commits, and looked at again later
+	 * A capped role's call, claimed when nothing else was, or by a worker
+	 * that another beat to the role's last place (pool_take): left claimed
+	 * until the empty batch commits, and looked at again later
 	 */
 	for (int i = 0; i < ncapped && n > 0; i++)
 	{
@@ -1129,6 +1126,8 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 			pool_capped = true;
 		}
 	}
+	if (n > 0 && !pool_take(calls[0].role))
+		n = 0;
 	return n;
 }
 

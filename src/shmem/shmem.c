@@ -763,6 +763,43 @@ shmem_pool_roles(Oid *roles, int cap)
 }
 
 /*
+ * shmem_pool_take -- may worker 'self' begin a batch of role 'role', whose
+ * batches run in fewer than 'cap' other workers of the pool?  If so, it is
+ * counted as running one from now (its state RUNNING, its batch the
+ * role's), under the exclusive lock, so that two workers that claimed the
+ * role's calls at one instant cannot both take the last place (the
+ * thirtieth hostile review, t/064 3); true.  Takes the LWLock.
+ */
+bool
+shmem_pool_take(RetriesWorker *self, Oid role, int cap, TimestampTz now)
+{
+	RetriesWorker *w;
+	int			running = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+	{
+		if (w == self || RETRIES_IS_RUNNER_SLOT(w->slot_no))
+			continue;
+		SpinLockAcquire(&w->mutex);
+		running += w->state == WORKER_RUNNING && w->batch_role == role;
+		SpinLockRelease(&w->mutex);
+	}
+	if (running < cap)
+	{
+		SpinLockAcquire(&self->mutex);
+		if (self->state != WORKER_RUNNING)
+			self->since = now;
+		self->state = WORKER_RUNNING;
+		self->batch_role = role;
+		self->holder_role = role;
+		SpinLockRelease(&self->mutex);
+	}
+	LWLockRelease(retries_shared->lock);
+	return running < cap;
+}
+
+/*
  * shmem_exit_code -- the exit code of a process whose work is done: 1 in
  * a reserved worker, which PostgreSQL then starts again in its slot; 0
  * elsewhere, for a dynamic worker that is not to be started again
