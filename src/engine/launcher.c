@@ -71,6 +71,8 @@
 #define ADOPT_GRACE_MS			10000
 /* How long before a database's work is due its worker is started */
 #define START_AHEAD_MS			500
+/* How often the launcher looks again at a database whose work is capped */
+#define CAPPED_RECHECK_MS		250
 
 /* The workers this launcher started, by slot */
 typedef struct Launched
@@ -344,6 +346,43 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 }
 
 /*
+ * still_capped -- is the work due in database db, which its last worker
+ * left because it was all of one role that the pool's cap held back
+ * (leave.c; worker.c, pool_roles), still held back: that role's batches
+ * still run in all places of the pool but one, and nothing else of the
+ * database's (a firing, a call of any role due later) is due yet?  Then no worker starts for it, and the last place
+ * stays the other roles' (the thirtieth hostile review, t/064 7: a worker
+ * a second in each of such databases kept it from them).  If not, the mark
+ * is cleared.  Caller holds the lock.
+ */
+static bool
+still_capped(RetriesDatabase *db, TimestampTz now)
+{
+	RetriesWorker *w;
+	int			running = 0;
+
+	if (!OidIsValid(db->capped_role))
+		return false;
+	if (retries_max_cluster_workers >= 3 &&
+		(db->capped_until == 0 ||
+		 now < TimestampTzPlusMilliseconds(db->capped_until, -START_AHEAD_MS)))
+	{
+		for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+		{
+			if (RETRIES_IS_RUNNER_SLOT(w->slot_no))
+				continue;
+			SpinLockAcquire(&w->mutex);
+			running += w->state == WORKER_RUNNING && w->batch_role == db->capped_role;
+			SpinLockRelease(&w->mutex);
+		}
+		if (running >= retries_max_cluster_workers - 1)
+			return true;
+	}
+	db->capped_role = InvalidOid;
+	return false;
+}
+
+/*
  * manage_database -- start or stop workers of one database as its state
  * asks; returns when it next needs looking at, or 0 if only when something
  * happens.  Caller holds the lock exclusively.
@@ -426,6 +465,10 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				nbase += have[n];
 			due = db->due_at != 0 &&
 				now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS);
+			if (db->woken)
+				db->capped_role = InvalidOid;
+			else if (due && db->wanted == 0 && still_capped(db, now))
+				return TimestampTzPlusMilliseconds(now, CAPPED_RECHECK_MS);
 			if (db->woken || (db->wanted == 0 && due))
 			{
 				db->wanted = Max(db->wanted, 1);

@@ -109,7 +109,7 @@ look_after_soon(const LeaveNeeds *needs)
  * hostile review, t/063 1).
  */
 static bool
-leave_database(TimestampTz due_at, bool for_others)
+leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs)
 {
 	RetriesDatabase *db;
 	RetriesWorker *w;
@@ -161,6 +161,15 @@ leave_database(TimestampTz due_at, bool for_others)
 		 */
 		if (others == 0 || others_free == 0)
 			db->due_at = due_at;
+
+		/*
+		 * Its due calls are all of a role that the pool's cap holds back: the
+		 * launcher starts no worker for them while it still does (a worker a
+		 * second in each of such databases kept the last place of the pool
+		 * from the others: the thirtieth hostile review, t/064 7)
+		 */
+		db->capped_role = needs != NULL ? needs->capped_role : InvalidOid;
+		db->capped_until = needs != NULL ? needs->capped_until : 0;
 	}
 	LWLockRelease(retries_shared->lock);
 	proc_exit(shmem_exit_code());
@@ -226,7 +235,7 @@ leave_reserve(const LeaveNeeds *needs, TimestampTz due, TimestampTz ran_at,
 			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
 			  !leave_pool_contended()))
 		return;
-	(void) leave_database(due_at, false);
+	(void) leave_database(due_at, false, needs);
 }
 
 /*
@@ -262,9 +271,10 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 	 * twenty-seventh hostile review, t/061 2)
 	 */
 	if (contended && due_at < TimestampTzPlusMilliseconds(now, STAY_FOR_DUE_MS) &&
-		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS))
+		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) &&
+		!OidIsValid(needs->capped_role))
 		return;
-	(void) leave_database(due_at, false);
+	(void) leave_database(due_at, false, needs);
 }
 
 /*
@@ -296,7 +306,7 @@ leave_for_others(const LeaveNeeds *needs, TimestampTz served_since)
 		!TimestampDifferenceExceeds(served_since, clock_system_now(), POOL_SLICE_MS) ||
 		!leave_pool_contended() || !look_after_soon(needs))
 		return;
-	(void) leave_database(clock_system_now(), true);
+	(void) leave_database(clock_system_now(), true, NULL);
 }
 
 

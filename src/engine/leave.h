@@ -19,6 +19,10 @@ typedef struct LeaveNeeds
 								 * to run alone next */
 	TimestampTz next_fire;		/* its next firing, 0 if none */
 	int			look_again_ms;	/* how soon it looks after them again */
+	Oid			capped_role;	/* its due calls are all this role's, which
+								 * the pool's cap holds back; or InvalidOid */
+	TimestampTz capped_until;	/* ... until then at least: its next firing or
+								 * call due later, of any role; 0 if none */
 } LeaveNeeds;
 
 extern bool leave_pool_contended(void);

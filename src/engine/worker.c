@@ -1028,6 +1028,9 @@ pool_roles(Oid *roles)
  * it leaves meanwhile, its database is due again then)
  */
 static bool pool_capped = false;
+static Oid	pool_capped_role = InvalidOid;
+static TimestampTz pool_capped_until = 0;	/* when a call not capped may be
+											 * due */
 
 /*
  * pool_take -- may this worker begin a batch of 'role''s calls, which it
@@ -1046,6 +1049,7 @@ pool_take(Oid role)
 						clock_system_now()))
 		return true;
 	pool_capped = true;
+	pool_capped_role = role;
 	return false;
 }
 
@@ -1124,6 +1128,7 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 		{
 			n = 0;
 			pool_capped = true;
+			pool_capped_role = capped[i];
 		}
 	}
 	if (n > 0 && !pool_take(calls[0].role))
@@ -1643,6 +1648,8 @@ run_batch(TimestampTz *due)
 	if (b.n == 0 && pool_capped)
 	{
 		TimestampTz again = TimestampTzPlusMilliseconds(b.claimed_at, POOL_CAP_RECHECK_MS);
+
+		pool_capped_until = *due;
 
 		*due = *due == 0 ? again : Min(*due, again);
 	}
@@ -2413,6 +2420,11 @@ leave_needs(void)
 		fire_errors > 0 || copy_made_at != 0;
 	needs.next_fire = next_fire;
 	needs.look_again_ms = FIRE_CHECK_MS;
+	needs.capped_role = pool_capped ? pool_capped_role : InvalidOid;
+	needs.capped_until = next_fire;
+	if (pool_capped_until != 0 &&
+		(needs.capped_until == 0 || pool_capped_until < needs.capped_until))
+		needs.capped_until = pool_capped_until;
 	return needs;
 }
 

@@ -139,6 +139,11 @@ typedef struct RetriesDatabase
 	uint64		runners_lost;	/* a bit per runner place whose worker exited
 								 * with its attempt in flight, uncharged
 								 * (worker.c, "Runner places") */
+	Oid			capped_role;	/* its last worker left with only calls of
+								 * this role due, which the pool's cap held
+								 * back (leave.c); InvalidOid if not */
+	TimestampTz capped_until;	/* ... and when its next firing, or a call of
+								 * any role, is due; 0 if none */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
