@@ -70,6 +70,28 @@ args_check_not_null(FunctionCallInfo fcinfo, int argno, const char *argname)
 }
 
 /*
+ * args_portable_literals -- from now until AtEOXact_GUC(true, the level
+ * returned), values are written as literals that read back as the same
+ * values whatever the reading session's settings: every digit of a float,
+ * dates in ISO, intervals in ISO 8601 (which no IntervalStyle reads with
+ * another sign, as sql_standard reads a mixed-sign interval of the
+ * postgres style)
+ */
+int
+args_portable_literals(void)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", "iso_8601", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
  * args_interval_to_usecs -- an interval as microseconds
  *
  * Months count as 30 days and days as 24 hours, as in PostgreSQL's own

@@ -94,6 +94,7 @@ extern void schema_refuse_command(Oid fnoid, const char *argname);
 /* args.c */
 extern void args_call_not_found(int64 id, const char *argname);
 extern Datum args_id_array(const int64 *ids, int n);
+extern int	args_portable_literals(void);
 extern void args_check_not_null(FunctionCallInfo fcinfo, int argno,
 								const char *argname);
 extern bool args_interval_to_usecs(const Interval *span, int64 *usecs);

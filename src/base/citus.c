@@ -179,13 +179,7 @@ citus_forward_text(FunctionCallInfo fcinfo)
 	nargs = get_func_arg_info(tup, &types, &names, &modes);
 
 	/* values written the same whatever the session's settings */
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	nestlevel = args_portable_literals();
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "%s(",

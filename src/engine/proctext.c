@@ -142,13 +142,7 @@ proctext_build(Oid fnoid, const char *args_text)
 	 * settings: every digit of a float, dates and intervals in formats that
 	 * every style reads
 	 */
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("intervalstyle", "iso_8601", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	nestlevel = args_portable_literals();
 	call_text = MemoryContextStrdup(TopMemoryContext,
 									psprintf("CALL %s",
 											 deparse_expression((Node *) fexpr, NIL,
