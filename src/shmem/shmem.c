@@ -27,6 +27,7 @@
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/resowner.h"
@@ -876,13 +877,19 @@ shmem_wake_workers(Oid dboid, uint32 why)
  *
  * Used before DROP DATABASE, which fails if other sessions stay connected,
  * and when the extension is dropped.  Waits up to 10 s for the workers to
- * exit.
+ * exit: for their slots to be free, and for their processes to be gone
+ * from the database, which a worker leaves after it frees its slot (DROP
+ * DATABASE ... WITH (FORCE) by a database owner who is not a superuser
+ * failed on a worker between the two: "must be a member of the role whose
+ * process is being terminated").
  */
 void
 shmem_stop_workers(Oid dboid, int pause_secs)
 {
 	RetriesDatabase *db;
 	RetriesWorker *w;
+	pid_t		pids[RETRIES_MAX_SLOTS];
+	int			npids = 0;
 
 	if (retries_shared == NULL)
 		return;
@@ -899,6 +906,7 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 		{
 			w->stopped = true;	/* its attempt does not use one up */
 			kill(w->pid, SIGTERM);
+			pids[npids++] = w->pid;
 		}
 	}
 	LWLockRelease(retries_shared->lock);
@@ -911,6 +919,8 @@ shmem_stop_workers(Oid dboid, int pause_secs)
 		for (int i = -1; !any && (w = shmem_next_worker(dboid, &i)) != NULL;)
 			any = w->pid != 0 && w->pid != MyProcPid;
 		LWLockRelease(retries_shared->lock);
+		for (int i = 0; i < npids && !any; i++)
+			any = BackendPidGetProc(pids[i]) != NULL;
 		if (!any)
 			break;
 		CHECK_FOR_INTERRUPTS();
