@@ -1258,15 +1258,20 @@ insert_call(Datum *values, char *nulls, const KeyRule *rule, bool *inserted)
 
 /*
  * interval_option -- retries.call()'s interval argument 'argno', named
- * 'name', checked (args_interval_arg); false if not given
+ * 'name', checked (args_interval_arg), its length in *usecs if 'usecs' is
+ * not NULL; false if not given
  */
 static bool
 interval_option(FunctionCallInfo fcinfo, int argno, const char *name,
-				bool positive)
+				bool positive, int64 *usecs)
 {
+	int64		length;
+
 	if (PG_ARGISNULL(argno))
 		return false;
-	(void) args_interval_arg(fcinfo, argno, name, positive);
+	length = args_interval_arg(fcinfo, argno, name, positive);
+	if (usecs != NULL)
+		*usecs = length;
 	return true;
 }
 
@@ -1335,24 +1340,21 @@ call_options(FunctionCallInfo fcinfo, const RetriesPolicyRef *ref,
 			 Datum *values, char *nulls, KeyRule *rule)
 {
 	bool		has_key = nulls[CC_KEY] != 'n';
-	bool		has_timeout = false;
+	bool		has_timeout;
 	int64		timeout = 0;
 
-	rule->has_window = interval_option(fcinfo, CALL_KEY_WINDOW, "key_window", true);
+	rule->has_window = interval_option(fcinfo, CALL_KEY_WINDOW, "key_window", true, NULL);
 	if (rule->has_window)
 		rule->window = PG_GETARG_DATUM(CALL_KEY_WINDOW);
-	rule->has_debounce = interval_option(fcinfo, CALL_DEBOUNCE, "debounce", false);
+	rule->has_debounce = interval_option(fcinfo, CALL_DEBOUNCE, "debounce", false, NULL);
 	rule->has_debounce_max = PG_NARGS() > CALL_DEBOUNCE_MAX &&
-		interval_option(fcinfo, CALL_DEBOUNCE_MAX, "debounce_max", true);
+		interval_option(fcinfo, CALL_DEBOUNCE_MAX, "debounce_max", true, NULL);
 	if (rule->has_debounce_max)
 		rule->debounce_max = PG_GETARG_DATUM(CALL_DEBOUNCE_MAX);
 	rule->run_at = values[CC_NEXT_ATTEMPT];
 	/* as long as it is by the check: a month is 30 days, whatever the date */
-	if (!PG_ARGISNULL(CALL_EVENT_TIMEOUT))
-	{
-		timeout = args_interval_arg(fcinfo, CALL_EVENT_TIMEOUT, "event_timeout", false);
-		has_timeout = true;
-	}
+	has_timeout = interval_option(fcinfo, CALL_EVENT_TIMEOUT, "event_timeout",
+								  false, &timeout);
 	if (!has_key && (rule->has_window || rule->has_debounce))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -349,35 +349,25 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
  * still_capped -- is the work due in database db, which its last worker
  * left because it was all of one role that the pool's cap held back
  * (leave.c; worker.c, pool_roles), still held back: that role's batches
- * still run in all places of the pool but one, and nothing else of the
- * database's (a firing, a call of any role due later) is due yet?  Then no worker starts for it, and the last place
- * stays the other roles' (the thirtieth hostile review, t/064 7: a worker
- * a second in each of such databases kept it from them).  If not, the mark
- * is cleared.  Caller holds the lock.
+ * still run in all places of the pool but one (shmem_pool_cap), and nothing
+ * else of the database's (a firing, a call of any role due later) is due
+ * yet?  Then no worker starts for it, and the last place stays the other
+ * roles' (the thirtieth hostile review, t/064 7: a worker a second in each
+ * of such databases kept it from them).  If not, the mark is cleared.
+ * Caller holds the lock.
  */
 static bool
 still_capped(RetriesDatabase *db, TimestampTz now)
 {
-	RetriesWorker *w;
-	int			running = 0;
+	int			cap = shmem_pool_cap();
 
 	if (!OidIsValid(db->capped_role))
 		return false;
-	if (retries_max_cluster_workers >= 3 &&
+	if (cap > 0 &&
 		(db->capped_until == 0 ||
-		 now < TimestampTzPlusMilliseconds(db->capped_until, -START_AHEAD_MS)))
-	{
-		for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
-		{
-			if (RETRIES_IS_RUNNER_SLOT(w->slot_no))
-				continue;
-			SpinLockAcquire(&w->mutex);
-			running += w->state == WORKER_RUNNING && w->batch_role == db->capped_role;
-			SpinLockRelease(&w->mutex);
-		}
-		if (running >= retries_max_cluster_workers - 1)
-			return true;
-	}
+		 now < TimestampTzPlusMilliseconds(db->capped_until, -START_AHEAD_MS)) &&
+		shmem_role_batches(db->capped_role, NULL) >= cap)
+		return true;
 	db->capped_role = InvalidOid;
 	return false;
 }

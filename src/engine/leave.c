@@ -309,7 +309,6 @@ leave_for_others(const LeaveNeeds *needs, TimestampTz served_since)
 	(void) leave_database(clock_system_now(), true, NULL);
 }
 
-
 /*
  * leave_idle_extra -- an extra worker that has run nothing since
  * 'ran_at', RETRIES_HELD_AFTER_MS ago or more, while other databases wait

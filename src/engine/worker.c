@@ -1008,12 +1008,13 @@ reserve_roles(Oid *roles)
 static int
 pool_roles(Oid *roles)
 {
+	int			cap = shmem_pool_cap();
 	int			n;
 	int			kept = 0;
 
-	if (retries_max_cluster_workers < 3)
+	if (cap == 0)
 		return 0;
-	n = shmem_pool_roles(roles, retries_max_cluster_workers - 1);
+	n = shmem_pool_roles(roles, cap);
 	for (int i = 0; i < n; i++)
 	{
 		if (!superuser_arg(roles[i]))
@@ -1043,10 +1044,11 @@ static TimestampTz pool_capped_until = 0;	/* when a call not capped may be
 static bool
 pool_take(Oid role)
 {
-	if (retries_max_cluster_workers < 3 || superuser_arg(role))
+	int			cap = shmem_pool_cap();
+
+	if (cap == 0 || superuser_arg(role))
 		return true;
-	if (shmem_pool_take(worker_slot, role, retries_max_cluster_workers - 1,
-						clock_system_now()))
+	if (shmem_pool_take(worker_slot, role, cap, clock_system_now()))
 		return true;
 	pool_capped = true;
 	pool_capped_role = role;
@@ -1119,18 +1121,10 @@ claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 
 	/*
 	 * A capped role's call, claimed when nothing else was, or by a worker
-	 * that another beat to the role's last place (pool_take): left claimed
-	 * until the empty batch commits, and looked at again later
+	 * that another beat to the role's last place: left claimed until the
+	 * empty batch commits, and looked at again later (pool_take counts the
+	 * role's batches anew, under the lock)
 	 */
-	for (int i = 0; i < ncapped && n > 0; i++)
-	{
-		if (calls[0].role == capped[i])
-		{
-			n = 0;
-			pool_capped = true;
-			pool_capped_role = capped[i];
-		}
-	}
 	if (n > 0 && !pool_take(calls[0].role))
 		n = 0;
 	return n;

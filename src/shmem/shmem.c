@@ -764,6 +764,39 @@ shmem_pool_roles(Oid *roles, int cap)
 }
 
 /*
+ * shmem_pool_cap -- the most places of the pool (retries.max_cluster_workers)
+ * that one role's batches may hold: all but one; 0, no cap, in a pool of two
+ * or less, where it would leave every role one batch at a time
+ */
+int
+shmem_pool_cap(void)
+{
+	return retries_max_cluster_workers < 3 ? 0 : retries_max_cluster_workers - 1;
+}
+
+/*
+ * shmem_role_batches -- in how many workers of the pool (every database's
+ * but those in runner places, and but 'except') a batch of role 'role'
+ * runs.  Caller holds the LWLock.
+ */
+int
+shmem_role_batches(Oid role, const RetriesWorker *except)
+{
+	RetriesWorker *w;
+	int			running = 0;
+
+	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+	{
+		if (w == except || RETRIES_IS_RUNNER_SLOT(w->slot_no))
+			continue;
+		SpinLockAcquire(&w->mutex);
+		running += w->state == WORKER_RUNNING && w->batch_role == role;
+		SpinLockRelease(&w->mutex);
+	}
+	return running;
+}
+
+/*
  * shmem_pool_take -- may worker 'self' begin a batch of role 'role', whose
  * batches run in fewer than 'cap' other workers of the pool?  If so, it is
  * counted as running one from now (its state RUNNING, its batch the
@@ -774,18 +807,10 @@ shmem_pool_roles(Oid *roles, int cap)
 bool
 shmem_pool_take(RetriesWorker *self, Oid role, int cap, TimestampTz now)
 {
-	RetriesWorker *w;
-	int			running = 0;
+	int			running;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
-	{
-		if (w == self || RETRIES_IS_RUNNER_SLOT(w->slot_no))
-			continue;
-		SpinLockAcquire(&w->mutex);
-		running += w->state == WORKER_RUNNING && w->batch_role == role;
-		SpinLockRelease(&w->mutex);
-	}
+	running = shmem_role_batches(role, self);
 	if (running < cap)
 	{
 		SpinLockAcquire(&self->mutex);

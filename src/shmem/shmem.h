@@ -412,6 +412,8 @@ extern long shmem_reserve_pause(int index);
 extern bool shmem_in_reserve(void);
 extern int	shmem_reserve_roles(Oid *roles);
 extern int	shmem_pool_roles(Oid *roles, int cap);
+extern int	shmem_pool_cap(void);
+extern int	shmem_role_batches(Oid role, const RetriesWorker *except);
 extern bool shmem_pool_take(RetriesWorker *self, Oid role, int cap,
 							TimestampTz now);
 extern void shmem_reserve_begin(int index);
