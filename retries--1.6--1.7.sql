@@ -1020,3 +1020,8 @@ END
 $$;
 COMMENT ON FUNCTION retries.import_pg_cron(text, text[], boolean) IS
 	'move the pg_cron jobs of this database into command schedules of their users (turning them off in pg_cron), one row per job: whether it moved, and why not';
+
+-- Only the install script (and a superuser) starts a database's workers
+-- by hand: its commit clears the pause that DROP DATABASE and ALTER
+-- DATABASE put on them and forgets the database's memo.
+REVOKE ALL ON FUNCTION retries.start_workers() FROM PUBLIC;

@@ -56,7 +56,7 @@ for my $i (1 .. $#lines)
 	}
 }
 # each check the demo prints (a boolean column) is true
-for my $check (qw(same_call took_over_a_second urgent_started_first sent_500_ms_apart
+for my $check (qw(same_call took_over_a_second urgent_started_first started_500_ms_apart
 	in_the_future nightly_scheduled))
 {
 	my @v = @{ $column{$check} // [] };

@@ -53,6 +53,16 @@
 #define retries_free_guc_string(s)	free(s)
 #endif
 
+/*
+ * Every setting's variable and how many there are (*n): get_guc_variables()
+ * counts them itself from 16 on, and returns a copy of the list
+ */
+#if PG_VERSION_NUM >= 160000
+#define retries_guc_variables(n)	get_guc_variables(n)
+#else
+#define retries_guc_variables(n)	(*(n) = GetNumConfigOptions(), get_guc_variables())
+#endif
+
 /* Privilege and ownership checks: object_aclcheck/ownercheck() from 16 on */
 #if PG_VERSION_NUM >= 160000
 #define retries_proc_aclcheck(fnoid, roleid, mode) \

@@ -1233,7 +1233,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 	}
 	charge_interruption(call, policy, attempt, &out, started, ERRCODE_ADMIN_SHUTDOWN,
 						"the worker running this attempt was interrupted",
-						"The server crashed or the worker process was killed while the attempt ran; its effects were rolled back.");
+						"The server crashed, or the process running the attempt was killed or stopped, while the attempt ran; what it had not committed was rolled back.");
 }
 
 

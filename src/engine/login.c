@@ -10,6 +10,21 @@
  * PostgreSQL does at login: who may store a setting was checked when it
  * was stored.
  *
+ * Under them, the server's settings, not the worker's own login's.  A
+ * worker connects as the bootstrap superuser, so its connection took that
+ * role's ALTER ROLE ... SET (and ... IN DATABASE ... SET) too, which no
+ * other role's login has: session_replication_role = replica there would
+ * turn off every role's triggers in its attempts, and
+ * default_transaction_read_only = on would make them all read-only.  So
+ * the worker notes the server's settings before it connects
+ * (login_note_server_settings) and, once connected, sets back every
+ * setting that its role's settings chose (login_forget_own_settings), the
+ * database's value over it where the database has one.  A setting the
+ * role's settings made up (a custom placeholder no loaded module defines)
+ * cannot be removed: it is set to the empty string.  One that only a new
+ * connection can change (PGC_BACKEND: ignore_system_indexes,
+ * log_connections) keeps the worker's value, for the worker's own process.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -52,6 +67,16 @@ static struct
 	ArrayType  *database;		/* ALTER DATABASE ... SET, or NULL */
 	List	   *roles;			/* RoleSettings */
 }			settings;
+
+/* A setting's value, as the server gave it to the worker before it connected */
+typedef struct ServerSetting
+{
+	char	   *name;
+	char	   *value;
+} ServerSetting;
+
+static ServerSetting *server_settings;
+static int	n_server_settings;
 
 /*
  * fetch_settings -- the settings pg_db_role_setting holds for a database
@@ -132,6 +157,22 @@ role_settings(Oid role)
 }
 
 /*
+ * named_in -- is a setting's name in a list of names?
+ */
+static bool
+named_in(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		if (pg_strcasecmp((const char *) lfirst(lc), name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * apply_settings -- apply an array of name=value settings in the current
  * GUC nest level, as a login session applies them at start
  *
@@ -143,10 +184,12 @@ role_settings(Oid role)
  * only take effect at connection start, and role and
  * session_authorization: a call runs as the role that scheduled it) are
  * skipped, as a login skips a setting it cannot apply, with a message
- * only at DEBUG1: a worker has no client to warn.
+ * only at DEBUG1: a worker has no client to warn.  'source' and 'only'
+ * are for login_forget_own_settings: another source, and only the
+ * settings named there (NIL: all).
  */
 static void
-apply_settings(ArrayType *array)
+apply_settings(ArrayType *array, GucSource source, List *only)
 {
 	Datum	   *elems;
 	bool	   *nulls;
@@ -168,8 +211,9 @@ apply_settings(ArrayType *array)
 		ParseLongOption(s, &name, &value);
 		if (value != NULL &&
 			pg_strcasecmp(name, "role") != 0 &&
-			pg_strcasecmp(name, "session_authorization") != 0)
-			(void) set_config_option(name, value, PGC_SUSET, PGC_S_SESSION,
+			pg_strcasecmp(name, "session_authorization") != 0 &&
+			(only == NIL || named_in(only, name)))
+			(void) set_config_option(name, value, PGC_SUSET, source,
 									 GUC_ACTION_SET, true, DEBUG1, false);
 		pfree(s);
 		retries_free_guc_string(name);
@@ -189,7 +233,86 @@ login_apply_settings(Oid role)
 {
 	RoleSettings *rs = role_settings(role);
 
-	apply_settings(settings.database);
-	apply_settings(rs->everywhere);
-	apply_settings(rs->here);
+	apply_settings(settings.database, PGC_S_SESSION, NIL);
+	apply_settings(rs->everywhere, PGC_S_SESSION, NIL);
+	apply_settings(rs->here, PGC_S_SESSION, NIL);
+}
+
+/*
+ * login_note_server_settings -- note every setting's value, before the
+ * worker connects: the server's settings (postgresql.conf, the command
+ * line, the defaults)
+ */
+void
+login_note_server_settings(void)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	struct config_generic **vars = retries_guc_variables(&n_server_settings);
+
+	server_settings = palloc(n_server_settings * sizeof(ServerSetting));
+	for (int i = 0; i < n_server_settings; i++)
+	{
+		const char *value = GetConfigOption(vars[i]->name, true, false);
+
+		server_settings[i].name = pstrdup(vars[i]->name);
+		server_settings[i].value = value != NULL ? pstrdup(value) : NULL;
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * server_value -- the server's value of a setting, as noted; "" for one
+ * the server had not (a placeholder that the worker's login made up)
+ */
+static const char *
+server_value(const char *name)
+{
+	for (int i = 0; i < n_server_settings; i++)
+	{
+		if (strcmp(server_settings[i].name, name) == 0)
+			return server_settings[i].value != NULL ? server_settings[i].value : "";
+	}
+	return "";
+}
+
+/*
+ * login_forget_own_settings -- set back what the worker's own role's login
+ * settings chose, to the server's value, then the database's where it has
+ * one; in a transaction, after login_note_server_settings()
+ *
+ * Set as the worker's defaults (PGC_S_DATABASE_USER, the source the role's
+ * settings had or one below it), so that an attempt's RESET and the end
+ * of its nest level come back to them.
+ */
+void
+login_forget_own_settings(void)
+{
+	int			n;
+	struct config_generic **vars = retries_guc_variables(&n);
+	List	   *reset = NIL;
+	ListCell   *lc;
+	Relation	rel;
+	ArrayType  *database;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (vars[i]->source == PGC_S_USER ||
+			vars[i]->source == PGC_S_DATABASE_USER)
+			reset = lappend(reset, pstrdup(vars[i]->name));
+	}
+	if (reset == NIL)
+		return;
+	foreach(lc, reset)
+	{
+		const char *name = lfirst(lc);
+
+		(void) set_config_option(name, server_value(name), PGC_SUSET,
+								 PGC_S_DATABASE_USER, GUC_ACTION_SET, true,
+								 DEBUG1, false);
+	}
+	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	database = fetch_settings(rel, MyDatabaseId, InvalidOid);
+	table_close(rel, AccessShareLock);
+	apply_settings(database, PGC_S_DATABASE_USER, reset);
+	list_free_deep(reset);
 }

@@ -10,5 +10,7 @@
 #define RETRIES_LOGIN_H
 
 extern void login_apply_settings(Oid role);
+extern void login_note_server_settings(void);
+extern void login_forget_own_settings(void);
 
 #endif							/* RETRIES_LOGIN_H */

@@ -13,20 +13,28 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "api/api.h"
 #include "base/base.h"
@@ -36,7 +44,7 @@
 /*
  * foreign_checker, foreign_walker -- does an expression call a function
  * (not built in) of a role other than the runner's, that is not a
- * superuser?
+ * superuser, itself or in the CHECK of a domain it converts to?
  */
 static bool
 foreign_checker(Oid func_id, void *context)
@@ -49,12 +57,71 @@ foreign_checker(Oid func_id, void *context)
 	return OidIsValid(owner) && owner != GetUserId() && !superuser_arg(owner);
 }
 
+static bool foreign_walker(Node *node, void *context);
+
+/*
+ * domain_base -- the type a domain is over (a domain, maybe)
+ */
+static Oid
+domain_base(Oid typid)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	Oid			base;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for type %u", typid);
+	base = ((Form_pg_type) GETSTRUCT(tup))->typbasetype;
+	ReleaseSysCache(tup);
+	return base;
+}
+
+/*
+ * domain_checks_foreign -- do the CHECKs of a domain, or of the domains it
+ * is over, call a function of another role?  Read as stored (conbin), not
+ * as the type cache keeps them planned, where an SQL function of another
+ * role may be inlined out of sight.
+ */
+static bool
+domain_checks_foreign(Oid typid)
+{
+	bool		found = false;
+	Relation	rel = table_open(ConstraintRelationId, AccessShareLock);
+
+	while (!found && get_typtype(typid) == TYPTYPE_DOMAIN)
+	{
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
+
+		ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(typid));
+		scan = systable_beginscan(rel, ConstraintTypidIndexId, true, NULL, 1, &key);
+		while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			bool		isnull;
+			Datum		bin = heap_getattr(tup, Anum_pg_constraint_conbin,
+										   RelationGetDescr(rel), &isnull);
+
+			if (((Form_pg_constraint) GETSTRUCT(tup))->contype == CONSTRAINT_CHECK &&
+				!isnull)
+				found = foreign_walker(stringToNode(TextDatumGetCString(bin)), NULL);
+		}
+		systable_endscan(scan);
+		typid = domain_base(typid);
+	}
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
 static bool
 foreign_walker(Node *node, void *context)
 {
 	if (node == NULL)
 		return false;
 	if (check_functions_in_node(node, foreign_checker, context))
+		return true;
+	if (IsA(node, CoerceToDomain) &&
+		domain_checks_foreign(((CoerceToDomain *) node)->resulttype))
 		return true;
 #if PG_VERSION_NUM >= 160000
 	return expression_tree_walker(node, foreign_walker, context);

@@ -186,6 +186,7 @@
 #include "engine/handoff.h"
 #include "engine/leave.h"
 #include "engine/ledger.h"
+#include "engine/login.h"
 #include "engine/retention.h"
 #include "engine/runner.h"
 #include "engine/sandbox.h"
@@ -2273,6 +2274,7 @@ worker_start(Datum main_arg)
 	before_shmem_exit(wslot_release, (Datum) 0);
 	dboid = worker_slot->dboid;
 
+	login_note_server_settings();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("retries worker");
 	before_shmem_exit(worker_exit, (Datum) 0);
@@ -2290,6 +2292,7 @@ worker_start(Datum main_arg)
 	creates = db != NULL ? db->creates : 0;
 	LWLockRelease(retries_shared->lock);
 	wslot_start_transaction();
+	login_forget_own_settings();
 	my_extension = wslot_lock_extension();
 	handoff_init(my_extension);
 	present = OidIsValid(my_extension);
