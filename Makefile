@@ -75,6 +75,7 @@ OBJS = \
 	src/schedules/schedule.o \
 	src/engine/login.o \
 	src/engine/plcache.o \
+	src/engine/exprcache.o \
 	src/engine/sandbox.o \
 	src/engine/claim.o \
 	src/engine/policies.o \
@@ -87,6 +88,10 @@ OBJS = \
 	src/engine/runner.o \
 	src/engine/retention.o \
 	src/engine/wslot.o \
+	src/engine/recovery.o \
+	src/engine/lone.o \
+	src/engine/steps.o \
+	src/engine/turns.o \
 	src/engine/worker.o \
 	src/engine/leave.o \
 	src/engine/launcher.o \

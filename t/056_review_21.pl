@@ -349,9 +349,11 @@ wait_until($node, 'postgres',
 my $low = as_role($node, 'postgres', 'alice',
 	"SELECT retries.call('alice.pay(int)', '[7]', priority => -2147483648)");
 wait_until($node, 'postgres', outcome($low), 'succeeded ', 'b: alice\'s lowest-priority call runs');
+# ended, not succeeded: on a loaded machine a 2 s call can pass this
+# node's 3 s max_attempt_time and fail (it did once, beside other suites)
 wait_until($node, 'postgres',
 	"SELECT count(*) FROM retries.calls WHERE fn = 'mallory.slow()'::regprocedure"
-	  . " AND state = 'succeeded'",
+	  . " AND state IN ('succeeded', 'failed')",
 	'30', 'b: mallory\'s 30 long calls all run');
 is(started_before_last($low, "mc.fn = 'mallory.slow()'::regprocedure"), 't', 'b: ... before the last of mallory\'s 30 long calls of the highest priority, made before it');
 

@@ -351,7 +351,7 @@ SELECT retries.annotate('mallory.peek()', '1 10ms');
 #    are kept so too.  mallory's call plans queries of alice.parts (LIST
 #    (alice.norm(e))), its partition and alice.flags (an index WHERE
 #    alice.norm(e) = 'x'); alice's next call inserts into each: the
-#    worker invalidates those entries too (forget_planned_expressions)
+#    worker invalidates those entries too (exprcache_new_context)
 # ---------------------------------------------------------------------
 as_role($node, 'postgres', 'alice', q{
 CREATE TABLE alice.parts (e text) PARTITION BY LIST (alice.norm(e));

@@ -142,6 +142,20 @@ extern CallState call_state_parse(const char *name);
 extern bool call_state_finished(CallState state);
 extern CallState call_state_change(CallState from, CallState to);
 
+/* state.c: an attempt's outcome (retries.attempt_outcome) */
+typedef enum AttemptOutcome
+{
+	OUTCOME_UNSET,				/* an Outcome zeroed, not yet decided */
+	OUTCOME_SUCCEEDED,
+	OUTCOME_RETRY,
+	OUTCOME_FAILED,
+	OUTCOME_TIMEOUT,
+	OUTCOME_INTERRUPTED
+} AttemptOutcome;
+#define ATTEMPT_OUTCOME_COUNT	(OUTCOME_INTERRUPTED + 1)
+
+extern const char *attempt_outcome_name(AttemptOutcome outcome);
+
 /*
  * The lock a worker holds (as its session's) while a runner runs a call,
  * that cancel() waits for: an advisory lock of this database, of a class

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * state.c
- *	  The states of a call, and the changes between them.
+ *	  The states of a call, and the changes between them; the outcomes of
+ *	  an attempt.
  *
  * A call is stored 'scheduled', 'succeeded', 'failed' or 'cancelled'
  * (retries.call_state; the views show 'running' for a scheduled call whose
@@ -10,6 +11,8 @@
  * state names the change with call_state_change(), which refuses one that
  * the table below does not allow; the states are compared as CallState,
  * never as strings.  The same table, drawn, is in doc/architecture.md.
+ * An attempt's outcome is an AttemptOutcome, named as stored
+ * (retries.attempt_outcome) only when it is written.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,6 +26,14 @@ static const char *const state_names[CALL_STATE_COUNT] = {
 	[CALL_SUCCEEDED] = "succeeded",
 	[CALL_FAILED] = "failed",
 	[CALL_CANCELLED] = "cancelled",
+};
+
+static const char *const outcome_names[ATTEMPT_OUTCOME_COUNT] = {
+	[OUTCOME_SUCCEEDED] = "succeeded",
+	[OUTCOME_RETRY] = "retry",
+	[OUTCOME_FAILED] = "failed",
+	[OUTCOME_TIMEOUT] = "timeout",
+	[OUTCOME_INTERRUPTED] = "interrupted",
 };
 
 /*
@@ -72,6 +83,17 @@ call_state_name(CallState state)
 {
 	Assert(state >= 0 && state < CALL_STATE_COUNT);
 	return state_names[state];
+}
+
+/*
+ * attempt_outcome_name -- an outcome as stored and shown
+ */
+const char *
+attempt_outcome_name(AttemptOutcome outcome)
+{
+	if (outcome <= OUTCOME_UNSET || outcome >= ATTEMPT_OUTCOME_COUNT)
+		elog(ERROR, "retries: an attempt's outcome was not decided");
+	return outcome_names[outcome];
 }
 
 /*

@@ -515,20 +515,6 @@ run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
 }
 
 /*
- * set_outcome_error -- copy an error's fields into an outcome
- */
-static void
-set_outcome_error(Outcome *out, int sqlerrcode, const char *message,
-				  const char *detail, const char *hint, const char *context)
-{
-	strlcpy(out->sqlstate, unpack_sql_state(sqlerrcode), sizeof(out->sqlstate));
-	out->message = message ? pstrdup(message) : NULL;
-	out->detail = detail ? pstrdup(detail) : NULL;
-	out->hint = hint ? pstrdup(hint) : NULL;
-	out->context = context ? pstrdup(context) : NULL;
-}
-
-/*
  * precheck -- can this call's attempt start?  It cannot if its role or its
  * function is gone, or if the role may no longer do what a direct call of
  * the function needs: log in to this database (LOGIN, VALID UNTIL,
@@ -545,26 +531,26 @@ precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
 
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
 	{
-		set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
+		outcome_set_error(out, ERRCODE_UNDEFINED_OBJECT,
 						  psprintf("role %u that scheduled the call no longer exists",
 								   call->role), NULL, NULL, NULL);
 		return false;
 	}
 	if ((lacks = access_login_privilege(call->role, &hint)) != NULL)
 	{
-		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL, hint, NULL);
+		outcome_set_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL, hint, NULL);
 		return false;
 	}
 	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(policy->fn)))
 	{
-		set_outcome_error(out, ERRCODE_UNDEFINED_FUNCTION,
+		outcome_set_error(out, ERRCODE_UNDEFINED_FUNCTION,
 						  psprintf("function %s no longer exists", policy->fn_signature),
 						  NULL, NULL, NULL);
 		return false;
 	}
 	if ((lacks = access_call_privilege(policy->fn, call->role)) != NULL)
 	{
-		set_outcome_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL,
+		outcome_set_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL,
 						  "A call needs what a direct call of its function needs, at each attempt.",
 						  NULL);
 		return false;
@@ -713,7 +699,7 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 		{
 			out->detail = psprintf("The attempt failed with %s: %s",
 								   out->sqlstate, out->message ? out->message : "");
-			set_outcome_error(out, edata->sqlerrcode,
+			outcome_set_error(out, edata->sqlerrcode,
 							  psprintf("delay_fn %s failed: %s",
 									   format_procedure(policy->delay_fn), edata->message),
 							  out->detail, edata->hint, edata->context);
@@ -837,8 +823,8 @@ finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 	if (retryable && !exhausted && next_delay(call, policy, attempt, out))
 	{
 		out->state = call_state_change(CALL_RUNNING, CALL_SCHEDULED);
-		if (strcmp(out->outcome, "failed") == 0)
-			out->outcome = "retry";
+		if (out->outcome == OUTCOME_FAILED)
+			out->outcome = OUTCOME_RETRY;
 		return;
 	}
 	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
@@ -856,9 +842,9 @@ static void
 fail_without_policy(const RetriesCall *call, int32 attempt,
 					TimestampTz started_at, Outcome *out)
 {
-	out->outcome = "failed";
+	out->outcome = OUTCOME_FAILED;
 	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
-	set_outcome_error(out, ERRCODE_UNDEFINED_OBJECT,
+	outcome_set_error(out, ERRCODE_UNDEFINED_OBJECT,
 					  psprintf("policy %d of the call no longer exists", call->policy_id),
 					  "Rows of retries.policy_data are never deleted by the extension.",
 					  "Schedule the call again, with retries.call().", NULL);
@@ -917,7 +903,7 @@ set_timed_out(const RetriesCall *call, int32 attempt, int64 timeout, bool capped
 	char		buf[POLICY_FORMAT_LEN];
 
 	policy_format_duration(timeout, buf, sizeof(buf));
-	out->outcome = "timeout";
+	out->outcome = OUTCOME_TIMEOUT;
 	strlcpy(out->sqlstate, "57014", sizeof(out->sqlstate));
 	out->message = capped ?
 		psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
@@ -936,11 +922,11 @@ classify_error(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 			   const ErrorData *edata, SandboxStep step, int64 timeout, bool capped,
 			   Outcome *out)
 {
-	set_outcome_error(out, edata->sqlerrcode, edata->message, edata->detail,
+	outcome_set_error(out, edata->sqlerrcode, edata->message, edata->detail,
 					  edata->hint, edata->context);
 	if (step == STEP_ARGUMENTS)
 	{
-		out->outcome = "failed";
+		out->outcome = OUTCOME_FAILED;
 		out->message = psprintf("arguments can no longer be converted: %s", edata->message);
 		finish_failure(call, policy, attempt, false, out);
 	}
@@ -958,13 +944,13 @@ classify_error(const RetriesCall *call, const CachedPolicy *policy, int32 attemp
 		 * the same result would come back: not retried, whatever retry_on
 		 * says
 		 */
-		out->outcome = "failed";
+		out->outcome = OUTCOME_FAILED;
 		out->detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
 		finish_failure(call, policy, attempt, false, out);
 	}
 	else
 	{
-		out->outcome = "failed";
+		out->outcome = OUTCOME_FAILED;
 		finish_failure(call, policy, attempt,
 					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
 											   policy->nretry_on, out->sqlstate),
@@ -1006,7 +992,7 @@ execute_attempt(RetriesCall *call)
 
 	if (!precheck(call, policy, &out))
 	{
-		out.outcome = "failed";
+		out.outcome = OUTCOME_FAILED;
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, started_at, &out);
 		run_on_exhausted(call, policy, attempt);
@@ -1049,7 +1035,7 @@ execute_attempt(RetriesCall *call)
 
 	if (edata == NULL)
 	{
-		out.outcome = "succeeded";
+		out.outcome = OUTCOME_SUCCEEDED;
 		out.state = call_state_change(CALL_RUNNING, CALL_SUCCEEDED);
 		out.result = isnull ? NULL : DatumGetJsonbP(result);
 		outcome_queue(call, attempt, started_at, &out);
@@ -1099,7 +1085,7 @@ interrupted_outcome(RetriesCall *call, int32 attempt, Outcome *out)
 		return NULL;
 	}
 	out->notify = policy->notify;
-	out->outcome = "interrupted";
+	out->outcome = OUTCOME_INTERRUPTED;
 	return policy;
 }
 
@@ -1114,7 +1100,7 @@ charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outc
 					TimestampTz started, int sqlstate, const char *message,
 					const char *detail)
 {
-	set_outcome_error(out, sqlstate, message, detail, NULL, NULL);
+	outcome_set_error(out, sqlstate, message, detail, NULL, NULL);
 	finish_failure(call, policy, attempt, true, out);
 	outcome_record(call, attempt, started, out);
 	if (out->state == CALL_FAILED)
@@ -1177,7 +1163,7 @@ charge_stop(RetriesCall *call, int32 attempt, TimestampTz started)
  * stop it, and a database's owner who ran such commands again and again,
  * even ones that PostgreSQL then refused, had every role's calls there
  * fail (the thirteenth and fifteenth hostile reviews).  Never for an
- * attempt in a runner (worker_exit), which commits what it ran on its
+ * attempt in a runner (recovery_note_exit), which commits what it ran on its
  * own: it is charged as a killed worker's.
  *
  * The one way an interrupted attempt is charged: by the recovery of a dead
@@ -1208,7 +1194,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 	if (in_hook == HOOK_ON_EXHAUSTED)
 	{
 		/* the call had failed for good: it fails, its hook is not run again */
-		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+		outcome_set_error(&out, ERRCODE_ADMIN_SHUTDOWN,
 						  "the worker was interrupted while the on_exhausted hook of this failed attempt ran",
 						  "The call had failed for good; the record of its failure was rolled back with the hook, whose effects were rolled back too.",
 						  NULL, NULL);
@@ -1221,7 +1207,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 	if (in_hook == HOOK_DELAY_FN)
 	{
 		/* as when delay_fn fails: the call fails, naming it */
-		set_outcome_error(&out, ERRCODE_ADMIN_SHUTDOWN,
+		outcome_set_error(&out, ERRCODE_ADMIN_SHUTDOWN,
 						  psprintf("delay_fn %s was interrupted (it went on past its time limit, or the server crashed or the worker was killed)",
 								   format_procedure(policy->delay_fn)),
 						  "The attempt had failed with a retryable error, and its delay_fn ran to choose the delay; the record of the attempt was rolled back with it.",
@@ -1366,7 +1352,7 @@ elsewhere_check(const RetriesCall *call, Jsonb *args, Oid *dboid, char **sql,
 									&sqlerrcode, &hint);
 	if (lacks == NULL)
 		return true;
-	set_outcome_error(out, sqlerrcode, lacks, NULL, hint, NULL);
+	outcome_set_error(out, sqlerrcode, lacks, NULL, hint, NULL);
 	return false;
 }
 
@@ -1406,7 +1392,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 		(policy->fn == schema_command_in_oid() &&
 		 !elsewhere_check(call, *args, dboid, sql, &out)))
 	{
-		out.outcome = "failed";
+		out.outcome = OUTCOME_FAILED;
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, clock_system_now(), &out);
 		run_on_exhausted(call, policy, attempt);
@@ -1552,9 +1538,9 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	out.notify = policy->notify;
 	if (cancelled && ro->status != RUNNER_LOST)
 	{
-		out.outcome = ro->status == RUNNER_SUCCEEDED ? "succeeded" : "failed";
+		out.outcome = ro->status == RUNNER_SUCCEEDED ? OUTCOME_SUCCEEDED : OUTCOME_FAILED;
 		if (ro->status != RUNNER_SUCCEEDED)
-			set_outcome_error(&out, ro->sqlerrcode, ro->message, NULL, NULL, NULL);
+			outcome_set_error(&out, ro->sqlerrcode, ro->message, NULL, NULL, NULL);
 		out.state = CALL_CANCELLED;
 		outcome_record(call, attempt, started_at, &out);
 		return;
@@ -1566,16 +1552,16 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	}
 	if (ro->status == RUNNER_SUCCEEDED)
 	{
-		out.outcome = "succeeded";
+		out.outcome = OUTCOME_SUCCEEDED;
 		out.state = call_state_change(CALL_RUNNING, CALL_SUCCEEDED);
 		outcome_record(call, attempt, started_at, &out);
 		return;
 	}
-	set_outcome_error(&out, ro->sqlerrcode, ro->message,
+	outcome_set_error(&out, ro->sqlerrcode, ro->message,
 					  ro->detail[0] ? ro->detail : NULL,
 					  ro->hint[0] ? ro->hint : NULL,
 					  ro->context[0] ? ro->context : NULL);
-	out.outcome = "failed";
+	out.outcome = OUTCOME_FAILED;
 	if (ro->capped)
 	{
 		bool		by_cap;

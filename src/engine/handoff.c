@@ -28,7 +28,7 @@
  * as places are freed (handoff_release_held; a worker that frees one wakes
  * the databases that hold calls).  A worker in a runner place that exits
  * with its attempt in flight has no successor in that slot: it marks the
- * place lost (worker_exit), no other worker moves there, and the next
+ * place lost (recovery_note_exit), no other worker moves there, and the next
  * worker of the database to look charges the attempt from the place's file
  * (handoff_recover_places).  With retries.max_runners 0 the worker waits in
  * its own place, and at most retries.max_workers - 1 of them do.

@@ -255,7 +255,7 @@ ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped)
 
 /*
  * ledger_take_interrupted -- whether this attempt of a call was left unfinished by
- * a worker that exited (see worker_exit); if so, the entry is removed, and
+ * a worker that exited (see recovery_note_exit); if so, the entry is removed, and
  * the caller charges the attempt
  *
  * Called with the call claimed, so its row is locked: the entry, made

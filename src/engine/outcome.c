@@ -120,7 +120,7 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 	SET(OC_ATTEMPT, Int32GetDatum(attempt), false);
 	SET(OC_STARTED, TimestampTzGetDatum(started_at), false);
 	SET(OC_FINISHED, TimestampTzGetDatum(finished), false);
-	SET_TEXT(OC_OUTCOME, out->outcome);
+	SET_TEXT(OC_OUTCOME, attempt_outcome_name(out->outcome));
 	SET_TEXT(OC_STATE, call_state_name(out->state));
 	/* a delay past the end of time means never */
 	if (out->delay >= 0 && pg_add_s64_overflow(clock_ahead(finished), out->delay, &next))
@@ -301,6 +301,20 @@ outcome_flush(void)
 		finished_notify[nfinished++] = pending.notify[row];
 	}
 	chains_calls_finished(nfinished, finished_ids, finished_how, finished_notify);
+}
+
+/*
+ * outcome_set_error -- copy an error's fields into an outcome
+ */
+void
+outcome_set_error(Outcome *out, int sqlerrcode, const char *message,
+				  const char *detail, const char *hint, const char *context)
+{
+	strlcpy(out->sqlstate, unpack_sql_state(sqlerrcode), sizeof(out->sqlstate));
+	out->message = message ? pstrdup(message) : NULL;
+	out->detail = detail ? pstrdup(detail) : NULL;
+	out->hint = hint ? pstrdup(hint) : NULL;
+	out->context = context ? pstrdup(context) : NULL;
 }
 
 /*

@@ -13,8 +13,7 @@
 /* The outcome of an attempt, as it is recorded */
 typedef struct Outcome
 {
-	const char *outcome;		/* succeeded, retry, failed, timeout,
-								 * interrupted */
+	AttemptOutcome outcome;
 	CallState	state;			/* the call's new state */
 	int64		delay;			/* before the next attempt; -1 if none */
 	char		sqlstate[6];
@@ -34,5 +33,8 @@ extern void outcome_queue(const RetriesCall *call, int32 attempt,
 extern void outcome_record(const RetriesCall *call, int32 attempt,
 						   TimestampTz started_at, const Outcome *out);
 extern void outcome_flush(void);
+extern void outcome_set_error(Outcome *out, int sqlerrcode, const char *message,
+							  const char *detail, const char *hint,
+							  const char *context);
 
 #endif							/* RETRIES_OUTCOME_H */

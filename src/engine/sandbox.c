@@ -91,7 +91,7 @@
  * partition key in the relation cache), into which SQL functions are
  * inlined, their bodies parsed under the search_path of whoever loaded
  * them first: those entries are invalidated, as a change of their catalog
- * rows would (forget_planned_expressions), so that another role's
+ * rows would (exprcache.c), so that another role's
  * search_path never chose an operator that runs in the caller's attempt.
  * The rest (a function that traps its own cancel, memory) is the worker's
  * business (execute.c, worker.c).
@@ -114,10 +114,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_depend.h"
-#include "catalog/pg_index.h"
-#include "catalog/pg_inherits.h"
 #include "catalog/pg_namespace.h"
-#include "catalog/pg_partitioned_table.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -139,8 +136,6 @@
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
-#include "utils/relcache.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -154,6 +149,7 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "engine/login.h"
+#include "engine/exprcache.h"
 #include "engine/plcache.h"
 #include "engine/sandbox.h"
 #include "flow/flow.h"
@@ -300,7 +296,6 @@ pin_settings(void)
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
 static void reseed_random(void);
-static void forget_planned_expressions(void);
 
 /*
  * defers_after_statement -- can this table's triggers have queued events
@@ -644,108 +639,6 @@ reseed_random(void)
 }
 
 /*
- * The relations whose entries in the relation cache keep planned
- * expressions (indexes with expressions or a predicate, partitioned tables
- * whose key has expressions and every partition under them), other than
- * the extension's own: found in the catalogs when first needed, and again
- * after any invalidation of the relation cache (CREATE INDEX, a new
- * partition, ALTER TABLE ... send one), in TopMemoryContext.
- */
-static List *expression_rels = NIL;
-static bool expression_rels_valid = false;
-
-static void
-forget_expression_rels(Datum arg, Oid relid)
-{
-	expression_rels_valid = false;
-}
-
-/*
- * expression_relations -- the relations whose cache entries keep planned
- * expressions, as found in pg_index and pg_partitioned_table
- */
-static List *
-expression_relations(void)
-{
-	static bool registered = false;
-	Oid			own = schema_retries_oid();
-	List	   *found = NIL;
-	Relation	rel;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	MemoryContext oldcxt;
-
-	if (expression_rels_valid)
-		return expression_rels;
-	if (!registered)
-	{
-		CacheRegisterRelcacheCallback(forget_expression_rels, (Datum) 0);
-		registered = true;
-	}
-	expression_rels_valid = true;	/* unless invalidated while looking */
-
-	rel = table_open(IndexRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		Form_pg_index index = (Form_pg_index) GETSTRUCT(tup);
-
-		if ((!heap_attisnull(tup, Anum_pg_index_indexprs, NULL) ||
-			 !heap_attisnull(tup, Anum_pg_index_indpred, NULL)) &&
-			get_rel_namespace(index->indrelid) != own)
-			found = lappend_oid(found, index->indexrelid);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	rel = table_open(PartitionedRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		if (!heap_attisnull(tup, Anum_pg_partitioned_table_partexprs, NULL))
-			found = list_concat(found,
-								find_all_inheritors(((Form_pg_partitioned_table) GETSTRUCT(tup))->partrelid,
-													NoLock, NULL));
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	list_free(expression_rels);
-	expression_rels = list_copy(found);
-	MemoryContextSwitchTo(oldcxt);
-	list_free(found);
-	return expression_rels;
-}
-
-/*
- * forget_planned_expressions -- have PostgreSQL plan anew, when next used,
- * the expressions it keeps planned per process: a domain's CHECKs (the
- * type cache), an index's expressions and predicate, a partition key and
- * the partition constraints made from it (the relation cache)
- *
- * Planned with the SQL functions they call inlined, their bodies' names
- * resolved by the search_path of whoever first used them: in a worker,
- * any role's call.  Invalidated as a change of their catalog rows would
- * (the domains' all at once, as a change of any constraint does; the
- * relations' one by one, expression_relations()), so that the next
- * context loads its own.  The extension's own indexes are left alone:
- * their predicates are its own, every name in them qualified.  What is
- * invalidated is rebuilt at its next use.  (A whole
- * InvalidateSystemCaches() did the same, and halved the drain rate of ten
- * roles' interleaved calls: every catalog entry and plan was rebuilt.)
- */
-static void
-forget_planned_expressions(void)
-{
-	ListCell   *lc;
-
-	CallSyscacheCallbacks(CONSTROID, 0);
-	foreach(lc, expression_relations())
-		RelationCacheInvalidateEntry(lfirst_oid(lc));
-}
-
-/*
  * sandbox_begin_transaction -- a worker transaction has started
  *
  * The worker's own transactions write, whatever default_transaction_read_only
@@ -825,7 +718,7 @@ sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 	{
 		reseed_random();
 		plcache_new_context();
-		forget_planned_expressions();
+		exprcache_new_context();
 		last_role = role;
 		last_owner = owner;
 	}

@@ -32,7 +32,7 @@
  * call is rolled back with it, and each time it is charged an attempt, until
  * it fails.  Such a call, claimed behind others, ends its batch before it, and
  * the next batch claims it alone (lone_next).  The worker leaves the last free
- * worker of the database to other roles (busy_roles), replaces itself when
+ * worker of the database to other roles (busy_roles, turns.c), replaces itself when
  * the caches that calls fill have grown too much (grown_too_much), and waits
  * for no lock that a role can hold: a call row that another transaction holds
  * is skipped and come back to.
@@ -80,14 +80,14 @@
  * error that is not a passing one (a full disk, a conflict, a shutdown)
  * fails that call, in a transaction of its own, with the worker's error as
  * its message, and the others carry on.  If even that cannot be written,
- * the worker leaves the call alone (SKIP_MAX of them at most) until it
+ * the worker leaves the call alone (LONE_SKIP_MAX of them at most) until it
  * exits.  An error raised while a batch commits is not a row's but the
  * transaction's (Citus's two-phase commit: a node lost, a name taken, a
  * deferred trigger on another node): a batch holds one role's calls, so it
  * costs that role only.  The worker does not pause, runs that role's next
  * calls one per batch (other roles' batches stay whole), and charges the
  * attempt of a one-call batch that fails so as interrupted
- * (commit_failure), to be retried after its delay.
+ * (lone.c), to be retried after its delay.
  *
  * Schedules.  At the top of its loop, a worker fires the recurring
  * schedules that are due (schedule.c), in a short transaction before its
@@ -187,9 +187,14 @@
 #include "engine/leave.h"
 #include "engine/ledger.h"
 #include "engine/login.h"
+#include "engine/lone.h"
+#include "engine/outcome.h"
+#include "engine/recovery.h"
 #include "engine/retention.h"
 #include "engine/runner.h"
 #include "engine/sandbox.h"
+#include "engine/steps.h"
+#include "engine/turns.h"
 #include "engine/wslot.h"
 #include "flow/flow.h"
 #include "schedules/schedules.h"
@@ -201,33 +206,10 @@
 /* Longest sleep, so that pruning and checks still happen when idle */
 #define MAX_SLEEP_MS			10000
 
-/* How long no reserved worker goes to an extra that gave one back idle */
-#define RESERVE_EXTRA_BACKOFF_MS	10000
-/* After an error, wait this long before trying again, doubling up to the max */
-#define ERROR_DELAY_MS			1000
-#define MAX_ERROR_DELAY_MS		30000
 /* Pruning: how often, and how many calls per transaction */
 #define PRUNE_INTERVAL_MS		10000
 #define PRUNE_BATCH				1000
-/* Housekeeping waits at most this long while the pool is contended */
-#define HOUSEKEEPING_DEFER_MS	(10 * 60 * 1000)
 
-/*
- * Calls a worker leaves alone: those it could not even fail, and in an
- * extra worker, those whose code is a role's that holds another worker
- * (extra_passes_over)
- */
-#define SKIP_MAX				1024
-/*
- * How long an interrupted attempt that no one charged is remembered: one
- * that an exiting worker noted (its successor claims the call at once),
- * and one that could not be charged because a session held its call's row
- * locked (which a role may do for as long as it likes)
- */
-#define INTERRUPTED_KEEP_MS		60000
-#define INTERRUPTED_LOCKED_KEEP_MS	(3600 * 1000)
-/* Longest time between two looks at the schedules */
-#define FIRE_CHECK_MS			1000
 /* How often to look whether a restore of the database is over */
 #define RESTORE_CHECK_MS		1000
 
@@ -241,46 +223,12 @@ static bool started_extra = false;
 
 
 /*
- * After a batch failed outside its calls: how many calls to run one per
- * batch (see "A bad row" above), and the call of the current one-call
- * batch (0 if none yet)
- */
-static int	one_by_one = 0;
-static int64 lone_call_id = 0;
-static int32 lone_attempt = 0;
-
-/*
  * Whether the batch's transaction is committing, and the role whose calls
- * the batch holds (see commit_failure); the role whose batches run one call
- * each while one_by_one counts down, InvalidOid for every role's
+ * the batch holds (see lone_after_error)
  */
 static bool committing_batch = false;
 static Oid	batch_role = InvalidOid;
-static Oid	one_by_one_role = InvalidOid;
 
-/* Calls left alone */
-static int64 skipped[SKIP_MAX];
-static int	nskipped = 0;
-
-/* The role whose due call claim_heads() took last (see claim.c) */
-static Oid	last_role = InvalidOid;
-
-/*
- * A call whose last attempt was interrupted, claimed by a batch of other
- * calls: it runs alone, in the next batch (see "Containment" above)
- */
-static int64 lone_next = 0;
-
-/*
- * Schedules (see "Schedules" above): when the next one is due (0: none
- * known), whether a queued firing waits for a call, when the worker last
- * looked, whether it must look at its next loop, and the errors in a row
- */
-static TimestampTz next_fire = 0;
-static bool fire_waiting = false;
-static TimestampTz last_fire_check = 0;
-static bool fire_check = true;
-static int	fire_errors = 0;
 
 /*
  * Whether a gate is full (see flow.c), and whether the last batch held a
@@ -289,13 +237,6 @@ static int	fire_errors = 0;
  */
 static bool gated = false;
 
-/*
- * When the database's work was next due as its last worker left it (on
- * demand: see "Workers on demand"), for the first firing step of a worker
- * started for it: firings from then on are on time however late, since no
- * worker was there to see them (schedule_fire_due); 0 otherwise
- */
-static TimestampTz fire_late_from = 0;
 static bool gate_touched = false;
 
 /* followers left for later (see chains.c): the next sleep is short */
@@ -308,336 +249,6 @@ static Oid	my_extension = InvalidOid;
 static bool extension_replaced = false;
 
 PGDLLEXPORT void retries_worker_main(Datum main_arg);
-
-/* What lock_scheduled_call found */
-typedef enum
-{
-	CALL_GONE,					/* finished, or gone */
-	CALL_LOCKED,				/* scheduled, locked by another transaction */
-	CALL_LOCKED_NOW				/* scheduled, and now locked by this one */
-} LockedCall;
-
-/*
- * lock_scheduled_call -- lock the row of call 'id' if it is scheduled and
- * no other transaction has it locked, and fill in what charging an attempt
- * of it needs (id, policy, attempts, max_attempts, role) into *call; if
- * 'handed_over' is not NULL, whether the row, as locked, is due at
- * 'infinity' (handed to a runner) into it
- */
-static LockedCall
-lock_scheduled_call(int64 id, RetriesCall *call, bool *handed_over)
-{
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr exists_plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-	bool		isnull;
-	HeapTuple	row;
-	TupleDesc	desc;
-	Datum		d;
-
-	plans_prepare_kept(&plan,
-					   "SELECT policy_id, attempts, max_attempts, scheduled_by::pg_catalog.oid,"
-					   " next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
-					   " FROM retries.call_data"
-					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " FOR UPDATE SKIP LOCKED",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look up call " INT64_FORMAT, id);
-	if (SPI_processed != 1)
-	{
-		plans_prepare_kept(&exists_plan,
-						   "SELECT FROM retries.call_data"
-						   " WHERE id OPERATOR(pg_catalog.=) $1"
-						   " AND state OPERATOR(pg_catalog.=) 'scheduled'",
-						   1, argtypes);
-		if (SPI_execute_plan(exists_plan, values, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "retries: could not look up call " INT64_FORMAT, id);
-		return SPI_processed == 0 ? CALL_GONE : CALL_LOCKED;
-	}
-	row = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	memset(call, 0, sizeof(*call));
-	call->id = id;
-	call->policy_id = DatumGetInt32(SPI_getbinval(row, desc, 1, &isnull));
-	call->attempts = DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
-	d = SPI_getbinval(row, desc, 3, &isnull);
-	call->max_attempts = isnull ? 0 : DatumGetInt32(d);
-	call->role = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
-	if (handed_over != NULL)
-		*handed_over = DatumGetBool(SPI_getbinval(row, desc, 5, &isnull));
-	return CALL_LOCKED_NOW;
-}
-
-/*
- * charge_interrupted -- record the attempt a dead worker left in flight,
- * if its batch did not commit (the call still has fewer attempts); false
- * if the call's row is locked by another transaction, so that the attempt
- * could not be charged now
- *
- * The row is locked SKIP LOCKED: a session may hold it for as long as it
- * likes (a reschedule() left uncommitted), and recovery must not wait for it
- * (doc/operations.md, "Containment").  A locked call cannot be claimed either;
- * the attempt is noted in shared memory for INTERRUPTED_LOCKED_KEEP_MS, and
- * the worker that claims the call once the lock is gone charges it then.
- */
-static bool
-charge_interrupted(const InFlight *rec)
-{
-	RetriesCall call;
-	ExecuteHook hook;
-	TimestampTz started;
-	bool		stopped;
-
-	switch (lock_scheduled_call(rec->call_id, &call, NULL))
-	{
-		case CALL_GONE:
-			return true;		/* finished or gone: nothing to charge */
-		case CALL_LOCKED:
-			ereport(LOG,
-					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
-							rec->attempt, rec->call_id)));
-			ledger_note_interrupted(rec, INTERRUPTED_LOCKED_KEEP_MS, false);
-			return false;
-		case CALL_LOCKED_NOW:
-			break;
-	}
-
-	/* its ring entry, if worker_exit() left one, is done with too */
-	(void) ledger_take_interrupted(rec->extension, rec->call_id, rec->attempt, &hook,
-								   &started, &stopped);
-	if (call.attempts >= rec->attempt)
-		return true;			/* its batch committed after all */
-
-	execute_interrupted(&call, rec->attempt, (ExecuteHook) rec->hook, rec->started,
-						stopped || rec->stopped != 0);
-	return true;
-}
-
-/*
- * charge_lost_runners -- charge the attempts of the calls that were handed to
- * a runner (due at 'infinity' until their outcome: handoff_begin) before
- * this database's workers last started, and that no in-flight file named:
- * their runner is gone, and so is the record of their attempt, which a
- * pg_upgrade (the new data directory has no pg_retries) or a promoted
- * standby (the files are not replicated) does not carry.  Without this
- * they stayed unclaimed for good.
- *
- * Called by the first worker of the database after the server started,
- * before any worker of it claims anything (the recovered flag), after the
- * in-flight files were charged: no runner of this database runs then.  A
- * call whose runner lock (SET_LOCKTAG_RUNNER) is held all the same is left
- * alone.
- */
-static void
-charge_lost_runners(void)
-{
-	static SPIPlanPtr plan = NULL;
-	int64	   *ids;
-	uint64		n;
-
-	plans_prepare_kept(&plan,
-					   "SELECT id FROM retries.call_data"
-					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz",
-					   0, NULL);
-	/* not read-only: it must see the charges recover_slot() just made */
-	if (SPI_execute_plan(plan, NULL, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "retries: could not look for calls of lost runners");
-	n = SPI_processed;
-	if (n == 0)
-		return;
-	ids = palloc(sizeof(int64) * n);
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-											 SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	SPI_freetuptable(SPI_tuptable);
-
-	for (uint64 i = 0; i < n; i++)
-	{
-		LOCKTAG		tag;
-		RetriesCall call;
-		bool		handed_over;
-
-		SET_LOCKTAG_RUNNER(tag, ids[i]);
-		if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
-			continue;
-
-		/*
-		 * Still due at 'infinity' once locked: another worker that recovered
-		 * the database at the same moment may have charged it from its
-		 * in-flight file, and committed, since the query above (charged
-		 * again, its next attempt was charged unrun: a loaded run of t/023,
-		 * under ASan)
-		 */
-		if (lock_scheduled_call(ids[i], &call, &handed_over) == CALL_LOCKED_NOW &&
-			handed_over)
-		{
-			ereport(LOG,
-					(errmsg("retries: call " INT64_FORMAT " was handed to a runner before the server stopped, and no record of its attempt is left: the attempt is charged as interrupted",
-							ids[i]),
-					 errdetail("The data directory was upgraded with pg_upgrade, or is a promoted standby: neither keeps pg_retries.")));
-			execute_interrupted(&call, call.attempts + 1, HOOK_NONE, 0, false);
-		}
-		LockRelease(&tag, ExclusiveLock, true);
-	}
-	pfree(ids);
-}
-
-/*
- * recover_slot -- charge what the in-flight file of one slot holds; true if
- * it held anything that is now dealt with, for ledger_clear_slot() to clear once
- * the charge has committed (a charge left for later stays in the file, and
- * in shared memory: see charge_interrupted).  Runs inside a transaction
- * and SPI connection.
- */
-static bool
-recover_slot(int slot_no)
-{
-	InFlight	rec;
-	bool		held = ledger_read_slot(slot_no, &rec);
-
-	/* a record of an extension since dropped is only cleared */
-	if (held && rec.extension == my_extension)
-		held = charge_interrupted(&rec);
-	return held;
-}
-
-/*
- * recover -- charge interrupted attempts: those of every slot of this
- * database if it is the first worker since the server started, else only
- * its own slot's
- *
- * The charges commit before the worker claims anything, and the other
- * workers of a just-started database wait for them (the recovered flag).
- */
-static void
-recover(void)
-{
-	RetriesDatabase *db;
-	bool		all;
-	bool		held[RETRIES_MAX_SLOTS] = {false};
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, true);
-	all = db != NULL && !db->recovered;
-	LWLockRelease(retries_shared->lock);
-
-	wslot_start_transaction();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	/* nothing to do if it was dropped just now: run_batch() will see it */
-	if (wslot_lock_extension() == my_extension)
-	{
-		if (all)
-		{
-			for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
-				held[n] = recover_slot(n);
-			charge_lost_runners();
-		}
-		else
-			held[worker_slot->slot_no] = recover_slot(worker_slot->slot_no);
-	}
-	PopActiveSnapshot();
-	SPI_finish();
-	wslot_commit_transaction();
-
-	for (int n = 0; n < RETRIES_MAX_SLOTS; n++)
-		if (held[n])
-			ledger_clear_slot(n);
-
-	if (all)
-	{
-		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-		db->recovered = true;
-		LWLockRelease(retries_shared->lock);
-	}
-}
-
-/*
- * wait_for_recovery -- wait until the database's interrupted attempts are
- * charged (by this worker or another)
- */
-static void
-wait_for_recovery(void)
-{
-	for (;;)
-	{
-		RetriesDatabase *db;
-		bool		done;
-
-		LWLockAcquire(retries_shared->lock, LW_SHARED);
-		db = shmem_find_database(MyDatabaseId, false);
-		done = db == NULL || db->recovered;
-		LWLockRelease(retries_shared->lock);
-		if (done)
-			return;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-
-/*
- * worker_exit -- on the way out in the middle of an attempt, note it for
- * the next worker to claim the call (before_shmem_exit callback)
- *
- * Registered after the connection to the database, so it runs before the
- * transaction is rolled back: no other worker can have claimed the call
- * yet.  The slot itself is freed later, by wslot_release().
- */
-static void
-worker_exit(int code, Datum arg)
-{
-	const char *limit;
-	const InFlight *inflight = ledger_in_flight();
-	bool		stopped;
-
-	if (inflight->call_id == 0)
-		return;
-	if (execute_attempt_killed(&limit))
-		ereport(LOG,
-				(errmsg("retries: the worker exits: attempt %d of call " INT64_FORMAT " went on past its time limit (%s) after it was cancelled",
-						inflight->attempt, inflight->call_id, limit),
-				 errdetail("The function trapped the cancel. The attempt is charged as interrupted, and the calls of its batch run again."),
-				 errhint("Do not catch query_canceled in the function, or re-raise it.")));
-
-	/*
-	 * Not charged when the extension's stop cut it short: unless a runner ran
-	 * it, whose commits stay (the seventeenth hostile review: the owner's
-	 * ALLOW_CONNECTIONS off and on ran a procedure's committed step again)
-	 */
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	stopped = worker_slot->stopped && !execute_attempt_killed(&limit) &&
-		!handoff_launched();
-	LWLockRelease(retries_shared->lock);
-	if (stopped)
-		ledger_note_stopped();
-	ledger_note_interrupted(inflight, INTERRUPTED_KEEP_MS, stopped);
-
-	/*
-	 * In a runner place no worker comes next in its slot: the database's
-	 * other workers charge it from there (handoff_recover_places)
-	 */
-	if (wslot_runner_place_bit(worker_slot->slot_no) != 0)
-	{
-		RetriesDatabase *db;
-
-		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-		db = shmem_find_database(MyDatabaseId, false);
-		if (db != NULL)
-			db->runners_lost |= wslot_runner_place_bit(worker_slot->slot_no);
-		LWLockRelease(retries_shared->lock);
-	}
-}
 
 /*
  * next_due -- when the earliest call due after 'after' is due, or 0 if none
@@ -771,364 +382,14 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 static int64 *
 claimed_ids(const RetriesCall *calls, int n)
 {
+	int			nskipped;
+	const int64 *skipped = lone_skipped(&nskipped);
 	int64	   *ids = palloc(sizeof(int64) * (nskipped + n + 1));
 
 	memcpy(ids, skipped, sizeof(int64) * nskipped);
 	for (int i = 0; i < n; i++)
 		ids[nskipped + i] = calls[i].id;
 	return ids;
-}
-
-/* What holds another worker of the database (other_holds) */
-typedef struct Hold
-{
-	Oid			role;			/* whose calls its batch runs */
-	Oid			holder;			/* whose code: role, or the owner of the other
-								 * role's functions its calls run */
-} Hold;
-
-/*
- * other_holds -- what holds each other worker of this database that runs a
- * batch, or whose last batch ended at 'recent' or later (0: none counts),
- * into holds[], once per worker; returns how many.  Read without the
- * locks: a hint for the claims.
- *
- * A batch of a role's calls of its own functions (or a superuser's) holds
- * that role.  A batch of calls of another role's functions
- * (execute_foreign_owner) is both roles' doing: the caller chose to call,
- * the owner chose the code, and either can make it slow (mallory's slow
- * function that alice calls; mallory's calls of alice's function that wait
- * for a lock mallory holds).  So it holds neither role's own calls back
- * (running_roles): an extra worker runs them.  It holds back only the
- * batches of the same kind: of the same caller, or of the same owner's
- * code (extra_passes_over), so that neither role can have such batches
- * hold every extra worker too.
- */
-static int
-other_holds(Hold *holds, TimestampTz recent)
-{
-	int			n = 0;
-
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
-		Hold		h = {InvalidOid, InvalidOid};
-
-		/* one waiting for a runner in a runner place holds no worker */
-		if (i == worker_slot_index || !w->in_use || w->dboid != MyDatabaseId ||
-			RETRIES_IS_RUNNER_SLOT(w->slot_no))
-			continue;
-		SpinLockAcquire(&w->mutex);
-		if (w->state == WORKER_RUNNING)
-		{
-			h.role = w->batch_role;
-			h.holder = w->holder_role;
-		}
-		else if (recent != 0 && w->since >= recent)
-		{
-			h.role = w->last_batch_role;
-			h.holder = w->last_role;
-		}
-		SpinLockRelease(&w->mutex);
-		if (OidIsValid(h.holder))
-			holds[n++] = h;
-	}
-	return n;
-}
-
-/*
- * busy_roles -- the roles that hold all the other workers of this database
- * (running their own calls of their own functions: a batch of calls of
- * another role's functions holds neither role, see other_holds), into
- * roles[]; returns how many (none with one worker: it cannot leave another
- * one free)
- *
- * Read without the locks: a hint for claim_heads(), which passes over such
- * a role while another has due calls, so that one role's long calls never
- * take the last free worker from the others.
- */
-static int
-busy_roles(Oid *roles)
-{
-	int			n = 0;
-	int			others = retries_max_workers - 1;
-	Hold		running[RETRIES_MAX_SLOTS];
-	int			nrunning;
-
-	if (others < 1)
-		return 0;
-	nrunning = other_holds(running, 0);
-	for (int i = 0; i < nrunning; i++)
-	{
-		int			count = 0;
-		bool		listed = false;
-
-		if (running[i].role != running[i].holder)
-			continue;			/* another role's code: see other_holds */
-		for (int j = 0; j < nrunning; j++)
-			count += running[j].role == running[i].role &&
-				running[j].role == running[j].holder;
-		for (int j = 0; j < n; j++)
-			listed |= roles[j] == running[i].role;
-		if (count >= others && !listed)
-			roles[n++] = running[i].role;
-	}
-	return n;
-}
-
-/*
- * extra_wanted -- may an extra worker that found nothing to claim stay:
- * does the database still want extras (shmem_extras_wanted)?
- */
-static bool
-extra_wanted(void)
-{
-	RetriesHeld held;
-	bool		wanted;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	wanted = shmem_extras_wanted(MyDatabaseId, retries_max_workers,
-								 clock_system_now(), &held);
-	LWLockRelease(retries_shared->lock);
-	return wanted;
-}
-
-/*
- * idle_in_reserve -- an extra worker that runs in a reserved worker
- * (reserve.c) and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS ago
- * or more, gives the reserved worker back: it exits.  The database wants
- * one (a call waits for a place to run a procedure in, say) that it cannot
- * use, the call's role having one running; no reserved worker goes to this
- * database's extras for RESERVE_EXTRA_BACKOFF_MS.  (A database's own
- * worker gives it back by leave_reserve.)  Reserved workers are few, for
- * the whole cluster, and a runner or another database may be waiting for
- * one.
- */
-static bool
-idle_in_reserve(TimestampTz ran_at)
-{
-	TimestampTz now = clock_system_now();
-	RetriesDatabase *db;
-
-	if (!shmem_in_reserve() || !wslot_is_extra() ||
-		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
-		return false;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-		db->reserve_extra_after = TimestampTzPlusMilliseconds(now, RESERVE_EXTRA_BACKOFF_MS);
-	LWLockRelease(retries_shared->lock);
-	return true;
-}
-
-/*
- * recent_holds -- other_holds() of the workers that run a batch, or ran the
- * last one idle for less than RETRIES_HELD_AFTER_MS (a role whose calls
- * keep the workers busy leaves them idle for a moment between its batches:
- * an extra worker is not for it)
- */
-static int
-recent_holds(Hold *holds)
-{
-	return other_holds(holds, TimestampTzPlusMilliseconds(clock_system_now(),
-														  -RETRIES_HELD_AFTER_MS));
-}
-
-/*
- * running_roles -- the roles that have a batch of calls of their own code
- * running in another worker of this database, or recently (recent_holds),
- * each once, into roles[]; returns how many.  A batch of calls of another
- * role's functions is not listed (see other_holds): a role whose calls of
- * another role's slow function run, or whose function another role's
- * calls run, is not held back by them.  So two roles that call each
- * other's slow functions hold a worker each way besides their own calls'
- * share (the twenty-ninth hostile review, t/063 2); listing a role for
- * both kinds of batch at once let another role hold its calls back by
- * calling its function while it called a third role's (the thirtieth,
- * t/064 1), the worse of the two.
- */
-static int
-running_roles(Oid *roles)
-{
-	Hold		all[RETRIES_MAX_SLOTS];
-	int			nall = recent_holds(all);
-	int			n = 0;
-
-	for (int i = 0; i < nall; i++)
-	{
-		bool		listed = false;
-
-		if (all[i].role != all[i].holder)
-			continue;
-		for (int j = 0; j < n; j++)
-			listed |= roles[j] == all[i].role;
-		if (!listed)
-			roles[n++] = all[i].role;
-	}
-	return n;
-}
-
-/*
- * reserve_roles -- the roles whose calls run in another reserved worker
- * (reserve.c), of any database, into roles[]; returns how many.  Reserved
- * workers are few, for the whole cluster, there for when parallel queries
- * or other extensions take every other background worker: a worker that
- * runs in one takes no call of a role that holds another already, so that
- * one role's calls in many databases cannot take them all (the twenty-fifth
- * hostile review, t/059: the first workers of two databases of mallory's
- * took both, and alice's database had none); idle, it gives its reserved
- * worker back (idle_in_reserve).
- */
-static int
-reserve_roles(Oid *roles)
-{
-	int			n;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	n = shmem_reserve_roles(roles);
-	LWLockRelease(retries_shared->lock);
-	return n;
-}
-
-/* When a worker that found only calls of a capped role looks again */
-#define POOL_CAP_RECHECK_MS		1000
-
-/*
- * pool_roles -- the roles whose batches hold all but one place of the pool
- * (retries.max_cluster_workers) in every database together, into roles[];
- * returns how many.  A worker takes none of their calls (claim_first),
- * whatever else is due or not: one role's long calls in many databases
- * (its own databases, for a role that may create them) leave a place of
- * the pool to the others, and another role's call made in any database
- * gets it within about a second (the twenty-ninth hostile review, t/063 3:
- * mallory's long calls in two databases of hers took the whole pool, and
- * alice's call waited for them to end).  A superuser's calls are the
- * administrator's, and not capped; nor is anything in a pool of two or
- * less, where the cap would leave every role one batch at a time.
- */
-static int
-pool_roles(Oid *roles)
-{
-	int			cap = shmem_pool_cap();
-	int			n;
-	int			kept = 0;
-
-	if (cap == 0)
-		return 0;
-	n = shmem_pool_roles(roles, cap);
-	for (int i = 0; i < n; i++)
-	{
-		if (!superuser_arg(roles[i]))
-			roles[kept++] = roles[i];
-	}
-	return kept;
-}
-
-/*
- * Whether the last claim found only calls of roles that pool_roles capped:
- * they are due, and the worker looks again POOL_CAP_RECHECK_MS later (if
- * it leaves meanwhile, its database is due again then)
- */
-static bool pool_capped = false;
-static Oid	pool_capped_role = InvalidOid;
-static TimestampTz pool_capped_until = 0;	/* when a call not capped may be
-											 * due */
-
-/*
- * pool_take -- may this worker begin a batch of 'role''s calls, which it
- * has claimed?  Not if the role's batches run in all places of the pool
- * but one (as pool_roles counts them, superusers aside): checked and
- * counted at once with the other workers' (shmem_pool_take), since
- * pool_roles' look before the claim sees no claim made at the same
- * instant.  Sets pool_capped if not.
- */
-static bool
-pool_take(Oid role)
-{
-	int			cap = shmem_pool_cap();
-
-	if (cap == 0 || superuser_arg(role))
-		return true;
-	if (shmem_pool_take(worker_slot, role, cap, clock_system_now()))
-		return true;
-	pool_capped = true;
-	pool_capped_role = role;
-	return false;
-}
-
-/*
- * Whether the last claim in a reserved worker passed over roles whose
- * calls run in other reserved workers (reserve_roles): their calls may be
- * due, and the database with them, once this worker gives the reserve back
- */
-static bool reserve_passed_over = false;
-
-/*
- * claim_first -- claim the first call of a batch, which makes it a batch
- * of that call's role (see claim.c); returns 1, or 0 if no call is due
- *
- * That call is: the one the last batch left to run alone (its last
- * attempt was interrupted), if it is still due; else the earliest due call
- * of the next role in turn (claim_heads; from version 1.7, a role with
- * only calls below 0 due has its turn too, *below_zero set: the batch is
- * of such calls); else, when each of those is locked by another worker (or
- * the database is at 1.1, without the index of the turns), the first due
- * call that can be claimed, of a priority above 0, then of 0; else, when
- * no call of priority 0 or above is due, one below 0 (*below_zero set).
- * An extra worker takes only the head of a role that has no call running
- * in another worker (see "Extra workers"); a worker in a reserved worker,
- * only that of a role whose calls run in no other reserved worker
- * (reserve_roles).  No worker takes a call of a role whose batches hold all
- * but one place of the pool (pool_roles; pool_capped is set then).
- */
-static int
-claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
-{
-	Oid			avoid[RETRIES_MAX_SLOTS * 3];
-	Oid			capped[RETRIES_MAX_SLOTS];
-	int			ncapped;
-	int			navoid;
-	int			n = 0;
-
-	*below_zero = false;
-	pool_capped = false;
-	if (lone_next != 0)
-	{
-		int64		id = lone_next;
-
-		lone_next = 0;
-		if (claim_ids(calls, &id, 1, now) == 1)
-			return 1;
-	}
-	ncapped = pool_roles(capped);
-	if (wslot_is_extra() || shmem_in_reserve())
-	{
-		navoid = wslot_is_extra() ? running_roles(avoid) : reserve_roles(avoid);
-		if (!wslot_is_extra())
-			reserve_passed_over = navoid > 0;
-		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
-		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
-						skipped, nskipped, true, below_zero);
-	}
-	else
-	{
-		navoid = busy_roles(avoid);
-		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
-		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
-						skipped, nskipped, false, below_zero);
-		if (n == 0)
-			n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
-	}
-
-	/*
-	 * A capped role's call, claimed when nothing else was, or by a worker
-	 * that another beat to the role's last place: left claimed until the
-	 * empty batch commits, and looked at again later (pool_take counts the
-	 * role's batches anew, under the lock)
-	 */
-	if (n > 0 && !pool_take(calls[0].role))
-		n = 0;
-	return n;
 }
 
 /* A batch as it is claimed and run: the calls of one role, in one transaction */
@@ -1173,72 +434,35 @@ batch_holder(const Batch *b)
 static bool
 skip_first(const Batch *b)
 {
-	if (nskipped >= SKIP_MAX)
+	if (!lone_skip(b->calls[0].id))
 		proc_exit(shmem_exit_code());
-	skipped[nskipped++] = b->calls[0].id;
 	return true;
 }
 
 /*
  * extra_passes_over -- in an extra worker, is batch b of the kind that
- * another worker of the database runs (recent_holds)?  A batch of a role's
- * own calls, if another runs one of that role's; a batch of calls of
- * another role's functions, if another runs calls of that role's functions,
- * or calls of other roles' functions by the same caller (a call of
- * mallory's slow function while another worker runs one; mallory's calls
- * of alice's function that wait for her lock).  Its first call is then not
- * run, but left to the database's own workers, and this worker claims
- * around it from now on (skipped).  Otherwise either role of such calls
- * could have them hold every extra worker too.  An extra whose list of
- * such calls is full exits: the launcher starts a fresh one if it is
+ * another worker of the database runs (turns_extra_passes_over)?  Its
+ * first call is then not run, but left to the database's own workers, and
+ * this worker claims around it from now on (skipped).  An extra whose list
+ * of such calls is full exits: the launcher starts a fresh one if it is
  * still wanted.
  */
 static bool
 extra_passes_over(const Batch *b)
 {
-	Hold		holds[RETRIES_MAX_SLOTS];
-	int			n = recent_holds(holds);
-	Oid			holder = batch_holder(b);
-	bool		own = holder == b->role;
-
-	for (int i = 0; i < n; i++)
-	{
-		bool		same;
-
-		if (own)
-			same = holds[i].role == holds[i].holder && holds[i].role == b->role;
-		else
-			same = holds[i].role != holds[i].holder &&
-				(holds[i].holder == holder || holds[i].role == b->role);
-		if (same)
-			return skip_first(b);
-	}
-	return false;
+	return turns_extra_passes_over(b->role, batch_holder(b)) && skip_first(b);
 }
 
 /*
  * reserve_passes_over -- in a reserved worker, is batch b of another
  * role's code that runs in another reserved worker already
- * (reserve_roles)?  Its first call is then left to other workers, and this
- * one claims around it (skipped), as an extra does (extra_passes_over): the
- * reserved workers avoid the roles whose code runs in the others, and so
- * must a batch of that code made by another role's calls.
+ * (turns_reserve_passes_over)?  Its first call is then left to other
+ * workers, and this one claims around it (skipped), as an extra does.
  */
 static bool
 reserve_passes_over(const Batch *b)
 {
-	Oid			roles[RETRIES_MAX_SLOTS];
-	int			n = reserve_roles(roles);
-	Oid			holder = batch_holder(b);
-
-	if (holder == b->role)
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		if (roles[i] == holder)
-			return skip_first(b);
-	}
-	return false;
+	return turns_reserve_passes_over(b->role, batch_holder(b)) && skip_first(b);
 }
 
 /*
@@ -1369,17 +593,11 @@ claim_batch(Batch *b)
 	b->ngates = flow_load_gates(&b->gates);
 	b->claimed_at = clock_now();
 
-	b->n = claim_first(b->calls, b->claimed_at, &b->below_zero);
+	b->n = turns_claim_first(b->calls, b->claimed_at, &b->below_zero);
 	b->role = b->n > 0 ? b->calls[0].role : InvalidOid;
 	b->claimed_all = b->n > 0;
-	/* one call a batch for the role whose batch failed at its commit only */
-	if (one_by_one > 0 && OidIsValid(one_by_one_role) && b->role != one_by_one_role)
+	if (b->n > 0 && !lone_claimed(&b->calls[0]))
 		b->limit = retries_batch_size;
-	else if (one_by_one > 0 && b->n > 0)
-	{
-		lone_call_id = b->calls[0].id;
-		lone_attempt = b->calls[0].attempts + 1;
-	}
 
 	b->claim = NULL;
 	b->foreign_owner = b->n > 0 ? execute_foreign_owner(&b->calls[0]) : InvalidOid;
@@ -1397,12 +615,12 @@ claim_batch(Batch *b)
 			{
 				b->n += claim_prioritized(b->calls + b->n, b->limit - b->n, b->claimed_at,
 										  true, b->role, claimed_ids(b->calls, b->n),
-										  nskipped + b->n);
+										  lone_nskipped() + b->n);
 
 				head_after_priorities(b->calls, b->n);
 			}
 			b->claim = claim_begin(b->limit, b->claimed_at, b->role,
-								   claimed_ids(b->calls, b->n), nskipped + b->n);
+								   claimed_ids(b->calls, b->n), lone_nskipped() + b->n);
 		}
 		b->zero_done = b->below_zero;
 	}
@@ -1438,37 +656,12 @@ claim_again(Batch *b)
 	else if (b->below_zero)
 	{
 		got = claim_prioritized(b->calls + b->n, want, b->claimed_at, false, b->role,
-								claimed_ids(b->calls, b->n), nskipped + b->n);
+								claimed_ids(b->calls, b->n), lone_nskipped() + b->n);
 		b->claimed_all = got == want;
 	}
 	plans_by_index_end(nestlevel);
 	b->n += got;
 	return got > 0;
-}
-
-/*
- * While this database is a copy that is not settled yet: when it was made
- * (the calls and schedules made before it are the ones it brought), and
- * when to try to settle it again; 0 otherwise (see tables_settle_copy)
- */
-static TimestampTz copy_made_at = 0;
-static TimestampTz copy_settle_next = 0;
-
-/* How often a worker tries again to settle a copy whose rows were locked */
-#define COPY_SETTLE_MS			10000
-
-/*
- * finish_cancelled -- the n calls of 'ids' that a copy brought are
- * cancelled: what follows them is too, as after cancel() (chains.c)
- */
-static void
-finish_cancelled(int64 *ids, int n)
-{
-	char	   *how = palloc(Max(n, 1));
-
-	memset(how, 'c', Max(n, 1));
-	chains_calls_finished(n, ids, how, NULL);
-	pfree(how);
 }
 
 /*
@@ -1489,9 +682,10 @@ may_start(Batch *b, RetriesCall *call)
 	TimestampTz started;
 	bool		stopped;
 
-	if (copy_made_at != 0 && tables_cancel_copied_call(call->id, copy_made_at))
+	if (steps_copy_made_at() != 0 &&
+		tables_cancel_copied_call(call->id, steps_copy_made_at()))
 	{
-		finish_cancelled(&call->id, 1);
+		steps_finish_cancelled(&call->id, 1);
 		return false;
 	}
 	if (ledger_take_interrupted(my_extension, call->id, call->attempts + 1, &hook,
@@ -1560,14 +754,14 @@ run_batch(TimestampTz *due)
 	TimestampTz start = clock_system_now();
 	int			result;
 
-	lone_call_id = 0;
+	lone_batch_begin();
 	batch_role = InvalidOid;
 	/* one that an error kept from running: its batch, and mark, rolled back */
 	handoff_drop();
 	if (!open_batch(start, due, &result))
 		return result;
 	memset(&b, 0, sizeof(b));
-	b.limit = one_by_one > 0 ? 1 : retries_batch_size;
+	b.limit = lone_batch_limit();
 	claim_batch(&b);
 	batch_role = b.role;
 	open_batch_now = &b;
@@ -1592,14 +786,14 @@ run_batch(TimestampTz *due)
 		/* a call whose last attempt was interrupted: the next batch, alone */
 		if (i > 0 && b.calls[i].lone)
 		{
-			lone_next = b.calls[i].id;
+			lone_next_set(b.calls[i].id);
 			break;
 		}
 		/* a procedure's: alone too, in a runner after the batch commits */
 		if (execute_is_procedure(&b.calls[i]))
 		{
 			if (i > 0)
-				lone_next = b.calls[i].id;
+				lone_next_set(b.calls[i].id);
 			else if (may_start(&b, &b.calls[0]))
 				handoff_begin(&b.calls[0]);
 			break;
@@ -1640,14 +834,8 @@ run_batch(TimestampTz *due)
 	*due = 0;
 	if (b.n == 0)
 		*due = next_due(b.claimed_at);
-	if (b.n == 0 && pool_capped)
-	{
-		TimestampTz again = TimestampTzPlusMilliseconds(b.claimed_at, POOL_CAP_RECHECK_MS);
-
-		pool_capped_until = *due;
-
-		*due = *due == 0 ? again : Min(*due, again);
-	}
+	if (b.n == 0)
+		turns_capped_due(b.claimed_at, due);
 
 	PopActiveSnapshot();
 	SPI_finish();
@@ -1675,440 +863,8 @@ run_batch(TimestampTz *due)
 			proc_exit(shmem_exit_code());
 		}
 	}
-	if (one_by_one > 0 && b.n > 0 && (!OidIsValid(one_by_one_role) || b.role == one_by_one_role))
-		one_by_one--;
+	lone_batch_ran(b.role, b.n);
 	return b.n;
-}
-
-/*
- * passing_error -- is an error of the worker one that may not happen next
- * time (resources, the server or the operator, a conflict with another
- * transaction), rather than one that a call's row makes happen every time?
- */
-static bool
-passing_error(int sqlerrcode)
-{
-	/*
-	 * connection, transaction state and rollback, resources, limits,
-	 * operator, system
-	 */
-	static const char *const classes[] = {"08", "25", "40", "53", "54", "57", "58"};
-
-	/* lock not available, object in use */
-	static const char *const codes[] = {"55P03", "55006"};
-	const char *sqlstate = unpack_sql_state(sqlerrcode);
-
-	for (size_t i = 0; i < lengthof(classes); i++)
-		if (strncmp(sqlstate, classes[i], 2) == 0)
-			return true;
-	for (size_t i = 0; i < lengthof(codes); i++)
-		if (strcmp(sqlstate, codes[i]) == 0)
-			return true;
-	return false;
-}
-
-/*
- * recover_from_error -- in a PG_CATCH block: report the error (and copy it
- * into *edata, in oldcxt, unless edata is NULL), roll back the transaction,
- * undo what the sandbox changed and go back to oldcxt, the context that was
- * current before the PG_TRY
- */
-static void
-recover_from_error(MemoryContext oldcxt, ErrorData **edata)
-{
-	HOLD_INTERRUPTS();
-	MemoryContextSwitchTo(oldcxt);
-	if (edata != NULL)
-		*edata = CopyErrorData();
-	EmitErrorReport();
-	FlushErrorState();
-	AbortCurrentTransaction();
-	sandbox_abort();
-	if (worker_slot != NULL)
-		shmem_gate_leave(worker_slot);	/* an attempt it entered is over */
-	MemoryContextSwitchTo(oldcxt);
-	RESUME_INTERRUPTS();
-}
-
-/*
- * leave_lone_call -- what fail_lone_call or commit_failure could not write
- * failed too: this worker leaves the call alone (SKIP_MAX of them at most)
- * until it exits
- */
-static void
-leave_lone_call(void)
-{
-	if (nskipped >= SKIP_MAX)
-		return;
-	skipped[nskipped++] = lone_call_id;
-	ereport(LOG,
-			(errmsg("retries: this worker leaves call " INT64_FORMAT " alone until it exits",
-					lone_call_id)));
-}
-
-/*
- * in_lone_transaction -- run 'write' for the call of a one-call batch that
- * failed outside the call (lone_call_id), in a transaction of its own,
- * with SPI connected, a snapshot and the extension locked (nothing is
- * written if the extension is not the one this worker serves); if even
- * that fails, leave the call alone from now on
- */
-static void
-in_lone_transaction(void (*write) (const ErrorData *edata), const ErrorData *edata)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-
-	PG_TRY();
-	{
-		wslot_start_transaction();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (wslot_lock_extension() == my_extension)
-			write(edata);
-		PopActiveSnapshot();
-		SPI_finish();
-		wslot_commit_transaction();
-	}
-	PG_CATCH();
-	{
-		recover_from_error(oldcxt, NULL);
-		leave_lone_call();
-	}
-	PG_END_TRY();
-	lone_call_id = 0;
-}
-
-/*
- * write_lone_failure -- fail the lone call for good with the worker's
- * error 'edata', unless it has been charged or claimed since
- */
-static void
-write_lone_failure(const ErrorData *edata)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[5];
-
-	values[0] = Int64GetDatum(lone_call_id);
-	values[1] = Int32GetDatum(lone_attempt);
-	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
-	values[3] = CStringGetTextDatum(args_valid_text(psprintf("the worker could not run or record this attempt: %s",
-															 edata->message)));
-	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
-	plans_prepare_kept(&plan,
-					   "WITH l AS ("
-					   " SELECT id FROM retries.call_data"
-					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND attempts OPERATOR(pg_catalog.<) $2"
-					   " FOR UPDATE SKIP LOCKED),"
-					   " c AS ("
-					   " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
-					   "  last_sqlstate = $3, last_message = $4,"
-					   "  updated_at = pg_catalog.now()"
-					   " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
-					   " RETURNING d.id)"
-					   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-					   "  finished_at, outcome, sqlstate, message, detail)"
-					   " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
-					   "  'failed', $3, $4, $5 FROM c"
-					   " ON CONFLICT DO NOTHING",
-					   5, argtypes);
-	/* its last attempt was interrupted: it ran, and fails */
-	(void) call_state_change(CALL_RUNNING, CALL_FAILED);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
-	if (SPI_processed > 0)
-		chains_calls_finished(1, &lone_call_id, "f", NULL);
-}
-
-/*
- * fail_lone_call -- fail the call of a one-call batch that failed outside
- * the call, in a transaction of its own, with the worker's error; if even
- * that fails, leave the call alone from now on
- */
-static void
-fail_lone_call(const ErrorData *edata)
-{
-	ereport(LOG,
-			(errmsg("retries: call " INT64_FORMAT " failed: the worker could not run or record attempt %d: %s",
-					lone_call_id, lone_attempt, edata->message)));
-	in_lone_transaction(write_lone_failure, edata);
-}
-
-/*
- * charge_lone_commit -- charge the lone call's attempt as
- * execute_commit_failed says, unless it has been charged or claimed since
- */
-static void
-charge_lone_commit(const ErrorData *edata)
-{
-	RetriesCall call;
-
-	if (lock_scheduled_call(lone_call_id, &call, NULL) == CALL_LOCKED_NOW &&
-		call.attempts < lone_attempt)
-		execute_commit_failed(&call, lone_attempt, edata);
-}
-
-/*
- * commit_failure -- the call of a one-call batch ran, but the batch's
- * commit failed (edata): charge its attempt as execute_commit_failed says,
- * in a transaction of its own; if even that fails, leave the call alone
- * from now on
- *
- * What fails at the commit is the transaction around the call, not its
- * function: the sandbox fires the call's deferred triggers inside the
- * attempt.  Citus fails the commit of a transaction that used a connection
- * to a node it has lost since ("failure on connection marked as
- * essential", XX000, from its pre-commit callback), for as long as the
- * node is down; it fails it when a name it gives a prepared transaction
- * is already taken (42710: any role may PREPARE TRANSACTION under the
- * names Citus will use next, which are predictable); and it reports the
- * error of a deferred trigger on another node, which fires when that node
- * prepares (any SQLSTATE, 40001 among them).  Failing the call for good, as
- * an error that comes back with the call alone otherwise does
- * (fail_lone_call), would let an outage or another role fail it; not
- * charging it (a "passing" SQLSTATE) would run it again and again without
- * end.  Charged as interrupted, it is retried after its delay, within its
- * attempts.
- */
-static void
-commit_failure(const ErrorData *edata)
-{
-	ereport(LOG,
-			(errmsg("retries: attempt %d of call " INT64_FORMAT " ran, but its transaction could not commit: %s",
-					lone_attempt, lone_call_id, edata->message)));
-	in_lone_transaction(charge_lone_commit, edata);
-}
-
-/*
- * fire_step -- fire the due schedules in a transaction of its own (see
- * schedule.c); an error is logged and tried again later, after a delay
- * that grows with the errors in a row, and never stops the batches
- */
-static void
-fire_step(void)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	TimestampTz now = clock_now();
-
-	/* the clock set back (see clock.c): the times kept are ahead of it */
-	if (now < last_fire_check)
-	{
-		last_fire_check = 0;
-		next_fire = 0;
-	}
-	if (!fire_check && !fire_waiting &&
-		(next_fire == 0 || next_fire > now) &&
-		!TimestampDifferenceExceeds(last_fire_check, now, FIRE_CHECK_MS))
-		return;
-	if (fire_errors > 0 &&
-		!TimestampDifferenceExceeds(last_fire_check, now,
-									Min(ERROR_DELAY_MS << Min(fire_errors - 1, 10),
-										MAX_ERROR_DELAY_MS)))
-		return;
-	last_fire_check = now;
-	fire_check = false;
-
-	PG_TRY();
-	{
-		wslot_start_transaction();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		next_fire = 0;
-		fire_waiting = false;
-		if (wslot_lock_extension() == my_extension && !restore_holder() &&
-			schema_retries_version() >= SCHEMA_1_2)
-		{
-			TimestampTz tx_now = clock_xact_now();
-			TimestampTz release;
-
-			next_fire = schedule_fire_due(tx_now, copy_made_at, fire_late_from,
-										  &fire_waiting);
-			release = flow_release_held(tx_now, &gated);
-			(void) chains_pending();
-			if (release != 0 && (next_fire == 0 || release < next_fire))
-				next_fire = release;
-			/* calls past their event_timeout (1.6) */
-			release = schema_retries_version() >= SCHEMA_1_6 ?
-				events_release_timed_out(tx_now) : 0;
-			if (release != 0 && (next_fire == 0 || release < next_fire))
-				next_fire = release;
-		}
-		PopActiveSnapshot();
-		SPI_finish();
-		wslot_commit_transaction();
-		fire_errors = 0;
-		fire_late_from = 0;
-	}
-	PG_CATCH();
-	{
-		recover_from_error(oldcxt, NULL);
-		fire_errors++;
-		next_fire = 0;
-		fire_waiting = false;
-	}
-	PG_END_TRY();
-}
-
-/*
- * housekeeping_deferred -- do other databases wait for room in the pool
- * (leave_pool_contended)?  Then a worker's housekeeping (pruning, the refresh of
- * signatures and of stale rows) waits, up to HOUSEKEEPING_DEFER_MS since
- * the database's last, so that a visit of a database among many due at
- * once costs little more than its calls
- */
-static bool
-housekeeping_deferred(void)
-{
-	return retries_worker_idle_timeout != 0 && leave_pool_contended();
-}
-
-/*
- * memo_read -- what the database's earlier workers did (RetriesDbMemo),
- * as it was when this worker first asked
- */
-static const RetriesDbMemo *
-memo_read(void)
-{
-	static RetriesDbMemo memo;
-	static bool read = false;
-
-	if (!read)
-	{
-		shmem_memo_read(MyDatabaseId, &memo);
-		read = true;
-	}
-	return &memo;
-}
-
-/* memo_write_pruned -- finished calls were pruned at 'at' */
-static void
-memo_write_pruned(TimestampTz at)
-{
-	RetriesDbMemo memo = {0};
-
-	memo.pruned_at = at;
-	shmem_memo_write(MyDatabaseId, &memo);
-}
-
-/* memo_write_armed -- the '@reboot' schedules are armed (committed) */
-static void
-memo_write_armed(void)
-{
-	RetriesDbMemo memo = {0};
-
-	memo.armed = true;
-	shmem_memo_write(MyDatabaseId, &memo);
-}
-
-/*
- * names_step -- paused or not, at the start, after each rename that
- * committed, and every few seconds, write the function references that a
- * restore or pg_upgrade brought anew and rewrite the signatures that
- * renames changed (see names.c), in a transaction of its own;
- * an error is logged, the worker carries on, and tries again at its next
- * turn
- */
-static void
-names_step(void)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-
-	if (!names_refresh_due(housekeeping_deferred(), HOUSEKEEPING_DEFER_MS))
-		return;
-	PG_TRY();
-	{
-		wslot_start_transaction();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (wslot_lock_extension() == my_extension && !restore_holder())
-		{
-			SPI_connect();
-			names_refresh();
-			SPI_finish();
-		}
-		PopActiveSnapshot();
-		wslot_commit_transaction();
-		names_refresh_committed();
-	}
-	PG_CATCH();
-	{
-		recover_from_error(oldcxt, NULL);
-		names_refresh_failed();
-	}
-	PG_END_TRY();
-}
-
-/*
- * serving -- may the worker fire schedules and run calls?  Not while
- * retries.enabled is off.  The first time, in a database that is a copy of
- * another, only once it has settled the calls and schedules that the copy
- * brought (home.c), those that no other transaction holds: the others are
- * settled as the worker claims them, and it tries again now and then.  The
- * first time, too, unless an earlier worker of the database did since the
- * server started (memo_read), the schedules of '@reboot' are made due if
- * the server started since they last fired, and since they were made or
- * resumed (schedule_arm_at_start: the schedules say so, so a worker's own
- * start, or a database closed to connections and opened again, makes none
- * due twice).  On an error, logged, the worker does not serve until it tries
- * again.
- */
-static bool
-serving(void)
-{
-	static bool settled = false;
-	static bool armed_done = false;
-	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool armed = false;
-
-	if (!retries_enabled)
-		return false;
-	if (settled && armed_done &&
-		(copy_made_at == 0 || clock_system_now() < copy_settle_next))
-		return true;
-	PG_TRY();
-	{
-		TimestampTz made_at = 0;
-
-		wslot_start_transaction();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (wslot_lock_extension() == my_extension)
-		{
-			int64	   *ids;
-			int			n;
-
-			SPI_connect();
-			made_at = tables_settle_copy(schema_retries_version(), &ids, &n);
-			finish_cancelled(ids, n);
-			/* not while a restore loads the schedules: after it (t/060 3) */
-			if (memo_read()->armed)
-				armed_done = true;
-			else if (!armed_done && !restore_holder())
-			{
-				schedule_arm_at_start();
-				armed = true;
-			}
-			SPI_finish();
-		}
-		PopActiveSnapshot();
-		wslot_commit_transaction();
-		if (armed)
-		{
-			memo_write_armed();
-			armed_done = true;
-		}
-		if (made_at == 0)
-			tables_forget_made_database(MyDatabaseId);
-		copy_made_at = made_at;
-		copy_settle_next = TimestampTzPlusMilliseconds(clock_system_now(), COPY_SETTLE_MS);
-		settled = true;
-	}
-	PG_CATCH();
-	{
-		recover_from_error(oldcxt, NULL);
-	}
-	PG_END_TRY();
-	return settled;
 }
 
 /*
@@ -2137,21 +893,21 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 	{
 		if (worker_slot->slot_no == 0 &&
 			TimestampDifferenceExceeds(*last_prune, clock_system_now(),
-									   housekeeping_deferred() ?
+									   steps_housekeeping_deferred() ?
 									   HOUSEKEEPING_DEFER_MS : PRUNE_INTERVAL_MS))
 		{
 			prune();
 			*last_prune = clock_system_now();
-			memo_write_pruned(*last_prune);
+			steps_memo_write_pruned(*last_prune);
 		}
 		if (serve)
 		{
 			Oid			extra_avoid[RETRIES_MAX_SLOTS * 2];
 
-			handoff_recover_places(recover_slot);
+			handoff_recover_places(recovery_charge_slot);
 			/* an extra lets go only of calls it may claim */
 			handoff_release_held(extra_avoid,
-								 wslot_is_extra() ? running_roles(extra_avoid) : 0);
+								 wslot_is_extra() ? turns_running_roles(extra_avoid) : 0);
 		}
 		batching = true;
 		if (serve)
@@ -2166,7 +922,7 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 		bool		at_commit = committing_batch;
 
 		committing_batch = false;
-		recover_from_error(oldcxt, &edata);
+		wslot_recover_from_error(oldcxt, &edata);
 		open_batch_now = NULL;
 
 		/* the attempt in flight was rolled back with the rest: no charge */
@@ -2178,38 +934,11 @@ work_guarded(TimestampTz *due, TimestampTz *last_prune, int *errors, bool serve)
 		*due = 0;
 		n = 0;
 
-		if (batching && at_commit && OidIsValid(batch_role))
-		{
-			/*
-			 * A batch holds one role's calls: its commit failing costs that
-			 * role only.  No pause; its calls run one a batch, and a one-call
-			 * batch's attempt is charged.  They are due again now (the
-			 * rollback undid their claims): the worker goes on at once, not
-			 * after its idle sleep.
-			 */
-			if (lone_call_id != 0)
-				commit_failure(edata);
-			else
-			{
-				one_by_one = Max(one_by_one, retries_batch_size);
-				one_by_one_role = batch_role;
-			}
-			*due = clock_now();
-		}
-		else if (batching && lone_call_id != 0 && !passing_error(edata->sqlerrcode))
-		{
-			fail_lone_call(edata);	/* no pause: the others can go on */
-			*due = clock_now();
-		}
+		if (batching && lone_after_error(edata, at_commit ? batch_role : InvalidOid,
+										 my_extension))
+			*due = clock_now(); /* no pause: the others can go on */
 		else
-		{
 			(*errors)++;
-			if (batching)
-			{
-				one_by_one = Max(one_by_one, retries_batch_size);
-				one_by_one_role = InvalidOid;
-			}
-		}
 	}
 	PG_END_TRY();
 	return n;
@@ -2277,7 +1006,7 @@ worker_start(Datum main_arg)
 	login_note_server_settings();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("retries worker");
-	before_shmem_exit(worker_exit, (Datum) 0);
+	before_shmem_exit(recovery_note_exit, (Datum) 0);
 	manage_claimed_hook = batch_claimed;
 	chains_worker_note_hook = worker_note;
 
@@ -2309,7 +1038,7 @@ worker_start(Datum main_arg)
 	/* started for work that was due when the last worker left (on demand) */
 	if (db != NULL && present)
 	{
-		fire_late_from = db->due_at;
+		steps_fire_late_from(db->due_at);
 		db->due_at = 0;
 	}
 	if (retries_shared->launcher_latch)
@@ -2322,8 +1051,8 @@ worker_start(Datum main_arg)
 	tables_names_bound_waits();
 	sandbox_init();
 	ledger_open(worker_slot->slot_no, my_extension);
-	recover();
-	wait_for_recovery();
+	recovery_charge(my_extension);
+	recovery_wait();
 }
 
 /*
@@ -2361,7 +1090,7 @@ took_wake_up(bool latch)
 	uint32		why = pg_atomic_exchange_u32(&worker_slot->woken, 0);
 
 	if ((why & WAKE_FIRE) != 0 || (why == 0 && latch))
-		fire_check = true;
+		steps_look_soon();
 	return why != 0;
 }
 
@@ -2376,19 +1105,19 @@ after_batch(int n, TimestampTz due)
 
 	if (n > 0 && (gated || gate_touched))
 	{
-		fire_check = true;		/* the batch's calls may leave a gate room */
+		steps_look_soon();		/* the batch's calls may leave a gate room */
 		gated = true;
 		gate_touched = false;
 	}
-	if (n > 0 && (due == 0 || fire_waiting || gated || retries_chains_released))
+	if (n > 0 && (due == 0 || steps_fire_waiting() || gated || retries_chains_released))
 		return 0;				/* a full batch: more may be due; or a call
 								 * that a queued firing or a gate waits for
 								 * may have finished; or the batch released
 								 * calls that ran after its own */
 	if (due != 0)
 		sleep_ms = Min(sleep_ms, clock_ms_until(due));
-	if (retries_enabled && next_fire != 0)
-		sleep_ms = Min(sleep_ms, clock_ms_until(next_fire));
+	if (retries_enabled && steps_next_fire() != 0)
+		sleep_ms = Min(sleep_ms, clock_ms_until(steps_next_fire()));
 	if (chains_recheck)
 	{
 		/* followers left for later: look again within FIRE_CHECK_MS */
@@ -2411,17 +1140,18 @@ static LeaveNeeds
 leave_needs(void)
 {
 	LeaveNeeds	needs;
+	TimestampTz capped_until;
 
-	needs.runs_alone = one_by_one > 0 || lone_next != 0;
-	needs.looks_after = fire_waiting || gated || chains_recheck ||
-		fire_errors > 0 || copy_made_at != 0;
-	needs.next_fire = next_fire;
+	needs.runs_alone = lone_one_by_one() || lone_next_pending();
+	needs.looks_after = steps_fire_waiting() || gated || chains_recheck ||
+		steps_fire_errors() > 0 || steps_copy_made_at() != 0;
+	needs.next_fire = steps_next_fire();
 	needs.look_again_ms = FIRE_CHECK_MS;
-	needs.capped_role = pool_capped ? pool_capped_role : InvalidOid;
-	needs.capped_until = next_fire;
-	if (pool_capped_until != 0 &&
-		(needs.capped_until == 0 || pool_capped_until < needs.capped_until))
-		needs.capped_until = pool_capped_until;
+	needs.capped_role = turns_capped(&capped_until);
+	needs.capped_until = steps_next_fire();
+	if (capped_until != 0 &&
+		(needs.capped_until == 0 || capped_until < needs.capped_until))
+		needs.capped_until = capped_until;
 	return needs;
 }
 
@@ -2477,7 +1207,7 @@ retries_worker_main(Datum main_arg)
 	bool		serve;
 
 	worker_start(main_arg);
-	last_prune = memo_read()->pruned_at;
+	last_prune = steps_memo_read()->pruned_at;
 	for (;;)
 	{
 		TimestampTz due = 0;
@@ -2516,13 +1246,13 @@ retries_worker_main(Datum main_arg)
 		if (errors > 0 && wait_after_errors(errors, last_error))
 			continue;
 
-		names_step();
-		serve = serving();
+		steps_names(my_extension);
+		serve = steps_serving(my_extension);
 		if (serve)
 		{
 			Size		before = MemoryContextMemAllocated(TopMemoryContext, true);
 
-			fire_step();
+			steps_fire(my_extension, &gated);
 
 			/*
 			 * Each schedule's time zone stays cached once fired (t/060 8): a
@@ -2540,7 +1270,7 @@ retries_worker_main(Datum main_arg)
 		n = work_guarded(&due, &last_prune, &errors, serve);
 		if (retries_chains_deferred)
 		{
-			fire_check = true;	/* followers left for later: look soon */
+			steps_look_soon();	/* followers left for later: look soon */
 			chains_recheck = true;
 			retries_chains_deferred = false;
 		}
@@ -2578,7 +1308,7 @@ retries_worker_main(Datum main_arg)
 				{
 					LeaveNeeds	needs = leave_needs();
 
-					leave_reserve(&needs, due, ran_at, started_at, reserve_passed_over);
+					leave_reserve(&needs, due, ran_at, started_at, turns_reserve_passed_over());
 					sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 				}
 			}
@@ -2594,7 +1324,7 @@ retries_worker_main(Datum main_arg)
 		if (wslot_is_extra())
 		{
 			/* an extra stays only while the others are held */
-			if (!extra_wanted() || idle_in_reserve(ran_at) ||
+			if (!turns_extra_wanted() || turns_idle_in_reserve(ran_at) ||
 				leave_idle_extra(ran_at))
 				break;
 			sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);

@@ -34,6 +34,7 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
+#include "utils/elog.h"
 #include "utils/memutils.h"
 
 #include "base/base.h"
@@ -334,9 +335,32 @@ wslot_release(int code, Datum arg)
 	LWLockRelease(retries_shared->lock);
 
 	/*
-	 * A runner place it marked lost (worker_exit) is free now: the database's
-	 * workers charge its attempt (handoff_recover_places)
+	 * A runner place it marked lost (recovery_note_exit) is free now: the
+	 * database's workers charge its attempt (handoff_recover_places)
 	 */
 	if (lost)
 		shmem_wake_workers(MyDatabaseId, WAKE_CALLS);
+}
+
+/*
+ * wslot_recover_from_error -- in a PG_CATCH block: report the error (and copy it
+ * into *edata, in oldcxt, unless edata is NULL), roll back the transaction,
+ * undo what the sandbox changed and go back to oldcxt, the context that was
+ * current before the PG_TRY
+ */
+void
+wslot_recover_from_error(MemoryContext oldcxt, ErrorData **edata)
+{
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(oldcxt);
+	if (edata != NULL)
+		*edata = CopyErrorData();
+	EmitErrorReport();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	sandbox_abort();
+	if (worker_slot != NULL)
+		shmem_gate_leave(worker_slot);	/* an attempt it entered is over */
+	MemoryContextSwitchTo(oldcxt);
+	RESUME_INTERRUPTS();
 }

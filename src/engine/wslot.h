@@ -18,6 +18,7 @@ extern MemoryContext worker_loop_cxt;
 
 extern void wslot_start_transaction(void);
 extern void wslot_commit_transaction(void);
+extern void wslot_recover_from_error(MemoryContext oldcxt, ErrorData **edata);
 extern Oid	wslot_lock_extension(void);
 extern bool wslot_is_extra(void);
 extern void wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder);

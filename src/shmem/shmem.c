@@ -168,6 +168,87 @@ shmem_find_database(Oid dboid, bool create)
 }
 
 /*
+ * shmem_recovery_begin -- must this worker charge the interrupted attempts
+ * of every slot of its database (the first since the server started)?
+ * Makes the database's entry if it has none.
+ */
+bool
+shmem_recovery_begin(Oid dboid)
+{
+	RetriesDatabase *db;
+	bool		all;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, true);
+	all = db != NULL && !db->recovered;
+	LWLockRelease(retries_shared->lock);
+	return all;
+}
+
+/*
+ * shmem_recovery_end -- the database's interrupted attempts are charged
+ */
+void
+shmem_recovery_end(Oid dboid)
+{
+	RetriesDatabase *db;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, false);
+	if (db != NULL)
+		db->recovered = true;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_recovered -- are the database's interrupted attempts charged (or
+ * is it gone from the list)?
+ */
+bool
+shmem_recovered(Oid dboid)
+{
+	RetriesDatabase *db;
+	bool		done;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(dboid, false);
+	done = db == NULL || db->recovered;
+	LWLockRelease(retries_shared->lock);
+	return done;
+}
+
+/*
+ * shmem_slot_stopped -- did the extension itself stop this worker?
+ */
+bool
+shmem_slot_stopped(const RetriesWorker *w)
+{
+	bool		stopped;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	stopped = w->stopped;
+	LWLockRelease(retries_shared->lock);
+	return stopped;
+}
+
+/*
+ * shmem_runner_place_lost -- a worker in a runner place (its bit 'bit')
+ * exits with an attempt in flight: the database's other workers charge it
+ * (runners_lost)
+ */
+void
+shmem_runner_place_lost(Oid dboid, uint64 bit)
+{
+	RetriesDatabase *db;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, false);
+	if (db != NULL)
+		db->runners_lost |= bit;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * shmem_set_db_state -- change what the launcher knows of a database;
  * caller holds the lock exclusively
  *

@@ -384,6 +384,11 @@ shmem_next_worker(Oid dboid, int *i)
 extern void shmem_request_space(void);
 extern void shmem_install(void);
 extern RetriesDatabase *shmem_find_database(Oid dboid, bool create);
+extern bool shmem_recovery_begin(Oid dboid);
+extern void shmem_recovery_end(Oid dboid);
+extern bool shmem_recovered(Oid dboid);
+extern bool shmem_slot_stopped(const RetriesWorker *w);
+extern void shmem_runner_place_lost(Oid dboid, uint64 bit);
 extern void shmem_set_db_state(RetriesDatabase *db, RetriesDbState state);
 extern void shmem_copy_worker(int slot, RetriesWorker *copy);
 extern void shmem_wake_launcher(void);

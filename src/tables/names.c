@@ -50,6 +50,9 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "common/hashfn.h"
@@ -61,10 +64,12 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -130,19 +135,68 @@ retries_function_signature(PG_FUNCTION_ARGS)
 }
 
 /*
- * retries_origin -- SQL function retries.origin(): this instance of the
- * extension (see the top)
+ * own_origin -- this instance of the extension (see the top)
  */
-Datum
-retries_origin(PG_FUNCTION_ARGS)
+static int64
+own_origin(void)
 {
 	uint64		parts[3];
 
 	parts[0] = GetSystemIdentifier();
 	parts[1] = MyDatabaseId;
 	parts[2] = get_extension_oid("retries", false);
-	PG_RETURN_INT64((int64) hash_bytes_extended((const unsigned char *) parts,
-												sizeof(parts), 0));
+	return (int64) hash_bytes_extended((const unsigned char *) parts,
+									   sizeof(parts), 0);
+}
+
+/*
+ * retries_origin -- SQL function retries.origin(): own_origin()
+ */
+Datum
+retries_origin(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(own_origin());
+}
+
+/*
+ * names_own_key -- the key this instance of the extension gave function
+ * fn (its row of this origin), as of 'snap'; InvalidOid if it has none
+ * (then only RETRIES_KEY_OF, which resolves stale rows too, can tell)
+ *
+ * The first half of RETRIES_KEY_OF, read through function_names_fn
+ * without SPI: a session's first retries.call() parses and plans no
+ * statement for it.
+ */
+Oid
+names_own_key(Oid fn, Snapshot snap)
+{
+	Oid			nspoid = schema_retries_oid();
+	Relation	rel = table_open(get_relname_relid("function_names", nspoid),
+								 AccessShareLock);
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			key = InvalidOid;
+
+	ScanKeyInit(&keys[0], get_attnum(RelationGetRelid(rel), "fn"),
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(fn));
+	ScanKeyInit(&keys[1], get_attnum(RelationGetRelid(rel), "origin"),
+				BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(own_origin()));
+	scan = systable_beginscan(rel, get_relname_relid("function_names_fn", nspoid),
+							  true, snap, 2, keys);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, get_attnum(RelationGetRelid(rel), "key"),
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			key = DatumGetObjectId(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return key;
 }
 
 /*

@@ -17,6 +17,7 @@
 #include "access/xact.h"
 #include "nodes/nodes.h"
 #include "nodes/plannodes.h"
+#include "utils/snapshot.h"
 
 #include "base/base.h"
 
@@ -52,6 +53,7 @@ extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 	"  AND retries.resolve_function(k.signature, k.owner) OPERATOR(pg_catalog.=) " fn \
 	"  ORDER BY k.key LIMIT 1))"
 extern Oid	names_function_key(Oid fn, bool create);
+extern Oid	names_own_key(Oid fn, Snapshot snap);
 extern Oid	names_key_function(Oid key);
 extern void names_refresh(void);
 extern bool names_refresh_due(bool deferred, long defer_ms);

@@ -1,0 +1,484 @@
+/*-------------------------------------------------------------------------
+ *
+ * turns.c
+ *	  Whose calls a worker may claim first: the roles' turns, the last
+ *	  free worker of a database, extra and reserved workers, and the
+ *	  pool's cap on one role (see "Containment" and "Extra workers" in
+ *	  worker.c).
+ *
+ * What the other workers hold is read from their slots without the lock:
+ * a hint for the claims (other_holds).  The pool's cap is checked again,
+ * and counted, under the lock when a batch begins (pool_take).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "engine/claim.h"
+#include "engine/lone.h"
+#include "engine/turns.h"
+#include "engine/wslot.h"
+#include "shmem/shmem.h"
+
+/* How long no reserved worker goes to an extra that gave one back idle */
+#define RESERVE_EXTRA_BACKOFF_MS	10000
+
+/* The role whose due call claim_heads() took last (see claim.c) */
+static Oid	last_role = InvalidOid;
+
+/* What holds another worker of the database (other_holds) */
+typedef struct Hold
+{
+	Oid			role;			/* whose calls its batch runs */
+	Oid			holder;			/* whose code: role, or the owner of the other
+								 * role's functions its calls run */
+} Hold;
+
+/*
+ * other_holds -- what holds each other worker of this database that runs a
+ * batch, or whose last batch ended at 'recent' or later (0: none counts),
+ * into holds[], once per worker; returns how many.  Read without the
+ * locks: a hint for the claims.
+ *
+ * A batch of a role's calls of its own functions (or a superuser's) holds
+ * that role.  A batch of calls of another role's functions
+ * (execute_foreign_owner) is both roles' doing: the caller chose to call,
+ * the owner chose the code, and either can make it slow (mallory's slow
+ * function that alice calls; mallory's calls of alice's function that wait
+ * for a lock mallory holds).  So it holds neither role's own calls back
+ * (running_roles): an extra worker runs them.  It holds back only the
+ * batches of the same kind: of the same caller, or of the same owner's
+ * code (extra_passes_over), so that neither role can have such batches
+ * hold every extra worker too.
+ */
+static int
+other_holds(Hold *holds, TimestampTz recent)
+{
+	int			n = 0;
+
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+		Hold		h = {InvalidOid, InvalidOid};
+
+		/* one waiting for a runner in a runner place holds no worker */
+		if (i == worker_slot_index || !w->in_use || w->dboid != MyDatabaseId ||
+			RETRIES_IS_RUNNER_SLOT(w->slot_no))
+			continue;
+		SpinLockAcquire(&w->mutex);
+		if (w->state == WORKER_RUNNING)
+		{
+			h.role = w->batch_role;
+			h.holder = w->holder_role;
+		}
+		else if (recent != 0 && w->since >= recent)
+		{
+			h.role = w->last_batch_role;
+			h.holder = w->last_role;
+		}
+		SpinLockRelease(&w->mutex);
+		if (OidIsValid(h.holder))
+			holds[n++] = h;
+	}
+	return n;
+}
+
+/*
+ * busy_roles -- the roles that hold all the other workers of this database
+ * (running their own calls of their own functions: a batch of calls of
+ * another role's functions holds neither role, see other_holds), into
+ * roles[]; returns how many (none with one worker: it cannot leave another
+ * one free)
+ *
+ * Read without the locks: a hint for claim_heads(), which passes over such
+ * a role while another has due calls, so that one role's long calls never
+ * take the last free worker from the others.
+ */
+static int
+busy_roles(Oid *roles)
+{
+	int			n = 0;
+	int			others = retries_max_workers - 1;
+	Hold		running[RETRIES_MAX_SLOTS];
+	int			nrunning;
+
+	if (others < 1)
+		return 0;
+	nrunning = other_holds(running, 0);
+	for (int i = 0; i < nrunning; i++)
+	{
+		int			count = 0;
+		bool		listed = false;
+
+		if (running[i].role != running[i].holder)
+			continue;			/* another role's code: see other_holds */
+		for (int j = 0; j < nrunning; j++)
+			count += running[j].role == running[i].role &&
+				running[j].role == running[j].holder;
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == running[i].role;
+		if (count >= others && !listed)
+			roles[n++] = running[i].role;
+	}
+	return n;
+}
+
+/*
+ * turns_extra_wanted -- may an extra worker that found nothing to claim stay:
+ * does the database still want extras (shmem_extras_wanted)?
+ */
+bool
+turns_extra_wanted(void)
+{
+	RetriesHeld held;
+	bool		wanted;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	wanted = shmem_extras_wanted(MyDatabaseId, retries_max_workers,
+								 clock_system_now(), &held);
+	LWLockRelease(retries_shared->lock);
+	return wanted;
+}
+
+/*
+ * turns_idle_in_reserve -- an extra worker that runs in a reserved worker
+ * (reserve.c) and has run nothing since 'ran_at', RETRIES_HELD_AFTER_MS ago
+ * or more, gives the reserved worker back: it exits.  The database wants
+ * one (a call waits for a place to run a procedure in, say) that it cannot
+ * use, the call's role having one running; no reserved worker goes to this
+ * database's extras for RESERVE_EXTRA_BACKOFF_MS.  (A database's own
+ * worker gives it back by leave_reserve.)  Reserved workers are few, for
+ * the whole cluster, and a runner or another database may be waiting for
+ * one.
+ */
+bool
+turns_idle_in_reserve(TimestampTz ran_at)
+{
+	TimestampTz now = clock_system_now();
+	RetriesDatabase *db;
+
+	if (!shmem_in_reserve() || !wslot_is_extra() ||
+		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
+		return false;
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(MyDatabaseId, false);
+	if (db != NULL)
+		db->reserve_extra_after = TimestampTzPlusMilliseconds(now, RESERVE_EXTRA_BACKOFF_MS);
+	LWLockRelease(retries_shared->lock);
+	return true;
+}
+
+/*
+ * recent_holds -- other_holds() of the workers that run a batch, or ran the
+ * last one idle for less than RETRIES_HELD_AFTER_MS (a role whose calls
+ * keep the workers busy leaves them idle for a moment between its batches:
+ * an extra worker is not for it)
+ */
+static int
+recent_holds(Hold *holds)
+{
+	return other_holds(holds, TimestampTzPlusMilliseconds(clock_system_now(),
+														  -RETRIES_HELD_AFTER_MS));
+}
+
+/*
+ * turns_running_roles -- the roles that have a batch of calls of their own code
+ * running in another worker of this database, or recently (recent_holds),
+ * each once, into roles[]; returns how many.  A batch of calls of another
+ * role's functions is not listed (see other_holds): a role whose calls of
+ * another role's slow function run, or whose function another role's
+ * calls run, is not held back by them.  So two roles that call each
+ * other's slow functions hold a worker each way besides their own calls'
+ * share (the twenty-ninth hostile review, t/063 2); listing a role for
+ * both kinds of batch at once let another role hold its calls back by
+ * calling its function while it called a third role's (the thirtieth,
+ * t/064 1), the worse of the two.
+ */
+int
+turns_running_roles(Oid *roles)
+{
+	Hold		all[RETRIES_MAX_SLOTS];
+	int			nall = recent_holds(all);
+	int			n = 0;
+
+	for (int i = 0; i < nall; i++)
+	{
+		bool		listed = false;
+
+		if (all[i].role != all[i].holder)
+			continue;
+		for (int j = 0; j < n; j++)
+			listed |= roles[j] == all[i].role;
+		if (!listed)
+			roles[n++] = all[i].role;
+	}
+	return n;
+}
+
+/*
+ * reserve_roles -- the roles whose calls run in another reserved worker
+ * (reserve.c), of any database, into roles[]; returns how many.  Reserved
+ * workers are few, for the whole cluster, there for when parallel queries
+ * or other extensions take every other background worker: a worker that
+ * runs in one takes no call of a role that holds another already, so that
+ * one role's calls in many databases cannot take them all (the twenty-fifth
+ * hostile review, t/059: the first workers of two databases of mallory's
+ * took both, and alice's database had none); idle, it gives its reserved
+ * worker back (idle_in_reserve).
+ */
+static int
+reserve_roles(Oid *roles)
+{
+	int			n;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	n = shmem_reserve_roles(roles);
+	LWLockRelease(retries_shared->lock);
+	return n;
+}
+
+/* When a worker that found only calls of a capped role looks again */
+#define POOL_CAP_RECHECK_MS		1000
+
+/*
+ * pool_roles -- the roles whose batches hold all but one place of the pool
+ * (retries.max_cluster_workers) in every database together, into roles[];
+ * returns how many.  A worker takes none of their calls (turns_claim_first),
+ * whatever else is due or not: one role's long calls in many databases
+ * (its own databases, for a role that may create them) leave a place of
+ * the pool to the others, and another role's call made in any database
+ * gets it within about a second (the twenty-ninth hostile review, t/063 3:
+ * mallory's long calls in two databases of hers took the whole pool, and
+ * alice's call waited for them to end).  A superuser's calls are the
+ * administrator's, and not capped; nor is anything in a pool of two or
+ * less, where the cap would leave every role one batch at a time.
+ */
+static int
+pool_roles(Oid *roles)
+{
+	int			cap = shmem_pool_cap();
+	int			n;
+	int			kept = 0;
+
+	if (cap == 0)
+		return 0;
+	n = shmem_pool_roles(roles, cap);
+	for (int i = 0; i < n; i++)
+	{
+		if (!superuser_arg(roles[i]))
+			roles[kept++] = roles[i];
+	}
+	return kept;
+}
+
+/*
+ * Whether the last claim found only calls of roles that pool_roles capped:
+ * they are due, and the worker looks again POOL_CAP_RECHECK_MS later (if
+ * it leaves meanwhile, its database is due again then)
+ */
+static bool pool_capped = false;
+static Oid	pool_capped_role = InvalidOid;
+static TimestampTz pool_capped_until = 0;	/* when a call not capped may be
+											 * due */
+
+/*
+ * pool_take -- may this worker begin a batch of 'role''s calls, which it
+ * has claimed?  Not if the role's batches run in all places of the pool
+ * but one (as pool_roles counts them, superusers aside): checked and
+ * counted at once with the other workers' (shmem_pool_take), since
+ * pool_roles' look before the claim sees no claim made at the same
+ * instant.  Sets pool_capped if not.
+ */
+static bool
+pool_take(Oid role)
+{
+	int			cap = shmem_pool_cap();
+
+	if (cap == 0 || superuser_arg(role))
+		return true;
+	if (shmem_pool_take(worker_slot, role, cap, clock_system_now()))
+		return true;
+	pool_capped = true;
+	pool_capped_role = role;
+	return false;
+}
+
+/*
+ * Whether the last claim in a reserved worker passed over roles whose
+ * calls run in other reserved workers (reserve_roles): their calls may be
+ * due, and the database with them, once this worker gives the reserve back
+ */
+static bool reserve_passed_over = false;
+
+/*
+ * turns_claim_first -- claim the first call of a batch, which makes it a batch
+ * of that call's role (see claim.c); returns 1, or 0 if no call is due
+ *
+ * That call is: the one the last batch left to run alone (its last
+ * attempt was interrupted), if it is still due; else the earliest due call
+ * of the next role in turn (claim_heads; from version 1.7, a role with
+ * only calls below 0 due has its turn too, *below_zero set: the batch is
+ * of such calls); else, when each of those is locked by another worker (or
+ * the database is at 1.1, without the index of the turns), the first due
+ * call that can be claimed, of a priority above 0, then of 0; else, when
+ * no call of priority 0 or above is due, one below 0 (*below_zero set).
+ * An extra worker takes only the head of a role that has no call running
+ * in another worker (see "Extra workers"); a worker in a reserved worker,
+ * only that of a role whose calls run in no other reserved worker
+ * (reserve_roles).  No worker takes a call of a role whose batches hold all
+ * but one place of the pool (pool_roles; pool_capped is set then).
+ */
+int
+turns_claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
+{
+	Oid			avoid[RETRIES_MAX_SLOTS * 3];
+	Oid			capped[RETRIES_MAX_SLOTS];
+	int			ncapped;
+	int			navoid;
+	int			n = 0;
+	int			nskipped;
+	const int64 *skipped = lone_skipped(&nskipped);
+
+	*below_zero = false;
+	pool_capped = false;
+	if (lone_next_pending())
+	{
+		int64		id = lone_next_take();
+
+		if (claim_ids(calls, &id, 1, now) == 1)
+			return 1;
+	}
+	ncapped = pool_roles(capped);
+	if (wslot_is_extra() || shmem_in_reserve())
+	{
+		navoid = wslot_is_extra() ? turns_running_roles(avoid) : reserve_roles(avoid);
+		if (!wslot_is_extra())
+			reserve_passed_over = navoid > 0;
+		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
+		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
+						skipped, nskipped, true, below_zero);
+	}
+	else
+	{
+		navoid = busy_roles(avoid);
+		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
+		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
+						skipped, nskipped, false, below_zero);
+		if (n == 0)
+			n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
+	}
+
+	/*
+	 * A capped role's call, claimed when nothing else was, or by a worker
+	 * that another beat to the role's last place: left claimed until the
+	 * empty batch commits, and looked at again later (pool_take counts the
+	 * role's batches anew, under the lock)
+	 */
+	if (n > 0 && !pool_take(calls[0].role))
+		n = 0;
+	return n;
+}
+
+/*
+ * turns_extra_passes_over -- in an extra worker, is a batch of 'role''s
+ * calls that run the code of 'holder' (the role, or the owner of another
+ * role's functions) of the kind that another worker of the database runs
+ * (recent_holds)?  A batch of a role's own calls, if another runs one of
+ * that role's; a batch of calls of another role's functions, if another
+ * runs calls of that role's functions, or calls of other roles' functions
+ * by the same caller (a call of mallory's slow function while another
+ * worker runs one; mallory's calls of alice's function that wait for her
+ * lock).  Its first call is then left to the database's own workers
+ * (worker.c).  Otherwise either role of such calls could have them hold
+ * every extra worker too.
+ */
+bool
+turns_extra_passes_over(Oid role, Oid holder)
+{
+	Hold		holds[RETRIES_MAX_SLOTS];
+	int			n = recent_holds(holds);
+	bool		own = holder == role;
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		same;
+
+		if (own)
+			same = holds[i].role == holds[i].holder && holds[i].role == role;
+		else
+			same = holds[i].role != holds[i].holder &&
+				(holds[i].holder == holder || holds[i].role == role);
+		if (same)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * turns_reserve_passes_over -- in a reserved worker, is a batch of
+ * 'role''s calls of another role's code ('holder') that runs in another
+ * reserved worker already (reserve_roles)?  Its first call is then left to
+ * other workers, as an extra does (turns_extra_passes_over): the reserved
+ * workers avoid the roles whose code runs in the others, and so must a
+ * batch of that code made by another role's calls.
+ */
+bool
+turns_reserve_passes_over(Oid role, Oid holder)
+{
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			n = reserve_roles(roles);
+
+	if (holder == role)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (roles[i] == holder)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * turns_capped_due -- after a claim at 'claimed_at' that found nothing,
+ * *due being when the next call falls due (0: none): if the claim found
+ * only calls of capped roles, look again POOL_CAP_RECHECK_MS later at the
+ * latest, and note when a call not capped may be due
+ */
+void
+turns_capped_due(TimestampTz claimed_at, TimestampTz *due)
+{
+	TimestampTz again;
+
+	if (!pool_capped)
+		return;
+	again = TimestampTzPlusMilliseconds(claimed_at, POOL_CAP_RECHECK_MS);
+	pool_capped_until = *due;
+	*due = *due == 0 ? again : Min(*due, again);
+}
+
+/*
+ * turns_capped -- did the last claim find only calls of a capped role?
+ * Then which (*role), and until when its database is due for other work
+ * (*until, 0 if not known); InvalidOid if not
+ */
+Oid
+turns_capped(TimestampTz *until)
+{
+	*until = pool_capped_until;
+	return pool_capped ? pool_capped_role : InvalidOid;
+}
+
+/*
+ * turns_reserve_passed_over -- did the last claim in a reserved worker pass
+ * over roles whose calls run in other reserved workers?
+ */
+bool
+turns_reserve_passed_over(void)
+{
+	return reserve_passed_over;
+}
