@@ -675,7 +675,7 @@ BEGIN
 			v := to_jsonb(retries.cancel(id));
 		ELSE
 			RAISE EXCEPTION USING ERRCODE = '22023',
-				MESSAGE = format('op: %s is not wait, result or cancel', op);
+				MESSAGE = format('op: %s is not wait, result or cancel', left(op, 200));
 	END CASE;
 	RETURN jsonb_build_object('value', v);
 EXCEPTION WHEN OTHERS OR query_canceled THEN

@@ -29,6 +29,7 @@
 /* call_args.c */
 extern Jsonb *call_args_canonicalize(Oid fnoid, Jsonb *args);
 extern List *call_args_build(Oid fnoid, Jsonb *args);
+extern Oid	call_args_foreign_domain(Oid typid);
 extern void call_args_check_size(const Jsonb *args, const char *what);
 
 /* colocate.c */

@@ -298,6 +298,22 @@ type_owner(Oid typid)
 }
 
 /*
+ * call_args_foreign_domain -- foreign_domain() for type typid and the
+ * current user: the first domain with checks of another role (not a
+ * superuser) that a value of the type is checked against when it is read
+ * from text; InvalidOid if none
+ */
+Oid
+call_args_foreign_domain(Oid typid)
+{
+	List	   *seen = NIL;
+	Oid			domain = foreign_domain(typid, GetUserId(), &seen);
+
+	list_free(seen);
+	return domain;
+}
+
+/*
  * check_trusted_params -- the function's parameters are of no domain whose
  * checks another role chose (foreign_domain): such a check is SQL of the
  * domain's owner, which would run with the rights of the role that makes

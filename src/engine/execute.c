@@ -666,6 +666,33 @@ hook_signature_wrong(Oid hook, List *args, Oid rettype)
 }
 
 /*
+ * hook_error_shown -- may a hook's error be shown, in full, on the call
+ * whose failure ran it?  A hook runs as the owner of the annotated
+ * function, and its error may carry what that owner's code read: the
+ * call's role sees it if she is that owner (or a superuser); another role
+ * sees its SQLSTATE only (the thirty-second hostile review, t/066 8).
+ */
+static bool
+hook_error_shown(const RetriesCall *call, const CachedPolicy *policy)
+{
+	return schema_function_owner(policy->fn) == call->role ||
+		superuser_arg(call->role);
+}
+
+/*
+ * hook_error_text -- a hook's error message as the call shows it (see
+ * hook_error_shown)
+ */
+static const char *
+hook_error_text(const RetriesCall *call, const CachedPolicy *policy,
+				const ErrorData *edata)
+{
+	if (hook_error_shown(call, policy))
+		return edata->message;
+	return "its message is shown only to the owner of the function";
+}
+
+/*
  * choose_delay -- the delay before the next attempt after a retryable error,
  * or false (with 'out' set to a failure) when delay_fn says to stop or fails
  */
@@ -697,12 +724,17 @@ choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 						 &result, &isnull);
 		if (edata != NULL)
 		{
+			bool		shown = hook_error_shown(call, policy);
+
 			out->detail = psprintf("The attempt failed with %s: %s",
 								   out->sqlstate, out->message ? out->message : "");
+
 			outcome_set_error(out, edata->sqlerrcode,
 							  psprintf("delay_fn %s failed: %s",
-									   format_procedure(policy->delay_fn), edata->message),
-							  out->detail, edata->hint, edata->context);
+									   format_procedure(policy->delay_fn),
+									   hook_error_text(call, policy, edata)),
+							  out->detail, shown ? edata->hint : NULL,
+							  shown ? edata->context : NULL);
 			return false;
 		}
 		if (isnull)
@@ -783,7 +815,7 @@ run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 atte
 		return;
 	record_hook_error(call->id, attempt, psprintf("%s: %s",
 												  unpack_sql_state(edata->sqlerrcode),
-												  edata->message));
+												  hook_error_text(call, policy, edata)));
 }
 
 /*

@@ -33,6 +33,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/plancache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
@@ -117,7 +118,8 @@ expression_relations(void)
 
 /*
  * exprcache_new_context -- the next attempt runs in another context
- * than the last (sandbox.c): have PostgreSQL plan anew, when next used,
+ * than the last (sandbox.c), in the same transaction as the last if
+ * 'within_transaction': have PostgreSQL plan anew, when next used,
  * the expressions it keeps planned per process: a domain's CHECKs (the
  * type cache), an index's expressions and predicate, a partition key and
  * the partition constraints made from it (the relation cache)
@@ -132,13 +134,42 @@ expression_relations(void)
  * invalidated is rebuilt at its next use.  (A whole
  * InvalidateSystemCaches() did the same, and halved the drain rate of ten
  * roles' interleaved calls: every catalog entry and plan was rebuilt.)
+ *
+ * And the expressions that the plan cache keeps without a search_path to
+ * check (CachedExpression: PL/pgSQL's casts, planned once per process
+ * with the SQL cast functions they call inlined) are marked for planning
+ * anew: those that depend on a function (a PROCOID callback, as a change
+ * of any function would), or, within one transaction, every one and every
+ * plan (ResetPlanCache).  Within a transaction, PL/pgSQL also keeps each
+ * cast compiled (get_cast_hashentry, one ExprState per transaction), with
+ * a domain's CHECKs baked in as the type cache had them: the superuser's
+ * on_exhausted hook, run as its owner in mallory's batch, reused the cast
+ * to the superuser's domain that mallory's call had compiled under her
+ * search_path, and ran her operator as the superuser (the thirty-second
+ * hostile review, t/066 5).  Only a plan cache reset makes PL/pgSQL
+ * compile such a cast again within the transaction.  It is kept for a
+ * change inside one transaction (a hook of another owner), which is rare:
+ * at every change it cost the drain of ten roles' interleaved calls a
+ * third (every saved plan planned anew).
+ *
+ * Also the current text search configuration, which PostgreSQL looks up
+ * by the name default_text_search_config gives and keeps (ts_cache.c): a
+ * name without a schema ('english', as ALTER SYSTEM writes it) was found
+ * under mallory's search_path, and alice's to_tsvector() used mallory's
+ * configuration (t/066 1).
  */
 void
-exprcache_new_context(void)
+exprcache_new_context(bool within_transaction)
 {
 	ListCell   *lc;
 
 	CallSyscacheCallbacks(CONSTROID, 0);
 	foreach(lc, expression_relations())
 		RelationCacheInvalidateEntry(lfirst_oid(lc));
+	if (within_transaction)
+		ResetPlanCache();
+	else
+		CallSyscacheCallbacks(PROCOID, 0);
+	/* the text search configuration of the last context's search_path */
+	CallSyscacheCallbacks(TSCONFIGOID, 0);
 }

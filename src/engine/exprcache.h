@@ -9,6 +9,6 @@
 #ifndef RETRIES_EXPRCACHE_H
 #define RETRIES_EXPRCACHE_H
 
-extern void exprcache_new_context(void);
+extern void exprcache_new_context(bool within_transaction);
 
 #endif							/* RETRIES_EXPRCACHE_H */

@@ -4,11 +4,12 @@
  *	  The settings a login session of a role starts with, as the sandbox
  *	  applies them to each attempt of the role's (sandbox.c).
  *
- * ALTER DATABASE ... SET, ALTER ROLE ... SET and ALTER ROLE ... IN DATABASE
- * ... SET, read from pg_db_role_setting once per transaction (a worker's
- * batch), applied in that order as session values, at PGC_SUSET, as
- * PostgreSQL does at login: who may store a setting was checked when it
- * was stored.
+ * ALTER ROLE ALL SET, ALTER DATABASE ... SET, ALTER ROLE ... SET and ALTER
+ * ROLE ... IN DATABASE ... SET, read from pg_db_role_setting once per
+ * transaction (a worker's batch), so that a change or a RESET of any of
+ * them reaches the attempts of workers already running, and applied in
+ * that order as session values, at PGC_SUSET, as PostgreSQL does at login:
+ * who may store a setting was checked when it was stored.
  *
  * Under them, the server's settings, not the worker's own login's.  A
  * worker connects as the bootstrap superuser, so its connection took that
@@ -18,8 +19,9 @@
  * default_transaction_read_only = on would make them all read-only.  So
  * the worker notes the server's settings before it connects
  * (login_note_server_settings) and, once connected, sets back every
- * setting that its role's settings chose (login_forget_own_settings), the
- * database's value over it where the database has one.  A setting the
+ * setting that its role's settings, or every role's (ALTER ROLE ALL SET,
+ * applied at each attempt as read then), chose (login_forget_own_settings),
+ * the database's value over it where the database has one.  A setting the
  * role's settings made up (a custom placeholder no loaded module defines)
  * cannot be removed: it is set to the empty string.  One that only a new
  * connection can change (PGC_BACKEND: ignore_system_indexes,
@@ -64,6 +66,7 @@ typedef struct RoleSettings
 static struct
 {
 	LocalTransactionId lxid;	/* the transaction they were read in */
+	ArrayType  *global;			/* ALTER ROLE ALL SET, or NULL */
 	ArrayType  *database;		/* ALTER DATABASE ... SET, or NULL */
 	List	   *roles;			/* RoleSettings */
 }			settings;
@@ -134,6 +137,7 @@ role_settings(Oid role)
 		settings.lxid = retries_local_xid();
 		settings.roles = NIL;
 		rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+		settings.global = fetch_settings(rel, InvalidOid, InvalidOid);
 		settings.database = fetch_settings(rel, MyDatabaseId, InvalidOid);
 		table_close(rel, AccessShareLock);
 	}
@@ -224,15 +228,16 @@ apply_settings(ArrayType *array, GucSource source, List *only)
 
 /*
  * login_apply_settings -- apply the settings a login session of 'role'
- * starts with, in the current GUC nest level: the database's, the role's
- * everywhere, the role's in this database, from the least to the most
- * specific, as at login
+ * starts with, in the current GUC nest level: every role's (ALTER ROLE ALL
+ * SET), the database's, the role's everywhere, the role's in this
+ * database, from the least to the most specific, as at login
  */
 void
 login_apply_settings(Oid role)
 {
 	RoleSettings *rs = role_settings(role);
 
+	apply_settings(settings.global, PGC_S_SESSION, NIL);
 	apply_settings(settings.database, PGC_S_SESSION, NIL);
 	apply_settings(rs->everywhere, PGC_S_SESSION, NIL);
 	apply_settings(rs->here, PGC_S_SESSION, NIL);
@@ -296,7 +301,8 @@ login_forget_own_settings(void)
 
 	for (int i = 0; i < n; i++)
 	{
-		if (vars[i]->source == PGC_S_USER ||
+		if (vars[i]->source == PGC_S_GLOBAL ||
+			vars[i]->source == PGC_S_USER ||
 			vars[i]->source == PGC_S_DATABASE_USER)
 			reset = lappend(reset, pstrdup(vars[i]->name));
 	}

@@ -20,6 +20,7 @@
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -123,6 +124,15 @@ foreign_walker(Node *node, void *context)
 	if (IsA(node, CoerceToDomain) &&
 		domain_checks_foreign(((CoerceToDomain *) node)->resulttype))
 		return true;
+
+	/*
+	 * A literal of a type that reaches another role's domain (an array, a
+	 * composite): the CALL's text reads it again, and its domain's checks run
+	 * then (the thirty-second hostile review, t/066 2)
+	 */
+	if (IsA(node, Const) &&
+		OidIsValid(call_args_foreign_domain(((Const *) node)->consttype)))
+		return true;
 #if PG_VERSION_NUM >= 160000
 	return expression_tree_walker(node, foreign_walker, context);
 #else
@@ -153,6 +163,45 @@ check_defaults(Oid fnoid, List *args)
 							format_procedure(fnoid)),
 					 errdetail("Only the caller's code and a superuser's make a call's arguments."),
 					 errhint("Pass the argument whose default calls it, or have its owner give the function to the caller or to a superuser.")));
+	}
+}
+
+/*
+ * check_param_domains -- the procedure's parameters are of no domain whose
+ * checks call a function of another role: the caller's own domain may call
+ * one, and the runner converts the arguments, and reads them back from the
+ * CALL's text, without the worker's routing (sandbox_make_args), which
+ * fails an attempt that reaches such a function while it makes its
+ * arguments (the thirty-second hostile review, t/066 3)
+ */
+static void
+check_param_domains(Oid fnoid)
+{
+	Oid		   *types;
+	char	  **names;
+	char	   *modes;
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	int			n;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	n = get_func_arg_info(tup, &types, &names, &modes);
+	ReleaseSysCache(tup);
+	for (int i = 0; i < n; i++)
+	{
+		Oid			type = types[i];
+
+		if (modes != NULL && modes[i] == PROARGMODE_OUT)
+			continue;			/* passed as NULL */
+		if (OidIsValid(get_element_type(type)))
+			type = get_element_type(type);
+		if (domain_checks_foreign(type))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("making the call's arguments would run a function of another role, in a check of domain %s of %s",
+							format_type_be(type), format_procedure(fnoid)),
+					 errdetail("Only the caller's code and a superuser's make a call's arguments."),
+					 errhint("Have the domain's checks call only the caller's functions or a superuser's.")));
 	}
 }
 
@@ -193,6 +242,7 @@ proctext_build(Oid fnoid, const char *args_text)
 		CommitTransactionCommand();
 		return command;
 	}
+	check_param_domains(fnoid);
 	check_defaults(fnoid, args);
 	foreach(lc, args)
 	{

@@ -175,10 +175,12 @@ static Oid	sandbox_role = InvalidOid;
 
 /*
  * The context of the last attempt: the role it ran as and the owner of the
- * function it ran (InvalidOid: the next attempt starts a new context)
+ * function it ran (InvalidOid: the next attempt starts a new context), and
+ * the transaction it ran in
  */
 static Oid	last_role = InvalidOid;
 static Oid	last_owner = InvalidOid;
+static LocalTransactionId last_lxid = InvalidLocalTransactionId;
 
 /*
  * What the worker is doing that routes other roles' functions through
@@ -718,10 +720,11 @@ sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 	{
 		reseed_random();
 		plcache_new_context();
-		exprcache_new_context();
+		exprcache_new_context(last_lxid == retries_local_xid());
 		last_role = role;
 		last_owner = owner;
 	}
+	last_lxid = retries_local_xid();
 	settings_pinned = true;
 	sb->role = role;
 	sandbox_role = role;
