@@ -226,34 +226,39 @@ note('1: alice\'s call on the restored server: ' . $restored->safe_psql('tenant_
 $restored->stop('immediate');
 
 # 3. meanwhile, mallory's backlog of her own calls in the copy, and 100 of
-# alice's calls; for reference, first, 100 of alice's calls in a settled
-# database, in this run (each command runs in a runner of its own)
-my $ref3_first = sql('alice',
-	"SELECT min(retries.run_command('SELECT 1')) FROM generate_series(1, 100)");
-wait_until($node, $DB,
-	"SELECT count(*) FROM retries.call_data WHERE id >= $ref3_first AND scheduled_by = 'alice'::regrole"
-	  . " AND state = 'succeeded'",
-	'100', '3: alice\'s 100 calls run in a settled database', 60);
-my $ref3 = $node->safe_psql($DB,
-	"SELECT round(max(extract(epoch FROM a.started_at - c.created_at))::numeric, 3)"
-	  . " FROM retries.call_data c JOIN retries.attempt_data a ON a.call_id = c.id"
-	  . " WHERE c.id >= $ref3_first AND c.scheduled_by = 'alice'::regrole");
-note("3: in a settled database the last of alice's 100 calls started $ref3 s after it was made");
+# alice's calls; for reference, 100 of alice's calls in a settled database,
+# in this run (each command runs in a runner of its own).  Three rounds of
+# each, in turn, and the best of each compared: what the copy's check costs
+# is paid in every round, a loaded machine's pause in one (once, in CI, a
+# single round of each: 5.3 s late in the copy against 1.5 s)
+sub lateness_of_100
+{
+	my ($db) = @_;
+	my $first = sql('alice', "SELECT min(retries.run_command('SELECT 1')) FROM generate_series(1, 100)",
+		$db);
+	wait_until($node, $db,
+		"SELECT count(*) FROM retries.call_data WHERE id >= $first AND scheduled_by = 'alice'::regrole"
+		  . " AND state = 'succeeded'",
+		'100', "3: alice's 100 calls run in $db", 60);
+	return $node->safe_psql($db,
+		"SELECT round(max(extract(epoch FROM a.started_at - c.created_at))::numeric, 3)"
+		  . " FROM retries.call_data c JOIN retries.attempt_data a ON a.call_id = c.id"
+		  . " WHERE c.id >= $first AND c.scheduled_by = 'alice'::regrole");
+}
 my $t0 = time();
 sql('mallory', "SELECT count(retries.run_command('SELECT 1', run_at => now() + interval '1 year'))"
 	  . " FROM generate_series(1, 150000)", 'tenant_a');
 note(sprintf('3: mallory\'s 150,000 calls made in %.1f s', time() - $t0));
-my $first3 = sql('alice', "SELECT min(retries.run_command('SELECT 1')) FROM generate_series(1, 100)",
-	'tenant_a');
-wait_until($node, 'tenant_a',
-	"SELECT count(*) FROM retries.call_data WHERE id >= $first3 AND scheduled_by = 'alice'::regrole"
-	  . " AND state = 'succeeded'",
-	'100', '3: alice\'s 100 calls run', 60);
-my $late3 = $node->safe_psql('tenant_a',
-	"SELECT round(max(extract(epoch FROM a.started_at - c.created_at))::numeric, 3)"
-	  . " FROM retries.call_data c JOIN retries.attempt_data a ON a.call_id = c.id"
-	  . " WHERE c.id >= $first3 AND c.scheduled_by = 'alice'::regrole");
-note("3: the last of alice's 100 calls started $late3 s after it was made");
+my (@ref3, @late3);
+for my $round (1 .. 3)
+{
+	push @ref3,  lateness_of_100($DB);
+	push @late3, lateness_of_100('tenant_a');
+}
+my ($ref3)  = sort { $a <=> $b } @ref3;
+my ($late3) = sort { $a <=> $b } @late3;
+note("3: the last of alice's 100 calls started @ref3 s after it was made in a settled database,"
+	  . " @late3 s in the unsettled copy");
 # the copy's check of each claimed call must not cost alice more than
 # twice the settled database's time, and a second (before the fix: a scan
 # of call_data per claimed call, 4.4 s for 50 calls beside 200,000 rows;

@@ -137,6 +137,31 @@ for my $round (1 .. 3)
 is($node->safe_psql('mdb', "SELECT state || ' ' || attempts || ' ' || max_attempts"
 		  . " FROM retries.call_data WHERE id = $c1"),
 	'scheduled 3 ' . ($max1 + 3), '1: three attempts cut short by the stops, each given back');
+# the same, while a session holds the call's row (the superuser, as a
+# reschedule() left uncommitted would): the worker that comes next in the
+# slot finds the call locked and notes the attempt for whoever claims the
+# call; that note too says the stop cut it short (once, its 'stopped' was
+# false, and won over the exiting worker's when a worker of the other slot
+# claimed the call at that moment: a stop used up one of alice's attempts)
+my $holder = $node->background_psql('mdb');
+$holder->query_until(qr/locking/,
+	"\\echo locking\nBEGIN; SELECT 1 FROM retries.call_data WHERE id = $c1 FOR UPDATE;\n");
+wait_until($node, 'mdb', "SELECT count(*) = 1 FROM pg_stat_activity"
+	  . " WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()",
+	't', '1: setup: a session waits for the row of alice\'s running call');
+my $log4 = -s $node->logfile;
+($o, $e) = try_as($node, $DB, 'mallory', 'CREATE DATABASE x1 TEMPLATE mdb OWNER alice');
+ok(!defined $o && $e =~ /42501/, '1: ... refused again (4)') or diag($o // $e);
+$node->wait_for_log(qr/attempt 4 of call $c1 was interrupted; its call is locked by another transaction/,
+	$log4);
+$holder->query_safe('COMMIT');
+$holder->quit;
+wait_until($node, 'mdb', "SELECT (" . gate_waiters($G1) . ") >= 1"
+	  . " AND (SELECT attempts FROM retries.call_data WHERE id = $c1) >= 4", 't',
+	'1: alice\'s call runs again once the session lets its row go (4)');
+is($node->safe_psql('mdb', "SELECT state || ' ' || attempts || ' ' || max_attempts"
+		  . " FROM retries.call_data WHERE id = $c1"),
+	'scheduled 4 ' . ($max1 + 4), '1: the attempt cut short while its row was held is given back too');
 note('1: alice\'s call in mdb: ' . $node->safe_psql('mdb',
 		"SELECT state || ' / ' || attempts || ' attempts / '"
 		  . " || (SELECT count(*) FROM retries.attempt_data WHERE call_id = $c1"

@@ -264,6 +264,12 @@ ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped)
  * entry goes.  An entry that no one took in time (INTERRUPTED_KEEP_MS: the
  * call was cancelled meanwhile, say) goes too: otherwise every attempt
  * would look through the entries, under the lock, forever.
+ *
+ * One attempt may have two entries: the exiting worker's, and the one its
+ * slot's next worker notes when it finds the call locked (by the worker
+ * that claimed it meanwhile: charge_interrupted).  Both are taken, and the
+ * attempt was stopped by the extension if either says so (once, the second
+ * entry's 'false' won, and a stop used up an attempt: t/045 1).
  */
 bool
 ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook,
@@ -295,11 +301,14 @@ ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook
 			e->dboid = InvalidOid;
 			retries_shared->ninterrupted--;
 			found |= match;
+			/* two entries for one attempt: the stop's, and a locked charge's */
 			if (match)
 			{
-				*hook = (ExecuteHook) e->hook;
-				*started = e->started;
-				*stopped = e->stopped;
+				if (*hook == HOOK_NONE)
+					*hook = (ExecuteHook) e->hook;
+				if (*started == 0)
+					*started = e->started;
+				*stopped |= e->stopped;
 			}
 		}
 	}

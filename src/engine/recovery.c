@@ -128,7 +128,8 @@ charge_interrupted(const InFlight *rec)
 			ereport(LOG,
 					(errmsg("retries: attempt %d of call " INT64_FORMAT " was interrupted; its call is locked by another transaction, so it is charged when the call is next claimed",
 							rec->attempt, rec->call_id)));
-			ledger_note_interrupted(rec, INTERRUPTED_LOCKED_KEEP_MS, false);
+			/* a stop's attempt stays given back, whoever charges it */
+			ledger_note_interrupted(rec, INTERRUPTED_LOCKED_KEEP_MS, rec->stopped != 0);
 			return false;
 		case CALL_LOCKED_NOW:
 			break;
