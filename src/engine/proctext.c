@@ -36,6 +36,7 @@
 #include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "api/api.h"
 #include "base/base.h"
@@ -114,6 +115,60 @@ domain_checks_foreign(Oid typid)
 	return found;
 }
 
+/*
+ * type_checks_foreign -- is a value of type typid checked, when it is read
+ * from text, against a domain whose CHECKs call a function of another
+ * role: the type itself and the domains it is over, the elements of an
+ * array, the fields of a composite, the subtype of a range, however deep
+ * (each type looked at once, '*seen')?
+ */
+static bool
+type_checks_foreign(Oid typid, List **seen)
+{
+	char		typtype;
+	bool		found = false;
+
+	check_stack_depth();
+	if (!OidIsValid(typid) || list_member_oid(*seen, typid))
+		return false;
+	*seen = lappend_oid(*seen, typid);
+	typtype = get_typtype(typid);
+	if (typtype == TYPTYPE_DOMAIN)
+		return domain_checks_foreign(typid) ||
+			type_checks_foreign(getBaseType(typid), seen);
+	if (OidIsValid(get_element_type(typid)))
+		return type_checks_foreign(get_element_type(typid), seen);
+	if (typtype == TYPTYPE_RANGE)
+		return type_checks_foreign(get_range_subtype(typid), seen);
+	if (typtype == TYPTYPE_MULTIRANGE)
+		return type_checks_foreign(get_multirange_range(typid), seen);
+	if (typtype == TYPTYPE_COMPOSITE && OidIsValid(get_typ_typrelid(typid)))
+	{
+		TupleDesc	desc = lookup_rowtype_tupdesc(typid, -1);
+
+		for (int i = 0; i < desc->natts && !found; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (!att->attisdropped)
+				found = type_checks_foreign(att->atttypid, seen);
+		}
+		ReleaseTupleDesc(desc);
+	}
+	return found;
+}
+
+/* type_checks_foreign() of one type */
+static bool
+type_reaches_foreign(Oid typid)
+{
+	List	   *seen = NIL;
+	bool		found = type_checks_foreign(typid, &seen);
+
+	list_free(seen);
+	return found;
+}
+
 static bool
 foreign_walker(Node *node, void *context)
 {
@@ -122,7 +177,7 @@ foreign_walker(Node *node, void *context)
 	if (check_functions_in_node(node, foreign_checker, context))
 		return true;
 	if (IsA(node, CoerceToDomain) &&
-		domain_checks_foreign(((CoerceToDomain *) node)->resulttype))
+		type_reaches_foreign(((CoerceToDomain *) node)->resulttype))
 		return true;
 
 	/*
@@ -131,7 +186,8 @@ foreign_walker(Node *node, void *context)
 	 * then (the thirty-second hostile review, t/066 2)
 	 */
 	if (IsA(node, Const) &&
-		OidIsValid(call_args_foreign_domain(((Const *) node)->consttype)))
+		(OidIsValid(call_args_foreign_domain(((Const *) node)->consttype)) ||
+		 type_reaches_foreign(((Const *) node)->consttype)))
 		return true;
 #if PG_VERSION_NUM >= 160000
 	return expression_tree_walker(node, foreign_walker, context);
@@ -172,7 +228,9 @@ check_defaults(Oid fnoid, List *args)
  * one, and the runner converts the arguments, and reads them back from the
  * CALL's text, without the worker's routing (sandbox_make_args), which
  * fails an attempt that reaches such a function while it makes its
- * arguments (the thirty-second hostile review, t/066 3)
+ * arguments (the thirty-second hostile review, t/066 3); made before
+ * they are converted, which runs the checks (the thirty-third, t/067 2),
+ * and through arrays, composites and ranges (t/067 1)
  */
 static void
 check_param_domains(Oid fnoid)
@@ -193,12 +251,10 @@ check_param_domains(Oid fnoid)
 
 		if (modes != NULL && modes[i] == PROARGMODE_OUT)
 			continue;			/* passed as NULL */
-		if (OidIsValid(get_element_type(type)))
-			type = get_element_type(type);
-		if (domain_checks_foreign(type))
+		if (type_reaches_foreign(type))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("making the call's arguments would run a function of another role, in a check of domain %s of %s",
+					 errmsg("making the call's arguments would run a function of another role, in a check of a domain that type %s reaches, of %s",
 							format_type_be(type), format_procedure(fnoid)),
 					 errdetail("Only the caller's code and a superuser's make a call's arguments."),
 					 errhint("Have the domain's checks call only the caller's functions or a superuser's.")));
@@ -229,6 +285,8 @@ proctext_build(Oid fnoid, const char *args_text)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	access_check_call_privilege(fnoid, GetUserId());
+	/* before the arguments are made: their conversion runs the checks */
+	check_param_domains(fnoid);
 	args = call_args_build(fnoid,
 						   DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 															  CStringGetDatum(args_text))));
@@ -242,7 +300,6 @@ proctext_build(Oid fnoid, const char *args_text)
 		CommitTransactionCommand();
 		return command;
 	}
-	check_param_domains(fnoid);
 	check_defaults(fnoid, args);
 	foreach(lc, args)
 	{
