@@ -92,6 +92,7 @@ OBJS = \
 	src/engine/lone.o \
 	src/engine/steps.o \
 	src/engine/turns.o \
+	src/engine/batch.o \
 	src/engine/worker.o \
 	src/engine/leave.o \
 	src/engine/launcher.o \

@@ -22,7 +22,7 @@ typedef struct RetriesCall
 	int32		max_attempts;	/* 0 when unlimited */
 	Oid			role;			/* scheduled_by */
 	bool		lone;			/* its last attempt was interrupted: it runs
-								 * alone in its batch (see worker.c) */
+								 * alone in its batch (see batch.c) */
 	bool		windowed;		/* a key_window spaces its key's deliveries
 								 * (flow/key_window.c) */
 	int32		priority;		/* as given to retries.call() */

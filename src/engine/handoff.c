@@ -527,7 +527,7 @@ handoff_begin(RetriesCall *call)
 	/*
 	 * In the ledger before the mark commits: a crash from then on charges the
 	 * attempt, and gives the call, due at 'infinity' until its outcome, a
-	 * time to run again (an error rolls both back: run_batch's caller clears
+	 * time to run again (an error rolls both back: batch_run's caller clears
 	 * the ledger)
 	 */
 	ledger_write(call->id, call->attempts + 1);

@@ -43,7 +43,7 @@ static int32 lone_attempt = 0;
 /*
  * Calls a worker leaves alone: those it could not even fail, and in an
  * extra worker, those whose code is a role's that holds another worker
- * (extra_passes_over, worker.c)
+ * (extra_passes_over, batch.c)
  */
 static int64 skipped[LONE_SKIP_MAX];
 static int	nskipped = 0;

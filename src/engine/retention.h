@@ -11,5 +11,6 @@
 
 extern uint64 retention_prune(int limit);
 extern uint64 retention_prune_events(int limit);
+extern void retention_prune_round(Oid served);
 
 #endif							/* RETRIES_RETENTION_H */
