@@ -80,6 +80,8 @@ OBJS = \
 	src/engine/claim.o \
 	src/engine/policies.o \
 	src/engine/outcome.o \
+	src/engine/evaluate.o \
+	src/engine/verdict.o \
 	src/engine/execute.o \
 	src/engine/handoff.o \
 	src/engine/ledger.o \

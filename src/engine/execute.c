@@ -24,6 +24,15 @@
  * execute the function, and the arguments still convert.  Each fails the
  * call for good, whatever retry_on says.
  *
+ * This file is the attempt's course: evaluate.c runs the role's code (the
+ * function, its arguments and defaults, a hook) in its sandbox under the
+ * time limit, verdict.c says what an attempt comes to (the checks before
+ * it, its error classified, the delay of a retry, a call failed for good
+ * and its on_exhausted hook), outcome.c writes it.  Here too: an attempt
+ * cut short (a worker's exit, a stop, a commit that failed) charged as
+ * interrupted, whose code a call runs (code_owner), and a procedure's or
+ * command's call before and after its runner (execute_runner_*).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -59,88 +68,17 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "core/policy.h"
+#include "engine/evaluate.h"
 #include "engine/execute.h"
 #include "engine/outcome.h"
 #include "engine/runner.h"
 #include "engine/policies.h"
 #include "engine/sandbox.h"
 #include "engine/time_cap.h"
+#include "engine/verdict.h"
 #include "flow/flow.h"
 #include "tables/tables.h"
 
-
-/* Where run_sandboxed() was when an error came */
-typedef enum SandboxStep
-{
-	STEP_ARGUMENTS,				/* converting the call's arguments */
-	STEP_FUNCTION,				/* running the function (or a hook) */
-	STEP_RESULT					/* converting its result to jsonb */
-} SandboxStep;
-
-
-/*
- * The time limit of an attempt (its policy's timeout, or the cap
- * retries.max_attempt_time): when it passes, the attempt is cancelled as a
- * statement timeout would cancel a statement.  A function may trap that
- * cancel (EXCEPTION WHEN query_canceled) and go on; so the limit holds by
- * two more means: an attempt that returns after its cancel is failed as a
- * timeout all the same (run_sandboxed), and one that is still running
- * ATTEMPT_KILL_GRACE_MS after its cancel was made (not after it was due:
- * time_cap.c) ends with the worker, which is told to exit as if by
- * SIGTERM: no code can trap that.  The attempt is
- * then charged as interrupted (see worker.c), and the calls that shared
- * its batch, all of its role (see worker.c), run again uncharged.
- */
-#define ATTEMPT_KILL_GRACE_MS	2000
-
-static volatile sig_atomic_t attempt_timed_out = false;
-static volatile sig_atomic_t attempt_killed = false;
-
-/* The limit of the attempt under way, as text, for the log */
-static char attempt_limit_text[POLICY_FORMAT_LEN];
-
-/* The worker's, told when a hook starts and ends (execute_init) */
-static ExecuteHookPhase hook_phase_callback = NULL;
-
-static void record_hook_error(int64 call_id, int32 attempt, const char *error);
-
-/*
- * attempt_timeout_handler -- the policy's timeout has passed: cancel the
- * running function as a statement timeout would
- */
-static void
-attempt_timeout_handler(void)
-{
-	attempt_timed_out = true;
-	QueryCancelPending = true;
-	InterruptPending = true;
-	SetLatch(MyLatch);
-}
-
-/*
- * attempt_kill_handler -- the attempt trapped its cancel and went on: the
- * worker exits at its next check for interrupts, as after SIGTERM
- */
-static void
-attempt_kill_handler(void)
-{
-	attempt_killed = true;
-	ProcDiePending = true;
-	InterruptPending = true;
-	SetLatch(MyLatch);
-}
-
-/*
- * execute_attempt_killed -- whether the worker is exiting because an
- * attempt went on past its time limit after its cancel; if so, the limit
- * as text into *limit
- */
-bool
-execute_attempt_killed(const char **limit)
-{
-	*limit = attempt_limit_text;
-	return attempt_killed;
-}
 
 /*
  * execute_init -- set up what attempts need (once per worker)
@@ -148,739 +86,9 @@ execute_attempt_killed(const char **limit)
 void
 execute_init(ExecuteHookPhase hook_phase)
 {
-	hook_phase_callback = hook_phase;
+	verdict_init(hook_phase);
 	policies_init();
-	time_cap_init(attempt_timeout_handler, attempt_kill_handler);
-}
-
-/*
- * attempt_time_limit -- how long an attempt (or a hook) may run, in
- * microseconds, -1 for no limit: the policy's timeout, capped at
- * retries.max_attempt_time; *capped tells whether the cap is what applies
- */
-static int64
-attempt_time_limit(const CachedPolicy *policy, bool *capped)
-{
-	int64		cap = (int64) retries_max_attempt_time * USECS_PER_SEC;
-	int64		timeout = policy != NULL ? policy->timeout : -1;
-
-	*capped = cap > 0 && (timeout < 0 || timeout > cap);
-	return *capped ? cap : timeout;
-}
-
-/*
- * log_capped -- say, once per worker, that an attempt ran into
- * retries.max_attempt_time
- */
-static void
-log_capped(const RetriesCall *call, int32 attempt, const char *cap)
-{
-	static bool logged = false;
-
-	if (logged)
-		return;
-	ereport(LOG,
-			(errmsg("retries: attempt %d of call " INT64_FORMAT " ran past retries.max_attempt_time (%s) and was cancelled",
-					attempt, call->id, cap),
-			 errdetail("This is logged once per worker."),
-			 errhint("Give the function's policy a timeout that suits it, or raise retries.max_attempt_time.")));
-	logged = true;
-}
-
-/*
- * default_value -- a parameter's default expression, given for a parameter
- * the call left out, evaluated: a Const in the executor's memory
- *
- * Evaluated before the call, as PostgreSQL evaluates a call's arguments,
- * but apart from it, in the sandbox's making of arguments
- * (sandbox_make_args): a default is SQL that the function's owner wrote,
- * and a function of another role that it calls must not run with the
- * caller's rights.
- */
-static Const *
-default_value(Expr *arg, EState *estate)
-{
-	Oid			type = exprType((Node *) arg);
-	ExprState  *state;
-	Datum		value;
-	bool		isnull;
-	int16		typlen;
-	bool		typbyval;
-
-	sandbox_make_args(true);
-	state = ExecInitExpr(expression_planner(arg), NULL);
-	value = ExecEvalExpr(state, GetPerTupleExprContext(estate), &isnull);
-	sandbox_make_args(false);
-	get_typlenbyval(type, &typlen, &typbyval);
-	return makeConst(type, exprTypmod((Node *) arg), exprCollation((Node *) arg),
-					 typlen, isnull ? (Datum) 0 : datumCopy(value, typbyval, typlen),
-					 isnull, typbyval);
-}
-
-/*
- * evaluate_call -- call a function with these argument expressions; its
- * result, copied into the caller's memory context, goes to *result if
- * 'result' is not NULL
- *
- * The call is built as a FuncExpr and run through the executor, so that
- * defaults, strictness and the function's own expectations of fn_expr are
- * as in a SQL call.  Only the arguments go through the planner (a default
- * expression may need it); the call itself does not, because the planner
- * would try to inline a SQL function, parsing its body once more on every
- * attempt only to find that it cannot, and an inlined call would run the
- * same anyway.
- */
-static void
-evaluate_call(Oid fnoid, List *args, Datum *result, bool *isnull, Oid *result_type)
-{
-	MemoryContext callercxt = CurrentMemoryContext;
-	EState	   *estate = CreateExecutorState();
-	FuncExpr   *fexpr;
-	ExprState  *exprstate;
-	List	   *planned = NIL;
-	Oid			inputcollid = InvalidOid;
-	Oid			rettype = get_func_rettype(fnoid);
-	ListCell   *lc;
-	Datum		value;
-	bool		valuenull;
-
-	MemoryContextSwitchTo(estate->es_query_cxt);
-	foreach(lc, args)
-	{
-		Expr	   *arg = (Expr *) lfirst(lc);
-
-		planned = lappend(planned, IsA(arg, Const) ? arg : (Expr *) default_value(arg, estate));
-		/* as in SQL: collatable arguments pass their (default) collation */
-		if (!OidIsValid(inputcollid))
-			inputcollid = exprCollation((Node *) arg);
-	}
-	fexpr = makeFuncExpr(fnoid, rettype, planned,
-						 InvalidOid, inputcollid, COERCE_EXPLICIT_CALL);
-	exprstate = ExecInitExpr((Expr *) fexpr, NULL);
-	MemoryContextSwitchTo(callercxt);
-	value = ExecEvalExprSwitchContext(exprstate, GetPerTupleExprContext(estate),
-									  &valuenull);
-
-	/* the value lives in the executor's memory, about to be freed */
-	if (result != NULL)
-	{
-		int16		typlen;
-		bool		typbyval;
-
-		get_typlenbyval(rettype, &typlen, &typbyval);
-		*result = valuenull ? (Datum) 0 : datumCopy(value, typbyval, typlen);
-		*isnull = valuenull;
-		*result_type = rettype;
-	}
-	FreeExecutorState(estate);
-}
-
-/*
- * to_jsonb() as called for results of one type: its FmgrInfo, whose
- * fn_expr tells it the type of its argument, in a memory context of its
- * own, made again when a result of another type comes (a batch mostly
- * calls one function)
- */
-static MemoryContext to_jsonb_cxt = NULL;
-static Oid	to_jsonb_type = InvalidOid;
-static FmgrInfo to_jsonb_flinfo;
-
-/*
- * result_to_jsonb -- a function's result (of type 'type') as to_jsonb()
- * makes it, in the caller's memory context; NULL for void or NULL
- *
- * to_jsonb() runs the output functions of the result's types (and their
- * casts to json), which are the role's code as much as the function is:
- * the caller runs this in the call's sandbox.
- */
-static Jsonb *
-result_to_jsonb(Oid type, Datum value, bool isnull)
-{
-	if (isnull || type == VOIDOID)
-		return NULL;
-	if (to_jsonb_cxt == NULL || to_jsonb_type != type)
-	{
-		MemoryContext oldcxt;
-
-		if (to_jsonb_cxt != NULL)
-			MemoryContextDelete(to_jsonb_cxt);
-		to_jsonb_cxt = AllocSetContextCreate(TopMemoryContext, "retries to_jsonb",
-											 ALLOCSET_SMALL_SIZES);
-		to_jsonb_type = InvalidOid;
-		oldcxt = MemoryContextSwitchTo(to_jsonb_cxt);
-		fmgr_info_cxt(F_TO_JSONB, &to_jsonb_flinfo, to_jsonb_cxt);
-		to_jsonb_flinfo.fn_expr = (Node *)
-			makeFuncExpr(F_TO_JSONB, JSONBOID,
-						 list_make1(makeNullConst(type, -1, InvalidOid)),
-						 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-		MemoryContextSwitchTo(oldcxt);
-		to_jsonb_type = type;
-	}
-	return DatumGetJsonbP(FunctionCall1(&to_jsonb_flinfo, value));
-}
-
-/*
- * check_result_size -- raise 54000 if a call's result is larger than
- * retries.max_result_size
- */
-static void
-check_result_size(Oid fnoid, const Jsonb *result)
-{
-	Size		limit = (Size) retries_max_result_size * 1024;
-	char		size[POLICY_FORMAT_LEN];
-	char		max[POLICY_FORMAT_LEN];
-
-	if (result == NULL || VARSIZE(result) <= limit)
-		return;
-	snprintf(size, sizeof(size), "%zu bytes", (Size) VARSIZE(result));
-	snprintf(max, sizeof(max), "%d kB", retries_max_result_size);
-	ereport(ERROR,
-			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("the result of %s is %s as jsonb, more than retries.max_result_size (%s)",
-					format_procedure(fnoid), size, max),
-			 errhint("Return less (keep large data in a table and return its key), or raise retries.max_result_size.")));
-}
-
-/*
- * evaluate_in_sandbox -- what run_sandboxed() runs in its subtransaction:
- * the call, and, for the call itself ('keep'), its result converted to
- * jsonb and checked (*step says which is under way)
- *
- * A function of its own, not inlined, so that its locals are not those of
- * run_sandboxed(), which a longjmp out of the subtransaction could clobber.
- */
-static pg_noinline void
-evaluate_in_sandbox(Oid fnoid, List *args, bool keep, SandboxStep *step,
-					Datum *result, bool *isnull)
-{
-	Oid			result_type = InvalidOid;
-	Jsonb	   *jb;
-
-	evaluate_call(fnoid, args, result, isnull, &result_type);
-	if (!keep)
-		return;
-	*step = STEP_RESULT;
-	sandbox_convert_result(true);
-	jb = result_to_jsonb(result_type, *result, *isnull);
-	sandbox_convert_result(false);
-	check_result_size(fnoid, jb);
-	if (jb != NULL)
-		args_check_jsonb_encoding(jb, "the result");
-	*result = PointerGetDatum(jb);
-	*isnull = jb == NULL;
-	*step = STEP_FUNCTION;
-}
-
-/*
- * arm_time_limit -- start the clocks of an attempt's time limit: its
- * cancel, and the end of the worker if it traps the cancel (see the top
- * of the file)
- */
-static void
-arm_time_limit(int64 timeout)
-{
-	policy_format_duration(timeout, attempt_limit_text, sizeof(attempt_limit_text));
-	time_cap_arm((int) Min(timeout / 1000, INT_MAX), ATTEMPT_KILL_GRACE_MS);
-}
-
-/*
- * disarm_time_limit -- stop them
- */
-static void
-disarm_time_limit(void)
-{
-	time_cap_disarm();
-}
-
-/*
- * rename_deadlock_cancel -- an attempt that Citus cancelled to break a
- * distributed deadlock failed with a deadlock (40P01), as Citus reports
- * such a cancel itself: it renames the cancel's 57014 only when the error
- * is emitted (its emit_log_hook), and the sandbox catches the error
- * before that.  Citus, when loaded, says whether it cancelled this
- * process for a deadlock (and forgets it: the next cancel may have another
- * cause).
- */
-static void
-rename_deadlock_cancel(ErrorData *edata)
-{
-	static bool looked_up = false;
-	static bool (*cancelled_for_deadlock) (bool clear) = NULL;
-
-	if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
-		return;
-	if (!looked_up)
-	{
-		cancelled_for_deadlock = (bool (*) (bool))
-			citus_symbol("MyBackendGotCancelledDueToDeadlock");
-		looked_up = true;
-	}
-	if (cancelled_for_deadlock != NULL && cancelled_for_deadlock(true))
-	{
-		edata->sqlerrcode = ERRCODE_T_R_DEADLOCK_DETECTED;
-		edata->message = pstrdup("canceling the transaction since it was involved in a distributed deadlock");
-	}
-}
-
-/*
- * run_sandboxed -- run a function (the call, or one of its hooks) as
- * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
- * return its ErrorData (in the caller's memory context) and roll the
- * subtransaction back
- *
- * For the call itself, 'stored_args' are its canonical arguments, which
- * are converted inside the sandbox (a domain's check or a default is the
- * role's code too), and its result is returned as jsonb, converted and
- * checked against retries.max_result_size inside the sandbox too; *step
- * tells the caller where an error happened.  Hooks pass their argument
- * expressions in 'given_args', and get their result as it is.  With
- * 'result', the result is returned in the caller's memory context.
- *
- * The attempt's timeout covers everything the role's code runs, deferred
- * triggers included.  A timeout that fires as the code returns leaves a
- * cancel pending that belongs to nobody: it is cleared, so that it cannot
- * cancel the worker's own bookkeeping or the next call.
- */
-static ErrorData *
-run_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
-			  List *given_args, int64 timeout, SandboxStep *step, Datum *result,
-			  bool *isnull)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
-	List	   *volatile args = given_args;
-	Sandbox		sb;
-
-	memset(&sb, 0, sizeof(sb));
-	*step = STEP_FUNCTION;
-	attempt_timed_out = false;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-
-	PG_TRY();
-	{
-		sandbox_enter(&sb, role, fnoid);
-		if (timeout > 0)
-			arm_time_limit(timeout);
-		if (stored_args != NULL)
-		{
-			*step = STEP_ARGUMENTS;
-			if (argcxt != NULL)
-				MemoryContextSwitchTo(argcxt);
-			sandbox_make_args(true);
-			args = call_args_build(fnoid, stored_args);
-			sandbox_make_args(false);
-			MemoryContextSwitchTo(oldcxt);
-			*step = STEP_FUNCTION;
-		}
-		PushActiveSnapshot(GetTransactionSnapshot());
-		evaluate_in_sandbox(fnoid, args, stored_args != NULL, step, result, isnull);
-		PopActiveSnapshot();
-		sandbox_leave(&sb);
-
-		/* it trapped its cancel and returned: a timeout all the same */
-		if (attempt_timed_out)
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("canceling the attempt after its time limit"),
-					 errdetail("The function went on after it was cancelled; its effects were rolled back.")));
-		if (timeout > 0)
-			disarm_time_limit();
-
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		if (timeout > 0)
-			disarm_time_limit();
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		rename_deadlock_cancel(edata);
-		sandbox_note_error(edata);
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_END_TRY();
-
-	if (attempt_timed_out)
-		QueryCancelPending = false;
-	sandbox_reset_session(&sb);
-	return edata;
-}
-
-/*
- * precheck -- can this call's attempt start?  It cannot if its role or its
- * function is gone, or if the role may no longer do what a direct call of
- * the function needs: log in to this database (LOGIN, VALID UNTIL,
- * CONNECT), EXECUTE the function, use its schema.  Each of those fails the
- * call for good, with 42501 for a privilege, whatever retry_on says.
- *
- * Fills 'out' with a failure naming the reason, and returns false.
- */
-static bool
-precheck(const RetriesCall *call, const CachedPolicy *policy, Outcome *out)
-{
-	const char *hint = NULL;
-	char	   *lacks;
-
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
-	{
-		outcome_set_error(out, ERRCODE_UNDEFINED_OBJECT,
-						  psprintf("role %u that scheduled the call no longer exists",
-								   call->role), NULL, NULL, NULL);
-		return false;
-	}
-	if ((lacks = access_login_privilege(call->role, &hint)) != NULL)
-	{
-		outcome_set_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL, hint, NULL);
-		return false;
-	}
-	if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(policy->fn)))
-	{
-		outcome_set_error(out, ERRCODE_UNDEFINED_FUNCTION,
-						  psprintf("function %s no longer exists", policy->fn_signature),
-						  NULL, NULL, NULL);
-		return false;
-	}
-	if ((lacks = access_call_privilege(policy->fn, call->role)) != NULL)
-	{
-		outcome_set_error(out, ERRCODE_INSUFFICIENT_PRIVILEGE, lacks, NULL,
-						  "A call needs what a direct call of its function needs, at each attempt.",
-						  NULL);
-		return false;
-	}
-	return true;
-}
-
-static char *hook_signature_wrong(Oid hook, List *args, Oid rettype);
-
-/*
- * run_hook -- run a hook of a call's policy (on_exhausted, delay_fn) with
- * these argument expressions, as run_sandboxed() runs code: under
- * retries.max_attempt_time, with the worker told which hook runs (see
- * hook_phase in worker.c); on error, its ErrorData
- *
- * A hook is the choice of whoever annotated the function, its owner (or a
- * superuser acting for it): it runs as the owner of the annotated
- * function as it is now, as if in a login session of that owner, never as
- * the role that scheduled the call, which chose neither the hook nor its
- * code (doc/architecture.md, "Trust").  Like the body of a SECURITY
- * DEFINER function, it runs whether or not the owner may log in.
- *
- * The hook runs only if it is the owner's code or a superuser's (the
- * function may have changed hands since it was annotated: its former
- * owner's hook would run with the new owner's rights), and if the owner
- * may call it as a direct call would: it may have been dropped, or its
- * privileges revoked, since the policy was written.  If not, the error is
- * a 42501 that says so.
- */
-static ErrorData *
-run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-		 ExecuteHook which, Oid hook, List *args, Datum *result, bool *isnull)
-{
-	ErrorData  *edata;
-	char	   *lacks = NULL;
-	char	   *wrong;
-	bool		capped;
-	SandboxStep step;
-	Oid			owner = schema_function_owner(policy->fn);
-
-	if (!OidIsValid(owner))
-		lacks = psprintf("function %s no longer exists", policy->fn_signature);
-	else if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(hook)))
-		lacks = psprintf("function %u no longer exists", hook);
-	else if ((wrong = hook_signature_wrong(hook, args,
-										   which == HOOK_DELAY_FN ? INTERVALOID : InvalidOid)) != NULL)
-	{
-		edata = palloc0(sizeof(ErrorData));
-		edata->sqlerrcode = ERRCODE_INVALID_FUNCTION_DEFINITION;
-		edata->message = wrong;
-		return edata;
-	}
-	else if ((lacks = access_hook_owner(hook, owner,
-										which == HOOK_DELAY_FN ? "delay_fn" : "on_exhausted")) == NULL)
-		lacks = access_call_privilege(hook, owner);
-	if (lacks != NULL)
-	{
-		edata = palloc0(sizeof(ErrorData));
-		edata->sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
-		edata->message = lacks;
-		return edata;
-	}
-	if (hook_phase_callback != NULL)
-		hook_phase_callback(call->id, attempt, which);
-	edata = run_sandboxed(owner, hook, NULL, NULL, args,
-						  attempt_time_limit(NULL, &capped), &step, result, isnull);
-	if (hook_phase_callback != NULL)
-		hook_phase_callback(call->id, attempt, HOOK_NONE);
-	return edata;
-}
-
-/*
- * hook_signature_wrong -- why 'hook' may not be called with 'args' (Consts)
- * for a result of type 'rettype' (InvalidOid: any that is not a pseudo-type
- * but void or record), or NULL if it may
- *
- * annotate() refuses such hooks, but a restore writes policy_data as the
- * dump has it: a hook called with Datums of other types than its own, or
- * whose result is read as an interval that it is not, read memory where
- * they pointed, and crashed the server (the thirteenth hostile review).  So
- * the signature is checked where the hook is called, too.
- */
-static char *
-hook_signature_wrong(Oid hook, List *args, Oid rettype)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(hook));
-	Form_pg_proc proc;
-	bool		ok;
-	int			i = 0;
-	ListCell   *lc;
-
-	if (!HeapTupleIsValid(tup))
-		return psprintf("function %u no longer exists", hook);
-	proc = (Form_pg_proc) GETSTRUCT(tup);
-	ok = proc->prokind == PROKIND_FUNCTION && !proc->proretset &&
-		proc->pronargs == list_length(args);
-	if (OidIsValid(rettype))
-		ok = ok && proc->prorettype == rettype;
-	else
-		ok = ok && (get_typtype(proc->prorettype) != TYPTYPE_PSEUDO ||
-					proc->prorettype == VOIDOID || proc->prorettype == RECORDOID);
-	foreach(lc, args)
-	{
-		if (!ok)
-			break;
-		ok = proc->proargtypes.values[i++] == exprType((Node *) lfirst(lc));
-	}
-	ReleaseSysCache(tup);
-	if (ok)
-		return NULL;
-	return psprintf("hook %s has the wrong signature: it is not called",
-					format_procedure(hook));
-}
-
-/*
- * hook_error_shown -- may a hook's error be shown, in full, on the call
- * whose failure ran it?  A hook runs as the owner of the annotated
- * function, and its error may carry what that owner's code read: the
- * call's role sees it if she is that owner (or a superuser); another role
- * sees its SQLSTATE only (the thirty-second hostile review, t/066 8).
- */
-static bool
-hook_error_shown(const RetriesCall *call, const CachedPolicy *policy)
-{
-	return schema_function_owner(policy->fn) == call->role ||
-		superuser_arg(call->role);
-}
-
-/*
- * hook_error_text -- a hook's error message as the call shows it (see
- * hook_error_shown)
- */
-static const char *
-hook_error_text(const RetriesCall *call, const CachedPolicy *policy,
-				const ErrorData *edata)
-{
-	if (hook_error_shown(call, policy))
-		return edata->message;
-	return "its message is shown only to the owner of the function";
-}
-
-/*
- * choose_delay -- the delay before the next attempt after a retryable error,
- * or false (with 'out' set to a failure) when delay_fn says to stop or fails
- */
-static bool
-choose_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-			 Outcome *out)
-{
-	if (retries_retry_after_usecs >= 0 && strcmp(out->sqlstate, "RT000") == 0)
-	{
-		out->delay = retries_retry_after_usecs;
-		return true;
-	}
-
-	if (OidIsValid(policy->delay_fn))
-	{
-		List	   *args;
-		Datum		result;
-		bool		isnull;
-		ErrorData  *edata;
-
-		args = list_make3(makeConst(INT4OID, -1, InvalidOid, 4,
-									Int32GetDatum(attempt), false, true),
-						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
-									CStringGetTextDatum(out->sqlstate), false, false),
-						  makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
-									CStringGetTextDatum(out->message ? out->message : ""),
-									out->message == NULL, false));
-		edata = run_hook(call, policy, attempt, HOOK_DELAY_FN, policy->delay_fn, args,
-						 &result, &isnull);
-		if (edata != NULL)
-		{
-			bool		shown = hook_error_shown(call, policy);
-
-			out->detail = psprintf("The attempt failed with %s: %s",
-								   out->sqlstate, out->message ? out->message : "");
-
-			outcome_set_error(out, edata->sqlerrcode,
-							  psprintf("delay_fn %s failed: %s",
-									   format_procedure(policy->delay_fn),
-									   hook_error_text(call, policy, edata)),
-							  out->detail, shown ? edata->hint : NULL,
-							  shown ? edata->context : NULL);
-			return false;
-		}
-		if (isnull)
-		{
-			out->hint = pstrdup("delay_fn returned NULL, which stops the retries.");
-			return false;
-		}
-		out->delay = args_interval_to_delay(DatumGetIntervalP(result));
-		return true;
-	}
-
-	out->delay = policy_jitter(policy_delay(policy->min_delay, policy->max_delay,
-											policy->multiplier, attempt),
-							   policy->jitter,
-							   pg_prng_uint64(&pg_global_prng_state));
-	return true;
-}
-
-/*
- * next_delay -- the delay before the next attempt after a retryable error
- * (see choose_delay), raised to retries.min_delay: attempts retried with no
- * delay, by a policy or by retries.retry(after => '0'), could otherwise
- * write attempt rows as fast as a worker runs
- */
-static bool
-next_delay(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-		   Outcome *out)
-{
-	static bool logged = false;
-	int64		floor = (int64) retries_min_delay * 1000;
-
-	if (!choose_delay(call, policy, attempt, out))
-		return false;
-	if (out->delay < floor)
-	{
-		if (!logged)
-		{
-			char		asked[POLICY_FORMAT_LEN];
-			char		given[POLICY_FORMAT_LEN];
-
-			policy_format_duration(out->delay, asked, sizeof(asked));
-			policy_format_duration(floor, given, sizeof(given));
-			ereport(LOG,
-					(errmsg("retries: the retry of call " INT64_FORMAT " waits retries.min_delay (%s), not the %s its policy asked for",
-							call->id, given, asked),
-					 errdetail("This is logged once per worker."),
-					 errhint("Lower retries.min_delay to let retries come sooner.")));
-			logged = true;
-		}
-		out->delay = floor;
-	}
-	return true;
-}
-
-/*
- * run_on_exhausted -- call the policy's on_exhausted hook for a call that
- * failed for good, as the call's owner; its error is added to the attempt's
- * row and never changes the call's state
- */
-static void
-run_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 attempt)
-{
-	List	   *args;
-	Datum		result;
-	bool		isnull;
-	ErrorData  *edata;
-
-	if (!OidIsValid(policy->on_exhausted) ||
-		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(call->role)))
-		return;
-
-	CommandCounterIncrement();
-	args = list_make1(makeConst(INT8OID, -1, InvalidOid, 8,
-								Int64GetDatum(call->id), false, FLOAT8PASSBYVAL));
-	edata = run_hook(call, policy, attempt, HOOK_ON_EXHAUSTED, policy->on_exhausted, args,
-					 &result, &isnull);
-	if (edata == NULL)
-		return;
-	record_hook_error(call->id, attempt, psprintf("%s: %s",
-												  unpack_sql_state(edata->sqlerrcode),
-												  hook_error_text(call, policy, edata)));
-}
-
-/*
- * record_hook_error -- add the error of its on_exhausted hook to an
- * attempt's row
- */
-static void
-record_hook_error(int64 call_id, int32 attempt, const char *error)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(call_id);
-	values[1] = Int32GetDatum(attempt);
-	values[2] = CStringGetTextDatum(args_valid_text(error));
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.attempt_data SET on_exhausted_error = $3"
-					   " WHERE call_id OPERATOR(pg_catalog.=) $1"
-					   " AND attempt OPERATOR(pg_catalog.=) $2",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
-			 call_id);
-}
-
-/*
- * finish_failure -- a failed attempt: retry if the error is retryable and
- * the budget allows, else fail for good
- */
-static void
-finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-			   bool retryable, Outcome *out)
-{
-	bool		exhausted = call->max_attempts > 0 && attempt >= call->max_attempts;
-
-	if (retryable && !exhausted && next_delay(call, policy, attempt, out))
-	{
-		out->state = call_state_change(CALL_RUNNING, CALL_SCHEDULED);
-		if (out->outcome == OUTCOME_FAILED)
-			out->outcome = OUTCOME_RETRY;
-		return;
-	}
-	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
-	out->delay = -1;
-	if (retryable && exhausted && out->hint == NULL)
-		out->hint = psprintf("All %d attempts are used.", call->max_attempts);
-}
-
-/*
- * fail_without_policy -- a call whose policy row is gone (deleted by hand:
- * the extension never deletes one) cannot run: it fails, saying so, and
- * has no on_exhausted to call
- */
-static void
-fail_without_policy(const RetriesCall *call, int32 attempt,
-					TimestampTz started_at, Outcome *out)
-{
-	out->outcome = OUTCOME_FAILED;
-	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
-	outcome_set_error(out, ERRCODE_UNDEFINED_OBJECT,
-					  psprintf("policy %d of the call no longer exists", call->policy_id),
-					  "Rows of retries.policy_data are never deleted by the extension.",
-					  "Schedule the call again, with retries.call().", NULL);
-	outcome_record(call, attempt, started_at, out);
+	evaluate_init();
 }
 
 /*
@@ -924,73 +132,6 @@ read_args(int64 id)
 }
 
 /*
- * set_timed_out -- an attempt stopped at its time limit ('timeout', which
- * is retries.max_attempt_time if 'capped'), whatever it raised once it was
- * cancelled: outcome timeout, SQLSTATE 57014
- */
-static void
-set_timed_out(const RetriesCall *call, int32 attempt, int64 timeout, bool capped,
-			  Outcome *out)
-{
-	char		buf[POLICY_FORMAT_LEN];
-
-	policy_format_duration(timeout, buf, sizeof(buf));
-	out->outcome = OUTCOME_TIMEOUT;
-	strlcpy(out->sqlstate, "57014", sizeof(out->sqlstate));
-	out->message = capped ?
-		psprintf("attempt ran past retries.max_attempt_time (%s)", buf) :
-		psprintf("attempt timed out after %s", buf);
-	if (capped)
-		log_capped(call, attempt, buf);
-}
-
-/*
- * classify_error -- the outcome of an attempt that ended with an error
- * ('step' tells where, 'timeout' and 'capped' its time limit): failed for
- * good, or to be retried, as its policy says, into *out
- */
-static void
-classify_error(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-			   const ErrorData *edata, SandboxStep step, int64 timeout, bool capped,
-			   Outcome *out)
-{
-	outcome_set_error(out, edata->sqlerrcode, edata->message, edata->detail,
-					  edata->hint, edata->context);
-	if (step == STEP_ARGUMENTS)
-	{
-		out->outcome = OUTCOME_FAILED;
-		out->message = psprintf("arguments can no longer be converted: %s", edata->message);
-		finish_failure(call, policy, attempt, false, out);
-	}
-	else if (attempt_timed_out)
-	{
-		set_timed_out(call, attempt, timeout, capped, out);
-		finish_failure(call, policy, attempt,
-					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-											   policy->nretry_on, "57014"),
-					   out);
-	}
-	else if (step == STEP_RESULT)
-	{
-		/*
-		 * the same result would come back: not retried, whatever retry_on
-		 * says
-		 */
-		out->outcome = OUTCOME_FAILED;
-		out->detail = pstrdup("The function returned, but its result could not be kept, so its effects were rolled back; a result is not retried.");
-		finish_failure(call, policy, attempt, false, out);
-	}
-	else
-	{
-		out->outcome = OUTCOME_FAILED;
-		finish_failure(call, policy, attempt,
-					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-											   policy->nretry_on, out->sqlstate),
-					   out);
-	}
-}
-
-/*
  * execute_attempt -- run the next attempt of a claimed call and record it
  *
  * Called by a worker inside its batch transaction and SPI connection.
@@ -1017,17 +158,17 @@ execute_attempt(RetriesCall *call)
 
 	if (policy == NULL)
 	{
-		fail_without_policy(call, attempt, started_at, &out);
+		verdict_fail_without_policy(call, attempt, started_at, &out);
 		return false;
 	}
 	out.notify = policy->notify;
 
-	if (!precheck(call, policy, &out))
+	if (!verdict_precheck(call, policy, &out))
 	{
 		out.outcome = OUTCOME_FAILED;
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, started_at, &out);
-		run_on_exhausted(call, policy, attempt);
+		verdict_on_exhausted(call, policy, attempt);
 		return false;
 	}
 
@@ -1035,7 +176,7 @@ execute_attempt(RetriesCall *call)
 	retries_current_call_role = call->role;
 	retries_current_attempt_number = attempt;
 	retries_retry_after_usecs = -1;
-	timeout = attempt_time_limit(policy, &capped);
+	timeout = evaluate_time_limit(policy, &capped);
 	args = call->args;
 	if (call->args_deferred)
 	{
@@ -1048,7 +189,7 @@ execute_attempt(RetriesCall *call)
 		args = read_args(call->id);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	edata = run_sandboxed(call->role, policy->fn, args, argcxt, NIL, timeout,
+	edata = evaluate_sandboxed(call->role, policy->fn, args, argcxt, NIL, timeout,
 						  &step, &result, &isnull);
 	if (argcxt != NULL)
 		MemoryContextDelete(argcxt);
@@ -1074,11 +215,11 @@ execute_attempt(RetriesCall *call)
 		return true;
 	}
 
-	classify_error(call, policy, attempt, edata, step, timeout, capped, &out);
+	verdict_classify_error(call, policy, attempt, edata, step, timeout, capped, &out);
 	if (out.state == CALL_FAILED)
 	{
 		outcome_record(call, attempt, started_at, &out);
-		run_on_exhausted(call, policy, attempt);
+		verdict_on_exhausted(call, policy, attempt);
 	}
 	else
 		outcome_queue(call, attempt, started_at, &out);	/* a retry */
@@ -1102,7 +243,7 @@ execute_call_function(const RetriesCall *call, Oid *key)
 /*
  * interrupted_outcome -- begin the outcome of an interrupted attempt of
  * 'call' in *out; its policy, or NULL if it has none: the call has then
- * been failed (fail_without_policy), and there is nothing more to record
+ * been failed (verdict_fail_without_policy), and there is nothing more to record
  */
 static CachedPolicy *
 interrupted_outcome(RetriesCall *call, int32 attempt, Outcome *out)
@@ -1113,7 +254,7 @@ interrupted_outcome(RetriesCall *call, int32 attempt, Outcome *out)
 	out->delay = -1;
 	if (policy == NULL)
 	{
-		fail_without_policy(call, attempt, clock_system_now(), out);
+		verdict_fail_without_policy(call, attempt, clock_system_now(), out);
 		return NULL;
 	}
 	out->notify = policy->notify;
@@ -1133,10 +274,10 @@ charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outc
 					const char *detail)
 {
 	outcome_set_error(out, sqlstate, message, detail, NULL, NULL);
-	finish_failure(call, policy, attempt, true, out);
+	verdict_finish_failure(call, policy, attempt, true, out);
 	outcome_record(call, attempt, started, out);
 	if (out->state == CALL_FAILED)
-		run_on_exhausted(call, policy, attempt);
+		verdict_on_exhausted(call, policy, attempt);
 }
 
 /*
@@ -1232,7 +373,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 						  NULL, NULL);
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, started, &out);
-		record_hook_error(call->id, attempt,
+		verdict_record_hook_error(call->id, attempt,
 						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
 		return;
 	}
@@ -1246,7 +387,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 						  NULL, NULL);
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, started, &out);
-		run_on_exhausted(call, policy, attempt);
+		verdict_on_exhausted(call, policy, attempt);
 		return;
 	}
 	charge_interruption(call, policy, attempt, &out, started, ERRCODE_ADMIN_SHUTDOWN,
@@ -1366,7 +507,7 @@ set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
  * *dboid, and the text into *sql; false, with the failure in 'out', if it
  * lacks what command_elsewhere_lacks() checks: the database, of the owner
  * it had when the command was made, the privileges to make such commands,
- * a login there (what precheck() checks of this database)
+ * a login there (what verdict_precheck() checks of this database)
  */
 static bool
 elsewhere_check(const RetriesCall *call, Jsonb *args, Oid *dboid, char **sql,
@@ -1391,7 +532,7 @@ elsewhere_check(const RetriesCall *call, Jsonb *args, Oid *dboid, char **sql,
 /*
  * execute_runner_begin -- in the batch's transaction, before a runner runs
  * the next attempt of a procedure's call: the checks an attempt makes
- * first (precheck), its arguments into *args (in the caller's memory) and
+ * first (verdict_precheck), its arguments into *args (in the caller's memory) and
  * its time limit into *timeout, and the call made due at 'infinity', so
  * that no worker claims it while its runner runs, once the batch commits
  * (it stays 'scheduled', unfinished, and shows as running: worker.c's
@@ -1415,22 +556,22 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 	*sql = NULL;
 	if (policy == NULL)
 	{
-		fail_without_policy(call, attempt, clock_system_now(), &out);
+		verdict_fail_without_policy(call, attempt, clock_system_now(), &out);
 		return false;
 	}
 	out.notify = policy->notify;
 	*args = call->args_deferred ? read_args(call->id) : call->args;
-	if (!precheck(call, policy, &out) ||
+	if (!verdict_precheck(call, policy, &out) ||
 		(policy->fn == schema_command_in_oid() &&
 		 !elsewhere_check(call, *args, dboid, sql, &out)))
 	{
 		out.outcome = OUTCOME_FAILED;
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, clock_system_now(), &out);
-		run_on_exhausted(call, policy, attempt);
+		verdict_on_exhausted(call, policy, attempt);
 		return false;
 	}
-	*timeout = attempt_time_limit(policy, &capped);
+	*timeout = evaluate_time_limit(policy, &capped);
 	set_next_attempt(&plan, call->id, "'infinity'::pg_catalog.timestamptz");
 	return true;
 }
@@ -1564,7 +705,7 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	out.command_tag = ro->command_tag[0] ? ro->command_tag : NULL;
 	if (policy == NULL)
 	{
-		fail_without_policy(call, attempt, started_at, &out);
+		verdict_fail_without_policy(call, attempt, started_at, &out);
 		return;
 	}
 	out.notify = policy->notify;
@@ -1598,16 +739,16 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	{
 		bool		by_cap;
 
-		(void) attempt_time_limit(policy, &by_cap);
-		set_timed_out(call, attempt, timeout, by_cap, &out);
+		(void) evaluate_time_limit(policy, &by_cap);
+		verdict_set_timed_out(call, attempt, timeout, by_cap, &out);
 	}
 	retries_retry_after_usecs = ro->retry_after;	/* retries.retry()'s */
-	finish_failure(call, policy, attempt,
+	verdict_finish_failure(call, policy, attempt,
 				   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
 										   policy->nretry_on, out.sqlstate),
 				   &out);
 	retries_retry_after_usecs = -1;
 	outcome_record(call, attempt, started_at, &out);
 	if (out.state == CALL_FAILED)
-		run_on_exhausted(call, policy, attempt);
+		verdict_on_exhausted(call, policy, attempt);
 }

@@ -47,7 +47,6 @@ extern void execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in
 extern void execute_commit_failed(RetriesCall *call, int32 attempt,
 								  const ErrorData *edata);
 extern Oid	execute_call_function(const RetriesCall *call, Oid *key);
-extern bool execute_attempt_killed(const char **limit);
 struct RunnerOutcome;			/* runner.h */
 
 extern bool execute_is_procedure(const RetriesCall *call);

@@ -27,6 +27,7 @@
 #include "utils/snapmgr.h"
 
 #include "base/base.h"
+#include "engine/evaluate.h"
 #include "engine/execute.h"
 #include "engine/handoff.h"
 #include "engine/ledger.h"
@@ -313,7 +314,7 @@ recovery_note_exit(int code, Datum arg)
 
 	if (inflight->call_id == 0)
 		return;
-	if (execute_attempt_killed(&limit))
+	if (evaluate_attempt_killed(&limit))
 		ereport(LOG,
 				(errmsg("retries: the worker exits: attempt %d of call " INT64_FORMAT " went on past its time limit (%s) after it was cancelled",
 						inflight->attempt, inflight->call_id, limit),
@@ -325,7 +326,7 @@ recovery_note_exit(int code, Datum arg)
 	 * it, whose commits stay (the seventeenth hostile review: the owner's
 	 * ALLOW_CONNECTIONS off and on ran a procedure's committed step again)
 	 */
-	stopped = shmem_slot_stopped(worker_slot) && !execute_attempt_killed(&limit) &&
+	stopped = shmem_slot_stopped(worker_slot) && !evaluate_attempt_killed(&limit) &&
 		!handoff_launched();
 	if (stopped)
 		ledger_note_stopped();
