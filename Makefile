@@ -53,6 +53,7 @@ OBJS = \
 	src/shmem/gates.o \
 	src/shmem/waits.o \
 	src/tables/access.o \
+	src/tables/calls.o \
 	src/tables/names.o \
 	src/tables/name_locks.o \
 	src/tables/home.o \

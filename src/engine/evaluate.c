@@ -139,6 +139,7 @@ evaluate_time_limit(const CachedPolicy *policy, bool *capped)
 static MemoryContext to_jsonb_cxt = NULL;
 static Oid	to_jsonb_type = InvalidOid;
 static FmgrInfo to_jsonb_flinfo;
+
 /*
  * default_value -- a parameter's default expression, given for a parameter
  * the call left out, evaluated: a Const in the executor's memory
@@ -385,8 +386,8 @@ rename_deadlock_cancel(ErrorData *edata)
  */
 ErrorData *
 evaluate_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
-			  List *given_args, int64 timeout, SandboxStep *step, Datum *result,
-			  bool *isnull)
+				   List *given_args, int64 timeout, SandboxStep *step, Datum *result,
+				   bool *isnull)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;

@@ -190,7 +190,7 @@ execute_attempt(RetriesCall *call)
 		MemoryContextSwitchTo(oldcxt);
 	}
 	edata = evaluate_sandboxed(call->role, policy->fn, args, argcxt, NIL, timeout,
-						  &step, &result, &isnull);
+							   &step, &result, &isnull);
 	if (argcxt != NULL)
 		MemoryContextDelete(argcxt);
 	retries_current_call_id = 0;
@@ -222,7 +222,7 @@ execute_attempt(RetriesCall *call)
 		verdict_on_exhausted(call, policy, attempt);
 	}
 	else
-		outcome_queue(call, attempt, started_at, &out);	/* a retry */
+		outcome_queue(call, attempt, started_at, &out); /* a retry */
 	return false;
 }
 
@@ -286,18 +286,9 @@ charge_interruption(RetriesCall *call, CachedPolicy *policy, int32 attempt, Outc
 static void
 allow_another_attempt(RetriesCall *call)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(call->id)};
-
 	if (call->max_attempts <= 0)
 		return;
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET max_attempts = max_attempts OPERATOR(pg_catalog.+) 1"
-					   " WHERE id OPERATOR(pg_catalog.=) $1 AND max_attempts IS NOT NULL",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not allow call " INT64_FORMAT " another attempt", call->id);
+	calls_allow_another_attempt(call->id);
 	call->max_attempts++;
 }
 
@@ -374,7 +365,7 @@ execute_interrupted(RetriesCall *call, int32 attempt, ExecuteHook in_hook,
 		out.state = call_state_change(CALL_RUNNING, CALL_FAILED);
 		outcome_record(call, attempt, started, &out);
 		verdict_record_hook_error(call->id, attempt,
-						  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
+								  "57P01: interrupted (the hook went on past its time limit, or the server crashed or the worker was killed); it is not run again");
 		return;
 	}
 	if (in_hook == HOOK_DELAY_FN)
@@ -484,24 +475,6 @@ execute_code_owner(const RetriesCall *call)
 }
 
 /*
- * set_next_attempt -- make call 'id' due at 'when' (an SQL expression), by
- * the statement prepared in *plan
- */
-static void
-set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-
-	plans_prepare_kept(plan,
-					   psprintf("UPDATE retries.call_data SET next_attempt = %s"
-								" WHERE id OPERATOR(pg_catalog.=) $1", when),
-					   1, argtypes);
-	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
-}
-
-/*
  * elsewhere_check -- for a command that runs in another database (a call of
  * retries.command_in): that database, by its name in the arguments, into
  * *dboid, and the text into *sql; false, with the failure in 'out', if it
@@ -544,7 +517,6 @@ bool
 execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 					 Oid *dboid, char **sql)
 {
-	static SPIPlanPtr plan = NULL;
 	CachedPolicy *policy = policies_get(call->policy_id);
 	int32		attempt = call->attempts + 1;
 	Outcome		out;
@@ -572,7 +544,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 		return false;
 	}
 	*timeout = evaluate_time_limit(policy, &capped);
-	set_next_attempt(&plan, call->id, "'infinity'::pg_catalog.timestamptz");
+	calls_hand_to_runner(call->id);
 	return true;
 }
 
@@ -584,11 +556,7 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 void
 execute_runner_put_back(const RetriesCall *call)
 {
-	static SPIPlanPtr plan = NULL;
-
-	set_next_attempt(&plan, call->id,
-					 "pg_catalog.clock_timestamp()"
-					 " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval");
+	calls_put_back(call->id);
 }
 
 /*
@@ -603,16 +571,7 @@ execute_runner_put_back(const RetriesCall *call)
 void
 execute_runner_hold(const RetriesCall *call)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(call->id)};
-
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET held = true, gate = NULL"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not hold call " INT64_FORMAT, call->id);
+	calls_hold_for_runner(call->id);
 }
 
 /*
@@ -626,40 +585,7 @@ execute_runner_hold(const RetriesCall *call)
 int
 execute_runner_release(int places, Oid *last_role, const Oid *avoid, int navoid)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {OIDOID, OIDARRAYOID};
-	Datum	   *elems = palloc(sizeof(Datum) * Max(navoid, 1));
-	Datum		avoided;
-	int			released = 0;
-
-	for (int i = 0; i < navoid; i++)
-		elems[i] = ObjectIdGetDatum(avoid[i]);
-	avoided = PointerGetDatum(construct_array(elems, navoid, OIDOID, sizeof(Oid),
-											  true, TYPALIGN_INT));
-
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data c SET held = false"
-					   " WHERE c.id OPERATOR(pg_catalog.=) (SELECT id FROM retries.call_data"
-					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND held"
-					   "  AND gate IS NULL AND waiting_on OPERATOR(pg_catalog.=) 0"
-					   "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<>) ALL ($2)"
-					   "  ORDER BY scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<=) $1,"
-					   "  scheduled_by, next_attempt LIMIT 1 FOR UPDATE SKIP LOCKED)"
-					   " RETURNING c.scheduled_by::pg_catalog.oid",
-					   2, argtypes);
-	for (; released < places; released++)
-	{
-		Datum		values[2] = {ObjectIdGetDatum(*last_role), avoided};
-		bool		isnull;
-
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-			elog(ERROR, "retries: could not release calls held for a runner");
-		if (SPI_processed == 0)
-			break;
-		*last_role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	return released;
+	return calls_release_runner_holds(places, last_role, avoid, navoid);
 }
 
 /*
@@ -673,31 +599,18 @@ void
 execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 				   const RunnerOutcome *ro)
 {
-	static SPIPlanPtr plan = NULL;
 	CachedPolicy *policy = policies_get(call->policy_id);
 	int32		attempt = call->attempts + 1;
-	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int64GetDatum(call->id), TimestampTzGetDatum(started_at)};
 	bool		cancelled;
 	Outcome		out;
 
 	/*
 	 * Due again when the attempt started, as a call of a batch is left (a
-	 * retry moves it on); and a cancel() that came after the batch that
-	 * made it due at 'infinity' committed, and before the runner started,
-	 * stands: the attempt is recorded, the call stays cancelled
+	 * retry moves it on); and a cancel() that came after the batch that made
+	 * it due at 'infinity' committed, and before the runner started, stands:
+	 * the attempt is recorded, the call stays cancelled
 	 */
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET next_attempt = $2"
-					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
-					   " RETURNING state OPERATOR(pg_catalog.=) 'cancelled'",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "retries: could not update call " INT64_FORMAT, call->id);
-	cancelled = SPI_processed == 1 &&
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-								   &(bool) {false}));
+	cancelled = calls_runner_returned(call->id, started_at);
 
 	memset(&out, 0, sizeof(out));
 	out.delay = -1;
@@ -744,9 +657,9 @@ execute_runner_end(RetriesCall *call, TimestampTz started_at, int64 timeout,
 	}
 	retries_retry_after_usecs = ro->retry_after;	/* retries.retry()'s */
 	verdict_finish_failure(call, policy, attempt,
-				   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-										   policy->nretry_on, out.sqlstate),
-				   &out);
+						   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+												   policy->nretry_on, out.sqlstate),
+						   &out);
 	retries_retry_after_usecs = -1;
 	outcome_record(call, attempt, started_at, &out);
 	if (out.state == CALL_FAILED)

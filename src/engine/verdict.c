@@ -182,7 +182,7 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, which);
 	edata = evaluate_sandboxed(owner, hook, NULL, NULL, args,
-						  evaluate_time_limit(NULL, &capped), &step, result, isnull);
+							   evaluate_time_limit(NULL, &capped), &step, result, isnull);
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, HOOK_NONE);
 	return edata;
@@ -380,8 +380,8 @@ verdict_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 
 	if (edata == NULL)
 		return;
 	verdict_record_hook_error(call->id, attempt, psprintf("%s: %s",
-												  unpack_sql_state(edata->sqlerrcode),
-												  hook_error_text(call, policy, edata)));
+														  unpack_sql_state(edata->sqlerrcode),
+														  hook_error_text(call, policy, edata)));
 }
 
 /*
@@ -391,21 +391,7 @@ verdict_on_exhausted(const RetriesCall *call, const CachedPolicy *policy, int32 
 void
 verdict_record_hook_error(int64 call_id, int32 attempt, const char *error)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(call_id);
-	values[1] = Int32GetDatum(attempt);
-	values[2] = CStringGetTextDatum(args_valid_text(error));
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.attempt_data SET on_exhausted_error = $3"
-					   " WHERE call_id OPERATOR(pg_catalog.=) $1"
-					   " AND attempt OPERATOR(pg_catalog.=) $2",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
-			 call_id);
+	calls_note_hook_error(call_id, attempt, args_valid_text(error));
 }
 
 /*
@@ -414,7 +400,7 @@ verdict_record_hook_error(int64 call_id, int32 attempt, const char *error)
  */
 void
 verdict_finish_failure(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-			   bool retryable, Outcome *out)
+					   bool retryable, Outcome *out)
 {
 	bool		exhausted = call->max_attempts > 0 && attempt >= call->max_attempts;
 
@@ -438,7 +424,7 @@ verdict_finish_failure(const RetriesCall *call, const CachedPolicy *policy, int3
  */
 void
 verdict_fail_without_policy(const RetriesCall *call, int32 attempt,
-					TimestampTz started_at, Outcome *out)
+							TimestampTz started_at, Outcome *out)
 {
 	out->outcome = OUTCOME_FAILED;
 	out->state = call_state_change(CALL_RUNNING, CALL_FAILED);
@@ -456,7 +442,7 @@ verdict_fail_without_policy(const RetriesCall *call, int32 attempt,
  */
 void
 verdict_set_timed_out(const RetriesCall *call, int32 attempt, int64 timeout, bool capped,
-			  Outcome *out)
+					  Outcome *out)
 {
 	char		buf[POLICY_FORMAT_LEN];
 
@@ -477,8 +463,8 @@ verdict_set_timed_out(const RetriesCall *call, int32 attempt, int64 timeout, boo
  */
 void
 verdict_classify_error(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
-			   const ErrorData *edata, SandboxStep step, int64 timeout, bool capped,
-			   Outcome *out)
+					   const ErrorData *edata, SandboxStep step, int64 timeout, bool capped,
+					   Outcome *out)
 {
 	outcome_set_error(out, edata->sqlerrcode, edata->message, edata->detail,
 					  edata->hint, edata->context);
@@ -492,9 +478,9 @@ verdict_classify_error(const RetriesCall *call, const CachedPolicy *policy, int3
 	{
 		verdict_set_timed_out(call, attempt, timeout, capped, out);
 		verdict_finish_failure(call, policy, attempt,
-					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-											   policy->nretry_on, "57014"),
-					   out);
+							   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+													   policy->nretry_on, "57014"),
+							   out);
 	}
 	else if (step == STEP_RESULT)
 	{
@@ -510,9 +496,9 @@ verdict_classify_error(const RetriesCall *call, const CachedPolicy *policy, int3
 	{
 		out->outcome = OUTCOME_FAILED;
 		verdict_finish_failure(call, policy, attempt,
-					   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
-											   policy->nretry_on, out->sqlstate),
-					   out);
+							   policy_retries_sqlstate((const char (*)[POLICY_SQLSTATE_ENTRY_LEN]) policy->retry_on,
+													   policy->nretry_on, out->sqlstate),
+							   out);
 	}
 }
 

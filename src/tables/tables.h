@@ -34,6 +34,16 @@ extern void access_check_call_privilege(Oid fnoid, Oid role);
 extern char *access_login_privilege(Oid role, const char **hint);
 extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 
+/* calls.c: writes to the calls table and its attempts */
+extern void calls_hand_to_runner(int64 id);
+extern void calls_put_back(int64 id);
+extern bool calls_runner_returned(int64 id, TimestampTz started_at);
+extern void calls_hold_for_runner(int64 id);
+extern int	calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid,
+									   int navoid);
+extern void calls_allow_another_attempt(int64 id);
+extern void calls_note_hook_error(int64 id, int32 attempt, const char *error);
+
 /*
  * names.c.  RETRIES_KEY_OF(fn) is SQL for the key of function fn (an SQL
  * expression of type oid), NULL if it has none: as

@@ -1,0 +1,212 @@
+/*-------------------------------------------------------------------------
+ *
+ * calls.c
+ *	  Writes to the calls table (retries.call_data) and its attempts
+ *	  (retries.attempt_data), as one module owns them.
+ *
+ * The statements that change a call's row are gathered here, one function
+ * each, named for what they do to the call, so that what the table can go
+ * through is read in one place.  This is the first step: the runner's
+ * hand-off (a call due at 'infinity' while its runner runs, put back,
+ * held for a place, released in turns), an attempt given back, and a
+ * hook's error.  The writes of api/, flow/ and the outcome writer
+ * (engine/outcome.c) come here next.
+ *
+ * Each runs inside the caller's transaction and SPI connection, with its
+ * plan kept (plans_prepare_kept), and raises an error if its statement
+ * fails; none of them changes a call's state.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "base/base.h"
+#include "tables/tables.h"
+
+/*
+ * calls_set_next_attempt -- make call 'id' due at 'when' (an SQL
+ * expression), by the statement prepared in *plan
+ */
+static void
+calls_set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+
+	plans_prepare_kept(plan,
+					   psprintf("UPDATE retries.call_data SET next_attempt = %s"
+								" WHERE id OPERATOR(pg_catalog.=) $1", when),
+					   1, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
+}
+
+/*
+ * calls_hand_to_runner -- call 'id' is handed to a runner: due at
+ * 'infinity', out of every claim's reach, until calls_runner_returned()
+ */
+void
+calls_hand_to_runner(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+
+	calls_set_next_attempt(&plan, id, "'infinity'::pg_catalog.timestamptz");
+}
+
+/*
+ * calls_put_back -- call 'id' could not start now: due again a second
+ * later, its attempt not charged
+ */
+void
+calls_put_back(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+
+	calls_set_next_attempt(&plan, id,
+						   "pg_catalog.clock_timestamp()"
+						   " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval");
+}
+
+/*
+ * calls_runner_returned -- the runner of call 'id' has ended: due again at
+ * 'started_at', when its attempt started (a retry moves it on); true if a
+ * cancel() came meanwhile (the call stays cancelled)
+ *
+ * Only a call still due at 'infinity' is changed: a cancel() that came
+ * after the hand-off committed stands.
+ */
+bool
+calls_runner_returned(int64 id, TimestampTz started_at)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(id), TimestampTzGetDatum(started_at)};
+	bool		isnull;
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET next_attempt = $2"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND next_attempt OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+					   " RETURNING state OPERATOR(pg_catalog.=) 'cancelled'",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
+	return SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								   &isnull));
+}
+
+/*
+ * calls_hold_for_runner -- call 'id' waits for a place in a runner: held,
+ * with no gate, uncharged, until calls_release_runner_holds() lets it go
+ */
+void
+calls_hold_for_runner(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET held = true, gate = NULL"
+					   " WHERE id OPERATOR(pg_catalog.=) $1",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+}
+
+/*
+ * calls_release_runner_holds -- let go of up to 'places' calls held for a
+ * runner, in turns between roles: each the earliest of the first role
+ * after *last_role that has one (then from the first role again), which
+ * it sets; returns how many.  A call that another transaction holds
+ * locked is left for the next time, and so are the calls of the 'navoid'
+ * roles of 'avoid'.
+ */
+int
+calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int navoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, OIDARRAYOID};
+	Datum	   *elems = palloc(sizeof(Datum) * Max(navoid, 1));
+	Datum		avoided;
+	int			released = 0;
+
+	for (int i = 0; i < navoid; i++)
+		elems[i] = ObjectIdGetDatum(avoid[i]);
+	avoided = PointerGetDatum(construct_array(elems, navoid, OIDOID, sizeof(Oid),
+											  true, TYPALIGN_INT));
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET held = false"
+					   " WHERE c.id OPERATOR(pg_catalog.=) (SELECT id FROM retries.call_data"
+					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND held"
+					   "  AND gate IS NULL AND waiting_on OPERATOR(pg_catalog.=) 0"
+					   "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<>) ALL ($2)"
+					   "  ORDER BY scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<=) $1,"
+					   "  scheduled_by, next_attempt LIMIT 1 FOR UPDATE SKIP LOCKED)"
+					   " RETURNING c.scheduled_by::pg_catalog.oid",
+					   2, argtypes);
+	for (; released < places; released++)
+	{
+		Datum		values[2] = {ObjectIdGetDatum(*last_role), avoided};
+		bool		isnull;
+
+		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "retries: could not release calls held for a runner");
+		if (SPI_processed == 0)
+			break;
+		*last_role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	return released;
+}
+
+/*
+ * calls_allow_another_attempt -- one more attempt for call 'id', if it has
+ * a limit (an attempt given back: cut short by the extension's own stop)
+ */
+void
+calls_allow_another_attempt(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET max_attempts = max_attempts OPERATOR(pg_catalog.+) 1"
+					   " WHERE id OPERATOR(pg_catalog.=) $1 AND max_attempts IS NOT NULL",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not allow call " INT64_FORMAT " another attempt", id);
+}
+
+/*
+ * calls_note_hook_error -- add the error of its on_exhausted hook to the
+ * row of attempt 'attempt' of call 'id'
+ */
+void
+calls_note_hook_error(int64 id, int32 attempt, const char *error)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8OID, INT4OID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = Int32GetDatum(attempt);
+	values[2] = CStringGetTextDatum(error);
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.attempt_data SET on_exhausted_error = $3"
+					   " WHERE call_id OPERATOR(pg_catalog.=) $1"
+					   " AND attempt OPERATOR(pg_catalog.=) $2",
+					   3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
+			 id);
+}
