@@ -185,21 +185,6 @@ lock_call(int64 id, Oid caller, bool lock, LockedCall *call)
 }
 
 /*
- * update_call -- run one UPDATE of a call by id, as prepared in *plan
- */
-static void
-update_call(SPIPlanPtr *plan, const char *query, int64 id, Datum run_at)
-{
-	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int64GetDatum(id), run_at};
-
-	plans_prepare_kept(plan, query, 2, argtypes);
-	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_processed != 1)
-		elog(ERROR, "could not update call " INT64_FORMAT, id);
-}
-
-/*
  * cancel_wait_cleanup -- unlist a cancel() that ended in an error while
  * waiting (or whose process exited)
  */
@@ -255,7 +240,6 @@ lock_call_for_cancel(int64 id, Oid caller, LockedCall *call)
 Datum
 retries_cancel(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr cancel_plan = NULL;
 	RetriesUserSwitch save;
 	LockedCall	call;
 	bool		result = true;
@@ -273,12 +257,7 @@ retries_cancel(PG_FUNCTION_ARGS)
 
 	if (call.state == CALL_SCHEDULED)
 	{
-		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
-		update_call(&cancel_plan,
-					"UPDATE retries.call_data"
-					" SET state = 'cancelled', updated_at = pg_catalog.now()"
-					" WHERE id OPERATOR(pg_catalog.=) $1",
-					call.id, (Datum) 0);
+		calls_cancel(call.id);
 		/* its waiters, NOTIFY, and the calls that run after it (chains.c) */
 		chains_calls_finished(1, &call.id, "c", NULL);
 	}
@@ -332,11 +311,6 @@ check_key_free(const LockedCall *call)
 static bool
 rearm_call(int64 id, Datum run_at)
 {
-	static SPIPlanPtr move_plan = NULL;
-	static SPIPlanPtr again_plans[3];
-	RetriesSchemaVersion version = schema_retries_version();
-	bool		chains = (version >= SCHEMA_1_2);
-	int			form = version >= SCHEMA_1_6 ? 2 : chains ? 1 : 0;
 	RetriesUserSwitch save;
 	LockedCall	call;
 
@@ -352,44 +326,13 @@ rearm_call(int64 id, Datum run_at)
 	lock_call(id, save.saved_userid, true, &call);
 	if (call.state == CALL_SCHEDULED)
 	{
-		(void) call_state_change(CALL_SCHEDULED, CALL_SCHEDULED);
-		update_call(&move_plan,
-					"UPDATE retries.call_data"
-					" SET next_attempt = $2, updated_at = pg_catalog.now()"
-					" WHERE id OPERATOR(pg_catalog.=) $1",
-					call.id, run_at);
+		calls_move(call.id, run_at);
 	}
 	else if (call.state == CALL_FAILED || call.state == CALL_CANCELLED)
 	{
-		(void) call_state_change(call.state, CALL_SCHEDULED);
 		if (call.has_key)
 			check_key_free(&call);
-
-		/*
-		 * a call that waited for others (chains.c) waits no more, nor one
-		 * that waited for its event (it runs without it, as after its
-		 * timeout) or for a place in a runner (a worker holds it again if
-		 * none is free); a gate's hold stays, and flow_gate_call decides
-		 */
-		if (again_plans[form] == NULL)
-			update_call(&again_plans[form],
-						psprintf("UPDATE retries.call_data c"
-								 " SET state = 'scheduled', next_attempt = $2,"
-								 " max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
-								 " updated_at = pg_catalog.now()%s%s"
-								 " FROM retries.policy_data p"
-								 " WHERE c.id OPERATOR(pg_catalog.=) $1"
-								 " AND p.id OPERATOR(pg_catalog.=) c.policy_id",
-								 chains ?
-								 ", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0"
-								 " AND c.gate IS NOT NULL,"
-								 " waiting_on = 0" : "",
-								 form == 2 ?
-								 ", event_wait = CASE WHEN c.event_wait THEN NULL"
-								 " ELSE c.event_wait END" : ""),
-						call.id, run_at);
-		else
-			update_call(&again_plans[form], NULL, call.id, run_at);
+		calls_schedule_again(call.id, call.state, run_at, schema_retries_version());
 		/* a call of a paused or limited function waits for its gate */
 		flow_gate_call(call.id);
 	}

@@ -6,15 +6,22 @@
  *
  * The statements that change a call's row are gathered here, one function
  * each, named for what they do to the call, so that what the table can go
- * through is read in one place.  This is the first step: the runner's
- * hand-off (a call due at 'infinity' while its runner runs, put back,
- * held for a place, released in turns), an attempt given back, and a
- * hook's error.  The writes of api/, flow/ and the outcome writer
- * (engine/outcome.c) come here next.
+ * through is read in one place.  So far: the changes of state that a
+ * role asks for (cancel, reschedule, schedule again: manage.c), the
+ * runner's hand-off (a call due at 'infinity' while its runner runs, put
+ * back, held for a place, released in turns), an attempt given back, and
+ * a hook's error.  The other writes of api/ and flow/ and the outcome
+ * writer (engine/outcome.c) come here next.
+ *
+ * A change of state is an UPDATE ... WHERE state = 'from': the change is
+ * checked against the transition table (call_state_change) and against
+ * the row's real state, and a row that is not in 'from' any more is an
+ * error, not a silent no-op (the callers hold the row locked, so this is
+ * a bug's net, not a race's).
  *
  * Each runs inside the caller's transaction and SPI connection, with its
  * plan kept (plans_prepare_kept), and raises an error if its statement
- * fails; none of them changes a call's state.
+ * fails.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +35,101 @@
 
 #include "base/base.h"
 #include "tables/tables.h"
+
+/*
+ * calls_change_state -- run one UPDATE of call 'id' (query, prepared in
+ * *plan: $1 the id, $2 'run_at', $3 the state the row must be in), whose
+ * stored state must be 'from'; an error if it is not
+ */
+static void
+calls_change_state(SPIPlanPtr *plan, const char *query, int64 id, CallState from,
+				   Datum run_at)
+{
+	Oid			argtypes[3] = {INT8OID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = run_at;
+	values[2] = CStringGetTextDatum(call_state_name(from));
+	plans_prepare_kept(plan, query, 3, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
+	if (SPI_processed != 1)
+		elog(ERROR, "retries: call " INT64_FORMAT " is no longer %s",
+			 id, call_state_name(from));
+}
+
+/*
+ * calls_cancel -- a scheduled call cancelled (retries.cancel)
+ */
+void
+calls_cancel(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+
+	(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
+	calls_change_state(&plan,
+					   "UPDATE retries.call_data"
+					   " SET state = 'cancelled', updated_at = pg_catalog.now()"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state::pg_catalog.text OPERATOR(pg_catalog.=) $3",
+					   id, CALL_SCHEDULED, (Datum) 0);
+}
+
+/*
+ * calls_move -- a scheduled call due at 'run_at' instead
+ * (retries.reschedule, retries.retry_now)
+ */
+void
+calls_move(int64 id, Datum run_at)
+{
+	static SPIPlanPtr plan = NULL;
+
+	(void) call_state_change(CALL_SCHEDULED, CALL_SCHEDULED);
+	calls_change_state(&plan,
+					   "UPDATE retries.call_data"
+					   " SET next_attempt = $2, updated_at = pg_catalog.now()"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state::pg_catalog.text OPERATOR(pg_catalog.=) $3",
+					   id, CALL_SCHEDULED, run_at);
+}
+
+/*
+ * calls_schedule_again -- a call that failed or was cancelled ('from')
+ * scheduled again, due at 'run_at', with as many attempts again as its
+ * policy allows (retries.reschedule, retries.retry_now); in a database of
+ * the tables of 'version'
+ *
+ * A call that waited for others (chains.c) waits no more, nor one that
+ * waited for its event (it runs without it, as after its timeout) or for a
+ * place in a runner (a worker holds it again if it must).
+ */
+void
+calls_schedule_again(int64 id, CallState from, Datum run_at, RetriesSchemaVersion version)
+{
+	static SPIPlanPtr plans[3];
+	bool		chains = (version >= SCHEMA_1_2);
+	int			form = version >= SCHEMA_1_6 ? 2 : chains ? 1 : 0;
+
+	(void) call_state_change(from, CALL_SCHEDULED);
+	calls_change_state(&plans[form], plans[form] != NULL ? NULL :
+					   psprintf("UPDATE retries.call_data c"
+								" SET state = 'scheduled', next_attempt = $2,"
+								" max_attempts = c.attempts OPERATOR(pg_catalog.+) p.max_attempts,"
+								" updated_at = pg_catalog.now()%s%s"
+								" FROM retries.policy_data p"
+								" WHERE c.id OPERATOR(pg_catalog.=) $1"
+								" AND c.state::pg_catalog.text OPERATOR(pg_catalog.=) $3"
+								" AND p.id OPERATOR(pg_catalog.=) c.policy_id",
+								chains ?
+								", held = c.held AND c.waiting_on OPERATOR(pg_catalog.=) 0"
+								" AND c.gate IS NOT NULL,"
+								" waiting_on = 0" : "",
+								form == 2 ?
+								", event_wait = CASE WHEN c.event_wait THEN NULL"
+								" ELSE c.event_wait END" : ""),
+					   id, from, run_at);
+}
 
 /*
  * calls_set_next_attempt -- make call 'id' due at 'when' (an SQL

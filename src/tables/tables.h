@@ -35,6 +35,10 @@ extern char *access_login_privilege(Oid role, const char **hint);
 extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 
 /* calls.c: writes to the calls table and its attempts */
+extern void calls_cancel(int64 id);
+extern void calls_move(int64 id, Datum run_at);
+extern void calls_schedule_again(int64 id, CallState from, Datum run_at,
+								 RetriesSchemaVersion version);
 extern void calls_hand_to_runner(int64 id);
 extern void calls_put_back(int64 id);
 extern bool calls_runner_returned(int64 id, TimestampTz started_at);
