@@ -110,23 +110,11 @@ PG_FUNCTION_INFO_V1(retries_resume);
 void
 flow_hold_calls(Oid fnoid)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(names_function_key(fnoid, false))};
+	Oid			key = names_function_key(fnoid, false);
 
-	if (!OidIsValid(DatumGetObjectId(values[0])))
+	if (!OidIsValid(key))
 		return;					/* no policy refers to it */
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
-					   " held = true"
-					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
-					   " AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
-					   " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-					   "  SELECT id FROM retries.policy_data"
-					   "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid))",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not hold the calls of function %u", fnoid);
+	calls_hold_of_function(key, fnoid);
 }
 
 /*
@@ -202,22 +190,9 @@ flow_set_gate(Oid fnoid, const bool *paused, int32 max_running, int32 max_per_ke
 void
 flow_gate_call(int64 id)
 {
-	static SPIPlanPtr hold_plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-
 	if (schema_retries_version() < SCHEMA_1_2)
 		return;
-	plans_prepare_kept(&hold_plan,
-					   "UPDATE retries.call_data c SET gate = p.fn, held = true"
-					   " FROM retries.policy_data p, retries.flow_data f"
-					   " WHERE c.id OPERATOR(pg_catalog.=) $1"
-					   " AND p.id OPERATOR(pg_catalog.=) c.policy_id"
-					   " AND f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused",
-					   1, argtypes);
-	if (SPI_execute_snapshot(hold_plan, values, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+	calls_hold_if_paused(id);
 }
 
 /*
@@ -441,16 +416,7 @@ flow_load_gates(RetriesGate **gates)
 void
 flow_hold_call(int64 id, Oid gate)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT8OID, OIDOID};
-	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(gate)};
-
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
-					   " held = true WHERE id OPERATOR(pg_catalog.=) $1",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+	calls_hold_at_gate(id, gate);
 }
 
 /*

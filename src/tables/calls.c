@@ -7,8 +7,9 @@
  * The statements that change a call's row are gathered here, one function
  * each, named for what they do to the call, so that what the table can go
  * through is read in one place.  So far: the changes of state that a
- * role asks for (cancel, reschedule, schedule again: manage.c), the
- * runner's hand-off (a call due at 'infinity' while its runner runs, put
+ * role asks for (cancel, reschedule, schedule again: manage.c), the holds
+ * of flow control (a paused function's calls, a call at its gate: flow.c),
+ * the runner's hand-off (a call due at 'infinity' while its runner runs, put
  * back, held for a place, released in turns), an attempt given back, and
  * a hook's error.  The other writes of api/ and flow/ and the outcome
  * writer (engine/outcome.c) come here next.
@@ -32,6 +33,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "base/base.h"
 #include "tables/tables.h"
@@ -311,4 +313,72 @@ calls_note_hook_error(int64 id, int32 attempt, const char *error)
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
 			 id);
+}
+
+/*
+ * calls_hold_of_function -- hold every scheduled call of function 'fnoid'
+ * (whose key is 'key') that is not held yet, at its gate: the function is
+ * paused.  A call due at 'infinity' (its runner runs it) is left to its
+ * worker.  Rows a worker holds are waited for.
+ */
+void
+calls_hold_of_function(Oid key, Oid fnoid)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(key)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET gate = $1::pg_catalog.oid,"
+					   " held = true"
+					   " WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND NOT held"
+					   " AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
+					   " AND policy_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT id FROM retries.policy_data"
+					   "  WHERE fn OPERATOR(pg_catalog.=) $1::pg_catalog.oid))",
+					   1, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold the calls of function %u", fnoid);
+}
+
+/*
+ * calls_hold_if_paused -- hold call 'id' at its gate if its function is
+ * paused now, read with the latest snapshot (as retries.call() reads it)
+ */
+void
+calls_hold_if_paused(int64 id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET gate = p.fn, held = true"
+					   " FROM retries.policy_data p, retries.flow_data f"
+					   " WHERE c.id OPERATOR(pg_catalog.=) $1"
+					   " AND p.id OPERATOR(pg_catalog.=) c.policy_id"
+					   " AND f.fn OPERATOR(pg_catalog.=) p.fn AND f.paused",
+					   1, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+}
+
+/*
+ * calls_hold_at_gate -- hold call 'id', which a worker claimed, at 'gate'
+ * (its function's key), instead of running it
+ */
+void
+calls_hold_at_gate(int64 id, Oid gate)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8OID, OIDOID};
+	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(gate)};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
+					   " held = true WHERE id OPERATOR(pg_catalog.=) $1",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
 }

@@ -39,6 +39,9 @@ extern void calls_cancel(int64 id);
 extern void calls_move(int64 id, Datum run_at);
 extern void calls_schedule_again(int64 id, CallState from, Datum run_at,
 								 RetriesSchemaVersion version);
+extern void calls_hold_of_function(Oid key, Oid fnoid);
+extern void calls_hold_if_paused(int64 id);
+extern void calls_hold_at_gate(int64 id, Oid gate);
 extern void calls_hand_to_runner(int64 id);
 extern void calls_put_back(int64 id);
 extern bool calls_runner_returned(int64 id, TimestampTz started_at);
