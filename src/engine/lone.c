@@ -29,6 +29,7 @@
 #include "engine/lone.h"
 #include "engine/recovery.h"
 #include "engine/wslot.h"
+#include "tables/tables.h"
 
 /*
  * How many calls to run one per batch, and for which role (InvalidOid:
@@ -249,40 +250,12 @@ in_lone_transaction(void (*write) (const ErrorData *edata), const ErrorData *eda
 static void
 write_lone_failure(const ErrorData *edata)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[5];
+	const char *message = args_valid_text(psprintf("the worker could not run or record this attempt: %s",
+												   edata->message));
 
-	values[0] = Int64GetDatum(lone_call_id);
-	values[1] = Int32GetDatum(lone_attempt);
-	values[2] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
-	values[3] = CStringGetTextDatum(args_valid_text(psprintf("the worker could not run or record this attempt: %s",
-															 edata->message)));
-	values[4] = CStringGetTextDatum("The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running.");
-	plans_prepare_kept(&plan,
-					   "WITH l AS ("
-					   " SELECT id FROM retries.call_data"
-					   " WHERE id OPERATOR(pg_catalog.=) $1"
-					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND attempts OPERATOR(pg_catalog.<) $2"
-					   " FOR UPDATE SKIP LOCKED),"
-					   " c AS ("
-					   " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
-					   "  last_sqlstate = $3, last_message = $4,"
-					   "  updated_at = pg_catalog.now()"
-					   " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
-					   " RETURNING d.id)"
-					   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-					   "  finished_at, outcome, sqlstate, message, detail)"
-					   " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
-					   "  'failed', $3, $4, $5 FROM c"
-					   " ON CONFLICT DO NOTHING",
-					   5, argtypes);
-	/* its last attempt was interrupted: it ran, and fails */
-	(void) call_state_change(CALL_RUNNING, CALL_FAILED);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not fail call " INT64_FORMAT, lone_call_id);
-	if (SPI_processed > 0)
+	if (calls_fail_bad_row(lone_call_id, lone_attempt,
+						   unpack_sql_state(edata->sqlerrcode), message,
+						   "The error was the worker's, outside the call's own transaction, and it came back with the call alone in its batch; the call is failed so that it cannot keep the other calls from running."))
 		chains_calls_finished(1, &lone_call_id, "f", NULL);
 }
 

@@ -10,9 +10,10 @@
  * role asks for (cancel, reschedule, schedule again: manage.c), the holds
  * of flow control (a paused function's calls, a call at its gate: flow.c),
  * the runner's hand-off (a call due at 'infinity' while its runner runs, put
- * back, held for a place, released in turns), an attempt given back, and
- * a hook's error.  The other writes of api/ and flow/ and the outcome
- * writer (engine/outcome.c) come here next.
+ * back, held for a place, released in turns), an attempt given back, a
+ * hook's error, and a call failed for a bad row (lone.c).  The other
+ * writes of api/ and flow/ and the outcome writer (engine/outcome.c) come
+ * here next.
  *
  * A change of state is an UPDATE ... WHERE state = 'from': the change is
  * checked against the transition table (call_state_change) and against
@@ -381,4 +382,54 @@ calls_hold_at_gate(int64 id, Oid gate)
 					   2, argtypes);
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+}
+
+/*
+ * calls_fail_bad_row -- fail call 'id' for good at attempt 'attempt', with
+ * the worker's error (sqlstate, message, detail), unless it has been
+ * charged or claimed since; true if it was failed
+ *
+ * Not through the outcome writer (engine/outcome.c), which every other
+ * outcome goes through: this is the way out for a bad row, such as an
+ * attempt's row that is already there, which its INSERT passes over (ON
+ * CONFLICT DO NOTHING) so that the call fails all the same; every other
+ * outcome must meet such a row as an error.
+ */
+bool
+calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate, const char *message,
+				   const char *detail)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[5] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[5];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = Int32GetDatum(attempt);
+	values[2] = CStringGetTextDatum(sqlstate);
+	values[3] = CStringGetTextDatum(message);
+	values[4] = CStringGetTextDatum(detail);
+	plans_prepare_kept(&plan,
+					   "WITH l AS ("
+					   " SELECT id FROM retries.call_data"
+					   " WHERE id OPERATOR(pg_catalog.=) $1"
+					   " AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND attempts OPERATOR(pg_catalog.<) $2"
+					   " FOR UPDATE SKIP LOCKED),"
+					   " c AS ("
+					   " UPDATE retries.call_data d SET state = 'failed', attempts = $2,"
+					   "  last_sqlstate = $3, last_message = $4,"
+					   "  updated_at = pg_catalog.now()"
+					   " FROM l WHERE d.id OPERATOR(pg_catalog.=) l.id"
+					   " RETURNING d.id)"
+					   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+					   "  finished_at, outcome, sqlstate, message, detail)"
+					   " SELECT id, $2, pg_catalog.now(), pg_catalog.clock_timestamp(),"
+					   "  'failed', $3, $4, $5 FROM c"
+					   " ON CONFLICT DO NOTHING",
+					   5, argtypes);
+	/* its last attempt was interrupted: it ran, and fails */
+	(void) call_state_change(CALL_RUNNING, CALL_FAILED);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not fail call " INT64_FORMAT, id);
+	return SPI_processed > 0;
 }

@@ -50,6 +50,8 @@ extern int	calls_release_runner_holds(int places, Oid *last_role, const Oid *avo
 									   int navoid);
 extern void calls_allow_another_attempt(int64 id);
 extern void calls_note_hook_error(int64 id, int32 attempt, const char *error);
+extern bool calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate,
+							   const char *message, const char *detail);
 
 /*
  * names.c.  RETRIES_KEY_OF(fn) is SQL for the key of function fn (an SQL
