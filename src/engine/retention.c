@@ -37,33 +37,8 @@
 uint64
 retention_prune(int limit)
 {
-	static SPIPlanPtr plans[2];
-	bool		chains = (schema_retries_version() >= SCHEMA_1_2);
-	Oid			argtypes[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
-
-	values[0] = CStringGetTextDatum(retries_retention);
-	values[1] = Int32GetDatum(limit);
-	if (plans[chains] == NULL)
-		plans_prepare_kept(&plans[chains],
-						   psprintf("WITH doomed AS ("
-									" SELECT id FROM retries.call_data c"
-									" WHERE state OPERATOR(pg_catalog.=)"
-									" ANY ('{succeeded,failed,cancelled}')"
-									" AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
-									"  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)%s"
-									" LIMIT $2 FOR UPDATE SKIP LOCKED),"
-									" gone AS (DELETE FROM retries.attempt_data"
-									"  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
-									" DELETE FROM retries.call_data"
-									" WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
-									chains ?
-									" AND NOT EXISTS (SELECT FROM retries.call_after a"
-									"  WHERE a.after_id OPERATOR(pg_catalog.=) c.id)" : ""),
-						   2, argtypes);
-	if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "retries: could not prune finished calls");
-	return SPI_processed;
+	return calls_prune_finished(retries_retention, limit,
+								schema_retries_version() >= SCHEMA_1_2);
 }
 
 /*

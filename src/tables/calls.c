@@ -11,7 +11,8 @@
  * of flow control (a paused function's calls, a call at its gate: flow.c),
  * the runner's hand-off (a call due at 'infinity' while its runner runs, put
  * back, held for a place, released in turns), an attempt given back, a
- * hook's error, and a call failed for a bad row (lone.c).  The other
+ * hook's error, a call failed for a bad row (lone.c), and the finished
+ * calls pruned (retention.c).  The other
  * writes of api/ and flow/ and the outcome writer (engine/outcome.c) come
  * here next.
  *
@@ -432,4 +433,41 @@ calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate, const char *me
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not fail call " INT64_FORMAT, id);
 	return SPI_processed > 0;
+}
+
+/*
+ * calls_prune_finished -- delete up to 'limit' finished calls whose last
+ * change is older than 'retention' (an interval's text), and their
+ * attempts; how many calls were deleted.  With 'chains' (1.2), a call that
+ * others still wait for (retries.call_after) is kept.
+ */
+uint64
+calls_prune_finished(const char *retention, int limit, bool chains)
+{
+	static SPIPlanPtr plans[2];
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+
+	values[0] = CStringGetTextDatum(retention);
+	values[1] = Int32GetDatum(limit);
+	if (plans[chains] == NULL)
+		plans_prepare_kept(&plans[chains],
+						   psprintf("WITH doomed AS ("
+									" SELECT id FROM retries.call_data c"
+									" WHERE state OPERATOR(pg_catalog.=)"
+									" ANY ('{succeeded,failed,cancelled}')"
+									" AND updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+									"  OPERATOR(pg_catalog.-) $1::pg_catalog.interval)%s"
+									" LIMIT $2 FOR UPDATE SKIP LOCKED),"
+									" gone AS (DELETE FROM retries.attempt_data"
+									"  WHERE call_id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed))"
+									" DELETE FROM retries.call_data"
+									" WHERE id OPERATOR(pg_catalog.=) ANY (SELECT id FROM doomed)",
+									chains ?
+									" AND NOT EXISTS (SELECT FROM retries.call_after a"
+									"  WHERE a.after_id OPERATOR(pg_catalog.=) c.id)" : ""),
+						   2, argtypes);
+	if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "retries: could not prune finished calls");
+	return SPI_processed;
 }

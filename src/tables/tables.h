@@ -50,6 +50,7 @@ extern int	calls_release_runner_holds(int places, Oid *last_role, const Oid *avo
 									   int navoid);
 extern void calls_allow_another_attempt(int64 id);
 extern void calls_note_hook_error(int64 id, int32 attempt, const char *error);
+extern uint64 calls_prune_finished(const char *retention, int limit, bool chains);
 extern bool calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate,
 							   const char *message, const char *detail);
 
