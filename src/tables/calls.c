@@ -41,6 +41,33 @@
 #include "tables/tables.h"
 
 /*
+ * update_call -- run one UPDATE of call 'id' (or of its attempts), the
+ * query prepared in *plan with 'nargs' parameters; 'what' says what it
+ * does, for the error if it fails
+ */
+static void
+update_call(SPIPlanPtr *plan, const char *query, int nargs, Oid *argtypes,
+			Datum *values, int64 id, const char *what)
+{
+	plans_prepare_kept(plan, query, nargs, argtypes);
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not %s call " INT64_FORMAT, what, id);
+}
+
+/*
+ * update_by_id -- update_call() of a query whose one parameter ($1) is
+ * the call's id
+ */
+static void
+update_by_id(SPIPlanPtr *plan, const char *query, int64 id, const char *what)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+
+	update_call(plan, query, 1, argtypes, values, id, what);
+}
+
+/*
  * calls_change_state -- run one UPDATE of call 'id' (query, prepared in
  * *plan: $1 the id, $2 'run_at', $3 the state the row must be in), whose
  * stored state must be 'from'; an error if it is not
@@ -55,9 +82,7 @@ calls_change_state(SPIPlanPtr *plan, const char *query, int64 id, CallState from
 	values[0] = Int64GetDatum(id);
 	values[1] = run_at;
 	values[2] = CStringGetTextDatum(call_state_name(from));
-	plans_prepare_kept(plan, query, 3, argtypes);
-	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
+	update_call(plan, query, 3, argtypes, values, id, "update");
 	if (SPI_processed != 1)
 		elog(ERROR, "retries: call " INT64_FORMAT " is no longer %s",
 			 id, call_state_name(from));
@@ -142,15 +167,10 @@ calls_schedule_again(int64 id, CallState from, Datum run_at, RetriesSchemaVersio
 static void
 calls_set_next_attempt(SPIPlanPtr *plan, int64 id, const char *when)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-
-	plans_prepare_kept(plan,
-					   psprintf("UPDATE retries.call_data SET next_attempt = %s"
-								" WHERE id OPERATOR(pg_catalog.=) $1", when),
-					   1, argtypes);
-	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not update call " INT64_FORMAT, id);
+	update_by_id(plan, *plan != NULL ? NULL :
+				 psprintf("UPDATE retries.call_data SET next_attempt = %s"
+						  " WHERE id OPERATOR(pg_catalog.=) $1", when),
+				 id, "update");
 }
 
 /*
@@ -216,15 +236,11 @@ void
 calls_hold_for_runner(int64 id)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
 
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET held = true, gate = NULL"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+	update_by_id(&plan,
+				 "UPDATE retries.call_data SET held = true, gate = NULL"
+				 " WHERE id OPERATOR(pg_catalog.=) $1",
+				 id, "hold");
 }
 
 /*
@@ -282,15 +298,11 @@ void
 calls_allow_another_attempt(int64 id)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
 
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET max_attempts = max_attempts OPERATOR(pg_catalog.+) 1"
-					   " WHERE id OPERATOR(pg_catalog.=) $1 AND max_attempts IS NOT NULL",
-					   1, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not allow call " INT64_FORMAT " another attempt", id);
+	update_by_id(&plan,
+				 "UPDATE retries.call_data SET max_attempts = max_attempts OPERATOR(pg_catalog.+) 1"
+				 " WHERE id OPERATOR(pg_catalog.=) $1 AND max_attempts IS NOT NULL",
+				 id, "give another attempt to");
 }
 
 /*
@@ -307,14 +319,11 @@ calls_note_hook_error(int64 id, int32 attempt, const char *error)
 	values[0] = Int64GetDatum(id);
 	values[1] = Int32GetDatum(attempt);
 	values[2] = CStringGetTextDatum(error);
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.attempt_data SET on_exhausted_error = $3"
-					   " WHERE call_id OPERATOR(pg_catalog.=) $1"
-					   " AND attempt OPERATOR(pg_catalog.=) $2",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not record the on_exhausted error of call " INT64_FORMAT,
-			 id);
+	update_call(&plan,
+				"UPDATE retries.attempt_data SET on_exhausted_error = $3"
+				" WHERE call_id OPERATOR(pg_catalog.=) $1"
+				" AND attempt OPERATOR(pg_catalog.=) $2",
+				3, argtypes, values, id, "record the on_exhausted error of");
 }
 
 /*
@@ -377,12 +386,10 @@ calls_hold_at_gate(int64 id, Oid gate)
 	Oid			argtypes[2] = {INT8OID, OIDOID};
 	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(gate)};
 
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
-					   " held = true WHERE id OPERATOR(pg_catalog.=) $1",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not hold call " INT64_FORMAT, id);
+	update_call(&plan,
+				"UPDATE retries.call_data SET gate = $2::pg_catalog.oid,"
+				" held = true WHERE id OPERATOR(pg_catalog.=) $1",
+				2, argtypes, values, id, "hold");
 }
 
 /*
