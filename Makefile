@@ -77,6 +77,7 @@ OBJS = \
 	src/engine/login.o \
 	src/engine/plcache.o \
 	src/engine/exprcache.o \
+	src/engine/conns.o \
 	src/engine/sandbox.o \
 	src/engine/claim.o \
 	src/engine/policies.o \

@@ -76,6 +76,7 @@ typedef struct RetriesUserSwitch
 {
 	Oid			saved_userid;
 	int			saved_sec_context;
+	int			guc_nestlevel;	/* of the search_path pinned meanwhile */
 } RetriesUserSwitch;
 
 extern void schema_switch_to_owner(RetriesUserSwitch *save);

@@ -30,6 +30,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -120,11 +121,23 @@ schema_retries_oid(void)
  * with no check (access_become_owner() refuses while a session restores
  * them; a restore's own checks, restore.c and home.c, switch so);
  * schema_switch_back() undoes it
+ *
+ * The search_path is pinned meanwhile to pg_catalog, then pg_temp (named,
+ * so that it comes last): the owner's SQL runs in a role's session, whose
+ * search_path the role chose (and the database's owner, by ALTER DATABASE
+ * SET), and a name that the SQL left unqualified would otherwise resolve
+ * to the role's object, run as the owner, a superuser.  A type name did
+ * (INT8 '1': a domain pg_temp.int8 whose CHECK made its role a superuser,
+ * from any retries.call with a new key: the thirty-first hostile review).
+ * Every name in that SQL is qualified all the same; this is the net.
  */
 void
 schema_switch_to_owner(RetriesUserSwitch *save)
 {
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	save->guc_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	SetUserIdAndSecContext(schema_retries_owner(),
 						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
@@ -133,6 +146,7 @@ void
 schema_switch_back(const RetriesUserSwitch *save)
 {
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+	AtEOXact_GUC(true, save->guc_nestlevel);
 }
 
 /*

@@ -149,6 +149,7 @@
 #include "base/base.h"
 #include "base/compat.h"
 #include "engine/login.h"
+#include "engine/conns.h"
 #include "engine/exprcache.h"
 #include "engine/plcache.h"
 #include "engine/sandbox.h"
@@ -721,6 +722,7 @@ sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 		reseed_random();
 		plcache_new_context();
 		exprcache_new_context(last_lxid == retries_local_xid());
+		conns_forget_all();
 		last_role = role;
 		last_owner = owner;
 	}

@@ -129,8 +129,8 @@
  */
 #define CALL_ID_BEFORE(id) \
 	"(pg_catalog.abs(" id ") OPERATOR(pg_catalog.&)" \
-	" ((INT8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))" \
-	" OPERATOR(pg_catalog.<) (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
+	" ((pg_catalog.int8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))" \
+	" OPERATOR(pg_catalog.<) (pg_catalog.int8 '1' OPERATOR(pg_catalog.<<) 44)"
 
 /*
  * The roles that a row x names through another row, if that row is there
@@ -194,7 +194,7 @@ typedef struct ConfigTable
 
 /* scatter_ids: a quarter of the maximum of an integer sequence */
 #define POLICY_BEFORE \
-	"x.id OPERATOR(pg_catalog.<) (INT4 '2147483647' OPERATOR(pg_catalog./) 4)"
+	"x.id OPERATOR(pg_catalog.<) (pg_catalog.int4 '2147483647' OPERATOR(pg_catalog./) 4)"
 
 static const ConfigTable config_tables[] = {
 	{"policy_data", POLICY_BEFORE, POLICY_ROLES, {{POLICY_SEQ, "x.id"}}},
@@ -384,8 +384,8 @@ restore_ids_scattered(void)
 
 	plans_prepare_kept(&plan,
 					   "SELECT (last_value OPERATOR(pg_catalog.&)"
-					   "  ((INT8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))"
-					   " OPERATOR(pg_catalog.>=) (INT8 '1' OPERATOR(pg_catalog.<<) 44)"
+					   "  ((pg_catalog.int8 '1' OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.-) 1))"
+					   " OPERATOR(pg_catalog.>=) (pg_catalog.int8 '1' OPERATOR(pg_catalog.<<) 44)"
 					   " FROM retries.call_data_id_seq",
 					   0, NULL);
 	if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
