@@ -8,9 +8,9 @@
 # since, and plain checks now: 1 (at each change of context of calls, a
 # worker closes every connection dblink holds: conns.c), 2 and 3 (the
 # three literals name pg_catalog.int8 and pg_catalog.int4, and the
-# owner's SQL in a role's session runs with search_path pinned to
-# pg_catalog, pg_temp: schema_switch_to_owner; either alone passes 2 and
-# 3, tried).
+# owner's SQL in a role's session runs with search_path pinned,
+# pg_catalog first and pg_temp last: schema_switch_to_owner; either alone
+# passes 2 and 3, tried).
 #
 # Findings:
 #   1. (High by its outcome, another role's rights gained; inside a known

@@ -122,22 +122,30 @@ schema_retries_oid(void)
  * them; a restore's own checks, restore.c and home.c, switch so);
  * schema_switch_back() undoes it
  *
- * The search_path is pinned meanwhile to pg_catalog, then pg_temp (named,
- * so that it comes last): the owner's SQL runs in a role's session, whose
- * search_path the role chose (and the database's owner, by ALTER DATABASE
- * SET), and a name that the SQL left unqualified would otherwise resolve
- * to the role's object, run as the owner, a superuser.  A type name did
- * (INT8 '1': a domain pg_temp.int8 whose CHECK made its role a superuser,
- * from any retries.call with a new key: the thirty-first hostile review).
- * Every name in that SQL is qualified all the same; this is the net.
+ * The search_path is pinned meanwhile: pg_catalog first, then the
+ * session's own, then pg_temp (named, so that it comes last).  The owner's
+ * SQL runs in a role's session, whose search_path the role chose (and the
+ * database's owner, by ALTER DATABASE SET), and a name that the SQL left
+ * unqualified would otherwise resolve to the role's object, run as the
+ * owner, a superuser: a type name did (INT8 '1': pg_temp is searched
+ * first for types unless the path names it; a domain pg_temp.int8 whose
+ * CHECK made its role a superuser, from any retries.call with a new key:
+ * the thirty-first hostile review).  Every name in that SQL is qualified
+ * all the same; this is the net.  The session's own schemas stay in the
+ * path, after pg_catalog, so that the names in messages (format_procedure)
+ * read as the role would write them.
  */
 void
 schema_switch_to_owner(RetriesUserSwitch *save)
 {
+	const char *path = namespace_search_path;
+
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
 	save->guc_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("search_path",
+							 path == NULL || path[0] == '\0' ? "pg_catalog, pg_temp" :
+							 psprintf("pg_catalog, %s, pg_temp", path),
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	SetUserIdAndSecContext(schema_retries_owner(),
 						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
