@@ -76,6 +76,7 @@
 #include "base/base.h"
 #include "flow/flow.h"
 #include "shmem/shmem.h"
+#include "tables/tables.h"
 
 /*
  * How long a call put off behind a running call of its key waits to look
@@ -223,17 +224,7 @@ note_put_off(const char *key, TimestampTz until)
 static void
 put_off(int64 id, TimestampTz when)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int64GetDatum(id), TimestampTzGetDatum(when)};
-
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data SET next_attempt = $2,"
-					   " updated_at = pg_catalog.now()"
-					   " WHERE id OPERATOR(pg_catalog.=) $1",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not put off call " INT64_FORMAT, id);
+	calls_put_off(id, when);
 }
 
 /*

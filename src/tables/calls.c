@@ -11,10 +11,10 @@
  * of flow control (a paused function's calls, a call at its gate: flow.c),
  * the runner's hand-off (a call due at 'infinity' while its runner runs, put
  * back, held for a place, released in turns), an attempt given back, a
- * hook's error, a call failed for a bad row (lone.c), and the finished
- * calls pruned (retention.c).  The other
- * writes of api/ and flow/ and the outcome writer (engine/outcome.c) come
- * here next.
+ * hook's error, a call put off by its key's window (key_window.c), a call
+ * failed for a bad row (lone.c), and the finished calls pruned
+ * (retention.c).  The other writes of api/ and flow/ and the outcome
+ * writer (engine/outcome.c) come here next.
  *
  * A change of state is an UPDATE ... WHERE state = 'from': the change is
  * checked against the transition table (call_state_change) and against
@@ -197,6 +197,24 @@ calls_put_back(int64 id)
 	calls_set_next_attempt(&plan, id,
 						   "pg_catalog.clock_timestamp()"
 						   " OPERATOR(pg_catalog.+) '1 second'::pg_catalog.interval");
+}
+
+/*
+ * calls_put_off -- call 'id' (whose row this transaction holds) due at
+ * 'when' instead, uncharged (a key's window: key_window.c)
+ */
+void
+calls_put_off(int64 id, TimestampTz when)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int64GetDatum(id), TimestampTzGetDatum(when)};
+
+	update_call(&plan,
+				"UPDATE retries.call_data SET next_attempt = $2,"
+				" updated_at = pg_catalog.now()"
+				" WHERE id OPERATOR(pg_catalog.=) $1",
+				2, argtypes, values, id, "put off");
 }
 
 /*

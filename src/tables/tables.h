@@ -44,6 +44,7 @@ extern void calls_hold_if_paused(int64 id);
 extern void calls_hold_at_gate(int64 id, Oid gate);
 extern void calls_hand_to_runner(int64 id);
 extern void calls_put_back(int64 id);
+extern void calls_put_off(int64 id, TimestampTz when);
 extern bool calls_runner_returned(int64 id, TimestampTz started_at);
 extern void calls_hold_for_runner(int64 id);
 extern int	calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid,
