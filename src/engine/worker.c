@@ -338,13 +338,13 @@ worker_note(void)
 static void
 worker_start(Datum main_arg)
 {
-	RetriesDatabase *db;
+	TimestampTz due_at;
 	uint32		creates;
 	bool		present;
 	Oid			dboid;
 
 	worker_slot_index = RETRIES_WORKER_ARG_SLOT(DatumGetUInt32(main_arg));
-	worker_slot = &retries_shared->workers[worker_slot_index];
+	worker_slot = shmem_worker_slot(worker_slot_index);
 	started_extra = wslot_is_extra();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -374,10 +374,7 @@ worker_start(Datum main_arg)
 	 * the database to be probed again at once (its commit could not, while
 	 * this worker probed it).
 	 */
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(MyDatabaseId, false);
-	creates = db != NULL ? db->creates : 0;
-	LWLockRelease(retries_shared->lock);
+	creates = shmem_db_creates(MyDatabaseId);
 	wslot_start_transaction();
 	login_forget_own_settings();
 	my_extension = wslot_lock_extension();
@@ -385,24 +382,10 @@ worker_start(Datum main_arg)
 	batch_init(my_extension);
 	present = OidIsValid(my_extension);
 	wslot_commit_transaction();
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, true);
-	if (db != NULL && !present && db->creates != creates)
-	{
-		if (db->state == DB_PROBING)
-			shmem_set_db_state(db, DB_UNKNOWN);
-	}
-	else if (db != NULL)
-		shmem_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
 	/* started for work that was due when the last worker left (on demand) */
-	if (db != NULL && present)
-	{
-		steps_fire_late_from(db->due_at);
-		db->due_at = 0;
-	}
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	due_at = shmem_db_probed(MyDatabaseId, present, creates);
+	if (present)
+		steps_fire_late_from(due_at);
 	if (!present)
 		proc_exit(shmem_exit_code());
 
@@ -522,16 +505,8 @@ leave_needs(void)
 static void
 worker_stop(void)
 {
-	RetriesDatabase *db;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL && worker_slot->slot_no < retries_max_workers &&
-		!batch_extension_replaced())
-		shmem_set_db_state(db, DB_NO_EXTENSION);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	shmem_db_left(MyDatabaseId, worker_slot->slot_no < retries_max_workers &&
+				  !batch_extension_replaced());
 	proc_exit(shmem_exit_code());
 }
 
@@ -543,10 +518,7 @@ worker_stop(void)
 static void
 replaced(void)
 {
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	shmem_wake_launcher();
 	proc_exit(shmem_exit_code());
 }
 

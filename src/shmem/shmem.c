@@ -302,6 +302,85 @@ wake_launcher(bool reread)
 }
 
 /*
+ * shmem_worker_slot -- slot 'i' of the workers' slots
+ */
+RetriesWorker *
+shmem_worker_slot(int i)
+{
+	Assert(i >= 0 && i < RETRIES_MAX_SLOTS);
+	return &retries_shared->workers[i];
+}
+
+/*
+ * shmem_db_creates -- how many CREATE EXTENSIONs database dboid has seen
+ * commit (a worker compares it before and after it probes the database)
+ */
+uint32
+shmem_db_creates(Oid dboid)
+{
+	RetriesDatabase *db;
+	uint32		creates;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	db = shmem_find_database(dboid, false);
+	creates = db != NULL ? db->creates : 0;
+	LWLockRelease(retries_shared->lock);
+	return creates;
+}
+
+/*
+ * shmem_db_probed -- a worker found the extension in database dboid, or
+ * not ('present'), in a transaction that began when it had seen 'creates'
+ * CREATE EXTENSIONs: the database's state for the launcher, which is
+ * woken; a CREATE EXTENSION that committed meanwhile, unseen, leaves the
+ * database to be probed again at once.  Returns when the database's work
+ * was due when its last worker left (on demand), or 0, and forgets it.
+ */
+TimestampTz
+shmem_db_probed(Oid dboid, bool present, uint32 creates)
+{
+	RetriesDatabase *db;
+	TimestampTz due_at = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, true);
+	if (db != NULL && !present && db->creates != creates)
+	{
+		if (db->state == DB_PROBING)
+			shmem_set_db_state(db, DB_UNKNOWN);
+	}
+	else if (db != NULL)
+		shmem_set_db_state(db, present ? DB_ACTIVE : DB_NO_EXTENSION);
+	if (db != NULL && present)
+	{
+		due_at = db->due_at;
+		db->due_at = 0;
+	}
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+	return due_at;
+}
+
+/*
+ * shmem_db_left -- a worker of database dboid exits for good: the
+ * extension is gone from it if 'gone', and the launcher is woken
+ */
+void
+shmem_db_left(Oid dboid, bool gone)
+{
+	RetriesDatabase *db;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, false);
+	if (db != NULL && gone)
+		shmem_set_db_state(db, DB_NO_EXTENSION);
+	if (retries_shared->launcher_latch)
+		SetLatch(retries_shared->launcher_latch);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * shmem_wake_launcher -- make the launcher look at the databases now
  */
 void
