@@ -156,7 +156,7 @@ SELECT attempt, outcome, sqlstate, message, detail FROM retries.attempts WHERE c
 -- its own error is recorded and changes nothing else
 CREATE TABLE exhausted (call_id bigint, state retries.call_state, by_role name);
 CREATE FUNCTION note_exhausted(call_id bigint) RETURNS void LANGUAGE sql AS $$
-	INSERT INTO exhausted SELECT call_id, state, current_user FROM retries.calls WHERE id = call_id
+	INSERT INTO public.exhausted SELECT call_id, state, current_user FROM retries.calls WHERE id = call_id
 $$;
 CREATE FUNCTION bad_exhausted(call_id bigint) RETURNS void LANGUAGE sql AS 'SELECT 1/0';
 SELECT retries.annotate('always_busy()', '1 10ms', on_exhausted => 'note_exhausted(bigint)');

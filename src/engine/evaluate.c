@@ -376,7 +376,8 @@ rename_deadlock_cancel(ErrorData *edata)
  * role's code too), and its result is returned as jsonb, converted and
  * checked against retries.max_result_size inside the sandbox too; *step
  * tells the caller where an error happened.  Hooks pass their argument
- * expressions in 'given_args', and get their result as it is.  With
+ * expressions in 'given_args', and get their result as it is; a hook
+ * ('hook') runs with its search_path pinned (sandbox_enter).  With
  * 'result', the result is returned in the caller's memory context.
  *
  * The attempt's timeout covers everything the role's code runs, deferred
@@ -385,7 +386,7 @@ rename_deadlock_cancel(ErrorData *edata)
  * cancel the worker's own bookkeeping or the next call.
  */
 ErrorData *
-evaluate_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt,
+evaluate_sandboxed(Oid role, Oid fnoid, bool hook, Jsonb *stored_args, MemoryContext argcxt,
 				   List *given_args, int64 timeout, SandboxStep *step, Datum *result,
 				   bool *isnull)
 {
@@ -396,6 +397,7 @@ evaluate_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args, MemoryContext argcxt
 	Sandbox		sb;
 
 	memset(&sb, 0, sizeof(sb));
+	sb.pin_path = hook;
 	*step = STEP_FUNCTION;
 	attempt_timed_out = false;
 

@@ -24,7 +24,7 @@ typedef enum SandboxStep
 
 extern void evaluate_init(void);
 extern int64 evaluate_time_limit(const CachedPolicy *policy, bool *capped);
-extern ErrorData *evaluate_sandboxed(Oid role, Oid fnoid, Jsonb *stored_args,
+extern ErrorData *evaluate_sandboxed(Oid role, Oid fnoid, bool hook, Jsonb *stored_args,
 									 MemoryContext argcxt, List *given_args,
 									 int64 timeout, SandboxStep *step,
 									 Datum *result, bool *isnull);

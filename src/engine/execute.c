@@ -189,7 +189,7 @@ execute_attempt(RetriesCall *call)
 		args = read_args(call->id);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	edata = evaluate_sandboxed(call->role, policy->fn, args, argcxt, NIL, timeout,
+	edata = evaluate_sandboxed(call->role, policy->fn, false, args, argcxt, NIL, timeout,
 							   &step, &result, &isnull);
 	if (argcxt != NULL)
 		MemoryContextDelete(argcxt);

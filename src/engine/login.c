@@ -35,14 +35,22 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -299,6 +307,20 @@ login_forget_own_settings(void)
 	Relation	rel;
 	ArrayType  *database;
 
+	/*
+	 * The role and session user that the database's owner named (ALTER
+	 * DATABASE ... SET role, or session_authorization), applied as the worker
+	 * connected: the worker's own again, for good.  Otherwise every statement
+	 * of the worker's own ran as her, and failed: no call of any role in her
+	 * database ran (the thirty-second hostile review).
+	 */
+	if (GetSessionUserId() != GetAuthenticatedUserId())
+		SetConfigOption("session_authorization",
+						GetUserNameFromId(GetAuthenticatedUserId(), false),
+						PGC_SUSET, PGC_S_OVERRIDE);
+	if (OidIsValid(GetCurrentRoleId()))
+		SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+
 	for (int i = 0; i < n; i++)
 	{
 		if (vars[i]->source == PGC_S_GLOBAL ||
@@ -321,4 +343,86 @@ login_forget_own_settings(void)
 	table_close(rel, AccessShareLock);
 	apply_settings(database, PGC_S_DATABASE_USER, reset);
 	list_free_deep(reset);
+}
+
+/*
+ * schema_trusted_by -- may code that runs as 'owner' find names in schema
+ * 'nspname' (as its search_path names it): the schema is the owner's, or
+ * a superuser's, or the database owner's (pg_database_owner's) when that
+ * owner is 'owner' or a superuser; a schema that does not exist is not.
+ * Who else may create in the schema is its owner's grant to answer for,
+ * as for a SECURITY DEFINER function's path (doc/reference.md, delay_fn).
+ */
+static bool
+schema_trusted_by(const char *nspname, Oid owner)
+{
+	HeapTuple	tup = SearchSysCache1(NAMESPACENAME, CStringGetDatum(nspname));
+	Oid			nspowner;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	nspowner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	if (nspowner == ROLE_PG_DATABASE_OWNER)
+	{
+		tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+		if (!HeapTupleIsValid(tup))
+			return false;
+		nspowner = ((Form_pg_database) GETSTRUCT(tup))->datdba;
+		ReleaseSysCache(tup);
+	}
+	return nspowner == owner || superuser_arg(nspowner);
+}
+
+/*
+ * login_trust_search_path -- keep, of the search_path in force (the login
+ * settings of 'owner', just applied), only the schemas that code running
+ * as 'owner' may trust, pg_temp last; for a hook (sandbox_enter), which
+ * runs as the owner of the annotated function whenever any role that may
+ * call the function makes a call of it fail
+ *
+ * A hook is a SECURITY DEFINER function in all but name.  Under its owner's
+ * login search_path ("$user", public, or what the database's owner set),
+ * a schema named after the owner that another role made, or public in a
+ * copy of the database (the copier owns it: pg_database_owner), held the
+ * caller's operator, which the hook's own operator lookup preferred (an
+ * exact match beats pg_catalog's with a cast: CVE-2018-1058's shape): the
+ * thirty-second hostile review made mallory a superuser through a
+ * superuser's delay_fn.  The schemas of the owner, of superusers, and the
+ * database owner's when that owner is the hook's or a superuser stay, so
+ * that a hook that names its owner's tables unqualified works as before.
+ * A hook's own SET search_path applies when it is called, over this.
+ */
+void
+login_trust_search_path(Oid owner)
+{
+	char	   *rawpath = pstrdup(namespace_search_path);
+	List	   *elems;
+	ListCell   *lc;
+	StringInfoData kept;
+
+	initStringInfo(&kept);
+	if (!SplitIdentifierString(rawpath, ',', &elems))
+		elems = NIL;			/* checked when it was set: cannot happen */
+	foreach(lc, elems)
+	{
+		char	   *name = (char *) lfirst(lc);
+
+		if (strcmp(name, "$user") == 0)
+		{
+			char	   *rolname = GetUserNameFromId(owner, true);
+
+			if (rolname == NULL || !schema_trusted_by(rolname, owner))
+				continue;
+			name = rolname;
+		}
+		else if (strcmp(name, "pg_temp") == 0)
+			continue;			/* last, below */
+		else if (strcmp(name, "pg_catalog") != 0 && !schema_trusted_by(name, owner))
+			continue;
+		appendStringInfo(&kept, "%s, ", quote_identifier(name));
+	}
+	appendStringInfoString(&kept, "pg_temp");
+	(void) set_config_option("search_path", kept.data, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }

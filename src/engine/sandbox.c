@@ -737,6 +737,10 @@ sandbox_enter(Sandbox *sb, Oid role, Oid fnoid)
 
 	sb->guc_nestlevel = NewGUCNestLevel();
 	login_apply_settings(role);
+
+	/* a hook: only the schemas its owner may trust (login.c) */
+	if (sb->pin_path)
+		login_trust_search_path(role);
 	if (DefaultXactReadOnly && !XactReadOnly)
 		(void) set_config_option("transaction_read_only", "on", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,

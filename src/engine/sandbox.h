@@ -17,6 +17,8 @@ typedef struct Sandbox
 	int			saved_sec_context;
 	int			guc_nestlevel;	/* the settings of the attempt start here */
 	int			saved_xact_flags;	/* MyXactFlags' temp-namespace bit */
+	bool		pin_path;		/* a hook: search_path pinned (set by the
+								 * caller before sandbox_enter) */
 } Sandbox;
 
 #include "nodes/nodes.h"

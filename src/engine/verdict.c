@@ -181,7 +181,7 @@ run_hook(const RetriesCall *call, const CachedPolicy *policy, int32 attempt,
 	}
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, which);
-	edata = evaluate_sandboxed(owner, hook, NULL, NULL, args,
+	edata = evaluate_sandboxed(owner, hook, true, NULL, NULL, args,
 							   evaluate_time_limit(NULL, &capped), &step, result, isnull);
 	if (hook_phase_callback != NULL)
 		hook_phase_callback(call->id, attempt, HOOK_NONE);
