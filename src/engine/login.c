@@ -424,5 +424,5 @@ login_trust_search_path(Oid owner)
 	}
 	appendStringInfoString(&kept, "pg_temp");
 	(void) set_config_option("search_path", kept.data, PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
 }
