@@ -167,7 +167,7 @@ pass_gate(const RetriesCall *call, const RetriesGate *gates, int ngates)
 								 : InvalidOid))
 				return true;
 		}
-		flow_hold_call(call->id, gate);
+		calls_hold_at_gate(call->id, gate);
 		return false;
 	}
 	return true;

@@ -92,17 +92,25 @@ close_unnamed(PGFunction disconnect)
 /*
  * conns_forget_all -- close every connection dblink holds in this process,
  * if its library is loaded.  Inside a transaction.
+ *
+ * dblink's functions are looked for until found, then kept: a library once
+ * loaded stays for the life of the process.
  */
 void
 conns_forget_all(void)
 {
-	PGFunction	list = (PGFunction) dlsym(RTLD_DEFAULT, "dblink_get_connections");
-	PGFunction	disconnect = (PGFunction) dlsym(RTLD_DEFAULT, "dblink_disconnect");
+	static PGFunction list = NULL;
+	static PGFunction disconnect = NULL;
 	bool		isnull;
 	Datum		names;
 
 	if (list == NULL || disconnect == NULL)
-		return;
+	{
+		list = (PGFunction) dlsym(RTLD_DEFAULT, "dblink_get_connections");
+		disconnect = (PGFunction) dlsym(RTLD_DEFAULT, "dblink_disconnect");
+		if (list == NULL || disconnect == NULL)
+			return;
+	}
 	names = call_dblink(list, NULL, &isnull);
 	if (!isnull)
 	{

@@ -549,46 +549,6 @@ execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout,
 }
 
 /*
- * execute_runner_put_back -- a procedure's call that cannot start now (no
- * background worker slot for its runner, or the other workers wait for
- * theirs): scheduled again a second later, its attempt not charged
- */
-void
-execute_runner_put_back(const RetriesCall *call)
-{
-	calls_put_back(call->id);
-}
-
-/*
- * execute_runner_hold -- a procedure's call that waits for a place in a
- * runner (the other workers wait for theirs): held, out of every index the
- * workers claim from, uncharged, until execute_runner_release() lets it go
- * (held with no gate and waiting for no call is held for a runner alone:
- * a gate it passed is no longer its hold, and its release is not the
- * gate's; pass_gate() holds it at its gate again if the gate is closed
- * when it is next claimed)
- */
-void
-execute_runner_hold(const RetriesCall *call)
-{
-	calls_hold_for_runner(call->id);
-}
-
-/*
- * execute_runner_release -- let go of up to 'places' calls held for a
- * runner, in turns between roles: each the earliest of the first role
- * after *last_role that has one (then from the first role again), which
- * it sets; returns how many.  A call that another transaction holds
- * locked is left for the next time, and so are the calls of the 'navoid'
- * roles of 'avoid'.
- */
-int
-execute_runner_release(int places, Oid *last_role, const Oid *avoid, int navoid)
-{
-	return calls_release_runner_holds(places, last_role, avoid, navoid);
-}
-
-/*
  * execute_runner_end -- record the outcome of an attempt that a runner
  * ran, as execute_attempt records one it ran itself: a success; an error,
  * retried per retry_on; the time limit reached (a timeout, as for an

@@ -56,9 +56,5 @@ extern bool execute_runner_begin(RetriesCall *call, Jsonb **args, int64 *timeout
 								 Oid *dboid, char **sql);
 extern void execute_runner_end(RetriesCall *call, TimestampTz started_at,
 							   int64 timeout, const struct RunnerOutcome *outcome);
-extern void execute_runner_put_back(const RetriesCall *call);
-extern void execute_runner_hold(const RetriesCall *call);
-extern int	execute_runner_release(int places, Oid *last_role, const Oid *avoid,
-								   int navoid);
 
 #endif							/* RETRIES_EXECUTE_H */

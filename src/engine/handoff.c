@@ -24,7 +24,7 @@
  * the place it left, and it exits once the outcome is recorded.  So one
  * long command delays no other, nor any function call, for more than a
  * second, and short ones (most) cost no process but their runner's.  A call that
- * finds no place is held (execute_runner_hold), and let go in role turns
+ * finds no place is held (calls_hold_for_runner), and let go in role turns
  * as places are freed (handoff_release_held; a worker that frees one wakes
  * the databases that hold calls).  A worker in a runner place that exits
  * with its attempt in flight has no successor in that slot: it marks the
@@ -57,6 +57,7 @@
 #include "engine/wslot.h"
 #include "flow/flow.h"
 #include "shmem/shmem.h"
+#include "tables/tables.h"
 
 /* The extension the worker serves, as found when it started (handoff_init) */
 static Oid	handoff_extension = InvalidOid;
@@ -277,7 +278,7 @@ handoff_held_committed(void)
 
 /*
  * handoff_release_held -- let go of calls held for a runner while places
- * are free, in turns between roles (execute_runner_release), in a
+ * are free, in turns between roles (calls_release_runner_holds), in a
  * transaction of its own; nothing to do, and no query, unless a batch has
  * held one since a worker last found none, or RUNNER_HELD_PROBE_MS have
  * passed since this worker last looked (a call held some other way, by a
@@ -330,7 +331,7 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (wslot_lock_extension() == handoff_extension)
 		released = schema_retries_version() >= SCHEMA_1_2 ?
-			execute_runner_release(places, &last_role, avoid, navoid) : 0;
+			calls_release_runner_holds(places, &last_role, avoid, navoid) : 0;
 	PopActiveSnapshot();
 	SPI_finish();
 	wslot_commit_transaction();
@@ -510,11 +511,11 @@ handoff_begin(RetriesCall *call)
 		shmem_gate_leave(worker_slot);
 		if (schema_retries_version() >= SCHEMA_1_2)
 		{
-			execute_runner_hold(call);
+			calls_hold_for_runner(call->id);
 			held_for_runner = true;
 		}
 		else
-			execute_runner_put_back(call);
+			calls_put_back(call->id);
 		return;
 	}
 	if (!execute_runner_begin(call, &args, &timeout, &dboid, &sql))
@@ -589,7 +590,7 @@ handoff_run(void)
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (wslot_lock_extension() == handoff_extension)
-			execute_runner_put_back(call);
+			calls_put_back(call->id);
 	}
 	else
 	{

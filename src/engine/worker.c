@@ -384,10 +384,9 @@ worker_start(Datum main_arg)
 	wslot_commit_transaction();
 	/* started for work that was due when the last worker left (on demand) */
 	due_at = shmem_db_probed(MyDatabaseId, present, creates);
-	if (present)
-		steps_fire_late_from(due_at);
 	if (!present)
 		proc_exit(shmem_exit_code());
+	steps_fire_late_from(due_at);
 
 	execute_init(ledger_hook_phase);
 	tables_names_bound_waits();

@@ -409,17 +409,6 @@ flow_load_gates(RetriesGate **gates)
 }
 
 /*
- * flow_hold_call -- hold call 'id', which the worker claimed (its row is
- * locked), under 'gate' (its function's key: see names.c),
- * instead of running it
- */
-void
-flow_hold_call(int64 id, Oid gate)
-{
-	calls_hold_at_gate(id, gate);
-}
-
-/*
  * flow_call_limit_key -- does call 'id' have a limit_key?  If so, its
  * hash into *key (what the workers running its attempts are counted by)
  */

@@ -24,7 +24,6 @@ typedef struct RetriesGate
 } RetriesGate;
 
 extern int	flow_load_gates(RetriesGate **gates);
-extern void flow_hold_call(int64 id, Oid fnoid);
 extern bool flow_call_limit_key(int64 id, int64 *key);
 extern void flow_hold_calls(Oid fnoid);
 extern bool flow_set_gate(Oid fnoid, const bool *paused, int32 max_running,

@@ -218,16 +218,6 @@ note_put_off(const char *key, TimestampTz until)
 }
 
 /*
- * put_off -- move call 'id' (whose row this transaction holds) to 'when',
- * uncharged
- */
-static void
-put_off(int64 id, TimestampTz when)
-{
-	calls_put_off(id, when);
-}
-
-/*
  * put_off_key -- move call 'id' and the key's other calls that would come
  * due before 'when' to 'when', uncharged: those that no other transaction
  * holds (another worker's claim is its own to put off) and no gate holds,
@@ -243,7 +233,7 @@ put_off_key(int64 id, Datum role, Datum key, TimestampTz when)
 	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
 	Datum		values[4] = {Int64GetDatum(id), role, key, TimestampTzGetDatum(when)};
 
-	put_off(id, when);
+	calls_put_off(id, when);
 	plans_prepare_kept(&plan,
 					   "UPDATE retries.call_data c SET next_attempt = $4,"
 					   " updated_at = pg_catalog.now()"
@@ -400,7 +390,7 @@ flow_key_window_allows(int64 id)
 	 */
 	if (started_here(key_text))
 	{
-		put_off(id, now + Max(window, RECHECK_MIN_MS * INT64CONST(1000)));
+		calls_put_off(id, now + Max(window, RECHECK_MIN_MS * INT64CONST(1000)));
 		return false;
 	}
 
@@ -415,7 +405,7 @@ flow_key_window_allows(int64 id)
 	if (last != 0)
 	{
 		if (due < last)
-			put_off(id, last);
+			calls_put_off(id, last);
 		return false;
 	}
 	locked = window_lock(role, key_text);
@@ -435,7 +425,7 @@ flow_key_window_allows(int64 id)
 	/* none runs: the window after the latest start */
 	if (last != 0 && last + window > now)
 	{
-		put_off(id, last + window);
+		calls_put_off(id, last + window);
 		return false;
 	}
 	note_started(key_text);

@@ -186,8 +186,9 @@ calls_hand_to_runner(int64 id)
 }
 
 /*
- * calls_put_back -- call 'id' could not start now: due again a second
- * later, its attempt not charged
+ * calls_put_back -- call 'id' could not start now (no background worker
+ * slot for its runner, or the other workers wait for theirs): due again a
+ * second later, its attempt not charged
  */
 void
 calls_put_back(int64 id)
@@ -247,8 +248,13 @@ calls_runner_returned(int64 id, TimestampTz started_at)
 }
 
 /*
- * calls_hold_for_runner -- call 'id' waits for a place in a runner: held,
- * with no gate, uncharged, until calls_release_runner_holds() lets it go
+ * calls_hold_for_runner -- call 'id' waits for a place in a runner (the
+ * other workers wait for theirs): held, out of every index the workers
+ * claim from, uncharged, until calls_release_runner_holds() lets it go
+ * (held with no gate and waiting for no call is held for a runner alone:
+ * a gate it passed is no longer its hold, and its release is not the
+ * gate's; pass_gate() holds it at its gate again if the gate is closed
+ * when it is next claimed)
  */
 void
 calls_hold_for_runner(int64 id)
@@ -394,8 +400,9 @@ calls_hold_if_paused(int64 id)
 }
 
 /*
- * calls_hold_at_gate -- hold call 'id', which a worker claimed, at 'gate'
- * (its function's key), instead of running it
+ * calls_hold_at_gate -- hold call 'id', which a worker claimed (its row is
+ * locked), under 'gate' (its function's key: see names.c), instead of
+ * running it (pass_gate)
  */
 void
 calls_hold_at_gate(int64 id, Oid gate)
