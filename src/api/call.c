@@ -1135,35 +1135,12 @@ key_of_other_function(const Datum *values, const KeyHolder *h)
 static bool
 debounce_call(const KeyHolder *h, const Datum *values, const KeyRule *rule)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[5] = {INT8OID, TIMESTAMPTZOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID};
-	Datum		args[5] = {Int64GetDatum(h->id), values[CC_NEXT_ATTEMPT], values[CC_ARGS],
-	rule->debounce_max, rule->run_at};
-	char		nulls[5] = {' ', ' ', ' ', rule->has_debounce_max ? ' ' : 'n', ' '};
-
 	if (h->on_event != NULL)
 		events_lock_shared(DatumGetObjectId(values[CC_SCHEDULED_BY]), h->on_event);
 
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data c SET next_attempt ="
-					   "  CASE WHEN $4::pg_catalog.interval IS NULL THEN $2"
-					   "  ELSE GREATEST($5, LEAST($2, c.created_at OPERATOR(pg_catalog.+) $4)) END,"
-					   " args = $3, updated_at = pg_catalog.now()"
-					   " FROM (SELECT id FROM retries.call_data"
-					   "  WHERE id OPERATOR(pg_catalog.=) $1"
-					   "  AND state OPERATOR(pg_catalog.=) 'scheduled'"
-					   "  AND attempts OPERATOR(pg_catalog.=) 0"
-					   "  AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
-					   "  FOR KEY SHARE SKIP LOCKED) f"
-					   " WHERE c.id OPERATOR(pg_catalog.=) f.id"
-					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " AND c.attempts OPERATOR(pg_catalog.=) 0"
-					   " AND c.next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz",
-					   5, argtypes);
 	/* under the key's lock: as READ COMMITTED, as the lock was taken */
-	if (plans_execute_read_committed(plan, args, nulls) != SPI_OK_UPDATE)
-		elog(ERROR, "could not move call " INT64_FORMAT, h->id);
-	return SPI_processed == 1;
+	return calls_debounce(h->id, values[CC_NEXT_ATTEMPT], values[CC_ARGS],
+						  rule->debounce_max, rule->has_debounce_max, rule->run_at);
 }
 
 /*

@@ -373,53 +373,12 @@ left_for_later(void)
 static uint64
 release_followers(const int64 *ids, int n)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT8ARRAYOID, INT8OID};
-	Datum		values[2] = {args_id_array(ids, n), Int64GetDatum(note_sign())};
-	bool		isnull;
-	uint64		released;
+	bool		later;
+	uint64		released = calls_release_followers(args_id_array(ids, n),
+												   Int64GetDatum(note_sign()), &later);
 
-	plans_prepare_kept(&plan,
-					   "WITH followers AS ("
-					   " SELECT c.id FROM retries.call_data c"
-					   " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-					   "  SELECT a.call_id FROM retries.call_after a"
-					   "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
-					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " FOR UPDATE SKIP LOCKED),"
-					   " done AS ("
-					   " DELETE FROM retries.call_after a USING followers f"
-					   " WHERE a.call_id OPERATOR(pg_catalog.=) f.id"
-					   " AND a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
-					   " RETURNING a.call_id),"
-					   " counts AS ("
-					   " SELECT call_id, pg_catalog.count(*)::integer AS n FROM done"
-					   " GROUP BY call_id),"
-					   " released AS ("
-					   " UPDATE retries.call_data c"
-					   " SET waiting_on = c.waiting_on OPERATOR(pg_catalog.-) n.n,"
-					   "  held = c.waiting_on OPERATOR(pg_catalog.>) n.n"
-					   " FROM counts n WHERE c.id OPERATOR(pg_catalog.=) n.call_id"
-					   " RETURNING c.held),"
-					   " later AS ("
-					   " INSERT INTO retries.call_after_pending (after_id)"
-					   " SELECT DISTINCT $2 OPERATOR(pg_catalog.*) a.after_id"
-					   " FROM retries.call_after a"
-					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
-					   " AND NOT EXISTS (SELECT FROM followers f"
-					   "  WHERE f.id OPERATOR(pg_catalog.=) a.call_id)"
-					   " ON CONFLICT DO NOTHING RETURNING after_id)"
-					   " SELECT (SELECT pg_catalog.count(*) FROM released WHERE NOT held),"
-					   "  (SELECT pg_catalog.count(*) FROM later)",
-					   2, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not release the calls that run after calls that succeeded");
-	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 1, &isnull));
-	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									2, &isnull)) > 0)
+	if (later)
 		left_for_later();
-	SPI_freetuptable(SPI_tuptable);
 	return released;
 }
 
@@ -432,55 +391,11 @@ release_followers(const int64 *ids, int n)
 static void
 cancel_followers(const int64 *ids, const char *how, int n)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[3] = {INT8ARRAYOID, BOOLARRAYOID, INT8OID};
-	Datum		values[3];
+	Datum		sign = Int64GetDatum(note_sign());
 	const int64 *level_ids = ids;
 	const char *level_how = how;
 	int			level_n = n;
 
-	plans_prepare_kept(&plan,
-					   "WITH firsts AS ("
-					   " SELECT f.id, f.failed FROM ROWS FROM (pg_catalog.unnest($1),"
-					   "  pg_catalog.unnest($2)) AS f(id, failed)),"
-					   " followers AS ("
-					   " SELECT c.id FROM retries.call_data c"
-					   " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
-					   "  SELECT a.call_id FROM retries.call_after a"
-					   "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
-					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					   " FOR UPDATE SKIP LOCKED),"
-					   " cancelled AS ("
-					   " UPDATE retries.call_data c SET state = 'cancelled', held = false,"
-					   "  waiting_on = 0, updated_at = pg_catalog.now(),"
-					   "  last_message = (SELECT pg_catalog.format("
-					   "   'call %s, which this call runs after, %s', f.id,"
-					   "   CASE WHEN f.failed THEN 'failed' ELSE 'was cancelled' END)"
-					   "   FROM retries.call_after a JOIN firsts f"
-					   "   ON f.id OPERATOR(pg_catalog.=) a.after_id"
-					   "   WHERE a.call_id OPERATOR(pg_catalog.=) c.id"
-					   "   ORDER BY f.id LIMIT 1)"
-					   " FROM followers x WHERE c.id OPERATOR(pg_catalog.=) x.id"
-					   " RETURNING c.id, c.policy_id),"
-					   " gone AS ("
-					   " DELETE FROM retries.call_after a USING cancelled x"
-					   " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
-					   " later AS ("
-					   " INSERT INTO retries.call_after_pending (after_id)"
-					   " SELECT DISTINCT $3 OPERATOR(pg_catalog.*) a.after_id"
-					   " FROM retries.call_after a"
-					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
-					   " AND NOT EXISTS (SELECT FROM followers f"
-					   "  WHERE f.id OPERATOR(pg_catalog.=) a.call_id)"
-					   " ON CONFLICT DO NOTHING RETURNING after_id)"
-					   " SELECT x.id, p.notify, (SELECT pg_catalog.count(*) FROM later)"
-					   " FROM cancelled x"
-					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) x.policy_id"
-					   " UNION ALL"
-					   " SELECT NULL, NULL, (SELECT pg_catalog.count(*) FROM later)"
-					   " WHERE NOT EXISTS (SELECT FROM cancelled)",
-					   3, argtypes);
-	values[2] = Int64GetDatum(note_sign());
 	while (level_n > 0)
 	{
 		int			next_n;
@@ -492,12 +407,10 @@ cancel_followers(const int64 *ids, const char *how, int n)
 		CHECK_FOR_INTERRUPTS();
 		for (int i = 0; i < level_n; i++)
 			failed[i] = BoolGetDatum(level_how[i] == 'f');
-		values[0] = args_id_array(level_ids, level_n);
-		values[1] = PointerGetDatum(construct_array(failed, level_n, BOOLOID, 1, true,
-													TYPALIGN_CHAR));
-		(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not cancel the calls that run after calls that failed");
+		calls_cancel_followers(args_id_array(level_ids, level_n),
+							   PointerGetDatum(construct_array(failed, level_n, BOOLOID, 1,
+															   true, TYPALIGN_CHAR)),
+							   sign);
 		/* one row per cancelled call, or one with a NULL id if none */
 		next_ids = palloc(sizeof(int64) * SPI_processed);
 		next_notify = palloc(sizeof(bool) * SPI_processed);

@@ -59,13 +59,6 @@ PG_FUNCTION_INFO_V1(retries_event);
 /* The most calls a worker releases at their timeouts in one transaction */
 #define TIMEOUT_BATCH	1000
 
-/* The condition of the calls of role $1 that wait for event $2 */
-#define WAITING_FOR \
-	" WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole" \
-	" AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)" \
-	" AND c.on_event OPERATOR(pg_catalog.=) $2" \
-	" AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-
 /*
  * lock_event -- below 1.7, the lock on 'event' of 'role' described at the
  * top, exclusive or shared (see tables_lock_name); inside SPI, as the
@@ -178,7 +171,7 @@ store_event(Datum *values, char *nulls)
 	{
 		tables_emit_event(values, nulls);
 		plans_prepare_kept(&waiting_plan,
-						   "SELECT EXISTS (SELECT FROM retries.call_data c" WAITING_FOR ")",
+						   "SELECT EXISTS (SELECT FROM retries.call_data c" CALLS_WAITING_FOR_EVENT ")",
 						   2, argtypes);
 		if (SPI_execute_snapshot(waiting_plan, values, NULL, GetLatestSnapshot(),
 								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT ||
@@ -197,7 +190,7 @@ store_event(Datum *values, char *nulls)
 					   " INSERT INTO retries.event_data (role, event, payload, emitted_at)"
 					   " SELECT $1::pg_catalog.regrole, $2, $3, pg_catalog.now()"
 					   " WHERE NOT EXISTS (SELECT FROM updated))"
-					   " SELECT EXISTS (SELECT FROM retries.call_data c" WAITING_FOR ")",
+					   " SELECT EXISTS (SELECT FROM retries.call_data c" CALLS_WAITING_FOR_EVENT ")",
 					   3, argtypes);
 	if (SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
 							 InvalidSnapshot, false, false, 0) != SPI_OK_SELECT ||
@@ -214,8 +207,6 @@ store_event(Datum *values, char *nulls)
 Datum
 retries_emit(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr release_plan = NULL;
-	Oid			argtypes[3] = {OIDOID, TEXTOID, JSONBOID};
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
 	Oid			role = GetUserId();
@@ -255,14 +246,7 @@ retries_emit(PG_FUNCTION_ARGS)
 	released = 0;
 	if (waiting)
 	{
-		plans_prepare_kept(&release_plan,
-						   "UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
-						   WAITING_FOR,
-						   2, argtypes);
-		if (SPI_execute_snapshot(release_plan, values, NULL, GetLatestSnapshot(),
-								 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not release the calls waiting for an event");
-		released = SPI_processed;
+		released = calls_release_for_event(values[0], values[1]);
 	}
 	plans_by_index_end(nestlevel);
 	SPI_finish();
@@ -394,27 +378,18 @@ retries_event(PG_FUNCTION_ARGS)
 TimestampTz
 events_release_timed_out(TimestampTz now)
 {
-	static SPIPlanPtr release_plan = NULL;
 	static SPIPlanPtr next_plan = NULL;
-	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(TIMEOUT_BATCH)};
+	Oid			argtypes[1] = {TIMESTAMPTZOID};
+	Datum		values[1] = {TimestampTzGetDatum(now)};
+	uint64		released;
 	bool		isnull;
 	Datum		next;
 	int			nestlevel = plans_by_index_begin();
 
-	plans_prepare_generic(&release_plan,
-						  "WITH due AS (SELECT id FROM retries.call_data"
-						  " WHERE event_wait AND state OPERATOR(pg_catalog.=) 'scheduled'"
-						  " AND event_deadline OPERATOR(pg_catalog.<=) $1"
-						  " ORDER BY event_deadline LIMIT $2 FOR UPDATE SKIP LOCKED)"
-						  " UPDATE retries.call_data c SET event_wait = NULL," RELEASE_SET
-						  " FROM due WHERE c.id OPERATOR(pg_catalog.=) due.id",
-						  2, argtypes);
-	if (SPI_execute_plan(release_plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not release the calls past their event_timeout");
-	if (SPI_processed > 0)
+	released = calls_release_timed_out(now, TIMEOUT_BATCH);
+	if (released > 0)
 		xact_wake_workers(WAKE_CALLS);
-	if (SPI_processed >= TIMEOUT_BATCH)
+	if (released >= TIMEOUT_BATCH)
 	{
 		plans_by_index_end(nestlevel);
 		return now;				/* more to do at once */

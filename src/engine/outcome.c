@@ -34,20 +34,9 @@
 
 /*
  * Outcomes waiting to be written, one column array each, in the order of
- * the parameters of outcome_flush()'s statement.  They live in the
+ * calls_write_outcomes()'s columns (CallsOutcomeColumn).  They live in the
  * transaction's memory; a new transaction starts an empty list.
  */
-enum
-{
-	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
-	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
-	OC_DELAY, OC_RESULT, OC_COMMAND_TAG, OC_PID, OC_NCOLUMNS
-};
-static const Oid outcome_column_type[OC_NCOLUMNS] = {
-	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
-	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID,
-	TEXTOID, INT4OID
-};
 static struct
 {
 	LocalTransactionId lxid;	/* the transaction the list belongs to */
@@ -154,12 +143,9 @@ pending_add(const RetriesCall *call, int32 attempt, TimestampTz started_at,
 static void
 trim_attempts(void)
 {
-	static SPIPlanPtr plan = NULL;
 	static bool logged = false;
-	Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID};
-	Datum		values[3];
 	int64	   *ids = NULL;
-	Datum	   *attempts = NULL;
+	int32	   *attempts = NULL;
 	int			n = 0;
 
 	for (int row = 0; row < pending.n; row++)
@@ -171,10 +157,10 @@ trim_attempts(void)
 		if (ids == NULL)
 		{
 			ids = palloc(sizeof(int64) * pending.n);
-			attempts = palloc(sizeof(Datum) * pending.n);
+			attempts = palloc(sizeof(int32) * pending.n);
 		}
 		ids[n] = DatumGetInt64(pending.values[OC_CALL_ID][row]);
-		attempts[n++] = Int32GetDatum(attempt);
+		attempts[n++] = attempt;
 	}
 	if (n == 0)
 		return;
@@ -182,26 +168,13 @@ trim_attempts(void)
 	{
 		ereport(LOG,
 				(errmsg("retries: call " INT64_FORMAT " has made %d attempts: only its last %d attempt rows are kept (retries.max_kept_attempts)",
-						ids[0], DatumGetInt32(attempts[0]),
+						ids[0], attempts[0],
 						retries_max_kept_attempts),
 				 errdetail("This is logged once per worker."),
 				 errhint("Raise retries.max_kept_attempts to keep more of the history of such calls.")));
 		logged = true;
 	}
-	values[0] = args_id_array(ids, n);
-	values[1] = PointerGetDatum(construct_array(attempts, n, INT4OID, sizeof(int32),
-												true, TYPALIGN_INT));
-	values[2] = Int32GetDatum(retries_max_kept_attempts);
-	plans_prepare_kept(&plan,
-					   "DELETE FROM retries.attempt_data a"
-					   " USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
-					   "  AS d(call_id, attempt)"
-					   " WHERE a.call_id OPERATOR(pg_catalog.=) d.call_id"
-					   " AND a.attempt OPERATOR(pg_catalog.<=)"
-					   "  (d.attempt OPERATOR(pg_catalog.-) $3)",
-					   3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "retries: could not delete the oldest attempt rows of calls");
+	calls_trim_attempts(ids, attempts, n, retries_max_kept_attempts);
 }
 
 /*
@@ -217,13 +190,6 @@ trim_attempts(void)
 void
 outcome_flush(void)
 {
-	static SPIPlanPtr plans[3];
-
-	/* results from version 1.2, the tag and process from 1.7 */
-	int			version = schema_retries_version() >= SCHEMA_1_7 ? 2 :
-	schema_retries_version() >= SCHEMA_1_2 ? 1 : 0;
-	Oid			argtypes[OC_NCOLUMNS];
-	Datum		values[OC_NCOLUMNS];
 	int			n = pending.n;
 	int64	   *finished_ids;
 	char	   *finished_how;
@@ -233,54 +199,9 @@ outcome_flush(void)
 	if (pending.lxid != retries_local_xid() || n == 0)
 		return;
 	trim_attempts();
-	plans_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, pending.values,
-							pending.nulls, n, argtypes, values);
+	calls_write_outcomes(pending.values, pending.nulls, n);
 	pending.n = 0;
 	pending.result_bytes = 0;
-
-	/*
-	 * Planned once: a custom plan for each batch cost more than the statement
-	 * ran, and with calls of a small table a custom plan joined call_data by
-	 * reading all of it.  The generic plan looks each call up by its key,
-	 * planned so whatever the table's size then (plans_execute_by_index).
-	 */
-	if (plans[version] == NULL)
-		plans_prepare_generic(&plans[version],
-							  psprintf("WITH done AS ("
-									   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
-									   "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
-									   "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
-									   "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
-									   "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
-									   "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
-									   "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
-									   "  pg_catalog.unnest($14), pg_catalog.unnest($15),"
-									   "  pg_catalog.unnest($16))"
-									   "  AS d(call_id, attempt, started_at, finished_at, outcome,"
-									   "   state, next_attempt, sqlstate, message, detail, hint,"
-									   "   context, delay, result, command_tag, pid)),"
-									   " c AS ("
-									   " UPDATE retries.call_data c SET"
-									   "  state = d.state::retries.call_state, attempts = d.attempt,"
-									   "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
-									   "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
-									   "  last_message = coalesce(d.message, c.last_message),"
-									   "  updated_at = d.finished_at%s"
-									   " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
-									   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
-									   "  finished_at, outcome, sqlstate, message, detail, hint, context,"
-									   "  next_delay%s)"
-									   " SELECT call_id, attempt, started_at, finished_at,"
-									   "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
-									   "  hint, context,"
-									   "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)%s"
-									   " FROM done",
-									   version >= 1 ? ", result = d.result" : "",
-									   version >= 2 ? ", command_tag, pid" : "",
-									   version >= 2 ? ", command_tag, pid" : ""),
-							  OC_NCOLUMNS, argtypes);
-	if (plans_execute_by_index(plans[version], values, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "retries: could not record the outcomes of attempts");
 
 	/* the calls that finished: their waiters, NOTIFYs and followers */
 	finished_ids = palloc(sizeof(int64) * n);

@@ -444,45 +444,15 @@ flow_call_limit_key(int64 id, int64 *key)
 static uint64
 release_gate(Oid gate, int64 room, TimestampTz now, bool keyless)
 {
-	static SPIPlanPtr plans[2];
-	Oid			argtypes[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
-	Datum		values[3];
-
-	values[0] = ObjectIdGetDatum(gate);
-	values[1] = Int64GetDatum(Min(room, RELEASE_BATCH));
-	values[2] = TimestampTzGetDatum(now);
-	if (plans[keyless] == NULL)
-		plans_prepare_kept(&plans[keyless],
-						   psprintf("UPDATE retries.call_data SET held = false"
-									" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
-									"  SELECT id FROM retries.call_data"
-									"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
-									"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
-									"  AND next_attempt OPERATOR(pg_catalog.<=) $3"
-									"  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
-									" AND held",
-									keyless ? " AND limit_key IS NULL" : ""),
-						   3, argtypes);
-	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not release the calls of gate %u", gate);
-	return SPI_processed;
+	return calls_release_at_gate(gate, Min(room, RELEASE_BATCH), now, keyless);
 }
 
 /*
  * The end of a release in turns between roles (release_fairly,
- * release_keys): the calls of CTE chosen (id, role, pos) that no other
- * transaction holds are released (CTE released), and LAST_RELEASED_ROLE
- * is the role of the last of them in turn, where the next release goes
- * on from
+ * release_keys): the calls of CTE chosen (id, role, pos) released by
+ * CALLS_RELEASE_CHOSEN (CTE released), and LAST_RELEASED_ROLE is the role
+ * of the last of them in turn, where the next release goes on from
  */
-#define RELEASE_CHOSEN \
-	" released AS (" \
-	" UPDATE retries.call_data SET held = false" \
-	" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT id FROM retries.call_data" \
-	"  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))" \
-	"  AND held FOR UPDATE SKIP LOCKED))" \
-	" AND held RETURNING id)"
 #define LAST_RELEASED_ROLE \
 	"(SELECT c.role FROM chosen c JOIN released r ON r.id OPERATOR(pg_catalog.=) c.id" \
 	" ORDER BY c.pos DESC LIMIT 1)"
@@ -583,7 +553,7 @@ release_fairly(Oid gate, int64 room, TimestampTz now, bool keyless)
 									"  ORDER BY gate, scheduled_by, next_attempt LIMIT $2) c"
 									" WHERE roles.r IS NOT NULL),"
 									" chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $2),"
-									RELEASE_CHOSEN
+									CALLS_RELEASE_CHOSEN
 									" SELECT (SELECT pg_catalog.count(*) FROM released), "
 									LAST_RELEASED_ROLE,
 									keyless ? " AND limit_key IS NULL" : ""),
@@ -672,7 +642,7 @@ release_fairly(Oid gate, int64 room, TimestampTz now, bool keyless)
 	"   WHERE rr.role IS NOT NULL) x) t" \
 	"  WHERE t.pos OPERATOR(pg_catalog.<=) keys.room)," \
 	" chosen AS (SELECT id, role, pos FROM picked ORDER BY pos LIMIT $8)," \
-	RELEASE_CHOSEN \
+	CALLS_RELEASE_CHOSEN \
 	" SELECT (SELECT pg_catalog.count(*) FROM released)," \
 	"  (SELECT pg_catalog.count(*) FROM keys)," \
 	"  (SELECT pg_catalog.max(key) FROM keys), " \

@@ -93,22 +93,6 @@
  */
 #define MAX_STARTED_KEYS		32
 
-/*
- * The most of a key's other calls one look puts off with its own: a batch
- * keeps near its time (15,000 at once took half a second)
- */
-#define PUT_OFF_MAX				1000
-
-/*
- * The other calls o of the key of call $1: of its role $2 and key $3 (the
- * index call_data_key is on the key's hash)
- */
-#define OTHERS_OF_KEY \
-	" o.scheduled_by OPERATOR(pg_catalog.=) $2::pg_catalog.regrole" \
-	" AND pg_catalog.md5(o.key) OPERATOR(pg_catalog.=) pg_catalog.md5($3)" \
-	" AND o.key OPERATOR(pg_catalog.=) $3" \
-	" AND o.id OPERATOR(pg_catalog.<>) $1"
-
 /* The keys (text) whose calls this transaction started; in its memory */
 static List *started_keys = NIL;
 static bool callback_registered = false;
@@ -218,36 +202,6 @@ note_put_off(const char *key, TimestampTz until)
 }
 
 /*
- * put_off_key -- move call 'id' and the key's other calls that would come
- * due before 'when' to 'when', uncharged: those that no other transaction
- * holds (another worker's claim is its own to put off) and no gate holds,
- * PUT_OFF_MAX at most.
- * Once another call of the key runs, one look puts the key's backlog off
- * instead of one look per call (100 calls behind a running one took a
- * third of a core, looked at one by one every 100 ms).
- */
-static void
-put_off_key(int64 id, Datum role, Datum key, TimestampTz when)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
-	Datum		values[4] = {Int64GetDatum(id), role, key, TimestampTzGetDatum(when)};
-
-	calls_put_off(id, when);
-	plans_prepare_kept(&plan,
-					   "UPDATE retries.call_data c SET next_attempt = $4,"
-					   " updated_at = pg_catalog.now()"
-					   " FROM (SELECT o.id FROM retries.call_data o WHERE" OTHERS_OF_KEY
-					   "  AND o.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT o.held"
-					   "  AND o.next_attempt OPERATOR(pg_catalog.<) $4"
-					   "  LIMIT " CppAsString2(PUT_OFF_MAX) " FOR NO KEY UPDATE SKIP LOCKED) f"
-					   " WHERE c.id OPERATOR(pg_catalog.=) f.id",
-					   4, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "retries: could not put off the calls of a key");
-}
-
-/*
  * behind_running_delay -- how long a call of a key whose other call runs
  * waits before it looks again: its window, at least RECHECK_MIN_MS, and
  * twice what it waited last ('waited': its due time less when it was last
@@ -317,7 +271,7 @@ key_others(int64 id, Datum role, Datum key, TimestampTz *latest)
 					   "WITH o AS MATERIALIZED (SELECT o.id, o.attempts,"
 					   "  o.state OPERATOR(pg_catalog.=) 'scheduled'"
 					   "  AND o.next_attempt OPERATOR(pg_catalog.=) 'infinity' AS running"
-					   "  FROM retries.call_data o WHERE" OTHERS_OF_KEY ")"
+					   "  FROM retries.call_data o WHERE" CALLS_OTHERS_OF_KEY ")"
 					   " SELECT EXISTS (SELECT FROM o WHERE running),"
 					   "  (SELECT pg_catalog.max(a.started_at) FROM retries.attempt_data a"
 					   "   WHERE a.call_id OPERATOR(pg_catalog.=) ANY ("
@@ -396,8 +350,8 @@ flow_key_window_allows(int64 id)
 
 	/*
 	 * The batch put the key's calls off already, this one with them (its row,
-	 * read after, says so) unless it was past PUT_OFF_MAX: a batch of the
-	 * key's calls behind a running one makes one look and writes each row
+	 * read after, says so) unless it was past CALLS_PUT_OFF_MAX: a batch of
+	 * the key's calls behind a running one makes one look and writes each row
 	 * once, not one look per call (each of which put off all the others
 	 * again)
 	 */
@@ -417,7 +371,7 @@ flow_key_window_allows(int64 id)
 		 * before)
 		 */
 		last = now + behind_running_delay(window, last > written ? 0 : waited);
-		put_off_key(id, role, key, last);
+		calls_put_off_key(id, role, key, last);
 		note_put_off(key_text, last);
 		return false;
 	}

@@ -6,15 +6,23 @@
  *
  * The statements that change a call's row are gathered here, one function
  * each, named for what they do to the call, so that what the table can go
- * through is read in one place.  So far: the changes of state that a
- * role asks for (cancel, reschedule, schedule again: manage.c), the holds
- * of flow control (a paused function's calls, a call at its gate: flow.c),
- * the runner's hand-off (a call due at 'infinity' while its runner runs, put
- * back, held for a place, released in turns), an attempt given back, a
- * hook's error, a call put off by its key's window (key_window.c), a call
- * failed for a bad row (lone.c), and the finished calls pruned
- * (retention.c).  The other writes of api/ and flow/ and the outcome
- * writer (engine/outcome.c) come here next.
+ * through is read in one place: the changes of state that a role asks for
+ * (cancel, reschedule, schedule again: manage.c); the holds and releases
+ * of flow control (a paused function's calls, a call at its gate, a gate's
+ * release: flow.c, whose releases in turns between roles end in
+ * CALLS_RELEASE_CHOSEN); the runner's hand-off (a call due at 'infinity'
+ * while its runner runs, put back, held for a place, released in turns);
+ * an attempt given back; a hook's error; calls put off by their key's
+ * window (key_window.c) and a debounced call moved (api/call.c); the
+ * releases of calls waiting for an event or past its timeout (events.c);
+ * the followers of finished calls released or cancelled (chains.c); the
+ * outcomes of attempts, the one writer of them (engine/outcome.c queues
+ * them), and their trimming; a call failed for a bad row (lone.c); and the
+ * finished calls pruned (retention.c).  Still elsewhere: the insertion of
+ * a call (api/call.c, which writes the row past the executor when it
+ * can), and two statements run once in a database's life as the
+ * extension's owner: the settling of a copied database (home.c) and the
+ * release of a restore's waiting calls (restore.c).
  *
  * A change of state is an UPDATE ... WHERE state = 'from': the change is
  * checked against the transition table (call_state_change) and against
@@ -216,6 +224,152 @@ calls_put_off(int64 id, TimestampTz when)
 				" updated_at = pg_catalog.now()"
 				" WHERE id OPERATOR(pg_catalog.=) $1",
 				2, argtypes, values, id, "put off");
+}
+
+/*
+ * calls_put_off_key -- call 'id' (whose row this transaction holds) and
+ * the other calls of its role's key that would come due before 'when'
+ * moved to 'when', uncharged (a key's window: key_window.c): of those,
+ * the ones that no other transaction holds (another worker's claim is its
+ * own to put off) and no gate holds, CALLS_PUT_OFF_MAX at most.  Once
+ * another call of the key runs, one look puts the key's backlog off
+ * instead of one look per call (100 calls behind a running one took a
+ * third of a core, looked at one by one every 100 ms).
+ */
+void
+calls_put_off_key(int64 id, Datum role, Datum key, TimestampTz when)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[4] = {Int64GetDatum(id), role, key, TimestampTzGetDatum(when)};
+
+	calls_put_off(id, when);
+	update_call(&plan,
+				"UPDATE retries.call_data c SET next_attempt = $4,"
+				" updated_at = pg_catalog.now()"
+				" FROM (SELECT o.id FROM retries.call_data o WHERE" CALLS_OTHERS_OF_KEY
+				"  AND o.state OPERATOR(pg_catalog.=) 'scheduled' AND NOT o.held"
+				"  AND o.next_attempt OPERATOR(pg_catalog.<) $4"
+				"  LIMIT " CppAsString2(CALLS_PUT_OFF_MAX) " FOR NO KEY UPDATE SKIP LOCKED) f"
+				" WHERE c.id OPERATOR(pg_catalog.=) f.id",
+				4, argtypes, values, id, "put off the key's other calls with");
+}
+
+/*
+ * calls_debounce -- call 'id', made with a debounced key and not yet
+ * tried, due at 'due' instead (but no later than 'debounce_max', if not
+ * null, after it was made, nor before 'floor'), with 'args': a later call
+ * of its key took its place (api/call.c); false if the call has started,
+ * or another transaction holds it.  Read committed, as the key's lock was
+ * taken.
+ */
+bool
+calls_debounce(int64 id, Datum due, Datum args, Datum debounce_max,
+			   bool has_debounce_max, Datum floor)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[5] = {INT8OID, TIMESTAMPTZOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID};
+	Datum		values[5] = {Int64GetDatum(id), due, args, debounce_max, floor};
+	char		nulls[5] = {' ', ' ', ' ', has_debounce_max ? ' ' : 'n', ' '};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET next_attempt ="
+					   "  CASE WHEN $4::pg_catalog.interval IS NULL THEN $2"
+					   "  ELSE GREATEST($5, LEAST($2, c.created_at OPERATOR(pg_catalog.+) $4)) END,"
+					   " args = $3, updated_at = pg_catalog.now()"
+					   " FROM (SELECT id FROM retries.call_data"
+					   "  WHERE id OPERATOR(pg_catalog.=) $1"
+					   "  AND state OPERATOR(pg_catalog.=) 'scheduled'"
+					   "  AND attempts OPERATOR(pg_catalog.=) 0"
+					   "  AND next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz"
+					   "  FOR KEY SHARE SKIP LOCKED) f"
+					   " WHERE c.id OPERATOR(pg_catalog.=) f.id"
+					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " AND c.attempts OPERATOR(pg_catalog.=) 0"
+					   " AND c.next_attempt OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz",
+					   5, argtypes);
+	if (plans_execute_read_committed(plan, values, nulls) != SPI_OK_UPDATE)
+		elog(ERROR, "could not move call " INT64_FORMAT, id);
+	return SPI_processed == 1;
+}
+
+/*
+ * calls_release_for_event -- the calls of 'role' that wait for its event
+ * 'event' (text) released (RELEASE_SET), as seen by a snapshot taken now,
+ * after the event's lock (events.c); how many
+ */
+uint64
+calls_release_for_event(Datum role, Datum event)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2] = {role, event};
+
+	plans_prepare_kept(&plan,
+					   "UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+					   CALLS_WAITING_FOR_EVENT,
+					   2, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not release the calls waiting for an event");
+	return SPI_processed;
+}
+
+/*
+ * calls_release_timed_out -- up to 'limit' of the calls whose event's
+ * timeout has passed by 'now' released (RELEASE_SET; those that another
+ * transaction holds are left for later); how many
+ */
+uint64
+calls_release_timed_out(TimestampTz now, int limit)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(limit)};
+
+	plans_prepare_generic(&plan,
+						  "WITH due AS (SELECT id FROM retries.call_data"
+						  " WHERE event_wait AND state OPERATOR(pg_catalog.=) 'scheduled'"
+						  " AND event_deadline OPERATOR(pg_catalog.<=) $1"
+						  " ORDER BY event_deadline LIMIT $2 FOR UPDATE SKIP LOCKED)"
+						  " UPDATE retries.call_data c SET event_wait = NULL," RELEASE_SET
+						  " FROM due WHERE c.id OPERATOR(pg_catalog.=) due.id",
+						  2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not release the calls past their event_timeout");
+	return SPI_processed;
+}
+
+/*
+ * calls_release_at_gate -- release up to 'limit' of gate's held calls due
+ * by 'now', earliest first (only those without a limit_key if 'keyless');
+ * how many (flow.c)
+ */
+uint64
+calls_release_at_gate(Oid gate, int64 limit, TimestampTz now, bool keyless)
+{
+	static SPIPlanPtr plans[2];
+	Oid			argtypes[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(gate);
+	values[1] = Int64GetDatum(limit);
+	values[2] = TimestampTzGetDatum(now);
+	if (plans[keyless] == NULL)
+		plans_prepare_kept(&plans[keyless],
+						   psprintf("UPDATE retries.call_data SET held = false"
+									" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY("
+									"  SELECT id FROM retries.call_data"
+									"  WHERE gate OPERATOR(pg_catalog.=) $1::pg_catalog.oid"
+									"  AND state OPERATOR(pg_catalog.=) 'scheduled' AND held%s"
+									"  AND next_attempt OPERATOR(pg_catalog.<=) $3"
+									"  ORDER BY next_attempt LIMIT $2 FOR UPDATE SKIP LOCKED))"
+									" AND held",
+									keyless ? " AND limit_key IS NULL" : ""),
+						   3, argtypes);
+	if (SPI_execute_plan(plans[keyless], values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not release the calls of gate %u", gate);
+	return SPI_processed;
 }
 
 /*
@@ -465,6 +619,230 @@ calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate, const char *me
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not fail call " INT64_FORMAT, id);
 	return SPI_processed > 0;
+}
+
+/* The types of the columns of calls_write_outcomes(), by CallsOutcomeColumn */
+static const Oid outcome_column_type[OC_NCOLUMNS] = {
+	INT8OID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, JSONBOID,
+	TEXTOID, INT4OID
+};
+
+/*
+ * calls_write_outcomes -- the outcomes of 'n' attempts written: each
+ * call's new state (columns[OC_STATE], checked by the caller against the
+ * transition table), its attempts, last error and result, and an attempt
+ * row each, all in one statement; 'columns' and 'nulls' hold one array of
+ * n per CallsOutcomeColumn.  The one writer of outcomes (outcome_flush()).
+ *
+ * Planned once: a custom plan for each batch cost more than the statement
+ * ran, and with calls of a small table a custom plan joined call_data by
+ * reading all of it.  The generic plan looks each call up by its key,
+ * planned so whatever the table's size then (plans_execute_by_index).
+ */
+void
+calls_write_outcomes(Datum **columns, bool **nulls, int n)
+{
+	static SPIPlanPtr plans[3];
+
+	/* results from version 1.2, the tag and process from 1.7 */
+	int			version = schema_retries_version() >= SCHEMA_1_7 ? 2 :
+	schema_retries_version() >= SCHEMA_1_2 ? 1 : 0;
+	Oid			argtypes[OC_NCOLUMNS];
+	Datum		values[OC_NCOLUMNS];
+
+	plans_columns_to_arrays(OC_NCOLUMNS, outcome_column_type, columns, nulls, n,
+							argtypes, values);
+	if (plans[version] == NULL)
+		plans_prepare_generic(&plans[version],
+							  psprintf("WITH done AS ("
+									   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1),"
+									   "  pg_catalog.unnest($2), pg_catalog.unnest($3),"
+									   "  pg_catalog.unnest($4), pg_catalog.unnest($5),"
+									   "  pg_catalog.unnest($6), pg_catalog.unnest($7),"
+									   "  pg_catalog.unnest($8), pg_catalog.unnest($9),"
+									   "  pg_catalog.unnest($10), pg_catalog.unnest($11),"
+									   "  pg_catalog.unnest($12), pg_catalog.unnest($13),"
+									   "  pg_catalog.unnest($14), pg_catalog.unnest($15),"
+									   "  pg_catalog.unnest($16))"
+									   "  AS d(call_id, attempt, started_at, finished_at, outcome,"
+									   "   state, next_attempt, sqlstate, message, detail, hint,"
+									   "   context, delay, result, command_tag, pid)),"
+									   " c AS ("
+									   " UPDATE retries.call_data c SET"
+									   "  state = d.state::retries.call_state, attempts = d.attempt,"
+									   "  next_attempt = coalesce(d.next_attempt, c.next_attempt),"
+									   "  last_sqlstate = coalesce(d.sqlstate, c.last_sqlstate),"
+									   "  last_message = coalesce(d.message, c.last_message),"
+									   "  updated_at = d.finished_at%s"
+									   " FROM done d WHERE c.id OPERATOR(pg_catalog.=) d.call_id)"
+									   " INSERT INTO retries.attempt_data (call_id, attempt, started_at,"
+									   "  finished_at, outcome, sqlstate, message, detail, hint, context,"
+									   "  next_delay%s)"
+									   " SELECT call_id, attempt, started_at, finished_at,"
+									   "  outcome::retries.attempt_outcome, sqlstate, message, detail,"
+									   "  hint, context,"
+									   "  pg_catalog.make_interval(secs => delay OPERATOR(pg_catalog./) 1000000.0)%s"
+									   " FROM done",
+									   version >= 1 ? ", result = d.result" : "",
+									   version >= 2 ? ", command_tag, pid" : "",
+									   version >= 2 ? ", command_tag, pid" : ""),
+							  OC_NCOLUMNS, argtypes);
+	if (plans_execute_by_index(plans[version], values, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "retries: could not record the outcomes of attempts");
+}
+
+/*
+ * calls_trim_attempts -- of each of the 'n' calls of 'ids', whose attempt
+ * attempts[i] is being written, delete the attempt rows older than its
+ * last 'keep' (retries.max_kept_attempts; outcome.c)
+ */
+void
+calls_trim_attempts(const int64 *ids, const int32 *attempts, int n, int keep)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8ARRAYOID, INT4ARRAYOID, INT4OID};
+	Datum		values[3];
+	Datum	   *att = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		att[i] = Int32GetDatum(attempts[i]);
+	values[0] = args_id_array(ids, n);
+	values[1] = PointerGetDatum(construct_array(att, n, INT4OID, sizeof(int32),
+												true, TYPALIGN_INT));
+	values[2] = Int32GetDatum(keep);
+	plans_prepare_kept(&plan,
+					   "DELETE FROM retries.attempt_data a"
+					   " USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+					   "  AS d(call_id, attempt)"
+					   " WHERE a.call_id OPERATOR(pg_catalog.=) d.call_id"
+					   " AND a.attempt OPERATOR(pg_catalog.<=)"
+					   "  (d.attempt OPERATOR(pg_catalog.-) $3)",
+					   3, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "retries: could not delete the oldest attempt rows of calls");
+}
+
+/*
+ * calls_release_followers -- the calls of 'ids' (int8[]) succeeded: their
+ * rows of call_after go, and each of their followers has one fewer call
+ * to wait for, and is released when it has none left; how many were
+ * released.  Followers that another transaction holds are left for later
+ * (call_after_pending, under 'sign' times their first's id: *later is set
+ * then).  The statements of chains (api/chains.c).
+ */
+uint64
+calls_release_followers(Datum ids, Datum sign, bool *later)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[2] = {INT8ARRAYOID, INT8OID};
+	Datum		values[2] = {ids, sign};
+	bool		isnull;
+	uint64		released;
+
+	plans_prepare_kept(&plan,
+					   "WITH followers AS ("
+					   " SELECT c.id FROM retries.call_data c"
+					   " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT a.call_id FROM retries.call_after a"
+					   "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
+					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " FOR UPDATE SKIP LOCKED),"
+					   " done AS ("
+					   " DELETE FROM retries.call_after a USING followers f"
+					   " WHERE a.call_id OPERATOR(pg_catalog.=) f.id"
+					   " AND a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " RETURNING a.call_id),"
+					   " counts AS ("
+					   " SELECT call_id, pg_catalog.count(*)::integer AS n FROM done"
+					   " GROUP BY call_id),"
+					   " released AS ("
+					   " UPDATE retries.call_data c"
+					   " SET waiting_on = c.waiting_on OPERATOR(pg_catalog.-) n.n,"
+					   "  held = c.waiting_on OPERATOR(pg_catalog.>) n.n"
+					   " FROM counts n WHERE c.id OPERATOR(pg_catalog.=) n.call_id"
+					   " RETURNING c.held),"
+					   " later AS ("
+					   " INSERT INTO retries.call_after_pending (after_id)"
+					   " SELECT DISTINCT $2 OPERATOR(pg_catalog.*) a.after_id"
+					   " FROM retries.call_after a"
+					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND NOT EXISTS (SELECT FROM followers f"
+					   "  WHERE f.id OPERATOR(pg_catalog.=) a.call_id)"
+					   " ON CONFLICT DO NOTHING RETURNING after_id)"
+					   " SELECT (SELECT pg_catalog.count(*) FROM released WHERE NOT held),"
+					   "  (SELECT pg_catalog.count(*) FROM later)",
+					   2, argtypes);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not release the calls that run after calls that succeeded");
+	released = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	*later = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										 2, &isnull)) > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return released;
+}
+
+/*
+ * calls_cancel_followers -- the calls of 'ids' (int8[]) failed or were
+ * cancelled ('failed', bool[], says which of each): cancel their
+ * followers, each naming the call it ran after; followers that another
+ * transaction holds are left for later (call_after_pending, under 'sign'
+ * times their first's id).  SPI_tuptable holds, for the caller, a row
+ * (id, notify, left for later) per cancelled call, or one with a NULL id
+ * if none was.
+ */
+void
+calls_cancel_followers(Datum ids, Datum failed, Datum sign)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			argtypes[3] = {INT8ARRAYOID, BOOLARRAYOID, INT8OID};
+	Datum		values[3] = {ids, failed, sign};
+
+	plans_prepare_kept(&plan,
+					   "WITH firsts AS ("
+					   " SELECT f.id, f.failed FROM ROWS FROM (pg_catalog.unnest($1),"
+					   "  pg_catalog.unnest($2)) AS f(id, failed)),"
+					   " followers AS ("
+					   " SELECT c.id FROM retries.call_data c"
+					   " WHERE c.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+					   "  SELECT a.call_id FROM retries.call_after a"
+					   "  WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)))"
+					   " AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					   " FOR UPDATE SKIP LOCKED),"
+					   " cancelled AS ("
+					   " UPDATE retries.call_data c SET state = 'cancelled', held = false,"
+					   "  waiting_on = 0, updated_at = pg_catalog.now(),"
+					   "  last_message = (SELECT pg_catalog.format("
+					   "   'call %s, which this call runs after, %s', f.id,"
+					   "   CASE WHEN f.failed THEN 'failed' ELSE 'was cancelled' END)"
+					   "   FROM retries.call_after a JOIN firsts f"
+					   "   ON f.id OPERATOR(pg_catalog.=) a.after_id"
+					   "   WHERE a.call_id OPERATOR(pg_catalog.=) c.id"
+					   "   ORDER BY f.id LIMIT 1)"
+					   " FROM followers x WHERE c.id OPERATOR(pg_catalog.=) x.id"
+					   " RETURNING c.id, c.policy_id),"
+					   " gone AS ("
+					   " DELETE FROM retries.call_after a USING cancelled x"
+					   " WHERE a.call_id OPERATOR(pg_catalog.=) x.id),"
+					   " later AS ("
+					   " INSERT INTO retries.call_after_pending (after_id)"
+					   " SELECT DISTINCT $3 OPERATOR(pg_catalog.*) a.after_id"
+					   " FROM retries.call_after a"
+					   " WHERE a.after_id OPERATOR(pg_catalog.=) ANY ($1)"
+					   " AND NOT EXISTS (SELECT FROM followers f"
+					   "  WHERE f.id OPERATOR(pg_catalog.=) a.call_id)"
+					   " ON CONFLICT DO NOTHING RETURNING after_id)"
+					   " SELECT x.id, p.notify, (SELECT pg_catalog.count(*) FROM later)"
+					   " FROM cancelled x"
+					   " JOIN retries.policy_data p ON p.id OPERATOR(pg_catalog.=) x.policy_id"
+					   " UNION ALL"
+					   " SELECT NULL, NULL, (SELECT pg_catalog.count(*) FROM later)"
+					   " WHERE NOT EXISTS (SELECT FROM cancelled)",
+					   3, argtypes);
+	(void) call_state_change(CALL_SCHEDULED, CALL_CANCELLED);
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not cancel the calls that run after calls that failed");
 }
 
 /*

@@ -34,7 +34,49 @@ extern void access_check_call_privilege(Oid fnoid, Oid role);
 extern char *access_login_privilege(Oid role, const char **hint);
 extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 
-/* calls.c: writes to the calls table and its attempts */
+/*
+ * calls.c: writes to the calls table and its attempts.
+ *
+ * CALLS_OTHERS_OF_KEY: the other calls o of the key of call $1: of its
+ * role $2 and key $3 (the index call_data_key is on the key's hash), of
+ * which calls_put_off_key() puts off CALLS_PUT_OFF_MAX at most: a batch
+ * keeps near its time (15,000 at once took half a second).
+ * CALLS_WAITING_FOR_EVENT: the calls c of role $1 that wait for its event
+ * $2 (text).  CALLS_RELEASE_CHOSEN: the write that ends a release in turns
+ * between roles (flow.c), a CTE "released" (id) of the calls of CTE chosen
+ * (id) that no other transaction holds, released.
+ */
+#define CALLS_OTHERS_OF_KEY \
+	" o.scheduled_by OPERATOR(pg_catalog.=) $2::pg_catalog.regrole" \
+	" AND pg_catalog.md5(o.key) OPERATOR(pg_catalog.=) pg_catalog.md5($3)" \
+	" AND o.key OPERATOR(pg_catalog.=) $3" \
+	" AND o.id OPERATOR(pg_catalog.<>) $1"
+#define CALLS_PUT_OFF_MAX		1000
+#define CALLS_RELEASE_CHOSEN \
+	" released AS (" \
+	" UPDATE retries.call_data SET held = false" \
+	" WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT id FROM retries.call_data" \
+	"  WHERE id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM chosen))" \
+	"  AND held FOR UPDATE SKIP LOCKED))" \
+	" AND held RETURNING id)"
+
+/*
+ * The columns of the outcomes calls_write_outcomes() writes, one array
+ * each (engine/outcome.c queues them)
+ */
+typedef enum CallsOutcomeColumn
+{
+	OC_CALL_ID, OC_ATTEMPT, OC_STARTED, OC_FINISHED, OC_OUTCOME, OC_STATE,
+	OC_NEXT_ATTEMPT, OC_SQLSTATE, OC_MESSAGE, OC_DETAIL, OC_HINT, OC_CONTEXT,
+	OC_DELAY, OC_RESULT, OC_COMMAND_TAG, OC_PID, OC_NCOLUMNS
+} CallsOutcomeColumn;
+#define CALLS_WAITING_FOR_EVENT \
+	" WHERE c.scheduled_by OPERATOR(pg_catalog.=) $1::pg_catalog.regrole" \
+	" AND pg_catalog.md5(c.on_event) OPERATOR(pg_catalog.=) pg_catalog.md5($2)" \
+	" AND c.on_event OPERATOR(pg_catalog.=) $2" \
+	" AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+
 extern void calls_cancel(int64 id);
 extern void calls_move(int64 id, Datum run_at);
 extern void calls_schedule_again(int64 id, CallState from, Datum run_at,
@@ -45,12 +87,22 @@ extern void calls_hold_at_gate(int64 id, Oid gate);
 extern void calls_hand_to_runner(int64 id);
 extern void calls_put_back(int64 id);
 extern void calls_put_off(int64 id, TimestampTz when);
+extern void calls_put_off_key(int64 id, Datum role, Datum key, TimestampTz when);
+extern bool calls_debounce(int64 id, Datum due, Datum args, Datum debounce_max,
+						   bool has_debounce_max, Datum floor);
+extern uint64 calls_release_for_event(Datum role, Datum event);
+extern uint64 calls_release_timed_out(TimestampTz now, int limit);
+extern uint64 calls_release_at_gate(Oid gate, int64 limit, TimestampTz now, bool keyless);
 extern bool calls_runner_returned(int64 id, TimestampTz started_at);
 extern void calls_hold_for_runner(int64 id);
 extern int	calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid,
 									   int navoid);
 extern void calls_allow_another_attempt(int64 id);
 extern void calls_note_hook_error(int64 id, int32 attempt, const char *error);
+extern uint64 calls_release_followers(Datum ids, Datum sign, bool *later);
+extern void calls_cancel_followers(Datum ids, Datum failed, Datum sign);
+extern void calls_write_outcomes(Datum **columns, bool **nulls, int n);
+extern void calls_trim_attempts(const int64 *ids, const int32 *attempts, int n, int keep);
 extern uint64 calls_prune_finished(const char *retention, int limit, bool chains);
 extern bool calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate,
 							   const char *message, const char *detail);
