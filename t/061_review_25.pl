@@ -372,7 +372,7 @@ SELECT retries.annotate('mallory.held3()', '1 10ms');
 as_role($node, 'postgres', 'mallory', 'CREATE DATABASE t3 TEMPLATE tpl');
 as_role($node, 't3', 'mallory', q{
 CREATE SCHEMA mallory;
-CREATE FUNCTION mallory.t() RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION mallory.t() RETURNS int LANGUAGE sql AS $$ SELECT 1 FROM } . gate_sql(65) . q{ AS g $$;
 SELECT retries.annotate('mallory.t()', '1 10ms');
 });
 wait_until($node, 'postgres',
@@ -395,8 +395,13 @@ wait_until($node, 'postgres',
 	"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'retries%worker'"
 	  . " AND datname = 'postgres'",
 	'2', '3: setup: postgres\'s two workers fill the pool');
+# t3's call holds its worker at a gate of its own, so that the pool stays
+# full (mallory's held call in postgres, t3's) until it is made larger: once
+# t3's worker were idle, it would leave for postgres's schedule at once, and
+# postgres would have two workers again before the check below saw one
+my $gate3t = close_gate($node, 't3', 65);
 my $t3 = as_role($node, 't3', 'mallory', "SELECT retries.call('mallory.t()')");
-call_reaches($node, 't3', $t3, 'succeeded',
+wait_at_gate($node, 't3', 65, 1,
 	'3: setup: t3 waited for the pool; postgres\'s free worker left for it');
 wait_until($node, 'postgres',
 	"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'retries%worker'"
@@ -412,6 +417,8 @@ my $fired3 = $node->safe_psql('postgres', 'SELECT count(*) FROM alice.t WHERE n 
 		"SELECT count(*) > $fired3 FROM alice.t WHERE n = 3", 't',
 		'3: alice\'s schedule every 3 s fires again within 15 s', 15);
 }
+open_gate($gate3t);
+call_reaches($node, 't3', $t3, 'succeeded', '3: t3\'s call ends once its gate opens');
 open_gate($gate3);
 wait_until($node, 'postgres',
 	"SELECT count(*) > $fired3 FROM alice.t WHERE n = 3", 't',

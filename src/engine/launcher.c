@@ -51,6 +51,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -84,6 +85,22 @@ typedef struct Launched
 } Launched;
 
 static Launched launched[RETRIES_MAX_SLOTS];
+
+/* Where a database comes in the order of read_databases */
+typedef enum DatabaseRank
+{
+	RANK_SERVED,				/* has an entry, not found empty */
+	RANK_NEW,					/* not looked at yet */
+	RANK_EMPTY,					/* has an entry: found without the extension */
+	RANK_EMPTY_UNTRACKED		/* so found, and gave its entry up since */
+} DatabaseRank;
+
+/*
+ * The databases found without the extension by the last read of
+ * pg_database (sorted, in TopMemoryContext)
+ */
+static Oid *known_empty = NULL;
+static int	nknown_empty = 0;
 
 /*
  * Workers of the pool in use (all but those in runner places), counted at
@@ -536,35 +553,78 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 }
 
 /*
- * served_now -- does the database table hold 'dboid' with the extension
- * found there (or being looked for)?
+ * known_empty_has -- was 'dboid' found without the extension by the last
+ * read of pg_database?
  */
 static bool
-served_now(Oid dboid)
+known_empty_has(Oid dboid)
+{
+	return nknown_empty > 0 &&
+		bsearch(&dboid, known_empty, nknown_empty, sizeof(Oid), oid_cmp) != NULL;
+}
+
+/*
+ * known_empty_set -- the databases found without the extension are now
+ * those of 'oids' (of the current transaction's memory)
+ */
+static void
+known_empty_set(List *oids)
+{
+	ListCell   *lc;
+
+	if (known_empty != NULL)
+		pfree(known_empty);
+	known_empty = NULL;
+	nknown_empty = 0;
+	if (oids == NIL)
+		return;
+	known_empty = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * list_length(oids));
+	foreach(lc, oids)
+		known_empty[nknown_empty++] = lfirst_oid(lc);
+	qsort(known_empty, nknown_empty, sizeof(Oid), oid_cmp);
+}
+
+/*
+ * database_rank -- where a database comes in the launcher's order
+ * (read_databases)
+ */
+static DatabaseRank
+database_rank(Oid dboid)
 {
 	RetriesDatabase *db;
-	bool		served;
+	DatabaseRank rank;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	db = shmem_find_database(dboid, false);
-	served = db != NULL && db->state != DB_NO_EXTENSION;
+	if (db != NULL)
+		rank = db->state == DB_NO_EXTENSION ? RANK_EMPTY : RANK_SERVED;
+	else
+		rank = known_empty_has(dboid) ? RANK_EMPTY_UNTRACKED : RANK_NEW;
 	LWLockRelease(retries_shared->lock);
-	return served;
+	return rank;
 }
 
 /*
  * read_databases -- the databases that workers may serve (allowing
  * connections, not templates), at most retries.max_databases of them, into
- * 'seen'; returns how many
+ * 'seen'; returns how many, and in *ncreate how many of the first may be
+ * given an entry of the database table (manage_databases)
  *
- * Those the workers serve now come first, then the others in pg_database's
- * order: a role that may create databases cannot take the place of one
- * served now by making more (the seventh hostile review: 128 empty ones,
- * and a routine ALTER DATABASE that moved the served one's row behind them,
- * left it with no worker).
+ * Those the workers serve now come first, then those not looked at yet,
+ * then those found without the extension, each in pg_database's order: a
+ * role that may create databases cannot take the place of one served now
+ * by making more (the seventh hostile review: 128 empty ones, and a
+ * routine ALTER DATABASE that moved the served one's row behind them, left
+ * it with no worker), nor of one made after hers (the thirty-sixth: a
+ * tenant's new database, or a copy of a template with the extension, got
+ * no worker behind 16 empty ones).  Only the served and new ones are given
+ * entries; a new one takes that of an empty one if it must
+ * (shmem_find_database), and an empty one without an entry gets none again
+ * until CREATE EXTENSION makes it one: the launcher does not look at the
+ * same empty databases in turn for ever.
  */
 static int
-read_databases(Oid *seen)
+read_databases(Oid *seen, int *ncreate)
 {
 	static bool complained = false;
 	Relation	rel;
@@ -572,7 +632,7 @@ read_databases(Oid *seen)
 	HeapTuple	tup;
 	int			nseen = 0;
 	int			nall = 0;
-	List	   *others = NIL;
+	List	   *ranked[RANK_EMPTY_UNTRACKED + 1] = {NIL};
 	ListCell   *lc;
 
 	SetCurrentStatementStartTimestamp();
@@ -583,22 +643,28 @@ read_databases(Oid *seen)
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		Form_pg_database dat = (Form_pg_database) GETSTRUCT(tup);
+		DatabaseRank rank;
 
 		if (!dat->datallowconn || dat->datistemplate)
 			continue;
 		nall++;
-		if (nseen < retries_max_databases && served_now(dat->oid))
-			seen[nseen++] = dat->oid;
-		else
-			others = lappend_oid(others, dat->oid);
+		rank = database_rank(dat->oid);
+		ranked[rank] = lappend_oid(ranked[rank], dat->oid);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	foreach(lc, others)
+	*ncreate = 0;
+	for (int rank = RANK_SERVED; rank < RANK_EMPTY_UNTRACKED; rank++)
 	{
-		if (nseen < retries_max_databases)
-			seen[nseen++] = lfirst_oid(lc);
+		foreach(lc, ranked[rank])
+		{
+			if (nseen < retries_max_databases)
+				seen[nseen++] = lfirst_oid(lc);
+		}
+		if (rank == RANK_NEW)
+			*ncreate = nseen;
 	}
+	known_empty_set(list_concat(ranked[RANK_EMPTY], ranked[RANK_EMPTY_UNTRACKED]));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -607,7 +673,7 @@ read_databases(Oid *seen)
 		ereport(LOG,
 				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
 						nall, retries_max_databases),
-				 errdetail("The databases served now keep their workers; of the others, those beyond the first %d found in pg_database get none.",
+				 errdetail("The databases served now keep their workers, then come those not looked at yet, then those found without the extension; beyond the first %d, a database gets no worker.",
 						   retries_max_databases),
 				 errhint("Raise retries.max_databases, or mark unused databases ALLOW_CONNECTIONS false.")));
 		complained = true;
@@ -676,13 +742,14 @@ note_pool_waiting(void)
 
 /*
  * manage_databases -- bring the database table in line with pg_database
- * when 'seen' is given (add new databases, drop vanished ones), reap exited
+ * when 'seen' is given (add new databases, the first 'ncreate' of 'seen',
+ * drop vanished ones), reap exited
  * workers and manage each database; returns when the launcher must look
  * again at the latest.  *reaped tells whether a worker exited: maybe its
  * database is gone, and pg_database is worth reading again.
  */
 static TimestampTz
-manage_databases(Oid *seen, int nseen, bool *reaped)
+manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 {
 	static bool complained = false;
 	TimestampTz now = clock_system_now();
@@ -702,11 +769,14 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 			next = Min(next, TimestampTzPlusMilliseconds(w->assigned_at, ADOPT_GRACE_MS));
 	}
 
-	/* forget databases that are gone or no longer allow connections */
+	/*
+	 * forget databases that are gone or no longer allow connections (an empty
+	 * one may have been given an entry by CREATE EXTENSION since)
+	 */
 	for (int i = 0; i < retries_max_databases && seen != NULL; i++)
 	{
 		RetriesDatabase *db = &shmem_dbs[i];
-		bool		present = false;
+		bool		present = known_empty_has(db->dboid);
 
 		if (!OidIsValid(db->dboid))
 			continue;
@@ -721,11 +791,11 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	}
 	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
-		RetriesDatabase *db = shmem_find_database(seen[j], true);
+		RetriesDatabase *db = shmem_find_database(seen[j], j < ncreate);
 
 		if (db != NULL)
 			db->listed = true;
-		else if (!complained)
+		else if (j < ncreate && !complained)
 		{
 			ereport(LOG,
 					(errmsg("retries: no room to track database %u: workers serve at most %d databases",
@@ -786,6 +856,7 @@ retries_launcher_main(Datum main_arg)
 	TimestampTz last_read = 0;
 	Oid		   *seen;
 	int			nseen = 0;
+	int			ncreate = 0;
 	bool		reaped = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -829,11 +900,11 @@ retries_launcher_main(Datum main_arg)
 		LWLockRelease(retries_shared->lock);
 		if (read)
 		{
-			nseen = read_databases(seen);
+			nseen = read_databases(seen, &ncreate);
 			MemoryContextSwitchTo(launcher_cxt);
 			last_read = now;
 		}
-		next = manage_databases(read ? seen : NULL, nseen, &reaped);
+		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
 
 		(void) WaitLatch(MyLatch,

@@ -44,6 +44,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -350,19 +351,38 @@ login_forget_own_settings(void)
  * 'nspname' (as its search_path names it): the schema is the owner's, or
  * a superuser's, or the database owner's (pg_database_owner's) when that
  * owner is 'owner' or a superuser; a schema that does not exist is not.
- * Who else may create in the schema is its owner's grant to answer for,
- * as for a SECURITY DEFINER function's path (doc/reference.md, delay_fn).
+ *
+ * Never trusted, whoever owns them: a temporary schema named by its own
+ * name (pg_temp_6: owned by the bootstrap superuser, filled by whichever
+ * session uses it, and searched for functions and operators where pg_temp
+ * never is: the thirty-sixth hostile review, t/070 1), and a schema in
+ * which every role may create (CREATE granted to PUBLIC, as public was
+ * before PostgreSQL 15 and stays after pg_upgrade).  Who else may create
+ * in the schema by a grant to a role is its owner's to answer for, as for
+ * a SECURITY DEFINER function's path (doc/reference.md, delay_fn).
  */
 static bool
 schema_trusted_by(const char *nspname, Oid owner)
 {
 	HeapTuple	tup = SearchSysCache1(NAMESPACENAME, CStringGetDatum(nspname));
+	Form_pg_namespace nsp;
 	Oid			nspowner;
+	bool		isnull;
+	Datum		acl;
+	bool		untrusted;
 
 	if (!HeapTupleIsValid(tup))
 		return false;
-	nspowner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	nsp = (Form_pg_namespace) GETSTRUCT(tup);
+	nspowner = nsp->nspowner;
+	untrusted = isAnyTempNamespace(nsp->oid);
+	acl = SysCacheGetAttr(NAMESPACENAME, tup, Anum_pg_namespace_nspacl, &isnull);
+	if (!untrusted && !isnull)
+		untrusted = aclmask(DatumGetAclP(acl), ACL_ID_PUBLIC, nspowner,
+							ACL_CREATE, ACLMASK_ANY) != 0;
 	ReleaseSysCache(tup);
+	if (untrusted)
+		return false;
 	if (nspowner == ROLE_PG_DATABASE_OWNER)
 	{
 		tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));

@@ -140,8 +140,37 @@ shmem_install(void)
 }
 
 /*
+ * evictable_database -- an entry that may make room for another: a
+ * database found without the extension, not paused, with no worker; NULL
+ * if none.  Its database needs no entry to be served once it has the
+ * extension: CREATE EXTENSION makes one as it commits (xact.c).  Caller
+ * holds the lock exclusively.
+ */
+static RetriesDatabase *
+evictable_database(void)
+{
+	TimestampTz now = clock_system_now();
+
+	for (int i = 0; i < retries_max_databases; i++)
+	{
+		RetriesDatabase *db = &shmem_dbs[i];
+		int			w = -1;
+
+		if (OidIsValid(db->dboid) && db->state == DB_NO_EXTENSION &&
+			db->paused_until <= now && shmem_next_worker(db->dboid, &w) == NULL)
+			return db;
+	}
+	return NULL;
+}
+
+/*
  * shmem_find_database -- the entry of a database, optionally created;
  * NULL if absent (or no room).  Caller holds the lock exclusively to create.
+ *
+ * A database found without the extension gives its entry up to one that
+ * needs it (evictable_database): databases that never had the extension
+ * cannot fill the table and shut out one made after them (the
+ * thirty-sixth hostile review, t/070 2).
  */
 RetriesDatabase *
 shmem_find_database(Oid dboid, bool create)
@@ -157,6 +186,8 @@ shmem_find_database(Oid dboid, bool create)
 		if (free_entry == NULL && !OidIsValid(db->dboid))
 			free_entry = db;
 	}
+	if (create && free_entry == NULL)
+		free_entry = evictable_database();
 	if (!create || free_entry == NULL)
 		return NULL;
 	memset(free_entry, 0, sizeof(RetriesDatabase));
