@@ -238,44 +238,17 @@ is($node->safe_psql('postgres',
 # 1. a superuser's delay_fn in a copy of a template, under the copy
 #    owner's search_path
 # ---------------------------------------------------------------------
-$node->safe_psql('tpl', q{
-CREATE SCHEMA app;
-GRANT USAGE ON SCHEMA app TO PUBLIC;
-CREATE FUNCTION app.job(n int) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	IF n < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'RT001'; END IF;
-	RETURN n;
-END $$;
-CREATE FUNCTION app.backoff(attempt integer, sqlstate text, message text)
-  RETURNS interval LANGUAGE sql AS $$SELECT attempt * interval '10 ms'$$;
-SELECT retries.annotate('app.job(int)', max_attempts => 2,
-						delay_fn => 'app.backoff(integer,text,text)');
-});
+$node->safe_psql('tpl', hooked_job_sql('app'));
 as_role($node, 'postgres', 'mallory', 'CREATE DATABASE mc TEMPLATE tpl');
 as_role($node, 'mc', 'mallory', q{
 CREATE SCHEMA mallory;
 GRANT USAGE ON SCHEMA mallory TO PUBLIC;
-CREATE FUNCTION mallory.pwn(integer, interval) RETURNS interval LANGUAGE plpgsql AS $$
-BEGIN
-	BEGIN
-		EXECUTE 'ALTER ROLE mallory SUPERUSER';
-	EXCEPTION WHEN insufficient_privilege THEN NULL;
-	END;
-	RETURN $2;
-END $$;
-CREATE OPERATOR mallory.* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = mallory.pwn);
+} . superuser_operator_sql('mallory') . q{
 ALTER DATABASE mc SET search_path = mallory, pg_catalog;
 });
-my $mid = $node->safe_psql('mc', q{SELECT retries.call('app.job(int)', '[-1]')},
-	extra_params => [ '-U', 'mallory' ]);
-wait_until($node, 'mc',
-	"SELECT state IN ('succeeded', 'failed', 'cancelled') FROM retries.call_data WHERE id = $mid",
-	't', '1: mallory\'s call of app.job(-1) ended (its delay_fn ran once)');
-{
-	is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}),
-		'f', '1: the superuser\'s delay_fn did not run mallory\'s operator as the superuser');
-}
-$node->safe_psql('postgres', 'ALTER ROLE mallory NOSUPERUSER');
+hook_leaves_mallory($node, 'mc', 'app', '1',
+	'the superuser\'s delay_fn did not run mallory\'s operator as the superuser');
+my $mid;
 
 # ... and the same with alice's annotation in the template: mallory's
 # operator runs as alice, and reads alice's table
@@ -356,43 +329,16 @@ wait_until($node, 'mc3',
 #    schema mallory made (CREATE on the database, no copy, no ownership)
 # ---------------------------------------------------------------------
 my $su = $node->safe_psql('postgres', 'SELECT current_user');
-$node->safe_psql('postgres', qq{
-CREATE SCHEMA app2;
-GRANT USAGE ON SCHEMA app2 TO PUBLIC;
-CREATE FUNCTION app2.job(n int) RETURNS int LANGUAGE plpgsql AS \$\$
-BEGIN
-	IF n < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'RT001'; END IF;
-	RETURN n;
-END \$\$;
-CREATE FUNCTION app2.backoff(attempt integer, sqlstate text, message text)
-  RETURNS interval LANGUAGE sql AS \$\$SELECT attempt * interval '10 ms'\$\$;
-SELECT retries.annotate('app2.job(int)', max_attempts => 2,
-						delay_fn => 'app2.backoff(integer,text,text)');
+$node->safe_psql('postgres', hooked_job_sql('app2') . q{
 GRANT CREATE ON DATABASE postgres TO mallory;
 });
 as_role($node, 'postgres', 'mallory', qq{
 CREATE SCHEMA "$su";
 GRANT USAGE ON SCHEMA "$su" TO PUBLIC;
-CREATE FUNCTION "$su".pwn(integer, interval) RETURNS interval LANGUAGE plpgsql AS \$\$
-BEGIN
-	BEGIN
-		EXECUTE 'ALTER ROLE mallory SUPERUSER';
-	EXCEPTION WHEN insufficient_privilege THEN NULL;
-	END;
-	RETURN \$2;
-END \$\$;
-CREATE OPERATOR "$su".* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = "$su".pwn);
-});
-$mid = $node->safe_psql('postgres', q{SELECT retries.call('app2.job(int)', '[-1]')},
-	extra_params => [ '-U', 'mallory' ]);
-wait_until($node, 'postgres',
-	"SELECT state IN ('succeeded', 'failed', 'cancelled') FROM retries.call_data WHERE id = $mid",
-	't', '2: mallory\'s call of app2.job(-1) ended (its delay_fn ran once)');
-{
-	is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}),
-		'f', '2: the superuser\'s delay_fn did not run the operator of mallory\'s schema "$user" as the superuser');
-}
-$node->safe_psql('postgres', qq{ALTER ROLE mallory NOSUPERUSER; DROP SCHEMA "$su" CASCADE; REVOKE CREATE ON DATABASE postgres FROM mallory});
+} . superuser_operator_sql(qq{"$su"}));
+hook_leaves_mallory($node, 'postgres', 'app2', '2',
+	'the superuser\'s delay_fn did not run the operator of mallory\'s schema "$user" as the superuser');
+$node->safe_psql('postgres', qq{DROP SCHEMA "$su" CASCADE; REVOKE CREATE ON DATABASE postgres FROM mallory});
 
 no_crash($node, $log_offset, 'z: no backend or worker crashed');
 

@@ -64,66 +64,26 @@ use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
 
-# pool_review_node's settings (the DEFAULTS of the pool, written out), and
+# pool_review_node's settings (the DEFAULTS of the pool), and
 # retries.max_databases at its minimum, 16, for check 2
-my $node = review_node('review_33', q{
-max_worker_processes = 48
-retries.worker_idle_timeout = 10
-retries.max_cluster_workers = 16
-retries.reserved_workers = 2
-retries.max_databases = 16
-});
-review_roles($node, 'postgres');
-$node->safe_psql('postgres', q{
-ALTER ROLE mallory CREATEDB;
-CREATE DATABASE tpl IS_TEMPLATE true;
-});
-$node->safe_psql('tpl', 'CREATE EXTENSION retries');
+my $node = pool_review_node('review_33', 'retries.max_databases = 16');
 my $log_offset = -s $node->logfile;
 
 # ---------------------------------------------------------------------
 # 1. a superuser's delay_fn in a copy of a template, under a search_path
 #    that names mallory's session's temp schema by its own name
 # ---------------------------------------------------------------------
-$node->safe_psql('tpl', q{
-CREATE SCHEMA app;
-GRANT USAGE ON SCHEMA app TO PUBLIC;
-CREATE FUNCTION app.job(n int) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	IF n < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'RT001'; END IF;
-	RETURN n;
-END $$;
-CREATE FUNCTION app.backoff(attempt integer, sqlstate text, message text)
-  RETURNS interval LANGUAGE sql AS $$SELECT attempt * interval '10 ms'$$;
-SELECT retries.annotate('app.job(int)', max_attempts => 2,
-						delay_fn => 'app.backoff(integer,text,text)');
-});
+$node->safe_psql('tpl', hooked_job_sql('app'));
 as_role($node, 'postgres', 'mallory', 'CREATE DATABASE mc TEMPLATE tpl');
 {
 	my $held = $node->background_psql('mc', extra_params => [ '-U', 'mallory' ]);
-	$held->query_safe(q{
-CREATE FUNCTION pg_temp.pwn(integer, interval) RETURNS interval LANGUAGE plpgsql AS $$
-BEGIN
-	BEGIN
-		EXECUTE 'ALTER ROLE mallory SUPERUSER';
-	EXCEPTION WHEN insufficient_privilege THEN NULL;
-	END;
-	RETURN $2;
-END $$});
-	$held->query_safe(q{
-CREATE OPERATOR pg_temp.* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = pg_temp.pwn)});
+	$held->query_safe(superuser_operator_sql('pg_temp'));
 	my $tempns = $held->query_safe('SELECT pg_my_temp_schema()::regnamespace');
 	$tempns =~ s/\s+//g;
 	like($tempns, qr/^pg_temp_\d+$/, '1: (setup) mallory\'s session has its temp schema');
 	as_role($node, 'mc', 'mallory', qq{ALTER DATABASE mc SET search_path = $tempns});
-	my $mid = $node->safe_psql('mc', q{SELECT retries.call('app.job(int)', '[-1]')},
-		extra_params => [ '-U', 'mallory' ]);
-	wait_until($node, 'mc',
-		"SELECT state IN ('succeeded', 'failed', 'cancelled') FROM retries.call_data WHERE id = $mid",
-		't', '1: mallory\'s call of app.job(-1) ended (its delay_fn ran once)');
-	is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}),
-		'f', '1: the superuser\'s delay_fn did not run the operator of mallory\'s temp schema, named in the path, as the superuser');
-	$node->safe_psql('postgres', 'ALTER ROLE mallory NOSUPERUSER');
+	hook_leaves_mallory($node, 'mc', 'app', '1',
+		'the superuser\'s delay_fn did not run the operator of mallory\'s temp schema, named in the path, as the superuser');
 	$held->quit;
 }
 
@@ -131,41 +91,14 @@ CREATE OPERATOR pg_temp.* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = pg
 # 1b. a superuser's delay_fn under the login search_path ("$user",
 #     public), where PUBLIC may create in public (as before PostgreSQL 15)
 # ---------------------------------------------------------------------
-$node->safe_psql('postgres', q{
-CREATE SCHEMA app;
-GRANT USAGE ON SCHEMA app TO PUBLIC;
-CREATE FUNCTION app.job(n int) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	IF n < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'RT001'; END IF;
-	RETURN n;
-END $$;
-CREATE FUNCTION app.backoff(attempt integer, sqlstate text, message text)
-  RETURNS interval LANGUAGE sql AS $$SELECT attempt * interval '10 ms'$$;
-SELECT retries.annotate('app.job(int)', max_attempts => 2,
-						delay_fn => 'app.backoff(integer,text,text)');
+$node->safe_psql('postgres', hooked_job_sql('app') . q{
 GRANT CREATE ON SCHEMA public TO PUBLIC;
 });
-as_role($node, 'postgres', 'mallory', q{
-CREATE FUNCTION public.pwn(integer, interval) RETURNS interval LANGUAGE plpgsql AS $$
-BEGIN
-	BEGIN
-		EXECUTE 'ALTER ROLE mallory SUPERUSER';
-	EXCEPTION WHEN insufficient_privilege THEN NULL;
-	END;
-	RETURN $2;
-END $$;
-CREATE OPERATOR public.* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = public.pwn);
-});
+as_role($node, 'postgres', 'mallory', superuser_operator_sql('public'));
 {
-	my $id = as_role($node, 'postgres', 'mallory',
-		q{SELECT retries.call('app.job(int)', '[-1]')});
-	wait_until($node, 'postgres',
-		"SELECT state IN ('succeeded', 'failed', 'cancelled') FROM retries.call_data WHERE id = $id",
-		't', '1b: mallory\'s call of app.job(-1) ended (its delay_fn ran once)');
-	is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}),
-		'f', '1b: the superuser\'s delay_fn did not run mallory\'s operator in public, where PUBLIC may create, as the superuser');
+	hook_leaves_mallory($node, 'postgres', 'app', '1b',
+		'the superuser\'s delay_fn did not run mallory\'s operator in public, where PUBLIC may create, as the superuser');
 	$node->safe_psql('postgres', q{
-ALTER ROLE mallory NOSUPERUSER;
 DROP OPERATOR public.* (integer, interval);
 DROP FUNCTION public.pwn(integer, interval);
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;

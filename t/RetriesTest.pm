@@ -50,6 +50,9 @@ our @EXPORT = qw(
   start_parallel_hog
   review_node
   pool_review_node
+  hooked_job_sql
+  superuser_operator_sql
+  hook_leaves_mallory
   latin1_bad_name
   review_roles
   paused_reboot_schedule
@@ -184,20 +187,20 @@ max_prepared_transactions = 10
 	return $node;
 }
 
-# pool_review_node(NAME): a review_node with the DEFAULTS of the pool,
+# pool_review_node(NAME, [CONF]): a review_node with the DEFAULTS of the pool,
 # written out (workers leave idle databases; 16 for all), two reserved
 # workers, room for them all; alice, bob and mallory (review_roles), mallory
 # with CREATEDB; and database tpl, a template with the extension in it
 # (what a cluster of tenants' databases has)
 sub pool_review_node
 {
-	my ($name) = @_;
+	my ($name, $conf) = @_;
 	my $node = review_node($name, q{
 max_worker_processes = 48
 retries.worker_idle_timeout = 10
 retries.max_cluster_workers = 16
 retries.reserved_workers = 2
-});
+} . ($conf // ''));
 
 	review_roles($node, 'postgres');
 	$node->safe_psql('postgres', q{
@@ -206,6 +209,68 @@ CREATE DATABASE tpl IS_TEMPLATE true;
 });
 	$node->safe_psql('tpl', 'CREATE EXTENSION retries');
 	return $node;
+}
+
+# hooked_job_sql(SCHEMA): SQL that makes SCHEMA (USAGE to PUBLIC) with
+# SCHEMA.job(int), which fails with RT001 below 0, annotated with 2
+# attempts and delay_fn SCHEMA.backoff, "SELECT attempt * interval '10
+# ms'" (integer * interval: an operator a caller's schema may match better
+# than pg_catalog's float8 * interval), no SET search_path
+sub hooked_job_sql
+{
+	my ($schema) = @_;
+	return qq{
+CREATE SCHEMA $schema;
+GRANT USAGE ON SCHEMA $schema TO PUBLIC;
+CREATE FUNCTION $schema.job(n int) RETURNS int LANGUAGE plpgsql AS \$\$
+BEGIN
+	IF n < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'RT001'; END IF;
+	RETURN n;
+END \$\$;
+CREATE FUNCTION $schema.backoff(attempt integer, sqlstate text, message text)
+  RETURNS interval LANGUAGE sql AS \$\$SELECT attempt * interval '10 ms'\$\$;
+SELECT retries.annotate('$schema.job(int)', max_attempts => 2,
+						delay_fn => '$schema.backoff(integer,text,text)');
+};
+}
+
+# superuser_operator_sql(SCHEMA): SQL that makes in SCHEMA (a quoted name
+# as needed) the operator integer * interval, whose function runs ALTER
+# ROLE mallory SUPERUSER (and succeeds only as a superuser)
+sub superuser_operator_sql
+{
+	my ($schema) = @_;
+	return qq{
+CREATE FUNCTION $schema.pwn(integer, interval) RETURNS interval LANGUAGE plpgsql AS \$\$
+BEGIN
+	BEGIN
+		EXECUTE 'ALTER ROLE mallory SUPERUSER';
+	EXCEPTION WHEN insufficient_privilege THEN NULL;
+	END;
+	RETURN \$2;
+END \$\$;
+CREATE OPERATOR $schema.* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = $schema.pwn);
+};
+}
+
+# hook_leaves_mallory(NODE, DB, SCHEMA, LABEL, WHAT): mallory calls
+# SCHEMA.job(-1) of hooked_job_sql in DB, so that its delay_fn runs once as
+# the annotation's owner; two tests: LABEL: the call ended, and LABEL:
+# WHAT, that mallory is no superuser then (made one, she is one no more
+# after)
+sub hook_leaves_mallory
+{
+	my ($node, $db, $schema, $label, $what) = @_;
+	my $id = $node->safe_psql($db, qq{SELECT retries.call('$schema.job(int)', '[-1]')},
+		extra_params => [ '-U', 'mallory' ]);
+
+	wait_until($node, $db,
+		"SELECT state IN ('succeeded', 'failed', 'cancelled') FROM retries.call_data WHERE id = $id",
+		't', "$label: mallory's call of $schema.job(-1) ended (its delay_fn ran once)");
+	is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}),
+		'f', "$label: $what");
+	$node->safe_psql('postgres', 'ALTER ROLE mallory NOSUPERUSER');
+	return;
 }
 
 # latin1_bad_name(NODE, ROLE): text not valid in UTF8 as ROLE can read it,
