@@ -52,8 +52,12 @@ OBJS = \
 	src/shmem/shmem.o \
 	src/shmem/gates.o \
 	src/shmem/waits.o \
+	src/shmem/places.o \
+	src/shmem/interrupted.o \
+	src/shmem/slots.o \
 	src/tables/access.o \
 	src/tables/calls.o \
+	src/tables/insert.o \
 	src/tables/names.o \
 	src/tables/name_locks.o \
 	src/tables/home.o \

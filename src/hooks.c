@@ -741,7 +741,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		xact_stop_workers(dboid);
 
 	/* a command may drop, truncate or alter call_data: not held open */
-	call_insert_pause(pstmt->utilityStmt);
+	calls_insert_pause(pstmt->utilityStmt);
 	made_database = InvalidOid;
 	if (IsA(pstmt->utilityStmt, CreateExtensionStmt))
 		had_extension = OidIsValid(get_extension_oid("retries", true));
@@ -761,7 +761,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	PG_FINALLY();
 	{
 		restore_copy_leave(&copy);
-		call_insert_resume(pstmt->utilityStmt);
+		calls_insert_resume(pstmt->utilityStmt);
 	}
 	PG_END_TRY();
 	note_databases(pstmt->utilityStmt, dboid, had_extension, restoring);

@@ -54,8 +54,6 @@ typedef struct RetriesPolicyRef
 } RetriesPolicyRef;
 
 extern void call_require_policy(Oid fnoid, Snapshot stmt, RetriesPolicyRef *ref);
-extern void call_insert_pause(Node *command);
-extern void call_insert_resume(Node *command);
 extern bool call_insert_fired(Oid fnoid, int32 policy_id, Datum args, Oid role,
 							  int64 schedule_id, TimestampTz run_at,
 							  int64 *id);

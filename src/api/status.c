@@ -85,7 +85,7 @@ retries_worker_status(PG_FUNCTION_ARGS)
 						natts, WORKER_STATUS_COLS_V1_0, WORKER_STATUS_COLS_V1_1),
 				 errhint("Run ALTER EXTENSION retries UPDATE.")));
 
-	if (!retries_preloaded || retries_shared == NULL)
+	if (!retries_preloaded || !shmem_attached())
 	{
 		Datum		values[WORKER_STATUS_COLS] = {0};
 		bool		nulls[WORKER_STATUS_COLS] = {true, true, false, true, true, true, true, true};
@@ -95,10 +95,7 @@ retries_worker_status(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-		shmem_copy_worker(i, &copy[i]);
-	LWLockRelease(retries_shared->lock);
+	shmem_copy_workers(copy);
 	/* after the copy: no busy period began later than this */
 	now = clock_system_now();
 	reads_all = access_reads_all_calls(userid);
@@ -173,14 +170,11 @@ retries_running_calls(PG_FUNCTION_ARGS)
 	Datum		ids[RETRIES_MAX_SLOTS];
 	int			n = 0;
 
-	if (retries_shared == NULL)
+	if (!shmem_attached())
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 
 	/* copy under the lock; the visibility check reads the catalogs */
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-		shmem_copy_worker(i, &copy[i]);
-	LWLockRelease(retries_shared->lock);
+	shmem_copy_workers(copy);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{

@@ -377,7 +377,7 @@ claim_batch(Batch *b)
 	/* room for a whole batch: the limit of one call is another role's only */
 	b->calls = MemoryContextAlloc(TopTransactionContext,
 								  sizeof(RetriesCall) * Max(b->limit, retries_batch_size));
-	b->gates_generation = flow_gates_generation();
+	b->gates_generation = shmem_gates_generation();
 	b->ngates = flow_load_gates(&b->gates);
 	b->claimed_at = clock_now();
 
@@ -486,9 +486,9 @@ may_start(Batch *b, RetriesCall *call)
 		return false;
 	if (call->windowed && !flow_key_window_allows(call->id))
 		return false;
-	if (flow_gates_generation() != b->gates_generation)
+	if (shmem_gates_generation() != b->gates_generation)
 	{
-		b->gates_generation = flow_gates_generation();
+		b->gates_generation = shmem_gates_generation();
 		b->ngates = flow_load_gates(&b->gates);
 	}
 	return b->ngates == 0 || pass_gate(call, b->gates, b->ngates);

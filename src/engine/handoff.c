@@ -87,127 +87,12 @@ static struct
 
 /*
  * handoff_set_in_runner -- say in the worker's slot whether its call, of 'role',
- * runs in a runner (reserve_runner counts them)
+ * runs in a runner (the places' count, shmem/places.c)
  */
 void
 handoff_set_in_runner(bool in_runner, Oid role)
 {
-	SpinLockAcquire(&worker_slot->mutex);
-	worker_slot->in_runner = in_runner;
-	worker_slot->runner_role = in_runner ? role : InvalidOid;
-	SpinLockRelease(&worker_slot->mutex);
-}
-
-/*
- * workers_in_runners -- how many of the database's own workers (not the
- * extras) wait for a runner (their in_runner mark; never this one, which
- * is deciding); under the shared lock, which the caller holds.  With
- * retries.max_runners 0 only.
- */
-static int
-workers_in_runners(void)
-{
-	int			n = 0;
-
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
-
-		if (!w->in_use || w->dboid != MyDatabaseId ||
-			w->slot_no >= retries_max_workers)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		n += w->in_runner;
-		SpinLockRelease(&w->mutex);
-	}
-	return n;
-}
-
-/*
- * role_runner_share -- the most runner places the calls of one role may
- * hold: all but a quarter of them (see "Runner places")
- */
-static int
-role_runner_share(void)
-{
-	return Max(retries_max_runners - retries_max_runners / 4, 1);
-}
-
-/*
- * runner_places_kept -- how many runner places only roles that hold none
- * may take: a quarter of them, so that a role's command finds a place while
- * fewer than that many other roles each hold one beside those that hold
- * the rest (see "Runner places")
- */
-static int
-runner_places_kept(void)
-{
-	return retries_max_runners / 4;
-}
-
-/*
- * runners_in_use -- how many workers of the cluster (other than this one)
- * hold a runner place, into *total, and their roles, each once, into
- * roles[] with how many places each holds into counts[]; returns how many
- * roles.  Under the shared lock, which the caller holds.
- */
-static int
-runners_in_use(int *total, Oid *roles, int *counts)
-{
-	RetriesWorker *w;
-	int			n = 0;
-
-	*total = 0;
-	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
-	{
-		Oid			role = InvalidOid;
-		int			j;
-
-		if (w == worker_slot)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		if (w->in_runner)
-			role = w->runner_role;
-		SpinLockRelease(&w->mutex);
-		if (!OidIsValid(role))
-			continue;
-		(*total)++;
-		for (j = 0; j < n && roles[j] != role; j++)
-			;
-		if (j == n)
-		{
-			roles[n++] = role;
-			counts[j] = 0;
-		}
-		counts[j]++;
-	}
-	return n;
-}
-
-/*
- * runner_places_free -- how many runner places are free, and the roles
- * that may take none of them into capped[], with their number into
- * *ncapped: those that hold their share (role_runner_share), and, when no
- * more places are free than the quarter kept for roles that hold none
- * (runner_places_kept), every role that holds one (the twenty-fifth
- * hostile review, t/059: two roles together held every place, and a third
- * role's command waited for theirs to end).  Under the shared lock, which
- * the caller holds.
- */
-static int
-runner_places_free(Oid *capped, int *ncapped)
-{
-	Oid			roles[RETRIES_MAX_SLOTS];
-	int			counts[RETRIES_MAX_SLOTS];
-	int			total;
-	int			n = runners_in_use(&total, roles, counts);
-	int			free = Max(retries_max_runners - total, 0);
-
-	*ncapped = 0;
-	for (int i = 0; i < n; i++)
-		if (counts[i] >= role_runner_share() || free <= runner_places_kept())
-			capped[(*ncapped)++] = roles[i];
-	return free;
+	shmem_set_in_runner(worker_slot, in_runner, role);
 }
 
 /*
@@ -219,33 +104,15 @@ runner_places_free(Oid *capped, int *ncapped)
  * runner (an extra worker always may: it runs the calls of one role that
  * has none running elsewhere, see "Extra workers", and no function call
  * waits for it).  The count and the worker's own mark are made under the
- * shared lock, so that two workers deciding at once cannot both take the
- * last place; the mark (in_runner) stays until handoff_run() ends, or is
- * taken back (handoff_set_in_runner(false)) if the call does not go to a runner
- * after all.
+ * shared lock (shmem_reserve_runner), so that two workers deciding at once
+ * cannot both take the last place; the mark (in_runner) stays until
+ * handoff_run() ends, or is taken back (handoff_set_in_runner(false)) if
+ * the call does not go to a runner after all.
  */
 static bool
 reserve_runner(Oid role)
 {
-	bool		room;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (retries_max_runners > 0)
-	{
-		Oid			capped[RETRIES_MAX_SLOTS];
-		int			ncapped;
-
-		room = runner_places_free(capped, &ncapped) > 0;
-		for (int i = 0; i < ncapped; i++)
-			room &= capped[i] != role;
-	}
-	else
-		room = wslot_is_extra() || retries_max_workers < 2 ||
-			workers_in_runners() < retries_max_workers - 1;
-	if (room)
-		handoff_set_in_runner(true, role);
-	LWLockRelease(retries_shared->lock);
-	return room;
+	return shmem_reserve_runner(worker_slot, role);
 }
 
 /* How often a worker looks for calls held for a runner, whatever it knows */
@@ -261,19 +128,11 @@ static bool held_for_runner = false;
 void
 handoff_held_committed(void)
 {
-	RetriesDatabase *db;
-
 	if (!held_for_runner)
 		return;
 	held_for_runner = false;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-		db->runner_held++;
 	/* it may want an extra worker (see "Extra workers") */
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	shmem_runner_held(MyDatabaseId);
 }
 
 /*
@@ -292,34 +151,20 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 {
 	static TimestampTz last_probe = 0;
 	Oid			last_role;
-	RetriesDatabase *db;
 	uint32		held;
 	int			places;
 	int			released = -1;
 	Oid			avoid[3 * RETRIES_MAX_SLOTS];
 	int			navoid = 0;
-
 	TimestampTz now = clock_system_now();
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(MyDatabaseId, false);
-	held = db != NULL ? db->runner_held : 0;
-	if (db == NULL ||
-		(held == db->runner_seen &&
-		 !TimestampDifferenceExceeds(last_probe, now, RUNNER_HELD_PROBE_MS)))
-	{
-		LWLockRelease(retries_shared->lock);
-		return;
-	}
-	last_probe = now;
-	last_role = db->runner_role;
 	/* how many more may wait for a runner (reserve_runner's count) */
-	if (retries_max_runners > 0)
-		places = runner_places_free(avoid, &navoid);
-	else
-		places = retries_max_workers < 2 || wslot_is_extra() ? 1 :
-			retries_max_workers - 1 - workers_in_runners();
-	LWLockRelease(retries_shared->lock);
+	if (!shmem_runner_holds(worker_slot,
+							TimestampDifferenceExceeds(last_probe, now,
+													   RUNNER_HELD_PROBE_MS),
+							&held, &last_role, &places, avoid, &navoid))
+		return;
+	last_probe = now;
 	/* an extra lets go only of calls it may claim */
 	memcpy(avoid + navoid, extra_avoid, sizeof(Oid) * nextra);
 	navoid += nextra;
@@ -337,17 +182,11 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 	wslot_commit_transaction();
 
 	/*
-	 * The turn goes on from the role let go last, whichever worker does it
-	 * next; none left: none until a batch holds one again (held changes)
+	 * The turn goes on from the role let go last; none left: none until a
+	 * batch holds one again (one that passed over roles found no answer for
+	 * those)
 	 */
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL && released > 0)
-		db->runner_role = last_role;
-	/* (one that passed over roles found no answer for those) */
-	if (db != NULL && released == 0 && navoid == 0)
-		db->runner_seen = held;
-	LWLockRelease(retries_shared->lock);
+	shmem_runner_holds_done(worker_slot, released, last_role, navoid > 0, held);
 }
 
 /*
@@ -363,31 +202,12 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 static void
 move_to_runner_place(void)
 {
-	RetriesDatabase *db;
-	uint64		unusable;
-	int			to = -1;
+	int			to = shmem_runner_move(worker_slot);
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	unusable = db != NULL ? wslot_runner_places_taken() | db->runners_lost : ~UINT64CONST(0);
-	for (int j = 0; j < RETRIES_MAX_RUNNERS && to < 0; j++)
-		if ((unusable & (UINT64CONST(1) << j)) == 0)
-			to = RETRIES_RUNNER_SLOT_BASE + j;
-	if (to >= 0)
-	{
-		worker_slot->moved_from = worker_slot->slot_no;
-		worker_slot->slot_no = to;
-	}
-	LWLockRelease(retries_shared->lock);
 	if (to < 0)
 		return;
-
 	ledger_move(to);
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	worker_slot->moved_from = -1;
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	shmem_runner_moved(worker_slot);
 }
 
 /*
@@ -399,17 +219,8 @@ void
 handoff_place_freed(void)
 {
 	Oid		   *dbs = palloc(sizeof(Oid) * retries_max_databases);
-	int			n = 0;
+	int			n = shmem_runner_waiting_dbs(dbs);
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	for (int i = 0; i < retries_max_databases; i++)
-	{
-		RetriesDatabase *db = &shmem_dbs[i];
-
-		if (OidIsValid(db->dboid) && db->runner_held != db->runner_seen)
-			dbs[n++] = db->dboid;
-	}
-	LWLockRelease(retries_shared->lock);
 	for (int i = 0; i < n; i++)
 		shmem_wake_workers(dbs[i], WAKE_CALLS);
 	pfree(dbs);
@@ -425,18 +236,11 @@ handoff_place_freed(void)
 void
 handoff_recover_places(bool (*recover) (int slot_no))
 {
-	RetriesDatabase *db;
-	uint64		lost;
+	/* not while the worker that left it is still on its way out */
+	uint64		lost = shmem_runner_places_lost(MyDatabaseId);
 	uint64		done = 0;
 	uint64		charged = 0;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(MyDatabaseId, false);
-	lost = db != NULL ? db->runners_lost : 0;
-	/* not while the worker that left it is still on its way out */
-	if (lost != 0)
-		lost &= ~wslot_runner_places_taken();
-	LWLockRelease(retries_shared->lock);
 	if (lost == 0)
 		return;
 
@@ -467,11 +271,7 @@ handoff_recover_places(bool (*recover) (int slot_no))
 	for (int j = 0; j < RETRIES_MAX_RUNNERS; j++)
 		if (charged & (UINT64CONST(1) << j))
 			ledger_clear_slot(RETRIES_RUNNER_SLOT_BASE + j);
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-		db->runners_lost &= ~(done | charged);
-	LWLockRelease(retries_shared->lock);
+	shmem_runner_places_found(MyDatabaseId, done | charged);
 }
 
 /*

@@ -193,33 +193,7 @@ start_worker(Oid dboid, int slot_no, bool first)
 	 * before RegisterDynamicBackgroundWorker returns here, and it reads its
 	 * database from the slot.
 	 */
-	w = &retries_shared->workers[slot];
-	w->in_use = true;
-	w->dboid = dboid;
-	w->slot_no = slot_no;
-	w->generation = generation;
-	w->assigned_at = clock_system_now();
-	w->pid = 0;
-	w->latch = NULL;
-	w->gate_fn = InvalidOid;
-	w->gate_keyed = false;
-	w->stopped = false;
-	w->leaving = false;
-	w->moved_from = -1;
-	SpinLockAcquire(&w->mutex);
-	w->state = WORKER_STARTING;
-	w->current_call = 0;
-	w->current_role = InvalidOid;
-	w->holder_role = InvalidOid;
-	w->batch_role = InvalidOid;
-	w->last_role = InvalidOid;
-	w->last_batch_role = InvalidOid;
-	w->since = 0;
-	w->calls_run = 0;
-	w->errors = 0;
-	w->busy_us = 0;
-	w->busy_since = 0;
-	SpinLockRelease(&w->mutex);
+	w = shmem_slot_assign(slot, dboid, slot_no, generation, clock_system_now());
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &launched[slot].handle))
 	{
@@ -410,11 +384,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 
 		if (w->in_use && w->dboid == db->dboid && !w->leaving &&
 			w->slot_no < retries_max_workers)
-		{
-			SpinLockAcquire(&w->mutex);
-			held &= w->state == WORKER_RUNNING;
-			SpinLockRelease(&w->mutex);
-		}
+			held &= shmem_slot_running(w);
 
 		/* a worker that freed its slot is still there until reaped */
 		if (!w->in_use && launched[i].handle != NULL &&
@@ -591,17 +561,11 @@ known_empty_set(List *oids)
 static DatabaseRank
 database_rank(Oid dboid)
 {
-	RetriesDatabase *db;
-	DatabaseRank rank;
+	bool		empty;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(dboid, false);
-	if (db != NULL)
-		rank = db->state == DB_NO_EXTENSION ? RANK_EMPTY : RANK_SERVED;
-	else
-		rank = known_empty_has(dboid) ? RANK_EMPTY_UNTRACKED : RANK_NEW;
-	LWLockRelease(retries_shared->lock);
-	return rank;
+	if (shmem_db_tracked(dboid, &empty))
+		return empty ? RANK_EMPTY : RANK_SERVED;
+	return known_empty_has(dboid) ? RANK_EMPTY_UNTRACKED : RANK_NEW;
 }
 
 /*
@@ -719,24 +683,12 @@ pool_in_use(void)
 static void
 note_pool_waiting(void)
 {
-	RetriesWorker *w;
 	int			waiting = 0;
 
 	for (int i = 0; i < retries_max_databases; i++)
 		waiting += OidIsValid(shmem_dbs[i].dboid) && shmem_dbs[i].waiting_since != 0;
 	if (waiting > 0 && retries_shared->pool_waiting == 0)
-	{
-		for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
-		{
-			bool		idle;
-
-			SpinLockAcquire(&w->mutex);
-			idle = w->state == WORKER_IDLE;
-			SpinLockRelease(&w->mutex);
-			if (idle && w->latch != NULL)
-				SetLatch(w->latch);
-		}
-	}
+		shmem_wake_idle_workers();
 	retries_shared->pool_waiting = waiting;
 }
 
@@ -831,13 +783,7 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 static void
 launcher_exit(int code, Datum arg)
 {
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (retries_shared->launcher_pid == MyProcPid)
-	{
-		retries_shared->launcher_pid = 0;
-		retries_shared->launcher_latch = NULL;
-	}
-	LWLockRelease(retries_shared->lock);
+	shmem_launcher_gone();
 }
 
 /*
@@ -873,10 +819,7 @@ retries_launcher_main(Datum main_arg)
 	MemoryContextSwitchTo(launcher_cxt);
 	seen = palloc(sizeof(Oid) * retries_max_databases);
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	retries_shared->launcher_pid = MyProcPid;
-	retries_shared->launcher_latch = &MyProc->procLatch;
-	LWLockRelease(retries_shared->lock);
+	shmem_launcher_here();
 	before_shmem_exit(launcher_exit, (Datum) 0);
 
 	for (;;)
@@ -893,11 +836,8 @@ retries_launcher_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-		read = reaped || retries_shared->reread_databases ||
+		read = shmem_take_reread() || reaped ||
 			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
-		retries_shared->reread_databases = false;
-		LWLockRelease(retries_shared->lock);
 		if (read)
 		{
 			nseen = read_databases(seen, &ncreate);

@@ -52,12 +52,7 @@
 bool
 leave_pool_contended(void)
 {
-	bool		contended;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	contended = retries_shared->pool_waiting > 0;
-	LWLockRelease(retries_shared->lock);
-	return contended;
+	return shmem_pool_contended();
 }
 
 /*
@@ -70,18 +65,11 @@ leave_pool_contended(void)
 static bool
 may_leave(const LeaveNeeds *needs)
 {
-	RetriesDatabase *db;
-	bool		busy;
-
 	if (wslot_is_extra() || !retries_enabled)
 		return false;
 	if (needs->looks_after || needs->runs_alone)
 		return false;
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(MyDatabaseId, false);
-	busy = db == NULL || db->runner_held != db->runner_seen || db->runners_lost != 0;
-	LWLockRelease(retries_shared->lock);
-	return !busy;
+	return !shmem_runner_work_pending(MyDatabaseId);
 }
 
 /*
@@ -111,67 +99,24 @@ look_after_soon(const LeaveNeeds *needs)
 static bool
 leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs)
 {
-	RetriesDatabase *db;
-	RetriesWorker *w;
-	int			others = 0;
-	int			others_free = 0;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (!for_others && pg_atomic_read_u32(&worker_slot->woken) != 0)
-	{
-		LWLockRelease(retries_shared->lock);
-		return false;
-	}
-	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-	{
-		bool		free;
-
-		if (w == worker_slot || w->leaving || w->slot_no >= retries_max_workers)
-			continue;
-		SpinLockAcquire(&w->mutex);
-		free = w->state != WORKER_RUNNING;
-		SpinLockRelease(&w->mutex);
-		others++;
-		others_free += free;
-	}
-
 	/*
 	 * The last free worker of a database whose others are busy stays, so that
 	 * a call made now has one (the twenty-fourth hostile review, t/058: the
 	 * idle worker left, and alice's call waited for mallory's long one); not
 	 * while other databases wait for the pool (the twenty-fifth, t/059: one
 	 * long call in each of eight databases kept the pool of sixteen): there a
-	 * call made now waits its database's turn in the pool
+	 * call made now waits its database's turn in the pool.  The last, or the
+	 * last free, leaves its database due at due_at: the launcher starts one
+	 * more then if its others are still held (manage_database).  Its due
+	 * calls all of a role that the pool's cap holds back, the launcher starts
+	 * no worker for them while it still does (a worker a second in each of
+	 * such databases kept the last place of the pool from the others: the
+	 * thirtieth hostile review, t/064 7).
 	 */
-	if (others > 0 && others_free == 0 && retries_shared->pool_waiting == 0)
-	{
-		LWLockRelease(retries_shared->lock);
+	if (!shmem_slot_leave(worker_slot, due_at, for_others,
+						  needs != NULL ? needs->capped_role : InvalidOid,
+						  needs != NULL ? needs->capped_until : 0))
 		return false;
-	}
-	worker_slot->leaving = true;
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-	{
-		db->wanted = others;
-
-		/*
-		 * The last, or the last free: its others are held (it leaves them
-		 * while the pool is contended, above), and the launcher starts one
-		 * more at due_at if they still are (manage_database)
-		 */
-		if (others == 0 || others_free == 0)
-			db->due_at = due_at;
-
-		/*
-		 * Its due calls are all of a role that the pool's cap holds back: the
-		 * launcher starts no worker for them while it still does (a worker a
-		 * second in each of such databases kept the last place of the pool
-		 * from the others: the thirtieth hostile review, t/064 7)
-		 */
-		db->capped_role = needs != NULL ? needs->capped_role : InvalidOid;
-		db->capped_until = needs != NULL ? needs->capped_until : 0;
-	}
-	LWLockRelease(retries_shared->lock);
 	proc_exit(shmem_exit_code());
 	return true;				/* not reached */
 }

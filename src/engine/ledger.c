@@ -233,23 +233,18 @@ ledger_clear_slot(int slot_no)
 void
 ledger_note_interrupted(const InFlight *rec, int keep_ms, bool stopped)
 {
-	RetriesInterrupted *e;
+	RetriesInterrupted e = {
+		.dboid = MyDatabaseId,
+		.extension = rec->extension,
+		.call_id = rec->call_id,
+		.attempt = rec->attempt,
+		.hook = rec->hook,
+		.started = rec->started,
+		.keep_until = TimestampTzPlusMilliseconds(clock_system_now(), keep_ms),
+		.stopped = stopped,
+	};
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	e = &retries_shared->interrupted[retries_shared->next_interrupted];
-	if (!OidIsValid(e->dboid))
-		retries_shared->ninterrupted++;
-	e->dboid = MyDatabaseId;
-	e->extension = rec->extension;
-	e->call_id = rec->call_id;
-	e->attempt = rec->attempt;
-	e->hook = rec->hook;
-	e->started = rec->started;
-	e->stopped = stopped;
-	e->keep_until = TimestampTzPlusMilliseconds(clock_system_now(), keep_ms);
-	retries_shared->next_interrupted =
-		(retries_shared->next_interrupted + 1) % RETRIES_MAX_INTERRUPTED;
-	LWLockRelease(retries_shared->lock);
+	shmem_interrupted_note(&e);
 }
 
 
@@ -275,44 +270,13 @@ bool
 ledger_take_interrupted(Oid extension, int64 call_id, int32 attempt, ExecuteHook *hook,
 						TimestampTz *started, bool *stopped)
 {
-	TimestampTz now;
-	bool		found = false;
+	RetriesInterrupted e;
+	bool		found = shmem_interrupted_take(MyDatabaseId, extension, call_id,
+											   attempt, clock_system_now(), &e);
 
-	*hook = HOOK_NONE;
-	*started = 0;
-	*stopped = false;
-	if (retries_shared->ninterrupted == 0)
-		return false;			/* unlocked read: entries exist before the
-								 * claim */
-
-	now = clock_system_now();
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RETRIES_MAX_INTERRUPTED; i++)
-	{
-		RetriesInterrupted *e = &retries_shared->interrupted[i];
-		bool		match;
-
-		if (!OidIsValid(e->dboid))
-			continue;
-		match = e->dboid == MyDatabaseId && e->extension == extension &&
-			e->call_id == call_id && e->attempt == attempt;
-		if (match || now > e->keep_until)
-		{
-			e->dboid = InvalidOid;
-			retries_shared->ninterrupted--;
-			found |= match;
-			/* two entries for one attempt: the stop's, and a locked charge's */
-			if (match)
-			{
-				if (*hook == HOOK_NONE)
-					*hook = (ExecuteHook) e->hook;
-				if (*started == 0)
-					*started = e->started;
-				*stopped |= e->stopped;
-			}
-		}
-	}
-	LWLockRelease(retries_shared->lock);
+	*hook = found ? (ExecuteHook) e.hook : HOOK_NONE;
+	*started = found ? e.started : 0;
+	*stopped = found && e.stopped;
 	return found;
 }
 

@@ -336,7 +336,7 @@ recovery_note_exit(int code, Datum arg)
 	 * In a runner place no worker comes next in its slot: the database's
 	 * other workers charge it from there (handoff_recover_places)
 	 */
-	if (wslot_runner_place_bit(worker_slot->slot_no) != 0)
+	if (shmem_runner_place_bit(worker_slot->slot_no) != 0)
 		shmem_runner_place_lost(MyDatabaseId,
-								wslot_runner_place_bit(worker_slot->slot_no));
+								shmem_runner_place_bit(worker_slot->slot_no));
 }

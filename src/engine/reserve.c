@@ -90,8 +90,6 @@ reserve_register(void)
 static RetriesReserveJob
 wait_for_job(int index, Datum *arg)
 {
-	RetriesReserve *r = &retries_shared->reserves[index];
-
 	for (;;)
 	{
 		RetriesReserveJob job;
@@ -102,10 +100,7 @@ wait_for_job(int index, Datum *arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		LWLockAcquire(retries_shared->lock, LW_SHARED);
-		job = r->job;
-		*arg = r->arg;
-		LWLockRelease(retries_shared->lock);
+		job = shmem_reserve_job(index, arg);
 		if (job != RESERVE_NONE)
 			return job;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,

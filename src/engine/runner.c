@@ -217,10 +217,8 @@ launch(Oid dboid, Oid role, Oid fnoid, const char *text, int cap_ms,
 	{
 		/* no slot free: a reserved worker's, if one is (reserve.c) */
 		run_handle = NULL;
-		LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-		started = shmem_reserve_give(RESERVE_RUNNER, worker.bgw_main_arg, role, &run_reserve,
-									 &run_reserve_generation);
-		LWLockRelease(retries_shared->lock);
+		started = shmem_reserve_give_runner(worker.bgw_main_arg, role, &run_reserve,
+											&run_reserve_generation);
 	}
 	if (!started)
 	{

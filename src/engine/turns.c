@@ -31,19 +31,11 @@
 /* The role whose due call claim_heads() took last (see claim.c) */
 static Oid	last_role = InvalidOid;
 
-/* What holds another worker of the database (other_holds) */
-typedef struct Hold
-{
-	Oid			role;			/* whose calls its batch runs */
-	Oid			holder;			/* whose code: role, or the owner of the other
-								 * role's functions its calls run */
-} Hold;
-
 /*
  * other_holds -- what holds each other worker of this database that runs a
  * batch, or whose last batch ended at 'recent' or later (0: none counts),
  * into holds[], once per worker; returns how many.  Read without the
- * locks: a hint for the claims.
+ * shared lock (shmem_worker_holds): a hint for the claims.
  *
  * A batch of a role's calls of its own functions (or a superuser's) holds
  * that role.  A batch of calls of another role's functions
@@ -57,35 +49,9 @@ typedef struct Hold
  * hold every extra worker too.
  */
 static int
-other_holds(Hold *holds, TimestampTz recent)
+other_holds(RetriesHold *holds, TimestampTz recent)
 {
-	int			n = 0;
-
-	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
-	{
-		RetriesWorker *w = &retries_shared->workers[i];
-		Hold		h = {InvalidOid, InvalidOid};
-
-		/* one waiting for a runner in a runner place holds no worker */
-		if (i == worker_slot_index || !w->in_use || w->dboid != MyDatabaseId ||
-			RETRIES_IS_RUNNER_SLOT(w->slot_no))
-			continue;
-		SpinLockAcquire(&w->mutex);
-		if (w->state == WORKER_RUNNING)
-		{
-			h.role = w->batch_role;
-			h.holder = w->holder_role;
-		}
-		else if (recent != 0 && w->since >= recent)
-		{
-			h.role = w->last_batch_role;
-			h.holder = w->last_role;
-		}
-		SpinLockRelease(&w->mutex);
-		if (OidIsValid(h.holder))
-			holds[n++] = h;
-	}
-	return n;
+	return shmem_worker_holds(worker_slot, MyDatabaseId, recent, holds);
 }
 
 /*
@@ -104,7 +70,7 @@ busy_roles(Oid *roles)
 {
 	int			n = 0;
 	int			others = retries_max_workers - 1;
-	Hold		running[RETRIES_MAX_SLOTS];
+	RetriesHold running[RETRIES_MAX_SLOTS];
 	int			nrunning;
 
 	if (others < 1)
@@ -135,14 +101,7 @@ busy_roles(Oid *roles)
 bool
 turns_extra_wanted(void)
 {
-	RetriesHeld held;
-	bool		wanted;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	wanted = shmem_extras_wanted(MyDatabaseId, retries_max_workers,
-								 clock_system_now(), &held);
-	LWLockRelease(retries_shared->lock);
-	return wanted;
+	return shmem_db_wants_extras(MyDatabaseId, clock_system_now());
 }
 
 /*
@@ -160,16 +119,12 @@ bool
 turns_idle_in_reserve(TimestampTz ran_at)
 {
 	TimestampTz now = clock_system_now();
-	RetriesDatabase *db;
 
 	if (!shmem_in_reserve() || !wslot_is_extra() ||
 		!TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS))
 		return false;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-		db->reserve_extra_after = TimestampTzPlusMilliseconds(now, RESERVE_EXTRA_BACKOFF_MS);
-	LWLockRelease(retries_shared->lock);
+	shmem_reserve_extra_backoff(MyDatabaseId,
+								TimestampTzPlusMilliseconds(now, RESERVE_EXTRA_BACKOFF_MS));
 	return true;
 }
 
@@ -180,7 +135,7 @@ turns_idle_in_reserve(TimestampTz ran_at)
  * an extra worker is not for it)
  */
 static int
-recent_holds(Hold *holds)
+recent_holds(RetriesHold *holds)
 {
 	return other_holds(holds, TimestampTzPlusMilliseconds(clock_system_now(),
 														  -RETRIES_HELD_AFTER_MS));
@@ -202,7 +157,7 @@ recent_holds(Hold *holds)
 int
 turns_running_roles(Oid *roles)
 {
-	Hold		all[RETRIES_MAX_SLOTS];
+	RetriesHold all[RETRIES_MAX_SLOTS];
 	int			nall = recent_holds(all);
 	int			n = 0;
 
@@ -234,12 +189,7 @@ turns_running_roles(Oid *roles)
 static int
 reserve_roles(Oid *roles)
 {
-	int			n;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	n = shmem_reserve_roles(roles);
-	LWLockRelease(retries_shared->lock);
-	return n;
+	return shmem_reserve_roles(roles);
 }
 
 /* When a worker that found only calls of a capped role looks again */
@@ -400,7 +350,7 @@ turns_claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 bool
 turns_extra_passes_over(Oid role, Oid holder)
 {
-	Hold		holds[RETRIES_MAX_SLOTS];
+	RetriesHold holds[RETRIES_MAX_SLOTS];
 	int			n = recent_holds(holds);
 	bool		own = holder == role;
 

@@ -107,8 +107,7 @@ wslot_lock_extension(void)
 bool
 wslot_is_extra(void)
 {
-	return worker_slot->slot_no >= retries_max_workers &&
-		!RETRIES_IS_RUNNER_SLOT(worker_slot->slot_no);
+	return shmem_slot_is_extra(worker_slot);
 }
 
 /*
@@ -128,17 +127,9 @@ static int	raised_from = -1;
 static void
 note_batch_done(void)
 {
-	RetriesHeld held;
-	RetriesDatabase *db;
-
 	if (raised_from < 0)
 		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL && held.base <= 1 && db->wanted == RETRIES_MAX_SLOTS)
-		db->wanted = Max(raised_from, 1);
-	LWLockRelease(retries_shared->lock);
+	shmem_workers_batch_done(MyDatabaseId, raised_from, clock_system_now());
 	raised_from = -1;
 }
 
@@ -150,90 +141,28 @@ note_batch_done(void)
 static void
 note_all_busy(void)
 {
-	RetriesHeld held;
-	RetriesDatabase *db;
-	Latch	   *launcher;
-	bool		more;
-
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	shmem_workers_held(MyDatabaseId, retries_max_workers, clock_system_now(), &held);
-	launcher = retries_shared->launcher_latch;
-	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers &&
-		launcher != NULL)
-		SetLatch(launcher);
-
-	/*
-	 * on demand: all it has are busy, and it may have more (the launcher
-	 * starts them once no other database waits for its first: pool_room)
-	 */
-	db = shmem_find_database(MyDatabaseId, false);
-	more = db != NULL && held.base_busy >= held.base && held.base < retries_max_workers &&
-		db->wanted < retries_max_workers;
-	LWLockRelease(retries_shared->lock);
-	if (!more)
-		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(MyDatabaseId, false);
-	if (db != NULL)
-	{
-		raised_from = db->wanted;
-		db->wanted = RETRIES_MAX_SLOTS;
-	}
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
-	LWLockRelease(retries_shared->lock);
+	raised_from = shmem_workers_all_busy(MyDatabaseId, clock_system_now());
 }
 
 
 /*
  * wslot_set_state -- publish what this worker is doing
  *
- * It also keeps the worker's busy time: a busy period starts when the
- * worker goes from another state to 'running' (the first attempt of a
- * batch) and ends when it leaves 'running' (after the batch commits, or is
- * rolled back).  Each change of state or call reads the clock anyway, for
- * 'since', so the busy time costs no clock read of its own.  Only this
- * slot's spinlock is taken: attempts of different workers never wait for
- * each other.
+ * It also keeps the worker's busy time (shmem_slot_set_state), and the
+ * database's count of wanted workers as its batch begins and ends.  Only
+ * this slot's spinlock is taken unless the count changes: attempts of
+ * different workers never wait for each other.
  */
 void
 wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 {
-	bool		changed = worker_slot->state != state || worker_slot->current_call != call_id;
-	TimestampTz now = changed ? clock_system_now() : 0;
-	bool		began = false;
+	bool		ended;
+	bool		began = shmem_slot_set_state(worker_slot, state, call_id, role,
+											 holder, &ended);
 
-	SpinLockAcquire(&worker_slot->mutex);
-	if (changed)
-	{
-		worker_slot->since = now;
-		began = state == WORKER_RUNNING && worker_slot->busy_since == 0;
-		if (began)
-			worker_slot->busy_since = now;
-		else if (state != WORKER_RUNNING && worker_slot->busy_since != 0)
-		{
-			/* a clock set back must not make the counter go back */
-			worker_slot->busy_us += Max(now - worker_slot->busy_since, 0);
-			worker_slot->busy_since = 0;
-		}
-		if (state != WORKER_RUNNING && worker_slot->state == WORKER_RUNNING)
-		{
-			worker_slot->last_role = worker_slot->holder_role;
-			worker_slot->last_batch_role = worker_slot->batch_role;
-		}
-	}
-	worker_slot->state = state;
-	worker_slot->current_call = call_id;
-	worker_slot->current_role = role;
-	if (OidIsValid(holder) || state != WORKER_RUNNING)
-	{
-		worker_slot->holder_role = holder;
-		worker_slot->batch_role = role;
-	}
-	SpinLockRelease(&worker_slot->mutex);
 	if (began && !wslot_is_extra())
 		note_all_busy();
-	else if (changed && state != WORKER_RUNNING)
+	else if (ended)
 		note_batch_done();
 }
 
@@ -243,11 +172,7 @@ wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 void
 wslot_count_call(bool succeeded)
 {
-	SpinLockAcquire(&worker_slot->mutex);
-	worker_slot->calls_run++;
-	if (!succeeded)
-		worker_slot->errors++;
-	SpinLockRelease(&worker_slot->mutex);
+	shmem_slot_count_call(worker_slot, succeeded);
 }
 
 /*
@@ -261,52 +186,7 @@ wslot_count_call(bool succeeded)
 bool
 wslot_take(uint32 generation)
 {
-	bool		mine;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	mine = worker_slot->in_use && worker_slot->generation == generation &&
-		worker_slot->pid == 0;
-	if (mine)
-	{
-		worker_slot->pid = MyProcPid;
-		worker_slot->latch = &MyProc->procLatch;
-		SpinLockAcquire(&worker_slot->mutex);
-		worker_slot->since = clock_system_now();
-		worker_slot->in_runner = false;
-		SpinLockRelease(&worker_slot->mutex);
-	}
-	LWLockRelease(retries_shared->lock);
-	return mine;
-}
-
-/*
- * wslot_runner_place_bit -- the bit of a runner place in RetriesDatabase's
- * runners_lost (and wslot_runner_places_taken), for a slot_no; 0 for a slot_no
- * that is no runner place
- */
-uint64
-wslot_runner_place_bit(int slot_no)
-{
-	if (!RETRIES_IS_RUNNER_SLOT(slot_no) ||
-		slot_no >= RETRIES_RUNNER_SLOT_BASE + RETRIES_MAX_RUNNERS)
-		return 0;
-	return UINT64CONST(1) << (slot_no - RETRIES_RUNNER_SLOT_BASE);
-}
-
-/*
- * wslot_runner_places_taken -- the runner places of this database that a worker
- * holds, a bit each (wslot_runner_place_bit); under the lock, which the caller
- * holds
- */
-uint64
-wslot_runner_places_taken(void)
-{
-	RetriesWorker *w;
-	uint64		taken = 0;
-
-	for (int i = -1; (w = shmem_next_worker(MyDatabaseId, &i)) != NULL;)
-		taken |= wslot_runner_place_bit(w->slot_no);
-	return taken;
+	return shmem_slot_take(worker_slot, generation, clock_system_now());
 }
 
 /*
@@ -316,23 +196,7 @@ wslot_runner_places_taken(void)
 void
 wslot_release(int code, Datum arg)
 {
-	RetriesDatabase *db;
-	bool		lost;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	Assert(worker_slot->pid == MyProcPid);
-	worker_slot->in_use = false;
-	worker_slot->pid = 0;
-	worker_slot->latch = NULL;
-	SpinLockAcquire(&worker_slot->mutex);
-	worker_slot->current_call = 0;
-	worker_slot->in_runner = false;
-	SpinLockRelease(&worker_slot->mutex);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
-	db = shmem_find_database(MyDatabaseId, false);
-	lost = db != NULL && (db->runners_lost & wslot_runner_place_bit(worker_slot->slot_no)) != 0;
-	LWLockRelease(retries_shared->lock);
+	bool		lost = shmem_slot_release(worker_slot);
 
 	/*
 	 * A runner place it marked lost (recovery_note_exit) is free now: the

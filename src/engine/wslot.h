@@ -24,8 +24,6 @@ extern bool wslot_is_extra(void);
 extern void wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder);
 extern void wslot_count_call(bool succeeded);
 extern bool wslot_take(uint32 generation);
-extern uint64 wslot_runner_place_bit(int slot_no);
-extern uint64 wslot_runner_places_taken(void);
 extern void wslot_release(int code, Datum arg);
 
 #endif							/* RETRIES_WSLOT_H */

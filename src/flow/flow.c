@@ -349,20 +349,6 @@ gate_rate(HeapTuple row, TupleDesc desc, int col, RateSpec *rate)
 }
 
 /*
- * flow_gates_generation -- how many transactions that changed a pause
- * or limit have committed since the server started: a worker that loaded
- * the gates at another count loads them again before its next attempt
- */
-uint64
-flow_gates_generation(void)
-{
-	if (retries_shared == NULL)
-		return 0;
-	pg_memory_barrier();
-	return pg_atomic_read_u64(&retries_shared->gates_generation);
-}
-
-/*
  * flow_load_gates -- the gates that hold or limit something now, for a
  * worker's batch: *gates (in the current memory context) and how many
  *

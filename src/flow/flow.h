@@ -31,7 +31,6 @@ extern bool flow_set_gate(Oid fnoid, const bool *paused, int32 max_running,
 extern void flow_clear_limit(Oid fnoid);
 extern void flow_gate_call(int64 id);
 extern TimestampTz flow_release_held(TimestampTz now, bool *gated);
-extern uint64 flow_gates_generation(void);
 
 /* key_window.c */
 extern bool flow_key_window_allows(int64 id);

@@ -267,3 +267,27 @@ shmem_gate_leave(RetriesWorker *me)
 	me->gate_keyed = false;
 	LWLockRelease(retries_shared->lock);
 }
+
+/*
+ * shmem_gates_changed -- a transaction that changed a pause or limit has
+ * committed: the workers load the gates again (shmem_gates_generation)
+ */
+void
+shmem_gates_changed(void)
+{
+	pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
+}
+
+/*
+ * shmem_gates_generation -- how many transactions that changed a pause or
+ * limit have committed since the server started (0 without the shared
+ * memory: not preloaded)
+ */
+uint64
+shmem_gates_generation(void)
+{
+	if (retries_shared == NULL)
+		return 0;
+	pg_memory_barrier();
+	return pg_atomic_read_u64(&retries_shared->gates_generation);
+}

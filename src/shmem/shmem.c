@@ -224,8 +224,7 @@ shmem_recovery_end(Oid dboid)
 {
 	RetriesDatabase *db;
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL)
 		db->recovered = true;
 	LWLockRelease(retries_shared->lock);
@@ -241,8 +240,7 @@ shmem_recovered(Oid dboid)
 	RetriesDatabase *db;
 	bool		done;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_SHARED);
 	done = db == NULL || db->recovered;
 	LWLockRelease(retries_shared->lock);
 	return done;
@@ -260,23 +258,6 @@ shmem_slot_stopped(const RetriesWorker *w)
 	stopped = w->stopped;
 	LWLockRelease(retries_shared->lock);
 	return stopped;
-}
-
-/*
- * shmem_runner_place_lost -- a worker in a runner place (its bit 'bit')
- * exits with an attempt in flight: the database's other workers charge it
- * (runners_lost)
- */
-void
-shmem_runner_place_lost(Oid dboid, uint64 bit)
-{
-	RetriesDatabase *db;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(dboid, false);
-	if (db != NULL)
-		db->runners_lost |= bit;
-	LWLockRelease(retries_shared->lock);
 }
 
 /*
@@ -302,17 +283,207 @@ shmem_set_db_state(RetriesDatabase *db, RetriesDbState state)
 }
 
 /*
- * shmem_copy_worker -- a consistent copy of a worker slot; caller holds
- * the lock (shared is enough), which keeps the slot's assignment still
+ * shmem_slot_assign -- assign slot 'slot' to a worker of database 'dboid'
+ * about to start, as its slot_no 'slot_no', with 'generation' (which the
+ * worker is given, to know it: shmem_slot_take), at 'now'; its state and
+ * counters start afresh.  Returns the slot.  Caller (the launcher) holds
+ * the lock exclusively.
  */
-void
-shmem_copy_worker(int slot, RetriesWorker *copy)
+RetriesWorker *
+shmem_slot_assign(int slot, Oid dboid, int slot_no, uint32 generation,
+				  TimestampTz now)
 {
 	RetriesWorker *w = &retries_shared->workers[slot];
 
+	Assert(LWLockHeldByMeInMode(retries_shared->lock, LW_EXCLUSIVE));
+	w->in_use = true;
+	w->dboid = dboid;
+	w->slot_no = slot_no;
+	w->generation = generation;
+	w->assigned_at = now;
+	w->pid = 0;
+	w->latch = NULL;
+	w->gate_fn = InvalidOid;
+	w->gate_keyed = false;
+	w->stopped = false;
+	w->leaving = false;
+	w->moved_from = -1;
 	SpinLockAcquire(&w->mutex);
-	memcpy(copy, w, sizeof(RetriesWorker));
+	w->state = WORKER_STARTING;
+	w->current_call = 0;
+	w->current_role = InvalidOid;
+	w->holder_role = InvalidOid;
+	w->batch_role = InvalidOid;
+	w->last_role = InvalidOid;
+	w->last_batch_role = InvalidOid;
+	w->since = 0;
+	w->calls_run = 0;
+	w->errors = 0;
+	w->busy_us = 0;
+	w->busy_since = 0;
 	SpinLockRelease(&w->mutex);
+	return w;
+}
+
+/*
+ * shmem_slot_running -- does worker 'w' run a batch now?
+ */
+bool
+shmem_slot_running(RetriesWorker *w)
+{
+	bool		running;
+
+	SpinLockAcquire(&w->mutex);
+	running = w->state == WORKER_RUNNING;
+	SpinLockRelease(&w->mutex);
+	return running;
+}
+
+/*
+ * shmem_wake_idle_workers -- wake every idle worker (they leave their
+ * databases while others wait for the pool); caller holds the lock
+ */
+void
+shmem_wake_idle_workers(void)
+{
+	RetriesWorker *w;
+
+	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
+	{
+		bool		idle;
+
+		SpinLockAcquire(&w->mutex);
+		idle = w->state == WORKER_IDLE;
+		SpinLockRelease(&w->mutex);
+		if (idle && w->latch != NULL)
+			SetLatch(w->latch);
+	}
+}
+
+/*
+ * shmem_db_tracked -- has database 'dboid' an entry in the database table?
+ * If so, into *empty whether it was found without the extension
+ */
+bool
+shmem_db_tracked(Oid dboid, bool *empty)
+{
+	RetriesDatabase *db;
+	bool		tracked;
+
+	db = shmem_lock_database(dboid, LW_SHARED);
+	tracked = db != NULL;
+	*empty = tracked && db->state == DB_NO_EXTENSION;
+	LWLockRelease(retries_shared->lock);
+	return tracked;
+}
+
+/*
+ * shmem_launcher_here -- this process is the launcher: backends and
+ * workers wake it through its latch
+ */
+void
+shmem_launcher_here(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	retries_shared->launcher_pid = MyProcPid;
+	retries_shared->launcher_latch = &MyProc->procLatch;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_launcher_gone -- the launcher (this process) exits: no latch to set
+ * until the next one starts
+ */
+void
+shmem_launcher_gone(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (retries_shared->launcher_pid == MyProcPid)
+	{
+		retries_shared->launcher_pid = 0;
+		retries_shared->launcher_latch = NULL;
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_take_reread -- has pg_database changed since the launcher last
+ * asked (shmem_reread_databases)?  The question clears it.
+ */
+bool
+shmem_take_reread(void)
+{
+	bool		reread;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	reread = retries_shared->reread_databases;
+	retries_shared->reread_databases = false;
+	LWLockRelease(retries_shared->lock);
+	return reread;
+}
+
+/*
+ * shmem_copy_workers -- a consistent copy of every worker slot, into
+ * copy[] (room for RETRIES_MAX_SLOTS); under the lock (shared), which keeps
+ * the slots' assignment still, and each slot's spinlock
+ */
+void
+shmem_copy_workers(RetriesWorker *copy)
+{
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
+	{
+		RetriesWorker *w = &retries_shared->workers[i];
+
+		SpinLockAcquire(&w->mutex);
+		memcpy(&copy[i], w, sizeof(RetriesWorker));
+		SpinLockRelease(&w->mutex);
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_let_workers_back -- the workers of database 'dboid' that a
+ * transaction stopped (shmem_stop_workers) may start again; with
+ * 'extension_gone', the database has no extension any more
+ */
+void
+shmem_let_workers_back(Oid dboid, bool extension_gone)
+{
+	RetriesDatabase *db;
+
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
+	if (db != NULL)
+	{
+		db->paused_until = 0;
+		if (extension_gone)
+			shmem_set_db_state(db, DB_NO_EXTENSION);
+	}
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_extension_created -- the extension was created in database
+ * 'dboid' (or its workers were let back at a commit that woke the
+ * launcher): an entry, to be looked at anew, with nothing its workers did
+ * before remembered (t/060 3)
+ */
+void
+shmem_extension_created(Oid dboid)
+{
+	RetriesDatabase *db;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	db = shmem_find_database(dboid, true);
+	if (db != NULL && db->state == DB_NO_EXTENSION)
+		shmem_set_db_state(db, DB_UNKNOWN);
+	if (db != NULL)
+	{
+		db->paused_until = 0;
+		db->creates++;
+		memset(&db->memo, 0, sizeof(db->memo));
+	}
+	LWLockRelease(retries_shared->lock);
 }
 
 /*
@@ -352,8 +523,7 @@ shmem_db_creates(Oid dboid)
 	RetriesDatabase *db;
 	uint32		creates;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_SHARED);
 	creates = db != NULL ? db->creates : 0;
 	LWLockRelease(retries_shared->lock);
 	return creates;
@@ -402,8 +572,7 @@ shmem_db_left(Oid dboid, bool gone)
 {
 	RetriesDatabase *db;
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL && gone)
 		shmem_set_db_state(db, DB_NO_EXTENSION);
 	if (retries_shared->launcher_latch)
@@ -500,8 +669,7 @@ shmem_names_changed(Oid dboid)
 
 	if (retries_shared == NULL)
 		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL)
 		db->names_generation++;
 	LWLockRelease(retries_shared->lock);
@@ -518,8 +686,7 @@ shmem_names_generation(Oid dboid)
 	RetriesDatabase *db;
 	uint64		generation = 0;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_SHARED);
 	if (db != NULL)
 		generation = db->names_generation;
 	LWLockRelease(retries_shared->lock);
@@ -536,8 +703,7 @@ shmem_memo_read(Oid dboid, RetriesDbMemo *memo)
 	RetriesDatabase *db;
 
 	memset(memo, 0, sizeof(*memo));
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_SHARED);
 	if (db != NULL)
 		*memo = db->memo;
 	LWLockRelease(retries_shared->lock);
@@ -553,8 +719,7 @@ shmem_memo_write(Oid dboid, const RetriesDbMemo *memo)
 {
 	RetriesDatabase *db;
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL)
 	{
 		RetriesDbMemo *m = &db->memo;
@@ -853,6 +1018,38 @@ shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 }
 
 /*
+ * shmem_reserve_give_runner -- give a runner, with argument 'arg', of role
+ * 'role' to a free reserved worker (shmem_reserve_give); takes the LWLock
+ */
+bool
+shmem_reserve_give_runner(Datum arg, Oid role, int *index, uint32 *generation)
+{
+	bool		given;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	given = shmem_reserve_give(RESERVE_RUNNER, arg, role, index, generation);
+	LWLockRelease(retries_shared->lock);
+	return given;
+}
+
+/*
+ * shmem_reserve_job -- the job given to reserved worker 'index', and its
+ * argument into *arg; RESERVE_NONE while it has none
+ */
+RetriesReserveJob
+shmem_reserve_job(int index, Datum *arg)
+{
+	RetriesReserve *r = &retries_shared->reserves[index];
+	RetriesReserveJob job;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	job = r->job;
+	*arg = r->arg;
+	LWLockRelease(retries_shared->lock);
+	return job;
+}
+
+/*
  * shmem_reserve_running -- the PID of the process that runs the job given as
  * (index, generation), or 0 once it has ended.  Takes the LWLock.
  */
@@ -893,14 +1090,15 @@ shmem_in_reserve(void)
 /*
  * shmem_reserve_roles -- the roles whose calls run in a reserved worker now
  * (a worker's batch or a runner; other than this process), each once, into
- * roles[] (room for RETRIES_MAX_RESERVES); returns how many.  Caller holds
- * the LWLock.
+ * roles[] (room for RETRIES_MAX_RESERVES); returns how many.  Takes the
+ * LWLock.
  */
 int
 shmem_reserve_roles(Oid *roles)
 {
 	int			n = 0;
 
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	for (int i = 0; i < RETRIES_MAX_RESERVES; i++)
 	{
 		Oid			role = reserve_role(&retries_shared->reserves[i], false);
@@ -911,6 +1109,7 @@ shmem_reserve_roles(Oid *roles)
 		if (OidIsValid(role) && !listed)
 			roles[n++] = role;
 	}
+	LWLockRelease(retries_shared->lock);
 	return n;
 }
 
@@ -1076,8 +1275,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	if (!OidIsValid(dboid) || (stays && (free || base >= retries_max_workers)))
 		return;
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	db = shmem_find_database(dboid, false);
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL && stays)
 		db->wanted = RETRIES_MAX_SLOTS;
 	else if (db != NULL)

@@ -171,6 +171,14 @@ typedef struct RetriesHeld
 								 * 0 if none will */
 } RetriesHeld;
 
+/* What holds a worker that runs a batch (shmem_worker_holds) */
+typedef struct RetriesHold
+{
+	Oid			role;			/* the role whose calls the batch holds */
+	Oid			holder;			/* whose code it runs (the role, or the
+								 * functions' owner) */
+} RetriesHold;
+
 typedef struct RetriesWorker
 {
 	/* under the LWLock: assigned by the launcher, freed by the worker */
@@ -362,6 +370,28 @@ extern RetriesRateSlot *shmem_rate_slots;
 extern RetriesDatabase *shmem_dbs;
 
 /*
+ * shmem_attached -- is the shared state there (the library preloaded)?
+ */
+static inline bool
+shmem_attached(void)
+{
+	return retries_shared != NULL;
+}
+
+/*
+ * shmem_lock_database -- take the LWLock in 'mode' and return the entry of
+ * database 'dboid', NULL if it has none; the caller releases the lock
+ */
+static inline RetriesDatabase *
+shmem_lock_database(Oid dboid, LWLockMode mode)
+{
+	extern RetriesDatabase *shmem_find_database(Oid dboid, bool create);
+
+	LWLockAcquire(retries_shared->lock, mode);
+	return shmem_find_database(dboid, false);
+}
+
+/*
  * shmem_next_worker -- the next worker slot after *i that is in use, by a
  * worker of database dboid (of any database if InvalidOid), or NULL; the
  * caller holds the LWLock.  The one way to go through the slots:
@@ -388,9 +418,18 @@ extern bool shmem_recovery_begin(Oid dboid);
 extern void shmem_recovery_end(Oid dboid);
 extern bool shmem_recovered(Oid dboid);
 extern bool shmem_slot_stopped(const RetriesWorker *w);
-extern void shmem_runner_place_lost(Oid dboid, uint64 bit);
 extern void shmem_set_db_state(RetriesDatabase *db, RetriesDbState state);
-extern void shmem_copy_worker(int slot, RetriesWorker *copy);
+extern void shmem_copy_workers(RetriesWorker *copy);
+extern RetriesWorker *shmem_slot_assign(int slot, Oid dboid, int slot_no,
+										uint32 generation, TimestampTz now);
+extern bool shmem_slot_running(RetriesWorker *w);
+extern void shmem_wake_idle_workers(void);
+extern bool shmem_db_tracked(Oid dboid, bool *empty);
+extern void shmem_launcher_here(void);
+extern void shmem_launcher_gone(void);
+extern bool shmem_take_reread(void);
+extern void shmem_let_workers_back(Oid dboid, bool extension_gone);
+extern void shmem_extension_created(Oid dboid);
 extern void shmem_wake_launcher(void);
 extern RetriesWorker *shmem_worker_slot(int i);
 extern uint32 shmem_db_creates(Oid dboid);
@@ -420,6 +459,9 @@ extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHel
 extern long shmem_reserve_pause(int index);
 extern bool shmem_in_reserve(void);
 extern int	shmem_reserve_roles(Oid *roles);
+extern RetriesReserveJob shmem_reserve_job(int index, Datum *arg);
+extern bool shmem_reserve_give_runner(Datum arg, Oid role, int *index,
+									  uint32 *generation);
 extern int	shmem_pool_roles(Oid *roles, int cap);
 extern int	shmem_pool_cap(void);
 extern int	shmem_role_batches(Oid role, const RetriesWorker *except);
@@ -469,6 +511,55 @@ extern int32 shmem_gate_rate_room(Oid fnoid, Oid owner, const RateSpec *rate,
 								  TimestampTz now, TimestampTz *next);
 extern int	shmem_gate_key_counts(Oid fnoid, int64 **keys, int32 **counts);
 extern void shmem_gate_leave(RetriesWorker *me);
+extern void shmem_gates_changed(void);
+extern uint64 shmem_gates_generation(void);
+
+/* slots.c: a worker's own slot */
+extern bool shmem_slot_take(RetriesWorker *me, uint32 generation,
+							TimestampTz now);
+extern bool shmem_slot_release(RetriesWorker *me);
+extern bool shmem_slot_set_state(RetriesWorker *me, RetriesWorkerState state,
+								 int64 call_id, Oid role, Oid holder,
+								 bool *ended);
+extern void shmem_slot_count_call(RetriesWorker *me, bool succeeded);
+extern int	shmem_workers_all_busy(Oid dboid, TimestampTz now);
+extern void shmem_workers_batch_done(Oid dboid, int raised_from,
+									 TimestampTz now);
+extern int	shmem_worker_holds(const RetriesWorker *me, Oid dboid,
+							   TimestampTz recent, RetriesHold *holds);
+extern bool shmem_pool_contended(void);
+extern bool shmem_slot_leave(RetriesWorker *me, TimestampTz due_at,
+							 bool for_others, Oid capped_role,
+							 TimestampTz capped_until);
+extern bool shmem_db_wants_extras(Oid dboid, TimestampTz now);
+extern void shmem_reserve_extra_backoff(Oid dboid, TimestampTz until);
+
+/* interrupted.c: attempts left unfinished by exiting workers */
+extern void shmem_interrupted_note(const RetriesInterrupted *entry);
+extern bool shmem_interrupted_take(Oid dboid, Oid extension, int64 call_id,
+								   int32 attempt, TimestampTz now,
+								   RetriesInterrupted *out);
+
+/* places.c: runner places */
+extern uint64 shmem_runner_place_bit(int slot_no);
+extern void shmem_set_in_runner(RetriesWorker *me, bool in_runner, Oid role);
+extern bool shmem_slot_is_extra(const RetriesWorker *w);
+extern bool shmem_reserve_runner(RetriesWorker *me, Oid role);
+extern bool shmem_runner_work_pending(Oid dboid);
+extern void shmem_runner_held(Oid dboid);
+extern bool shmem_runner_holds(RetriesWorker *me, bool probe, uint32 *held,
+							   Oid *last_role, int *places, Oid *avoid,
+							   int *navoid);
+extern void shmem_runner_holds_done(RetriesWorker *me, int released,
+									Oid last_role, bool passed_over,
+									uint32 held);
+extern int	shmem_runner_move(RetriesWorker *me);
+extern void shmem_runner_moved(RetriesWorker *me);
+extern int	shmem_runner_waiting_dbs(Oid *dbs);
+extern void shmem_runner_place_lost(Oid dboid, uint64 bit);
+extern uint64 shmem_runner_places_lost(Oid dboid);
+extern void shmem_runner_places_found(Oid dboid, uint64 bits);
+extern bool shmem_runner_place_was_lost(const RetriesWorker *w);
 extern void shmem_cancel_wait_begin(int64 call_id);
 extern void shmem_cancel_wait_end(void);
 extern bool shmem_cancel_waiting(int64 call_id);

@@ -18,11 +18,12 @@
  * the followers of finished calls released or cancelled (chains.c); the
  * outcomes of attempts, the one writer of them (engine/outcome.c queues
  * them), and their trimming; a call failed for a bad row (lone.c); and the
- * finished calls pruned (retention.c).  Still elsewhere: the insertion of
- * a call (api/call.c, which writes the row past the executor when it
- * can), and two statements run once in a database's life as the
- * extension's owner: the settling of a copied database (home.c) and the
- * release of a restore's waiting calls (restore.c).
+ * finished calls pruned (retention.c); the calls of a copied database
+ * cancelled as it settles (home.c), and the calls a restore loaded released
+ * if their event was emitted (restore.c), both run as the extension's
+ * owner.  The insertion of a call is the module's too, in insert.c (it
+ * writes the row past the executor when it can).  No other file writes
+ * call_data or attempt_data.
  *
  * A change of state is an UPDATE ... WHERE state = 'from': the change is
  * checked against the transition table (call_state_change) and against
@@ -880,4 +881,62 @@ calls_prune_finished(const char *retention, int limit, bool chains)
 	if (SPI_execute_plan(plans[chains], values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "retries: could not prune finished calls");
 	return SPI_processed;
+}
+
+/* How copied calls are cancelled: which, then how */
+#define CANCEL_COPIED(which, held) \
+	"UPDATE retries.call_data SET state = 'cancelled'," held \
+	" last_message = $3, last_sqlstate = NULL, updated_at = pg_catalog.now()" \
+	" WHERE " which " RETURNING id"
+/* all that no other transaction holds ($1 unused) */
+#define ALL_COPIED \
+	"id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_CALLS " FOR UPDATE SKIP LOCKED))"
+/* call $1, which this transaction holds (a worker's claim) */
+#define ONE_COPIED \
+	"id OPERATOR(pg_catalog.=) $1 AND state OPERATOR(pg_catalog.=) 'scheduled'" \
+	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
+
+/*
+ * calls_cancel_copied -- a copy of a database settles (home.c): cancel the
+ * copied calls not yet settled, all that no other transaction holds, or
+ * ('one') call values[0], which this transaction holds, with the copy's
+ * moment values[1] and message values[2], past those settled before
+ * (values[3], a LIKE pattern; see NOT_SETTLED); how many
+ */
+uint64
+calls_cancel_copied(bool one, RetriesSchemaVersion version, Datum *values)
+{
+	Oid			argtypes[4] = {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID};
+
+	/* by 'one', then whether the table has 'held' (1.2) */
+	static const char *const sql[2][2] = {
+		{CANCEL_COPIED(ALL_COPIED, ""), CANCEL_COPIED(ALL_COPIED, " held = false,")},
+		{CANCEL_COPIED(ONE_COPIED, ""), CANCEL_COPIED(ONE_COPIED, " held = false,")},
+	};
+
+	if (SPI_execute_with_args(sql[one][version >= SCHEMA_1_2], 4, argtypes, values,
+							  NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "retries: could not cancel the calls of a copied database");
+	return SPI_processed;
+}
+
+/*
+ * calls_release_restored_waiters -- after a COPY into event_data or
+ * call_data (1.7, restore.c): release the calls that wait for an event
+ * emitted after they were made, as its emit would have (RELEASE_SET); the
+ * workers find them at their next look.  Inside SPI, as the extension's
+ * owner.
+ */
+void
+calls_release_restored_waiters(void)
+{
+	if (SPI_execute("UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
+					" WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
+					" AND EXISTS (SELECT FROM retries.event_data d"
+					"  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
+					"  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
+					"  AND d.event OPERATOR(pg_catalog.=) c.on_event"
+					"  AND d.emitted_at OPERATOR(pg_catalog.>) c.created_at)",
+					false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "retries: could not release the restored calls whose event was emitted");
 }

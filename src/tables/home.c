@@ -333,22 +333,6 @@ settle(const char *sql, int expected, Datum *values)
 	return SPI_processed;
 }
 
-/* The rows a copy brought that are left to settle ($2: when it was made) */
-#define COPIED_CALLS \
-	" FROM retries.call_data WHERE state OPERATOR(pg_catalog.=) 'scheduled'" \
-	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
-/*
- * ... and not cancelled by a settling of this database before (no error
- * leaves a message without a SQLSTATE; the message names this database's
- * OID first, $4, before any name a role chose): one that its role ran
- * again here (retry_now()), as the message says it may, is its own.  A
- * copy of this copy settles it again (the eleventh hostile review: a mark
- * that named no copy let such a call run in a copy of the copy).
- */
-#define NOT_SETTLED \
-	" AND NOT (last_sqlstate IS NULL" \
-	"  AND last_message IS NOT NULL" \
-	"  AND last_message OPERATOR(pg_catalog.~~) $4)"
 /*
  * ... and for schedules, not paused by a settling before, which dates them
  * from the copy: one that its role resumed here is its own
@@ -356,36 +340,6 @@ settle(const char *sql, int expected, Datum *values)
 #define COPIED_SCHEDULES \
 	" FROM retries.schedule_data WHERE NOT paused" \
 	" AND created_at OPERATOR(pg_catalog.<) $2"
-
-/* How copied calls are cancelled: which, then how */
-#define CANCEL_COPIED(which, held) \
-	"UPDATE retries.call_data SET state = 'cancelled'," held \
-	" last_message = $3, last_sqlstate = NULL, updated_at = pg_catalog.now()" \
-	" WHERE " which " RETURNING id"
-/* all that no other transaction holds ($1 unused) */
-#define ALL_COPIED \
-	"id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id" COPIED_CALLS " FOR UPDATE SKIP LOCKED))"
-/* call $1, which this transaction holds (a worker's claim) */
-#define ONE_COPIED \
-	"id OPERATOR(pg_catalog.=) $1 AND state OPERATOR(pg_catalog.=) 'scheduled'" \
-	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
-
-/*
- * cancel_copied -- cancel the copied calls not yet settled: all that no
- * other transaction holds, or ('one') call values[0], which this
- * transaction holds; how many
- */
-static uint64
-cancel_copied(bool one, RetriesSchemaVersion version, Datum *values)
-{
-	/* by 'one', then whether the table has 'held' (1.2) */
-	static const char *const sql[2][2] = {
-		{CANCEL_COPIED(ALL_COPIED, ""), CANCEL_COPIED(ALL_COPIED, " held = false,")},
-		{CANCEL_COPIED(ONE_COPIED, ""), CANCEL_COPIED(ONE_COPIED, " held = false,")},
-	};
-
-	return settle(sql[one][version >= SCHEMA_1_2], SPI_OK_UPDATE_RETURNING, values);
-}
 
 /*
  * returned_ids -- the ids the last statement returned, in the caller's
@@ -476,7 +430,7 @@ tables_settle_copy(RetriesSchemaVersion version, int64 **cancelled_ids, int *nca
 	values[2] = CStringGetTextDatum(copied_why);
 	values[3] = settled_here();
 
-	cancelled = cancel_copied(false, version, values);
+	cancelled = calls_cancel_copied(false, version, values);
 	*cancelled_ids = returned_ids(ncancelled);
 	if (version >= SCHEMA_1_2)
 	{
@@ -526,5 +480,5 @@ tables_cancel_copied_call(int64 id, TimestampTz made_at)
 		CStringGetTextDatum(copied_why != NULL ? copied_why : "copied"),
 	settled_here()};
 
-	return cancel_copied(true, schema_retries_version(), values) > 0;
+	return calls_cancel_copied(true, schema_retries_version(), values) > 0;
 }

@@ -470,7 +470,7 @@ find_old_rows(int target, uint32 loaded)
 static void
 refuse_old_rows(const char *table)
 {
-	if (retries_shared != NULL)
+	if (shmem_attached())
 		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), true, 0);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -588,20 +588,18 @@ merge_loaded_events(void)
 /*
  * release_restored_waiters -- after a COPY into event_data or call_data
  * (1.7): release the calls that wait for an event emitted after they were
- * made, as its emit would have (RELEASE_SET); the workers find them at
- * their next look
+ * made (calls_release_restored_waiters), as the extension's owner
  */
 static void
 release_restored_waiters(void)
 {
-	execute_as_owner("UPDATE retries.call_data c SET event_wait = false," RELEASE_SET
-					 " WHERE c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
-					 " AND EXISTS (SELECT FROM retries.event_data d"
-					 "  WHERE d.role OPERATOR(pg_catalog.=) c.scheduled_by"
-					 "  AND pg_catalog.md5(d.event) OPERATOR(pg_catalog.=) pg_catalog.md5(c.on_event)"
-					 "  AND d.event OPERATOR(pg_catalog.=) c.on_event"
-					 "  AND d.emitted_at OPERATOR(pg_catalog.>) c.created_at)",
-					 SPI_OK_UPDATE, "release the restored calls whose event was emitted");
+	RetriesUserSwitch save;
+
+	schema_switch_to_owner(&save);
+	SPI_connect();
+	calls_release_restored_waiters();
+	SPI_finish();
+	schema_switch_back(&save);
 }
 
 /*
@@ -631,7 +629,7 @@ restore_copy_begin(Node *parsetree, bool toplevel, RestoreCopy *copy)
 		pg_class_aclcheck(relid, copy->userid, ACL_INSERT) != ACLCHECK_OK)
 		return;
 	copy->table = config_table(relid);
-	if (retries_shared != NULL &&
+	if (shmem_attached() &&
 		shmem_loads(MyDatabaseId, get_extension_oid("retries", false), &loaded))
 		refuse_old_rows(NULL);
 	table = find_old_rows(copy->table, loaded);
@@ -785,7 +783,7 @@ restore_copy_done(const RestoreCopy *copy)
 	/* rows a restore may load: the database is not a copy (home.c) */
 	if (copy->makes_own)
 		tables_restored_here();
-	if (retries_shared != NULL)
+	if (shmem_attached())
 		shmem_note_loads(MyDatabaseId, get_extension_oid("retries", false), false,
 						 1U << copy->table);
 }
@@ -823,7 +821,7 @@ restore_hold(void)
 	if (table != NULL)
 		refuse_old_rows(table);
 	scatter_ids();
-	if (retries_shared == NULL)
+	if (!shmem_attached())
 		return;
 	if (!registered)
 		before_shmem_exit(forget_restores, (Datum) 0);
@@ -851,7 +849,7 @@ restore_hold(void)
 pid_t
 restore_holder(void)
 {
-	return retries_shared != NULL ? shmem_restoring(MyDatabaseId) : 0;
+	return shmem_attached() ? shmem_restoring(MyDatabaseId) : 0;
 }
 
 /*

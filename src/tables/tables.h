@@ -62,6 +62,59 @@ extern char *access_hook_owner(Oid hook, Oid fn_owner, const char *what);
 	" AND held RETURNING id)"
 
 /*
+ * The calls a copy of a database brought that are left to settle (home.c;
+ * calls_cancel_copied): $2 is when the copy was made, $4 the pattern of
+ * the messages of the calls settled before
+ */
+#define COPIED_CALLS \
+	" FROM retries.call_data WHERE state OPERATOR(pg_catalog.=) 'scheduled'" \
+	" AND created_at OPERATOR(pg_catalog.<) $2" NOT_SETTLED
+/*
+ * ... and not cancelled by a settling of this database before (no error
+ * leaves a message without a SQLSTATE; the message names this database's
+ * OID first, $4, before any name a role chose): one that its role ran
+ * again here (retry_now()), as the message says it may, is its own.  A
+ * copy of this copy settles it again (the eleventh hostile review: a mark
+ * that named no copy let such a call run in a copy of the copy).
+ */
+#define NOT_SETTLED \
+	" AND NOT (last_sqlstate IS NULL" \
+	"  AND last_message IS NOT NULL" \
+	"  AND last_message OPERATOR(pg_catalog.~~) $4)"
+
+/*
+ * The columns of a new call (calls_insert_keyless, calls_insert_keyed,
+ * calls_insert_unfinished_key), in this order: values[] and nulls[] (' ' or
+ * 'n') of CALL_COLUMNS each
+ */
+typedef enum CallColumn
+{
+	CC_POLICY_ID,
+	CC_ARGS,
+	CC_MAX_ATTEMPTS,
+	CC_NEXT_ATTEMPT,
+	CC_SCHEDULED_BY,
+	CC_KEY,
+	CC_SCHEDULE_ID,				/* only keyless calls have one */
+	CC_GATE,					/* gate and held: see flow.c */
+	CC_HELD,
+	CC_PRIORITY,
+	CC_LIMIT_KEY,
+	CC_WAITING_ON,				/* see chains.c */
+	CC_ON_EVENT,				/* these four: 1.6 (events.c) */
+	CC_EVENT_DEADLINE,
+	CC_EVENT_WAIT,
+	CC_KEY_GEN,					/* which call of its key (api/call.c,
+								 * insert_keyed) */
+	CC_KEY_WINDOW,				/* 1.7: the window that spaces its key's
+								 * deliveries (flow/key_window.c) */
+	CALL_COLUMNS
+} CallColumn;
+
+/* How often retries.call() looks again for a key whose call just finished */
+#define KEY_RACE_ATTEMPTS	3
+
+/*
  * The columns of the outcomes calls_write_outcomes() writes, one array
  * each (engine/outcome.c queues them)
  */
@@ -77,7 +130,17 @@ typedef enum CallsOutcomeColumn
 	" AND c.on_event OPERATOR(pg_catalog.=) $2" \
 	" AND c.event_wait AND c.state OPERATOR(pg_catalog.=) 'scheduled'"
 
+/* insert.c: the insertion of a call */
+extern int64 calls_insert_keyless(Datum *values, const char *nulls);
+extern int64 calls_insert_keyed(Datum *values, const char *nulls);
+extern int64 calls_insert_unfinished_key(Datum *values, const char *nulls,
+										 bool *inserted);
+extern void calls_insert_pause(Node *command);
+extern void calls_insert_resume(Node *command);
 extern void calls_cancel(int64 id);
+extern uint64 calls_cancel_copied(bool one, RetriesSchemaVersion version,
+								  Datum *values);
+extern void calls_release_restored_waiters(void);
 extern void calls_move(int64 id, Datum run_at);
 extern void calls_schedule_again(int64 id, CallState from, Datum run_at,
 								 RetriesSchemaVersion version);

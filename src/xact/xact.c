@@ -135,19 +135,14 @@ let_workers_back(bool committed)
 
 	if (stopped_databases == NIL)
 		return;
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	foreach(lc, stopped_databases)
 	{
 		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
-		RetriesDatabase *db = shmem_find_database(stopped->dboid, false);
 
-		if (db == NULL)
-			continue;
-		db->paused_until = 0;
-		if (committed && extension_gone && db->dboid == MyDatabaseId)
-			shmem_set_db_state(db, DB_NO_EXTENSION);
+		shmem_let_workers_back(stopped->dboid,
+							   committed && extension_gone &&
+							   stopped->dboid == MyDatabaseId);
 	}
-	LWLockRelease(retries_shared->lock);
 	list_free_deep(stopped_databases);
 	stopped_databases = NIL;
 	extension_gone = false;
@@ -186,22 +181,17 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event != SUBXACT_EVENT_ABORT_SUB)
 		return;
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	foreach(lc, stopped_databases)
 	{
 		StoppedDatabase *stopped = (StoppedDatabase *) lfirst(lc);
-		RetriesDatabase *db;
 
 		if (stopped->subid != mySubid)
 			continue;
-		db = shmem_find_database(stopped->dboid, false);
-		if (db != NULL)
-			db->paused_until = 0;
+		shmem_let_workers_back(stopped->dboid, false);
 		stopped_databases = foreach_delete_current(stopped_databases, lc);
 		pfree(stopped);
 		let_back = true;
 	}
-	LWLockRelease(retries_shared->lock);
 	if (let_back)
 		shmem_wake_launcher();
 }
@@ -239,20 +229,8 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (wake_launcher_at_commit)
 			{
-				RetriesDatabase *db;
-
-				LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-				db = shmem_find_database(MyDatabaseId, true);
-				if (db != NULL && db->state == DB_NO_EXTENSION)
-					shmem_set_db_state(db, DB_UNKNOWN);
-				if (db != NULL)
-				{
-					db->paused_until = 0;
-					db->creates++;
-					/* a new extension: its workers do all anew (t/060 3) */
-					memset(&db->memo, 0, sizeof(db->memo));
-				}
-				LWLockRelease(retries_shared->lock);
+				/* a new extension: its workers do all anew */
+				shmem_extension_created(MyDatabaseId);
 				databases_changed_at_commit = true;
 			}
 			if (databases_changed_at_commit)
@@ -262,7 +240,7 @@ xact_callback(XactEvent event, void *arg)
 			/* a resume may let held calls go: the workers look at once */
 			if (gates_changed_at_commit)
 			{
-				pg_atomic_fetch_add_u64(&retries_shared->gates_generation, 1);
+				shmem_gates_changed();
 				wake_workers_at_commit |= WAKE_FIRE;
 			}
 			if (wake_workers_at_commit != 0)
