@@ -89,18 +89,19 @@ static Launched launched[RETRIES_MAX_SLOTS];
 /* Where a database comes in the order of read_databases */
 typedef enum DatabaseRank
 {
-	RANK_SERVED,				/* has an entry, not found empty */
+	RANK_SERVED,				/* has an entry, and something to do */
 	RANK_NEW,					/* not looked at yet */
-	RANK_EMPTY,					/* has an entry: found without the extension */
-	RANK_EMPTY_UNTRACKED		/* so found, and gave its entry up since */
+	RANK_QUIET,					/* has an entry: found without the extension,
+								 * or with nothing to do */
+	RANK_QUIET_UNTRACKED		/* so found, and gave its entry up since */
 } DatabaseRank;
 
 /*
- * The databases found without the extension by the last read of
- * pg_database (sorted, in TopMemoryContext)
+ * The databases found quiet (without the extension, or with nothing to do)
+ * by the last read of pg_database (sorted, in TopMemoryContext)
  */
-static Oid *known_empty = NULL;
-static int	nknown_empty = 0;
+static Oid *known_quiet = NULL;
+static int	nknown_quiet = 0;
 
 /*
  * Workers of the pool in use (all but those in runner places), counted at
@@ -523,35 +524,35 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 }
 
 /*
- * known_empty_has -- was 'dboid' found without the extension by the last
- * read of pg_database?
+ * known_quiet_has -- was 'dboid' found quiet (without the extension, or
+ * with nothing to do) by the last read of pg_database?
  */
 static bool
-known_empty_has(Oid dboid)
+known_quiet_has(Oid dboid)
 {
-	return nknown_empty > 0 &&
-		bsearch(&dboid, known_empty, nknown_empty, sizeof(Oid), oid_cmp) != NULL;
+	return nknown_quiet > 0 &&
+		bsearch(&dboid, known_quiet, nknown_quiet, sizeof(Oid), oid_cmp) != NULL;
 }
 
 /*
- * known_empty_set -- the databases found without the extension are now
+ * known_quiet_set -- the databases found quiet are now
  * those of 'oids' (of the current transaction's memory)
  */
 static void
-known_empty_set(List *oids)
+known_quiet_set(List *oids)
 {
 	ListCell   *lc;
 
-	if (known_empty != NULL)
-		pfree(known_empty);
-	known_empty = NULL;
-	nknown_empty = 0;
+	if (known_quiet != NULL)
+		pfree(known_quiet);
+	known_quiet = NULL;
+	nknown_quiet = 0;
 	if (oids == NIL)
 		return;
-	known_empty = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * list_length(oids));
+	known_quiet = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * list_length(oids));
 	foreach(lc, oids)
-		known_empty[nknown_empty++] = lfirst_oid(lc);
-	qsort(known_empty, nknown_empty, sizeof(Oid), oid_cmp);
+		known_quiet[nknown_quiet++] = lfirst_oid(lc);
+	qsort(known_quiet, nknown_quiet, sizeof(Oid), oid_cmp);
 }
 
 /*
@@ -559,13 +560,16 @@ known_empty_set(List *oids)
  * (read_databases)
  */
 static DatabaseRank
-database_rank(Oid dboid)
+database_rank(Oid dboid, const Oid *unserved, int nunserved)
 {
-	bool		empty;
+	bool		quiet;
 
-	if (shmem_db_tracked(dboid, &empty))
-		return empty ? RANK_EMPTY : RANK_SERVED;
-	return known_empty_has(dboid) ? RANK_EMPTY_UNTRACKED : RANK_NEW;
+	if (shmem_db_tracked(dboid, &quiet))
+		return quiet ? RANK_QUIET : RANK_SERVED;
+	for (int i = 0; i < nunserved; i++)
+		if (unserved[i] == dboid)
+			return RANK_NEW;	/* woken since: it has work */
+	return known_quiet_has(dboid) ? RANK_QUIET_UNTRACKED : RANK_NEW;
 }
 
 /*
@@ -575,17 +579,20 @@ database_rank(Oid dboid)
  * given an entry of the database table (manage_databases)
  *
  * Those the workers serve now come first, then those not looked at yet,
- * then those found without the extension, each in pg_database's order: a
- * role that may create databases cannot take the place of one served now
- * by making more (the seventh hostile review: 128 empty ones, and a
- * routine ALTER DATABASE that moved the served one's row behind them, left
- * it with no worker), nor of one made after hers (the thirty-sixth: a
- * tenant's new database, or a copy of a template with the extension, got
- * no worker behind 16 empty ones).  Only the served and new ones are given
- * entries; a new one takes that of an empty one if it must
- * (shmem_find_database), and an empty one without an entry gets none again
- * until CREATE EXTENSION makes it one: the launcher does not look at the
- * same empty databases in turn for ever.
+ * then the quiet ones (found without the extension, or left by their last
+ * worker with nothing to do), each in pg_database's order: a role that may
+ * create databases cannot take the place of one served now by making more
+ * (the seventh hostile review: 128 empty ones, and a routine ALTER
+ * DATABASE that moved the served one's row behind them, left it with no
+ * worker), nor of one made after hers (the thirty-sixth: a tenant's new
+ * database got no worker behind 16 empty ones; the thirty-seventh: behind
+ * 15 copies of a template with the extension and nothing to do).  Only the
+ * served and new ones are given entries; a new one takes that of a quiet
+ * one if it must (shmem_find_database), and a quiet one without an entry
+ * gets none again until a commit there makes it one (CREATE EXTENSION, a
+ * call: shmem_wake_workers), or, when none could be had then, counts as
+ * new from then on (shmem_take_unserved): the launcher does not look at
+ * the same quiet databases in turn for ever.
  */
 static int
 read_databases(Oid *seen, int *ncreate)
@@ -596,8 +603,10 @@ read_databases(Oid *seen, int *ncreate)
 	HeapTuple	tup;
 	int			nseen = 0;
 	int			nall = 0;
-	List	   *ranked[RANK_EMPTY_UNTRACKED + 1] = {NIL};
+	List	   *ranked[RANK_QUIET_UNTRACKED + 1] = {NIL};
 	ListCell   *lc;
+	Oid			unserved[RETRIES_MAX_UNSERVED];
+	int			nunserved = shmem_take_unserved(unserved);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -612,13 +621,13 @@ read_databases(Oid *seen, int *ncreate)
 		if (!dat->datallowconn || dat->datistemplate)
 			continue;
 		nall++;
-		rank = database_rank(dat->oid);
+		rank = database_rank(dat->oid, unserved, nunserved);
 		ranked[rank] = lappend_oid(ranked[rank], dat->oid);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	*ncreate = 0;
-	for (int rank = RANK_SERVED; rank < RANK_EMPTY_UNTRACKED; rank++)
+	for (int rank = RANK_SERVED; rank < RANK_QUIET_UNTRACKED; rank++)
 	{
 		foreach(lc, ranked[rank])
 		{
@@ -628,7 +637,7 @@ read_databases(Oid *seen, int *ncreate)
 		if (rank == RANK_NEW)
 			*ncreate = nseen;
 	}
-	known_empty_set(list_concat(ranked[RANK_EMPTY], ranked[RANK_EMPTY_UNTRACKED]));
+	known_quiet_set(list_concat(ranked[RANK_QUIET], ranked[RANK_QUIET_UNTRACKED]));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -637,7 +646,7 @@ read_databases(Oid *seen, int *ncreate)
 		ereport(LOG,
 				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
 						nall, retries_max_databases),
-				 errdetail("The databases served now keep their workers, then come those not looked at yet, then those found without the extension; beyond the first %d, a database gets no worker.",
+				 errdetail("The databases served now keep their workers, then come those not looked at yet, then those found without the extension or with nothing to do; beyond the first %d, a database gets no worker.",
 						   retries_max_databases),
 				 errhint("Raise retries.max_databases, or mark unused databases ALLOW_CONNECTIONS false.")));
 		complained = true;
@@ -722,13 +731,13 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 	}
 
 	/*
-	 * forget databases that are gone or no longer allow connections (an empty
-	 * one may have been given an entry by CREATE EXTENSION since)
+	 * forget databases that are gone or no longer allow connections (a quiet
+	 * one may have been given an entry by a commit there since)
 	 */
 	for (int i = 0; i < retries_max_databases && seen != NULL; i++)
 	{
 		RetriesDatabase *db = &shmem_dbs[i];
-		bool		present = known_empty_has(db->dboid);
+		bool		present = known_quiet_has(db->dboid);
 
 		if (!OidIsValid(db->dboid))
 			continue;

@@ -94,10 +94,12 @@ look_after_soon(const LeaveNeeds *needs)
  * database is due again at once and it leaves whatever woke it: a role's
  * stream of calls, each committing the next, woke the worker at every
  * batch and kept it from the databases that waited (the twenty-ninth
- * hostile review, t/063 1).
+ * hostile review, t/063 1).  With 'idle' (nothing_to_do), its entry may
+ * go to another database once no worker of it stays.
  */
 static bool
-leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs)
+leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
+			   bool idle)
 {
 	/*
 	 * The last free worker of a database whose others are busy stays, so that
@@ -115,10 +117,24 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs)
 	 */
 	if (!shmem_slot_leave(worker_slot, due_at, for_others,
 						  needs != NULL ? needs->capped_role : InvalidOid,
-						  needs != NULL ? needs->capped_until : 0))
+						  needs != NULL ? needs->capped_until : 0, idle))
 		return false;
 	proc_exit(shmem_exit_code());
 	return true;				/* not reached */
+}
+
+/*
+ * nothing_to_do -- has the database nothing due ('due' 0: no call, no
+ * firing, no event's timeout, no release of a gate) and nothing a worker
+ * must look after?  Then its last worker leaves it idle, and its entry
+ * may go to a database that needs one (shmem/shmem.c, evictable_database)
+ * until a commit there wakes it.
+ */
+static bool
+nothing_to_do(const LeaveNeeds *needs, TimestampTz due)
+{
+	return due == 0 && needs->next_fire == 0 &&
+		!OidIsValid(needs->capped_role) && may_leave(needs);
 }
 
 /*
@@ -180,7 +196,7 @@ leave_reserve(const LeaveNeeds *needs, TimestampTz due, TimestampTz ran_at,
 			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
 			  !leave_pool_contended()))
 		return;
-	(void) leave_database(due_at, false, needs);
+	(void) leave_database(due_at, false, needs, nothing_to_do(needs, due));
 }
 
 /*
@@ -219,7 +235,7 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) &&
 		!OidIsValid(needs->capped_role))
 		return;
-	(void) leave_database(due_at, false, needs);
+	(void) leave_database(due_at, false, needs, nothing_to_do(needs, due));
 }
 
 /*
@@ -251,7 +267,7 @@ leave_for_others(const LeaveNeeds *needs, TimestampTz served_since)
 		!TimestampDifferenceExceeds(served_since, clock_system_now(), POOL_SLICE_MS) ||
 		!leave_pool_contended() || !look_after_soon(needs))
 		return;
-	(void) leave_database(clock_system_now(), true, NULL);
+	(void) leave_database(clock_system_now(), true, NULL, false);
 }
 
 /*

@@ -140,37 +140,47 @@ shmem_install(void)
 }
 
 /*
- * evictable_database -- an entry that may make room for another: a
- * database found without the extension, not paused, with no worker; NULL
- * if none.  Its database needs no entry to be served once it has the
- * extension: CREATE EXTENSION makes one as it commits (xact.c).  Caller
- * holds the lock exclusively.
+ * evictable_database -- an entry that may make room for another, NULL if
+ * none: that of a database found without the extension, else that of one
+ * whose last worker left it with nothing to do (idle); not paused, with no
+ * worker, no call held for a runner place and no place lost.  Its database
+ * needs no entry until it has work: CREATE EXTENSION makes one as it
+ * commits (xact.c), and so does any commit that schedules or releases a
+ * call in it (shmem_wake_workers).  Caller holds the lock exclusively.
  */
 static RetriesDatabase *
 evictable_database(void)
 {
 	TimestampTz now = clock_system_now();
+	RetriesDatabase *idle = NULL;
 
 	for (int i = 0; i < retries_max_databases; i++)
 	{
 		RetriesDatabase *db = &shmem_dbs[i];
 		int			w = -1;
 
-		if (OidIsValid(db->dboid) && db->state == DB_NO_EXTENSION &&
-			db->paused_until <= now && shmem_next_worker(db->dboid, &w) == NULL)
+		if (!OidIsValid(db->dboid) || db->paused_until > now ||
+			shmem_next_worker(db->dboid, &w) != NULL)
+			continue;
+		if (db->state == DB_NO_EXTENSION)
 			return db;
+		if (idle == NULL && db->idle && db->state == DB_ACTIVE &&
+			db->runner_held == db->runner_seen && db->runners_lost == 0)
+			idle = db;
 	}
-	return NULL;
+	return idle;
 }
 
 /*
  * shmem_find_database -- the entry of a database, optionally created;
  * NULL if absent (or no room).  Caller holds the lock exclusively to create.
  *
- * A database found without the extension gives its entry up to one that
- * needs it (evictable_database): databases that never had the extension
- * cannot fill the table and shut out one made after them (the
- * thirty-sixth hostile review, t/070 2).
+ * A database found without the extension, or one with nothing to do,
+ * gives its entry up to one that needs it (evictable_database): databases
+ * that never had the extension cannot fill the table and shut out one made
+ * after them (the thirty-sixth hostile review, t/070 2), nor can copies of
+ * a template with the extension that have nothing to do (the
+ * thirty-seventh, t/071 1).
  */
 RetriesDatabase *
 shmem_find_database(Oid dboid, bool create)
@@ -294,8 +304,12 @@ shmem_slot_assign(int slot, Oid dboid, int slot_no, uint32 generation,
 				  TimestampTz now)
 {
 	RetriesWorker *w = &retries_shared->workers[slot];
+	RetriesDatabase *db;
 
 	Assert(LWLockHeldByMeInMode(retries_shared->lock, LW_EXCLUSIVE));
+	db = shmem_find_database(dboid, false);
+	if (db != NULL)
+		db->idle = false;
 	w->in_use = true;
 	w->dboid = dboid;
 	w->slot_no = slot_no;
@@ -362,17 +376,18 @@ shmem_wake_idle_workers(void)
 
 /*
  * shmem_db_tracked -- has database 'dboid' an entry in the database table?
- * If so, into *empty whether it was found without the extension
+ * If so, into *quiet whether it was found without the extension, or with
+ * nothing to do (idle): its entry may go to another database
  */
 bool
-shmem_db_tracked(Oid dboid, bool *empty)
+shmem_db_tracked(Oid dboid, bool *quiet)
 {
 	RetriesDatabase *db;
 	bool		tracked;
 
 	db = shmem_lock_database(dboid, LW_SHARED);
 	tracked = db != NULL;
-	*empty = tracked && db->state == DB_NO_EXTENSION;
+	*quiet = tracked && (db->state == DB_NO_EXTENSION || db->idle);
 	LWLockRelease(retries_shared->lock);
 	return tracked;
 }
@@ -480,6 +495,7 @@ shmem_extension_created(Oid dboid)
 	if (db != NULL)
 	{
 		db->paused_until = 0;
+		db->idle = false;
 		db->creates++;
 		memset(&db->memo, 0, sizeof(db->memo));
 	}
@@ -1227,6 +1243,29 @@ shmem_exit_code(void)
 }
 
 /*
+ * note_unserved -- database 'dboid' was woken by a commit, and no entry of
+ * the database table could be had for it: the launcher looks at it as a
+ * new one (read_databases), however it found it before, until it has one.
+ * When the list is full the oldest half goes: those are looked at already,
+ * or will be at the next commit there.  Caller holds the lock exclusively.
+ */
+static void
+note_unserved(Oid dboid)
+{
+	for (int i = 0; i < retries_shared->nunserved; i++)
+		if (retries_shared->unserved[i] == dboid)
+			return;
+	if (retries_shared->nunserved == RETRIES_MAX_UNSERVED)
+	{
+		retries_shared->nunserved = RETRIES_MAX_UNSERVED / 2;
+		memmove(retries_shared->unserved,
+				retries_shared->unserved + RETRIES_MAX_UNSERVED / 2,
+				sizeof(Oid) * (RETRIES_MAX_UNSERVED / 2));
+	}
+	retries_shared->unserved[retries_shared->nunserved++] = dboid;
+}
+
+/*
  * shmem_wake_workers -- wake every worker of a database, so that a call
  * or schedule just committed is picked up at once; 'why' is WAKE_CALLS,
  * WAKE_FIRE or both (the flags first: see RetriesWorker.woken; SetLatch()
@@ -1276,13 +1315,47 @@ shmem_wake_workers(Oid dboid, uint32 why)
 		return;
 
 	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
+
+	/*
+	 * No entry: it gave its entry up with nothing to do (evictable_database),
+	 * or never had one.  It gets one now, as at CREATE EXTENSION, and the
+	 * launcher reads pg_database to list it.
+	 */
+	if (db == NULL && !stays)
+	{
+		db = shmem_find_database(dboid, true);
+		retries_shared->reread_databases = true;
+		if (db == NULL)
+			note_unserved(dboid);
+	}
 	if (db != NULL && stays)
 		db->wanted = RETRIES_MAX_SLOTS;
 	else if (db != NULL)
+	{
 		db->woken = true;
+		db->idle = false;
+	}
 	if (retries_shared->launcher_latch != NULL)
 		SetLatch(retries_shared->launcher_latch);
 	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_take_unserved -- the databases woken by a commit while no entry
+ * could be had for them (note_unserved), into dboids[] (room for
+ * RETRIES_MAX_UNSERVED); returns how many, and forgets them
+ */
+int
+shmem_take_unserved(Oid *dboids)
+{
+	int			n;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	n = retries_shared->nunserved;
+	memcpy(dboids, retries_shared->unserved, sizeof(Oid) * n);
+	retries_shared->nunserved = 0;
+	LWLockRelease(retries_shared->lock);
+	return n;
 }
 
 /*

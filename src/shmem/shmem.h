@@ -33,6 +33,11 @@
  * retries.max_databases, shmem_dbs), and worker slots
  */
 #define RETRIES_MAX_RESTORES	128
+/*
+ * Most databases noted at once as woken by a commit while every entry of
+ * the database table was taken (shmem_wake_workers, shmem_take_unserved)
+ */
+#define RETRIES_MAX_UNSERVED	64
 #define RETRIES_MAX_SLOTS		256
 /*
  * A worker's bgw_main_arg: its slot in the low 8 bits, the slot's
@@ -144,6 +149,10 @@ typedef struct RetriesDatabase
 								 * back (leave.c); InvalidOid if not */
 	TimestampTz capped_until;	/* ... and when its next firing, or a call of
 								 * any role, is due; 0 if none */
+	bool		idle;			/* its last worker left it with nothing due
+								 * and nothing to look after: its entry may go
+								 * to another database (evictable_database)
+								 * until a commit there wakes it */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -343,6 +352,10 @@ typedef struct RetriesShared
 	pid_t		launcher_pid;
 	Latch	   *launcher_latch;
 	bool		reread_databases;	/* pg_database changed: read it again */
+	Oid			unserved[RETRIES_MAX_UNSERVED]; /* woken with no entry to be
+												 * had: the launcher looks at
+												 * them as new */
+	int			nunserved;
 	int			pool_waiting;	/* databases with work waiting for room in the
 								 * pool (set by the launcher) */
 	uint32		next_generation;	/* of worker slots */
@@ -424,10 +437,11 @@ extern RetriesWorker *shmem_slot_assign(int slot, Oid dboid, int slot_no,
 										uint32 generation, TimestampTz now);
 extern bool shmem_slot_running(RetriesWorker *w);
 extern void shmem_wake_idle_workers(void);
-extern bool shmem_db_tracked(Oid dboid, bool *empty);
+extern bool shmem_db_tracked(Oid dboid, bool *quiet);
 extern void shmem_launcher_here(void);
 extern void shmem_launcher_gone(void);
 extern bool shmem_take_reread(void);
+extern int	shmem_take_unserved(Oid *dboids);
 extern void shmem_let_workers_back(Oid dboid, bool extension_gone);
 extern void shmem_extension_created(Oid dboid);
 extern void shmem_wake_launcher(void);
@@ -530,7 +544,7 @@ extern int	shmem_worker_holds(const RetriesWorker *me, Oid dboid,
 extern bool shmem_pool_contended(void);
 extern bool shmem_slot_leave(RetriesWorker *me, TimestampTz due_at,
 							 bool for_others, Oid capped_role,
-							 TimestampTz capped_until);
+							 TimestampTz capped_until, bool idle);
 extern bool shmem_db_wants_extras(Oid dboid, TimestampTz now);
 extern void shmem_reserve_extra_backoff(Oid dboid, TimestampTz until);
 

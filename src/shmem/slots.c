@@ -275,11 +275,14 @@ shmem_pool_contended(void)
  * database's count of wanted workers is the others', and its due calls
  * all of 'capped_role' (if valid), held back by the pool's cap until
  * 'capped_until', start no worker meanwhile (engine/leave.c says why).
+ * With 'idle' (nothing due, nothing to look after), the last worker to
+ * leave marks the database idle: its entry may go to another database
+ * until a commit there wakes it (evictable_database).
  * The caller exits once it returns true.
  */
 bool
 shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
-				 Oid capped_role, TimestampTz capped_until)
+				 Oid capped_role, TimestampTz capped_until, bool idle)
 {
 	RetriesDatabase *db;
 	RetriesWorker *w;
@@ -319,6 +322,7 @@ shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 			db->due_at = due_at;
 		db->capped_role = capped_role;
 		db->capped_until = capped_until;
+		db->idle = idle && others == 0;
 	}
 	LWLockRelease(retries_shared->lock);
 	return true;
