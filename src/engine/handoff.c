@@ -13,7 +13,7 @@
  * (runner.c), which a worker waits for, outside any transaction.  With
  * retries.max_runners above 0 (the default, 32) the waiting does not take a
  * place of the database's own: the worker that begins such an attempt
- * reserves one of the cluster's runner places (reserve_runner: fewer than
+ * reserves one of the cluster's runner places (shmem_reserve_runner: fewer than
  * retries.max_runners in use, fewer than three quarters of them by the
  * call's role, and the last quarter only to a role that holds none, so
  * that one role's long commands, or a few roles' together, leave places to
@@ -95,26 +95,6 @@ handoff_set_in_runner(bool in_runner, Oid role)
 	shmem_set_in_runner(worker_slot, in_runner, role);
 }
 
-/*
- * reserve_runner -- may this worker have the call of 'role' run in a
- * runner now?  With runner places (retries.max_runners above 0): one is
- * free, and the role holds fewer than its share.  Without: a long
- * procedure must not hold back the calls of functions, so with
- * retries.max_workers above 1 at least one worker never waits for a
- * runner (an extra worker always may: it runs the calls of one role that
- * has none running elsewhere, see "Extra workers", and no function call
- * waits for it).  The count and the worker's own mark are made under the
- * shared lock (shmem_reserve_runner), so that two workers deciding at once
- * cannot both take the last place; the mark (in_runner) stays until
- * handoff_run() ends, or is taken back (handoff_set_in_runner(false)) if
- * the call does not go to a runner after all.
- */
-static bool
-reserve_runner(Oid role)
-{
-	return shmem_reserve_runner(worker_slot, role);
-}
-
 /* How often a worker looks for calls held for a runner, whatever it knows */
 #define RUNNER_HELD_PROBE_MS	10000
 
@@ -158,7 +138,7 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 	int			navoid = 0;
 	TimestampTz now = clock_system_now();
 
-	/* how many more may wait for a runner (reserve_runner's count) */
+	/* how many more may wait for a runner (shmem_reserve_runner's count) */
 	if (!shmem_runner_holds(worker_slot,
 							TimestampDifferenceExceeds(last_probe, now,
 													   RUNNER_HELD_PROBE_MS),
@@ -302,7 +282,7 @@ handoff_begin(RetriesCall *call)
 	Oid			dboid;
 	char	   *sql;
 
-	if (!reserve_runner(call->role))
+	if (!shmem_reserve_runner(worker_slot, call->role))
 	{
 		/*
 		 * held, uncharged, until a place is free: the batches keep one worker

@@ -196,10 +196,16 @@ places_free(const RetriesWorker *me, Oid *capped, int *ncapped)
 
 /*
  * shmem_reserve_runner -- may worker 'me' have the call of 'role' run in a
- * runner now?  A place is free and the role may take it (places_free); if
+ * runner now?  A place is free and the role may take it (places_free: with
+ * retries.max_runners 0, a long procedure must not hold back the calls of
+ * functions, so at least one of the database's own workers never waits for
+ * a runner, and an extra worker always may: it runs the calls of one role
+ * that has none running elsewhere, and no function call waits for it).  If
  * so, the worker's mark says it does, made under the same lock as the
- * count.  The mark stays until the worker takes it back
- * (shmem_set_in_runner(false)).
+ * count, so that two workers deciding at once cannot both take the last
+ * place.  The mark stays until handoff_run() ends, or is taken back
+ * (shmem_set_in_runner(false)) if the call does not go to a runner after
+ * all.
  */
 bool
 shmem_reserve_runner(RetriesWorker *me, Oid role)
@@ -250,8 +256,7 @@ shmem_runner_held(Oid dboid)
 	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL)
 		db->runner_held++;
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -341,8 +346,7 @@ shmem_runner_moved(RetriesWorker *me)
 {
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
 	me->moved_from = -1;
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
 

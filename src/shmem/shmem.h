@@ -392,6 +392,17 @@ shmem_attached(void)
 }
 
 /*
+ * shmem_set_launcher_latch -- wake the launcher, if there is one; under the
+ * LWLock, which the caller holds (shmem_wake_launcher takes it)
+ */
+static inline void
+shmem_set_launcher_latch(void)
+{
+	if (retries_shared->launcher_latch != NULL)
+		SetLatch(retries_shared->launcher_latch);
+}
+
+/*
  * shmem_lock_database -- take the LWLock in 'mode' and return the entry of
  * database 'dboid', NULL if it has none; the caller releases the lock
  */

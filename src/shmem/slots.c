@@ -25,17 +25,6 @@
 #include "shmem/shmem.h"
 
 /*
- * wake_launcher -- set the launcher's latch, if there is a launcher; under
- * the lock, which the caller holds
- */
-static void
-wake_launcher(void)
-{
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
-}
-
-/*
  * shmem_slot_take -- make slot 'me', which the launcher assigned with
  * 'generation', this process's own (its pid and latch); false if the
  * launcher has given up on it meanwhile (and may have assigned it to
@@ -80,7 +69,7 @@ shmem_slot_release(RetriesWorker *me)
 	me->current_call = 0;
 	me->in_runner = false;
 	SpinLockRelease(&me->mutex);
-	wake_launcher();
+	shmem_set_launcher_latch();
 	lost = shmem_runner_place_was_lost(me);
 	LWLockRelease(retries_shared->lock);
 	return lost;
@@ -173,7 +162,7 @@ shmem_workers_all_busy(Oid dboid, TimestampTz now)
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	shmem_workers_held(dboid, retries_max_workers, now, &held);
 	if (retries_max_extra_workers > 0 && held.base_busy >= retries_max_workers)
-		wake_launcher();
+		shmem_set_launcher_latch();
 	db = shmem_find_database(dboid, false);
 	more = db != NULL && held.base_busy >= held.base &&
 		held.base < retries_max_workers && db->wanted < retries_max_workers;
@@ -187,7 +176,7 @@ shmem_workers_all_busy(Oid dboid, TimestampTz now)
 		raised_from = db->wanted;
 		db->wanted = RETRIES_MAX_SLOTS;
 	}
-	wake_launcher();
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 	return raised_from;
 }
