@@ -384,6 +384,28 @@ is($node->safe_psql('postgres',
 		  . " AND started_at < (SELECT started_at FROM retries.attempts WHERE call_id = $bobs)"),
 	't', 'g: bob\'s command, made after four of alice\'s, ran before her third: turns between roles');
 
+# turns kept over many places freed one after the other: with several
+# workers woken at each, two of them once let go of a call each for the one
+# place free (bob's, then alice's, which took it first)
+$gate = close_gate($node, 'postgres', 4);
+my $first = run('alice', gated(4), '1 10ms');
+wait_at_gate($node, 'postgres', 4, 1, 'g: a command holds the place');
+my @turns = split /\n/, $node->safe_psql('postgres',
+	"SET ROLE alice; SELECT retries.run_command('SELECT 1', '1 10ms') FROM generate_series(1, 8);"
+	  . " SET ROLE bob; SELECT retries.run_command('SELECT 2', '1 10ms') FROM generate_series(1, 8)");
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM retries.call_data WHERE id IN (" . join(',', @turns) . ") AND held",
+	'16', 'g: sixteen commands of two roles wait for the place, held');
+open_gate($gate);
+for my $id (@turns) { finished($id, 'succeeded', "g: command $id runs"); }
+# the roles in the order their commands started: each the other's turn
+my $order = $node->safe_psql('postgres',
+	"SELECT string_agg(CASE WHEN c.scheduled_by = 'alice'::regrole THEN 'a' ELSE 'b' END, ''"
+	  . " ORDER BY a.started_at) FROM retries.attempts a JOIN retries.call_data c ON c.id = a.call_id"
+	  . " WHERE a.call_id IN (" . join(',', @turns) . ")");
+like($order, qr/^(?:(?:ab){8}|(?:ba){8})$/,
+	'g: with places freed one after the other, the roles take them in turns');
+
 # a held command cancelled, then retried once the place is free, runs
 $gate = close_gate($node, 'postgres', 2);
 my $busy = run('alice', gated(2), '1 10ms');

@@ -134,6 +134,7 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 	uint32		held;
 	int			places;
 	int			released = -1;
+	int64		ids[RETRIES_MAX_RUNNERS];
 	Oid			avoid[3 * RETRIES_MAX_SLOTS];
 	int			navoid = 0;
 	TimestampTz now = clock_system_now();
@@ -156,7 +157,8 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (wslot_lock_extension() == handoff_extension)
 		released = schema_retries_version() >= SCHEMA_1_2 ?
-			calls_release_runner_holds(places, &last_role, avoid, navoid) : 0;
+			calls_release_runner_holds(Min(places, RETRIES_MAX_RUNNERS),
+									   &last_role, avoid, navoid, ids) : 0;
 	PopActiveSnapshot();
 	SPI_finish();
 	wslot_commit_transaction();
@@ -166,7 +168,8 @@ handoff_release_held(const Oid *extra_avoid, int nextra)
 	 * batch holds one again (one that passed over roles found no answer for
 	 * those)
 	 */
-	shmem_runner_holds_done(worker_slot, released, last_role, navoid > 0, held);
+	shmem_runner_holds_done(worker_slot, released, ids, last_role, navoid > 0,
+							held);
 }
 
 /*
@@ -282,7 +285,7 @@ handoff_begin(RetriesCall *call)
 	Oid			dboid;
 	char	   *sql;
 
-	if (!shmem_reserve_runner(worker_slot, call->role))
+	if (!shmem_reserve_runner(worker_slot, call->role, call->id))
 	{
 		/*
 		 * held, uncharged, until a place is free: the batches keep one worker

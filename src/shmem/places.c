@@ -16,12 +16,29 @@
  * worker's own mark (in_runner, runner_role) is behind its slot's spinlock,
  * as every other field that changes with an attempt.
  *
+ * Offers.  A place that a worker lets go to a held call (handoff.c's
+ * handoff_release_held) is kept for that call (offers[]) until the call
+ * takes it (shmem_reserve_runner) or RETRIES_OFFER_MS pass: the places
+ * let go and the places free are then never counted twice, when two
+ * workers let go at once, or one lets go before the call let go before has
+ * taken its place, and a call never held, made meanwhile, does not take
+ * the place of the role whose turn it was.  Without them, the turns
+ * between roles were lost one time in many: bob's call, let go by one
+ * worker, and alice's next one, by another, both found a place free, and
+ * alice's, claimed first, took it.  A worker that lets go first marks the
+ * places it looks at as offered to calls not known yet (call_id 0), which
+ * shmem_runner_holds_done turns into offers to the calls it let go.  An
+ * offer that expires (its call was cancelled, or held at its gate, before
+ * it took its place) leaves its place to any call.  With
+ * retries.max_runners 0 no place is offered.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "utils/timestamp.h"
 
 #include "base/base.h"
 #include "shmem/shmem.h"
@@ -195,8 +212,93 @@ places_free(const RetriesWorker *me, Oid *capped, int *ncapped)
 }
 
 /*
- * shmem_reserve_runner -- may worker 'me' have the call of 'role' run in a
- * runner now?  A place is free and the role may take it (places_free: with
+ * offers_kept -- drop the offers that have expired by 'now', and count those
+ * that keep a place from call 'call_id' of database 'dboid' (0: from any):
+ * every one but its own; none with retries.max_runners 0, whose places are
+ * a database's own workers (and an extra worker's always free); under the
+ * exclusive lock, which the caller holds
+ */
+static int
+offers_kept(TimestampTz now, Oid dboid, int64 call_id)
+{
+	int			kept = 0;
+	int			n = 0;
+
+	for (int i = 0; i < retries_shared->noffers; i++)
+	{
+		RetriesOffer *o = &retries_shared->offers[i];
+
+		if (o->until <= now)
+			continue;
+		retries_shared->offers[n++] = *o;
+		if (retries_max_runners == 0)
+			continue;
+		if (call_id == 0 || o->call_id != call_id || o->dboid != dboid)
+			kept++;
+	}
+	retries_shared->noffers = n;
+	return kept;
+}
+
+/*
+ * offer_remove -- the offer to call 'call_id' of database 'dboid' ends (it
+ * took its place, or cannot); under the exclusive lock
+ */
+static void
+offer_remove(Oid dboid, int64 call_id)
+{
+	for (int i = retries_shared->noffers - 1; i >= 0; i--)
+	{
+		RetriesOffer *o = &retries_shared->offers[i];
+
+		if (o->call_id == call_id && o->dboid == dboid)
+			*o = retries_shared->offers[--retries_shared->noffers];
+	}
+}
+
+/*
+ * offer_add -- keep a place for call 'call_id' of 'me''s database (0: not
+ * known yet) until 'until'; under the exclusive lock.  There is room: no
+ * more places are offered than are free (shmem_runner_holds).
+ */
+static void
+offer_add(const RetriesWorker *me, int64 call_id, TimestampTz until)
+{
+	RetriesOffer *o;
+
+	if (retries_shared->noffers >= RETRIES_MAX_RUNNERS)
+		return;
+	o = &retries_shared->offers[retries_shared->noffers++];
+	o->dboid = me->dboid;
+	o->call_id = call_id;
+	o->owner = me - retries_shared->workers;
+	o->generation = me->generation;
+	o->until = until;
+}
+
+/*
+ * offers_withdraw -- the places worker 'me' offered to calls not known yet
+ * (shmem_runner_holds) are no longer offered; under the exclusive lock
+ */
+static void
+offers_withdraw(const RetriesWorker *me)
+{
+	int			owner = me - retries_shared->workers;
+
+	for (int i = retries_shared->noffers - 1; i >= 0; i--)
+	{
+		RetriesOffer *o = &retries_shared->offers[i];
+
+		if (o->call_id == 0 && o->owner == owner &&
+			o->generation == me->generation)
+			*o = retries_shared->offers[--retries_shared->noffers];
+	}
+}
+
+/*
+ * shmem_reserve_runner -- may worker 'me' have call 'call_id' of 'role' run
+ * in a runner now?  A place is free, not offered to another call (see
+ * "Offers"), and the role may take it (places_free: with
  * retries.max_runners 0, a long procedure must not hold back the calls of
  * functions, so at least one of the database's own workers never waits for
  * a runner, and an extra worker always may: it runs the calls of one role
@@ -205,21 +307,24 @@ places_free(const RetriesWorker *me, Oid *capped, int *ncapped)
  * count, so that two workers deciding at once cannot both take the last
  * place.  The mark stays until handoff_run() ends, or is taken back
  * (shmem_set_in_runner(false)) if the call does not go to a runner after
- * all.
+ * all.  The call's own offer ends either way.
  */
 bool
-shmem_reserve_runner(RetriesWorker *me, Oid role)
+shmem_reserve_runner(RetriesWorker *me, Oid role, int64 call_id)
 {
 	Oid			capped[RETRIES_MAX_SLOTS];
 	int			ncapped;
 	bool		room;
+	TimestampTz now = clock_system_now();
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	room = places_free(me, capped, &ncapped) > 0;
+	room = places_free(me, capped, &ncapped) -
+		offers_kept(now, me->dboid, call_id) > 0;
 	for (int i = 0; i < ncapped; i++)
 		room &= capped[i] != role;
 	if (room)
 		shmem_set_in_runner(me, true, role);
+	offer_remove(me->dboid, call_id);
 	LWLockRelease(retries_shared->lock);
 	return room;
 }
@@ -265,7 +370,9 @@ shmem_runner_held(Oid dboid)
  * calls held for a runner: false if the database has no entry, or no call
  * held since a worker last found none (unless 'probe'); else into *held the
  * count of holds (for shmem_runner_holds_done), into *last_role the role let
- * go last, into *places how many may be let go, and into avoid[] (room for
+ * go last, into *places how many may be let go: the places free and not
+ * offered, which are offered now to the calls this worker lets go (see
+ * "Offers"; shmem_runner_holds_done must follow), and into avoid[] (room for
  * RETRIES_MAX_SLOTS) the roles that may take no place, with their number into
  * *navoid
  */
@@ -275,14 +382,18 @@ shmem_runner_holds(RetriesWorker *me, bool probe, uint32 *held,
 {
 	RetriesDatabase *db;
 	bool		look;
+	TimestampTz now = clock_system_now();
 
-	db = shmem_lock_database(me->dboid, LW_SHARED);
+	db = shmem_lock_database(me->dboid, LW_EXCLUSIVE);
 	look = db != NULL && (probe || db->runner_held != db->runner_seen);
 	if (look)
 	{
 		*held = db->runner_held;
 		*last_role = db->runner_role;
-		*places = places_free(me, avoid, navoid);
+		*places = places_free(me, avoid, navoid) -
+			offers_kept(now, me->dboid, 0);
+		for (int i = 0; i < *places; i++)
+			offer_add(me, 0, TimestampTzPlusMilliseconds(now, RETRIES_OFFER_MS));
 	}
 	LWLockRelease(retries_shared->lock);
 	return look;
@@ -290,17 +401,24 @@ shmem_runner_holds(RetriesWorker *me, bool probe, uint32 *held,
 
 /*
  * shmem_runner_holds_done -- worker 'me' let go of 'released' held calls of
- * its database, the last of 'last_role': the turn goes on from that role,
- * whichever worker does it next; none let go, and no role passed over: none
- * is held until a batch holds one again ('held', shmem_runner_holds's count)
+ * its database, 'ids', the last of 'last_role': the places it offered
+ * (shmem_runner_holds) are kept for those calls, the others no longer
+ * (see "Offers"); the turn goes on from that role, whichever worker does it
+ * next; none let go, and no role passed over: none is held until a batch
+ * holds one again ('held', shmem_runner_holds's count)
  */
 void
-shmem_runner_holds_done(RetriesWorker *me, int released, Oid last_role,
-						bool passed_over, uint32 held)
+shmem_runner_holds_done(RetriesWorker *me, int released, const int64 *ids,
+						Oid last_role, bool passed_over, uint32 held)
 {
 	RetriesDatabase *db;
+	TimestampTz until = TimestampTzPlusMilliseconds(clock_system_now(),
+													RETRIES_OFFER_MS);
 
 	db = shmem_lock_database(me->dboid, LW_EXCLUSIVE);
+	offers_withdraw(me);
+	for (int i = 0; i < released; i++)
+		offer_add(me, ids[i], until);
 	if (db != NULL && released > 0)
 		db->runner_role = last_role;
 	if (db != NULL && released == 0 && !passed_over)

@@ -342,6 +342,24 @@ typedef struct RetriesReserve
 	bool		had_job;		/* its process was given a job */
 } RetriesReserve;
 
+/*
+ * A runner place let go to a call held for one (shmem_runner_holds_done),
+ * kept for that call until it takes it or RETRIES_OFFER_MS pass; with
+ * call_id 0, a place that worker 'owner' (its index in workers[], of
+ * 'generation') is letting go now, call not known yet (shmem/places.c)
+ */
+typedef struct RetriesOffer
+{
+	Oid			dboid;
+	int64		call_id;
+	int			owner;
+	uint32		generation;
+	TimestampTz until;
+} RetriesOffer;
+
+/* How long a place let go to a held call is kept for it */
+#define RETRIES_OFFER_MS	RETRIES_HELD_AFTER_MS
+
 typedef struct RetriesShared
 {
 	LWLock	   *lock;
@@ -370,6 +388,8 @@ typedef struct RetriesShared
 	TimestampTz started_at;		/* when this shared memory was made */
 	uint8		lock_secret[32];	/* keys the tags of private locks */
 	RetriesReserve reserves[RETRIES_MAX_RESERVES];
+	int			noffers;		/* entries of offers[] in use */
+	RetriesOffer offers[RETRIES_MAX_RUNNERS];
 } RetriesShared;
 
 extern RetriesShared *retries_shared;
@@ -569,15 +589,15 @@ extern bool shmem_interrupted_take(Oid dboid, Oid extension, int64 call_id,
 extern uint64 shmem_runner_place_bit(int slot_no);
 extern void shmem_set_in_runner(RetriesWorker *me, bool in_runner, Oid role);
 extern bool shmem_slot_is_extra(const RetriesWorker *w);
-extern bool shmem_reserve_runner(RetriesWorker *me, Oid role);
+extern bool shmem_reserve_runner(RetriesWorker *me, Oid role, int64 call_id);
 extern bool shmem_runner_work_pending(Oid dboid);
 extern void shmem_runner_held(Oid dboid);
 extern bool shmem_runner_holds(RetriesWorker *me, bool probe, uint32 *held,
 							   Oid *last_role, int *places, Oid *avoid,
 							   int *navoid);
 extern void shmem_runner_holds_done(RetriesWorker *me, int released,
-									Oid last_role, bool passed_over,
-									uint32 held);
+									const int64 *ids, Oid last_role,
+									bool passed_over, uint32 held);
 extern int	shmem_runner_move(RetriesWorker *me);
 extern void shmem_runner_moved(RetriesWorker *me);
 extern int	shmem_runner_waiting_dbs(Oid *dbs);

@@ -426,12 +426,13 @@ calls_hold_for_runner(int64 id)
  * calls_release_runner_holds -- let go of up to 'places' calls held for a
  * runner, in turns between roles: each the earliest of the first role
  * after *last_role that has one (then from the first role again), which
- * it sets; returns how many.  A call that another transaction holds
+ * it sets; returns how many, their ids into ids[] (room for 'places').  A call that another transaction holds
  * locked is left for the next time, and so are the calls of the 'navoid'
  * roles of 'avoid'.
  */
 int
-calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int navoid)
+calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int navoid,
+						   int64 *ids)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {OIDOID, OIDARRAYOID};
@@ -452,7 +453,7 @@ calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int nav
 					   "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<>) ALL ($2)"
 					   "  ORDER BY scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<=) $1,"
 					   "  scheduled_by, next_attempt LIMIT 1 FOR UPDATE SKIP LOCKED)"
-					   " RETURNING c.scheduled_by::pg_catalog.oid",
+					   " RETURNING c.scheduled_by::pg_catalog.oid, c.id",
 					   2, argtypes);
 	for (; released < places; released++)
 	{
@@ -465,6 +466,8 @@ calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int nav
 			break;
 		*last_role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
+		ids[released] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	return released;
 }

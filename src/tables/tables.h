@@ -159,7 +159,7 @@ extern uint64 calls_release_at_gate(Oid gate, int64 limit, TimestampTz now, bool
 extern bool calls_runner_returned(int64 id, TimestampTz started_at);
 extern void calls_hold_for_runner(int64 id);
 extern int	calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid,
-									   int navoid);
+									   int navoid, int64 *ids);
 extern void calls_allow_another_attempt(int64 id);
 extern void calls_note_hook_error(int64 id, int32 attempt, const char *error);
 extern uint64 calls_release_followers(Datum ids, Datum sign, bool *later);
