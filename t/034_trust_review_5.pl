@@ -177,8 +177,12 @@ SELECT retries.annotate('mallory.boom()', '1 10ms', on_exhausted => 'mallory.hoo
 
 # c. code changed between scheduling and the attempts
 {
-	my $c1 = $node->safe_psql($DB, "SELECT retries.call('mallory.api(int,int)', '[1]', run_at => now() + '2s')");
-	my $c2 = $node->safe_psql($DB, "SELECT retries.call('mallory.apid(int,mallory.d)', '[1, 2]', run_at => now() + '2s')");
+	# (they wait for an event that comes once the code has changed: on a
+	# loaded machine a call made to run two seconds later ran before it)
+	my $c1 = $node->safe_psql($DB,
+		"SELECT retries.call('mallory.api(int,int)', '[1]', on_event => 'c_changed', event_timeout => '1h')");
+	my $c2 = $node->safe_psql($DB,
+		"SELECT retries.call('mallory.apid(int,mallory.d)', '[1, 2]', on_event => 'c_changed', event_timeout => '1h')");
 	$node->safe_psql($DB, q{
 		SELECT retries.schedule('s1', 'mallory.api(int,int)', '1s', '[1]');
 		SELECT retries.schedule('s2', 'mallory.apid(int,mallory.d)', '1s', '[1, 2]');
@@ -188,6 +192,7 @@ SELECT retries.annotate('mallory.boom()', '1 10ms', on_exhausted => 'mallory.hoo
 			LANGUAGE sql SECURITY DEFINER AS 'SELECT n + m';
 		ALTER DOMAIN mallory.d ADD CONSTRAINT c CHECK (mallory.gcheck(VALUE));
 	});
+	$node->safe_psql($DB, "SELECT retries.emit('c_changed')");
 	is(final_state($c1, 'c default'), 'failed 42501', 'c: the new default is refused');
 	is(final_state($c2, 'c domain'), 'failed 42501', 'c: the new domain check is refused');
 	wait_until($node, $DB,

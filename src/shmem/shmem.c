@@ -514,8 +514,7 @@ wake_launcher(bool reread)
 	LWLockAcquire(retries_shared->lock, reread ? LW_EXCLUSIVE : LW_SHARED);
 	if (reread)
 		retries_shared->reread_databases = true;
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -573,8 +572,7 @@ shmem_db_probed(Oid dboid, bool present, uint32 creates)
 		due_at = db->due_at;
 		db->due_at = 0;
 	}
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 	return due_at;
 }
@@ -591,8 +589,7 @@ shmem_db_left(Oid dboid, bool gone)
 	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL && gone)
 		shmem_set_db_state(db, DB_NO_EXTENSION);
-	if (retries_shared->launcher_latch)
-		SetLatch(retries_shared->launcher_latch);
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -1335,8 +1332,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 		db->woken = true;
 		db->idle = false;
 	}
-	if (retries_shared->launcher_latch != NULL)
-		SetLatch(retries_shared->launcher_latch);
+	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
 
