@@ -17,20 +17,25 @@
  * as every other field that changes with an attempt.
  *
  * Offers.  A place that a worker lets go to a held call (handoff.c's
- * handoff_release_held) is kept for that call (offers[]) until the call
- * takes it (shmem_reserve_runner) or RETRIES_OFFER_MS pass: the places
- * let go and the places free are then never counted twice, when two
- * workers let go at once, or one lets go before the call let go before has
- * taken its place, and a call never held, made meanwhile, does not take
- * the place of the role whose turn it was.  Without them, the turns
- * between roles were lost one time in many: bob's call, let go by one
- * worker, and alice's next one, by another, both found a place free, and
- * alice's, claimed first, took it.  A worker that lets go first marks the
- * places it looks at as offered to calls not known yet (call_id 0), which
+ * handoff_release_held) is offered to that call (offers[]) until the call
+ * claims a place (shmem_reserve_runner) or RETRIES_OFFER_MS pass, and the
+ * workers of its database let go of no more calls than there are places
+ * free and not offered: two workers that let go at once, or one that lets
+ * go before the call let go before has taken its place, no longer let go
+ * of two calls for one place (bob's call, let go by one worker, and
+ * alice's next one, by another, both found the place free, and alice's,
+ * claimed first, took it: the turns between roles were lost one time in
+ * many).  A worker that lets go first marks the places it looks at as
+ * offered to calls not known yet (call_id 0), which
  * shmem_runner_holds_done turns into offers to the calls it let go.  An
- * offer that expires (its call was cancelled, or held at its gate, before
- * it took its place) leaves its place to any call.  With
- * retries.max_runners 0 no place is offered.
+ * offer counts only in its own database, and keeps no place from a call:
+ * another database's calls, and a call made meanwhile, take places as
+ * before (the thirty-ninth hostile review, t/072: offers that counted in
+ * every database, to calls a role had moved hours on, kept another
+ * database's commands from every free place), and an offer whose call does
+ * not take its place (cancelled, held at its gate) delays its database's
+ * next let-go by a second at most.  With retries.max_runners 0 no place is
+ * offered.
  *
  *-------------------------------------------------------------------------
  */
@@ -212,14 +217,13 @@ places_free(const RetriesWorker *me, Oid *capped, int *ncapped)
 }
 
 /*
- * offers_kept -- drop the offers that have expired by 'now', and count those
- * that keep a place from call 'call_id' of database 'dboid' (0: from any):
- * every one but its own; none with retries.max_runners 0, whose places are
- * a database's own workers (and an extra worker's always free); under the
- * exclusive lock, which the caller holds
+ * offers_kept -- drop the offers that have expired by 'now', and count
+ * those of database 'dboid' (none with retries.max_runners 0, whose places
+ * are a database's own workers); under the exclusive lock, which the
+ * caller holds
  */
 static int
-offers_kept(TimestampTz now, Oid dboid, int64 call_id)
+offers_kept(TimestampTz now, Oid dboid)
 {
 	int			kept = 0;
 	int			n = 0;
@@ -231,9 +235,7 @@ offers_kept(TimestampTz now, Oid dboid, int64 call_id)
 		if (o->until <= now)
 			continue;
 		retries_shared->offers[n++] = *o;
-		if (retries_max_runners == 0)
-			continue;
-		if (call_id == 0 || o->call_id != call_id || o->dboid != dboid)
+		if (retries_max_runners > 0 && o->dboid == dboid)
 			kept++;
 	}
 	retries_shared->noffers = n;
@@ -258,15 +260,16 @@ offer_remove(Oid dboid, int64 call_id)
 
 /*
  * offer_add -- keep a place for call 'call_id' of 'me''s database (0: not
- * known yet) until 'until'; under the exclusive lock.  There is room: no
- * more places are offered than are free (shmem_runner_holds).
+ * known yet) until 'until'; under the exclusive lock.  With no room left
+ * (every database offering every place), none: its database may let go of
+ * one call too many.
  */
 static void
 offer_add(const RetriesWorker *me, int64 call_id, TimestampTz until)
 {
 	RetriesOffer *o;
 
-	if (retries_shared->noffers >= RETRIES_MAX_RUNNERS)
+	if (retries_shared->noffers >= RETRIES_MAX_OFFERS)
 		return;
 	o = &retries_shared->offers[retries_shared->noffers++];
 	o->dboid = me->dboid;
@@ -297,8 +300,7 @@ offers_withdraw(const RetriesWorker *me)
 
 /*
  * shmem_reserve_runner -- may worker 'me' have call 'call_id' of 'role' run
- * in a runner now?  A place is free, not offered to another call (see
- * "Offers"), and the role may take it (places_free: with
+ * in a runner now?  A place is free and the role may take it (places_free: with
  * retries.max_runners 0, a long procedure must not hold back the calls of
  * functions, so at least one of the database's own workers never waits for
  * a runner, and an extra worker always may: it runs the calls of one role
@@ -307,7 +309,7 @@ offers_withdraw(const RetriesWorker *me)
  * count, so that two workers deciding at once cannot both take the last
  * place.  The mark stays until handoff_run() ends, or is taken back
  * (shmem_set_in_runner(false)) if the call does not go to a runner after
- * all.  The call's own offer ends either way.
+ * all.  The call's offer (see "Offers") ends either way.
  */
 bool
 shmem_reserve_runner(RetriesWorker *me, Oid role, int64 call_id)
@@ -315,11 +317,9 @@ shmem_reserve_runner(RetriesWorker *me, Oid role, int64 call_id)
 	Oid			capped[RETRIES_MAX_SLOTS];
 	int			ncapped;
 	bool		room;
-	TimestampTz now = clock_system_now();
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	room = places_free(me, capped, &ncapped) -
-		offers_kept(now, me->dboid, call_id) > 0;
+	room = places_free(me, capped, &ncapped) > 0;
 	for (int i = 0; i < ncapped; i++)
 		room &= capped[i] != role;
 	if (room)
@@ -371,8 +371,9 @@ shmem_runner_held(Oid dboid)
  * held since a worker last found none (unless 'probe'); else into *held the
  * count of holds (for shmem_runner_holds_done), into *last_role the role let
  * go last, into *places how many may be let go: the places free and not
- * offered, which are offered now to the calls this worker lets go (see
- * "Offers"; shmem_runner_holds_done must follow), and into avoid[] (room for
+ * offered to the database's calls, which are offered now to the calls this
+ * worker lets go (see "Offers"; shmem_runner_holds_done must follow), and
+ * into avoid[] (room for
  * RETRIES_MAX_SLOTS) the roles that may take no place, with their number into
  * *navoid
  */
@@ -390,8 +391,7 @@ shmem_runner_holds(RetriesWorker *me, bool probe, uint32 *held,
 	{
 		*held = db->runner_held;
 		*last_role = db->runner_role;
-		*places = places_free(me, avoid, navoid) -
-			offers_kept(now, me->dboid, 0);
+		*places = places_free(me, avoid, navoid) - offers_kept(now, me->dboid);
 		for (int i = 0; i < *places; i++)
 			offer_add(me, 0, TimestampTzPlusMilliseconds(now, RETRIES_OFFER_MS));
 	}

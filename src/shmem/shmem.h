@@ -344,7 +344,7 @@ typedef struct RetriesReserve
 
 /*
  * A runner place let go to a call held for one (shmem_runner_holds_done),
- * kept for that call until it takes it or RETRIES_OFFER_MS pass; with
+ * offered to that call until it takes one or RETRIES_OFFER_MS pass; with
  * call_id 0, a place that worker 'owner' (its index in workers[], of
  * 'generation') is letting go now, call not known yet (shmem/places.c)
  */
@@ -357,8 +357,10 @@ typedef struct RetriesOffer
 	TimestampTz until;
 } RetriesOffer;
 
-/* How long a place let go to a held call is kept for it */
+/* How long a place let go to a held call is offered to it */
 #define RETRIES_OFFER_MS	RETRIES_HELD_AFTER_MS
+/* ... and how many offers there may be, in all databases */
+#define RETRIES_MAX_OFFERS	(4 * RETRIES_MAX_RUNNERS)
 
 typedef struct RetriesShared
 {
@@ -389,7 +391,7 @@ typedef struct RetriesShared
 	uint8		lock_secret[32];	/* keys the tags of private locks */
 	RetriesReserve reserves[RETRIES_MAX_RESERVES];
 	int			noffers;		/* entries of offers[] in use */
-	RetriesOffer offers[RETRIES_MAX_RUNNERS];
+	RetriesOffer offers[RETRIES_MAX_OFFERS];
 } RetriesShared;
 
 extern RetriesShared *retries_shared;

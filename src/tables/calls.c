@@ -426,16 +426,18 @@ calls_hold_for_runner(int64 id)
  * calls_release_runner_holds -- let go of up to 'places' calls held for a
  * runner, in turns between roles: each the earliest of the first role
  * after *last_role that has one (then from the first role again), which
- * it sets; returns how many, their ids into ids[] (room for 'places').  A call that another transaction holds
- * locked is left for the next time, and so are the calls of the 'navoid'
- * roles of 'avoid'.
+ * it sets; returns how many, their ids into ids[] (room for 'places').  A
+ * call that another transaction holds locked is left for the next time,
+ * and so are the calls of the 'navoid' roles of 'avoid', and those not due
+ * yet (moved on by reschedule(), which leaves them held: a place offered
+ * to such a call would wait for it in vain, t/072).
  */
 int
 calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int navoid,
 						   int64 *ids)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {OIDOID, OIDARRAYOID};
+	Oid			argtypes[3] = {OIDOID, OIDARRAYOID, TIMESTAMPTZOID};
 	Datum	   *elems = palloc(sizeof(Datum) * Max(navoid, 1));
 	Datum		avoided;
 	int			released = 0;
@@ -451,13 +453,15 @@ calls_release_runner_holds(int places, Oid *last_role, const Oid *avoid, int nav
 					   "  WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND held"
 					   "  AND gate IS NULL AND waiting_on OPERATOR(pg_catalog.=) 0"
 					   "  AND scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<>) ALL ($2)"
+					   "  AND next_attempt OPERATOR(pg_catalog.<=) $3"
 					   "  ORDER BY scheduled_by::pg_catalog.oid OPERATOR(pg_catalog.<=) $1,"
 					   "  scheduled_by, next_attempt LIMIT 1 FOR UPDATE SKIP LOCKED)"
 					   " RETURNING c.scheduled_by::pg_catalog.oid, c.id",
-					   2, argtypes);
+					   3, argtypes);
 	for (; released < places; released++)
 	{
-		Datum		values[2] = {ObjectIdGetDatum(*last_role), avoided};
+		Datum		values[3] = {ObjectIdGetDatum(*last_role), avoided,
+		TimestampTzGetDatum(clock_now())};
 		bool		isnull;
 
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)

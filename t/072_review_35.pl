@@ -1,0 +1,91 @@
+# Thirty-eighth hostile review (rv39, of eea5928: runner places offered to
+# held calls in turns, t/025 g; issues 42 and 44; by a reviewer who did
+# not write the code).
+#
+# Each numbered check failed on the code reviewed and holds since its fix.
+#
+# Findings:
+#   2. (Medium) runner places offered to calls that are not due, in every
+#      database: mallory, an ordinary role with a database of her own,
+#      fills her share of the places, has more commands held for a place,
+#      moves them hours on with retries.reschedule (they stay held), and
+#      frees her places.  Each time her workers let go of held calls,
+#      calls_release_runner_holds (tables/calls.c) let go of those not due,
+#      and every free place of the cluster was offered to them for a second
+#      (places.c, "Offers"): they never came to take them, her workers let
+#      go of more, and bob's commands in another database, which found no
+#      place free, were held, each about 10 s (the reviewer's run: 16 of
+#      18 took 10 s, four took 60 to 240 s; 0.2-0.3 s with nothing
+#      else).  Fixed: a call not due is not let go (next_attempt), and an
+#      offer counts in its own database only, for how many calls its
+#      workers let go, and keeps no place from any call.  Check 2: her
+#      moved calls stay held while her places are free.
+#
+#   1. (Medium, open: see the closing note of the session; not fixed
+#      here) a role with CREATEDB makes 18 copies of a template with the
+#      extension, each with one call due in ten years: a due time counts as
+#      work (leave.c, nothing_to_do), so no copy is marked idle, and the
+#      copies keep every entry of retries.max_databases; a database made
+#      later gets no worker.
+#
+# Held (reported by the reviewer): copies with no call give their entries
+# up (t/071 1); a role that holds its share of the places is not let go,
+# and the kept quarter went to bob while mallory's three long commands ran;
+# the extension's lock cannot be taken by mallory to stretch an offer.
+
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RetriesTest;
+use Test::More;
+
+my $node = review_node('review_35', q{
+max_worker_processes = 40
+retries.max_runners = 4
+});
+review_roles($node, 'postgres');
+my $log_offset = -s $node->logfile;
+$node->safe_psql('postgres', 'CREATE DATABASE mdb OWNER mallory');
+$node->safe_psql('mdb', 'CREATE EXTENSION retries');
+
+# ---------------------------------------------------------------------
+# 2. mallory's held commands, moved hours on, are not offered places
+# ---------------------------------------------------------------------
+
+# her share of the four places (three) taken by commands at a gate
+my $gate = close_gate($node, 'mdb', 72);
+my $gated = 'SELECT ' . gate_sql(72);
+$gated =~ s/'/''/g;
+my @long = split /\n/, as_role($node, 'mdb', 'mallory',
+	"SELECT retries.run_command('$gated', '1 10ms') FROM generate_series(1, 3)");
+wait_at_gate($node, 'mdb', 72, 3, '2: (setup) mallory\'s three commands run, her share of the places');
+# five more, held for a place (she holds her share), then moved ten hours on
+my @moved = split /\n/, as_role($node, 'mdb', 'mallory',
+	"SELECT retries.run_command('SELECT 1', '1 10ms') FROM generate_series(1, 5)");
+my $held = "SELECT count(*) FROM retries.call_data WHERE held AND state = 'scheduled'"
+  . " AND id IN (" . join(',', @moved) . ")";
+wait_until($node, 'mdb', $held, '5', '2: (setup) her five more commands are held for a place');
+as_role($node, 'mdb', 'mallory',
+	"SELECT count(retries.reschedule(id, now() + interval '10 hours')) FROM retries.calls"
+	  . " WHERE id IN (" . join(',', @moved) . ")");
+is($node->safe_psql('mdb', $held . " AND next_attempt > now() + interval '9 hours'"), '5',
+	'2: (setup) moved ten hours on, they stay held');
+# her three end: every place is free
+open_gate($gate);
+wait_until($node, 'mdb',
+	"SELECT count(*) FROM retries.calls WHERE id IN (" . join(',', @long) . ") AND state = 'succeeded'",
+	'3', '2: (setup) her three commands end: every place is free');
+# bob's command in another database runs
+my $bobs = as_role($node, 'postgres', 'bob', "SELECT retries.run_command('SELECT 2', '1 10ms')");
+wait_until($node, 'postgres', "SELECT state FROM retries.calls WHERE id = $bobs", 'succeeded',
+	'2: bob\'s command in another database runs');
+# ... and her moved commands were not let go: before the fix her workers
+# let go of them at once, the places freed being offered to them
+stays_true($node, 'mdb', "SELECT ($held) = 5", 2,
+	'2: mallory\'s commands moved ten hours on stay held: no place is offered to them');
+
+no_crash($node, $log_offset, 'z: no backend or worker crashed');
+done_testing();
