@@ -41,6 +41,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -580,6 +581,26 @@ calls_hold_at_gate(int64 id, Oid gate)
 }
 
 /*
+ * lock_calls_first -- take call_data's lock before a statement that writes
+ * attempt_data and call_data together: a kept plan locks its relations in
+ * the order of its range table, where the INSERT's attempt_data comes
+ * before the call_data of its WITH, and a transaction that had not locked
+ * call_data yet (a lone call's failure, a runner's outcome) then held
+ * attempt_data while it waited for call_data.  ALTER EXTENSION UPDATE
+ * locks call_data first, then attempt_data (1.7 adds its columns): the
+ * two deadlocked, and the update failed (t/021 e, once, under
+ * AddressSanitizer).
+ */
+static void
+lock_calls_first(void)
+{
+	Oid			relid = get_relname_relid("call_data", schema_retries_oid());
+
+	if (OidIsValid(relid))
+		LockRelationOid(relid, RowExclusiveLock);
+}
+
+/*
  * calls_fail_bad_row -- fail call 'id' for good at attempt 'attempt', with
  * the worker's error (sqlstate, message, detail), unless it has been
  * charged or claimed since; true if it was failed
@@ -624,6 +645,7 @@ calls_fail_bad_row(int64 id, int32 attempt, const char *sqlstate, const char *me
 					   5, argtypes);
 	/* its last attempt was interrupted: it ran, and fails */
 	(void) call_state_change(CALL_RUNNING, CALL_FAILED);
+	lock_calls_first();
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not fail call " INT64_FORMAT, id);
 	return SPI_processed > 0;
@@ -696,6 +718,7 @@ calls_write_outcomes(Datum **columns, bool **nulls, int n)
 									   version >= 2 ? ", command_tag, pid" : "",
 									   version >= 2 ? ", command_tag, pid" : ""),
 							  OC_NCOLUMNS, argtypes);
+	lock_calls_first();
 	if (plans_execute_by_index(plans[version], values, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "retries: could not record the outcomes of attempts");
 }
