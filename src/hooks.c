@@ -67,6 +67,7 @@
 #include "miscadmin.h"
 #include "commands/defrem.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -592,6 +593,30 @@ refuse_unless_owner(Node *parsetree)
 }
 
 /*
+ * lock_extension_for_update -- ALTER EXTENSION retries UPDATE takes the
+ * extension's lock, exclusive, before its scripts run: every worker
+ * transaction takes that lock first (wslot_lock_extension), so the update
+ * waits for those under way and none begins while it runs.  PostgreSQL
+ * takes no lock on an extension it updates; the scripts lock the tables
+ * one after another, in orders that differ between versions (1.2 to 1.3
+ * call_data first, 1.3 to 1.4 policy_data first), and a worker transaction
+ * that had locked one of them meanwhile, and then waited for another,
+ * deadlocked with the update, which failed (t/021 e, in two runs of the
+ * suites here).  Only the extension's owner gets here (refuse_unless_owner).
+ */
+static void
+lock_extension_for_update(Node *parsetree)
+{
+	Oid			extoid;
+
+	if (!IsA(parsetree, AlterExtensionStmt) || !names_this_extension(parsetree))
+		return;
+	extoid = get_extension_oid("retries", true);
+	if (OidIsValid(extoid))
+		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessExclusiveLock);
+}
+
+/*
  * changes_databases -- does the command create, drop or alter a database
  * (its template flag or whether it allows connections), so that the
  * launcher must read pg_database again once it commits?
@@ -722,6 +747,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		runner_check_utility(pstmt->utilityStmt);
 	refuse_unless_owner(pstmt->utilityStmt);
 	refuse_lock_before_check(pstmt->utilityStmt);
+	lock_extension_for_update(pstmt->utilityStmt);
 	/* a restore's rows never mix with rows there before (restore.c) */
 	restore_copy_begin(pstmt->utilityStmt, context == PROCESS_UTILITY_TOPLEVEL,
 					   &copy);

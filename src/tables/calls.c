@@ -585,11 +585,9 @@ calls_hold_at_gate(int64 id, Oid gate)
  * attempt_data and call_data together: a kept plan locks its relations in
  * the order of its range table, where the INSERT's attempt_data comes
  * before the call_data of its WITH, and a transaction that had not locked
- * call_data yet (a lone call's failure, a runner's outcome) then held
- * attempt_data while it waited for call_data.  ALTER EXTENSION UPDATE
- * locks call_data first, then attempt_data (1.7 adds its columns): the
- * two deadlocked, and the update failed (t/021 e, once, under
- * AddressSanitizer).
+ * call_data yet (a lone call's failure, an outcome) then held attempt_data
+ * while it waited for call_data: the order of the batches is call_data
+ * first (doc/architecture.md, "Order"), as the update scripts' is.
  */
 static void
 lock_calls_first(void)
