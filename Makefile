@@ -154,10 +154,21 @@ TAP_TESTS = 1
 # errors and early returns that the whole TAP suite still runs on the
 # ordinary build.  When a TAP test is added, run scripts/coverage and look
 # at the last lines of its report.
-TAP_SHORT = t/001_preload.pl t/007_environment.pl t/009_dump_restore.pl \
-	t/010_upgrade.pl t/015_lifecycle.pl t/016_fairness.pl t/018_flow.pl \
-	t/019_results.pl t/020_containment.pl t/021_production.pl t/022_jit.pl \
-	t/023_runner.pl t/028_events_hostile_2.pl
+TAP_SHORT = t/020_containment.pl t/009_dump_restore.pl t/021_production.pl \
+	t/007_environment.pl t/015_lifecycle.pl t/028_events_hostile_2.pl \
+	t/023_runner.pl t/018_flow.pl t/019_results.pl t/016_fairness.pl \
+	t/010_upgrade.pl t/001_preload.pl t/022_jit.pl
+
+# The TAP suite's order: prove -j starts the tests in the order given, so
+# the longest go first (TAP_SLOW, the longest of a run on a loaded 2-core
+# machine, slowest first; TAP_SHORT likewise): started last, one of them
+# kept the suite going alone for minutes after the others had ended.  A
+# PROVE_TESTS given to make replaces the list.
+TAP_SLOW = t/057_worker_pool.pl t/064_review_27.pl t/014_sandbox.pl \
+	t/063_review_26.pl t/061_review_25.pl t/020_containment.pl \
+	t/056_review_21.pl t/060_review_24.pl t/039_review_workflow.pl \
+	t/041_review_10.pl t/040_review_9.pl t/058_review_22.pl
+PROVE_TESTS ?= $(TAP_SLOW) $(filter-out $(TAP_SLOW),$(sort $(wildcard t/*.pl)))
 
 # Every suite makes its own clusters.  pg_buildext installcheck runs them
 # under pg_virtualenv, which points libpq at a throw-away cluster of its
@@ -187,8 +198,10 @@ include $(PGXS)
 # one.  (So a -j given that way comes before this one, and prove keeps the
 # last: -j$(TAP_JOBS) holds.)  Under a sanitizer, where the tests are busy
 # rather than waiting, scripts/sanitize sets TAP_JOBS=3.
+# --timer: each test's time beside its result, the measure of what the
+# suite costs (scripts/test's per-suite times are the sums).
 TAP_JOBS ?= 5
-override PROVE_FLAGS += -j$(TAP_JOBS)
+override PROVE_FLAGS += -j$(TAP_JOBS) --timer
 
 # PGXS tracks no header dependencies: rebuild every object when a header
 # of ours changes (a stale object with an old shared-memory layout is a

@@ -330,25 +330,43 @@ $node->safe_psql('postgres',
 	'ALTER SYSTEM SET retries.max_workers = 1; SELECT pg_reload_conf()');
 wait_until($node, 'postgres', workers_query('postgres'), '1', 'f: one worker');
 my $worker = worker_pids($node, 'postgres');
-# a first round, so that whatever is allocated once is allocated
+# policy_rounds(FROM, TO): for each I, the policy is annotated anew (I
+# attempts) and a call of it made, which the worker runs with that policy
+# before the next round; every other round ANALYZE policy_data (a new plan
+# for the worker's statements).  One session for all of them, which waits
+# for each call in turn (at most $DEADLINE seconds): a psql or two per
+# round took several minutes of a loaded machine.
 sub policy_rounds
 {
 	my ($from, $to) = @_;
-	for my $i ($from .. $to)
-	{
-		$node->safe_psql('postgres',
-			"SELECT retries.annotate('work(bigint)', '$i 10ms');"
-			  . " SELECT retries.call('work(bigint)', '[" . (10000 + $i) . "]');");
-		wait_until($node, 'postgres', "SELECT count(*) FROM results WHERE id = " . (10000 + $i),
-			'1', "f: call $i") or last
-		  if $i % 50 == 0;
-		$node->safe_psql('postgres', 'ANALYZE retries.policy_data') if $i % 2 == 0;
-	}
+	my $deadline = $RetriesTest::DEADLINE;
+	my ($ret, $out, $err) = $node->psql('postgres', qq{
+DO \$\$
+DECLARE
+	give_up timestamptz;
+BEGIN
+	FOR i IN $from .. $to LOOP
+		PERFORM retries.annotate('work(bigint)', i || ' 10ms');
+		PERFORM retries.call('work(bigint)', jsonb_build_array(10000 + i));
+		IF i % 2 = 0 THEN
+			ANALYZE retries.policy_data;
+		END IF;
+		COMMIT;
+		give_up := clock_timestamp() + interval '$deadline s';
+		while clock_timestamp() < give_up AND NOT EXISTS (SELECT FROM results WHERE id = 10000 + i) loop PERFORM pg_sleep(0.01); end loop;  -- poll
+		IF NOT EXISTS (SELECT FROM results WHERE id = 10000 + i) THEN
+			RAISE EXCEPTION 'call % did not run in $deadline s', i;
+		END IF;
+	END LOOP;
+END \$\$});
+	is($ret, 0, "f: policies $from to $to: each call ran with its policy")
+	  or diag($err);
 	wait_until($node, 'postgres',
 		"SELECT count(*) FROM retries.calls WHERE state = 'scheduled'", '0',
 		"f: policies $from to $to loaded and dropped");
 	return;
 }
+# a first round, so that whatever is allocated once is allocated
 policy_rounds(1, 50);
 my $before = top_memory_used($worker);
 policy_rounds(51, 450);

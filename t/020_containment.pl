@@ -123,14 +123,20 @@ sub fails_with
 	return $err;
 }
 
-# pause_execution(NAME): retries.enabled = off, and the worker paused (a
-# test named NAME); resume_execution(): on again
+# pause_execution(NAME): retries.enabled = off, and every worker of the
+# database paused (a test named NAME): none left is in a batch or about to
+# start one.  How many there are is not the test's: one that found nothing
+# due for a while may have left the database, and a worker that exited in a
+# call's cap may have been replaced, or not yet (a count of one paused
+# worker failed CI once).  resume_execution(): on again
 sub pause_execution
 {
 	my ($name) = @_;
 	$node->safe_psql($DB, 'ALTER SYSTEM SET retries.enabled = off; SELECT pg_reload_conf()');
-	wait_until($node, $DB, "SELECT count(*) FROM retries.workers WHERE state = 'paused'",
-		'1', $name);
+	wait_until($node, $DB,
+		"SELECT count(*) FILTER (WHERE state <> 'paused') FROM retries.workers"
+		  . " WHERE database = current_database()",
+		'0', $name);
 	return;
 }
 
@@ -576,6 +582,16 @@ CREATE FUNCTION alice.slow() RETURNS void LANGUAGE sql AS $$ SELECT } . gate_sql
 SELECT retries.annotate('alice.slow()', '3 100ms');
 });
 
+	# the slow calls wait at a gate while the test looks: not under the
+	# node's 3 s cap, which a loaded machine passed (the first was cut
+	# short, its follower cancelled).  A backend started after the reload
+	# sees the new value once the postmaster has signalled the worker,
+	# which reads it before its next batch.
+	$node->safe_psql($DB,
+		"ALTER SYSTEM SET retries.max_attempt_time = '1h'; SELECT pg_reload_conf()");
+	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '1h',
+		'd: (setup) no cap on the gated calls while the test looks');
+
 	# after => returns while the call it names runs (it waits at the gate
 	# until after the call returned: a wait for its row would never end)
 	my $slow_gate = close_gate($node, $DB, 31);
@@ -636,6 +652,10 @@ SELECT retries.call('mallory.ok()');
 		'succeeded', 'd: once the lock is gone, the call runs again');
 	is(history($slow), '1:interrupted 57P01,2:succeeded',
 		'd: with its interrupted attempt charged, once');
+	$node->safe_psql($DB,
+		"ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()");
+	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '3s',
+		'd: (setup) the 3 s cap again');
 
 	# (found by the hostile review of 1.3) commands that PostgreSQL lets
 	# queue a strong lock on a table before it checks the role may run

@@ -31,6 +31,7 @@ our @EXPORT = qw(
   retries_node
   query_value
   wait_until
+  wait_progressing
   stays_true
   worker_pids
   workers_query
@@ -440,6 +441,39 @@ sub wait_until
 	diag(
 		"waited " . ($deadline // $DEADLINE) . " s for: $sql\n"
 		  . "expected: $expected\n"
+		  . "last output: " . ($out // '(none)') . "\n"
+		  . "last error: " . ($err // '') . "\n");
+	return 0;
+}
+
+# wait_progressing(NODE, DB, SQL, TARGET, NAME): waits until SQL, a count
+# of work done, gives TARGET, however long that takes while the count grows:
+# it fails only when the count stays the same for $DEADLINE seconds.  For a
+# backlog whose draining time depends on the machine (thousands of calls
+# under AddressSanitizer or valgrind), where one deadline for the whole of
+# it would be a guess at the machine's speed.
+sub wait_progressing
+{
+	my ($node, $db, $sql, $target, $name) = @_;
+	my $last;
+	my $moved = time();
+	my ($out, $err);
+
+	for (;;)
+	{
+		($out, $err) = query_value($node, $db, $sql);
+		return pass($name) if defined $out && $out eq $target;
+		if (defined $out && (!defined $last || $out ne $last))
+		{
+			$last = $out;
+			$moved = time();
+		}
+		last if time() > $moved + $DEADLINE;
+		usleep(100_000);    # poll
+	}
+	fail($name);
+	diag("no progress for $DEADLINE s towards $target of: $sql
+"
 		  . "last output: " . ($out // '(none)') . "\n"
 		  . "last error: " . ($err // '') . "\n");
 	return 0;
