@@ -582,9 +582,10 @@ CREATE FUNCTION alice.slow() RETURNS void LANGUAGE sql AS $$ SELECT } . gate_sql
 SELECT retries.annotate('alice.slow()', '3 100ms');
 });
 
-	# the slow calls wait at a gate while the test looks: not under the
-	# node's 3 s cap, which a loaded machine passed (the first was cut
-	# short, its follower cancelled).  A backend started after the reload
+	# the calls of this section that wait at a gate or a lock while the
+	# test looks are not under the node's 3 s cap, which a loaded machine
+	# passed (a slow call was cut short and its follower cancelled; a gate
+	# call of mallory's failed).  A backend started after the reload
 	# sees the new value once the postmaster has signalled the worker,
 	# which reads it before its next batch.
 	$node->safe_psql($DB,
@@ -652,10 +653,6 @@ SELECT retries.call('mallory.ok()');
 		'succeeded', 'd: once the lock is gone, the call runs again');
 	is(history($slow), '1:interrupted 57P01,2:succeeded',
 		'd: with its interrupted attempt charged, once');
-	$node->safe_psql($DB,
-		"ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()");
-	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '3s',
-		'd: (setup) the 3 s cap again');
 
 	# (found by the hostile review of 1.3) commands that PostgreSQL lets
 	# queue a strong lock on a table before it checks the role may run
@@ -788,6 +785,10 @@ SELECT retries.call('mallory.chain_after(bigint)', '[$x]');
 		"SELECT count(*) FROM retries.call_after a JOIN retries.calls c ON c.id = a.call_id"
 		  . " WHERE a.after_id = $x",
 		'0', 'd: and its follower is cancelled once she commits');
+	$node->safe_psql($DB,
+		"ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()");
+	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '3s',
+		'd: (setup) the 3 s cap again');
 }
 
 ###########################################################################
@@ -996,8 +997,11 @@ SELECT retries.schedule('mallory-own-schedule', 'mallory.tick()', '1h');
 
 if (section('h'))
 {
+	# (calls wait at gates while the test looks: not under the 3 s cap,
+	# as in d)
 	$node->safe_psql($DB, q{
 ALTER SYSTEM SET retries.max_workers = 2;
+ALTER SYSTEM SET retries.max_attempt_time = '1h';
 SELECT pg_reload_conf();
 CREATE ROLE zed LOGIN;
 GRANT USAGE ON SCHEMA alice TO zed;
@@ -1005,6 +1009,8 @@ GRANT INSERT ON alice.log TO zed;
 GRANT USAGE ON SEQUENCE alice.log_id_seq TO zed;
 });
 	wait_until($node, 'postgres', workers_query($DB), '2', 'h: two workers');
+	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '1h',
+		'h: (setup) no cap on the gated calls while the test looks');
 	# mallory.hog() runs until the test opens gate 32
 	sql('mallory', q{
 CREATE FUNCTION mallory.hog() RETURNS void LANGUAGE sql AS $$ SELECT } . gate_sql(32) . q{ $$;
@@ -1061,7 +1067,10 @@ SELECT retries.annotate('keyed.slow(int)', '3 10ms', max_running_per_key => 1);
 		"SELECT count(retries.cancel(id)) FROM retries.calls"
 		  . " WHERE fn = 'keyed.slow(int)'::regprocedure AND state = 'scheduled'");
 	$node->safe_psql($DB,
-		'ALTER SYSTEM RESET retries.max_workers; SELECT pg_reload_conf()');
+		'ALTER SYSTEM RESET retries.max_workers;'
+		  . ' ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()');
+	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '3s',
+		'h: (setup) the 3 s cap again');
 }
 
 ###########################################################################
