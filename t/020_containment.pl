@@ -585,12 +585,8 @@ SELECT retries.annotate('alice.slow()', '3 100ms');
 	# the calls of this section that wait at a gate or a lock while the
 	# test looks are not under the node's 3 s cap, which a loaded machine
 	# passed (a slow call was cut short and its follower cancelled; a gate
-	# call of mallory's failed).  A backend started after the reload
-	# sees the new value once the postmaster has signalled the worker,
-	# which reads it before its next batch.
-	$node->safe_psql($DB,
-		"ALTER SYSTEM SET retries.max_attempt_time = '1h'; SELECT pg_reload_conf()");
-	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '1h',
+	# call of mallory's failed)
+	reload_setting($node, $DB, 'retries.max_attempt_time', '1h', '1h',
 		'd: (setup) no cap on the gated calls while the test looks');
 
 	# after => returns while the call it names runs (it waits at the gate
@@ -785,9 +781,7 @@ SELECT retries.call('mallory.chain_after(bigint)', '[$x]');
 		"SELECT count(*) FROM retries.call_after a JOIN retries.calls c ON c.id = a.call_id"
 		  . " WHERE a.after_id = $x",
 		'0', 'd: and its follower is cancelled once she commits');
-	$node->safe_psql($DB,
-		"ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()");
-	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '3s',
+	reload_setting($node, $DB, 'retries.max_attempt_time', undef, '3s',
 		'd: (setup) the 3 s cap again');
 }
 
@@ -1001,7 +995,6 @@ if (section('h'))
 	# as in d)
 	$node->safe_psql($DB, q{
 ALTER SYSTEM SET retries.max_workers = 2;
-ALTER SYSTEM SET retries.max_attempt_time = '1h';
 SELECT pg_reload_conf();
 CREATE ROLE zed LOGIN;
 GRANT USAGE ON SCHEMA alice TO zed;
@@ -1009,7 +1002,7 @@ GRANT INSERT ON alice.log TO zed;
 GRANT USAGE ON SEQUENCE alice.log_id_seq TO zed;
 });
 	wait_until($node, 'postgres', workers_query($DB), '2', 'h: two workers');
-	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '1h',
+	reload_setting($node, $DB, 'retries.max_attempt_time', '1h', '1h',
 		'h: (setup) no cap on the gated calls while the test looks');
 	# mallory.hog() runs until the test opens gate 32
 	sql('mallory', q{
@@ -1067,9 +1060,8 @@ SELECT retries.annotate('keyed.slow(int)', '3 10ms', max_running_per_key => 1);
 		"SELECT count(retries.cancel(id)) FROM retries.calls"
 		  . " WHERE fn = 'keyed.slow(int)'::regprocedure AND state = 'scheduled'");
 	$node->safe_psql($DB,
-		'ALTER SYSTEM RESET retries.max_workers;'
-		  . ' ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()');
-	wait_until($node, $DB, 'SHOW retries.max_attempt_time', '3s',
+		'ALTER SYSTEM RESET retries.max_workers; SELECT pg_reload_conf()');
+	reload_setting($node, $DB, 'retries.max_attempt_time', undef, '3s',
 		'h: (setup) the 3 s cap again');
 }
 

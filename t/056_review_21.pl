@@ -306,9 +306,7 @@ is($node->safe_psql('app_restored',
 # 5. pg_locks names other roles' running procedures and commands
 # (a command that waits at a gate while the test looks: not under this
 # node's 3 s cap, which a loaded machine passed once, 57014)
-$node->safe_psql('postgres',
-	"ALTER SYSTEM SET retries.max_attempt_time = '1h'; SELECT pg_reload_conf()");
-wait_until($node, 'postgres', 'SHOW retries.max_attempt_time', '1h',
+reload_setting($node, 'postgres', 'retries.max_attempt_time', '1h', '1h',
 	'5: setup: no cap on the gated command while the test looks');
 my $gate = close_gate($node, 'postgres', 56);
 my $gated = as_role($node, 'postgres', 'alice',
@@ -326,9 +324,7 @@ is(as_role($node, 'postgres', 'mallory',
 	'0', '5: (while the views hide that call from her)');
 open_gate($gate);
 wait_until($node, 'postgres', outcome($gated), 'succeeded ', '5: alice\'s command ends');
-$node->safe_psql('postgres',
-	'ALTER SYSTEM RESET retries.max_attempt_time; SELECT pg_reload_conf()');
-wait_until($node, 'postgres', 'SHOW retries.max_attempt_time', '3s',
+reload_setting($node, 'postgres', 'retries.max_attempt_time', undef, '3s',
 	'5: (the cap of 3 s again)');
 
 # a. commands: mallory's queue does not hold alice's command

@@ -32,6 +32,8 @@ our @EXPORT = qw(
   query_value
   wait_until
   wait_progressing
+  wait_progressing_by
+  reload_setting
   stays_true
   worker_pids
   workers_query
@@ -455,13 +457,23 @@ sub wait_until
 sub wait_progressing
 {
 	my ($node, $db, $sql, $target, $name) = @_;
+	return wait_progressing_by(sub { return query_value($node, $db, $sql) },
+		$target, $name, $sql, 0.1);
+}
+
+# wait_progressing_by(PROBE, TARGET, NAME, WHAT, POLL): wait_progressing's
+# wait, with PROBE (a sub returning the count, or undef and an error) in
+# place of a query, run every POLL seconds; WHAT names it in the diagnostic
+sub wait_progressing_by
+{
+	my ($probe, $target, $name, $what, $poll) = @_;
 	my $last;
 	my $moved = time();
 	my ($out, $err);
 
 	for (;;)
 	{
-		($out, $err) = query_value($node, $db, $sql);
+		($out, $err) = $probe->();
 		return pass($name) if defined $out && $out eq $target;
 		if (defined $out && (!defined $last || $out ne $last))
 		{
@@ -469,14 +481,29 @@ sub wait_progressing
 			$moved = time();
 		}
 		last if time() > $moved + $DEADLINE;
-		usleep(100_000);    # poll
+		usleep($poll * 1_000_000);    # poll
 	}
 	fail($name);
-	diag("no progress for $DEADLINE s towards $target of: $sql
-"
+	diag("no progress for $DEADLINE s towards $target of: $what\n"
 		  . "last output: " . ($out // '(none)') . "\n"
 		  . "last error: " . ($err // '') . "\n");
 	return 0;
+}
+
+# reload_setting(NODE, DB, SETTING, VALUE, SHOWN, NAME): ALTER SYSTEM SET
+# SETTING to VALUE (RESET when VALUE is undef) and reload; then waits (a
+# test named NAME) until a new backend's SHOW gives SHOWN.  Once it does,
+# the postmaster has signalled every worker, and each reads the value
+# before its next batch.
+sub reload_setting
+{
+	my ($node, $db, $setting, $value, $shown, $name) = @_;
+	my $alter = defined $value
+	  ? "ALTER SYSTEM SET $setting = '$value'"
+	  : "ALTER SYSTEM RESET $setting";
+
+	$node->safe_psql($db, "$alter; SELECT pg_reload_conf()");
+	return wait_until($node, $db, "SHOW $setting", $shown, $name);
 }
 
 # stays_true(NODE, DB, SQL, SECONDS, NAME): SQL must give 't' each time it
