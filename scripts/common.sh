@@ -52,6 +52,17 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
+# poll_nap: the pause before a wait's next poll: 50 ms the first time, then
+# a quarter longer each time, up to half a second.  A wait sets POLL_NAP_MS
+# to 50 before its loop.  Each poll is a psql and a backend, some 15 ms of
+# CPU: polled every 50 ms, a long wait took a third of a core from the
+# work it waited for (and from what a benchmark measures).
+POLL_NAP_MS=50
+poll_nap() {
+	sleep "$((POLL_NAP_MS / 1000)).$(printf '%03d' $((POLL_NAP_MS % 1000)))"
+	POLL_NAP_MS=$((POLL_NAP_MS * 5 / 4 > 500 ? 500 : POLL_NAP_MS * 5 / 4))
+}
+
 # show_server_log FILE: the last 60 lines of a failed benchmark's server
 # log, then those of its lines that tell of a process's end or of the
 # workers, as "server log: ..." for the digest of scripts/test

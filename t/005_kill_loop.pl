@@ -186,11 +186,12 @@ note($node->safe_psql('postgres',
 # The kills
 ###########################################################################
 
-# current_workers(): pids of the workers of 'postgres' (empty while the
-# server restarts)
+# current_workers([POLL]): pids of the workers of 'postgres' (empty while
+# the server restarts), asked through POLL (a poller) if given
 sub current_workers
 {
-	my ($out) = query_value($node, 'postgres',
+	my ($query) = @_;
+	my ($out) = ($query // sub { return query_value($node, 'postgres', $_[0]) })->(
 		"SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity"
 		  . " WHERE backend_type = 'retries worker' AND datname = 'postgres'");
 	return () if !defined $out || $out eq '';
@@ -204,14 +205,20 @@ sub workers_back
 {
 	my ($killed) = @_;
 	my $until = time() + $RetriesTest::DEADLINE;
+	my $poll = poller($node, 'postgres');
 
 	while (time() < $until)
 	{
-		my @pids = current_workers();
+		my @pids = current_workers($poll);
 
-		return @pids if @pids == 2 && !grep { $killed->{$_} } @pids;
+		if (@pids == 2 && !grep { $killed->{$_} } @pids)
+		{
+			$poll->();
+			return @pids;
+		}
 		usleep(20_000);    # poll
 	}
+	$poll->();
 	return ();
 }
 

@@ -112,14 +112,17 @@ sub poll
 {
 	my ($sql, $expected, $seconds) = @_;
 	my $until = time() + $seconds;
+	my $poll = poller($node, $DB);
 	my ($out, $err);
 	for (;;)
 	{
-		($out, $err) = query_value($node, $DB, $sql);
-		return (1, $out) if defined $out && $out eq $expected;
+		($out, $err) = $poll->($sql);
+		last if defined $out && $out eq $expected;
 		last if time() > $until;
 		usleep(50_000);    # poll
 	}
+	$poll->();
+	return (1, $out) if defined $out && $out eq $expected;
 	return (0, $out // "(error: " . ($err // '') . ")");
 }
 

@@ -120,17 +120,19 @@ $node->safe_psql($_, "SELECT count(retries.call('w(int)', jsonb_build_array(g)))
 my $most = 0;
 my $until = time() + $RetriesTest::DEADLINE;
 my $left = 1;
+my %poll = map { $_ => poller($node, $_) } ('postgres', @dbs);
 while ($left && time() < $until)
 {
-	my $now = $node->safe_psql('postgres', $pool_workers);
+	my $now = ($poll{postgres}->($pool_workers))[0] // 0;
 	$most = $now if $now > $most;
 	$left = 0;
 	for my $db (@dbs)
 	{
-		$left ||= $node->safe_psql($db, "SELECT count(*) < 300 FROM done") eq 't';
+		$left ||= (($poll{$db}->("SELECT count(*) < 300 FROM done"))[0] // 't') eq 't';
 	}
 	usleep(50_000);    # poll
 }
+$_->() for values %poll;
 ok(!$left, 'd: every call of the twelve databases runs');
 cmp_ok($most, '<=', 4, "d: never more than the pool's four workers (at most $most seen)");
 # more than one at a time: a call waits at a gate in each of four of them,

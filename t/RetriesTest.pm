@@ -22,6 +22,9 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use Fcntl qw(:flock);
+use File::Path qw(rmtree);
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -30,6 +33,7 @@ use Time::HiRes qw(usleep time);
 our @EXPORT = qw(
   retries_node
   query_value
+  poller
   wait_until
   wait_progressing
   wait_progressing_by
@@ -65,6 +69,52 @@ our @EXPORT = qw(
   serving_on
   command_elsewhere
 );
+
+# initdb's work, done once per run of the suite: a node's cluster is a copy
+# of one that initdb made, with the same options and by the same initdb, in
+# tmp_check, as PostgreSQL's own suites do from 17 on (INITDB_TEMPLATE).
+# initdb costs some 1.4 s of CPU here, a copy 0.05 s, and the suites make
+# over a hundred clusters.  A node that gives initdb options of its own
+# (init's extra) has it run.  The copies share their system identifier, as
+# PostgreSQL's do.
+{
+	no warnings 'redefine';
+	my $system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+
+	*PostgreSQL::Test::Utils::system_or_bail = sub {
+		my @cmd = @_;
+
+		return $system_or_bail->(@cmd)
+		  unless @cmd == 6
+		  && $cmd[0] eq 'initdb'
+		  && "@cmd[1, 3, 4, 5]" eq '-D -A trust -N';
+		return $system_or_bail->('cp', '-RPp', initdb_template($system_or_bail), $cmd[2]);
+	};
+}
+
+# initdb_template(SYSTEM_OR_BAIL): the directory of the cluster that the
+# initdb found first in PATH made (made now if need be: the tests that run
+# at once take turns through a lock)
+sub initdb_template
+{
+	my ($system_or_bail) = @_;
+	my ($bindir) = grep { -x "$_/initdb" } split /:/, $ENV{PATH};
+	my $key = $bindir // 'initdb';
+	$key =~ s/[^A-Za-z0-9]+/_/g;
+	my $dir = "$PostgreSQL::Test::Utils::tmp_check/initdb_template$key";
+
+	return $dir if -d $dir;
+	open my $lock, '>', "$dir.lock" or die "could not open $dir.lock: $!";
+	flock($lock, LOCK_EX) or die "could not lock $dir.lock: $!";
+	if (!-d $dir)
+	{
+		rmtree("$dir.new");
+		$system_or_bail->('initdb', '-D', "$dir.new", '-A', 'trust', '-N');
+		rename("$dir.new", $dir) or die "could not rename $dir.new: $!";
+	}
+	close $lock;
+	return $dir;
+}
 
 # How long a wait may take before the test fails (seconds): the TAP
 # framework's default timeout (180 s, or PG_TEST_TIMEOUT_DEFAULT).
@@ -385,6 +435,104 @@ sub query_value
 	return ($stdout, $stderr);
 }
 
+# A poll's session.  The query that a wait repeats runs, from its second
+# time on, in one psql session that the wait opens and closes when it ends,
+# rather than in a psql and a backend of its own each time: a query in a
+# session costs about 0.2 ms of CPU, a new psql and backend about 13 ms
+# (with IPC::Run's fork, more), and on a loaded machine, where the waits
+# are long, the polls' CPU came near the tests' own.  Each query is sent
+# as a script's would be, followed by a marker that psql echoes on both
+# its outputs: what comes before the marker on stdout is the output, and
+# an ERROR or FATAL before it on stderr makes it a failure, as a psql that
+# stops on the error.  A session that fails (its server restarted, its
+# backend terminated, a query past the 30 s of query_value) is closed; the
+# next poll starts with a new one.
+
+# poll_open(NODE, DB): a session, or undef if psql could not start
+sub poll_open
+{
+	my ($node, $db) = @_;
+	my $s = { in => '', out => '', err => '', n => 0, timer => IPC::Run::timer(30) };
+
+	$s->{run} = eval {
+		IPC::Run::start([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr($db) ],
+			'<', \$s->{in}, '>', \$s->{out}, '2>', \$s->{err}, $s->{timer});
+	};
+	return $s->{run} ? $s : undef;
+}
+
+# poll_close(SESSION): the session ended (its psql told to quit, or killed)
+sub poll_close
+{
+	my ($s) = @_;
+
+	return if !defined $s;
+	eval {
+		$s->{in} .= "\\q\n";
+		$s->{timer}->start(10);
+		$s->{run}->finish;
+		1;
+	} or eval { $s->{run}->kill_kill; 1 };
+	return;
+}
+
+# poll_query(SESSION, SQL): query_value's answer, SQL run in the session;
+# the session is closed (and undef put in its place) if it failed
+sub poll_query
+{
+	my ($sref, $sql) = @_;
+	my $s = $$sref;
+	my $mark = 'retries_poll_mark_' . ++$s->{n};
+	my $done = qr/^$mark\n/m;
+
+	$sql =~ s/[;\s]+\z//;
+	$s->{out} = '';
+	$s->{err} = '';
+	$s->{in} .= "$sql\n;\n\\echo $mark\n\\warn $mark\n";
+	$s->{timer}->start(30);
+	my $ok = eval {
+		$s->{run}->pump
+		  until ($s->{out} =~ $done && $s->{err} =~ $done) || $s->{timer}->is_expired;
+		1;
+	};
+	if (!$ok || $s->{timer}->is_expired)
+	{
+		my $err = $ok ? 'timed out' : "$s->{err}$@";
+		poll_close($s);
+		$$sref = undef;
+		return (undef, $err);
+	}
+	my ($out) = $s->{out} =~ /\A(.*?)^$mark\n/ms;
+	my ($err) = $s->{err} =~ /\A(.*?)^$mark\n/ms;
+	chomp $out;
+	return (undef, $err) if $err =~ /^(?:psql:[^\n]*: )?(?:ERROR|FATAL|PANIC):  /m;
+	return ($out, $err);
+}
+
+# poller(NODE, DB): a sub that runs SQL as query_value does, the first time
+# in a psql of its own, from then on in a session (above); called with no
+# SQL, it closes its session
+sub poller
+{
+	my ($node, $db) = @_;
+	my $session;
+	my $polls = 0;
+
+	return sub {
+		my ($sql) = @_;
+		if (!defined $sql)
+		{
+			poll_close($session);
+			$session = undef;
+			return;
+		}
+		return query_value($node, $db, $sql) if $polls++ == 0;
+		$session //= poll_open($node, $db);
+		return query_value($node, $db, $sql) if !defined $session;
+		return poll_query(\$session, $sql);
+	};
+}
+
 # start_parallel_hog(NODE, DB, ROLE, NAME): ROLE's parallel query, in a
 # background session, over ROLE.big (a table with parallel_workers = 64)
 # filtered by ROLE.slow(id) (a PARALLEL SAFE function that sleeps), with
@@ -434,16 +582,22 @@ sub wait_until
 	my ($node, $db, $sql, $expected, $name, $deadline) = @_;
 	my $until = time() + ($deadline // $DEADLINE);
 	my $nap = 0.05;
+	my $poll = poller($node, $db);
 	my ($out, $err);
 
 	for (;;)
 	{
-		($out, $err) = query_value($node, $db, $sql);
-		return pass($name) if defined $out && $out eq $expected;
+		($out, $err) = $poll->($sql);
+		if (defined $out && $out eq $expected)
+		{
+			$poll->();
+			return pass($name);
+		}
 		last if time() > $until;
 		usleep($nap * 1_000_000);    # poll
 		$nap = $nap * 1.25 < 0.3 ? $nap * 1.25 : 0.3;
 	}
+	$poll->();
 	fail($name);
 	diag(
 		"waited " . ($deadline // $DEADLINE) . " s for: $sql\n"
@@ -462,8 +616,11 @@ sub wait_until
 sub wait_progressing
 {
 	my ($node, $db, $sql, $target, $name) = @_;
-	return wait_progressing_by(sub { return query_value($node, $db, $sql) },
-		$target, $name, $sql, 0.1);
+	my $poll = poller($node, $db);
+	my $ok = wait_progressing_by(sub { return $poll->($sql) }, $target, $name, $sql, 0.1);
+
+	$poll->();
+	return $ok;
 }
 
 # wait_progressing_by(PROBE, TARGET, NAME, WHAT, POLL): wait_progressing's
@@ -519,13 +676,15 @@ sub stays_true
 	my ($node, $db, $sql, $seconds, $name) = @_;
 	my $until = time() + $seconds;
 	my $checks = 0;
+	my $poll = poller($node, $db);
 
 	while (time() < $until)
 	{
-		my ($out, $err) = query_value($node, $db, $sql);
+		my ($out, $err) = $poll->($sql);
 
 		if (!defined $out || $out ne 't')
 		{
+			$poll->();
 			fail($name);
 			diag("after $checks checks, $sql gave: "
 				  . ($out // '(error)') . " " . ($err // ''));
@@ -534,6 +693,7 @@ sub stays_true
 		$checks++;
 		usleep(100_000);    # poll
 	}
+	$poll->();
 	return pass("$name ($checks checks over $seconds s)");
 }
 

@@ -112,13 +112,15 @@ sub drains
 	my ($node, $sql, $expected, $name) = @_;
 	my $t0 = time();
 	my $until = $t0 + $RetriesTest::DEADLINE;
+	my $poll = poller($node, 'postgres');
 	my ($out, $err, $last);
 
 	for (;;)
 	{
-		($out, $err) = query_value($node, 'postgres', $sql);
+		($out, $err) = $poll->($sql);
 		if (defined $out && $out eq $expected)
 		{
+			$poll->();
 			return pass(sprintf('%s (%.0f s)', $name, time() - $t0));
 		}
 		if (defined $out && (!defined $last || $out ne $last))
@@ -129,6 +131,7 @@ sub drains
 		last if time() > $until;
 		usleep(100_000);    # poll
 	}
+	$poll->();
 	fail($name);
 	diag("no progress for $RetriesTest::DEADLINE s: $sql\n"
 		  . "expected: $expected\n"
