@@ -198,6 +198,47 @@ args_quotable(const char *text, int len)
 }
 
 /*
+ * args_clip_len -- how many of the 'len' bytes of 'text', an error's text,
+ * are kept: all of them if fewer than ERROR_TEXT_LEN, else the first whole
+ * characters within ERROR_TEXT_LEN - 4, which "..." follows.  A role's
+ * code raises texts of any size (a RAISE of a 100 MB message, an error of
+ * PostgreSQL's quoting a whole input another role wrote): kept whole, such
+ * a text went into every attempt's row, and the worker copied it nine
+ * times over, past retries.max_worker_memory (the thirty-sixth hostile
+ * review).
+ */
+int
+args_clip_len(const char *text, int len)
+{
+	if (len < ERROR_TEXT_LEN)
+		return len;
+	return pg_mbcliplen(text, len, ERROR_TEXT_LEN - 4);
+}
+
+/*
+ * args_clipped -- 'text' (palloc'd, or NULL) as args_clip_len keeps it:
+ * itself if short enough, else a shorter copy, and 'text' freed
+ */
+char *
+args_clipped(char *text)
+{
+	int			len;
+	int			cut;
+	char	   *clipped;
+
+	if (text == NULL)
+		return NULL;
+	len = strlen(text);
+	cut = args_clip_len(text, len);
+	if (cut == len)
+		return text;
+
+	clipped = psprintf("%.*s...", cut, text);
+	pfree(text);
+	return clipped;
+}
+
+/*
  * Text that is not valid in the database's encoding.  A role's SQL can
  * make some (pg_stat_activity shows the queries of a database of another
  * encoding as they are, and jsonb_build_array() or a RAISE takes them as

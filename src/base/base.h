@@ -92,6 +92,13 @@ extern void schema_refuse_command(Oid fnoid, const char *argname);
 /* The most bytes of an argument an error message quotes (args_quotable) */
 #define QUOTE_MAX	200
 
+/*
+ * The most bytes of each text of an attempt's error that is kept (its
+ * message, detail, hint and context, the terminating zero included):
+ * args_clip_len
+ */
+#define ERROR_TEXT_LEN	16384
+
 /* args.c */
 extern void args_call_not_found(int64 id, const char *argname);
 extern Datum args_id_array(const int64 *ids, int n);
@@ -103,6 +110,8 @@ extern int64 args_interval_arg(FunctionCallInfo fcinfo, int argno,
 							   const char *argname, bool positive);
 extern int64 args_interval_to_delay(const Interval *span);
 extern char *args_quotable(const char *text, int len);
+extern int	args_clip_len(const char *text, int len);
+extern char *args_clipped(char *text);
 extern void args_check_encoding(const char *text, int len, const char *what);
 extern void args_check_jsonb_encoding(Jsonb *value, const char *what);
 extern const char *args_valid_text(const char *str);

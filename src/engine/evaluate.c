@@ -50,6 +50,7 @@
 #include "engine/outcome.h"
 #include "engine/runner.h"
 #include "engine/policies.h"
+#include "engine/proctext.h"
 #include "engine/sandbox.h"
 #include "engine/time_cap.h"
 #include "flow/flow.h"
@@ -366,6 +367,22 @@ rename_deadlock_cancel(ErrorData *edata)
 }
 
 /*
+ * clip_error -- the texts of a role's error that an attempt keeps, cut to
+ * ERROR_TEXT_LEN bytes (args_clip_len), as soon as the error is caught:
+ * everything after (the outcome, the attempt's row, the call's last
+ * message, a hook's error) copies these, not the texts the code raised
+ */
+static void
+clip_error(ErrorData *edata)
+{
+	edata->message = args_clipped(edata->message);
+	edata->detail = args_clipped(edata->detail);
+	edata->hint = args_clipped(edata->hint);
+	edata->context = args_clipped(edata->context);
+	edata->internalquery = args_clipped(edata->internalquery);
+}
+
+/*
  * evaluate_sandboxed -- run a function (the call, or one of its hooks) as
  * 'role', in a subtransaction and the sandbox of sandbox.c; on error,
  * return its ErrorData (in the caller's memory context) and roll the
@@ -412,6 +429,7 @@ evaluate_sandboxed(Oid role, Oid fnoid, bool hook, Jsonb *stored_args, MemoryCon
 		if (stored_args != NULL)
 		{
 			*step = STEP_ARGUMENTS;
+			proctext_check_domains(fnoid);
 			if (argcxt != NULL)
 				MemoryContextSwitchTo(argcxt);
 			sandbox_make_args(true);
@@ -445,6 +463,7 @@ evaluate_sandboxed(Oid role, Oid fnoid, bool hook, Jsonb *stored_args, MemoryCon
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		clip_error(edata);
 		rename_deadlock_cancel(edata);
 		sandbox_note_error(edata);
 		RollbackAndReleaseCurrentSubTransaction();

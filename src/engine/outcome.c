@@ -225,17 +225,19 @@ outcome_flush(void)
 }
 
 /*
- * outcome_set_error -- copy an error's fields into an outcome
+ * outcome_set_error -- copy an error's fields into an outcome, each cut to
+ * ERROR_TEXT_LEN bytes (args_clip_len; the error of a role's code was cut
+ * so when it was caught, evaluate.c, but a message may quote it)
  */
 void
 outcome_set_error(Outcome *out, int sqlerrcode, const char *message,
 				  const char *detail, const char *hint, const char *context)
 {
 	strlcpy(out->sqlstate, unpack_sql_state(sqlerrcode), sizeof(out->sqlstate));
-	out->message = message ? pstrdup(message) : NULL;
-	out->detail = detail ? pstrdup(detail) : NULL;
-	out->hint = hint ? pstrdup(hint) : NULL;
-	out->context = context ? pstrdup(context) : NULL;
+	out->message = message ? args_clipped(pstrdup(message)) : NULL;
+	out->detail = detail ? args_clipped(pstrdup(detail)) : NULL;
+	out->hint = hint ? args_clipped(pstrdup(hint)) : NULL;
+	out->context = context ? args_clipped(pstrdup(context)) : NULL;
 }
 
 /*

@@ -223,17 +223,21 @@ check_defaults(Oid fnoid, List *args)
 }
 
 /*
- * check_param_domains -- the procedure's parameters are of no domain whose
- * checks call a function of another role: the caller's own domain may call
- * one, and the runner converts the arguments, and reads them back from the
- * CALL's text, without the worker's routing (sandbox_make_args), which
- * fails an attempt that reaches such a function while it makes its
- * arguments (the thirty-second hostile review, t/066 3); made before
- * they are converted, which runs the checks (the thirty-third, t/067 2),
- * and through arrays, composites and ranges (t/067 1)
+ * proctext_check_domains -- the parameters of function or procedure fnoid
+ * are of no domain whose checks call a function of another role: the
+ * caller's own domain may call one.  A runner converts a procedure's
+ * arguments, and reads them back from the CALL's text, without the
+ * worker's routing (sandbox_make_args), which fails an attempt that
+ * reaches such a function while it makes its arguments (the thirty-second
+ * hostile review, t/066 3); and a worker that makes a function's
+ * arguments may run a check that the type cache planned before, outside
+ * the routing, with another role's SQL function inlined in it, which no
+ * routing then sees (the thirty-sixth, t/073 2).  Made before the
+ * arguments are converted, which runs the checks (the thirty-third, t/067
+ * 2), and through arrays, composites and ranges (t/067 1).
  */
-static void
-check_param_domains(Oid fnoid)
+void
+proctext_check_domains(Oid fnoid)
 {
 	Oid		   *types;
 	char	  **names;
@@ -286,7 +290,7 @@ proctext_build(Oid fnoid, const char *args_text)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	access_check_call_privilege(fnoid, GetUserId());
 	/* before the arguments are made: their conversion runs the checks */
-	check_param_domains(fnoid);
+	proctext_check_domains(fnoid);
 	args = call_args_build(fnoid,
 						   DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 															  CStringGetDatum(args_text))));

@@ -10,5 +10,6 @@
 #define RETRIES_PROCTEXT_H
 
 extern char *proctext_build(Oid fnoid, const char *args_text);
+extern void proctext_check_domains(Oid fnoid);
 
 #endif							/* RETRIES_PROCTEXT_H */

@@ -536,7 +536,7 @@ runner_check_utility(Node *parsetree)
 
 /*
  * clip -- src into dst (RUNNER_TEXT_LEN bytes); a longer one is cut at a
- * character's end and ends in "..."
+ * character's end and ends in "..." (args_clip_len)
  */
 static void
 clip(char *dst, const char *src)
@@ -547,14 +547,12 @@ clip(char *dst, const char *src)
 	if (src == NULL)
 		src = "";
 	srclen = strlen(src);
-	if (srclen < RUNNER_TEXT_LEN)
-	{
-		memcpy(dst, src, srclen + 1);
-		return;
-	}
-	len = pg_mbcliplen(src, srclen, RUNNER_TEXT_LEN - 4);
+	len = args_clip_len(src, srclen);
 	memcpy(dst, src, len);
-	strcpy(dst + len, "...");
+	if (len < srclen)
+		strcpy(dst + len, "...");
+	else
+		dst[len] = '\0';
 }
 
 /* The completion tag of the last statement that ran to its end */

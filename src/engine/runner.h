@@ -15,6 +15,8 @@
 #include "tcop/dest.h"
 #include "utils/jsonb.h"
 
+#include "base/base.h"
+
 /* How a run ended */
 typedef enum RunnerStatus
 {
@@ -23,7 +25,7 @@ typedef enum RunnerStatus
 	RUNNER_LOST					/* the process ended without a word (killed) */
 } RunnerStatus;
 
-#define RUNNER_TEXT_LEN		16384	/* bytes of each text of an error */
+#define RUNNER_TEXT_LEN		ERROR_TEXT_LEN	/* bytes of each text of an error */
 
 typedef struct RunnerOutcome
 {

@@ -471,7 +471,7 @@ verdict_classify_error(const RetriesCall *call, const CachedPolicy *policy, int3
 	if (step == STEP_ARGUMENTS)
 	{
 		out->outcome = OUTCOME_FAILED;
-		out->message = psprintf("arguments can no longer be converted: %s", edata->message);
+		out->message = args_clipped(psprintf("arguments can no longer be converted: %s", edata->message));
 		verdict_finish_failure(call, policy, attempt, false, out);
 	}
 	else if (evaluate_timed_out())
