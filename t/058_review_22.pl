@@ -156,9 +156,11 @@ SELECT retries.call('mallory.f()'), retries.call('mallory.f()');
 });
 }
 wait_until($node, 'postgres',
-	"SELECT ($pool_sql AND datname LIKE 'm%') = 16"
-	  . " AND (" . workers_query('postgres') . ") = 0",
-	't', '1: setup: mallory\'s sixteen databases hold the pool; postgres has no worker');
+	"SELECT ($pool_sql AND datname LIKE 'm%') || ' ' || (" . workers_query('postgres') . ")",
+	'16 0', '1: setup: mallory\'s sixteen databases hold the pool; postgres has no worker')
+  or diag('the retries processes: ' . $node->safe_psql('postgres',
+	"SELECT string_agg(backend_type || ' of ' || coalesce(datname, '-') || ' ' || coalesce(state, '-'), ', '"
+	  . " ORDER BY datname, backend_type) FROM pg_stat_activity WHERE backend_type LIKE 'retries%'"));
 $node->safe_psql('postgres',
 	'ALTER SYSTEM RESET retries.worker_idle_timeout; SELECT pg_reload_conf()');
 my $f1 = as_role($node, 'postgres', 'alice', "SELECT retries.call('alice.pay(int)', '[1]')");
