@@ -164,11 +164,14 @@ CREATE EXTENSION dblink;
 SELECT pg_reload_conf();
 });
 	{
-		# the reload has taken effect once alice's login without a password fails
+		# the reload has taken effect once alice's login without a password
+		# fails (a login only, no SQL, as connect_fails does: a psql that
+		# fails to log in may exit before IPC::Run has written SQL to it,
+		# and IPC::Run dies of the broken pipe)
 		my $until = time() + $PostgreSQL::Test::Utils::timeout_default;
 		while (time() < $until)
 		{
-			my ($r) = $node->psql('postgres', 'SELECT 1', extra_params => [ '-U', 'alice', '-w' ]);
+			my ($r) = $node->psql('postgres', undef, extra_params => [ '-U', 'alice', '-w' ]);
 			last if $r != 0;
 			usleep(50_000);    # poll
 		}
