@@ -103,6 +103,7 @@ OBJS = \
 	src/engine/batch.o \
 	src/engine/worker.o \
 	src/engine/leave.o \
+	src/engine/revisits.o \
 	src/engine/launcher.o \
 	src/engine/reserve.o \
 	src/hooks.o \

@@ -21,12 +21,18 @@
 #      workers let go, and keeps no place from any call.  Check 2: her
 #      moved calls stay held while her places are free.
 #
-#   1. (Medium, open: see the closing note of the session; not fixed
-#      here) a role with CREATEDB makes 18 copies of a template with the
-#      extension, each with one call due in ten years: a due time counts as
-#      work (leave.c, nothing_to_do), so no copy is marked idle, and the
-#      copies keep every entry of retries.max_databases; a database made
-#      later gets no worker.
+#   1. (Medium) a role with CREATEDB makes 18 copies of a template with
+#      the extension, each with one call due in ten years: a due time
+#      counted as work (leave.c, nothing_to_do), so no copy was marked
+#      idle, and the copies kept every entry of retries.max_databases; a
+#      database made later got no worker.  Fixed: a database whose last
+#      worker leaves it with nothing due within ten minutes is idle
+#      (leave.c, idle_until); the launcher keeps, in its own memory, when
+#      its work is due (revisits.c), and only then may its entry go to
+#      another database; as the work falls due the launcher wakes the
+#      database as a commit there would.  Check 1: a database made after
+#      the copies runs its call, and each copy's call runs when due,
+#      though it gave its entry up meanwhile.
 #
 # Held (reported by the reviewer): copies with no call give their entries
 # up (t/071 1); a role that holds its share of the places is not let go,
@@ -88,4 +94,53 @@ stays_true($node, 'mdb', "SELECT ($held) = 5", 2,
 	'2: mallory\'s commands moved ten hours on stay held: no place is offered to them');
 
 no_crash($node, $log_offset, 'z: no backend or worker crashed');
+
+# ---------------------------------------------------------------------
+# 1. copies of a template with a call due later (in an hour here, which
+#    the extension's clock then reaches) take every entry of
+#    retries.max_databases for good: a database made after them gets no
+#    worker
+# ---------------------------------------------------------------------
+my $pool = pool_review_node('review_35_far', 'retries.max_databases = 16');
+my $pool_log_offset = -s $pool->logfile;
+my $later = q{SELECT retries.call('pg_catalog.now()', run_at => now() + interval '1 hour')};
+$pool->safe_psql('tpl', q{SELECT retries.annotate('pg_catalog.now()')});
+# the database of the superuser has a call due later too
+$pool->safe_psql('postgres', q{SELECT retries.annotate('pg_catalog.now()')});
+my $ours = $pool->safe_psql('postgres', $later);
+my $nall = $pool->safe_psql('postgres',
+	'SELECT count(*) FROM pg_database WHERE datallowconn AND NOT datistemplate');
+my @copies = map { "f$_" } 1 .. (18 - $nall);
+for my $db (@copies)
+{
+	as_role($pool, 'postgres', 'mallory', "CREATE DATABASE $db TEMPLATE tpl");
+	as_role($pool, $db, 'mallory', $later);
+}
+# the copies' workers came and left them, their calls due later
+wait_until($pool, 'postgres',
+	q{SELECT count(*) = 0 FROM pg_stat_activity
+	  WHERE backend_type = 'retries worker' AND datname ~ '^f[0-9]+$'},
+	't', '1: (setup) the copies\' workers left them, their calls due in an hour');
+$pool->safe_psql('postgres', 'CREATE DATABASE late TEMPLATE tpl');
+my $late = $pool->safe_psql('late', q{SELECT retries.call('pg_catalog.now()')});
+call_reaches($pool, 'late', $late, 'succeeded',
+	'1: a call in a database made after the copies runs');
+
+is(join(',', map { $pool->safe_psql($_, q{SELECT string_agg(state::text, ',') FROM retries.call_data}) }
+	  @copies),
+	join(',', map { 'scheduled' } @copies), '1: (setup) the copies\' calls wait, due in an hour');
+
+# the extension's clock an hour on: each copy's call, due now, runs,
+# whether its database kept its entry or gave it up (the launcher wakes it)
+$pool->safe_psql('postgres',
+	"ALTER SYSTEM SET retries.debug_clock_offset = '3660s'; SELECT pg_reload_conf()");
+for my $db (@copies)
+{
+	wait_until($pool, $db, q{SELECT string_agg(state::text, ',') FROM retries.call_data},
+		'succeeded', "1: the call due in an hour in $db runs when due");
+}
+call_reaches($pool, 'postgres', $ours, 'succeeded',
+	'1: the superuser\'s call due in an hour runs when due');
+no_crash($pool, $pool_log_offset, 'z: no backend or worker crashed (second node)');
+
 done_testing();

@@ -58,6 +58,7 @@
 
 #include "base/base.h"
 #include "engine/engine.h"
+#include "engine/revisits.h"
 #include "shmem/shmem.h"
 
 /* How often to look for new databases in pg_database */
@@ -74,6 +75,8 @@
 #define START_AHEAD_MS			500
 /* How often the launcher looks again at a database whose work is capped */
 #define CAPPED_RECHECK_MS		250
+/* Most databases woken at once as their work falls due (revisit_due) */
+#define MAX_REVISITS			64
 
 /* The workers this launcher started, by slot */
 typedef struct Launched
@@ -621,11 +624,13 @@ read_databases(Oid *seen, int *ncreate)
 		if (!dat->datallowconn || dat->datistemplate)
 			continue;
 		nall++;
+		revisits_listed(dat->oid);
 		rank = database_rank(dat->oid, unserved, nunserved);
 		ranked[rank] = lappend_oid(ranked[rank], dat->oid);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	revisits_sweep();
 	*ncreate = 0;
 	for (int rank = RANK_SERVED; rank < RANK_QUIET_UNTRACKED; rank++)
 	{
@@ -702,6 +707,70 @@ note_pool_waiting(void)
 }
 
 /*
+ * note_far_due -- keep when an idle database's work is due (revisits.c),
+ * after which its entry may go to another database (evictable_database).
+ * Caller holds the lock exclusively.
+ */
+static void
+note_far_due(RetriesDatabase *db)
+{
+	if (!db->idle || db->far_due == 0 || db->far_noted)
+		return;
+	revisits_note(db->dboid, db->far_due);
+	db->far_noted = true;
+}
+
+/*
+ * forget_far_noted -- a new launcher keeps no due times: the idle entries
+ * are noted again (note_far_due) before they may go
+ */
+static void
+forget_far_noted(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < retries_max_databases; i++)
+		shmem_dbs[i].far_noted = false;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * revisit_due -- wake the databases whose work the launcher kept
+ * (note_far_due) and that are due within START_AHEAD_MS, as a commit
+ * there would (shmem_wake_workers): each gets an entry again, or, when
+ * none can be had, counts as new to the next read of pg_database and is
+ * kept a second more
+ */
+static void
+revisit_due(TimestampTz now)
+{
+	Oid			dboids[MAX_REVISITS];
+	int			n = revisits_take(START_AHEAD_MS, dboids, MAX_REVISITS);
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		quiet;
+
+		shmem_wake_workers(dboids[i], WAKE_CALLS);
+		if (!shmem_db_tracked(dboids[i], &quiet))
+			revisits_note(dboids[i], clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)));
+	}
+}
+
+/*
+ * revisit_next -- when revisit_due has next to run (0: only when a
+ * database is noted)
+ */
+static TimestampTz
+revisit_next(TimestampTz now)
+{
+	TimestampTz first = revisits_first();
+
+	if (first == 0)
+		return 0;
+	return TimestampTzPlusMilliseconds(now, Max(clock_ms_until(first) - START_AHEAD_MS, 0));
+}
+
+/*
  * manage_databases -- bring the database table in line with pg_database
  * when 'seen' is given (add new databases, the first 'ncreate' of 'seen',
  * drop vanished ones), reap exited
@@ -774,7 +843,10 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 	pool_used = pool_in_use();
 	for (int i = 0; i < norder; i++)
 	{
-		TimestampTz when = manage_database(&shmem_dbs[order[i]], now);
+		TimestampTz when;
+
+		note_far_due(&shmem_dbs[order[i]]);
+		when = manage_database(&shmem_dbs[order[i]], now);
 
 		if (when != 0)
 			next = Min(next, when);
@@ -830,11 +902,13 @@ retries_launcher_main(Datum main_arg)
 
 	shmem_launcher_here();
 	before_shmem_exit(launcher_exit, (Datum) 0);
+	forget_far_noted();
 
 	for (;;)
 	{
 		TimestampTz now = clock_system_now();
 		TimestampTz next;
+		TimestampTz revisit;
 		bool		read;
 
 		CHECK_FOR_INTERRUPTS();
@@ -853,8 +927,12 @@ retries_launcher_main(Datum main_arg)
 			MemoryContextSwitchTo(launcher_cxt);
 			last_read = now;
 		}
+		revisit_due(now);
 		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
+		revisit = revisit_next(clock_system_now());
+		if (revisit != 0)
+			next = Min(next, revisit);
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

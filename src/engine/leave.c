@@ -14,7 +14,10 @@
  * call or firing is due (due_at; at most IDLE_RECHECK_MS ahead, for what
  * nothing wakes: retention, calls a restore loaded).  The launcher starts
  * a worker again at due_at, or at once when a commit finds no worker that
- * stays.  All workers of all databases together are at most
+ * stays.  Nothing due within IDLE_RECHECK_MS, it leaves the database idle
+ * (idle_until): its entry of the database table may go to another
+ * database, and the launcher wakes it when its work is due (revisits.c).
+ * All workers of all databases together are at most
  * retries.max_cluster_workers (runner places aside): a database whose work
  * finds the pool full waits, the longest waiting first, and while any
  * waits a worker leaves its database when it has nothing to do, or after
@@ -94,12 +97,12 @@ look_after_soon(const LeaveNeeds *needs)
  * database is due again at once and it leaves whatever woke it: a role's
  * stream of calls, each committing the next, woke the worker at every
  * batch and kept it from the databases that waited (the twenty-ninth
- * hostile review, t/063 1).  With 'idle' (nothing_to_do), its entry may
- * go to another database once no worker of it stays.
+ * hostile review, t/063 1).  With 'idle' (idle_until, not 0), its entry
+ * may go to another database once no worker of it stays.
  */
 static bool
 leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
-			   bool idle)
+			   TimestampTz idle)
 {
 	/*
 	 * The last free worker of a database whose others are busy stays, so that
@@ -124,17 +127,29 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
 }
 
 /*
- * nothing_to_do -- has the database nothing due ('due' 0: no call, no
- * firing, no event's timeout, no release of a gate) and nothing a worker
- * must look after?  Then its last worker leaves it idle, and its entry
- * may go to a database that needs one (shmem/shmem.c, evictable_database)
- * until a commit there wakes it.
+ * idle_until -- has the database nothing due within IDLE_RECHECK_MS ('due':
+ * its next call, event timeout or release of a gate, 0 if none; or a
+ * firing) and nothing a worker must look after?  Then when its work is
+ * next due (DT_NOEND if never), else 0.  Its last worker leaves it idle,
+ * and its entry may go to a database that needs one (shmem/shmem.c,
+ * evictable_database) until a commit there wakes it, or, kept by the
+ * launcher (revisits.c), until its work is due: copies of a template with
+ * a call due in ten years took every entry of retries.max_databases, and
+ * a database made after them got no worker (the thirty-eighth hostile
+ * review, t/072 1).
  */
-static bool
-nothing_to_do(const LeaveNeeds *needs, TimestampTz due)
+static TimestampTz
+idle_until(const LeaveNeeds *needs, TimestampTz due)
 {
-	return due == 0 && needs->next_fire == 0 &&
-		!OidIsValid(needs->capped_role) && may_leave(needs);
+	TimestampTz next = due;
+
+	if (OidIsValid(needs->capped_role) || !may_leave(needs))
+		return 0;
+	if (needs->next_fire != 0 && (next == 0 || needs->next_fire < next))
+		next = needs->next_fire;
+	if (next == 0)
+		return DT_NOEND;
+	return clock_ms_until(next) > IDLE_RECHECK_MS ? next : 0;
 }
 
 /*
@@ -196,7 +211,7 @@ leave_reserve(const LeaveNeeds *needs, TimestampTz due, TimestampTz ran_at,
 			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
 			  !leave_pool_contended()))
 		return;
-	(void) leave_database(due_at, false, needs, nothing_to_do(needs, due));
+	(void) leave_database(due_at, false, needs, idle_until(needs, due));
 }
 
 /*
@@ -235,7 +250,7 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) &&
 		!OidIsValid(needs->capped_role))
 		return;
-	(void) leave_database(due_at, false, needs, nothing_to_do(needs, due));
+	(void) leave_database(due_at, false, needs, idle_until(needs, due));
 }
 
 /*

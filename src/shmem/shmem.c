@@ -142,17 +142,21 @@ shmem_install(void)
 /*
  * evictable_database -- an entry that may make room for another, NULL if
  * none: that of a database found without the extension, else that of one
- * whose last worker left it with nothing to do (idle); not paused, with no
- * worker, no call held for a runner place and no place lost.  Its database
- * needs no entry until it has work: CREATE EXTENSION makes one as it
- * commits (xact.c), and so does any commit that schedules or releases a
- * call in it (shmem_wake_workers).  Caller holds the lock exclusively.
+ * whose last worker left it idle (nothing due within ten minutes, nothing
+ * to look after): one with nothing due at all first, then the one whose
+ * work is due last, once the launcher keeps when (far_noted); not paused,
+ * with no worker, no call held for a runner place and no place lost.  Its
+ * database needs no entry until it has work: CREATE EXTENSION makes one as
+ * it commits (xact.c), and so does any commit that schedules or releases a
+ * call in it (shmem_wake_workers), and the launcher when its work falls
+ * due (engine/revisits.c).  Caller holds the lock exclusively.
  */
 static RetriesDatabase *
 evictable_database(void)
 {
 	TimestampTz now = clock_system_now();
 	RetriesDatabase *idle = NULL;
+	RetriesDatabase *far = NULL;
 
 	for (int i = 0; i < retries_max_databases; i++)
 	{
@@ -164,11 +168,16 @@ evictable_database(void)
 			continue;
 		if (db->state == DB_NO_EXTENSION)
 			return db;
-		if (idle == NULL && db->idle && db->state == DB_ACTIVE &&
-			db->runner_held == db->runner_seen && db->runners_lost == 0)
+		if (!db->idle || db->state != DB_ACTIVE ||
+			db->runner_held != db->runner_seen || db->runners_lost != 0)
+			continue;
+		if (db->far_due == 0 && idle == NULL)
 			idle = db;
+		else if (db->far_due != 0 && db->far_noted &&
+				 (far == NULL || db->far_due > far->far_due))
+			far = db;
 	}
-	return idle;
+	return idle != NULL ? idle : far;
 }
 
 /*

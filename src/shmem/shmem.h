@@ -150,9 +150,15 @@ typedef struct RetriesDatabase
 	TimestampTz capped_until;	/* ... and when its next firing, or a call of
 								 * any role, is due; 0 if none */
 	bool		idle;			/* its last worker left it with nothing due
-								 * and nothing to look after: its entry may go
-								 * to another database (evictable_database)
-								 * until a commit there wakes it */
+								 * within ten minutes (leave.c) and nothing to
+								 * look after: its entry may go to another
+								 * database (evictable_database) until a
+								 * commit there wakes it, or its work falls
+								 * due */
+	TimestampTz far_due;		/* idle: when its work is due (on the clock of
+								 * base/clock.c), 0 if never */
+	bool		far_noted;		/* the launcher keeps far_due (revisits.c):
+								 * only then may the entry go */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -577,7 +583,7 @@ extern int	shmem_worker_holds(const RetriesWorker *me, Oid dboid,
 extern bool shmem_pool_contended(void);
 extern bool shmem_slot_leave(RetriesWorker *me, TimestampTz due_at,
 							 bool for_others, Oid capped_role,
-							 TimestampTz capped_until, bool idle);
+							 TimestampTz capped_until, TimestampTz idle_until);
 extern bool shmem_db_wants_extras(Oid dboid, TimestampTz now);
 extern void shmem_reserve_extra_backoff(Oid dboid, TimestampTz until);
 

@@ -264,14 +264,17 @@ shmem_pool_contended(void)
  * database's count of wanted workers is the others', and its due calls
  * all of 'capped_role' (if valid), held back by the pool's cap until
  * 'capped_until', start no worker meanwhile (engine/leave.c says why).
- * With 'idle' (nothing due, nothing to look after), the last worker to
- * leave marks the database idle: its entry may go to another database
- * until a commit there wakes it (evictable_database).
+ * With 'idle_until' (not 0: nothing due before then, nothing to look
+ * after; DT_NOEND if nothing is due at all), the last worker to leave
+ * marks the database idle: its entry may go to another database until a
+ * commit there wakes it (evictable_database), or, once the launcher keeps
+ * it (far_noted), until its work is due.
  * The caller exits once it returns true.
  */
 bool
 shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
-				 Oid capped_role, TimestampTz capped_until, bool idle)
+				 Oid capped_role, TimestampTz capped_until,
+				 TimestampTz idle_until)
 {
 	RetriesDatabase *db;
 	RetriesWorker *w;
@@ -311,7 +314,9 @@ shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 			db->due_at = due_at;
 		db->capped_role = capped_role;
 		db->capped_until = capped_until;
-		db->idle = idle && others == 0;
+		db->idle = idle_until != 0 && others == 0;
+		db->far_due = db->idle && idle_until != DT_NOEND ? idle_until : 0;
+		db->far_noted = false;
 	}
 	LWLockRelease(retries_shared->lock);
 	return true;

@@ -1,0 +1,175 @@
+/*-------------------------------------------------------------------------
+ *
+ * revisits.c
+ *	  When the databases that gave their entries up have work due again:
+ *	  the launcher's own list.
+ *
+ * A database whose last worker left it with nothing due within ten
+ * minutes is idle (engine/leave.c), and its entry of the database table
+ * may go to another database (shmem/shmem.c, evictable_database).  One
+ * with nothing due at all needs none until a commit there wakes it; one
+ * with a call or a firing due later would lose it, for nothing wakes a
+ * database at a time.  So the launcher keeps, for each idle database whose
+ * work is due later, when (revisits_note, before the entry may go), here in
+ * its own memory, as many as there are such databases (a dozen bytes
+ * each, however many a role may create), and wakes the database as it
+ * falls due (launcher.c, revisit_due): a commit's wake, which gives it an
+ * entry again, or counts it as new until one is free.
+ *
+ * The list lives as long as the launcher.  A new launcher starts with none:
+ * it looks at every database without an entry as new, and the entries it
+ * finds idle are noted again before they may go (launcher.c).  Databases
+ * no longer listed in pg_database are dropped from it at each read
+ * (revisits_listed, revisits_sweep).
+ *
+ * Times are on the clock the extension decides by (base/clock.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "engine/revisits.h"
+
+/* A database, and when its work is due */
+typedef struct Revisit
+{
+	Oid			dboid;			/* the key */
+	TimestampTz due;
+	uint32		listed;			/* the read of pg_database that last saw it */
+} Revisit;
+
+static HTAB *revisits = NULL;
+/* the earliest due time, unless first_stale */
+static TimestampTz first = 0;
+static bool first_stale = false;
+/* the read of pg_database under way (revisits_listed) */
+static uint32 reading = 0;
+
+/*
+ * table -- the list, made in TopMemoryContext on first use
+ */
+static HTAB *
+table(void)
+{
+	HASHCTL		ctl;
+
+	if (revisits != NULL)
+		return revisits;
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(Revisit);
+	ctl.hcxt = TopMemoryContext;
+	revisits = hash_create("retries revisits", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return revisits;
+}
+
+/*
+ * revisits_note -- database 'dboid' has work due at 'due' (replacing what
+ * was kept for it)
+ */
+void
+revisits_note(Oid dboid, TimestampTz due)
+{
+	Revisit    *r;
+	bool		found;
+
+	r = hash_search(table(), &dboid, HASH_ENTER, &found);
+	if (found && r->due < due)
+		first_stale = true;		/* it may have been the first */
+	r->due = due;
+	r->listed = reading;
+	if (!first_stale && (first == 0 || due < first))
+		first = due;
+}
+
+/*
+ * revisits_first -- when the first database kept is due; 0 if none
+ */
+TimestampTz
+revisits_first(void)
+{
+	HASH_SEQ_STATUS seq;
+	Revisit    *r;
+
+	if (!first_stale)
+		return first;
+	first = 0;
+	hash_seq_init(&seq, table());
+	while ((r = hash_seq_search(&seq)) != NULL)
+		if (first == 0 || r->due < first)
+			first = r->due;
+	first_stale = false;
+	return first;
+}
+
+/*
+ * revisits_take -- the databases kept that are due within 'ahead_ms', into
+ * dboids[] (room for 'max'); returns how many, and forgets them
+ */
+int
+revisits_take(int ahead_ms, Oid *dboids, int max)
+{
+	HASH_SEQ_STATUS seq;
+	Revisit    *r;
+	int			n = 0;
+
+	if (revisits_first() == 0 || clock_ms_until(first) > ahead_ms)
+		return 0;
+	hash_seq_init(&seq, table());
+	while ((r = hash_seq_search(&seq)) != NULL)
+	{
+		if (n < max && clock_ms_until(r->due) <= ahead_ms)
+		{
+			dboids[n++] = r->dboid;
+			/* removing the entry just returned is allowed during a scan */
+			(void) hash_search(revisits, &r->dboid, HASH_REMOVE, NULL);
+		}
+	}
+	first_stale = true;
+	return n;
+}
+
+/*
+ * revisits_listed -- a read of pg_database (the next one after
+ * revisits_sweep, or the first) found database 'dboid'
+ */
+void
+revisits_listed(Oid dboid)
+{
+	Revisit    *r;
+
+	if (revisits == NULL)
+		return;
+	r = hash_search(revisits, &dboid, HASH_FIND, NULL);
+	if (r != NULL)
+		r->listed = reading;
+}
+
+/*
+ * revisits_sweep -- the read of pg_database is over: forget the databases
+ * it did not find (dropped, or no longer allowing connections)
+ */
+void
+revisits_sweep(void)
+{
+	HASH_SEQ_STATUS seq;
+	Revisit    *r;
+
+	if (revisits != NULL)
+	{
+		hash_seq_init(&seq, revisits);
+		while ((r = hash_seq_search(&seq)) != NULL)
+		{
+			if (r->listed != reading)
+			{
+				(void) hash_search(revisits, &r->dboid, HASH_REMOVE, NULL);
+				first_stale = true;
+			}
+		}
+	}
+	reading++;
+}
