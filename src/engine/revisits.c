@@ -43,9 +43,11 @@ typedef struct Revisit
 } Revisit;
 
 static HTAB *revisits = NULL;
+
 /* the earliest due time, unless first_stale */
 static TimestampTz first = 0;
 static bool first_stale = false;
+
 /* the read of pg_database under way (revisits_listed) */
 static uint32 reading = 0;
 
