@@ -6,7 +6,8 @@
 // keeps the calls shown live over server-sent events.
 //
 //   node web/server.js [--host 127.0.0.1] [--port 8080] [--read-only]
-//                      [--allow-trust]
+//                      [--allow-trust] [--public-host NAME[:PORT]]...
+//                      [--trust-proxy]
 //
 // PostgreSQL is the one libpq's environment names: PGHOST, PGPORT,
 // PGDATABASE (the default database of the login form).  See web/README.md.
@@ -24,6 +25,8 @@ const pages = require('./lib/pages');
 const { h } = require('./lib/html');
 
 const MAX_BODY = 64 * 1024;
+const COOKIE = 'retries_sid';
+const ROLE_NAME = /^[^\x00-\x1f\x7f]{1,63}$/;
 const LIVE_MS = 1000;
 const MAX_LIVE_IDS = 200;
 
@@ -33,6 +36,8 @@ function parseArgs(argv) {
 		port: 8080,
 		readOnly: false,
 		allowTrust: false,
+		publicHosts: [],
+		trustProxy: false,
 		pghost: process.env.PGHOST || '/var/run/postgresql',
 		pgport: Number(process.env.PGPORT || 5432),
 		database: process.env.PGDATABASE || 'postgres',
@@ -48,8 +53,12 @@ function parseArgs(argv) {
 			o.readOnly = true;
 		else if (a === '--allow-trust')
 			o.allowTrust = true;
+		else if (a === '--public-host')
+			o.publicHosts.push(String(argv[++i] || '').toLowerCase());
+		else if (a === '--trust-proxy')
+			o.trustProxy = true;
 		else if (a === '--help') {
-			process.stdout.write('usage: server.js [--host ADDR] [--port N] [--read-only] [--allow-trust]\n');
+			process.stdout.write('usage: server.js [--host ADDR] [--port N] [--read-only] [--allow-trust] [--public-host NAME[:PORT]]... [--trust-proxy]\n');
 			process.exit(0);
 		} else
 			throw new Error('unknown option ' + a);
@@ -87,14 +96,20 @@ function redirect(res, to) {
 	res.end();
 }
 
-function cookies(req) {
-	const out = {};
+// the session cookie's value; undefined if none, or if the request has
+// more than one (another origin of the same host name, on another port,
+// may set cookies of that name: two are refused, not guessed between)
+function sessionCookie(req) {
+	let value;
+	let count = 0;
 	for (const part of (req.headers.cookie || '').split(';')) {
 		const i = part.indexOf('=');
-		if (i > 0)
-			out[part.slice(0, i).trim()] = part.slice(i + 1).trim();
+		if (i > 0 && part.slice(0, i).trim() === COOKIE) {
+			value = part.slice(i + 1).trim();
+			count++;
+		}
 	}
-	return out;
+	return count === 1 ? value : undefined;
 }
 
 function readBody(req) {
@@ -117,7 +132,9 @@ function readBody(req) {
 
 // a POST must come from a page of this server: its Origin (or, without
 // one, its Sec-Fetch-Site) says so; a cross-site form or fetch is refused
-// before anything else, the session's CSRF token checked after
+// before anything else, the session's CSRF token checked after.  The Host
+// was checked already (allowedHost), so the request's own origin is one of
+// the dashboard's.
 function sameOrigin(req) {
 	const origin = req.headers.origin;
 	if (origin !== undefined)
@@ -130,15 +147,40 @@ function one(v) {
 	return Array.isArray(v) ? v[0] : v;
 }
 
-function makeServer(options) {
-	let secureCookie = false;
+function makeServer(given) {
+	const options = { publicHosts: [], trustProxy: false, readOnly: false, allowTrust: false, ...given };
+	// the names the dashboard answers to: its own address and loopback's,
+	// at its port, and those given with --public-host; any other Host (a
+	// name an attacker's DNS pointed at this address: DNS rebinding) is
+	// refused before anything else
+	function allowedHost(req) {
+		const host = String(req.headers.host || '').toLowerCase();
+		const port = server.address().port;
+		const own = [options.host, '127.0.0.1', 'localhost', '[::1]'].map((n) => `${n}:${port}`);
+		return own.includes(host) || options.publicHosts.includes(host);
+	}
+
+	// who is asking: the connection's address, or, behind a proxy the
+	// dashboard trusts (--trust-proxy), the address the proxy gives last
+	function clientOf(req) {
+		const forwarded = String(req.headers['x-forwarded-for'] || '').split(',').map((x) => x.trim()).filter(Boolean);
+		if (options.trustProxy && forwarded.length)
+			return forwarded[forwarded.length - 1];
+		return req.socket.remoteAddress || '';
+	}
+
+	function overTls(req) {
+		return options.trustProxy && req.headers['x-forwarded-proto'] === 'https';
+	}
 
 	async function handle(req, res) {
 		secure(res);
+		if (!allowedHost(req))
+			return send(res, 421, 'this dashboard does not answer to that host name (see --public-host)', 'text/plain; charset=utf-8');
 		const url = new URL(req.url, 'http://localhost');
 		const p = url.pathname;
 		const q = Object.fromEntries(url.searchParams);
-		const s = sessions.get(cookies(req).retries_sid);
+		const s = sessions.get(sessionCookie(req));
 
 		if (req.method === 'GET' && STATIC[p]) {
 			res.setHeader('Cache-Control', 'max-age=300');
@@ -154,7 +196,7 @@ function makeServer(options) {
 				return send(res, 403, 'missing or wrong CSRF token, or no session', 'text/plain; charset=utf-8');
 			if (p === '/logout') {
 				sessions.end(s);
-				res.setHeader('Set-Cookie', cookie('', 0));
+				res.setHeader('Set-Cookie', cookie(req, '', 0));
 				return redirect(res, '/login');
 			}
 			if (p.startsWith('/act/'))
@@ -170,8 +212,9 @@ function makeServer(options) {
 		if (p === '/live')
 			return live(req, res, s, q);
 		try {
-			const f = flash(q);
+			const f = s.flash;
 			let page;
+			s.flash = null;
 			if (p === '/')
 				page = await pages.overview(s, f);
 			else if (p === '/calls')
@@ -196,39 +239,39 @@ function makeServer(options) {
 		}
 	}
 
-	function cookie(value, maxAge) {
-		return `retries_sid=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}` +
-			(secureCookie ? '; Secure' : '');
-	}
-
-	function flash(q) {
-		if (q.done)
-			return { kind: 'ok', text: String(q.done).slice(0, 200) };
-		return null;
+	function cookie(req, value, maxAge) {
+		return `${COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}` +
+			(overTls(req) ? '; Secure' : '');
 	}
 
 	async function doLogin(req, res, body) {
-		const role = String(one(body.role) || '').slice(0, 63);
+		const role = String(one(body.role) || '');
 		const password = String(one(body.password) || '');
-		const ip = req.socket.remoteAddress || '';
-		if (!role)
-			return send(res, 400, pages.loginPage('A role is needed.', options.database));
-		if (!sessions.loginAllowed(ip, role))
-			return send(res, 429, pages.loginPage('Too many failed logins: wait a minute.', options.database));
+		const client = clientOf(req);
+		if (!ROLE_NAME.test(role))
+			return send(res, 400, pages.loginPage('A role name is needed: 1 to 63 characters, none of them a control character.', options.database));
+		const refused = sessions.loginBegin(client, role);
+		if (refused)
+			return send(res, 429, pages.loginPage(refused, options.database));
 		let s;
 		try {
 			s = await sessions.login(options, role, password, options.readOnly || one(body.read_only) === '1');
 		} catch (e) {
-			sessions.noteFailure(ip, role);
-			return send(res, 401, pages.loginPage(e.userMessage || 'Login failed: ' + e.message, options.database));
+			sessions.loginDone(client, role, false);
+			// one message for every failure: which one it was (a wrong
+			// password, a role that may not log in) would tell a guesser
+			// that a password was right
+			if (!e.userMessage)
+				process.stderr.write(`retries web: login of role ${JSON.stringify(role)} failed: ${e.message}\n`);
+			return send(res, 401, pages.loginPage(e.userMessage || 'Login failed.', options.database));
 		}
-		secureCookie = req.headers['x-forwarded-proto'] === 'https';
-		res.setHeader('Set-Cookie', cookie(s.id, 12 * 3600));
+		sessions.loginDone(client, role, true);
+		res.setHeader('Set-Cookie', cookie(req, s.id, 12 * 3600));
 		return redirect(res, '/');
 	}
 
 	async function act(res, s, name, body) {
-		const a = pages.ACTIONS[name];
+		const a = Object.hasOwn(pages.ACTIONS, name) ? pages.ACTIONS[name] : null;
 		if (!a)
 			return send(res, 404, 'no such action', 'text/plain; charset=utf-8');
 		if (s.readOnly)
@@ -240,8 +283,8 @@ function makeServer(options) {
 		try {
 			const r = await s.client.query(a.sql, args);
 			const value = Object.values(r.rows[0])[0];
-			const back = a.back(body);
-			return redirect(res, back + '?done=' + encodeURIComponent(`${name}: ${value}`));
+			s.flash = { kind: 'ok', text: `${name}: ${value}` };
+			return redirect(res, a.back(body));
 		} catch (e) {
 			if (!e.code)
 				throw e;
@@ -260,7 +303,13 @@ function makeServer(options) {
 			Connection: 'keep-alive',
 		});
 		res.write('retry: 2000\n\n');
+		// what the page showed: id -> 'state|attempts'
 		const seen = new Map();
+		for (const k of String(q.known || '').split(',').slice(0, MAX_LIVE_IDS)) {
+			const m = /^(\d{1,19}):([a-z]{1,20}):(\d{1,10})$/.exec(k);
+			if (m)
+				seen.set(m[1], `${m[2]}|${m[3]}`);
+		}
 		let busy = false;
 		const tick = async () => {
 			if (busy || ids.length === 0)
@@ -269,7 +318,7 @@ function makeServer(options) {
 			try {
 				const rows = await pages.liveCalls(s, ids);
 				const changed = rows.filter((r) => {
-					const sig = `${r.state}|${r.attempts}|${r.updated_at && r.updated_at.getTime()}`;
+					const sig = `${r.state}|${r.attempts}`;
 					const was = seen.get(r.id);
 					seen.set(r.id, sig);
 					return was !== undefined && was !== sig;
@@ -290,7 +339,8 @@ function makeServer(options) {
 			s.streams.delete(stop);
 			res.end();
 		};
-		s.streams.add(stop);
+		s.lastSeen = Date.now();
+		sessions.addStream(s, stop);
 		req.on('close', stop);
 		tick();
 	}

@@ -8,6 +8,11 @@
 const { h, qs, Safe } = require('./html');
 
 const PAGE_SIZE = 50;
+// the most rows a page of a list shows (a role's events, schedules and
+// functions can be many: a page of all of them was 212 MB), and the most
+// characters of one text a list shows
+const LIST_LIMIT = 500;
+const CELL_CHARS = 1000;
 const STATES = ['scheduled', 'running', 'succeeded', 'failed', 'cancelled'];
 
 function layout(s, title, body, opts = {}) {
@@ -61,9 +66,15 @@ function show(v) {
 		return '';
 	if (v instanceof Date)
 		return v.toISOString().replace('T', ' ').replace('Z', '');
-	if (typeof v === 'object')
-		return JSON.stringify(v);
-	return String(v);
+	const text = typeof v === 'object' ? JSON.stringify(v) : String(v);
+	return text.length > CELL_CHARS ? text.slice(0, CELL_CHARS) + '…' : text;
+}
+
+// rows beyond LIST_LIMIT: a note, the extra row dropped
+function limited(rows) {
+	if (rows.length <= LIST_LIMIT)
+		return [rows, ''];
+	return [rows.slice(0, LIST_LIMIT), h`<p class="note">Only the first ${LIST_LIMIT} are shown.</p>`];
 }
 
 function actionButton(s, action, fields, label, cls = '') {
@@ -95,7 +106,8 @@ async function overview(s, flash) {
 SELECT fn::text AS function, scheduled, held, running, succeeded, failed, cancelled,
        retries, success_ratio, mean_attempt_time::text AS mean_attempt,
        p95_attempt_time::text AS p95_attempt, oldest_due_lag::text AS oldest_due_lag, paused
-  FROM retries.stats ORDER BY fn::text`);
+  FROM retries.stats ORDER BY fn::text LIMIT ${LIST_LIMIT + 1}`);
+	const [statRows, statNote] = limited(stats.rows);
 	const perMinute = await s.client.query(`
 SELECT (extract(epoch FROM date_trunc('minute', now()) - date_trunc('minute', finished_at)) / 60)::int AS ago,
        count(*) FILTER (WHERE outcome = 'succeeded') AS succeeded,
@@ -109,13 +121,13 @@ SELECT (extract(epoch FROM date_trunc('minute', now()) - date_trunc('minute', fi
 ${chart(perMinute.rows, 'succeeded', 'attempts succeeded')}
 ${chart(perMinute.rows, 'failed', 'attempts failed or retried')}
 <h2>Functions</h2>
-${table(cols, stats.rows, (c, r) => {
+${table(cols, statRows, (c, r) => {
 		if (c === 'function')
 			return h`<a href="/calls${qs({ fn: r.function })}">${r.function}</a>`;
 		if ((c === 'failed' || c === 'held' || c === 'scheduled' || c === 'running' || c === 'succeeded' || c === 'cancelled') && Number(r[c]) > 0 && c !== 'held')
 			return h`<a href="/calls${qs({ fn: r.function, state: c })}">${r[c]}</a>`;
 		return show(r[c]);
-	})}`, { nav: '/', flash });
+	})}${statNote}`, { nav: '/', flash });
 }
 
 // the filters of the calls page, as given (strings), and their SQL
@@ -171,7 +183,7 @@ SELECT id, fn::text AS function, state::text AS state, attempts, next_attempt, c
 <label>Since <input name="since" value="${f.since}" placeholder="YYYY-MM-DD[THH:MM]"></label>
 <button>Filter</button> <a href="/calls">clear</a>
 </form>
-<div class="live" data-live-calls="${rows.map((r) => r.id).join(',')}">
+<div class="live" data-live-calls="${rows.map((r) => r.id).join(',')}" data-live-known="${rows.map(known).join(',')}">
 ${table(cols, rows, (c, r) => {
 		if (c === 'id')
 			return h`<a href="/calls/${r.id}">${r.id}</a>`;
@@ -180,7 +192,7 @@ ${table(cols, rows, (c, r) => {
 		if (c === 'attempts')
 			return h`<span data-call="${r.id}" data-field="attempts">${r.attempts}</span>`;
 		if (c === 'last_message')
-			return h`<span class="msg" data-call="${r.id}" data-field="last_message">${r.last_message}</span>`;
+			return h`<span class="msg" data-call="${r.id}" data-field="last_message">${show(r.last_message)}</span>`;
 		return show(r[c]);
 	})}
 </div>
@@ -215,7 +227,7 @@ ${!finished ? actionButton(s, '/act/cancel', { id: r.id }, 'Cancel', 'danger') :
 <input name="at" placeholder="YYYY-MM-DD HH:MM:SS+00" required><button>Reschedule</button></form>
 </div>`;
 	return layout(s, `Call ${r.id}`, h`<h1>Call ${r.id} <span class="state ${r.state}" data-call="${r.id}" data-field="state">${r.state}</span></h1>
-<div class="live" data-live-calls="${r.id}" data-reload-on-change="1"></div>
+<div class="live" data-live-calls="${r.id}" data-live-known="${known(r)}" data-reload-on-change="1"></div>
 ${actions}
 <dl class="fields">${fields.map((k) => h`<dt>${k}</dt><dd>${show(r[k])}</dd>`)}</dl>
 <h2>Arguments</h2><pre class="json">${JSON.stringify(r.args, null, 2)}</pre>
@@ -237,11 +249,12 @@ async function schedules(s, flash) {
 	const res = await s.client.query(`
 SELECT name, fn::text AS function, every, timezone, paused, next_run, last_run, last_call,
        last_state::text AS last_state, firings, skipped, missed, owner::text AS owner, command
-  FROM retries.schedules ORDER BY name, owner::text`);
+  FROM retries.schedules ORDER BY name, owner::text LIMIT ${LIST_LIMIT + 1}`);
+	const [rows, note] = limited(res.rows);
 	const cols = ['name', 'function', 'every', 'timezone', 'next_run', 'last_run', 'last_call',
 		'last_state', 'firings', 'skipped', 'missed', 'owner', 'paused', 'actions'];
 	return layout(s, 'Schedules', h`<h1>Schedules</h1>
-${table(cols, res.rows, (c, r) => {
+${table(cols, rows, (c, r) => {
 		if (c === 'last_call' && r.last_call)
 			return h`<a href="/calls/${r.last_call}">${r.last_call}</a>`;
 		if (c === 'function' && r.command)
@@ -253,7 +266,7 @@ ${table(cols, res.rows, (c, r) => {
 ${actionButton(s, '/act/trigger', { name: r.name }, 'Run now')}`;
 		}
 		return show(r[c]);
-	})}`, { nav: '/schedules', flash });
+	})}${note}`, { nav: '/schedules', flash });
 }
 
 async function flow(s, flash) {
@@ -262,31 +275,37 @@ SELECT p.fn::text AS function, p.owner::text AS owner, p.policy, p.max_running,
        p.max_running_per_key, p.rate, p.paused, coalesce(st.held, 0) AS held,
        coalesce(st.scheduled, 0) AS scheduled
   FROM retries.policies p LEFT JOIN retries.stats st ON st.fn = p.fn
- ORDER BY p.fn::text`);
+ ORDER BY p.fn::text LIMIT ${LIST_LIMIT + 1}`);
+	const [rows, note] = limited(res.rows);
 	const cols = ['function', 'owner', 'policy', 'max_running', 'max_running_per_key', 'rate',
 		'held', 'scheduled', 'paused', 'actions'];
 	return layout(s, 'Flow control', h`<h1>Flow control</h1>
 <p>Limits and pauses per function; a held call waits, uncharged, for room.</p>
-${table(cols, res.rows, (c, r) => {
+${table(cols, rows, (c, r) => {
 		if (c === 'actions')
 			return r.paused ? actionButton(s, '/act/resume', { fn: r.function }, 'Resume') :
 				actionButton(s, '/act/pause', { fn: r.function }, 'Pause', 'danger');
 		return show(r[c]);
-	})}`, { nav: '/flow', flash });
+	})}${note}`, { nav: '/flow', flash });
 }
 
 async function workers(s, flash) {
-	const res = await s.client.query('SELECT * FROM retries.workers ORDER BY database, pid');
+	const res = await s.client.query(`SELECT * FROM retries.workers ORDER BY database, pid LIMIT ${LIST_LIMIT + 1}`);
 	const cols = res.fields.map((f) => f.name);
-	return layout(s, 'Workers', h`<h1>Workers</h1>${table(cols, res.rows)}`, { nav: '/workers', flash });
+	const [rows, note] = limited(res.rows);
+	return layout(s, 'Workers', h`<h1>Workers</h1>${table(cols, rows)}${note}`, { nav: '/workers', flash });
 }
 
 async function events(s, flash) {
 	const res = await s.client.query(`
-SELECT role::text AS role, event, payload, emitted_at, waiting FROM retries.events
- ORDER BY role::text, event`);
+SELECT role::text AS role, left(event, ${CELL_CHARS}) AS event,
+       left(payload::text, ${CELL_CHARS}) AS payload, emitted_at, waiting
+  FROM retries.events
+ ORDER BY emitted_at DESC NULLS LAST, role::text, event LIMIT ${LIST_LIMIT + 1}`);
+	const [rows, note] = limited(res.rows);
 	return layout(s, 'Events', h`<h1>Events</h1>
-${table(['role', 'event', 'payload', 'emitted_at', 'waiting'], res.rows)}
+<p>The latest emitted first.</p>
+${table(['role', 'event', 'payload', 'emitted_at', 'waiting'], rows)}${note}
 ${s.readOnly ? '' : h`<h2>Emit an event</h2>
 <form method="post" action="/act/emit" class="filters">
 <input type="hidden" name="csrf" value="${s.csrf}">
@@ -307,6 +326,13 @@ const ACTIONS = {
 	trigger: { sql: 'SELECT retries.trigger($1)', args: ['name'], back: () => '/schedules' },
 	emit: { sql: 'SELECT retries.emit($1, $2::jsonb)', args: ['event', 'payload'], back: () => '/events' },
 };
+
+// what a page showed of a call, for the live stream to compare with
+// (server.js, live): the stream reports what changed since the page was
+// made, not since it started
+function known(r) {
+	return `${r.id}:${r.state}:${r.attempts}`;
+}
 
 // the live state of some calls (the page's SSE stream asks every second)
 async function liveCalls(s, ids) {

@@ -12,10 +12,17 @@
 // A session's id is 32 random bytes, made at login (never taken from the
 // browser before it: no fixation), in an HttpOnly, SameSite=Strict
 // cookie; its CSRF token is 32 more, required in every form that acts.
-// Sessions end at logout, after IDLE_MS without a request, or when their
-// connection breaks; at most MAX_SESSIONS at once.  Failed logins are
-// limited per client address and per role name (LOGIN_FAILURES in
-// LOGIN_WINDOW_MS).
+// Sessions end at logout, after IDLE_MS without a request (an open live
+// stream counts as one), MAX_AGE_MS after login, or when their connection
+// breaks.  At most MAX_SESSIONS at once, MAX_PER_ROLE of one role (its own
+// oldest ends for a new one): one role's logins never end another's; when
+// all are taken a login is refused.
+//
+// Logins: at most IN_FLIGHT connect at once, one per client, so that a
+// flood of logins cannot take PostgreSQL's connections; LOGIN_FAILURES
+// failed ones in LOGIN_WINDOW_MS per client, and per client and role, each
+// counted as it starts (parallel attempts cannot pass the count).  No
+// count is per role alone: nobody can lock a role out for everyone.
 
 'use strict';
 
@@ -23,12 +30,17 @@ const crypto = require('crypto');
 const { Client } = require('pg');
 
 const IDLE_MS = 30 * 60 * 1000;
+const MAX_AGE_MS = 12 * 3600 * 1000;
 const MAX_SESSIONS = 64;
+const MAX_PER_ROLE = 8;
+const MAX_STREAMS = 4;
+const IN_FLIGHT = 8;
 const LOGIN_FAILURES = 5;
 const LOGIN_WINDOW_MS = 60 * 1000;
 
 const sessions = new Map();		// id -> session
-const failures = new Map();		// 'ip:…' or 'role:…' -> [times]
+const failures = new Map();		// 'c:CLIENT' or 'r:CLIENT:ROLE' -> [times]
+const inFlight = new Set();		// clients with a login connecting
 
 function token() {
 	return crypto.randomBytes(32).toString('base64url');
@@ -52,21 +64,36 @@ function recentFailures(key, now) {
 	return list;
 }
 
-// may this address try to log in as this role now?
-function loginAllowed(ip, role, now = Date.now()) {
-	return recentFailures('ip:' + ip, now).length < LOGIN_FAILURES &&
-		recentFailures('role:' + role, now).length < LOGIN_FAILURES;
-}
-
-function noteFailure(ip, role, now = Date.now()) {
-	for (const key of ['ip:' + ip, 'role:' + role]) {
-		const list = recentFailures(key, now);
-		list.push(now);
-		failures.set(key, list);
-	}
+// start a login attempt of 'client' as 'role': null if it may go on (then
+// loginDone() must follow), else why not.  The attempt counts as a failure
+// from now on; a login that succeeds takes it back.
+function loginBegin(client, role, now = Date.now()) {
+	if (inFlight.has(client) || inFlight.size >= IN_FLIGHT)
+		return 'Too many logins at once: try again in a moment.';
+	const keys = ['c:' + client, 'r:' + client + ':' + role];
+	if (keys.some((k) => recentFailures(k, now).length >= LOGIN_FAILURES))
+		return 'Too many failed logins: wait a minute.';
+	for (const k of keys)
+		failures.set(k, [...recentFailures(k, now), now]);
 	// bounded: the oldest keys go first
 	while (failures.size > 10000)
 		failures.delete(failures.keys().next().value);
+	inFlight.add(client);
+	return null;
+}
+
+function loginDone(client, role, ok, now = Date.now()) {
+	inFlight.delete(client);
+	if (!ok)
+		return;
+	for (const k of ['c:' + client, 'r:' + client + ':' + role]) {
+		const list = recentFailures(k, now);
+		list.pop();
+		if (list.length)
+			failures.set(k, list);
+		else
+			failures.delete(k);
+	}
 }
 
 // log in: a session, or an Error whose .userMessage is for the page
@@ -97,29 +124,29 @@ async function login(options, role, password, readOnly) {
 	await client.query('SET search_path = pg_catalog');
 	if (readOnly)
 		await client.query('SET default_transaction_read_only = on');
-	if (sessions.size >= MAX_SESSIONS)
-		expireOldest();
+	const mine = [...sessions.values()].filter((x) => x.role === role);
+	if (mine.length >= MAX_PER_ROLE)
+		end(mine.reduce((a, b) => (a.lastSeen <= b.lastSeen ? a : b)));
+	else if (sessions.size >= MAX_SESSIONS) {
+		await client.end().catch(() => {});
+		const e = new Error('too many sessions');
+		e.userMessage = 'Too many sessions are open: try again later.';
+		throw e;
+	}
 	const s = {
 		id: token(),
 		csrf: token(),
 		role,
 		readOnly: !!readOnly,
 		client,
+		createdAt: Date.now(),
 		lastSeen: Date.now(),
 		streams: new Set(),
+		flash: null,
 	};
 	client.on('end', () => end(s));
 	sessions.set(s.id, s);
 	return s;
-}
-
-function expireOldest() {
-	let oldest = null;
-	for (const s of sessions.values())
-		if (!oldest || s.lastSeen < oldest.lastSeen)
-			oldest = s;
-	if (oldest)
-		end(oldest);
 }
 
 function get(id, now = Date.now()) {
@@ -128,12 +155,26 @@ function get(id, now = Date.now()) {
 	const s = sessions.get(id);
 	if (!s)
 		return null;
-	if (now - s.lastSeen > IDLE_MS && s.streams.size === 0) {
+	if (expired(s, now)) {
 		end(s);
 		return null;
 	}
 	s.lastSeen = now;
 	return s;
+}
+
+function expired(s, now) {
+	return now - s.createdAt > MAX_AGE_MS || (now - s.lastSeen > IDLE_MS && s.streams.size === 0);
+}
+
+// a live stream of the session: its stop function kept, the oldest
+// stopped beyond MAX_STREAMS
+function addStream(s, stop) {
+	s.streams.add(stop);
+	while (s.streams.size > MAX_STREAMS) {
+		const oldest = s.streams.values().next().value;
+		oldest();
+	}
 }
 
 function end(s) {
@@ -148,7 +189,7 @@ function end(s) {
 
 function sweep(now = Date.now()) {
 	for (const s of [...sessions.values()])
-		if (now - s.lastSeen > IDLE_MS && s.streams.size === 0)
+		if (expired(s, now))
 			end(s);
 }
 
@@ -158,6 +199,6 @@ function endAll() {
 }
 
 module.exports = {
-	login, get, end, sweep, endAll, loginAllowed, noteFailure, sameToken, token,
+	login, get, end, sweep, endAll, loginBegin, loginDone, addStream, sameToken, token,
 	count: () => sessions.size,
 };

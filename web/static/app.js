@@ -12,7 +12,8 @@ document.addEventListener('DOMContentLoaded', () => {
 	if (!ids)
 		return;
 	const reload = box.hasAttribute('data-reload-on-change');
-	const source = new EventSource('/live?calls=' + encodeURIComponent(ids));
+	const known = box.getAttribute('data-live-known') || '';
+	const source = new EventSource('/live?calls=' + encodeURIComponent(ids) + '&known=' + encodeURIComponent(known));
 	source.onmessage = (ev) => {
 		let changed;
 		try {
