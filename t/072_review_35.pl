@@ -34,6 +34,26 @@
 #      the copies runs its call, and each copy's call runs when due,
 #      though it gave its entry up meanwhile.
 #
+# The thirty-ninth review (rv40, of 13ed6df: finding 1's fix; by a
+# reviewer who did not write the code):
+#   3. (Medium) copies of a template, each with a schedule every five
+#      minutes: only work due beyond ten minutes left a database idle, so
+#      the copies kept every entry, and a database made after them got no
+#      worker (bob's call waited 6 min).  Fixed: a database whose last
+#      worker leaves with nothing due within two seconds is idle
+#      (idle_until, IDLE_AFTER_MS); the launcher keeps when its work is due.
+#   4. (Medium) a call held at a full rate gate ('1/1d') in each of 32
+#      databases, more than the pool's workers: each database was looked at
+#      again a second after its worker left, in turns, a worker started and
+#      ended each time (759 in 40 s, 18 s of CPU in 20 s).  Fixed: the looks
+#      back off while they run nothing (1, 2, 4, 8, 16 s; leave.c,
+#      leave_look_again_ms), a commit there starting over; and a database
+#      whose next look is seconds away is idle too, its entry free for
+#      another (checked by a database made after them).
+#   (Low, documented) finished calls of a database that gave its entry up
+#   are pruned only once its work or a commit brings a worker back
+#   (operations.md).
+#
 # Held (reported by the reviewer): copies with no call give their entries
 # up (t/071 1); a role that holds its share of the places is not let go,
 # and the kept quarter went to bob while mallory's three long commands ran;
@@ -141,6 +161,71 @@ for my $db (@copies)
 }
 call_reaches($pool, 'postgres', $ours, 'succeeded',
 	'1: the superuser\'s call due in an hour runs when due');
+
+# ---------------------------------------------------------------------
+# 3. (the thirty-ninth review, rv40, finding 1) copies of a template each
+#    with a schedule every five minutes: work due within ten minutes kept
+#    a database's entry, and a database made after them got no worker
+# ---------------------------------------------------------------------
+$pool->safe_psql('postgres', "DROP DATABASE $_") for (@copies, 'late');
+# the superuser's database with a call due later, as the copies are
+$pool->safe_psql('postgres', q{SELECT retries.call('pg_catalog.now()', run_at => now() + interval '2 hours')});
+my @scheduled = map { "g$_" } 1 .. (18 - $nall);
+for my $db (@scheduled)
+{
+	as_role($pool, 'postgres', 'mallory', "CREATE DATABASE $db TEMPLATE tpl");
+	as_role($pool, $db, 'mallory',
+		q{SELECT retries.schedule('often', 'pg_catalog.now()', '5 minutes')});
+}
+wait_until($pool, 'postgres',
+	q{SELECT count(*) = 0 FROM pg_stat_activity
+	  WHERE backend_type = 'retries worker' AND datname ~ '^g[0-9]+$'},
+	't', '3: (setup) the copies\' workers left them, their schedules due in minutes');
+$pool->safe_psql('postgres', 'CREATE DATABASE late2 TEMPLATE tpl');
+my $late2 = $pool->safe_psql('late2', q{SELECT retries.call('pg_catalog.now()')});
+call_reaches($pool, 'late2', $late2, 'succeeded',
+	'3: a call in a database made after copies with schedules every five minutes runs');
+
+# ---------------------------------------------------------------------
+# 4. (rv40 finding 2) databases whose calls wait at a full rate gate, more
+#    than the pool has workers: each was looked at again every second, in
+#    turns, a worker started and ended each time (759 in 40 s, 0.9 of a
+#    core); now the looks back off while they run nothing, up to 16 s
+# ---------------------------------------------------------------------
+my @gated = map { "h$_" } 1 .. 20;
+for my $db (@gated)
+{
+	$pool->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE tpl");
+	$pool->safe_psql($db, q{
+SELECT retries.annotate('pg_catalog.now()', rate => '1/1d');
+SELECT retries.call('pg_catalog.now()');
+SELECT retries.call('pg_catalog.now()');
+});
+}
+# the workers seen in the gated databases over 30 s, a look every 50 ms:
+# at most 20 databases x 6 visits (1 + 2 + 4 + 8 + 16 s), however fast
+# the machine; before, a visit a second each
+{
+	my $poll = poller($pool, 'postgres');
+	my %pids;
+	my $until = time() + 30;
+	while (time() < $until)
+	{
+		my ($out) = $poll->(q{SELECT string_agg(pid::text, ',') FROM pg_stat_activity
+			WHERE backend_type = 'retries worker' AND datname ~ '^h[0-9]+$'});
+		$pids{$_} = 1 for grep { length } split /,/, ($out // '');
+		select(undef, undef, undef, 0.05);    # poll: a sample of the workers every 50 ms
+	}
+	$poll->();
+	my $seen = scalar keys %pids;
+	cmp_ok($seen, '<=', 20 * 7,
+		"4: workers started in 20 databases at a full gate over 30 s are few ($seen)");
+}
+$pool->safe_psql('postgres', 'CREATE DATABASE late3 TEMPLATE tpl');
+my $late3 = $pool->safe_psql('late3', q{SELECT retries.call('pg_catalog.now()')});
+call_reaches($pool, 'late3', $late3, 'succeeded',
+	'4: a call in a database made after 20 databases at a full gate runs');
+
 no_crash($pool, $pool_log_offset, 'z: no backend or worker crashed (second node)');
 
 done_testing();

@@ -14,7 +14,7 @@
  * call or firing is due (due_at; at most IDLE_RECHECK_MS ahead, for what
  * nothing wakes: retention, calls a restore loaded).  The launcher starts
  * a worker again at due_at, or at once when a commit finds no worker that
- * stays.  Nothing due within IDLE_RECHECK_MS, it leaves the database idle
+ * stays.  Nothing due within IDLE_AFTER_MS, it leaves the database idle
  * (idle_until): its entry of the database table may go to another
  * database, and the launcher wakes it when its work is due (revisits.c).
  * All workers of all databases together are at most
@@ -47,6 +47,11 @@
 #define POOL_SLICE_MS			1000
 /* A worker whose database has work due this soon does not leave it */
 #define STAY_FOR_DUE_MS			1000
+/* Work due later than this leaves a database idle (idle_until) */
+#define IDLE_AFTER_MS			2000
+/* How soon a database looked after is looked at again, at first and at most */
+#define LOOK_AGAIN_MS			1000
+#define LOOK_AGAIN_MAX_MS		16000
 
 /*
  * leave_pool_contended -- do databases with due work wait for room in the pool
@@ -127,29 +132,48 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
 }
 
 /*
- * idle_until -- has the database nothing due within IDLE_RECHECK_MS ('due':
+ * idle_until -- has the database nothing due within IDLE_AFTER_MS ('due':
  * its next call, event timeout or release of a gate, 0 if none; or a
  * firing) and nothing a worker must look after?  Then when its work is
  * next due (DT_NOEND if never), else 0.  Its last worker leaves it idle,
  * and its entry may go to a database that needs one (shmem/shmem.c,
  * evictable_database) until a commit there wakes it, or, kept by the
- * launcher (revisits.c), until its work is due: copies of a template with
- * a call due in ten years took every entry of retries.max_databases, and
- * a database made after them got no worker (the thirty-eighth hostile
- * review, t/072 1).
+ * launcher (revisits.c), until its work is due: an entry is for a
+ * database served now, not one that waits.  Copies of a template with a
+ * call due in ten years took every entry of retries.max_databases, and a
+ * database made after them got no worker (the thirty-eighth hostile
+ * review, t/072 1); so did copies with a schedule every five minutes
+ * while only work due beyond ten minutes left a database idle (the
+ * thirty-ninth, t/072 3).
  */
 static TimestampTz
 idle_until(const LeaveNeeds *needs, TimestampTz due)
 {
 	TimestampTz next = due;
 
-	if (OidIsValid(needs->capped_role) || !may_leave(needs))
+	if (OidIsValid(needs->capped_role))
 		return 0;
 	if (needs->next_fire != 0 && (next == 0 || needs->next_fire < next))
 		next = needs->next_fire;
+
+	/*
+	 * What it looks after (a full gate, a firing that waits) is due when it
+	 * is looked at again (leave_look_again_ms): once that is seconds away,
+	 * the database is idle too, or databases with a full gate each would keep
+	 * their entries for good
+	 */
+	if (!may_leave(needs))
+	{
+		TimestampTz look;
+
+		if (!look_after_soon(needs))
+			return 0;
+		look = TimestampTzPlusMilliseconds(clock_now(), needs->look_again_ms);
+		next = next == 0 ? look : Min(next, look);
+	}
 	if (next == 0)
 		return DT_NOEND;
-	return clock_ms_until(next) > IDLE_RECHECK_MS ? next : 0;
+	return clock_ms_until(next) > IDLE_AFTER_MS ? next : 0;
 }
 
 /*
@@ -174,6 +198,38 @@ next_visit(const LeaveNeeds *needs, TimestampTz now, TimestampTz due)
 	if (retries_enabled && needs->next_fire != 0)
 		due_at = Min(due_at, needs->next_fire);
 	return due_at;
+}
+
+/*
+ * leave_look_again_ms -- how soon this database, which its worker looks
+ * after (a full gate, a firing that waits), is looked at again once the
+ * worker leaves it: LOOK_AGAIN_MS, doubled for each visit in a row that
+ * ran nothing, up to LOOK_AGAIN_MAX_MS; a commit there starts again from
+ * the first (shmem_wake_workers).  A look a second in each of 32 databases
+ * with a full rate gate, in turns on a contended pool, kept 0.9 of a core
+ * busy starting and ending workers (the thirty-ninth hostile review, t/072
+ * 4).
+ */
+int
+leave_look_again_ms(void)
+{
+	int			looks = shmem_db_idle_looks(MyDatabaseId);
+	int			ms = LOOK_AGAIN_MS;
+
+	while (looks-- > 0 && ms < LOOK_AGAIN_MAX_MS)
+		ms *= 2;
+	return Min(ms, LOOK_AGAIN_MAX_MS);
+}
+
+/*
+ * note_look -- a worker that looks after something leaves: its visit ran
+ * a call ('ran_at', after 'started_at') or did not (leave_look_again_ms)
+ */
+static void
+note_look(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz started_at)
+{
+	if (!may_leave(needs) && look_after_soon(needs))
+		shmem_db_note_look(MyDatabaseId, ran_at > started_at);
 }
 
 /*
@@ -211,6 +267,7 @@ leave_reserve(const LeaveNeeds *needs, TimestampTz due, TimestampTz ran_at,
 			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
 			  !leave_pool_contended()))
 		return;
+	note_look(needs, ran_at, started_at);
 	(void) leave_database(due_at, false, needs, idle_until(needs, due));
 }
 
@@ -250,6 +307,7 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 		!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) &&
 		!OidIsValid(needs->capped_role))
 		return;
+	note_look(needs, ran_at, started_at);
 	(void) leave_database(due_at, false, needs, idle_until(needs, due));
 }
 

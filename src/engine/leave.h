@@ -34,5 +34,6 @@ extern void leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at,
 extern long leave_idle_left_ms(TimestampTz ran_at, long longest);
 extern void leave_for_others(const LeaveNeeds *needs, TimestampTz served_since);
 extern bool leave_idle_extra(TimestampTz ran_at);
+extern int	leave_look_again_ms(void);
 
 #endif							/* RETRIES_LEAVE_H */

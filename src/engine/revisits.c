@@ -4,8 +4,8 @@
  *	  When the databases that gave their entries up have work due again:
  *	  the launcher's own list.
  *
- * A database whose last worker left it with nothing due within ten
- * minutes is idle (engine/leave.c), and its entry of the database table
+ * A database whose last worker left it with nothing due within two
+ * seconds is idle (engine/leave.c), and its entry of the database table
  * may go to another database (shmem/shmem.c, evictable_database).  One
  * with nothing due at all needs none until a commit there wakes it; one
  * with a call or a firing due later would lose it, for nothing wakes a

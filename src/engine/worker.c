@@ -486,7 +486,7 @@ leave_needs(void)
 	needs.looks_after = steps_fire_waiting() || gated || chains_recheck ||
 		steps_fire_errors() > 0 || steps_copy_made_at() != 0;
 	needs.next_fire = steps_next_fire();
-	needs.look_again_ms = FIRE_CHECK_MS;
+	needs.look_again_ms = leave_look_again_ms();
 	needs.capped_role = turns_capped(&capped_until);
 	needs.capped_until = steps_next_fire();
 	if (capped_until != 0 &&

@@ -142,7 +142,7 @@ shmem_install(void)
 /*
  * evictable_database -- an entry that may make room for another, NULL if
  * none: that of a database found without the extension, else that of one
- * whose last worker left it idle (nothing due within ten minutes, nothing
+ * whose last worker left it idle (nothing due within two seconds, nothing
  * to look after): one with nothing due at all first, then the one whose
  * work is due last, once the launcher keeps when (far_noted); not paused,
  * with no worker, no call held for a runner place and no place lost.  Its
@@ -1340,8 +1340,40 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	{
 		db->woken = true;
 		db->idle = false;
+		db->idle_looks = 0;
 	}
 	shmem_set_launcher_latch();
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_db_idle_looks -- how many visits in a row to database dboid looked
+ * after something and ran nothing (0 if it has no entry)
+ */
+int
+shmem_db_idle_looks(Oid dboid)
+{
+	RetriesDatabase *db;
+	int			looks;
+
+	db = shmem_lock_database(dboid, LW_SHARED);
+	looks = db != NULL ? db->idle_looks : 0;
+	LWLockRelease(retries_shared->lock);
+	return looks;
+}
+
+/*
+ * shmem_db_note_look -- a worker leaves database dboid, which it looked
+ * after, having run something ('ran') or not
+ */
+void
+shmem_db_note_look(Oid dboid, bool ran)
+{
+	RetriesDatabase *db;
+
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
+	if (db != NULL)
+		db->idle_looks = ran ? 0 : Min(db->idle_looks + 1, 1000);
 	LWLockRelease(retries_shared->lock);
 }
 

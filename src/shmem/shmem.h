@@ -150,7 +150,7 @@ typedef struct RetriesDatabase
 	TimestampTz capped_until;	/* ... and when its next firing, or a call of
 								 * any role, is due; 0 if none */
 	bool		idle;			/* its last worker left it with nothing due
-								 * within ten minutes (leave.c) and nothing to
+								 * within two seconds (leave.c) and nothing to
 								 * look after: its entry may go to another
 								 * database (evictable_database) until a
 								 * commit there wakes it, or its work falls
@@ -159,6 +159,10 @@ typedef struct RetriesDatabase
 								 * base/clock.c), 0 if never */
 	bool		far_noted;		/* the launcher keeps far_due (revisits.c):
 								 * only then may the entry go */
+	int			idle_looks;		/* visits in a row that looked after something
+								 * (a full gate, a waiting firing) and ran
+								 * nothing: the next one comes later (leave.c,
+								 * look_again); 0 after a commit there */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -527,6 +531,8 @@ extern pid_t shmem_reserve_running(int index, uint32 generation);
 extern void shmem_reserve_terminate(int index, uint32 generation);
 extern int	shmem_exit_code(void);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
+extern int	shmem_db_idle_looks(Oid dboid);
+extern void shmem_db_note_look(Oid dboid, bool ran);
 extern void shmem_runner_lock_tag(LOCKTAG *tag, Oid dboid, int64 call_id,
 								  uint16 lockclass);
 
