@@ -42,14 +42,17 @@
 #      worker (bob's call waited 6 min).  Fixed: a database whose last
 #      worker leaves with nothing due within two seconds is idle
 #      (idle_until, IDLE_AFTER_MS); the launcher keeps when its work is due.
-#   4. (Medium) a call held at a full rate gate ('1/1d') in each of 32
-#      databases, more than the pool's workers: each database was looked at
-#      again a second after its worker left, in turns, a worker started and
-#      ended each time (759 in 40 s, 18 s of CPU in 20 s).  Fixed: the looks
-#      back off while they run nothing (1, 2, 4, 8, 16 s; leave.c,
-#      leave_look_again_ms), a commit there starting over; and a database
-#      whose next look is seconds away is idle too, its entry free for
-#      another (checked by a database made after them).
+#   (Medium, no check here) a call held at a full rate gate ('1/1d') in
+#      each of 32 databases, more than the pool's workers, just after a
+#      restart: each database was looked at again a second after its
+#      worker left, in turns, a worker started and ended each time (759 in
+#      40 s, 18 s of CPU in 20 s).  Fixed: the looks back off while they run
+#      nothing (1, 2, 4, 8, 16 s; leave.c, leave_look_again_ms), a commit
+#      there starting over; and a database whose next look is seconds away
+#      is idle too, its entry free for another.  A check of 32 such
+#      databases made here (without the restart) saw 34 workers in 30 s
+#      before the fix as after it: it did not reproduce the churn, and is
+#      not kept.
 #   (Low, documented) finished calls of a database that gave its entry up
 #   are pruned only once its work or a commit brings a worker back
 #   (operations.md).
@@ -185,46 +188,6 @@ $pool->safe_psql('postgres', 'CREATE DATABASE late2 TEMPLATE tpl');
 my $late2 = $pool->safe_psql('late2', q{SELECT retries.call('pg_catalog.now()')});
 call_reaches($pool, 'late2', $late2, 'succeeded',
 	'3: a call in a database made after copies with schedules every five minutes runs');
-
-# ---------------------------------------------------------------------
-# 4. (rv40 finding 2) databases whose calls wait at a full rate gate, more
-#    than the pool has workers: each was looked at again every second, in
-#    turns, a worker started and ended each time (759 in 40 s, 0.9 of a
-#    core); now the looks back off while they run nothing, up to 16 s
-# ---------------------------------------------------------------------
-my @gated = map { "h$_" } 1 .. 20;
-for my $db (@gated)
-{
-	$pool->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE tpl");
-	$pool->safe_psql($db, q{
-SELECT retries.annotate('pg_catalog.now()', rate => '1/1d');
-SELECT retries.call('pg_catalog.now()');
-SELECT retries.call('pg_catalog.now()');
-});
-}
-# the workers seen in the gated databases over 30 s, a look every 50 ms:
-# at most 20 databases x 6 visits (1 + 2 + 4 + 8 + 16 s), however fast
-# the machine; before, a visit a second each
-{
-	my $poll = poller($pool, 'postgres');
-	my %pids;
-	my $until = time() + 30;
-	while (time() < $until)
-	{
-		my ($out) = $poll->(q{SELECT string_agg(pid::text, ',') FROM pg_stat_activity
-			WHERE backend_type = 'retries worker' AND datname ~ '^h[0-9]+$'});
-		$pids{$_} = 1 for grep { length } split /,/, ($out // '');
-		select(undef, undef, undef, 0.05);    # poll: a sample of the workers every 50 ms
-	}
-	$poll->();
-	my $seen = scalar keys %pids;
-	cmp_ok($seen, '<=', 20 * 7,
-		"4: workers started in 20 databases at a full gate over 30 s are few ($seen)");
-}
-$pool->safe_psql('postgres', 'CREATE DATABASE late3 TEMPLATE tpl');
-my $late3 = $pool->safe_psql('late3', q{SELECT retries.call('pg_catalog.now()')});
-call_reaches($pool, 'late3', $late3, 'succeeded',
-	'4: a call in a database made after 20 databases at a full gate runs');
 
 no_crash($pool, $pool_log_offset, 'z: no backend or worker crashed (second node)');
 
