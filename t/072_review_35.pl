@@ -133,21 +133,33 @@ $pool->safe_psql('postgres', q{SELECT retries.annotate('pg_catalog.now()')});
 my $ours = $pool->safe_psql('postgres', $later);
 my $nall = $pool->safe_psql('postgres',
 	'SELECT count(*) FROM pg_database WHERE datallowconn AND NOT datistemplate');
-my @copies = map { "f$_" } 1 .. (18 - $nall);
-for my $db (@copies)
+# copies_then_late(PREFIX, SQL, LATE, CHECK, WHAT): mallory's copies of
+# tpl PREFIX1, PREFIX2, ..., two more than the entries left (the node's
+# databases then outnumber retries.max_databases), SQL run as her in each;
+# once their workers have left them, database LATE, made after them, runs
+# a call (check CHECK: WHAT the copies have).  Returns the copies' names.
+sub copies_then_late
 {
-	as_role($pool, 'postgres', 'mallory', "CREATE DATABASE $db TEMPLATE tpl");
-	as_role($pool, $db, 'mallory', $later);
+	my ($prefix, $sql, $late, $check, $what) = @_;
+	my @made = map { "$prefix$_" } 1 .. (18 - $nall);
+
+	for my $db (@made)
+	{
+		as_role($pool, 'postgres', 'mallory', "CREATE DATABASE $db TEMPLATE tpl");
+		as_role($pool, $db, 'mallory', $sql);
+	}
+	wait_until($pool, 'postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'retries worker'"
+		  . " AND datname ~ '^${prefix}[0-9]+\$'",
+		't', "$check: (setup) the copies' workers left them, $what");
+	$pool->safe_psql('postgres', "CREATE DATABASE $late TEMPLATE tpl");
+	my $id = $pool->safe_psql($late, q{SELECT retries.call('pg_catalog.now()')});
+	call_reaches($pool, $late, $id, 'succeeded',
+		"$check: a call in a database made after copies with $what runs");
+	return @made;
 }
-# the copies' workers came and left them, their calls due later
-wait_until($pool, 'postgres',
-	q{SELECT count(*) = 0 FROM pg_stat_activity
-	  WHERE backend_type = 'retries worker' AND datname ~ '^f[0-9]+$'},
-	't', '1: (setup) the copies\' workers left them, their calls due in an hour');
-$pool->safe_psql('postgres', 'CREATE DATABASE late TEMPLATE tpl');
-my $late = $pool->safe_psql('late', q{SELECT retries.call('pg_catalog.now()')});
-call_reaches($pool, 'late', $late, 'succeeded',
-	'1: a call in a database made after the copies runs');
+
+my @copies = copies_then_late('f', $later, 'late', '1', 'a call due in an hour');
 
 is(join(',', map { $pool->safe_psql($_, q{SELECT string_agg(state::text, ',') FROM retries.call_data}) }
 	  @copies),
@@ -173,21 +185,8 @@ call_reaches($pool, 'postgres', $ours, 'succeeded',
 $pool->safe_psql('postgres', "DROP DATABASE $_") for (@copies, 'late');
 # the superuser's database with a call due later, as the copies are
 $pool->safe_psql('postgres', q{SELECT retries.call('pg_catalog.now()', run_at => now() + interval '2 hours')});
-my @scheduled = map { "g$_" } 1 .. (18 - $nall);
-for my $db (@scheduled)
-{
-	as_role($pool, 'postgres', 'mallory', "CREATE DATABASE $db TEMPLATE tpl");
-	as_role($pool, $db, 'mallory',
-		q{SELECT retries.schedule('often', 'pg_catalog.now()', '5 minutes')});
-}
-wait_until($pool, 'postgres',
-	q{SELECT count(*) = 0 FROM pg_stat_activity
-	  WHERE backend_type = 'retries worker' AND datname ~ '^g[0-9]+$'},
-	't', '3: (setup) the copies\' workers left them, their schedules due in minutes');
-$pool->safe_psql('postgres', 'CREATE DATABASE late2 TEMPLATE tpl');
-my $late2 = $pool->safe_psql('late2', q{SELECT retries.call('pg_catalog.now()')});
-call_reaches($pool, 'late2', $late2, 'succeeded',
-	'3: a call in a database made after copies with schedules every five minutes runs');
+copies_then_late('g', q{SELECT retries.schedule('often', 'pg_catalog.now()', '5 minutes')},
+	'late2', '3', 'a schedule every five minutes');
 
 no_crash($pool, $pool_log_offset, 'z: no backend or worker crashed (second node)');
 
