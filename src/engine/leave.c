@@ -52,6 +52,8 @@
 /* How soon a database looked after is looked at again, at first and at most */
 #define LOOK_AGAIN_MS			1000
 #define LOOK_AGAIN_MAX_MS		16000
+/* How soon a database whose due calls the pool's cap holds back, left idle, is looked at again */
+#define CAPPED_LOOK_MS			4000
 
 /*
  * leave_pool_contended -- do databases with due work wait for room in the pool
@@ -144,7 +146,13 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
  * database made after them got no worker (the thirty-eighth hostile
  * review, t/072 1); so did copies with a schedule every five minutes
  * while only work due beyond ten minutes left a database idle (the
- * thirty-ninth, t/072 3).
+ * thirty-ninth, t/072 3).  One whose due calls are all of a role the
+ * pool's cap holds back (needs->capped_role) is idle too, looked at again
+ * CAPPED_LOOK_MS on, or when a call not held back is due if sooner: a
+ * role at its cap kept the entries of its databases, and bob's database,
+ * made after them, got no worker for minutes (the fortieth hostile
+ * review, t/074 2).  While it keeps its entry the launcher starts a
+ * worker as soon as the cap lets one (launcher.c, still_capped).
  */
 static TimestampTz
 idle_until(const LeaveNeeds *needs, TimestampTz due)
@@ -152,7 +160,12 @@ idle_until(const LeaveNeeds *needs, TimestampTz due)
 	TimestampTz next = due;
 
 	if (OidIsValid(needs->capped_role))
-		return 0;
+	{
+		next = TimestampTzPlusMilliseconds(clock_now(), CAPPED_LOOK_MS);
+		if (needs->capped_until != 0)
+			next = Min(next, needs->capped_until);
+		return clock_ms_until(next) > IDLE_AFTER_MS ? next : 0;
+	}
 	if (needs->next_fire != 0 && (next == 0 || needs->next_fire < next))
 		next = needs->next_fire;
 

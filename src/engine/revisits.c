@@ -10,11 +10,13 @@
  * with nothing due at all needs none until a commit there wakes it; one
  * with a call or a firing due later would lose it, for nothing wakes a
  * database at a time.  So the launcher keeps, for each idle database whose
- * work is due later, when (revisits_note, before the entry may go), here in
- * its own memory, as many as there are such databases (a dozen bytes
- * each, however many a role may create), and wakes the database as it
- * falls due (launcher.c, revisit_due): a commit's wake, which gives it an
- * entry again, or counts it as new until one is free.
+ * work is due later, when, and how many looks in a row ran nothing there
+ * (revisits_note, before the entry may go), here in its own memory, as
+ * many as there are such databases (a couple of dozen bytes each, however
+ * many a role may create), and wakes the database as it falls due
+ * (launcher.c, revisit_due): as a commit would, which gives it an entry
+ * again, or counts it as new until one is free, but its looks go on
+ * backing off.
  *
  * The list lives as long as the launcher.  A new launcher starts with none:
  * it looks at every database without an entry as new, and the entries it
@@ -39,6 +41,8 @@ typedef struct Revisit
 {
 	Oid			dboid;			/* the key */
 	TimestampTz due;
+	int			looks;			/* its looks in a row that ran nothing
+								 * (shmem.h, idle_looks) */
 	uint32		listed;			/* the read of pg_database that last saw it */
 } Revisit;
 
@@ -70,11 +74,11 @@ table(void)
 }
 
 /*
- * revisits_note -- database 'dboid' has work due at 'due' (replacing what
- * was kept for it)
+ * revisits_note -- database 'dboid' has work due at 'due', after 'looks'
+ * looks in a row that ran nothing (replacing what was kept for it)
  */
 void
-revisits_note(Oid dboid, TimestampTz due)
+revisits_note(Oid dboid, TimestampTz due, int looks)
 {
 	Revisit    *r;
 	bool		found;
@@ -83,6 +87,7 @@ revisits_note(Oid dboid, TimestampTz due)
 	if (found && r->due < due)
 		first_stale = true;		/* it may have been the first */
 	r->due = due;
+	r->looks = looks;
 	r->listed = reading;
 	if (!first_stale && (first == 0 || due < first))
 		first = due;
@@ -110,10 +115,11 @@ revisits_first(void)
 
 /*
  * revisits_take -- the databases kept that are due within 'ahead_ms', into
- * dboids[] (room for 'max'); returns how many, and forgets them
+ * dboids[] and their looks into looks[] (room for 'max'); returns how
+ * many, and forgets them
  */
 int
-revisits_take(int ahead_ms, Oid *dboids, int max)
+revisits_take(int ahead_ms, Oid *dboids, int *looks, int max)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
@@ -126,6 +132,7 @@ revisits_take(int ahead_ms, Oid *dboids, int max)
 	{
 		if (n < max && clock_ms_until(r->due) <= ahead_ms)
 		{
+			looks[n] = r->looks;
 			dboids[n++] = r->dboid;
 			/* removing the entry just returned is allowed during a scan */
 			(void) hash_search(revisits, &r->dboid, HASH_REMOVE, NULL);

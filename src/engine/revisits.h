@@ -11,9 +11,9 @@
 
 #include "datatype/timestamp.h"
 
-extern void revisits_note(Oid dboid, TimestampTz due);
+extern void revisits_note(Oid dboid, TimestampTz due, int looks);
 extern TimestampTz revisits_first(void);
-extern int	revisits_take(int ahead_ms, Oid *dboids, int max);
+extern int	revisits_take(int ahead_ms, Oid *dboids, int *looks, int max);
 extern void revisits_listed(Oid dboid);
 extern void revisits_sweep(void);
 

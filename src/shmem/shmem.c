@@ -1307,7 +1307,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 		}
 		if (w->latch != NULL)
 		{
-			pg_atomic_fetch_or_u32(&w->woken, why);
+			pg_atomic_fetch_or_u32(&w->woken, why & ~WAKE_REVISIT);
 			SetLatch(w->latch);
 		}
 	}
@@ -1331,7 +1331,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	{
 		db = shmem_find_database(dboid, true);
 		retries_shared->reread_databases = true;
-		if (db == NULL)
+		if (db == NULL && !(why & WAKE_REVISIT))
 			note_unserved(dboid);
 	}
 	if (db != NULL && stays)
@@ -1340,9 +1340,24 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	{
 		db->woken = true;
 		db->idle = false;
-		db->idle_looks = 0;
+		/* a commit: what it looks after may be let through now */
+		if (!(why & WAKE_REVISIT))
+			db->idle_looks = 0;
 	}
 	shmem_set_launcher_latch();
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_note_unserved -- database 'dboid', woken by a commit, still has no
+ * entry after the launcher's read of pg_database that ranked it first
+ * (launcher.c, renote_woken): the next read ranks it first again
+ */
+void
+shmem_note_unserved(Oid dboid)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	note_unserved(dboid);
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -1374,6 +1389,22 @@ shmem_db_note_look(Oid dboid, bool ran)
 	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL)
 		db->idle_looks = ran ? 0 : Min(db->idle_looks + 1, 1000);
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_db_set_looks -- database dboid, given an entry again, had 'looks'
+ * visits in a row that ran nothing when it gave its last one up
+ * (launcher.c, revisit_due)
+ */
+void
+shmem_db_set_looks(Oid dboid, int looks)
+{
+	RetriesDatabase *db;
+
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
+	if (db != NULL)
+		db->idle_looks = looks;
 	LWLockRelease(retries_shared->lock);
 }
 

@@ -511,6 +511,14 @@ extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
  */
 #define WAKE_CALLS				0x1
 #define WAKE_FIRE				0x2
+
+/*
+ * The launcher's own wake of a database whose work it kept (launcher.c,
+ * revisit_due): as WAKE_CALLS, but the database's looks keep backing off
+ * (leave.c, leave_look_again_ms) and, with no entry to be had, it is not
+ * listed as woken by a commit: the launcher tries again itself
+ */
+#define WAKE_REVISIT			0x4
 extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern long shmem_reserve_pause(int index);
@@ -531,8 +539,10 @@ extern pid_t shmem_reserve_running(int index, uint32 generation);
 extern void shmem_reserve_terminate(int index, uint32 generation);
 extern int	shmem_exit_code(void);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
+extern void shmem_note_unserved(Oid dboid);
 extern int	shmem_db_idle_looks(Oid dboid);
 extern void shmem_db_note_look(Oid dboid, bool ran);
+extern void shmem_db_set_looks(Oid dboid, int looks);
 extern void shmem_runner_lock_tag(LOCKTAG *tag, Oid dboid, int64 call_id,
 								  uint16 lockclass);
 
