@@ -412,6 +412,58 @@ COMMENT ON COLUMN retries.calls.command IS
 COMMENT ON COLUMN retries.calls.database IS
 	'the database a command runs in, if not this one (run_command''s database); NULL otherwise';
 
+/*
+ * retries.calls, newest first: a page of the newest calls (a LIMIT, with
+ * no ORDER BY of its own) reads only the rows it shows, by the primary
+ * key.  retries.calls is a security barrier, planned apart from the query
+ * that reads it: its rows all come and are sorted before a LIMIT takes 50
+ * (two seconds for a role with a million calls).  The columns are
+ * retries.calls' (t/013 checks that they stay alike).
+ */
+CREATE VIEW retries.recent_calls WITH (security_barrier) AS
+SELECT c.id,
+	   r.fn,
+	   c.args,
+	   CASE WHEN c.state = 'scheduled'
+				 AND c.id = ANY (CAST((SELECT retries.running_calls()) AS bigint[]))
+			THEN 'running'::retries.call_state ELSE c.state END AS state,
+	   c.attempts,
+	   c.max_attempts,
+	   c.next_attempt,
+	   c.created_at,
+	   c.updated_at,
+	   c.scheduled_by,
+	   c.key,
+	   c.last_sqlstate,
+	   c.last_message,
+	   (SELECT s.name FROM retries.schedule_data s
+		 WHERE s.id = c.schedule_id) AS schedule,
+	   c.priority,
+	   c.limit_key,
+	   c.result,
+	   CASE WHEN c.waiting_on > 0 AND c.state = 'scheduled'
+			THEN ARRAY(SELECT a.after_id
+						 FROM retries.call_after a
+						 JOIN retries.call_data b ON b.id = a.after_id
+						WHERE a.call_id = c.id AND b.state = 'scheduled'
+						ORDER BY a.after_id)
+			ELSE '{}'::bigint[] END AS waiting_for,
+	   CASE WHEN r.fn IN ('retries.command(text)'::regprocedure,
+						  'retries.command_in(text,name,name)'::regprocedure)
+			THEN c.args ->> 0 END AS command,
+	   CASE WHEN c.event_wait AND c.state = 'scheduled'
+			THEN c.on_event END AS waiting_for_event,
+	   CASE WHEN r.fn = 'retries.command_in(text,name,name)'::regprocedure
+			THEN (c.args ->> 1)::name END AS database
+  FROM retries.call_data c
+  JOIN retries.policy_data p ON p.id = c.policy_id
+  LEFT JOIN retries.function_refs r ON r.key = p.fn
+ WHERE retries.visible_role(c.scheduled_by)
+ ORDER BY c.id DESC;
+COMMENT ON VIEW retries.recent_calls IS
+	'retries.calls, newest first: SELECT ... LIMIT n, without ORDER BY, reads only the n newest calls by index';
+GRANT SELECT ON retries.recent_calls TO PUBLIC;
+
 CREATE OR REPLACE VIEW retries.schedules WITH (security_barrier) AS
 SELECT s.id,
 	   s.name,

@@ -621,6 +621,9 @@ sub check_reference
 	{
 		push @{ $columns{ $row->[0] } }, [ $row->[1], $row->[2] ];
 	}
+	# retries.recent_calls is retries.calls newest first: the same columns
+	is_deeply($columns{recent_calls}, $columns{calls},
+		'reference: retries.recent_calls has the columns of retries.calls');
 	for my $view (sort keys %columns)
 	{
 		$checked++;

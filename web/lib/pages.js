@@ -161,14 +161,17 @@ function callFilters(q) {
 	return { f, where, params };
 }
 
+// the calls page: retries.recent_calls is retries.calls newest first, and
+// the page takes the first rows, with no ORDER BY, which would sort every
+// call of the role again (retries.calls ordered here: 2 s with a million)
 async function calls(s, q, flash) {
 	const { f, where, params } = callFilters(q);
 	const res = await s.client.query(`
 SELECT id, fn::text AS function, state::text AS state, attempts, next_attempt, created_at,
        updated_at, key, last_sqlstate, last_message, schedule
-  FROM retries.calls
+  FROM retries.recent_calls
  ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
- ORDER BY id DESC LIMIT ${PAGE_SIZE + 1}`, params);
+ LIMIT ${PAGE_SIZE + 1}`, params);
 	const rows = res.rows.slice(0, PAGE_SIZE);
 	const more = res.rows.length > PAGE_SIZE;
 	const next = more ? qs({ ...f, before: rows[rows.length - 1].id }) : null;

@@ -114,8 +114,8 @@ RESET ROLE;`);
 	for (const [name, q] of Object.entries(filters)) {
 		const { where, params } = pages.callFilters(q);
 		const plan = await client.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON)
-SELECT id FROM retries.calls ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
- ORDER BY id DESC LIMIT 51`, params);
+SELECT id FROM retries.recent_calls ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+ LIMIT 51`, params);
 		console.log(`# plan, calls ${name}:`);
 		for (const r of plan.rows)
 			console.log('#   ' + r['QUERY PLAN']);
