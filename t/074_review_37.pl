@@ -39,7 +39,40 @@
 #      bob's call ran before the fix as after it (h below); a hundred
 #      databases are not made here.
 #
-# Held: h. bob's call in a database made after the 24 gated ones runs.
+# Held: h. bob's call in a database made after the 24 gated ones runs;
+# g. (for 4) bob's calls due 20 s on, each in a database made after them,
+# run.
+#
+# The forty-first review (rv42, of c908edc: the fixes above; by a reviewer
+# who did not write the code):
+#   4. (High, older than the fixes) the launcher forgot, in each pass that
+#      read pg_database, every entry whose database was not among the
+#      read's first retries.max_databases, as if it were dropped; an entry
+#      that revisit_due had just given a database whose work fell due was
+#      one, and the database, on no list then, waited for a commit: bob's
+#      call due 20 s on in a database made after 96 gated ones was still
+#      scheduled 9.5 minutes later, others 122-152 s late (35 of 130 such
+#      entries forgotten at once).  Fixed: an entry is forgotten only when
+#      the read did not find its database at all, and not while a commit
+#      since may have made one for a database it did not know; the
+#      launcher wakes the databases due before it reads.  No check here
+#      fails before the fix: with 24 gated databases (g below) bob's calls
+#      due 20 s on ran on time before it as after; the reviewer's 96 are
+#      not made here (the reviewer confirmed the order of events with two
+#      log lines added to the launcher).
+#   3. (Medium, of the fix of 2) the launcher's look at an idle database
+#      held back by the cap cleared the mark that kept it from starting a
+#      worker, every 4 s in each (252 workers started in 30 s in 30 such
+#      databases, each taking the last place of the pool a moment).
+#      Fixed: its look makes its work due rather than woken, so the cap
+#      still holds it back; it stays idle, looked at again 16 s on, and
+#      the looks of a database given an entry again back off as a gate's
+#      do.  Check 3: fewer than three workers a database in 30 s.
+#   (Medium, documented) the list of databases woken by a commit while no
+#      entry was free holds 64; a role that commits in more databases
+#      between two reads of the launcher pushes the oldest out, and a
+#      database so dropped waits for its next commit or due work
+#      (operations.md).
 
 use strict;
 use warnings;
@@ -134,6 +167,25 @@ my $bobs = as_role($node, 'late', 'bob', q{SELECT retries.call('pg_catalog.now()
 call_reaches($node, 'late', $bobs, 'succeeded',
 	"h: bob's call in a database made after $NGATED gated ones runs");
 
+# g. bob's calls due 20 s on, each in a database of his made after the
+# gated ones, run: the database, left idle, gives its entry up; as the
+# call falls due the launcher gives it one again, which its next pass
+# forgot at once when the read of pg_database before it had not listed
+# the database among its first retries.max_databases (the forty-first
+# review, 4: calls of bob's still waiting 9 minutes after they were due)
+my @later;
+for my $i (1 .. 4)
+{
+	$node->safe_psql('postgres', "CREATE DATABASE later$i TEMPLATE tpl OWNER bob");
+	push @later, as_role($node, "later$i", 'bob',
+		q{SELECT retries.call('pg_catalog.now()', run_at => now() + interval '20 s')});
+}
+for my $i (1 .. 4)
+{
+	call_reaches($node, "later$i", $later[ $i - 1 ], 'succeeded',
+		"g: bob's call due 20 s on in later$i, made after $NGATED gated databases, runs");
+}
+
 no_crash($node, $log_offset, 'z: no backend or worker crashed');
 $node->stop;
 
@@ -179,6 +231,25 @@ $cap->safe_psql('postgres', 'CREATE DATABASE late TEMPLATE tpl OWNER bob');
 my $late = as_role($cap, 'late', 'bob', q{SELECT retries.call('pg_catalog.now()')});
 call_reaches($cap, 'late', $late, 'succeeded',
 	"2: bob's call in a database made after mallory's capped ones runs");
+
+# 3. (the forty-first review) the capped databases, idle, are looked at by
+# the launcher as their looks fall due, which started a worker in each
+# every 4 s while the cap held (252 in 30 s in 30 such databases): none
+# starts now for one that keeps its entry, and one given an entry again
+# is looked at every 16 s at most, a worker or two each time (fewer than
+# three a database in 30 s)
+my $cap_window = 30;
+my $cap_offset = -s $cap->logfile;
+$cap->safe_psql('postgres',
+	"ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()");
+# not a wait: the window the workers started are counted in (an upper bound)
+$cap->safe_psql('postgres', "SELECT pg_sleep($cap_window)");
+$cap->safe_psql('postgres',
+	"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
+my $cap_starts = worker_starts($cap, $cap_offset, 'c');
+cmp_ok($cap_starts, '<', 3 * scalar(@capped),
+	"3: the databases of a role at the pool's cap start few workers while it holds"
+	  . " ($cap_starts in $cap_window s in " . scalar(@capped) . ")");
 
 # her calls run once her long ones end
 open_gate($_) for @gates;

@@ -75,6 +75,8 @@
 #define START_AHEAD_MS			500
 /* How often the launcher looks again at a database whose work is capped */
 #define CAPPED_RECHECK_MS		250
+/* How soon a database held back by the cap, still so when looked at, is looked at again */
+#define CAPPED_REVISIT_MS		16000
 /* Most databases woken at once as their work falls due (revisit_due) */
 #define MAX_REVISITS			64
 
@@ -101,12 +103,19 @@ typedef enum DatabaseRank
 	RANK_QUIET_UNTRACKED		/* so found, and gave its entry up since */
 } DatabaseRank;
 
+/* A set of databases (sorted, in TopMemoryContext) */
+typedef struct OidSet
+{
+	Oid		   *oids;
+	int			n;
+} OidSet;
+
 /*
  * The databases found quiet (without the extension, or with nothing to do)
- * by the last read of pg_database (sorted, in TopMemoryContext)
+ * by the last read of pg_database, and all it found
  */
-static Oid *known_quiet = NULL;
-static int	nknown_quiet = 0;
+static OidSet known_quiet;
+static OidSet listed;
 
 /*
  * The databases woken by a commit that the last read of pg_database
@@ -363,6 +372,25 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 }
 
 /*
+ * capped_idle -- database 'db', whose due calls the pool's cap still holds
+ * back (still_capped), was looked at by the launcher itself (revisit_due):
+ * it stays idle, its entry free for another database, its look kept for
+ * CAPPED_REVISIT_MS on (note_far_due), while the launcher goes on checking
+ * the cap as long as it keeps the entry.  (A worker started at each such
+ * look, every 4 s in each database: the forty-first hostile review, t/074
+ * 3.)  Caller holds the lock.
+ */
+static void
+capped_idle(RetriesDatabase *db, TimestampTz now)
+{
+	if (db->idle)
+		return;
+	db->idle = true;
+	db->far_due = TimestampTzPlusMilliseconds(now, CAPPED_REVISIT_MS);
+	db->far_noted = false;
+}
+
+/*
  * still_capped -- is the work due in database db, which its last worker
  * left because it was all of one role that the pool's cap held back
  * (leave.c; worker.c, pool_roles), still held back: that role's batches
@@ -471,7 +499,10 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			if (db->woken)
 				db->capped_role = InvalidOid;
 			else if (due && db->wanted == 0 && still_capped(db, now))
+			{
+				capped_idle(db, now);
 				return TimestampTzPlusMilliseconds(now, CAPPED_RECHECK_MS);
+			}
 			if (db->woken || (db->wanted == 0 && due))
 			{
 				db->wanted = Max(db->wanted, 1);
@@ -549,35 +580,34 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 }
 
 /*
- * known_quiet_has -- was 'dboid' found quiet (without the extension, or
- * with nothing to do) by the last read of pg_database?
+ * oidset_has -- is 'dboid' in 'set'?
  */
 static bool
-known_quiet_has(Oid dboid)
+oidset_has(const OidSet *set, Oid dboid)
 {
-	return nknown_quiet > 0 &&
-		bsearch(&dboid, known_quiet, nknown_quiet, sizeof(Oid), oid_cmp) != NULL;
+	return set->n > 0 &&
+		bsearch(&dboid, set->oids, set->n, sizeof(Oid), oid_cmp) != NULL;
 }
 
 /*
- * known_quiet_set -- the databases found quiet are now
- * those of 'oids' (of the current transaction's memory)
+ * oidset_set -- 'set' is now the databases of 'oids' (of the current
+ * transaction's memory)
  */
 static void
-known_quiet_set(List *oids)
+oidset_set(OidSet *set, List *oids)
 {
 	ListCell   *lc;
 
-	if (known_quiet != NULL)
-		pfree(known_quiet);
-	known_quiet = NULL;
-	nknown_quiet = 0;
+	if (set->oids != NULL)
+		pfree(set->oids);
+	set->oids = NULL;
+	set->n = 0;
 	if (oids == NIL)
 		return;
-	known_quiet = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * list_length(oids));
+	set->oids = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * list_length(oids));
 	foreach(lc, oids)
-		known_quiet[nknown_quiet++] = lfirst_oid(lc);
-	qsort(known_quiet, nknown_quiet, sizeof(Oid), oid_cmp);
+		set->oids[set->n++] = lfirst_oid(lc);
+	qsort(set->oids, set->n, sizeof(Oid), oid_cmp);
 }
 
 /*
@@ -608,7 +638,7 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
 			return RANK_WOKEN;
 	if (due_index(dboid) >= 0)
 		return RANK_NEW;
-	return known_quiet_has(dboid) ? RANK_QUIET_UNTRACKED : RANK_NEW;
+	return oidset_has(&known_quiet, dboid) ? RANK_QUIET_UNTRACKED : RANK_NEW;
 }
 
 /*
@@ -650,6 +680,7 @@ read_databases(Oid *seen, int *ncreate)
 	int			nseen = 0;
 	int			nall = 0;
 	List	   *ranked[RANK_QUIET_UNTRACKED + 1] = {NIL};
+	List	   *all = NIL;
 	ListCell   *lc;
 	Oid			unserved[RETRIES_MAX_UNSERVED];
 	int			nunserved = shmem_take_unserved(unserved);
@@ -690,7 +721,10 @@ read_databases(Oid *seen, int *ncreate)
 		if (rank == RANK_NEW)
 			*ncreate = nseen;
 	}
-	known_quiet_set(list_concat(ranked[RANK_QUIET], ranked[RANK_QUIET_UNTRACKED]));
+	oidset_set(&known_quiet, list_concat(list_copy(ranked[RANK_QUIET]), ranked[RANK_QUIET_UNTRACKED]));
+	for (int rank = RANK_SERVED; rank <= RANK_QUIET_UNTRACKED; rank++)
+		all = list_concat(all, ranked[rank]);
+	oidset_set(&listed, all);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -898,19 +932,22 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 	}
 
 	/*
-	 * forget databases that are gone or no longer allow connections (a quiet
-	 * one may have been given an entry by a commit there since)
+	 * forget databases that are gone or no longer allow connections: those
+	 * the read did not find at all, not those beyond its first
+	 * retries.max_databases ('seen'), which a revisit may have given an entry
+	 * since (it was lost then, and its work with it: the forty-first hostile
+	 * review; t/074 says why it has no check); and none while a commit since
+	 * may have made one for a database the read did not know yet
+	 * (shmem_wake_workers: the next read lists it)
 	 */
-	for (int i = 0; i < retries_max_databases && seen != NULL; i++)
+	for (int i = 0; i < retries_max_databases && seen != NULL &&
+		 !retries_shared->reread_databases; i++)
 	{
 		RetriesDatabase *db = &shmem_dbs[i];
-		bool		present = known_quiet_has(db->dboid);
 
 		if (!OidIsValid(db->dboid))
 			continue;
-		for (int j = 0; j < nseen && !present; j++)
-			present = seen[j] == db->dboid;
-		if (!present)
+		if (!oidset_has(&listed, db->dboid))
 		{
 			shmem_set_db_state(db, DB_NO_EXTENSION);
 			(void) manage_database(db, now);
@@ -1023,6 +1060,12 @@ retries_launcher_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/*
+		 * The databases due again first: those it gives an entry are then
+		 * among those the read finds (manage_databases forgets the others),
+		 * and those it cannot are ranked by the read at once
+		 */
+		revisit_due(now);
 		read = shmem_take_reread() || reaped ||
 			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
 		if (read)
@@ -1031,7 +1074,6 @@ retries_launcher_main(Datum main_arg)
 			MemoryContextSwitchTo(launcher_cxt);
 			last_read = now;
 		}
-		revisit_due(now);
 		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
 		if (read)
 			renote_woken();

@@ -52,7 +52,11 @@
 /* How soon a database looked after is looked at again, at first and at most */
 #define LOOK_AGAIN_MS			1000
 #define LOOK_AGAIN_MAX_MS		16000
-/* How soon a database whose due calls the pool's cap holds back, left idle, is looked at again */
+/*
+ * How soon a database whose due calls the pool's cap holds back, left
+ * idle, is looked at again, at first (then as a gate is: up to
+ * LOOK_AGAIN_MAX_MS while those looks run nothing)
+ */
 #define CAPPED_LOOK_MS			4000
 
 /*
@@ -148,11 +152,13 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
  * while only work due beyond ten minutes left a database idle (the
  * thirty-ninth, t/072 3).  One whose due calls are all of a role the
  * pool's cap holds back (needs->capped_role) is idle too, looked at again
- * CAPPED_LOOK_MS on, or when a call not held back is due if sooner: a
+ * CAPPED_LOOK_MS on (backing off as the looks at a gate do, up to 16 s),
+ * or when a call not held back is due if sooner: a
  * role at its cap kept the entries of its databases, and bob's database,
  * made after them, got no worker for minutes (the fortieth hostile
  * review, t/074 2).  While it keeps its entry the launcher starts a
- * worker as soon as the cap lets one (launcher.c, still_capped).
+ * worker as soon as the cap lets one, and none for its looks before
+ * (launcher.c, still_capped, capped_idle).
  */
 static TimestampTz
 idle_until(const LeaveNeeds *needs, TimestampTz due)
@@ -161,7 +167,8 @@ idle_until(const LeaveNeeds *needs, TimestampTz due)
 
 	if (OidIsValid(needs->capped_role))
 	{
-		next = TimestampTzPlusMilliseconds(clock_now(), CAPPED_LOOK_MS);
+		next = TimestampTzPlusMilliseconds(clock_now(),
+										   Max(CAPPED_LOOK_MS, needs->look_again_ms));
 		if (needs->capped_until != 0)
 			next = Min(next, needs->capped_until);
 		return clock_ms_until(next) > IDLE_AFTER_MS ? next : 0;
@@ -241,7 +248,7 @@ leave_look_again_ms(void)
 static void
 note_look(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz started_at)
 {
-	if (!may_leave(needs) && look_after_soon(needs))
+	if ((!may_leave(needs) && look_after_soon(needs)) || OidIsValid(needs->capped_role))
 		shmem_db_note_look(MyDatabaseId, ran_at > started_at);
 }
 

@@ -1336,13 +1336,25 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	}
 	if (db != NULL && stays)
 		db->wanted = RETRIES_MAX_SLOTS;
+	else if (db != NULL && (why & WAKE_REVISIT))
+	{
+		/*
+		 * The launcher's own look: due now, as its last worker left it, so
+		 * that one still held back by the pool's cap gets no worker
+		 * (launcher.c, still_capped), which a commit's wake would start
+		 */
+		TimestampTz now = clock_system_now();
+
+		db->idle = false;
+		if (db->due_at == 0 || db->due_at > now)
+			db->due_at = now;
+	}
 	else if (db != NULL)
 	{
 		db->woken = true;
 		db->idle = false;
 		/* a commit: what it looks after may be let through now */
-		if (!(why & WAKE_REVISIT))
-			db->idle_looks = 0;
+		db->idle_looks = 0;
 	}
 	shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);

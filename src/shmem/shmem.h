@@ -514,9 +514,11 @@ extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
 
 /*
  * The launcher's own wake of a database whose work it kept (launcher.c,
- * revisit_due): as WAKE_CALLS, but the database's looks keep backing off
- * (leave.c, leave_look_again_ms) and, with no entry to be had, it is not
- * listed as woken by a commit: the launcher tries again itself
+ * revisit_due): its work is due now, as its last worker left it, but the
+ * database's looks keep backing off (leave.c, leave_look_again_ms), one
+ * whose calls the pool's cap holds back still gets no worker, and, with
+ * no entry to be had, it is not listed as woken by a commit: the launcher
+ * tries again itself
  */
 #define WAKE_REVISIT			0x4
 extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
