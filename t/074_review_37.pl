@@ -68,6 +68,14 @@
 #      still holds it back; it stays idle, looked at again 16 s on, and
 #      the looks of a database given an entry again back off as a gate's
 #      do.  Check 3: fewer than three workers a database in 30 s.
+#   (High, documented, for the next step) with more databases with
+#      recurring work than entries (96 at full gates, 16 entries), a call
+#      due in another database without an entry ran 40-54 s late (6-54 s
+#      once the longest due are woken first and the read's entries are
+#      given before the revisits'), and after a launcher restart the due
+#      work of databases without an entry waited minutes, until each was
+#      looked at (the forty-second review, rv43: the fixes of 3 and 4 held,
+#      no due work was lost for good); operations.md.
 #   (Medium, documented) the list of databases woken by a commit while no
 #      entry was free holds 64; a role that commits in more databases
 #      between two reads of the launcher pushes the oldest out, and a

@@ -126,18 +126,6 @@ static Oid	woken_last[RETRIES_MAX_UNSERVED];
 static int	nwoken_last = 0;
 
 /*
- * The databases whose kept work fell due with no entry for them
- * (revisit_due), and their looks in a row that ran nothing: the next read
- * of pg_database ranks them with those not looked at yet, and one given an
- * entry then gets its looks back (manage_databases), so that they keep
- * backing off however often its entry goes to another database
- */
-static Oid	due_dboids[MAX_REVISITS];
-static int	due_looks[MAX_REVISITS];
-static int	ndue = 0;
-static int	ndue_read = 0;		/* the first, those the last read saw */
-
-/*
  * Workers of the pool in use (all but those in runner places), counted at
  * the start of each round of manage_databases and as it starts more
  */
@@ -611,18 +599,6 @@ oidset_set(OidSet *set, List *oids)
 }
 
 /*
- * due_index -- where database 'dboid' is in due_dboids, or -1
- */
-static int
-due_index(Oid dboid)
-{
-	for (int i = 0; i < ndue; i++)
-		if (due_dboids[i] == dboid)
-			return i;
-	return -1;
-}
-
-/*
  * database_rank -- where a database comes in the launcher's order
  * (read_databases)
  */
@@ -636,8 +612,6 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
 	for (int i = 0; i < nunserved; i++)
 		if (unserved[i] == dboid)
 			return RANK_WOKEN;
-	if (due_index(dboid) >= 0)
-		return RANK_NEW;
 	return oidset_has(&known_quiet, dboid) ? RANK_QUIET_UNTRACKED : RANK_NEW;
 }
 
@@ -649,9 +623,10 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
  *
  * Those the workers serve now come first, then those a commit woke while
  * no entry could be had for them (shmem_wake_workers), then those not
- * looked at yet and those whose kept work fell due (revisit_due), then
- * the quiet ones (found without the extension, or left by their last
- * worker with nothing to do), each in pg_database's order: a role that may
+ * looked at yet, then the quiet ones (found without the extension, or
+ * left by their last worker with nothing to do), each in pg_database's
+ * order, and the databases whose kept work falls due have what is left
+ * (revisit_due, after the read's entries are given): a role that may
  * create databases cannot take the place of one served now by making more
  * (the seventh hostile review: 128 empty ones, and a routine ALTER
  * DATABASE that moved the served one's row behind them, left it with no
@@ -686,7 +661,6 @@ read_databases(Oid *seen, int *ncreate)
 	int			nunserved = shmem_take_unserved(unserved);
 
 	nwoken_last = 0;
-	ndue_read = ndue;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -816,7 +790,7 @@ note_far_due(RetriesDatabase *db)
 {
 	if (!db->idle || db->far_due == 0 || db->far_noted)
 		return;
-	revisits_note(db->dboid, db->far_due, db->idle_looks);
+	revisits_note(db->dboid, db->far_due, db->far_due, db->idle_looks);
 	db->far_noted = true;
 }
 
@@ -841,37 +815,31 @@ forget_far_noted(void)
  * started over at each such wake kept 96 databases with a full gate
  * looked at every 4 s at most, 1,207 workers started in 30 s: the
  * fortieth hostile review, t/074 1), and one that gets no entry is not
- * counted as woken by a commit: the next read of pg_database ranks it
- * with those not looked at yet (due_dboids), and it is kept a second
- * more, and woken again then
+ * counted as woken by a commit: it is kept a second more, and woken again
+ * then, before those that fell due after it (revisits_take)
  */
 static void
 revisit_due(TimestampTz now)
 {
-	Oid			dboids[MAX_REVISITS];
-	int			looks[MAX_REVISITS];
-	int			n = revisits_take(START_AHEAD_MS, dboids, looks, MAX_REVISITS);
+	RevisitDue	due[MAX_REVISITS];
+	int			n = revisits_take(START_AHEAD_MS, due, MAX_REVISITS);
 
 	for (int i = 0; i < n; i++)
 	{
 		bool		quiet;
-		bool		had = shmem_db_tracked(dboids[i], &quiet);
+		bool		had = shmem_db_tracked(due[i].dboid, &quiet);
 
-		shmem_wake_workers(dboids[i], WAKE_CALLS | WAKE_REVISIT);
-		if (shmem_db_tracked(dboids[i], &quiet))
+		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
+		if (shmem_db_tracked(due[i].dboid, &quiet))
 		{
 			/* given an entry by the wake: its looks go on */
 			if (!had)
-				shmem_db_set_looks(dboids[i], looks[i]);
+				shmem_db_set_looks(due[i].dboid, due[i].looks);
 			continue;
 		}
-		revisits_note(dboids[i], clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
-					  looks[i]);
-		if (due_index(dboids[i]) < 0 && ndue < MAX_REVISITS)
-		{
-			due_dboids[ndue] = dboids[i];
-			due_looks[ndue++] = looks[i];
-		}
+		revisits_note(due[i].dboid,
+					  clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
+					  due[i].since, due[i].looks);
 	}
 }
 
@@ -887,19 +855,6 @@ revisit_next(TimestampTz now)
 	if (first == 0)
 		return 0;
 	return TimestampTzPlusMilliseconds(now, Max(clock_ms_until(first) - START_AHEAD_MS, 0));
-}
-
-/*
- * forget_due_read -- the databases due again that the last read of
- * pg_database saw (due_dboids) have had their turn
- */
-static void
-forget_due_read(void)
-{
-	ndue -= ndue_read;
-	memmove(due_dboids, due_dboids + ndue_read, sizeof(Oid) * ndue);
-	memmove(due_looks, due_looks + ndue_read, sizeof(int) * ndue);
-	ndue_read = 0;
 }
 
 /*
@@ -956,12 +911,8 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 	}
 	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
-		RetriesDatabase *db = shmem_find_database(seen[j], false);
+		RetriesDatabase *db = shmem_find_database(seen[j], j < ncreate);
 
-		if (db == NULL && j < ncreate &&
-			(db = shmem_find_database(seen[j], true)) != NULL &&
-			due_index(seen[j]) >= 0)
-			db->idle_looks = due_looks[due_index(seen[j])];
 		if (db != NULL)
 			db->listed = true;
 		else if (j < ncreate && !complained)
@@ -972,8 +923,6 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 			complained = true;
 		}
 	}
-	if (seen != NULL)
-		forget_due_read();
 
 	/* the databases that wait for the pool longest first, then the others */
 	order = palloc(sizeof(int) * retries_max_databases);
@@ -1060,12 +1009,6 @@ retries_launcher_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		/*
-		 * The databases due again first: those it gives an entry are then
-		 * among those the read finds (manage_databases forgets the others),
-		 * and those it cannot are ranked by the read at once
-		 */
-		revisit_due(now);
 		read = shmem_take_reread() || reaped ||
 			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
 		if (read)
@@ -1077,6 +1020,13 @@ retries_launcher_main(Datum main_arg)
 		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
 		if (read)
 			renote_woken();
+
+		/*
+		 * The databases due again after those the read gave entries (woken by
+		 * a commit, not looked at yet): a hundred falling due again and again
+		 * took every entry before them (the forty-second hostile review)
+		 */
+		revisit_due(now);
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
 		revisit = revisit_next(clock_system_now());
 		if (revisit != 0)

@@ -15,8 +15,9 @@
  * many as there are such databases (a couple of dozen bytes each, however
  * many a role may create), and wakes the database as it falls due
  * (launcher.c, revisit_due): as a commit would, which gives it an entry
- * again, or counts it as new until one is free, but its looks go on
- * backing off.
+ * again, but its looks go on backing off; one that gets none is kept a
+ * second more, keeping when it first fell due, and the longest due are
+ * woken first (revisits_take).
  *
  * The list lives as long as the launcher.  A new launcher starts with none:
  * it looks at every database without an entry as new, and the entries it
@@ -41,6 +42,8 @@ typedef struct Revisit
 {
 	Oid			dboid;			/* the key */
 	TimestampTz due;
+	TimestampTz since;			/* when it first fell due (due: when it is
+								 * tried next) */
 	int			looks;			/* its looks in a row that ran nothing
 								 * (shmem.h, idle_looks) */
 	uint32		listed;			/* the read of pg_database that last saw it */
@@ -74,11 +77,12 @@ table(void)
 }
 
 /*
- * revisits_note -- database 'dboid' has work due at 'due', after 'looks'
- * looks in a row that ran nothing (replacing what was kept for it)
+ * revisits_note -- database 'dboid' has work due at 'due' (first due at
+ * 'since', if it was tried before), after 'looks' looks in a row that ran
+ * nothing (replacing what was kept for it)
  */
 void
-revisits_note(Oid dboid, TimestampTz due, int looks)
+revisits_note(Oid dboid, TimestampTz due, TimestampTz since, int looks)
 {
 	Revisit    *r;
 	bool		found;
@@ -87,6 +91,7 @@ revisits_note(Oid dboid, TimestampTz due, int looks)
 	if (found && r->due < due)
 		first_stale = true;		/* it may have been the first */
 	r->due = due;
+	r->since = since;
 	r->looks = looks;
 	r->listed = reading;
 	if (!first_stale && (first == 0 || due < first))
@@ -114,30 +119,54 @@ revisits_first(void)
 }
 
 /*
- * revisits_take -- the databases kept that are due within 'ahead_ms', into
- * dboids[] and their looks into looks[] (room for 'max'); returns how
- * many, and forgets them
+ * by_since -- qsort order of due databases: the longest due first
+ */
+static int
+by_since(const void *a, const void *b)
+{
+	TimestampTz sa = ((const RevisitDue *) a)->since;
+	TimestampTz sb = ((const RevisitDue *) b)->since;
+
+	return sa < sb ? -1 : sa > sb ? 1 : 0;
+}
+
+/*
+ * revisits_take -- the databases kept that are due within 'ahead_ms', the
+ * longest due first, into due[] (room for 'max'); returns how many, and
+ * forgets them.  The longest due first: a database tried with no entry to
+ * be had keeps when it first fell due (revisit_due), so that one does not
+ * wait behind a hundred that fall due again and again (the forty-second
+ * hostile review: a call 40-54 s late behind 96 databases at full gates).
  */
 int
-revisits_take(int ahead_ms, Oid *dboids, int *looks, int max)
+revisits_take(int ahead_ms, RevisitDue *due, int max)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
-	int			n = 0;
+	RevisitDue *all;
+	int			nall = 0;
+	int			n;
 
 	if (revisits_first() == 0 || clock_ms_until(first) > ahead_ms)
 		return 0;
+	all = palloc(sizeof(RevisitDue) * hash_get_num_entries(revisits));
 	hash_seq_init(&seq, table());
 	while ((r = hash_seq_search(&seq)) != NULL)
 	{
-		if (n < max && clock_ms_until(r->due) <= ahead_ms)
-		{
-			looks[n] = r->looks;
-			dboids[n++] = r->dboid;
-			/* removing the entry just returned is allowed during a scan */
-			(void) hash_search(revisits, &r->dboid, HASH_REMOVE, NULL);
-		}
+		if (clock_ms_until(r->due) > ahead_ms)
+			continue;
+		all[nall].dboid = r->dboid;
+		all[nall].since = r->since;
+		all[nall++].looks = r->looks;
 	}
+	qsort(all, nall, sizeof(RevisitDue), by_since);
+	n = Min(nall, max);
+	for (int i = 0; i < n; i++)
+	{
+		due[i] = all[i];
+		(void) hash_search(revisits, &all[i].dboid, HASH_REMOVE, NULL);
+	}
+	pfree(all);
 	first_stale = true;
 	return n;
 }
