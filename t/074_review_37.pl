@@ -115,12 +115,21 @@ sub gated_copies
 	return @made;
 }
 
-# worker_starts(NODE, OFFSET, PREFIX): how many workers the postmaster
-# logged starting (log_min_messages debug1) since log offset OFFSET in the
-# databases named PREFIX<n>
+# worker_starts(NODE, PREFIX, SECONDS): how many workers the postmaster
+# starts in the databases named PREFIX<n> in the next SECONDS, as its log
+# says with log_min_messages debug1, set for that window only
 sub worker_starts
 {
-	my ($node, $offset, $prefix) = @_;
+	my ($node, $prefix, $seconds) = @_;
+	my $offset = -s $node->logfile;
+
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()");
+	# not a wait: the window the workers started are counted in (an upper bound)
+	$node->safe_psql('postgres', "SELECT pg_sleep($seconds)");
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
+
 	my %oid = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
 		"SELECT oid, datname FROM pg_database WHERE datname ~ '^${prefix}[0-9]+\$'");
 	my $log = slurp_file($node->logfile, $offset);
@@ -158,14 +167,7 @@ my @gated = gated_copies($node, 'g', $NGATED);
 # not a wait: time for the looks to back off (a slower machine only looks less often)
 $node->safe_psql('postgres', 'SELECT pg_sleep(40)');
 my $window = 48;
-my $window_offset = -s $node->logfile;
-$node->safe_psql('postgres',
-	"ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()");
-# not a wait: the window the workers started are counted in (an upper bound)
-$node->safe_psql('postgres', "SELECT pg_sleep($window)");
-$node->safe_psql('postgres',
-	"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
-my $starts = worker_starts($node, $window_offset, 'g');
+my $starts = worker_starts($node, 'g', $window);
 cmp_ok($starts, '<', 7 * $NGATED,
 	"1: the looks at $NGATED full gates back off ($starts workers started in $window s)");
 
@@ -247,14 +249,7 @@ call_reaches($cap, 'late', $late, 'succeeded',
 # is looked at every 16 s at most, a worker or two each time (fewer than
 # three a database in 30 s)
 my $cap_window = 30;
-my $cap_offset = -s $cap->logfile;
-$cap->safe_psql('postgres',
-	"ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()");
-# not a wait: the window the workers started are counted in (an upper bound)
-$cap->safe_psql('postgres', "SELECT pg_sleep($cap_window)");
-$cap->safe_psql('postgres',
-	"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
-my $cap_starts = worker_starts($cap, $cap_offset, 'c');
+my $cap_starts = worker_starts($cap, 'c', $cap_window);
 cmp_ok($cap_starts, '<', 3 * scalar(@capped),
 	"3: the databases of a role at the pool's cap start few workers while it holds"
 	  . " ($cap_starts in $cap_window s in " . scalar(@capped) . ")");

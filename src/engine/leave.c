@@ -153,10 +153,9 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
  * thirty-ninth, t/072 3).  One whose due calls are all of a role the
  * pool's cap holds back (needs->capped_role) is idle too, looked at again
  * CAPPED_LOOK_MS on (backing off as the looks at a gate do, up to 16 s),
- * or when a call not held back is due if sooner: a
- * role at its cap kept the entries of its databases, and bob's database,
- * made after them, got no worker for minutes (the fortieth hostile
- * review, t/074 2).  While it keeps its entry the launcher starts a
+ * or when a call not held back is due if sooner: a role at its cap kept
+ * the entries of its databases, and bob's database, made after them, got
+ * no worker for minutes (the fortieth hostile review, t/074 2).  While it keeps its entry the launcher starts a
  * worker as soon as the cap lets one, and none for its looks before
  * (launcher.c, still_capped, capped_idle).
  */
