@@ -100,7 +100,7 @@ typedef enum DatabaseRank
 	RANK_NEW,					/* not looked at yet */
 	RANK_QUIET,					/* has an entry: found without the extension,
 								 * or with nothing to do */
-	RANK_QUIET_UNTRACKED		/* so found, and gave its entry up since */
+	RANK_QUIET_UNTRACKED		/* looked at, and gave its entry up since */
 } DatabaseRank;
 
 /* A set of databases (sorted, in TopMemoryContext) */
@@ -111,10 +111,11 @@ typedef struct OidSet
 } OidSet;
 
 /*
- * The databases found quiet (without the extension, or with nothing to do)
- * by the last read of pg_database, and all it found
+ * The databases this launcher has looked at (each had an entry at a read
+ * of pg_database, or its work is kept in revisits.c), and all the last
+ * read found
  */
-static OidSet known_quiet;
+static OidSet known;
 static OidSet listed;
 
 /*
@@ -124,6 +125,14 @@ static OidSet listed;
  */
 static Oid	woken_last[RETRIES_MAX_UNSERVED];
 static int	nwoken_last = 0;
+
+/*
+ * Databases that the last read of pg_database ranked woken or new and
+ * that have no entry: beyond its first retries.max_databases
+ * (read_databases), and those it could give none (manage_databases)
+ */
+static int	unlisted_wanting = 0;
+static int	read_unserved = 0;
 
 /*
  * Workers of the pool in use (all but those in runner places), counted at
@@ -375,6 +384,7 @@ capped_idle(RetriesDatabase *db, TimestampTz now)
 		return;
 	db->idle = true;
 	db->far_due = TimestampTzPlusMilliseconds(now, CAPPED_REVISIT_MS);
+	db->far_look = true;
 	db->far_noted = false;
 }
 
@@ -612,7 +622,9 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
 	for (int i = 0; i < nunserved; i++)
 		if (unserved[i] == dboid)
 			return RANK_WOKEN;
-	return oidset_has(&known_quiet, dboid) ? RANK_QUIET_UNTRACKED : RANK_NEW;
+	if (oidset_has(&known, dboid) || revisits_kept(dboid))
+		return RANK_QUIET_UNTRACKED;
+	return RANK_NEW;
 }
 
 /*
@@ -685,17 +697,22 @@ read_databases(Oid *seen, int *ncreate)
 	table_close(rel, AccessShareLock);
 	revisits_sweep();
 	*ncreate = 0;
+	unlisted_wanting = 0;
 	for (int rank = RANK_SERVED; rank < RANK_QUIET_UNTRACKED; rank++)
 	{
 		foreach(lc, ranked[rank])
 		{
 			if (nseen < retries_max_databases)
 				seen[nseen++] = lfirst_oid(lc);
+			else
+				unlisted_wanting += rank == RANK_WOKEN || rank == RANK_NEW;
 		}
 		if (rank == RANK_NEW)
 			*ncreate = nseen;
 	}
-	oidset_set(&known_quiet, list_concat(list_copy(ranked[RANK_QUIET]), ranked[RANK_QUIET_UNTRACKED]));
+	oidset_set(&known, list_concat(list_concat(list_copy(ranked[RANK_SERVED]),
+											   ranked[RANK_QUIET]),
+								   ranked[RANK_QUIET_UNTRACKED]));
 	for (int rank = RANK_SERVED; rank <= RANK_QUIET_UNTRACKED; rank++)
 		all = list_concat(all, ranked[rank]);
 	oidset_set(&listed, all);
@@ -790,7 +807,8 @@ note_far_due(RetriesDatabase *db)
 {
 	if (!db->idle || db->far_due == 0 || db->far_noted)
 		return;
-	revisits_note(db->dboid, db->far_due, db->far_due, db->idle_looks);
+	revisits_note(db->dboid, db->far_due, db->far_due, db->idle_looks,
+				  db->far_look);
 	db->far_noted = true;
 }
 
@@ -816,13 +834,14 @@ forget_far_noted(void)
  * looked at every 4 s at most, 1,207 workers started in 30 s: the
  * fortieth hostile review, t/074 1), and one that gets no entry is not
  * counted as woken by a commit: it is kept a second more, and woken again
- * then, before those that fell due after it (revisits_take)
+ * then, before those that fell due after it (revisits_take).  Only those
+ * with a call or a firing due, unless 'looks_too'.
  */
 static void
-revisit_due(TimestampTz now)
+revisit_due(TimestampTz now, bool looks_too)
 {
 	RevisitDue	due[MAX_REVISITS];
-	int			n = revisits_take(START_AHEAD_MS, due, MAX_REVISITS);
+	int			n = revisits_take(START_AHEAD_MS, looks_too, due, MAX_REVISITS);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -839,8 +858,28 @@ revisit_due(TimestampTz now)
 		}
 		revisits_note(due[i].dboid,
 					  clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
-					  due[i].since, due[i].looks);
+					  due[i].since, due[i].looks, due[i].look);
 	}
+}
+
+/*
+ * note_entries_waiting -- say how many databases with work wait for an
+ * entry of the database table: those whose kept work fell due and got
+ * none (revisits_waiting) and those of the last read (read_unserved);
+ * while any does, wake the idle workers, which leave their databases idle
+ * if they can (leave.c, leave_when_idle), and their entries go to those
+ * that wait
+ */
+static void
+note_entries_waiting(void)
+{
+	int			waiting = revisits_waiting() + read_unserved;
+
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (waiting > 0 && retries_shared->entries_waiting == 0)
+		shmem_wake_idle_workers();
+	retries_shared->entries_waiting = waiting;
+	LWLockRelease(retries_shared->lock);
 }
 
 /*
@@ -909,10 +948,13 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 			db->dboid = InvalidOid;
 		}
 	}
+	if (seen != NULL)
+		read_unserved = unlisted_wanting;
 	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
 		RetriesDatabase *db = shmem_find_database(seen[j], j < ncreate);
 
+		read_unserved += db == NULL && j < ncreate;
 		if (db != NULL)
 			db->listed = true;
 		else if (j < ncreate && !complained)
@@ -1017,16 +1059,22 @@ retries_launcher_main(Datum main_arg)
 			MemoryContextSwitchTo(launcher_cxt);
 			last_read = now;
 		}
+
+		/*
+		 * Entries go first to the databases whose call or firing is due, then
+		 * to those the read ranks first (woken by a commit, not looked at
+		 * yet), then to the looks due (revisit_due).  Looks at a hundred full
+		 * gates falling due again and again took every entry before a call
+		 * due; so did the databases not looked at yet after a launcher
+		 * restart, a hundred probed in turn (the forty-second hostile review,
+		 * t/074 4 and 5).
+		 */
+		revisit_due(now, false);
 		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
 		if (read)
 			renote_woken();
-
-		/*
-		 * The databases due again after those the read gave entries (woken by
-		 * a commit, not looked at yet): a hundred falling due again and again
-		 * took every entry before them (the forty-second hostile review)
-		 */
-		revisit_due(now);
+		revisit_due(now, true);
+		note_entries_waiting();
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
 		revisit = revisit_next(clock_system_now());
 		if (revisit != 0)

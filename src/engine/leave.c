@@ -109,11 +109,12 @@ look_after_soon(const LeaveNeeds *needs)
  * stream of calls, each committing the next, woke the worker at every
  * batch and kept it from the databases that waited (the twenty-ninth
  * hostile review, t/063 1).  With 'idle' (idle_until, not 0), its entry
- * may go to another database once no worker of it stays.
+ * may go to another database once no worker of it stays; 'idle_look' says
+ * whether what is due then is only a look (idle_until).
  */
 static bool
 leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
-			   TimestampTz idle)
+			   TimestampTz idle, bool idle_look)
 {
 	/*
 	 * The last free worker of a database whose others are busy stays, so that
@@ -131,10 +132,26 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
 	 */
 	if (!shmem_slot_leave(worker_slot, due_at, for_others,
 						  needs != NULL ? needs->capped_role : InvalidOid,
-						  needs != NULL ? needs->capped_until : 0, idle))
+						  needs != NULL ? needs->capped_until : 0, idle, idle_look))
 		return false;
 	proc_exit(shmem_exit_code());
 	return true;				/* not reached */
+}
+
+/*
+ * idle_from -- 'next', when the database's work is next due ('look': only
+ * a look at what its workers look after), if that leaves it idle: beyond
+ * IDLE_AFTER_MS, or a look while other databases wait for an entry (its
+ * first looks, a second or two apart, held each of sixteen entries for
+ * seconds after a launcher restart while a call due waited for one: the
+ * forty-second hostile review, t/074 5); else 0
+ */
+static TimestampTz
+idle_from(TimestampTz next, bool look)
+{
+	if (clock_ms_until(next) > IDLE_AFTER_MS)
+		return next;
+	return look && shmem_entries_contended() ? next : 0;
 }
 
 /*
@@ -155,22 +172,30 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
  * CAPPED_LOOK_MS on (backing off as the looks at a gate do, up to 16 s),
  * or when a call not held back is due if sooner: a role at its cap kept
  * the entries of its databases, and bob's database, made after them, got
- * no worker for minutes (the fortieth hostile review, t/074 2).  While it keeps its entry the launcher starts a
- * worker as soon as the cap lets one, and none for its looks before
- * (launcher.c, still_capped, capped_idle).
+ * no worker for minutes (the fortieth hostile review, t/074 2).  While it
+ * keeps its entry the launcher starts a worker as soon as the cap lets
+ * one, and none for its looks before (launcher.c, still_capped,
+ * capped_idle).  *look says whether what is due then is only such a look
+ * (at a gate, a waiting firing, calls the cap holds back), not a call or a
+ * firing due: the launcher serves those first (revisits.c).
  */
 static TimestampTz
-idle_until(const LeaveNeeds *needs, TimestampTz due)
+idle_until(const LeaveNeeds *needs, TimestampTz due, bool *look)
 {
 	TimestampTz next = due;
 
+	*look = false;
 	if (OidIsValid(needs->capped_role))
 	{
 		next = TimestampTzPlusMilliseconds(clock_now(),
 										   Max(CAPPED_LOOK_MS, needs->look_again_ms));
-		if (needs->capped_until != 0)
-			next = Min(next, needs->capped_until);
-		return clock_ms_until(next) > IDLE_AFTER_MS ? next : 0;
+		*look = true;
+		if (needs->capped_until != 0 && needs->capped_until < next)
+		{
+			next = needs->capped_until;
+			*look = false;
+		}
+		return idle_from(next, *look);
 	}
 	if (needs->next_fire != 0 && (next == 0 || needs->next_fire < next))
 		next = needs->next_fire;
@@ -183,16 +208,17 @@ idle_until(const LeaveNeeds *needs, TimestampTz due)
 	 */
 	if (!may_leave(needs))
 	{
-		TimestampTz look;
+		TimestampTz look_at;
 
 		if (!look_after_soon(needs))
 			return 0;
-		look = TimestampTzPlusMilliseconds(clock_now(), needs->look_again_ms);
-		next = next == 0 ? look : Min(next, look);
+		look_at = TimestampTzPlusMilliseconds(clock_now(), needs->look_again_ms);
+		*look = next == 0 || look_at < next;
+		next = *look ? look_at : next;
 	}
 	if (next == 0)
 		return DT_NOEND;
-	return clock_ms_until(next) > IDLE_AFTER_MS ? next : 0;
+	return idle_from(next, *look);
 }
 
 /*
@@ -273,6 +299,8 @@ leave_reserve(const LeaveNeeds *needs, TimestampTz due, TimestampTz ran_at,
 	TimestampTz now = clock_system_now();
 	TimestampTz due_at = next_visit(needs, now, due);
 	bool		idle = TimestampDifferenceExceeds(ran_at, now, RETRIES_HELD_AFTER_MS);
+	TimestampTz idle_at;
+	bool		look;
 
 	if (due_at == 0)
 		return;
@@ -286,15 +314,22 @@ leave_reserve(const LeaveNeeds *needs, TimestampTz due, TimestampTz ran_at,
 			 (!TimestampDifferenceExceeds(started_at, now, POOL_SLICE_MS) ||
 			  !leave_pool_contended()))
 		return;
+	idle_at = idle_until(needs, due, &look);
 	note_look(needs, ran_at, started_at);
-	(void) leave_database(due_at, false, needs, idle_until(needs, due));
+	(void) leave_database(due_at, false, needs, idle_at, look);
 }
 
 /*
  * leave_when_idle -- after a round that found nothing to run (due, when
  * the next call is due, 0 if none is): leave if idle for
- * retries.worker_idle_timeout, or at once while the pool is contended;
- * never with retries.worker_idle_timeout 0
+ * retries.worker_idle_timeout, or at once while the pool is contended, or
+ * while other databases wait for an entry of the database table and this
+ * one would leave its own free (idle_until); never with
+ * retries.worker_idle_timeout 0.  An idle worker kept its database's
+ * entry for the whole timeout while a hundred databases waited for one:
+ * a look at each full gate held an entry ten seconds, the sixteen entries
+ * served 1.6 looks a second where 6 fell due, and bob's call due in one
+ * of them ran 15-89 s late (the forty-second hostile review, t/074 4).
  */
 void
 leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
@@ -302,14 +337,17 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 {
 	TimestampTz now = clock_system_now();
 	TimestampTz due_at;
+	TimestampTz idle;
+	bool		look;
 	bool		contended;
 
 	/* 0: workers stay, whatever waits (as before 1.7) */
 	if (retries_worker_idle_timeout == 0)
 		return;
 	contended = leave_pool_contended();
+	idle = idle_until(needs, due, &look);
 	if (!TimestampDifferenceExceeds(ran_at, now, retries_worker_idle_timeout * 1000) &&
-		!contended)
+		!contended && !(idle != 0 && shmem_entries_contended()))
 		return;
 	due_at = next_visit(needs, now, due);
 	if (due_at == 0)
@@ -327,7 +365,7 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 		!OidIsValid(needs->capped_role))
 		return;
 	note_look(needs, ran_at, started_at);
-	(void) leave_database(due_at, false, needs, idle_until(needs, due));
+	(void) leave_database(due_at, false, needs, idle, look);
 }
 
 /*
@@ -359,7 +397,7 @@ leave_for_others(const LeaveNeeds *needs, TimestampTz served_since)
 		!TimestampDifferenceExceeds(served_since, clock_system_now(), POOL_SLICE_MS) ||
 		!leave_pool_contended() || !look_after_soon(needs))
 		return;
-	(void) leave_database(clock_system_now(), true, NULL, false);
+	(void) leave_database(clock_system_now(), true, NULL, 0, false);
 }
 
 /*

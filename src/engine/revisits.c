@@ -46,6 +46,7 @@ typedef struct Revisit
 								 * tried next) */
 	int			looks;			/* its looks in a row that ran nothing
 								 * (shmem.h, idle_looks) */
+	bool		look;			/* only a look is due (leave.c, idle_until) */
 	uint32		listed;			/* the read of pg_database that last saw it */
 } Revisit;
 
@@ -79,10 +80,13 @@ table(void)
 /*
  * revisits_note -- database 'dboid' has work due at 'due' (first due at
  * 'since', if it was tried before), after 'looks' looks in a row that ran
- * nothing (replacing what was kept for it)
+ * nothing; with 'look', only a look at what its workers look after (a
+ * gate, a waiting firing, calls the pool's cap holds back), no call or
+ * firing.  Replaces what was kept for it.
  */
 void
-revisits_note(Oid dboid, TimestampTz due, TimestampTz since, int looks)
+revisits_note(Oid dboid, TimestampTz due, TimestampTz since, int looks,
+			  bool look)
 {
 	Revisit    *r;
 	bool		found;
@@ -93,6 +97,7 @@ revisits_note(Oid dboid, TimestampTz due, TimestampTz since, int looks)
 	r->due = due;
 	r->since = since;
 	r->looks = looks;
+	r->look = look;
 	r->listed = reading;
 	if (!first_stale && (first == 0 || due < first))
 		first = due;
@@ -119,27 +124,33 @@ revisits_first(void)
 }
 
 /*
- * by_since -- qsort order of due databases: the longest due first
+ * by_since -- qsort order of due databases: calls and firings due before
+ * looks, the longest due first
  */
 static int
 by_since(const void *a, const void *b)
 {
-	TimestampTz sa = ((const RevisitDue *) a)->since;
-	TimestampTz sb = ((const RevisitDue *) b)->since;
+	const RevisitDue *ra = a;
+	const RevisitDue *rb = b;
 
-	return sa < sb ? -1 : sa > sb ? 1 : 0;
+	if (ra->look != rb->look)
+		return ra->look ? 1 : -1;
+	return ra->since < rb->since ? -1 : ra->since > rb->since ? 1 : 0;
 }
 
 /*
- * revisits_take -- the databases kept that are due within 'ahead_ms', the
- * longest due first, into due[] (room for 'max'); returns how many, and
- * forgets them.  The longest due first: a database tried with no entry to
- * be had keeps when it first fell due (revisit_due), so that one does not
- * wait behind a hundred that fall due again and again (the forty-second
- * hostile review: a call 40-54 s late behind 96 databases at full gates).
+ * revisits_take -- the databases kept that are due within 'ahead_ms'
+ * (only those with a call or a firing due, unless 'looks_too'), calls and
+ * firings first, the longest due first, into due[] (room for 'max');
+ * returns how many, and forgets them.  The longest due first: a database
+ * tried with no entry to be had keeps when it first fell due
+ * (revisit_due), so that one does not wait behind a hundred that fall due
+ * again and again; calls and firings before looks, so that bob's call
+ * does not wait behind a hundred looks at full gates (the forty-second
+ * hostile review: 6-89 s late behind 96 databases at full gates).
  */
 int
-revisits_take(int ahead_ms, RevisitDue *due, int max)
+revisits_take(int ahead_ms, bool looks_too, RevisitDue *due, int max)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
@@ -153,11 +164,12 @@ revisits_take(int ahead_ms, RevisitDue *due, int max)
 	hash_seq_init(&seq, table());
 	while ((r = hash_seq_search(&seq)) != NULL)
 	{
-		if (clock_ms_until(r->due) > ahead_ms)
+		if (clock_ms_until(r->due) > ahead_ms || (r->look && !looks_too))
 			continue;
 		all[nall].dboid = r->dboid;
 		all[nall].since = r->since;
-		all[nall++].looks = r->looks;
+		all[nall].looks = r->looks;
+		all[nall++].look = r->look;
 	}
 	qsort(all, nall, sizeof(RevisitDue), by_since);
 	n = Min(nall, max);
@@ -169,6 +181,35 @@ revisits_take(int ahead_ms, RevisitDue *due, int max)
 	pfree(all);
 	first_stale = true;
 	return n;
+}
+
+/*
+ * revisits_waiting -- how many databases kept are due and were tried
+ * already, with no entry to be had then (launcher.c, revisit_due)
+ */
+int
+revisits_waiting(void)
+{
+	HASH_SEQ_STATUS seq;
+	Revisit    *r;
+	int			n = 0;
+
+	if (revisits == NULL)
+		return 0;
+	hash_seq_init(&seq, revisits);
+	while ((r = hash_seq_search(&seq)) != NULL)
+		n += r->since < r->due;
+	return n;
+}
+
+/*
+ * revisits_kept -- is work of database 'dboid' kept here?
+ */
+bool
+revisits_kept(Oid dboid)
+{
+	return revisits != NULL &&
+		hash_search(revisits, &dboid, HASH_FIND, NULL) != NULL;
 }
 
 /*

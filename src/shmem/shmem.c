@@ -1325,12 +1325,17 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	/*
 	 * No entry: it gave its entry up with nothing to do (evictable_database),
 	 * or never had one.  It gets one now, as at CREATE EXTENSION, and the
-	 * launcher reads pg_database to list it.
+	 * launcher reads pg_database to list it; or, none to be had, it is noted
+	 * for the launcher's next read, unless the launcher woke it (revisits.c:
+	 * it tries again itself, and a read at each such try made the launcher
+	 * read pg_database 20 to 80 times a second with a hundred databases
+	 * waiting: the forty-second hostile review).
 	 */
 	if (db == NULL && !stays)
 	{
 		db = shmem_find_database(dboid, true);
-		retries_shared->reread_databases = true;
+		if (db != NULL || !(why & WAKE_REVISIT))
+			retries_shared->reread_databases = true;
 		if (db == NULL && !(why & WAKE_REVISIT))
 			note_unserved(dboid);
 	}

@@ -157,6 +157,8 @@ typedef struct RetriesDatabase
 								 * due */
 	TimestampTz far_due;		/* idle: when its work is due (on the clock of
 								 * base/clock.c), 0 if never */
+	bool		far_look;		/* what is due at far_due is only a look at a
+								 * gate, a waiting firing or capped calls */
 	bool		far_noted;		/* the launcher keeps far_due (revisits.c):
 								 * only then may the entry go */
 	int			idle_looks;		/* visits in a row that looked after something
@@ -388,6 +390,9 @@ typedef struct RetriesShared
 	int			nunserved;
 	int			pool_waiting;	/* databases with work waiting for room in the
 								 * pool (set by the launcher) */
+	int			entries_waiting;	/* databases with work waiting for an
+									 * entry of the database table (set by the
+									 * launcher) */
 	uint32		next_generation;	/* of worker slots */
 	pg_atomic_uint32 nrestores; /* entries of restores[] in use */
 	RetriesRestore restores[RETRIES_MAX_RESTORES];
@@ -599,9 +604,11 @@ extern void shmem_workers_batch_done(Oid dboid, int raised_from,
 extern int	shmem_worker_holds(const RetriesWorker *me, Oid dboid,
 							   TimestampTz recent, RetriesHold *holds);
 extern bool shmem_pool_contended(void);
+extern bool shmem_entries_contended(void);
 extern bool shmem_slot_leave(RetriesWorker *me, TimestampTz due_at,
 							 bool for_others, Oid capped_role,
-							 TimestampTz capped_until, TimestampTz idle_until);
+							 TimestampTz capped_until, TimestampTz idle_until,
+							 bool idle_look);
 extern bool shmem_db_wants_extras(Oid dboid, TimestampTz now);
 extern void shmem_reserve_extra_backoff(Oid dboid, TimestampTz until);
 

@@ -256,6 +256,22 @@ shmem_pool_contended(void)
 }
 
 /*
+ * shmem_entries_contended -- do databases with work wait for an entry of
+ * the database table (retries.max_databases), which an idle one's gives
+ * up (evictable_database)?
+ */
+bool
+shmem_entries_contended(void)
+{
+	bool		contended;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	contended = retries_shared->entries_waiting > 0;
+	LWLockRelease(retries_shared->lock);
+	return contended;
+}
+
+/*
  * shmem_slot_leave -- worker 'me' leaves its database, which is due again
  * at 'due_at' if no other worker of it stays, unless a commit woke it
  * meanwhile (without 'for_others') or it is the last free worker of a
@@ -268,13 +284,14 @@ shmem_pool_contended(void)
  * after; DT_NOEND if nothing is due at all), the last worker to leave
  * marks the database idle: its entry may go to another database until a
  * commit there wakes it (evictable_database), or, once the launcher keeps
- * it (far_noted), until its work is due.
+ * it (far_noted), until its work is due ('idle_look': only a look at what
+ * its workers look after is due then, engine/leave.c).
  * The caller exits once it returns true.
  */
 bool
 shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 				 Oid capped_role, TimestampTz capped_until,
-				 TimestampTz idle_until)
+				 TimestampTz idle_until, bool idle_look)
 {
 	RetriesDatabase *db;
 	RetriesWorker *w;
@@ -316,6 +333,7 @@ shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 		db->capped_until = capped_until;
 		db->idle = idle_until != 0 && others == 0;
 		db->far_due = db->idle && idle_until != DT_NOEND ? idle_until : 0;
+		db->far_look = idle_look;
 		db->far_noted = false;
 	}
 	LWLockRelease(retries_shared->lock);
