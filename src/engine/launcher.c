@@ -63,22 +63,16 @@
 
 /* How often to look for new databases in pg_database */
 #define LAUNCHER_NAPTIME_MS		5000
-/* How long to wait before starting workers again in a database */
-#define RESTART_DELAY_MS		1000
 /* How often to look again at a database that had no extension */
 #define REPROBE_MS				(5 * 60 * 1000)
 /* How often at most to log that no background worker could be had */
 #define COMPLAINT_INTERVAL_MS	(60 * 1000)
 /* How long an adopted slot whose worker never started is kept */
 #define ADOPT_GRACE_MS			10000
-/* How long before a database's work is due its worker is started */
-#define START_AHEAD_MS			500
 /* How often the launcher looks again at a database whose work is capped */
 #define CAPPED_RECHECK_MS		250
 /* How soon a database held back by the cap, still so when looked at, is looked at again */
 #define CAPPED_REVISIT_MS		16000
-/* Most databases woken at once as their work falls due (revisit_due) */
-#define MAX_REVISITS			64
 
 /* The workers this launcher started, by slot */
 typedef struct Launched
@@ -370,10 +364,11 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 
 /*
  * capped_idle -- database 'db', whose due calls the pool's cap still holds
- * back (still_capped), was looked at by the launcher itself (revisit_due):
- * it stays idle, its entry free for another database, its look kept for
- * CAPPED_REVISIT_MS on (note_far_due), while the launcher goes on checking
- * the cap as long as it keeps the entry.  (A worker started at each such
+ * back (still_capped), was looked at by the launcher itself
+ * (revisits_wake_due): it stays idle, its entry free for another
+ * database, its look kept for CAPPED_REVISIT_MS on
+ * (revisits_note_far_due), while the launcher goes on checking the cap as
+ * long as it keeps the entry.  (A worker started at each such
  * look, every 4 s in each database: the forty-first hostile review, t/074
  * 3.)  Caller holds the lock.
  */
@@ -637,10 +632,10 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
  * no entry could be had for them (shmem_wake_workers), then those not
  * looked at yet, then the quiet ones (found without the extension, or
  * left by their last worker with nothing to do), each in pg_database's
- * order, and the databases whose kept work falls due have what is left
- * (revisit_due, after the read's entries are given): a role that may
- * create databases cannot take the place of one served now by making more
- * (the seventh hostile review: 128 empty ones, and a routine ALTER
+ * order; the databases whose kept call or firing falls due are given
+ * entries before these, and their looks after (revisits_wake_due): a role
+ * that may create databases cannot take the place of one served now by
+ * making more (the seventh hostile review: 128 empty ones, and a routine ALTER
  * DATABASE that moved the served one's row behind them, left it with no
  * worker), nor of one made after hers (the thirty-sixth: a tenant's new
  * database got no worker behind 16 empty ones; the thirty-seventh: behind
@@ -798,105 +793,6 @@ note_pool_waiting(void)
 }
 
 /*
- * note_far_due -- keep when an idle database's work is due (revisits.c),
- * after which its entry may go to another database (evictable_database).
- * Caller holds the lock exclusively.
- */
-static void
-note_far_due(RetriesDatabase *db)
-{
-	if (!db->idle || db->far_due == 0 || db->far_noted)
-		return;
-	revisits_note(db->dboid, db->far_due, db->far_due, db->idle_looks,
-				  db->far_look);
-	db->far_noted = true;
-}
-
-/*
- * forget_far_noted -- a new launcher keeps no due times: the idle entries
- * are noted again (note_far_due) before they may go
- */
-static void
-forget_far_noted(void)
-{
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < retries_max_databases; i++)
-		shmem_dbs[i].far_noted = false;
-	LWLockRelease(retries_shared->lock);
-}
-
-/*
- * revisit_due -- wake the databases whose work the launcher kept
- * (note_far_due) and that are due within START_AHEAD_MS, as a commit
- * there would (shmem_wake_workers), but for two things: what it looks
- * after keeps backing off, in the entry it kept or in a new one (looks
- * started over at each such wake kept 96 databases with a full gate
- * looked at every 4 s at most, 1,207 workers started in 30 s: the
- * fortieth hostile review, t/074 1), and one that gets no entry is not
- * counted as woken by a commit: it is kept a second more, and woken again
- * then, before those that fell due after it (revisits_take).  Only those
- * with a call or a firing due, unless 'looks_too'.
- */
-static void
-revisit_due(TimestampTz now, bool looks_too)
-{
-	RevisitDue	due[MAX_REVISITS];
-	int			n = revisits_take(START_AHEAD_MS, looks_too, due, MAX_REVISITS);
-
-	for (int i = 0; i < n; i++)
-	{
-		bool		quiet;
-		bool		had = shmem_db_tracked(due[i].dboid, &quiet);
-
-		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
-		if (shmem_db_tracked(due[i].dboid, &quiet))
-		{
-			/* given an entry by the wake: its looks go on */
-			if (!had)
-				shmem_db_set_looks(due[i].dboid, due[i].looks);
-			continue;
-		}
-		revisits_note(due[i].dboid,
-					  clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
-					  due[i].since, due[i].looks, due[i].look);
-	}
-}
-
-/*
- * note_entries_waiting -- say how many databases with work wait for an
- * entry of the database table: those whose kept work fell due and got
- * none (revisits_waiting) and those of the last read (read_unserved);
- * while any does, wake the idle workers, which leave their databases idle
- * if they can (leave.c, leave_when_idle), and their entries go to those
- * that wait
- */
-static void
-note_entries_waiting(void)
-{
-	int			waiting = revisits_waiting() + read_unserved;
-
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	if (waiting > 0 && retries_shared->entries_waiting == 0)
-		shmem_wake_idle_workers();
-	retries_shared->entries_waiting = waiting;
-	LWLockRelease(retries_shared->lock);
-}
-
-/*
- * revisit_next -- when revisit_due has next to run (0: only when a
- * database is noted)
- */
-static TimestampTz
-revisit_next(TimestampTz now)
-{
-	TimestampTz first = revisits_first();
-
-	if (first == 0)
-		return 0;
-	return TimestampTzPlusMilliseconds(now, Max(clock_ms_until(first) - START_AHEAD_MS, 0));
-}
-
-/*
  * manage_databases -- bring the database table in line with pg_database
  * when 'seen' is given (add new databases, the first 'ncreate' of 'seen',
  * drop vanished ones), reap exited
@@ -977,7 +873,7 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 	{
 		TimestampTz when;
 
-		note_far_due(&shmem_dbs[order[i]]);
+		revisits_note_far_due(&shmem_dbs[order[i]]);
 		when = manage_database(&shmem_dbs[order[i]], now);
 
 		if (when != 0)
@@ -1034,7 +930,7 @@ retries_launcher_main(Datum main_arg)
 
 	shmem_launcher_here();
 	before_shmem_exit(launcher_exit, (Datum) 0);
-	forget_far_noted();
+	revisits_forget_noted();
 
 	for (;;)
 	{
@@ -1063,20 +959,20 @@ retries_launcher_main(Datum main_arg)
 		/*
 		 * Entries go first to the databases whose call or firing is due, then
 		 * to those the read ranks first (woken by a commit, not looked at
-		 * yet), then to the looks due (revisit_due).  Looks at a hundred full
-		 * gates falling due again and again took every entry before a call
-		 * due; so did the databases not looked at yet after a launcher
-		 * restart, a hundred probed in turn (the forty-second hostile review,
-		 * t/074 4 and 5).
+		 * yet), then to the looks due (revisits_wake_due).  Looks at a
+		 * hundred full gates falling due again and again took every entry
+		 * before a call due; so did the databases not looked at yet after a
+		 * launcher restart, a hundred probed in turn (the forty-second
+		 * hostile review, t/074 4 and 5).
 		 */
-		revisit_due(now, false);
+		revisits_wake_due(now, false);
 		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
 		if (read)
 			renote_woken();
-		revisit_due(now, true);
-		note_entries_waiting();
+		revisits_wake_due(now, true);
+		revisits_note_waiting(read_unserved);
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
-		revisit = revisit_next(clock_system_now());
+		revisit = revisits_next(clock_system_now());
 		if (revisit != 0)
 			next = Min(next, revisit);
 

@@ -11,13 +11,14 @@
  * with a call or a firing due later would lose it, for nothing wakes a
  * database at a time.  So the launcher keeps, for each idle database whose
  * work is due later, when, and how many looks in a row ran nothing there
- * (revisits_note, before the entry may go), here in its own memory, as
+ * (revisits_note_far_due, before the entry may go), here in its own memory, as
  * many as there are such databases (a couple of dozen bytes each, however
  * many a role may create), and wakes the database as it falls due
- * (launcher.c, revisit_due): as a commit would, which gives it an entry
- * again, but its looks go on backing off; one that gets none is kept a
- * second more, keeping when it first fell due, and the longest due are
- * woken first (revisits_take).
+ * (revisits_wake_due): as a commit would, which gives it an entry again,
+ * but its looks go on backing off; one that gets none is kept a second
+ * more, keeping when it first fell due, and the longest due are woken
+ * first (take), calls and firings before looks.  While any waits for an
+ * entry, idle workers leave theirs (revisits_note_waiting).
  *
  * The list lives as long as the launcher.  A new launcher starts with none:
  * it looks at every database without an entry as new, and the entries it
@@ -36,6 +37,19 @@
 
 #include "base/base.h"
 #include "engine/revisits.h"
+#include "shmem/shmem.h"
+
+/* Most databases woken at once as their work falls due */
+#define MAX_REVISITS			64
+
+/* A database whose kept work is due (take) */
+typedef struct RevisitDue
+{
+	Oid			dboid;
+	TimestampTz since;			/* when it first fell due */
+	int			looks;			/* its looks in a row that ran nothing */
+	bool		look;			/* only a look is due, no call or firing */
+} RevisitDue;
 
 /* A database, and when its work is due */
 typedef struct Revisit
@@ -78,15 +92,14 @@ table(void)
 }
 
 /*
- * revisits_note -- database 'dboid' has work due at 'due' (first due at
+ * note -- database 'dboid' has work due at 'due' (first due at
  * 'since', if it was tried before), after 'looks' looks in a row that ran
  * nothing; with 'look', only a look at what its workers look after (a
  * gate, a waiting firing, calls the pool's cap holds back), no call or
  * firing.  Replaces what was kept for it.
  */
-void
-revisits_note(Oid dboid, TimestampTz due, TimestampTz since, int looks,
-			  bool look)
+static void
+note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look)
 {
 	Revisit    *r;
 	bool		found;
@@ -104,10 +117,10 @@ revisits_note(Oid dboid, TimestampTz due, TimestampTz since, int looks,
 }
 
 /*
- * revisits_first -- when the first database kept is due; 0 if none
+ * first_time -- when the first database kept is due; 0 if none
  */
-TimestampTz
-revisits_first(void)
+static TimestampTz
+first_time(void)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
@@ -139,18 +152,18 @@ by_since(const void *a, const void *b)
 }
 
 /*
- * revisits_take -- the databases kept that are due within 'ahead_ms'
+ * take -- the databases kept that are due within 'ahead_ms'
  * (only those with a call or a firing due, unless 'looks_too'), calls and
  * firings first, the longest due first, into due[] (room for 'max');
  * returns how many, and forgets them.  The longest due first: a database
  * tried with no entry to be had keeps when it first fell due
- * (revisit_due), so that one does not wait behind a hundred that fall due
+ * (revisits_wake_due), so that one does not wait behind a hundred that fall due
  * again and again; calls and firings before looks, so that bob's call
  * does not wait behind a hundred looks at full gates (the forty-second
  * hostile review: 6-89 s late behind 96 databases at full gates).
  */
-int
-revisits_take(int ahead_ms, bool looks_too, RevisitDue *due, int max)
+static int
+take(int ahead_ms, bool looks_too, RevisitDue *due, int max)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
@@ -158,7 +171,7 @@ revisits_take(int ahead_ms, bool looks_too, RevisitDue *due, int max)
 	int			nall = 0;
 	int			n;
 
-	if (revisits_first() == 0 || clock_ms_until(first) > ahead_ms)
+	if (first_time() == 0 || clock_ms_until(first) > ahead_ms)
 		return 0;
 	all = palloc(sizeof(RevisitDue) * hash_get_num_entries(revisits));
 	hash_seq_init(&seq, table());
@@ -184,11 +197,11 @@ revisits_take(int ahead_ms, bool looks_too, RevisitDue *due, int max)
 }
 
 /*
- * revisits_waiting -- how many databases kept are due and were tried
- * already, with no entry to be had then (launcher.c, revisit_due)
+ * waiting_count -- how many databases kept are due and were tried
+ * already, with no entry to be had then (revisits_wake_due)
  */
-int
-revisits_waiting(void)
+static int
+waiting_count(void)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
@@ -251,4 +264,95 @@ revisits_sweep(void)
 		}
 	}
 	reading++;
+}
+
+/*
+ * revisits_note_far_due -- keep when an idle database's work is due,
+ * after which its entry may go to another database (evictable_database).
+ * Caller holds the lock exclusively.
+ */
+void
+revisits_note_far_due(RetriesDatabase *db)
+{
+	if (!db->idle || db->far_due == 0 || db->far_noted)
+		return;
+	note(db->dboid, db->far_due, db->far_due, db->idle_looks, db->far_look);
+	db->far_noted = true;
+}
+
+/*
+ * revisits_forget_noted -- a new launcher keeps no due times: the idle
+ * entries are noted again (revisits_note_far_due) before they may go
+ */
+void
+revisits_forget_noted(void)
+{
+	shmem_forget_far_noted();
+}
+
+/*
+ * revisits_wake_due -- wake the databases whose work the launcher kept
+ * (revisits_note_far_due) and that are due within START_AHEAD_MS, as a commit
+ * there would (shmem_wake_workers), but for two things: what it looks
+ * after keeps backing off, in the entry it kept or in a new one (looks
+ * started over at each such wake kept 96 databases with a full gate
+ * looked at every 4 s at most, 1,207 workers started in 30 s: the
+ * fortieth hostile review, t/074 1), and one that gets no entry is not
+ * counted as woken by a commit: it is kept a second more, and woken again
+ * then, before those that fell due after it (take).  Only those
+ * with a call or a firing due, unless 'looks_too'.
+ */
+void
+revisits_wake_due(TimestampTz now, bool looks_too)
+{
+	RevisitDue	due[MAX_REVISITS];
+	int			n = take(START_AHEAD_MS, looks_too, due, MAX_REVISITS);
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		quiet;
+		bool		had = shmem_db_tracked(due[i].dboid, &quiet);
+
+		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
+		if (shmem_db_tracked(due[i].dboid, &quiet))
+		{
+			/* given an entry by the wake: its looks go on */
+			if (!had)
+				shmem_db_set_looks(due[i].dboid, due[i].looks);
+			continue;
+		}
+		note(due[i].dboid,
+			 clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
+			 due[i].since, due[i].looks, due[i].look);
+	}
+}
+
+/*
+ * revisits_note_waiting -- say how many databases with work wait for an
+ * entry of the database table: those whose kept work fell due and got
+ * none (waiting) and 'read_unserved' of the launcher's last read of
+ * pg_database (launcher.c);
+ * while any does, wake the idle workers, which leave their databases idle
+ * if they can (leave.c, leave_when_idle), and their entries go to those
+ * that wait
+ */
+void
+revisits_note_waiting(int read_unserved)
+{
+	shmem_set_entries_waiting(waiting_count() + read_unserved);
+}
+
+/*
+ * revisits_next -- when revisits_wake_due has next to run (0: only when a
+ * database is noted)
+ */
+TimestampTz
+revisits_next(TimestampTz now)
+{
+	TimestampTz first_due = first_time();
+
+	if (first_due == 0)
+		return 0;
+	return TimestampTzPlusMilliseconds(now,
+									   Max(clock_ms_until(first_due) - START_AHEAD_MS, 0));
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * revisits.h
- *	  When the databases that gave their entries up have work due again
- *	  (src/engine/revisits.c).
+ *	  When the databases that gave their entries up have work due again,
+ *	  and waking them (src/engine/revisits.c); the launcher's timings.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,21 +11,19 @@
 
 #include "datatype/timestamp.h"
 
-/* A database whose kept work is due (revisits_take) */
-typedef struct RevisitDue
-{
-	Oid			dboid;
-	TimestampTz since;			/* when it first fell due */
-	int			looks;			/* its looks in a row that ran nothing */
-	bool		look;			/* only a look is due, no call or firing */
-} RevisitDue;
+/* How long before a database's work is due its worker is started */
+#define START_AHEAD_MS			500
+/* How long to wait before starting workers again in a database */
+#define RESTART_DELAY_MS		1000
 
-extern void revisits_note(Oid dboid, TimestampTz due, TimestampTz since,
-						  int looks, bool look);
-extern TimestampTz revisits_first(void);
-extern int	revisits_take(int ahead_ms, bool looks_too, RevisitDue *due, int max);
+struct RetriesDatabase;
+
+extern void revisits_note_far_due(struct RetriesDatabase *db);
+extern void revisits_forget_noted(void);
+extern void revisits_wake_due(TimestampTz now, bool looks_too);
+extern void revisits_note_waiting(int read_unserved);
+extern TimestampTz revisits_next(TimestampTz now);
 extern bool revisits_kept(Oid dboid);
-extern int	revisits_waiting(void);
 extern void revisits_listed(Oid dboid);
 extern void revisits_sweep(void);
 

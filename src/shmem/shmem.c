@@ -1412,7 +1412,7 @@ shmem_db_note_look(Oid dboid, bool ran)
 /*
  * shmem_db_set_looks -- database dboid, given an entry again, had 'looks'
  * visits in a row that ran nothing when it gave its last one up
- * (launcher.c, revisit_due)
+ * (revisits.c, revisits_wake_due)
  */
 void
 shmem_db_set_looks(Oid dboid, int looks)

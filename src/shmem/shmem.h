@@ -518,12 +518,12 @@ extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
 #define WAKE_FIRE				0x2
 
 /*
- * The launcher's own wake of a database whose work it kept (launcher.c,
- * revisit_due): its work is due now, as its last worker left it, but the
- * database's looks keep backing off (leave.c, leave_look_again_ms), one
- * whose calls the pool's cap holds back still gets no worker, and, with
- * no entry to be had, it is not listed as woken by a commit: the launcher
- * tries again itself
+ * The launcher's own wake of a database whose work it kept
+ * (engine/revisits.c, revisits_wake_due): its work is due now, as its last
+ * worker left it, but the database's looks keep backing off (leave.c,
+ * leave_look_again_ms), one whose calls the pool's cap holds back still
+ * gets no worker, and, with no entry to be had, it is not listed as woken
+ * by a commit: the launcher tries again itself
  */
 #define WAKE_REVISIT			0x4
 extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
@@ -605,6 +605,8 @@ extern int	shmem_worker_holds(const RetriesWorker *me, Oid dboid,
 							   TimestampTz recent, RetriesHold *holds);
 extern bool shmem_pool_contended(void);
 extern bool shmem_entries_contended(void);
+extern void shmem_set_entries_waiting(int waiting);
+extern void shmem_forget_far_noted(void);
 extern bool shmem_slot_leave(RetriesWorker *me, TimestampTz due_at,
 							 bool for_others, Oid capped_role,
 							 TimestampTz capped_until, TimestampTz idle_until,

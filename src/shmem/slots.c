@@ -256,6 +256,34 @@ shmem_pool_contended(void)
 }
 
 /*
+ * shmem_set_entries_waiting -- 'waiting' databases with work wait for an
+ * entry of the database table (engine/revisits.c); while any does, the
+ * idle workers are woken, to leave their databases idle if they can
+ */
+void
+shmem_set_entries_waiting(int waiting)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	if (waiting > 0 && retries_shared->entries_waiting == 0)
+		shmem_wake_idle_workers();
+	retries_shared->entries_waiting = waiting;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
+ * shmem_forget_far_noted -- no entry's due time is kept by the launcher
+ * (a new launcher's list is empty)
+ */
+void
+shmem_forget_far_noted(void)
+{
+	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < retries_max_databases; i++)
+		shmem_dbs[i].far_noted = false;
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * shmem_entries_contended -- do databases with work wait for an entry of
  * the database table (retries.max_databases), which an idle one's gives
  * up (evictable_database)?
