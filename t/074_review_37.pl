@@ -107,6 +107,25 @@ use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
 
+# gated_node(NAME): a review node whose template tpl has public.paced()
+# at a full gate ('1/1d') and now() annotated, 16 entries of the database
+# table and no reserved workers
+sub gated_node
+{
+	my ($name) = @_;
+	my $node = pool_review_node($name, q{
+retries.max_databases = 16
+retries.reserved_workers = 0
+});
+
+	$node->safe_psql('tpl', q{
+CREATE FUNCTION public.paced() RETURNS int LANGUAGE sql AS 'SELECT 1';
+SELECT retries.annotate('public.paced()', '1 10ms', rate => '1/1d');
+SELECT retries.annotate('pg_catalog.now()');
+});
+	return $node;
+}
+
 # gated_copies(NODE, PREFIX, N): mallory's copies PREFIX1 .. PREFIXN of
 # tpl, each with two calls held at a full gate ('1/1d': after a start of
 # the server, a rate's first call waits one spacing, a day), once a worker
@@ -162,16 +181,8 @@ sub worker_starts
 # 1: databases with calls held at a full gate, more than
 #    retries.max_databases
 # ---------------------------------------------------------------------
-my $node = pool_review_node('review_37', q{
-retries.max_databases = 16
-retries.reserved_workers = 0
-});
+my $node = gated_node('review_37');
 my $log_offset = -s $node->logfile;
-$node->safe_psql('tpl', q{
-CREATE FUNCTION public.paced() RETURNS int LANGUAGE sql AS 'SELECT 1';
-SELECT retries.annotate('public.paced()', '1 10ms', rate => '1/1d');
-SELECT retries.annotate('pg_catalog.now()');
-});
 my $NGATED = 24;
 my @gated = gated_copies($node, 'g', $NGATED);
 
@@ -285,23 +296,10 @@ $cap->stop;
 # 4, 5 (the forty-second review): more databases with a full gate each
 #    than entries, bob's calls due in databases without one
 # ---------------------------------------------------------------------
-my $few = pool_review_node('review_37_entries', q{
-retries.max_databases = 16
-retries.reserved_workers = 0
-});
+my $few = gated_node('review_37_entries');
 my $few_log_offset = -s $few->logfile;
-$few->safe_psql('tpl', q{
-CREATE FUNCTION public.paced() RETURNS int LANGUAGE sql AS 'SELECT 1';
-SELECT retries.annotate('public.paced()', '1 10ms', rate => '1/1d');
-SELECT retries.annotate('pg_catalog.now()');
-});
 my $NFULL = 96;
-for my $i (1 .. $NFULL)
-{
-	as_role($few, 'postgres', 'mallory', "CREATE DATABASE f$i TEMPLATE tpl");
-	as_role($few, "f$i", 'mallory',
-		q{SELECT retries.call('public.paced()') FROM generate_series(1, 2)});
-}
+gated_copies($few, 'f', $NFULL);
 for my $i (1 .. 4)
 {
 	$few->safe_psql('postgres', "CREATE DATABASE bob$i TEMPLATE tpl OWNER bob");
@@ -326,14 +324,6 @@ sub bob_late
 	return $few->safe_psql($db,
 		"SELECT round(extract(epoch FROM started_at) - $due, 1) FROM retries.attempts"
 		  . " WHERE call_id = $id AND attempt = 1");
-}
-
-# every gated database looked at once: its calls held
-for my $i (1 .. $NFULL)
-{
-	wait_until($few, "f$i",
-		q{SELECT count(*) FROM retries.call_data WHERE held AND state = 'scheduled'},
-		'2', "4: (setup) f$i: the calls wait at the gate");
 }
 
 # 4. 96 databases' looks at their gates, 16 entries: an idle worker kept

@@ -635,22 +635,21 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
  * order; the databases whose kept call or firing falls due are given
  * entries before these, and their looks after (revisits_wake_due): a role
  * that may create databases cannot take the place of one served now by
- * making more (the seventh hostile review: 128 empty ones, and a routine ALTER
- * DATABASE that moved the served one's row behind them, left it with no
- * worker), nor of one made after hers (the thirty-sixth: a tenant's new
- * database got no worker behind 16 empty ones; the thirty-seventh: behind
+ * making more (the seventh hostile review: 128 empty ones, and a routine
+ * ALTER DATABASE that moved the served one's row behind them, left it
+ * with no worker), nor of one made after hers (the thirty-sixth: a tenant's
+ * new database got no worker behind 16 empty ones; the thirty-seventh: behind
  * 15 copies of a template with the extension and nothing to do).  Only the
- * served and new ones are given entries; a new one takes that of a quiet
- * one if it must (shmem_find_database), and a quiet one without an entry
- * gets none again until a commit there makes it one (CREATE EXTENSION, a
- * call: shmem_wake_workers), or, when none could be had then, counts as
- * new from then on (shmem_take_unserved): the launcher does not look at
- * the same quiet databases in turn for ever.  One woken by a commit is
- * ranked before those not looked at yet, and noted again until it has an
- * entry (renote_woken): behind a hundred databases each looked at again
- * in turn for its gate, bob's database woken by his call lost its place
- * and his call waited (the fortieth hostile review; t/074 says why it
- * has no check).
+ * served and new ones are given entries; a new one takes that of a quiet one
+ * if it must (shmem_find_database), and a quiet one without an entry gets
+ * none again until a commit there makes it one (CREATE EXTENSION, a call:
+ * shmem_wake_workers), or, when none could be had then, counts as new from
+ * then on (shmem_take_unserved): the launcher does not look at the same quiet
+ * databases in turn for ever.  One woken by a commit is ranked before those
+ * not looked at yet, and noted again until it has an entry (renote_woken):
+ * behind a hundred databases each looked at again in turn for its gate, bob's
+ * database woken by his call lost its place and his call waited (the fortieth
+ * hostile review; t/074 says why it has no check).
  */
 static int
 read_databases(Oid *seen, int *ncreate)

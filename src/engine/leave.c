@@ -340,14 +340,19 @@ leave_when_idle(const LeaveNeeds *needs, TimestampTz ran_at, TimestampTz due,
 	TimestampTz idle;
 	bool		look;
 	bool		contended;
+	bool		timed_out;
 
 	/* 0: workers stay, whatever waits (as before 1.7) */
 	if (retries_worker_idle_timeout == 0)
 		return;
 	contended = leave_pool_contended();
+	timed_out = TimestampDifferenceExceeds(ran_at, now,
+										   retries_worker_idle_timeout * 1000);
+	if (!timed_out && !contended && !shmem_entries_contended())
+		return;
 	idle = idle_until(needs, due, &look);
-	if (!TimestampDifferenceExceeds(ran_at, now, retries_worker_idle_timeout * 1000) &&
-		!contended && !(idle != 0 && shmem_entries_contended()))
+	/* for the databases that wait for an entry: only if it frees its own */
+	if (!timed_out && !contended && idle == 0)
 		return;
 	due_at = next_visit(needs, now, due);
 	if (due_at == 0)

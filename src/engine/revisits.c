@@ -11,14 +11,14 @@
  * with a call or a firing due later would lose it, for nothing wakes a
  * database at a time.  So the launcher keeps, for each idle database whose
  * work is due later, when, and how many looks in a row ran nothing there
- * (revisits_note_far_due, before the entry may go), here in its own memory, as
- * many as there are such databases (a couple of dozen bytes each, however
- * many a role may create), and wakes the database as it falls due
- * (revisits_wake_due): as a commit would, which gives it an entry again,
- * but its looks go on backing off; one that gets none is kept a second
- * more, keeping when it first fell due, and the longest due are woken
- * first (take), calls and firings before looks.  While any waits for an
- * entry, idle workers leave theirs (revisits_note_waiting).
+ * (revisits_note_far_due, before the entry may go), here in its own
+ * memory, as many as there are such databases (a couple of dozen bytes
+ * each, however many a role may create), and wakes the database as it
+ * falls due (revisits_wake_due): as a commit would, which gives it an entry
+ * again, but its looks go on backing off; one that gets none is kept a second
+ * more, keeping when it first fell due, and the longest due are woken first
+ * (take), calls and firings before looks.  While any waits for an entry, idle
+ * workers leave theirs (revisits_note_waiting).
  *
  * The list lives as long as the launcher.  A new launcher starts with none:
  * it looks at every database without an entry as new, and the entries it
@@ -152,13 +152,13 @@ by_since(const void *a, const void *b)
 }
 
 /*
- * take -- the databases kept that are due within 'ahead_ms'
- * (only those with a call or a firing due, unless 'looks_too'), calls and
- * firings first, the longest due first, into due[] (room for 'max');
- * returns how many, and forgets them.  The longest due first: a database
- * tried with no entry to be had keeps when it first fell due
- * (revisits_wake_due), so that one does not wait behind a hundred that fall due
- * again and again; calls and firings before looks, so that bob's call
+ * take -- the databases kept that are due within 'ahead_ms' (only those
+ * with a call or a firing due, unless 'looks_too'), calls and firings
+ * first, the longest due first, into due[] (room for 'max'); returns how
+ * many, and forgets them.  The longest due first: a database tried with
+ * no entry to be had keeps when it first fell due (revisits_wake_due), so
+ * that one does not wait behind a hundred that fall due again and again;
+ * calls and firings before looks, so that bob's call
  * does not wait behind a hundred looks at full gates (the forty-second
  * hostile review: 6-89 s late behind 96 databases at full gates).
  */
