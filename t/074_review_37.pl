@@ -33,8 +33,9 @@
 #      own wakes of the databases due for a look: behind a hundred
 #      databases at full gates, bob's database, made last, lost its turn
 #      at every read, and his call waited.  Fixed: a database woken by a
-#      commit ranks before those not looked at yet (RANK_WOKEN,
-#      launcher.c), and is noted again until it has an entry; the
+#      commit ranks before those not looked at yet (then RANK_WOKEN in
+#      launcher.c; since 6, a turn with the databases due), and is noted
+#      again until it has an entry; the
 #      launcher's own wakes are its own list.  With 24 gated databases here
 #      bob's call ran before the fix as after it (h below); a hundred
 #      databases are not made here.
@@ -96,7 +97,26 @@
 #      entry was free holds 64; a role that commits in more databases
 #      between two reads of the launcher pushes the oldest out, and a
 #      database so dropped waits for its next commit or due work
-#      (operations.md).
+#      (operations.md; since 6 the launcher takes the list at every pass,
+#      not at every read).
+#
+# The forty-third review (rv44, of f8bf458):
+#   6. (High) with calls truly due again and again in more databases than
+#      entries (mallory's 128, each a call every 2-3 s, 16 entries), the
+#      entries went to the databases due longest, whoever owned them, and
+#      a commit took any entry freed: bob's schedule every 20 s in a
+#      database without an entry missed 5 of 7 firings, his calls due 15 s
+#      on ran 5-7 s late (a Medium), and each database given an entry
+#      again started two workers (a Medium: 38 starts a second for 51
+#      calls).  Fixed: the databases due, and those a commit woke while
+#      none was free, take turns by owner (revisits.c, take), are tried at
+#      every pass of the launcher, a commit's wake takes no entry while
+#      others wait, a firing that waited for an entry is not missed
+#      (shmem_db_revisited), and a database given an entry for its work
+#      due wants one worker.  Check 6: 96 databases of mallory's, a call
+#      every 2 s each; bob's calls 0.5, 8.6 and 2.3 s late before, his
+#      schedule every 5 s 6 missed of 11; after, 0.0 s and none missed.
+#
 
 use strict;
 use warnings;
@@ -106,6 +126,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RetriesTest;
 use Test::More;
+use List::Util qw(max);
 
 # gated_node(NAME): a review node whose template tpl has public.paced()
 # at a full gate ('1/1d') and now() annotated, 16 entries of the database
@@ -164,7 +185,14 @@ sub worker_starts
 	$node->safe_psql('postgres', "SELECT pg_sleep($seconds)");
 	$node->safe_psql('postgres',
 		"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
+	return starts_logged($node, $prefix, $offset);
+}
 
+# starts_logged(NODE, PREFIX, OFFSET): how many workers the postmaster's
+# log says it started in the databases named PREFIX<n> after OFFSET
+sub starts_logged
+{
+	my ($node, $prefix, $offset) = @_;
 	my %oid = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
 		"SELECT oid, datname FROM pg_database WHERE datname ~ '^${prefix}[0-9]+\$'");
 	my $log = slurp_file($node->logfile, $offset);
@@ -359,6 +387,53 @@ cmp_ok($late5, '<', 10,
 my $late6 = bob_late('bob3', $id6, $due6, "5: (setup) bob's call due 5 s on runs");
 cmp_ok($late6, '<', 10,
 	"5: bob's call made as the launcher ended runs on time ($late6 s late)");
+
+# 6. (the forty-third review) mallory's calls truly due, one every 2 s
+# in each of her 96 databases (48 a second, more than the 16 entries
+# serve on time), each database left idle between two: the entries went
+# to the databases due longest, across all roles, and bob's calls and
+# firings in a database without an entry waited behind her backlog (his
+# calls due 15 s on 5-7 s late, his schedule every 20 s missed 5 of 7
+# firings in the reviewer's runs).  Now the entries go in turns between
+# the databases' owners, and a firing that waited for an entry is not
+# missed.
+$few->safe_psql('postgres',
+	"ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()");
+my $starts_offset = -s $few->logfile;
+for my $db (map { "f$_" } 1 .. $NFULL)
+{
+	as_role($few, $db, 'mallory',
+		q{SELECT count(retries.call('pg_catalog.now()',
+			run_at => now() + interval '2 s' * g + random() * interval '2 s'))
+		    FROM generate_series(1, 40) g});
+}
+as_role($few, 'bob4', 'bob',
+	q{SELECT retries.schedule('tick', 'pg_catalog.now()', '5 seconds')});
+my @late6;
+for my $i (1 .. 3)
+{
+	my ($id, $due) = bob_due('bob4', 15);
+	push @late6, bob_late('bob4', $id, $due, "6: (setup) bob's call $i due 15 s on runs");
+}
+$few->safe_psql('postgres',
+	"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
+my $starts6 = starts_logged($few, 'f', $starts_offset);
+my $ran6 = 0;
+$ran6 += $few->safe_psql("f$_",
+	q{SELECT count(*) FROM retries.call_data WHERE state = 'succeeded'}) for 1 .. $NFULL;
+my ($firings, $missed) = split /\|/, as_role($few, 'bob4', 'bob',
+	q{SELECT firings, missed FROM retries.schedules WHERE name = 'tick'});
+my $backlog = $few->safe_psql('f1',
+	q{SELECT round(extract(epoch FROM percentile_disc(0.5) WITHIN GROUP
+	  (ORDER BY a.started_at - c.next_attempt)), 1)
+	    FROM retries.attempts a JOIN retries.call_data c ON c.id = a.call_id
+	   WHERE a.attempt = 1});
+cmp_ok(max(@late6), '<', 5,
+	"6: bob's calls due in a database without an entry run on time behind mallory's"
+	  . " due calls (@late6 s late; hers $backlog s late, p50; $starts6 workers started"
+	  . " for her $ran6 calls)");
+is($missed, 0, "6: bob's schedule every 5 s misses no firing behind mallory's due calls"
+	  . " ($firings fired)");
 
 no_crash($few, $few_log_offset, 'z: no backend or worker crashed (third node)');
 

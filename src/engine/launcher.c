@@ -73,6 +73,8 @@
 #define CAPPED_RECHECK_MS		250
 /* How soon a database held back by the cap, still so when looked at, is looked at again */
 #define CAPPED_REVISIT_MS		16000
+/* How long a database's workers run their batches before it gets one more */
+#define MORE_AFTER_MS			200
 
 /* The workers this launcher started, by slot */
 typedef struct Launched
@@ -89,8 +91,6 @@ static Launched launched[RETRIES_MAX_SLOTS];
 typedef enum DatabaseRank
 {
 	RANK_SERVED,				/* has an entry, and something to do */
-	RANK_WOKEN,					/* woken by a commit, and no entry could be
-								 * had for it then: it has work */
 	RANK_NEW,					/* not looked at yet */
 	RANK_QUIET,					/* has an entry: found without the extension,
 								 * or with nothing to do */
@@ -113,17 +113,9 @@ static OidSet known;
 static OidSet listed;
 
 /*
- * The databases woken by a commit that the last read of pg_database
- * ranked first (RANK_WOKEN): those still without an entry once it is done
- * are noted again (renote_woken), so that no wake-up is lost
- */
-static Oid	woken_last[RETRIES_MAX_UNSERVED];
-static int	nwoken_last = 0;
-
-/*
- * Databases that the last read of pg_database ranked woken or new and
- * that have no entry: beyond its first retries.max_databases
- * (read_databases), and those it could give none (manage_databases)
+ * Databases that the last read of pg_database ranked new and that have no
+ * entry: beyond its first retries.max_databases (read_databases), and
+ * those it could give none (manage_databases)
  */
 static int	unlisted_wanting = 0;
 static int	read_unserved = 0;
@@ -422,6 +414,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	int			wanted;
 	int			nbase = 0;
 	bool		held = true;	/* each base worker it has runs a batch */
+	TimestampTz busy_from = 0;	/* ... the last of them since then */
 	bool		needy;
 	bool		due;
 
@@ -431,7 +424,12 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 
 		if (w->in_use && w->dboid == db->dboid && !w->leaving &&
 			w->slot_no < retries_max_workers)
-			held &= shmem_slot_running(w);
+		{
+			TimestampTz since = shmem_slot_busy_since(w);
+
+			held &= since != 0;
+			busy_from = Max(busy_from, since);
+		}
 
 		/* a worker that freed its slot is still there until reaped */
 		if (!w->in_use && launched[i].handle != NULL &&
@@ -532,6 +530,16 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			 * 4 and 6)
 			 */
 			needy = nbase == 0 || held;
+
+			/*
+			 * A second worker only for a batch that lasts: one started as
+			 * each short batch began found nothing to do, and left (the
+			 * forty-third hostile review: 7 workers started a second for 4
+			 * calls in 13 databases, each with a call every 3 s)
+			 */
+			if (nbase > 0 && nbase < wanted && held &&
+				now < TimestampTzPlusMilliseconds(busy_from, MORE_AFTER_MS))
+				return TimestampTzPlusMilliseconds(busy_from, MORE_AFTER_MS);
 			for (int n = 0; n < retries_max_workers && n < RETRIES_MAX_SLOTS && nbase < wanted; n++)
 			{
 				if (have[n])
@@ -608,15 +616,12 @@ oidset_set(OidSet *set, List *oids)
  * (read_databases)
  */
 static DatabaseRank
-database_rank(Oid dboid, const Oid *unserved, int nunserved)
+database_rank(Oid dboid)
 {
 	bool		quiet;
 
 	if (shmem_db_tracked(dboid, &quiet))
 		return quiet ? RANK_QUIET : RANK_SERVED;
-	for (int i = 0; i < nunserved; i++)
-		if (unserved[i] == dboid)
-			return RANK_WOKEN;
 	if (oidset_has(&known, dboid) || revisits_kept(dboid))
 		return RANK_QUIET_UNTRACKED;
 	return RANK_NEW;
@@ -628,28 +633,28 @@ database_rank(Oid dboid, const Oid *unserved, int nunserved)
  * 'seen'; returns how many, and in *ncreate how many of the first may be
  * given an entry of the database table (manage_databases)
  *
- * Those the workers serve now come first, then those a commit woke while
- * no entry could be had for them (shmem_wake_workers), then those not
- * looked at yet, then the quiet ones (found without the extension, or
- * left by their last worker with nothing to do), each in pg_database's
- * order; the databases whose kept call or firing falls due are given
- * entries before these, and their looks after (revisits_wake_due): a role
- * that may create databases cannot take the place of one served now by
- * making more (the seventh hostile review: 128 empty ones, and a routine
- * ALTER DATABASE that moved the served one's row behind them, left it
- * with no worker), nor of one made after hers (the thirty-sixth: a tenant's
- * new database got no worker behind 16 empty ones; the thirty-seventh: behind
- * 15 copies of a template with the extension and nothing to do).  Only the
- * served and new ones are given entries; a new one takes that of a quiet one
- * if it must (shmem_find_database), and a quiet one without an entry gets
- * none again until a commit there makes it one (CREATE EXTENSION, a call:
- * shmem_wake_workers), or, when none could be had then, counts as new from
- * then on (shmem_take_unserved): the launcher does not look at the same quiet
- * databases in turn for ever.  One woken by a commit is ranked before those
- * not looked at yet, and noted again until it has an entry (renote_woken):
- * behind a hundred databases each looked at again in turn for its gate, bob's
- * database woken by his call lost its place and his call waited (the fortieth
- * hostile review; t/074 says why it has no check).
+ * Those the workers serve now come first, then those not looked at yet,
+ * then the quiet ones (found without the extension, or left by their
+ * last worker with nothing to do), each in pg_database's order; the
+ * databases whose kept call or firing falls due, and those a commit woke
+ * while no entry could be had for them (shmem_wake_workers), are given
+ * entries before these, in turns between their owners, and their looks
+ * after (revisits.c): a role that may create databases cannot take the
+ * place of one served now by making more (the seventh hostile review: 128
+ * empty ones, and a routine ALTER DATABASE that moved the served one's row
+ * behind them, left it with no worker), nor of one made after hers (the
+ * thirty-sixth: a tenant's new database got no worker behind 16 empty
+ * ones; the thirty-seventh: behind 15 copies of a template with the
+ * extension and nothing to do).  Only the served and new ones are given
+ * entries here; a new one takes that of a quiet one if it must
+ * (shmem_find_database), and a quiet one without an entry gets none again
+ * until its work is due or a commit there wakes it (CREATE EXTENSION, a
+ * call): the launcher does not look at the same quiet databases in turn
+ * for ever.  A database woken by a commit waited here, in pg_database's
+ * order, behind a hundred databases each looked at again in turn for its
+ * gate (the fortieth hostile review), then, ranked first, behind the
+ * databases of another role's whose calls fell due (the forty-third):
+ * it now takes its turn with them (revisits_note_woken).
  */
 static int
 read_databases(Oid *seen, int *ncreate)
@@ -663,10 +668,6 @@ read_databases(Oid *seen, int *ncreate)
 	List	   *ranked[RANK_QUIET_UNTRACKED + 1] = {NIL};
 	List	   *all = NIL;
 	ListCell   *lc;
-	Oid			unserved[RETRIES_MAX_UNSERVED];
-	int			nunserved = shmem_take_unserved(unserved);
-
-	nwoken_last = 0;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -681,11 +682,9 @@ read_databases(Oid *seen, int *ncreate)
 		if (!dat->datallowconn || dat->datistemplate)
 			continue;
 		nall++;
-		revisits_listed(dat->oid);
-		rank = database_rank(dat->oid, unserved, nunserved);
+		revisits_listed(dat->oid, dat->datdba);
+		rank = database_rank(dat->oid);
 		ranked[rank] = lappend_oid(ranked[rank], dat->oid);
-		if (rank == RANK_WOKEN && nwoken_last < RETRIES_MAX_UNSERVED)
-			woken_last[nwoken_last++] = dat->oid;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -699,7 +698,7 @@ read_databases(Oid *seen, int *ncreate)
 			if (nseen < retries_max_databases)
 				seen[nseen++] = lfirst_oid(lc);
 			else
-				unlisted_wanting += rank == RANK_WOKEN || rank == RANK_NEW;
+				unlisted_wanting += rank == RANK_NEW;
 		}
 		if (rank == RANK_NEW)
 			*ncreate = nseen;
@@ -724,24 +723,6 @@ read_databases(Oid *seen, int *ncreate)
 		complained = true;
 	}
 	return nseen;
-}
-
-/*
- * renote_woken -- the databases woken by a commit that the last read of
- * pg_database ranked first (read_databases) and that have no entry yet
- * are noted as woken again, for the next read
- */
-static void
-renote_woken(void)
-{
-	for (int i = 0; i < nwoken_last; i++)
-	{
-		bool		quiet;
-
-		if (!shmem_db_tracked(woken_last[i], &quiet))
-			shmem_note_unserved(woken_last[i]);
-	}
-	nwoken_last = 0;
 }
 
 /*
@@ -956,18 +937,17 @@ retries_launcher_main(Datum main_arg)
 		}
 
 		/*
-		 * Entries go first to the databases whose call or firing is due, then
-		 * to those the read ranks first (woken by a commit, not looked at
-		 * yet), then to the looks due (revisits_wake_due).  Looks at a
-		 * hundred full gates falling due again and again took every entry
-		 * before a call due; so did the databases not looked at yet after a
-		 * launcher restart, a hundred probed in turn (the forty-second
-		 * hostile review, t/074 4 and 5).
+		 * Entries go first to the databases whose call or firing is due or
+		 * that a commit woke, in turns between their owners, then to those
+		 * the read ranks first (not looked at yet), then to the looks due
+		 * (revisits.c).  Looks at a hundred full gates falling due again and
+		 * again took every entry before a call due; so did the databases not
+		 * looked at yet after a launcher restart, a hundred probed in turn
+		 * (the forty-second hostile review, t/074 4 and 5).
 		 */
+		revisits_note_woken(now);
 		revisits_wake_due(now, false);
 		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
-		if (read)
-			renote_woken();
 		revisits_wake_due(now, true);
 		revisits_note_waiting(read_unserved);
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));

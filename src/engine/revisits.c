@@ -15,10 +15,12 @@
  * memory, as many as there are such databases (a couple of dozen bytes
  * each, however many a role may create), and wakes the database as it
  * falls due (revisits_wake_due): as a commit would, which gives it an entry
- * again, but its looks go on backing off; one that gets none is kept a second
- * more, keeping when it first fell due, and the longest due are woken first
- * (take), calls and firings before looks.  While any waits for an entry, idle
- * workers leave theirs (revisits_note_waiting).
+ * again, but its looks go on backing off; one that gets none waits, kept,
+ * keeping when it first fell due, and is tried again at each of the
+ * launcher's passes.  The entries to be had go in turns between the owners
+ * of the databases due (each owner's longest due before any owner's
+ * second), calls and firings before looks (take).  While any waits for an
+ * entry, idle workers leave theirs (revisits_note_waiting).
  *
  * The list lives as long as the launcher.  A new launcher starts with none:
  * it looks at every database without an entry as new, and the entries it
@@ -41,14 +43,18 @@
 
 /* Most databases woken at once as their work falls due */
 #define MAX_REVISITS			64
+/* How soon at the least those that got no entry are tried again */
+#define WAIT_RETRY_MS			25
 
 /* A database whose kept work is due (take) */
 typedef struct RevisitDue
 {
 	Oid			dboid;
+	Oid			owner;			/* its owner, InvalidOid if not known */
 	TimestampTz since;			/* when it first fell due */
 	int			looks;			/* its looks in a row that ran nothing */
 	bool		look;			/* only a look is due, no call or firing */
+	int			turn;			/* its place among its owner's (by_owner) */
 } RevisitDue;
 
 /* A database, and when its work is due */
@@ -61,10 +67,20 @@ typedef struct Revisit
 	int			looks;			/* its looks in a row that ran nothing
 								 * (shmem.h, idle_looks) */
 	bool		look;			/* only a look is due (leave.c, idle_until) */
+	Oid			owner;			/* its owner (owner_of) */
 	uint32		listed;			/* the read of pg_database that last saw it */
 } Revisit;
 
+/* A database listed in pg_database, and its owner (revisits_listed) */
+typedef struct Owned
+{
+	Oid			dboid;			/* the key */
+	Oid			owner;
+	uint32		listed;			/* the read of pg_database that last saw it */
+} Owned;
+
 static HTAB *revisits = NULL;
+static HTAB *owners = NULL;
 
 /* the earliest due time, unless first_stale */
 static TimestampTz first = 0;
@@ -73,22 +89,48 @@ static bool first_stale = false;
 /* the read of pg_database under way (revisits_listed) */
 static uint32 reading = 0;
 
+/* when the last try found no entry to be had; 0 if it found one */
+static TimestampTz none_free_at = 0;
+
 /*
- * table -- the list, made in TopMemoryContext on first use
+ * new_table -- a table of 'entrysize' entries keyed by a database's oid,
+ * in TopMemoryContext
+ */
+static HTAB *
+new_table(const char *name, Size entrysize)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = entrysize;
+	ctl.hcxt = TopMemoryContext;
+	return hash_create(name, 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * table -- the list, made on first use
  */
 static HTAB *
 table(void)
 {
-	HASHCTL		ctl;
-
-	if (revisits != NULL)
-		return revisits;
-	ctl.keysize = sizeof(Oid);
-	ctl.entrysize = sizeof(Revisit);
-	ctl.hcxt = TopMemoryContext;
-	revisits = hash_create("retries revisits", 64, &ctl,
-						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	if (revisits == NULL)
+		revisits = new_table("retries revisits", sizeof(Revisit));
 	return revisits;
+}
+
+/*
+ * owner_of -- the owner of database 'dboid' as the launcher's last read of
+ * pg_database found it; InvalidOid if that read did not list it
+ */
+static Oid
+owner_of(Oid dboid)
+{
+	Owned	   *o;
+
+	if (owners == NULL)
+		return InvalidOid;
+	o = hash_search(owners, &dboid, HASH_FIND, NULL);
+	return o != NULL ? o->owner : InvalidOid;
 }
 
 /*
@@ -111,6 +153,7 @@ note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look)
 	r->since = since;
 	r->looks = looks;
 	r->look = look;
+	r->owner = owner_of(dboid);
 	r->listed = reading;
 	if (!first_stale && (first == 0 || due < first))
 		first = due;
@@ -137,66 +180,6 @@ first_time(void)
 }
 
 /*
- * by_since -- qsort order of due databases: calls and firings due before
- * looks, the longest due first
- */
-static int
-by_since(const void *a, const void *b)
-{
-	const RevisitDue *ra = a;
-	const RevisitDue *rb = b;
-
-	if (ra->look != rb->look)
-		return ra->look ? 1 : -1;
-	return ra->since < rb->since ? -1 : ra->since > rb->since ? 1 : 0;
-}
-
-/*
- * take -- the databases kept that are due within 'ahead_ms' (only those
- * with a call or a firing due, unless 'looks_too'), calls and firings
- * first, the longest due first, into due[] (room for 'max'); returns how
- * many, and forgets them.  The longest due first: a database tried with
- * no entry to be had keeps when it first fell due (revisits_wake_due), so
- * that one does not wait behind a hundred that fall due again and again;
- * calls and firings before looks, so that bob's call
- * does not wait behind a hundred looks at full gates (the forty-second
- * hostile review: 6-89 s late behind 96 databases at full gates).
- */
-static int
-take(int ahead_ms, bool looks_too, RevisitDue *due, int max)
-{
-	HASH_SEQ_STATUS seq;
-	Revisit    *r;
-	RevisitDue *all;
-	int			nall = 0;
-	int			n;
-
-	if (first_time() == 0 || clock_ms_until(first) > ahead_ms)
-		return 0;
-	all = palloc(sizeof(RevisitDue) * hash_get_num_entries(revisits));
-	hash_seq_init(&seq, table());
-	while ((r = hash_seq_search(&seq)) != NULL)
-	{
-		if (clock_ms_until(r->due) > ahead_ms || (r->look && !looks_too))
-			continue;
-		all[nall].dboid = r->dboid;
-		all[nall].since = r->since;
-		all[nall].looks = r->looks;
-		all[nall++].look = r->look;
-	}
-	qsort(all, nall, sizeof(RevisitDue), by_since);
-	n = Min(nall, max);
-	for (int i = 0; i < n; i++)
-	{
-		due[i] = all[i];
-		(void) hash_search(revisits, &all[i].dboid, HASH_REMOVE, NULL);
-	}
-	pfree(all);
-	first_stale = true;
-	return n;
-}
-
-/*
  * waiting_count -- how many databases kept are due and were tried
  * already, with no entry to be had then (revisits_wake_due)
  */
@@ -216,6 +199,113 @@ waiting_count(void)
 }
 
 /*
+ * by_owner -- qsort order of due databases: calls and firings before
+ * looks, then by owner, the longest due first
+ */
+static int
+by_owner(const void *a, const void *b)
+{
+	const RevisitDue *ra = a;
+	const RevisitDue *rb = b;
+
+	if (ra->look != rb->look)
+		return ra->look ? 1 : -1;
+	if (ra->owner != rb->owner)
+		return ra->owner < rb->owner ? -1 : 1;
+	return ra->since < rb->since ? -1 : ra->since > rb->since ? 1 : 0;
+}
+
+/*
+ * by_turn -- qsort order of due databases: calls and firings before
+ * looks, then in turns between their owners (each owner's longest due
+ * before any owner's second), the longest due first within a turn
+ */
+static int
+by_turn(const void *a, const void *b)
+{
+	const RevisitDue *ra = a;
+	const RevisitDue *rb = b;
+
+	if (ra->look != rb->look)
+		return ra->look ? 1 : -1;
+	if (ra->turn != rb->turn)
+		return ra->turn < rb->turn ? -1 : 1;
+	return ra->since < rb->since ? -1 : ra->since > rb->since ? 1 : 0;
+}
+
+/*
+ * in_turns -- order the 'n' due databases of due[] (by_turn)
+ */
+static void
+in_turns(RevisitDue *due, int n)
+{
+	qsort(due, n, sizeof(RevisitDue), by_owner);
+	for (int i = 0; i < n; i++)
+		due[i].turn = i > 0 && due[i - 1].owner == due[i].owner &&
+			due[i - 1].look == due[i].look ? due[i - 1].turn + 1 : 0;
+	qsort(due, n, sizeof(RevisitDue), by_turn);
+}
+
+/*
+ * take -- the databases kept that are due by 'until', or that wait for an
+ * entry already (only those with a call or a firing due, unless
+ * 'looks_too'), in turns between their owners (in_turns), into due[]
+ * (room for 'max'); returns how many.  None before WAIT_RETRY_MS after
+ * the last try found no entry: a try at each pass, with a hundred due
+ * databases waiting and more falling due, made the launcher busy.
+ *
+ * In turns: the entries went to the databases due longest whoever owned
+ * them, and bob's calls and firings in a database of his waited behind
+ * the backlog of mallory's calls truly due in a hundred of hers (the
+ * forty-third hostile review, t/074 6); one owner's are still the longest
+ * due first, so that one does not wait behind a hundred that fall due
+ * again and again.  Those that wait already are taken with the others,
+ * not only when tried again a second on (revisits_wake_due): an entry
+ * freed between two tries went to one that had just fallen due.  Calls
+ * and firings before looks, so that bob's call does not wait behind a
+ * hundred looks at full gates (the forty-second hostile review: 6-89 s
+ * late behind 96 databases at full gates).
+ */
+static int
+take(TimestampTz until, bool looks_too, RevisitDue *due, int max)
+{
+	HASH_SEQ_STATUS seq;
+	Revisit    *r;
+	RevisitDue *all;
+	int			nall = 0;
+	int			n;
+	bool		anew;
+	bool		waits_too;
+
+	if (none_free_at != 0 &&
+		!TimestampDifferenceExceeds(none_free_at, clock_system_now(), WAIT_RETRY_MS))
+		return 0;
+	anew = first_time() != 0 && first <= until;
+	waits_too = waiting_count() > 0;
+	if (!anew && !waits_too)
+		return 0;
+	all = palloc(sizeof(RevisitDue) * hash_get_num_entries(revisits));
+	hash_seq_init(&seq, table());
+	while ((r = hash_seq_search(&seq)) != NULL)
+	{
+		bool		waits = r->since < r->due;
+
+		if ((r->look && !looks_too) || (waits ? !waits_too : r->due > until))
+			continue;
+		all[nall].dboid = r->dboid;
+		all[nall].owner = r->owner;
+		all[nall].since = r->since;
+		all[nall].looks = r->looks;
+		all[nall++].look = r->look;
+	}
+	in_turns(all, nall);
+	n = Min(nall, max);
+	memcpy(due, all, sizeof(RevisitDue) * n);
+	pfree(all);
+	return n;
+}
+
+/*
  * revisits_kept -- is work of database 'dboid' kept here?
  */
 bool
@@ -227,18 +317,27 @@ revisits_kept(Oid dboid)
 
 /*
  * revisits_listed -- a read of pg_database (the next one after
- * revisits_sweep, or the first) found database 'dboid'
+ * revisits_sweep, or the first) found database 'dboid', owned by 'owner'
  */
 void
-revisits_listed(Oid dboid)
+revisits_listed(Oid dboid, Oid owner)
 {
 	Revisit    *r;
+	Owned	   *o;
 
+	if (owners == NULL)
+		owners = new_table("retries database owners", sizeof(Owned));
+	o = hash_search(owners, &dboid, HASH_ENTER, NULL);
+	o->owner = owner;
+	o->listed = reading;
 	if (revisits == NULL)
 		return;
 	r = hash_search(revisits, &dboid, HASH_FIND, NULL);
 	if (r != NULL)
+	{
+		r->owner = owner;
 		r->listed = reading;
+	}
 }
 
 /*
@@ -251,6 +350,8 @@ revisits_sweep(void)
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
 
+	Owned	   *o;
+
 	if (revisits != NULL)
 	{
 		hash_seq_init(&seq, revisits);
@@ -262,6 +363,13 @@ revisits_sweep(void)
 				first_stale = true;
 			}
 		}
+	}
+	if (owners != NULL)
+	{
+		hash_seq_init(&seq, owners);
+		while ((o = hash_seq_search(&seq)) != NULL)
+			if (o->listed != reading)
+				(void) hash_search(owners, &o->dboid, HASH_REMOVE, NULL);
 	}
 	reading++;
 }
@@ -291,39 +399,87 @@ revisits_forget_noted(void)
 }
 
 /*
+ * wait_again -- database 'due', due, got no entry, or was not tried once
+ * another got none (revisits_wake_due): it waits, kept, keeping when it
+ * first fell due; taken again with the others (take), and a second on at
+ * the latest
+ */
+static void
+wait_again(const RevisitDue *due, TimestampTz now)
+{
+	note(due->dboid, clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
+		 due->since, due->looks, due->look);
+}
+
+/*
  * revisits_wake_due -- wake the databases whose work the launcher kept
- * (revisits_note_far_due) and that are due within START_AHEAD_MS, as a commit
- * there would (shmem_wake_workers), but for two things: what it looks
- * after keeps backing off, in the entry it kept or in a new one (looks
- * started over at each such wake kept 96 databases with a full gate
- * looked at every 4 s at most, 1,207 workers started in 30 s: the
- * fortieth hostile review, t/074 1), and one that gets no entry is not
- * counted as woken by a commit: it is kept a second more, and woken again
- * then, before those that fell due after it (take).  Only those
- * with a call or a firing due, unless 'looks_too'.
+ * (revisits_note_far_due) and that are due within START_AHEAD_MS or wait
+ * already, in turns between their owners (take), as a commit there would
+ * (shmem_wake_workers), but for three things: what it looks after keeps
+ * backing off, in the entry it kept or in a new one (looks started over
+ * at each such wake kept 96 databases with a full gate looked at every 4 s
+ * at most, 1,207 workers started in 30 s: the fortieth hostile review,
+ * t/074 1); its work is due from when it first fell due, so that a firing
+ * that waited for an entry is not missed (shmem_db_revisited); and one
+ * that gets no entry is not counted as woken by a commit: it waits, kept
+ * (wait_again).  Once one gets none, those after it in the turns that have
+ * no entry are not tried (none is to be had): the turns, not the order of
+ * the tries, say who gets the next.  Only those with a call or a firing
+ * due, unless 'looks_too'.
  */
 void
 revisits_wake_due(TimestampTz now, bool looks_too)
 {
 	RevisitDue	due[MAX_REVISITS];
-	int			n = take(START_AHEAD_MS, looks_too, due, MAX_REVISITS);
+	int			n = take(TimestampTzPlusMilliseconds(clock_now(), START_AHEAD_MS),
+						 looks_too, due, MAX_REVISITS);
+	bool		none_free = false;
 
 	for (int i = 0; i < n; i++)
 	{
 		bool		quiet;
 		bool		had = shmem_db_tracked(due[i].dboid, &quiet);
 
-		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
-		if (shmem_db_tracked(due[i].dboid, &quiet))
+		if (!had && none_free)
 		{
-			/* given an entry by the wake: its looks go on */
-			if (!had)
-				shmem_db_set_looks(due[i].dboid, due[i].looks);
+			wait_again(&due[i], now);
 			continue;
 		}
-		note(due[i].dboid,
-			 clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
-			 due[i].since, due[i].looks, due[i].look);
+		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
+		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks, due[i].since))
+		{
+			(void) hash_search(revisits, &due[i].dboid, HASH_REMOVE, NULL);
+			first_stale = true;
+			continue;
+		}
+		wait_again(&due[i], now);
+		none_free = true;
+	}
+	if (n > 0)
+		none_free_at = none_free ? clock_system_now() : 0;
+}
+
+/*
+ * revisits_note_woken -- the databases a commit woke while no entry could
+ * be had for them (shmem_wake_workers) are due now: they take their turn
+ * with those whose kept work fell due (take), keeping when they first fell
+ * due if kept already
+ */
+void
+revisits_note_woken(TimestampTz now)
+{
+	Oid			woken[RETRIES_MAX_UNSERVED];
+	int			n = shmem_take_unserved(woken);
+
+	for (int i = 0; i < n; i++)
+	{
+		Revisit    *r = revisits != NULL ?
+		hash_search(revisits, &woken[i], HASH_FIND, NULL) : NULL;
+
+		if (r == NULL)
+			note(woken[i], now, now, 0, false);
+		else if (r->due > now || r->look)
+			note(woken[i], Min(r->due, now), Min(r->since, now), 0, false);
 	}
 }
 
@@ -353,6 +509,9 @@ revisits_next(TimestampTz now)
 
 	if (first_due == 0)
 		return 0;
+	/* those that wait are tried again WAIT_RETRY_MS after the last try */
+	if (none_free_at != 0 && waiting_count() > 0)
+		return TimestampTzPlusMilliseconds(none_free_at, WAIT_RETRY_MS);
 	return TimestampTzPlusMilliseconds(now,
 									   Max(clock_ms_until(first_due) - START_AHEAD_MS, 0));
 }

@@ -20,11 +20,12 @@ struct RetriesDatabase;
 
 extern void revisits_note_far_due(struct RetriesDatabase *db);
 extern void revisits_forget_noted(void);
+extern void revisits_note_woken(TimestampTz now);
 extern void revisits_wake_due(TimestampTz now, bool looks_too);
 extern void revisits_note_waiting(int read_unserved);
 extern TimestampTz revisits_next(TimestampTz now);
 extern bool revisits_kept(Oid dboid);
-extern void revisits_listed(Oid dboid);
+extern void revisits_listed(Oid dboid, Oid owner);
 extern void revisits_sweep(void);
 
 #endif							/* RETRIES_REVISITS_H */

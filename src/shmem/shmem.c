@@ -295,9 +295,14 @@ shmem_set_db_state(RetriesDatabase *db, RetriesDbState state)
 		   (db->state == DB_PROBING && state == DB_UNKNOWN) ||
 		   (db->state != DB_NO_EXTENSION && state == DB_ACTIVE) ||
 		   (db->state == DB_NO_EXTENSION && state == DB_UNKNOWN));
-	/* found anew: all the workers it may have, until they leave idle */
+
+	/*
+	 * found anew: all the workers it may have, until they leave idle; one
+	 * given its entry for its work due, one (a second started with each entry
+	 * given again: the forty-third hostile review)
+	 */
 	if (state == DB_ACTIVE && db->state != DB_ACTIVE)
-		db->wanted = RETRIES_MAX_SLOTS;
+		db->wanted = db->revisited ? 1 : RETRIES_MAX_SLOTS;
 	db->state = state;
 }
 
@@ -349,17 +354,18 @@ shmem_slot_assign(int slot, Oid dboid, int slot_no, uint32 generation,
 }
 
 /*
- * shmem_slot_running -- does worker 'w' run a batch now?
+ * shmem_slot_busy_since -- since when worker 'w' runs its batch; 0 if it
+ * runs none now
  */
-bool
-shmem_slot_running(RetriesWorker *w)
+TimestampTz
+shmem_slot_busy_since(RetriesWorker *w)
 {
-	bool		running;
+	TimestampTz since;
 
 	SpinLockAcquire(&w->mutex);
-	running = w->state == WORKER_RUNNING;
+	since = w->state == WORKER_RUNNING ? w->busy_since : 0;
 	SpinLockRelease(&w->mutex);
-	return running;
+	return since;
 }
 
 /*
@@ -1250,10 +1256,12 @@ shmem_exit_code(void)
 
 /*
  * note_unserved -- database 'dboid' was woken by a commit, and no entry of
- * the database table could be had for it: the launcher looks at it as a
- * new one (read_databases), however it found it before, until it has one.
- * When the list is full the oldest half goes: those are looked at already,
- * or will be at the next commit there.  Caller holds the lock exclusively.
+ * the database table could be had for it: the launcher, woken, takes it at
+ * its next pass, to be given one in turn (engine/revisits.c,
+ * revisits_note_woken).  When the list is full (commits in more than
+ * RETRIES_MAX_UNSERVED databases without an entry between two passes) the
+ * oldest half goes: those wait for their next commit, or their work due
+ * (doc/operations.md).  Caller holds the lock exclusively.
  */
 static void
 note_unserved(Oid dboid)
@@ -1325,18 +1333,24 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	/*
 	 * No entry: it gave its entry up with nothing to do (evictable_database),
 	 * or never had one.  It gets one now, as at CREATE EXTENSION, and the
-	 * launcher reads pg_database to list it; or, none to be had, it is noted
-	 * for the launcher's next read, unless the launcher woke it (revisits.c:
-	 * it tries again itself, and a read at each such try made the launcher
-	 * read pg_database 20 to 80 times a second with a hundred databases
-	 * waiting: the forty-second hostile review).
+	 * launcher reads pg_database to list it; or, none to be had, or other
+	 * databases waiting for one, a commit's wake is noted for the launcher,
+	 * which gives the entries in turns between the databases' owners
+	 * (engine/revisits.c, revisits_note_woken: a role committing in a hundred
+	 * databases took each entry freed, and another role's waited). The
+	 * launcher's own wake tries again itself (a read of pg_database at each
+	 * such try: 20 to 80 a second with a hundred databases waiting, the
+	 * forty-second hostile review).
 	 */
 	if (db == NULL && !stays)
 	{
-		db = shmem_find_database(dboid, true);
-		if (db != NULL || !(why & WAKE_REVISIT))
+		bool		revisit = (why & WAKE_REVISIT) != 0;
+
+		db = shmem_find_database(dboid,
+								 revisit || retries_shared->entries_waiting == 0);
+		if (db != NULL)
 			retries_shared->reread_databases = true;
-		if (db == NULL && !(why & WAKE_REVISIT))
+		else if (!revisit)
 			note_unserved(dboid);
 	}
 	if (db != NULL && stays)
@@ -1361,20 +1375,13 @@ shmem_wake_workers(Oid dboid, uint32 why)
 		/* a commit: what it looks after may be let through now */
 		db->idle_looks = 0;
 	}
-	shmem_set_launcher_latch();
-	LWLockRelease(retries_shared->lock);
-}
 
-/*
- * shmem_note_unserved -- database 'dboid', woken by a commit, still has no
- * entry after the launcher's read of pg_database that ranked it first
- * (launcher.c, renote_woken): the next read ranks it first again
- */
-void
-shmem_note_unserved(Oid dboid)
-{
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	note_unserved(dboid);
+	/*
+	 * Not the launcher's own wake that found no entry: it waits for one to be
+	 * freed (revisits.c), and woke itself into a loop of tries
+	 */
+	if (db != NULL || !(why & WAKE_REVISIT))
+		shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
 
@@ -1410,19 +1417,28 @@ shmem_db_note_look(Oid dboid, bool ran)
 }
 
 /*
- * shmem_db_set_looks -- database dboid, given an entry again, had 'looks'
- * visits in a row that ran nothing when it gave its last one up
- * (revisits.c, revisits_wake_due)
+ * shmem_db_revisited -- has database dboid, woken by the launcher as its
+ * work fell due (engine/revisits.c, revisits_wake_due), an entry now?  If
+ * it is one given now ('given'), it had 'looks' visits in a row that ran
+ * nothing when it gave its last one up; its work is due from 'since', when
+ * it first fell due (its first worker fires the firings due from then on
+ * as on time: engine/steps.c, steps_fire_late_from).
  */
-void
-shmem_db_set_looks(Oid dboid, int looks)
+bool
+shmem_db_revisited(Oid dboid, bool given, int looks, TimestampTz since)
 {
 	RetriesDatabase *db;
 
 	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
-	if (db != NULL)
+	if (db != NULL && given)
+	{
 		db->idle_looks = looks;
+		db->revisited = true;
+	}
+	if (db != NULL && db->due_at != 0 && since < db->due_at)
+		db->due_at = since;
 	LWLockRelease(retries_shared->lock);
+	return db != NULL;
 }
 
 /*

@@ -165,6 +165,10 @@ typedef struct RetriesDatabase
 								 * (a full gate, a waiting firing) and ran
 								 * nothing: the next one comes later (leave.c,
 								 * look_again); 0 after a commit there */
+	bool		revisited;		/* its entry was given it by the launcher for
+								 * its work due (engine/revisits.c): found
+								 * anew, it wants one worker, more once that
+								 * one is busy */
 } RetriesDatabase;
 
 /* What a worker is doing, for retries.workers */
@@ -483,7 +487,7 @@ extern void shmem_set_db_state(RetriesDatabase *db, RetriesDbState state);
 extern void shmem_copy_workers(RetriesWorker *copy);
 extern RetriesWorker *shmem_slot_assign(int slot, Oid dboid, int slot_no,
 										uint32 generation, TimestampTz now);
-extern bool shmem_slot_running(RetriesWorker *w);
+extern TimestampTz shmem_slot_busy_since(RetriesWorker *w);
 extern void shmem_wake_idle_workers(void);
 extern bool shmem_db_tracked(Oid dboid, bool *quiet);
 extern void shmem_launcher_here(void);
@@ -546,10 +550,10 @@ extern pid_t shmem_reserve_running(int index, uint32 generation);
 extern void shmem_reserve_terminate(int index, uint32 generation);
 extern int	shmem_exit_code(void);
 extern void shmem_wake_workers(Oid dboid, uint32 why);
-extern void shmem_note_unserved(Oid dboid);
 extern int	shmem_db_idle_looks(Oid dboid);
 extern void shmem_db_note_look(Oid dboid, bool ran);
-extern void shmem_db_set_looks(Oid dboid, int looks);
+extern bool shmem_db_revisited(Oid dboid, bool given, int looks,
+							   TimestampTz since);
 extern void shmem_runner_lock_tag(LOCKTAG *tag, Oid dboid, int64 call_id,
 								  uint16 lockclass);
 
