@@ -117,6 +117,27 @@
 #      every 2 s each; bob's calls 0.5, 8.6 and 2.3 s late before, his
 #      schedule every 5 s 6 missed of 11; after, 0.0 s and none missed.
 #
+# The forty-fourth review (rv45, of 480fb08: the fix of 6 held, bob's
+# calls 0.5-1.0 s late behind mallory's commits in 95 databases at up to
+# 2,200 a second, none lost):
+#   7. (Medium, of the fix) a second worker started once the first had
+#      run its batch for 200 ms; a batch ends after 50 ms, so a backlog
+#      of calls shorter than 200 ms falling due ran on one worker (200
+#      calls of 0.1 s: 20.5 s, 10.3 s when committed at once).  Fixed:
+#      timed from the first of the batches it runs back to back
+#      (stretch_since).  Check 7.
+#   (Medium, no check here) after a launcher restart under mallory's
+#      commits in 95 databases, bob's calls due in databases without an
+#      entry ran 58-64 s late, and his schedule missed 5 firings: the new
+#      launcher, knowing none of his databases, ranked them new, and the
+#      new ones got entries only after the turns of the databases due and
+#      woken, which her commits kept full.  Fixed: the databases not
+#      looked at yet take their turns with the others
+#      (revisits_note_new), due from a second before the launcher
+#      started: the reviewer's run again, bob's five calls 0.6-10.4 s
+#      late (his own 26 databases, new to the launcher, are probed in his
+#      turns).  A flood of commits from 95 clients is not made here.
+#
 
 use strict;
 use warnings;
@@ -436,5 +457,38 @@ is($missed, 0, "6: bob's schedule every 5 s misses no firing behind mallory's du
 	  . " ($firings fired)");
 
 no_crash($few, $few_log_offset, 'z: no backend or worker crashed (third node)');
+$few->stop;
+
+# ---------------------------------------------------------------------
+# 7 (the forty-fourth review): a backlog of short calls falling due in a
+#    database whose worker left it
+# ---------------------------------------------------------------------
+my $more = pool_review_node('review_37_more');
+my $more_log_offset = -s $more->logfile;
+$more->safe_psql('postgres', 'CREATE DATABASE drain TEMPLATE tpl OWNER bob');
+as_role($more, 'drain', 'bob', q{
+CREATE FUNCTION public.nap() RETURNS void LANGUAGE sql
+  AS 'SELECT pg_sleep(0.1)'; -- not a wait: the length of each short call
+SELECT retries.annotate('public.nap()');
+SELECT count(retries.call('public.nap()', run_at => now() + interval '20 s'))
+  FROM generate_series(1, 60);
+});
+wait_until($more, 'postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = 'drain' AND backend_type = 'retries worker'",
+	'0', '7: (setup) the workers leave the database idle (retries.worker_idle_timeout 10 s)');
+wait_until($more, 'drain', q{SELECT count(*) FROM retries.call_data WHERE state = 'succeeded'},
+	'60', "7: (setup) bob's 60 calls of 0.1 s run");
+
+# 7. A second worker starts once the first has run batches back to back
+# for 200 ms, so as not to start one for each short batch (it found
+# nothing to do and left: 7 starts a second in 13 databases, each a call
+# every 3 s); timed from each batch's start, and a batch ends after 50 ms,
+# a backlog of calls shorter than 200 ms ran on one worker (the reviewer:
+# 200 calls of 0.1 s in 20.5 s, 10.3 s when committed at once).  Both of
+# the database's two workers run some of bob's 60.
+is($more->safe_psql('drain', q{SELECT count(DISTINCT pid) FROM retries.attempts}),
+	'2', "7: a backlog of short calls falling due runs on the database's two workers");
+
+no_crash($more, $more_log_offset, 'z: no backend or worker crashed (fourth node)');
 
 done_testing();

@@ -61,6 +61,8 @@
 #include "engine/revisits.h"
 #include "shmem/shmem.h"
 
+/* How soon the postmaster starts the launcher again after it ended */
+#define LAUNCHER_RESTART_MS		1000
 /* How often to look for new databases in pg_database */
 #define LAUNCHER_NAPTIME_MS		5000
 /* How often to look again at a database that had no extension */
@@ -73,7 +75,7 @@
 #define CAPPED_RECHECK_MS		250
 /* How soon a database held back by the cap, still so when looked at, is looked at again */
 #define CAPPED_REVISIT_MS		16000
-/* How long a database's workers run their batches before it gets one more */
+/* How long a database's workers run batches back to back before one more */
 #define MORE_AFTER_MS			200
 
 /* The workers this launcher started, by slot */
@@ -113,14 +115,6 @@ static OidSet known;
 static OidSet listed;
 
 /*
- * Databases that the last read of pg_database ranked new and that have no
- * entry: beyond its first retries.max_databases (read_databases), and
- * those it could give none (manage_databases)
- */
-static int	unlisted_wanting = 0;
-static int	read_unserved = 0;
-
-/*
  * Workers of the pool in use (all but those in runner places), counted at
  * the start of each round of manage_databases and as it starts more
  */
@@ -139,7 +133,7 @@ launcher_register(void)
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
+	worker.bgw_restart_time = LAUNCHER_RESTART_MS / 1000;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_launcher_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "retries launcher");
@@ -414,7 +408,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 	int			wanted;
 	int			nbase = 0;
 	bool		held = true;	/* each base worker it has runs a batch */
-	TimestampTz busy_from = 0;	/* ... the last of them since then */
+	TimestampTz busy_from = 0;	/* ... the last of them back to back since */
 	bool		needy;
 	bool		due;
 
@@ -425,10 +419,10 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 		if (w->in_use && w->dboid == db->dboid && !w->leaving &&
 			w->slot_no < retries_max_workers)
 		{
-			TimestampTz since = shmem_slot_busy_since(w);
+			bool		running;
 
-			held &= since != 0;
-			busy_from = Max(busy_from, since);
+			busy_from = Max(busy_from, shmem_slot_working_since(w, &running));
+			held &= running;
 		}
 
 		/* a worker that freed its slot is still there until reaped */
@@ -532,10 +526,13 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 			needy = nbase == 0 || held;
 
 			/*
-			 * A second worker only for a batch that lasts: one started as
-			 * each short batch began found nothing to do, and left (the
-			 * forty-third hostile review: 7 workers started a second for 4
-			 * calls in 13 databases, each with a call every 3 s)
+			 * A second worker only once the first has run batches back to
+			 * back for MORE_AFTER_MS: one started as each short batch began
+			 * found nothing to do, and left (the forty-third hostile review:
+			 * 7 workers started a second for 4 calls in 13 databases, each
+			 * with a call every 3 s); timed from the first batch, a backlog
+			 * of short calls, each batch 50 ms at most, never had a second
+			 * (the forty-fourth: 200 calls of 0.1 s took 20.5 s, not 10.3)
 			 */
 			if (nbase > 0 && nbase < wanted && held &&
 				now < TimestampTzPlusMilliseconds(busy_from, MORE_AFTER_MS))
@@ -629,35 +626,32 @@ database_rank(Oid dboid)
 
 /*
  * read_databases -- the databases that workers may serve (allowing
- * connections, not templates), at most retries.max_databases of them, into
- * 'seen'; returns how many, and in *ncreate how many of the first may be
- * given an entry of the database table (manage_databases)
+ * connections, not templates) that have an entry of the database table,
+ * into 'seen' (at most retries.max_databases); returns how many.  Those
+ * not looked at yet are noted to be (revisits_note_new), 'since' on.
  *
- * Those the workers serve now come first, then those not looked at yet,
- * then the quiet ones (found without the extension, or left by their
- * last worker with nothing to do), each in pg_database's order; the
- * databases whose kept call or firing falls due, and those a commit woke
- * while no entry could be had for them (shmem_wake_workers), are given
- * entries before these, in turns between their owners, and their looks
- * after (revisits.c): a role that may create databases cannot take the
- * place of one served now by making more (the seventh hostile review: 128
- * empty ones, and a routine ALTER DATABASE that moved the served one's row
- * behind them, left it with no worker), nor of one made after hers (the
- * thirty-sixth: a tenant's new database got no worker behind 16 empty
- * ones; the thirty-seventh: behind 15 copies of a template with the
- * extension and nothing to do).  Only the served and new ones are given
- * entries here; a new one takes that of a quiet one if it must
- * (shmem_find_database), and a quiet one without an entry gets none again
- * until its work is due or a commit there wakes it (CREATE EXTENSION, a
- * call): the launcher does not look at the same quiet databases in turn
- * for ever.  A database woken by a commit waited here, in pg_database's
- * order, behind a hundred databases each looked at again in turn for its
- * gate (the fortieth hostile review), then, ranked first, behind the
- * databases of another role's whose calls fell due (the forty-third):
- * it now takes its turn with them (revisits_note_woken).
+ * Entries are given in turns between the databases' owners (revisits.c):
+ * to the databases whose kept call or firing falls due, those a commit
+ * woke while no entry could be had for them (shmem_wake_workers), and
+ * those not looked at yet; then to the looks due.  A quiet one (found
+ * without the extension, or left by its last worker with nothing to do)
+ * gets none again until its work is due or a commit there wakes it
+ * (CREATE EXTENSION, a call): the launcher does not look at the same quiet
+ * databases in turn for ever.  So a role that may create databases cannot
+ * take the place of one served now by making more (the seventh hostile
+ * review: 128 empty ones, and a routine ALTER DATABASE that moved the
+ * served one's row behind them, left it with no worker), nor of one made
+ * after hers (the thirty-sixth: a tenant's new database got no worker
+ * behind 16 empty ones; the thirty-seventh: behind 15 copies of a template
+ * with the extension and nothing to do); nor can her commits or due calls
+ * in a hundred databases (a database woken by a commit waited in
+ * pg_database's order behind a hundred databases at full gates: the
+ * fortieth; then behind another role's databases whose calls fell due:
+ * the forty-third; after a launcher restart, bob's databases not looked
+ * at yet waited a minute behind mallory's commits: the forty-fourth).
  */
 static int
-read_databases(Oid *seen, int *ncreate)
+read_databases(Oid *seen, TimestampTz since)
 {
 	static bool complained = false;
 	Relation	rel;
@@ -689,19 +683,17 @@ read_databases(Oid *seen, int *ncreate)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	revisits_sweep();
-	*ncreate = 0;
-	unlisted_wanting = 0;
+	foreach(lc, ranked[RANK_NEW])
+		revisits_note_new(lfirst_oid(lc), since);
 	for (int rank = RANK_SERVED; rank < RANK_QUIET_UNTRACKED; rank++)
 	{
+		if (rank == RANK_NEW)
+			continue;
 		foreach(lc, ranked[rank])
 		{
 			if (nseen < retries_max_databases)
 				seen[nseen++] = lfirst_oid(lc);
-			else
-				unlisted_wanting += rank == RANK_NEW;
 		}
-		if (rank == RANK_NEW)
-			*ncreate = nseen;
 	}
 	oidset_set(&known, list_concat(list_concat(list_copy(ranked[RANK_SERVED]),
 											   ranked[RANK_QUIET]),
@@ -774,16 +766,15 @@ note_pool_waiting(void)
 
 /*
  * manage_databases -- bring the database table in line with pg_database
- * when 'seen' is given (add new databases, the first 'ncreate' of 'seen',
- * drop vanished ones), reap exited
+ * when 'seen' is given (mark the databases listed, drop vanished ones),
+ * reap exited
  * workers and manage each database; returns when the launcher must look
  * again at the latest.  *reaped tells whether a worker exited: maybe its
  * database is gone, and pg_database is worth reading again.
  */
 static TimestampTz
-manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
+manage_databases(Oid *seen, int nseen, bool *reaped)
 {
-	static bool complained = false;
 	TimestampTz now = clock_system_now();
 	TimestampTz next = TimestampTzPlusMilliseconds(now, LAUNCHER_NAPTIME_MS);
 	int		   *order;
@@ -824,22 +815,12 @@ manage_databases(Oid *seen, int nseen, int ncreate, bool *reaped)
 			db->dboid = InvalidOid;
 		}
 	}
-	if (seen != NULL)
-		read_unserved = unlisted_wanting;
 	for (int j = 0; j < nseen && seen != NULL; j++)
 	{
-		RetriesDatabase *db = shmem_find_database(seen[j], j < ncreate);
+		RetriesDatabase *db = shmem_find_database(seen[j], false);
 
-		read_unserved += db == NULL && j < ncreate;
 		if (db != NULL)
 			db->listed = true;
-		else if (j < ncreate && !complained)
-		{
-			ereport(LOG,
-					(errmsg("retries: no room to track database %u: workers serve at most %d databases",
-							seen[j], retries_max_databases)));
-			complained = true;
-		}
 	}
 
 	/* the databases that wait for the pool longest first, then the others */
@@ -891,7 +872,7 @@ retries_launcher_main(Datum main_arg)
 	TimestampTz last_read = 0;
 	Oid		   *seen;
 	int			nseen = 0;
-	int			ncreate = 0;
+	TimestampTz started_at = clock_now();
 	bool		reaped = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -931,7 +912,13 @@ retries_launcher_main(Datum main_arg)
 			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
 		if (read)
 		{
-			nseen = read_databases(seen, &ncreate);
+			/*
+			 * the databases its first read finds not looked at yet may have
+			 * had work due since the last launcher ended (bgw_restart_time)
+			 */
+			nseen = read_databases(seen, last_read == 0 ?
+								   TimestampTzPlusMilliseconds(started_at, -LAUNCHER_RESTART_MS) :
+								   clock_now());
 			MemoryContextSwitchTo(launcher_cxt);
 			last_read = now;
 		}
@@ -947,9 +934,9 @@ retries_launcher_main(Datum main_arg)
 		 */
 		revisits_note_woken(now);
 		revisits_wake_due(now, false);
-		next = manage_databases(read ? seen : NULL, nseen, ncreate, &reaped);
+		next = manage_databases(read ? seen : NULL, nseen, &reaped);
 		revisits_wake_due(now, true);
-		revisits_note_waiting(read_unserved);
+		revisits_note_waiting();
 		next = Min(next, TimestampTzPlusMilliseconds(last_read, LAUNCHER_NAPTIME_MS));
 		revisit = revisits_next(clock_system_now());
 		if (revisit != 0)

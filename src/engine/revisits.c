@@ -16,15 +16,18 @@
  * each, however many a role may create), and wakes the database as it
  * falls due (revisits_wake_due): as a commit would, which gives it an entry
  * again, but its looks go on backing off; one that gets none waits, kept,
- * keeping when it first fell due, and is tried again at each of the
- * launcher's passes.  The entries to be had go in turns between the owners
+ * keeping when it first fell due, and is tried again as entries are freed
+ * (WAIT_RETRY_MS apart at the soonest).  The entries to be had go in turns between the owners
  * of the databases due (each owner's longest due before any owner's
  * second), calls and firings before looks (take).  While any waits for an
  * entry, idle workers leave theirs (revisits_note_waiting).
  *
- * The list lives as long as the launcher.  A new launcher starts with none:
- * it looks at every database without an entry as new, and the entries it
- * finds idle are noted again before they may go (launcher.c).  Databases
+ * The databases a commit woke while no entry could be had, and those the
+ * launcher has not looked at yet, take their turns here too
+ * (revisits_note_woken, revisits_note_new).  The list lives as long as the
+ * launcher.  A new launcher starts with none: it looks at every database
+ * without an entry as new, and the entries it finds idle are noted again
+ * before they may go (launcher.c).  Databases
  * no longer listed in pg_database are dropped from it at each read
  * (revisits_listed, revisits_sweep).
  *
@@ -54,6 +57,7 @@ typedef struct RevisitDue
 	TimestampTz since;			/* when it first fell due */
 	int			looks;			/* its looks in a row that ran nothing */
 	bool		look;			/* only a look is due, no call or firing */
+	bool		anew;			/* woken by a commit, or not looked at yet */
 	int			turn;			/* its place among its owner's (by_owner) */
 } RevisitDue;
 
@@ -67,6 +71,8 @@ typedef struct Revisit
 	int			looks;			/* its looks in a row that ran nothing
 								 * (shmem.h, idle_looks) */
 	bool		look;			/* only a look is due (leave.c, idle_until) */
+	bool		anew;			/* woken by a commit, or not looked at yet:
+								 * all the workers it may have, not one */
 	Oid			owner;			/* its owner (owner_of) */
 	uint32		listed;			/* the read of pg_database that last saw it */
 } Revisit;
@@ -138,10 +144,13 @@ owner_of(Oid dboid)
  * 'since', if it was tried before), after 'looks' looks in a row that ran
  * nothing; with 'look', only a look at what its workers look after (a
  * gate, a waiting firing, calls the pool's cap holds back), no call or
- * firing.  Replaces what was kept for it.
+ * firing; with 'anew', woken by a commit or not looked at yet (given an
+ * entry, it wants all its workers, not one: shmem_db_revisited).
+ * Replaces what was kept for it.
  */
 static void
-note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look)
+note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look,
+	 bool anew)
 {
 	Revisit    *r;
 	bool		found;
@@ -153,6 +162,7 @@ note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look)
 	r->since = since;
 	r->looks = looks;
 	r->look = look;
+	r->anew = anew;
 	r->owner = owner_of(dboid);
 	r->listed = reading;
 	if (!first_stale && (first == 0 || due < first))
@@ -296,6 +306,7 @@ take(TimestampTz until, bool looks_too, RevisitDue *due, int max)
 		all[nall].owner = r->owner;
 		all[nall].since = r->since;
 		all[nall].looks = r->looks;
+		all[nall].anew = r->anew;
 		all[nall++].look = r->look;
 	}
 	in_turns(all, nall);
@@ -349,7 +360,6 @@ revisits_sweep(void)
 {
 	HASH_SEQ_STATUS seq;
 	Revisit    *r;
-
 	Owned	   *o;
 
 	if (revisits != NULL)
@@ -384,7 +394,7 @@ revisits_note_far_due(RetriesDatabase *db)
 {
 	if (!db->idle || db->far_due == 0 || db->far_noted)
 		return;
-	note(db->dboid, db->far_due, db->far_due, db->idle_looks, db->far_look);
+	note(db->dboid, db->far_due, db->far_due, db->idle_looks, db->far_look, false);
 	db->far_noted = true;
 }
 
@@ -408,7 +418,7 @@ static void
 wait_again(const RevisitDue *due, TimestampTz now)
 {
 	note(due->dboid, clock_ahead(TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS)),
-		 due->since, due->looks, due->look);
+		 due->since, due->looks, due->look, due->anew);
 }
 
 /*
@@ -446,7 +456,8 @@ revisits_wake_due(TimestampTz now, bool looks_too)
 			continue;
 		}
 		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
-		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks, due[i].since))
+		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks, due[i].since,
+							   !due[i].anew))
 		{
 			(void) hash_search(revisits, &due[i].dboid, HASH_REMOVE, NULL);
 			first_stale = true;
@@ -477,25 +488,36 @@ revisits_note_woken(TimestampTz now)
 		hash_search(revisits, &woken[i], HASH_FIND, NULL) : NULL;
 
 		if (r == NULL)
-			note(woken[i], now, now, 0, false);
+			note(woken[i], now, now, 0, false, true);
 		else if (r->due > now || r->look)
-			note(woken[i], Min(r->due, now), Min(r->since, now), 0, false);
+			note(woken[i], Min(r->due, now), Min(r->since, now), 0, false, true);
 	}
 }
 
 /*
+ * revisits_note_new -- database 'dboid' was not looked at yet (a read of
+ * pg_database found it: launcher.c, read_databases): it takes its turn
+ * for an entry, its work due from 'since'
+ */
+void
+revisits_note_new(Oid dboid, TimestampTz since)
+{
+	if (!revisits_kept(dboid))
+		note(dboid, since, since, 0, false, true);
+}
+
+/*
  * revisits_note_waiting -- say how many databases with work wait for an
- * entry of the database table: those whose kept work fell due and got
- * none (waiting) and 'read_unserved' of the launcher's last read of
- * pg_database (launcher.c);
+ * entry of the database table: those whose kept work fell due, woken by
+ * a commit or not looked at yet that got none;
  * while any does, wake the idle workers, which leave their databases idle
  * if they can (leave.c, leave_when_idle), and their entries go to those
  * that wait
  */
 void
-revisits_note_waiting(int read_unserved)
+revisits_note_waiting(void)
 {
-	shmem_set_entries_waiting(waiting_count() + read_unserved);
+	shmem_set_entries_waiting(waiting_count());
 }
 
 /*

@@ -660,6 +660,7 @@ retries_worker_main(Datum main_arg)
 		}
 
 		/* idle: send whatever statistics are left before sleeping */
+		wslot_rest();
 		pgstat_report_stat(true);
 		if (WaitLatch(MyLatch,
 					  WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

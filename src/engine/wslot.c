@@ -167,6 +167,17 @@ wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder)
 }
 
 /*
+ * wslot_rest -- this worker sleeps: the batches it ran back to back are
+ * over (the launcher starts a second worker only for a stretch that
+ * lasts: launcher.c, manage_database)
+ */
+void
+wslot_rest(void)
+{
+	shmem_slot_rest(worker_slot);
+}
+
+/*
  * wslot_count_call -- add to the counters shown in retries.workers
  */
 void

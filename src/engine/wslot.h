@@ -23,6 +23,7 @@ extern Oid	wslot_lock_extension(void);
 extern bool wslot_is_extra(void);
 extern void wslot_set_state(RetriesWorkerState state, int64 call_id, Oid role, Oid holder);
 extern void wslot_count_call(bool succeeded);
+extern void wslot_rest(void);
 extern bool wslot_take(uint32 generation);
 extern void wslot_release(int code, Datum arg);
 

@@ -349,21 +349,23 @@ shmem_slot_assign(int slot, Oid dboid, int slot_no, uint32 generation,
 	w->errors = 0;
 	w->busy_us = 0;
 	w->busy_since = 0;
+	w->stretch_since = 0;
 	SpinLockRelease(&w->mutex);
 	return w;
 }
 
 /*
- * shmem_slot_busy_since -- since when worker 'w' runs its batch; 0 if it
- * runs none now
+ * shmem_slot_working_since -- since when worker 'w' runs batches back to
+ * back (0 if it rests), and in *running whether it runs one now
  */
 TimestampTz
-shmem_slot_busy_since(RetriesWorker *w)
+shmem_slot_working_since(RetriesWorker *w, bool *running)
 {
 	TimestampTz since;
 
 	SpinLockAcquire(&w->mutex);
-	since = w->state == WORKER_RUNNING ? w->busy_since : 0;
+	since = w->stretch_since;
+	*running = w->state == WORKER_RUNNING;
 	SpinLockRelease(&w->mutex);
 	return since;
 }
@@ -1420,12 +1422,14 @@ shmem_db_note_look(Oid dboid, bool ran)
  * shmem_db_revisited -- has database dboid, woken by the launcher as its
  * work fell due (engine/revisits.c, revisits_wake_due), an entry now?  If
  * it is one given now ('given'), it had 'looks' visits in a row that ran
- * nothing when it gave its last one up; its work is due from 'since', when
- * it first fell due (its first worker fires the firings due from then on
- * as on time: engine/steps.c, steps_fire_late_from).
+ * nothing when it gave its last one up, and, with 'one_worker', wants one
+ * worker when found anew; its work is due from 'since', when it first
+ * fell due (its first worker fires the firings due from then on as on
+ * time: engine/steps.c, steps_fire_late_from).
  */
 bool
-shmem_db_revisited(Oid dboid, bool given, int looks, TimestampTz since)
+shmem_db_revisited(Oid dboid, bool given, int looks, TimestampTz since,
+				   bool one_worker)
 {
 	RetriesDatabase *db;
 
@@ -1433,7 +1437,7 @@ shmem_db_revisited(Oid dboid, bool given, int looks, TimestampTz since)
 	if (db != NULL && given)
 	{
 		db->idle_looks = looks;
-		db->revisited = true;
+		db->revisited = one_worker;
 	}
 	if (db != NULL && db->due_at != 0 && since < db->due_at)
 		db->due_at = since;

@@ -264,6 +264,8 @@ typedef struct RetriesWorker
 	 */
 	int64		busy_us;
 	TimestampTz busy_since;
+	TimestampTz stretch_since;	/* when it began the batches it runs back to
+								 * back; 0 while it rests (shmem_slot_rest) */
 } RetriesWorker;
 
 /*
@@ -487,7 +489,8 @@ extern void shmem_set_db_state(RetriesDatabase *db, RetriesDbState state);
 extern void shmem_copy_workers(RetriesWorker *copy);
 extern RetriesWorker *shmem_slot_assign(int slot, Oid dboid, int slot_no,
 										uint32 generation, TimestampTz now);
-extern TimestampTz shmem_slot_busy_since(RetriesWorker *w);
+extern TimestampTz shmem_slot_working_since(RetriesWorker *w, bool *running);
+extern void shmem_slot_rest(RetriesWorker *me);
 extern void shmem_wake_idle_workers(void);
 extern bool shmem_db_tracked(Oid dboid, bool *quiet);
 extern void shmem_launcher_here(void);
@@ -553,7 +556,7 @@ extern void shmem_wake_workers(Oid dboid, uint32 why);
 extern int	shmem_db_idle_looks(Oid dboid);
 extern void shmem_db_note_look(Oid dboid, bool ran);
 extern bool shmem_db_revisited(Oid dboid, bool given, int looks,
-							   TimestampTz since);
+							   TimestampTz since, bool one_worker);
 extern void shmem_runner_lock_tag(LOCKTAG *tag, Oid dboid, int64 call_id,
 								  uint16 lockclass);
 

@@ -104,6 +104,8 @@ shmem_slot_set_state(RetriesWorker *me, RetriesWorkerState state,
 		began = state == WORKER_RUNNING && me->busy_since == 0;
 		if (began)
 			me->busy_since = now;
+		if (began && me->stretch_since == 0)
+			me->stretch_since = now;
 		else if (state != WORKER_RUNNING && me->busy_since != 0)
 		{
 			/* a clock set back must not make the counter go back */
@@ -140,6 +142,18 @@ shmem_slot_count_call(RetriesWorker *me, bool succeeded)
 	me->calls_run++;
 	if (!succeeded)
 		me->errors++;
+	SpinLockRelease(&me->mutex);
+}
+
+/*
+ * shmem_slot_rest -- this worker has no batch to run next: it sleeps until
+ * woken or its work is due
+ */
+void
+shmem_slot_rest(RetriesWorker *me)
+{
+	SpinLockAcquire(&me->mutex);
+	me->stretch_since = 0;
 	SpinLockRelease(&me->mutex);
 }
 
