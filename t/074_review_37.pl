@@ -133,8 +133,9 @@
 #      new ones got entries only after the turns of the databases due and
 #      woken, which her commits kept full.  Fixed: the databases not
 #      looked at yet take their turns with the others
-#      (revisits_note_new), due from a second before the launcher
-#      started: the reviewer's run again, bob's five calls 0.6-10.4 s
+#      (revisits_note_new); their firings missed meanwhile stay missed,
+#      as after a restart of the server (t/017 b).  The reviewer's run
+#      again, bob's five calls 0.6-10.4 s
 #      late (his own 26 databases, new to the launcher, are probed in his
 #      turns).  A flood of commits from 95 clients is not made here.
 #

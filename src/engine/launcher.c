@@ -61,8 +61,6 @@
 #include "engine/revisits.h"
 #include "shmem/shmem.h"
 
-/* How soon the postmaster starts the launcher again after it ended */
-#define LAUNCHER_RESTART_MS		1000
 /* How often to look for new databases in pg_database */
 #define LAUNCHER_NAPTIME_MS		5000
 /* How often to look again at a database that had no extension */
@@ -133,7 +131,7 @@ launcher_register(void)
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = LAUNCHER_RESTART_MS / 1000;
+	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "retries");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "retries_launcher_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "retries launcher");
@@ -707,10 +705,9 @@ read_databases(Oid *seen, TimestampTz since)
 	if (nall > retries_max_databases && !complained)
 	{
 		ereport(LOG,
-				(errmsg("retries: %d databases allow connections, but workers serve at most %d",
+				(errmsg("retries: %d databases allow connections, but workers serve at most %d at once",
 						nall, retries_max_databases),
-				 errdetail("The databases served now keep their workers, then come those not looked at yet, then those found without the extension or with nothing to do; beyond the first %d, a database gets no worker.",
-						   retries_max_databases),
+				 errdetail("A database with nothing due gives its place up; those with work due and no place wait for one, in turns between the databases' owners, and their work runs late."),
 				 errhint("Raise retries.max_databases, or mark unused databases ALLOW_CONNECTIONS false.")));
 		complained = true;
 	}
@@ -872,7 +869,6 @@ retries_launcher_main(Datum main_arg)
 	TimestampTz last_read = 0;
 	Oid		   *seen;
 	int			nseen = 0;
-	TimestampTz started_at = clock_now();
 	bool		reaped = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -912,13 +908,7 @@ retries_launcher_main(Datum main_arg)
 			TimestampDifferenceExceeds(last_read, now, LAUNCHER_NAPTIME_MS);
 		if (read)
 		{
-			/*
-			 * the databases its first read finds not looked at yet may have
-			 * had work due since the last launcher ended (bgw_restart_time)
-			 */
-			nseen = read_databases(seen, last_read == 0 ?
-								   TimestampTzPlusMilliseconds(started_at, -LAUNCHER_RESTART_MS) :
-								   clock_now());
+			nseen = read_databases(seen, clock_now());
 			MemoryContextSwitchTo(launcher_cxt);
 			last_read = now;
 		}

@@ -455,9 +455,10 @@ revisits_wake_due(TimestampTz now, bool looks_too)
 			wait_again(&due[i], now);
 			continue;
 		}
-		shmem_wake_workers(due[i].dboid, WAKE_CALLS | WAKE_REVISIT);
-		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks, due[i].since,
-							   !due[i].anew))
+		shmem_wake_workers(due[i].dboid,
+						   WAKE_CALLS | (due[i].anew ? WAKE_TURN : WAKE_REVISIT));
+		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks,
+							   due[i].anew ? 0 : due[i].since, !due[i].anew))
 		{
 			(void) hash_search(revisits, &due[i].dboid, HASH_REMOVE, NULL);
 			first_stale = true;

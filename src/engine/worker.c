@@ -596,6 +596,14 @@ retries_worker_main(Datum main_arg)
 												 * one */
 		}
 		retries_chains_released = false;
+
+		/*
+		 * A reload that came since the top of the loop first: a worker busy
+		 * starting up or firing claimed a call made after retries.enabled was
+		 * turned off and the setting reloaded everywhere (t/043 2)
+		 */
+		if (ConfigReloadPending)
+			continue;
 		n = work_guarded(&due, &last_prune, &errors, serve);
 		if (retries_chains_deferred)
 		{

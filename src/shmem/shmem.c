@@ -1317,7 +1317,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 		}
 		if (w->latch != NULL)
 		{
-			pg_atomic_fetch_or_u32(&w->woken, why & ~WAKE_REVISIT);
+			pg_atomic_fetch_or_u32(&w->woken, why & ~(WAKE_REVISIT | WAKE_TURN));
 			SetLatch(w->latch);
 		}
 	}
@@ -1346,7 +1346,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	 */
 	if (db == NULL && !stays)
 	{
-		bool		revisit = (why & WAKE_REVISIT) != 0;
+		bool		revisit = (why & (WAKE_REVISIT | WAKE_TURN)) != 0;
 
 		db = shmem_find_database(dboid,
 								 revisit || retries_shared->entries_waiting == 0);
@@ -1382,7 +1382,7 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	 * Not the launcher's own wake that found no entry: it waits for one to be
 	 * freed (revisits.c), and woke itself into a loop of tries
 	 */
-	if (db != NULL || !(why & WAKE_REVISIT))
+	if (db != NULL || !(why & (WAKE_REVISIT | WAKE_TURN)))
 		shmem_set_launcher_latch();
 	LWLockRelease(retries_shared->lock);
 }
@@ -1423,9 +1423,11 @@ shmem_db_note_look(Oid dboid, bool ran)
  * work fell due (engine/revisits.c, revisits_wake_due), an entry now?  If
  * it is one given now ('given'), it had 'looks' visits in a row that ran
  * nothing when it gave its last one up, and, with 'one_worker', wants one
- * worker when found anew; its work is due from 'since', when it first
- * fell due (its first worker fires the firings due from then on as on
- * time: engine/steps.c, steps_fire_late_from).
+ * worker when found anew; its kept work is due from 'since', when it
+ * first fell due (its first worker fires the firings due from then on as
+ * on time: engine/steps.c, steps_fire_late_from; 0 for one woken by a
+ * commit or not looked at yet, whose firings missed while the server was
+ * down stay missed).
  */
 bool
 shmem_db_revisited(Oid dboid, bool given, int looks, TimestampTz since,
@@ -1439,7 +1441,7 @@ shmem_db_revisited(Oid dboid, bool given, int looks, TimestampTz since,
 		db->idle_looks = looks;
 		db->revisited = one_worker;
 	}
-	if (db != NULL && db->due_at != 0 && since < db->due_at)
+	if (db != NULL && since != 0 && db->due_at != 0 && since < db->due_at)
 		db->due_at = since;
 	LWLockRelease(retries_shared->lock);
 	return db != NULL;

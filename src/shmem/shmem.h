@@ -533,6 +533,12 @@ extern bool shmem_loads(Oid dboid, Oid extoid, uint32 *loaded);
  * by a commit: the launcher tries again itself
  */
 #define WAKE_REVISIT			0x4
+/*
+ * The launcher's wake, in its turn, of a database woken by a commit while
+ * no entry could be had, or not looked at yet (engine/revisits.c): as a
+ * commit's, but with no entry to be had it is not listed again either
+ */
+#define WAKE_TURN				0x8
 extern void shmem_workers_held(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern bool shmem_extras_wanted(Oid dboid, int base, TimestampTz now, RetriesHeld *held);
 extern long shmem_reserve_pause(int index);
