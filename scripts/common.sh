@@ -124,6 +124,19 @@ install_packages() {
 	[ -x "$PG_CONFIG" ] || die "$PG_CONFIG is missing after the install"
 }
 
+# node_ready: Node.js 18 or later and npm, from Debian if missing
+node_ready() {
+	local major=0
+	if command -v node >/dev/null 2>&1; then
+		major=$(node -p 'process.versions.node.split(".")[0]')
+	fi
+	if [ "$major" -lt 18 ] || ! command -v npm >/dev/null 2>&1; then
+		log "Node.js: installing Debian's nodejs and npm"
+		apt_get update
+		apt_get install -y --no-install-recommends nodejs npm
+	fi
+}
+
 # choose_run_user: who runs initdb, pg_ctl, pg_regress and TAP clusters.
 choose_run_user() {
 	if is_root; then

@@ -604,7 +604,25 @@ sub wait_until
 		  . "expected: $expected\n"
 		  . "last output: " . ($out // '(none)') . "\n"
 		  . "last error: " . ($err // '') . "\n");
+	diag_workers($node, $db);
 	return 0;
+}
+
+# diag_workers(NODE, DB): after a failed wait, what the server's retries
+# processes were doing (a wait on workers that failed once in CI could not
+# be told apart from its one line of output)
+sub diag_workers
+{
+	my ($node, $db) = @_;
+	my ($rc, $out, $err) = $node->psql(
+		$db, q{
+SELECT pid, backend_type, datname, state, wait_event_type, wait_event,
+       backend_start, left(query, 60) AS query
+  FROM pg_stat_activity WHERE backend_type ~ '^retries' ORDER BY pid;
+SELECT * FROM retries.workers ORDER BY 1;
+});
+	diag("retries processes:\n" . ($out // '') . "\n" . ($err // ''));
+	return;
 }
 
 # wait_progressing(NODE, DB, SQL, TARGET, NAME): waits until SQL, a count

@@ -99,6 +99,15 @@ static uint32 reading = 0;
 static TimestampTz none_free_at = 0;
 
 /*
+ * how many databases kept wait: are due and were tried already, with no
+ * entry to be had then (revisits_wake_due); kept by note and forget
+ */
+static int	nwaiting = 0;
+
+/* a database kept waits for an entry: it was tried, and is due again */
+#define WAITS(r)	((r)->since < (r)->due)
+
+/*
  * new_table -- a table of 'entrysize' entries keyed by a database's oid,
  * in TopMemoryContext
  */
@@ -158,6 +167,8 @@ note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look,
 	r = hash_search(table(), &dboid, HASH_ENTER, &found);
 	if (found && r->due < due)
 		first_stale = true;		/* it may have been the first */
+	if (found && WAITS(r))
+		nwaiting--;
 	r->due = due;
 	r->since = since;
 	r->looks = looks;
@@ -165,8 +176,23 @@ note(Oid dboid, TimestampTz due, TimestampTz since, int looks, bool look,
 	r->anew = anew;
 	r->owner = owner_of(dboid);
 	r->listed = reading;
+	if (WAITS(r))
+		nwaiting++;
 	if (!first_stale && (first == 0 || due < first))
 		first = due;
+}
+
+/*
+ * forget -- database 'dboid' is kept no more
+ */
+static void
+forget(Oid dboid)
+{
+	Revisit    *r = hash_search(revisits, &dboid, HASH_REMOVE, NULL);
+
+	if (r != NULL && WAITS(r))
+		nwaiting--;
+	first_stale = true;			/* it may have been the first */
 }
 
 /*
@@ -187,25 +213,6 @@ first_time(void)
 			first = r->due;
 	first_stale = false;
 	return first;
-}
-
-/*
- * waiting_count -- how many databases kept are due and were tried
- * already, with no entry to be had then (revisits_wake_due)
- */
-static int
-waiting_count(void)
-{
-	HASH_SEQ_STATUS seq;
-	Revisit    *r;
-	int			n = 0;
-
-	if (revisits == NULL)
-		return 0;
-	hash_seq_init(&seq, revisits);
-	while ((r = hash_seq_search(&seq)) != NULL)
-		n += r->since < r->due;
-	return n;
 }
 
 /*
@@ -291,14 +298,14 @@ take(TimestampTz until, bool looks_too, RevisitDue *due, int max)
 		!TimestampDifferenceExceeds(none_free_at, clock_system_now(), WAIT_RETRY_MS))
 		return 0;
 	anew = first_time() != 0 && first <= until;
-	waits_too = waiting_count() > 0;
+	waits_too = nwaiting > 0;
 	if (!anew && !waits_too)
 		return 0;
 	all = palloc(sizeof(RevisitDue) * hash_get_num_entries(revisits));
 	hash_seq_init(&seq, table());
 	while ((r = hash_seq_search(&seq)) != NULL)
 	{
-		bool		waits = r->since < r->due;
+		bool		waits = WAITS(r);
 
 		if ((r->look && !looks_too) || (waits ? !waits_too : r->due > until))
 			continue;
@@ -368,10 +375,7 @@ revisits_sweep(void)
 		while ((r = hash_seq_search(&seq)) != NULL)
 		{
 			if (r->listed != reading)
-			{
-				(void) hash_search(revisits, &r->dboid, HASH_REMOVE, NULL);
-				first_stale = true;
-			}
+				forget(r->dboid);
 		}
 	}
 	if (owners != NULL)
@@ -460,8 +464,7 @@ revisits_wake_due(TimestampTz now, bool looks_too)
 		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks,
 							   due[i].anew ? 0 : due[i].since, !due[i].anew))
 		{
-			(void) hash_search(revisits, &due[i].dboid, HASH_REMOVE, NULL);
-			first_stale = true;
+			forget(due[i].dboid);
 			continue;
 		}
 		wait_again(&due[i], now);
@@ -518,7 +521,7 @@ revisits_note_new(Oid dboid, TimestampTz since)
 void
 revisits_note_waiting(void)
 {
-	shmem_set_entries_waiting(waiting_count());
+	shmem_set_entries_waiting(nwaiting);
 }
 
 /*
@@ -533,7 +536,7 @@ revisits_next(TimestampTz now)
 	if (first_due == 0)
 		return 0;
 	/* those that wait are tried again WAIT_RETRY_MS after the last try */
-	if (none_free_at != 0 && waiting_count() > 0)
+	if (none_free_at != 0 && nwaiting > 0)
 		return TimestampTzPlusMilliseconds(none_free_at, WAIT_RETRY_MS);
 	return TimestampTzPlusMilliseconds(now,
 									   Max(clock_ms_until(first_due) - START_AHEAD_MS, 0));
