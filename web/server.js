@@ -310,11 +310,14 @@ function makeServer(given) {
 			if (m)
 				seen.set(m[1], `${m[2]}|${m[3]}`);
 		}
-		let busy = false;
+		// one look at a time for the whole session, whose one connection
+		// queues its queries: streams opened in a tight loop, each looking
+		// at once, queued tens of thousands of them, and the server grew by
+		// hundreds of megabytes (web/test/soak.js)
 		const tick = async () => {
-			if (busy || ids.length === 0)
+			if (s.liveBusy || ids.length === 0)
 				return;
-			busy = true;
+			s.liveBusy = true;
 			try {
 				const rows = await pages.liveCalls(s, ids);
 				const changed = rows.filter((r) => {
@@ -330,7 +333,7 @@ function makeServer(given) {
 			} catch (e) {
 				stop();
 			} finally {
-				busy = false;
+				s.liveBusy = false;
 			}
 		};
 		const timer = setInterval(tick, LIVE_MS);
