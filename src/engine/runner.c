@@ -100,6 +100,7 @@
 #include "base/compat.h"
 #include "engine/proctext.h"
 #include "engine/runner.h"
+#include "engine/sandbox.h"
 #include "engine/time_cap.h"
 #include "flow/flow.h"
 #include "shmem/shmem.h"
@@ -706,7 +707,7 @@ run_statement(RawStmt *parsetree, const char *text, MemoryContext cxt)
 	if (StatementTimeout > 0)
 		enable_timeout_after(STATEMENT_TIMEOUT, StatementTimeout);
 	(void) retries_portal_run(portal, receiver, &qc);
-	disable_timeout(STATEMENT_TIMEOUT, false);
+	sandbox_timeout_over();
 	receiver->rDestroy(receiver);
 	PortalDrop(portal, false);
 	check_cap();

@@ -864,11 +864,32 @@ sandbox_leave(Sandbox *sb)
 	AtEOXact_LargeObject(true);
 
 	in_sandbox = false;
-	disable_timeout(STATEMENT_TIMEOUT, false);
+	/* whether it fired is for sandbox_reset_session to know */
+	disable_timeout(STATEMENT_TIMEOUT, true);
 	AtEOXact_GUC(false, sb->guc_nestlevel);
 	settings_pinned = false;
 	SetUserIdAndSecContext(sb->saved_userid, sb->saved_sec_context);
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
+}
+
+/*
+ * sandbox_timeout_over -- the statement of an attempt is over: its
+ * statement timeout is disarmed, and a cancel that the timeout raised is
+ * dropped.  The timer may fire where nothing checks for interrupts (md5()
+ * of a large value, a JIT compilation) or as the code returns: the cancel
+ * then belongs to nobody (one that cancelled the code was consumed), and
+ * cancelled the worker's own statement that records the batch, which was
+ * rolled back and its calls run again, uncharged, for ever (the
+ * forty-fifth hostile review, t/075 1).  The indicator must be read before
+ * anything disarms the timeout without keeping it.  A backend drops a
+ * cancel that comes between two statements, too.
+ */
+void
+sandbox_timeout_over(void)
+{
+	disable_timeout(STATEMENT_TIMEOUT, true);
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+		QueryCancelPending = false;
 }
 
 /*
@@ -886,13 +907,7 @@ sandbox_reset_session(const Sandbox *sb)
 	routing = ROUTE_OFF;
 	SetSessionAuthorization(worker_session_userid, worker_session_superuser);
 
-	/*
-	 * A statement timeout that fired as the code returned left a cancel that
-	 * belongs to nobody now (one that cancelled the code was consumed).
-	 */
-	disable_timeout(STATEMENT_TIMEOUT, false);
-	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
-		QueryCancelPending = false;
+	sandbox_timeout_over();
 
 	MyXactFlags |= sb->saved_xact_flags;
 	DropAllPreparedStatements();

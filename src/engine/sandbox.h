@@ -28,6 +28,7 @@ extern void sandbox_note_utility(Node *stmt);
 extern void sandbox_begin_transaction(void);
 extern void sandbox_enter(Sandbox *sb, Oid role, Oid fnoid);
 extern void sandbox_leave(Sandbox *sb);
+extern void sandbox_timeout_over(void);
 extern void sandbox_reset_session(const Sandbox *sb);
 extern void sandbox_abort(void);
 extern void sandbox_note_error(const ErrorData *edata);
