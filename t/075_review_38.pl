@@ -15,7 +15,10 @@
 #   2. (High, hostile) the owner of a database sets statement_timeout 1ms,
 #      jit on and jit_above_cost 0 there: another role's calls there ran
 #      again and again, uncharged (alice's 10 calls: 20 runs in 20 s, all
-#      still 'scheduled').  Needs llvmjit.
+#      still 'scheduled').  Needs llvmjit.  Check 1 fails on the code
+#      reviewed (its calls never end: 20 runs, none charged), check 2 in the
+#      reviewer's runs (not in every run: the timeout must pass in a JIT
+#      compilation).
 #
 # Its Medium (one role's long calls at the pool's cap leave the other
 # roles one place between them: their calls several seconds late) is
