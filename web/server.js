@@ -314,12 +314,18 @@ function makeServer(given) {
 		// queues its queries: streams opened in a tight loop, each looking
 		// at once, queued tens of thousands of them, and the server grew by
 		// hundreds of megabytes (web/test/soak.js)
+		let stopped = false;
 		const tick = async () => {
-			if (s.liveBusy || ids.length === 0)
+			if (stopped || s.liveBusy || ids.length === 0)
 				return;
 			s.liveBusy = true;
 			try {
 				const rows = await pages.liveCalls(s, ids);
+				// ended while it looked: a write after the end was an
+				// 'error' event that nothing handled, and ended the server
+				// (web/test/soak.js, after 8 minutes)
+				if (stopped)
+					return;
 				const changed = rows.filter((r) => {
 					const sig = `${r.state}|${r.attempts}`;
 					const was = seen.get(r.id);
@@ -338,6 +344,9 @@ function makeServer(given) {
 		};
 		const timer = setInterval(tick, LIVE_MS);
 		const stop = () => {
+			if (stopped)
+				return;
+			stopped = true;
 			clearInterval(timer);
 			s.streams.delete(stop);
 			res.end();
@@ -345,6 +354,7 @@ function makeServer(given) {
 		s.lastSeen = Date.now();
 		sessions.addStream(s, stop);
 		req.on('close', stop);
+		res.on('error', stop);
 		tick();
 	}
 
