@@ -52,17 +52,26 @@ SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM $seq),
        (SELECT coalesce(sum(attempts), 0) FROM retries.call_data)});
 }
 
+# alice_db(DB, OWNER, SQL): database DB, owned by OWNER, with the
+# extension and alice's schema, and sequence alice.runs, which SQL (run as
+# alice: her function, annotated) counts her calls' runs by
+sub alice_db
+{
+	my ($db, $owner, $sql) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db OWNER $owner");
+	$node->safe_psql($db, q{
+CREATE EXTENSION retries;
+CREATE SCHEMA alice AUTHORIZATION alice;
+});
+	as_role($node, $db, 'alice', "CREATE SEQUENCE alice.runs; $sql");
+	return;
+}
+
 ###########################################################################
 # 1. alice's own statement_timeout passes in her call's md5()
 ###########################################################################
 
-$node->safe_psql('postgres', 'CREATE DATABASE st');
-$node->safe_psql('st', q{
-CREATE EXTENSION retries;
-CREATE SCHEMA alice AUTHORIZATION alice;
-});
-as_role($node, 'st', 'alice', q{
-CREATE SEQUENCE alice.runs;
+alice_db('st', 'postgres', q{
 CREATE TABLE alice.big AS SELECT repeat(md5('a'), 2000000) AS v;
 CREATE FUNCTION alice.h() RETURNS text LANGUAGE sql
   AS $$SELECT nextval('alice.runs')::text || md5(v) FROM alice.big$$;
@@ -97,13 +106,7 @@ $node->safe_psql('postgres', 'ALTER ROLE alice RESET statement_timeout');
 SKIP:
 {
 	skip 'no llvmjit in this PostgreSQL', 2 unless has_library($node, 'llvmjit');
-	$node->safe_psql('postgres', 'CREATE DATABASE mdb OWNER mallory');
-	$node->safe_psql('mdb', q{
-CREATE EXTENSION retries;
-CREATE SCHEMA alice AUTHORIZATION alice;
-});
-	as_role($node, 'mdb', 'alice', q{
-CREATE SEQUENCE alice.runs;
+	alice_db('mdb', 'mallory', q{
 CREATE FUNCTION alice.a() RETURNS bigint LANGUAGE sql AS $$SELECT nextval('alice.runs')$$;
 SELECT retries.annotate('alice.a()', '3 10ms');
 });

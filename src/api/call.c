@@ -997,7 +997,7 @@ retries_call(PG_FUNCTION_ARGS)
 	id = insert_call(values, nulls, &rule, &inserted);
 	if (has_after && inserted)
 		chains_after_record(id, &after);
-	xact_wake_workers(WAKE_CALLS);
+	xact_wake_workers_for(userid);
 
 	SPI_finish();
 	access_restore_user(&save);

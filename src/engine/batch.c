@@ -647,7 +647,7 @@ batch_run(TimestampTz *due)
 		 */
 		if (RETRIES_IS_RUNNER_SLOT(worker_slot->slot_no))
 		{
-			shmem_wake_workers(MyDatabaseId, WAKE_CALLS | WAKE_FIRE);
+			shmem_wake_workers(MyDatabaseId, WAKE_CALLS | WAKE_FIRE, InvalidOid);
 			proc_exit(shmem_exit_code());
 		}
 	}

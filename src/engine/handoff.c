@@ -205,7 +205,7 @@ handoff_place_freed(void)
 	int			n = shmem_runner_waiting_dbs(dbs);
 
 	for (int i = 0; i < n; i++)
-		shmem_wake_workers(dbs[i], WAKE_CALLS);
+		shmem_wake_workers(dbs[i], WAKE_CALLS, InvalidOid);
 	pfree(dbs);
 }
 

@@ -118,6 +118,13 @@ static OidSet listed;
  */
 static int	pool_used = 0;
 
+/*
+ * Workers that may run beyond retries.max_cluster_workers now, for the
+ * roles other than the one whose batches hold the most of the pool
+ * (pool_extra), counted at each pass of the launcher
+ */
+static int	pool_extra_now = 0;
+
 PGDLLEXPORT void retries_launcher_main(Datum main_arg);
 
 /*
@@ -247,7 +254,7 @@ pool_room(RetriesDatabase *db, bool has_worker, TimestampTz now)
 {
 	if (has_worker && retries_shared->pool_waiting > 0)
 		return false;
-	if (pool_used < retries_max_cluster_workers)
+	if (pool_used < retries_max_cluster_workers + pool_extra_now)
 		return true;
 	if (!has_worker && db->waiting_since == 0)
 		db->waiting_since = now;
@@ -479,10 +486,16 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				nbase += have[n];
 			due = db->due_at != 0 &&
 				now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS);
-			if (db->woken)
+			if (db->woken && db->woken_for != db->capped_role)
 				db->capped_role = InvalidOid;
-			else if (due && db->wanted == 0 && still_capped(db, now))
+			else if ((db->woken || due) && db->wanted == 0 && still_capped(db, now))
 			{
+				/*
+				 * a commit that made only calls of the capped role: those are
+				 * held back too (the forty-fifth hostile review: a worker
+				 * started at each of her commits took the other roles' place)
+				 */
+				db->woken = false;
 				capped_idle(db, now);
 				return TimestampTzPlusMilliseconds(now, CAPPED_RECHECK_MS);
 			}
@@ -745,20 +758,69 @@ pool_in_use(void)
 }
 
 /*
- * note_pool_waiting -- say how many databases wait for room in the pool;
- * while any does, wake the idle workers, which then leave their databases
- * (worker.c, "Workers on demand").  Caller holds the lock exclusively.
+ * note_pool_waiting -- say how many databases wait for room in the pool,
+ * and whether more workers run than it allows now (pool_extra fell as the
+ * batches of the role holding the most of it ended); while either holds,
+ * wake the idle workers, which then leave their databases, and the busy
+ * ones leave after a second of work (worker.c, "Workers on demand").
+ * Caller holds the lock exclusively.
  */
 static void
 note_pool_waiting(void)
 {
 	int			waiting = 0;
+	bool		over = pool_used > retries_max_cluster_workers + pool_extra_now;
 
 	for (int i = 0; i < retries_max_databases; i++)
 		waiting += OidIsValid(shmem_dbs[i].dboid) && shmem_dbs[i].waiting_since != 0;
-	if (waiting > 0 && retries_shared->pool_waiting == 0)
+	if ((waiting > 0 || over) &&
+		retries_shared->pool_waiting == 0 && !retries_shared->pool_over)
 		shmem_wake_idle_workers();
 	retries_shared->pool_waiting = waiting;
+	retries_shared->pool_over = over;
+}
+
+/*
+ * pool_extra -- how many workers may run beyond retries.max_cluster_workers
+ * now: while one role's batches (a superuser's aside, which are not
+ * capped) hold more of the pool than all but the other roles' share
+ * (shmem_pool_share: half of it), as many as they hold of that share.  So
+ * the other roles always have half the pool between them, whatever one
+ * role's long calls hold (up to all places but one, shmem_pool_cap), and
+ * a role alone in the cluster still has all of it.  (With the other roles'
+ * one place, the databases where their calls were due took it in turns, a
+ * second and a worker's start each: calls in six databases ran up to 7.5 s
+ * late, and a schedule every second missed half its firings, the
+ * forty-fifth hostile review, t/076.)  The workers in these places run any
+ * role's calls but that role's while it holds its cap (turns.c,
+ * pool_take); as its batches end, the pool shrinks back (note_pool_waiting).
+ * Reads the catalogs (superuser_arg) in a transaction of its own, only while
+ * a role holds more than its half.
+ */
+static int
+pool_extra(void)
+{
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			counts[RETRIES_MAX_SLOTS];
+	int			share = shmem_pool_share();
+	int			most = 0;
+	int			n;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (share == 0)
+		return 0;
+	n = shmem_pool_roles(roles, counts, retries_max_cluster_workers - share + 1);
+	if (n == 0)
+		return 0;
+	StartTransactionCommand();
+	for (int i = 0; i < n; i++)
+	{
+		if (!superuser_arg(roles[i]))
+			most = Max(most, counts[i]);
+	}
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	return Max(0, most - (retries_max_cluster_workers - share));
 }
 
 /*
@@ -924,6 +986,7 @@ retries_launcher_main(Datum main_arg)
 		 */
 		revisits_note_woken(now);
 		revisits_wake_due(now, false);
+		pool_extra_now = pool_extra();
 		next = manage_databases(read ? seen : NULL, nseen, &reaped);
 		revisits_wake_due(now, true);
 		revisits_note_waiting();

@@ -460,7 +460,7 @@ revisits_wake_due(TimestampTz now, bool looks_too)
 			continue;
 		}
 		shmem_wake_workers(due[i].dboid,
-						   WAKE_CALLS | (due[i].anew ? WAKE_TURN : WAKE_REVISIT));
+						   WAKE_CALLS | (due[i].anew ? WAKE_TURN : WAKE_REVISIT), InvalidOid);
 		if (shmem_db_revisited(due[i].dboid, !had, due[i].looks,
 							   due[i].anew ? 0 : due[i].since, !due[i].anew))
 		{

@@ -217,7 +217,7 @@ pool_roles(Oid *roles)
 
 	if (cap == 0)
 		return 0;
-	n = shmem_pool_roles(roles, cap);
+	n = shmem_pool_roles(roles, NULL, cap);
 	for (int i = 0; i < n; i++)
 	{
 		if (!superuser_arg(roles[i]))

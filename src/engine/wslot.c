@@ -214,7 +214,7 @@ wslot_release(int code, Datum arg)
 	 * database's workers charge its attempt (handoff_recover_places)
 	 */
 	if (lost)
-		shmem_wake_workers(MyDatabaseId, WAKE_CALLS);
+		shmem_wake_workers(MyDatabaseId, WAKE_CALLS, InvalidOid);
 }
 
 /*

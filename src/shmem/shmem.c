@@ -703,7 +703,7 @@ shmem_names_changed(Oid dboid)
 	if (db != NULL)
 		db->names_generation++;
 	LWLockRelease(retries_shared->lock);
-	shmem_wake_workers(dboid, WAKE_FIRE);
+	shmem_wake_workers(dboid, WAKE_FIRE, InvalidOid);
 }
 
 /*
@@ -1147,10 +1147,11 @@ shmem_reserve_roles(Oid *roles)
  * shmem_pool_roles -- the roles whose batches run in 'cap' workers of the
  * pool or more (every database's workers but those in runner places; a
  * batch counts for the role whose calls it holds), each once, into roles[]
- * (room for RETRIES_MAX_SLOTS); returns how many.  Takes the LWLock.
+ * (room for RETRIES_MAX_SLOTS), and in how many workers each, into
+ * counts[] if not NULL; returns how many.  Takes the LWLock.
  */
 int
-shmem_pool_roles(Oid *roles, int cap)
+shmem_pool_roles(Oid *roles, int *counts, int cap)
 {
 	Oid			running[RETRIES_MAX_SLOTS];
 	int			nrunning = 0;
@@ -1177,8 +1178,11 @@ shmem_pool_roles(Oid *roles, int cap)
 			count += running[j] == running[i];
 		for (int j = 0; j < n; j++)
 			listed |= roles[j] == running[i];
-		if (count >= cap && !listed)
-			roles[n++] = running[i];
+		if (count < cap || listed)
+			continue;
+		if (counts != NULL)
+			counts[n] = count;
+		roles[n++] = running[i];
 	}
 	return n;
 }
@@ -1192,6 +1196,19 @@ int
 shmem_pool_cap(void)
 {
 	return retries_max_cluster_workers < 3 ? 0 : retries_max_cluster_workers - 1;
+}
+
+/*
+ * shmem_pool_share -- how many places of the pool the other roles keep
+ * while one role's batches hold the most of it: half of it; the pool grows
+ * beyond retries.max_cluster_workers for them by as many places as that
+ * role holds of their half (engine/launcher.c, pool_extra).  0 where
+ * shmem_pool_cap sets no cap.
+ */
+int
+shmem_pool_share(void)
+{
+	return shmem_pool_cap() == 0 ? 0 : retries_max_cluster_workers / 2;
 }
 
 /*
@@ -1240,6 +1257,14 @@ shmem_pool_take(RetriesWorker *self, Oid role, int cap, TimestampTz now)
 		self->batch_role = role;
 		self->holder_role = role;
 		SpinLockRelease(&self->mutex);
+
+		/*
+		 * Into the other roles' share while databases wait for the pool: the
+		 * launcher may start more workers for them now (pool_extra)
+		 */
+		if (running + 1 > retries_max_cluster_workers - shmem_pool_share() &&
+			retries_shared->pool_waiting > 0)
+			shmem_set_launcher_latch();
 	}
 	LWLockRelease(retries_shared->lock);
 	return running < cap;
@@ -1285,7 +1310,8 @@ note_unserved(Oid dboid)
  * shmem_wake_workers -- wake every worker of a database, so that a call
  * or schedule just committed is picked up at once; 'why' is WAKE_CALLS,
  * WAKE_FIRE or both (the flags first: see RetriesWorker.woken; SetLatch()
- * orders the two)
+ * orders the two); 'role' is the role whose calls alone the commit made,
+ * InvalidOid if it did anything else
  *
  * A database with no worker that stays (none, or all leaving idle: worker.c,
  * "Workers on demand"; a worker in a runner place claims nothing) is
@@ -1294,7 +1320,7 @@ note_unserved(Oid dboid)
  * leaving, so one of the two always sees the other.
  */
 void
-shmem_wake_workers(Oid dboid, uint32 why)
+shmem_wake_workers(Oid dboid, uint32 why, Oid role)
 {
 	RetriesWorker *w;
 	RetriesDatabase *db;
@@ -1372,6 +1398,8 @@ shmem_wake_workers(Oid dboid, uint32 why)
 	}
 	else if (db != NULL)
 	{
+		/* whose calls alone woke it: launcher.c, capped_wake */
+		db->woken_for = !db->woken || db->woken_for == role ? role : InvalidOid;
 		db->woken = true;
 		db->idle = false;
 		/* a commit: what it looks after may be let through now */

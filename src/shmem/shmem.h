@@ -139,6 +139,8 @@ typedef struct RetriesDatabase
 	TimestampTz due_at;			/* with wanted 0, or every worker it has held:
 								 * when its work is next due */
 	bool		woken;			/* a change committed for it found no worker */
+	Oid			woken_for;		/* ... the role whose calls alone the commits
+								 * since made, or InvalidOid */
 	TimestampTz waiting_since;	/* it has work, no worker, and the pool no
 								 * room (retries.max_cluster_workers) */
 	uint64		runners_lost;	/* a bit per runner place whose worker exited
@@ -396,6 +398,9 @@ typedef struct RetriesShared
 	int			nunserved;
 	int			pool_waiting;	/* databases with work waiting for room in the
 								 * pool (set by the launcher) */
+	bool		pool_over;		/* more workers run than the pool allows now
+								 * (set by the launcher): as if databases
+								 * waited, they leave soon */
 	int			entries_waiting;	/* databases with work waiting for an
 									 * entry of the database table (set by the
 									 * launcher) */
@@ -547,8 +552,9 @@ extern int	shmem_reserve_roles(Oid *roles);
 extern RetriesReserveJob shmem_reserve_job(int index, Datum *arg);
 extern bool shmem_reserve_give_runner(Datum arg, Oid role, int *index,
 									  uint32 *generation);
-extern int	shmem_pool_roles(Oid *roles, int cap);
+extern int	shmem_pool_roles(Oid *roles, int *counts, int cap);
 extern int	shmem_pool_cap(void);
+extern int	shmem_pool_share(void);
 extern int	shmem_role_batches(Oid role, const RetriesWorker *except);
 extern bool shmem_pool_take(RetriesWorker *self, Oid role, int cap,
 							TimestampTz now);
@@ -558,7 +564,7 @@ extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *
 extern pid_t shmem_reserve_running(int index, uint32 generation);
 extern void shmem_reserve_terminate(int index, uint32 generation);
 extern int	shmem_exit_code(void);
-extern void shmem_wake_workers(Oid dboid, uint32 why);
+extern void shmem_wake_workers(Oid dboid, uint32 why, Oid role);
 extern int	shmem_db_idle_looks(Oid dboid);
 extern void shmem_db_note_look(Oid dboid, bool ran);
 extern bool shmem_db_revisited(Oid dboid, bool given, int looks,

@@ -256,7 +256,8 @@ shmem_worker_holds(const RetriesWorker *me, Oid dboid, TimestampTz recent,
 
 /*
  * shmem_pool_contended -- do databases with due work wait for room in the
- * pool of workers (retries.max_cluster_workers)?
+ * pool of workers (retries.max_cluster_workers), or do more workers run
+ * than it allows now (pool_over)?
  */
 bool
 shmem_pool_contended(void)
@@ -264,7 +265,7 @@ shmem_pool_contended(void)
 	bool		contended;
 
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	contended = retries_shared->pool_waiting > 0;
+	contended = retries_shared->pool_waiting > 0 || retries_shared->pool_over;
 	LWLockRelease(retries_shared->lock);
 	return contended;
 }
@@ -358,7 +359,8 @@ shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 		others++;
 		others_free += free;
 	}
-	if (others > 0 && others_free == 0 && retries_shared->pool_waiting == 0)
+	if (others > 0 && others_free == 0 && retries_shared->pool_waiting == 0 &&
+		!retries_shared->pool_over)
 	{
 		LWLockRelease(retries_shared->lock);
 		return false;

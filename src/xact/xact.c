@@ -44,6 +44,8 @@
 #define STOP_PAUSE_SECS			30
 
 static uint32 wake_workers_at_commit = 0;	/* WAKE_CALLS, WAKE_FIRE */
+static Oid	wake_for = InvalidOid;	/* ... for the calls of this role alone */
+static bool wake_for_others = false;	/* ... or for more */
 static bool gates_changed_at_commit = false;
 static bool wake_launcher_at_commit = false;
 static bool databases_changed_at_commit = false;
@@ -87,6 +89,22 @@ void
 xact_wake_workers(uint32 why)
 {
 	wake_workers_at_commit |= why;
+	wake_for_others = true;
+}
+
+/*
+ * xact_wake_workers_for -- xact_wake_workers(WAKE_CALLS), for the calls of
+ * role 'role' that the transaction made: if those are all it woke them
+ * for, a database whose due calls are all that role's, held back by the
+ * pool's cap, gets no worker for it (engine/launcher.c, capped_wake)
+ */
+void
+xact_wake_workers_for(Oid role)
+{
+	if (wake_workers_at_commit != 0 && wake_for != role)
+		wake_for_others = true;
+	wake_workers_at_commit |= WAKE_CALLS;
+	wake_for = role;
 }
 
 /*
@@ -98,7 +116,7 @@ void
 xact_gates_changed(void)
 {
 	gates_changed_at_commit = true;
-	wake_workers_at_commit |= WAKE_FIRE;
+	xact_wake_workers(WAKE_FIRE);
 }
 
 /*
@@ -241,14 +259,17 @@ xact_callback(XactEvent event, void *arg)
 			if (gates_changed_at_commit)
 			{
 				shmem_gates_changed();
-				wake_workers_at_commit |= WAKE_FIRE;
+				xact_wake_workers(WAKE_FIRE);
 			}
 			if (wake_workers_at_commit != 0)
-				shmem_wake_workers(MyDatabaseId, wake_workers_at_commit);
+				shmem_wake_workers(MyDatabaseId, wake_workers_at_commit,
+								   wake_for_others ? InvalidOid : wake_for);
 			finished_at_end(true);
 			restore_xact_end(true);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = 0;
+			wake_for = InvalidOid;
+			wake_for_others = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
 			names_changed_at_commit = false;
@@ -262,6 +283,8 @@ xact_callback(XactEvent event, void *arg)
 			finished_at_end(false);
 			/* the COMMIT PREPARED wakes the workers (hooks.c) */
 			wake_workers_at_commit = 0;
+			wake_for = InvalidOid;
+			wake_for_others = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -269,6 +292,8 @@ xact_callback(XactEvent event, void *arg)
 			restore_xact_end(false);
 			gates_changed_at_commit = false;
 			wake_workers_at_commit = 0;
+			wake_for = InvalidOid;
+			wake_for_others = false;
 			wake_launcher_at_commit = false;
 			databases_changed_at_commit = false;
 			names_changed_at_commit = false;

@@ -12,6 +12,7 @@
 
 extern void xact_install(void);
 extern void xact_wake_workers(uint32 why);
+extern void xact_wake_workers_for(Oid role);
 extern void xact_gates_changed(void);
 extern void xact_wake_launcher(void);
 extern void xact_databases_changed(void);

@@ -23,6 +23,7 @@ const { spawn } = require('child_process');
 const fs = require('fs');
 const http = require('http');
 const path = require('path');
+const { aliceSetup } = require('./alice');
 
 const MINUTES = Number(process.env.RETRIES_WEB_SOAK_MINUTES || 45);
 const STREAMS = Number(process.env.RETRIES_WEB_SOAK_STREAMS || 16);
@@ -31,21 +32,7 @@ let PORT = 0;	/* the server's, as it prints it */
 const STREAM_MS = 30000;
 const SAMPLE_MS = 30000;
 
-const SETUP = `
-CREATE EXTENSION IF NOT EXISTS retries;
-CREATE ROLE alice LOGIN PASSWORD 'alice-pw';
-CREATE SCHEMA alice AUTHORIZATION alice;
-SET ROLE alice;
-CREATE FUNCTION alice.work(n int) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	IF n % 10 = 0 THEN
-		RAISE EXCEPTION 'the API is down' USING ERRCODE = 'RT503';
-	END IF;
-	RETURN n;
-END $$;
-SELECT retries.annotate('alice.work(int)', policy => '2 100ms');
-RESET ROLE;
-`;
+const SETUP = aliceSetup({ failEvery: 10, policy: '2 100ms' });
 
 // request(method, path, cookie, body): status, headers and body of one
 // request to the server

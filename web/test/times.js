@@ -18,28 +18,13 @@
 
 const { Client } = require('pg');
 const pages = require('../lib/pages');
+const { aliceSetup } = require('./alice');
 
 const N = Number(process.env.RETRIES_WEB_CALLS || 1000000);
 const ROUNDS = 5;
 const BATCH = 50000;
 
-const SETUP = `
-CREATE EXTENSION IF NOT EXISTS retries;
-CREATE ROLE alice LOGIN PASSWORD 'alice-pw';
-CREATE SCHEMA alice AUTHORIZATION alice;
-SET ROLE alice;
-CREATE FUNCTION alice.work(n int) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-	IF n % 20 = 0 THEN
-		RAISE EXCEPTION 'the API is down' USING ERRCODE = 'RT503';
-	END IF;
-	RETURN n;
-END $$;
-CREATE FUNCTION alice.other(n int) RETURNS int LANGUAGE sql AS $$SELECT n$$;
-SELECT retries.annotate('alice.work(int)', policy => '2 1ms');
-SELECT retries.annotate('alice.other(int)');
-RESET ROLE;
-`;
+const SETUP = aliceSetup({ failEvery: 20, policy: '2 1ms', other: true });
 
 async function main() {
 	const admin = new Client({ user: process.env.RETRIES_WEB_SUPERUSER || 'postgres' });
