@@ -313,11 +313,18 @@ function makeServer(given) {
 		// one look at a time for the whole session, whose one connection
 		// queues its queries: streams opened in a tight loop, each looking
 		// at once, queued tens of thousands of them, and the server grew by
-		// hundreds of megabytes (web/test/soak.js)
+		// hundreds of megabytes (web/test/soak.js).  A stream whose turn
+		// comes while another of the session looks waits for that look,
+		// once (s.livePending, a set: at most one entry a stream open), not
+		// for its next turn; an ended stream leaves the set.
 		let stopped = false;
 		const tick = async () => {
-			if (stopped || s.liveBusy || ids.length === 0)
+			if (stopped || ids.length === 0)
 				return;
+			if (s.liveBusy) {
+				s.livePending.add(tick);
+				return;
+			}
 			s.liveBusy = true;
 			try {
 				const rows = await pages.liveCalls(s, ids);
@@ -340,6 +347,11 @@ function makeServer(given) {
 				stop();
 			} finally {
 				s.liveBusy = false;
+				const next = s.livePending.values().next().value;
+				if (next !== undefined) {
+					s.livePending.delete(next);
+					next();
+				}
 			}
 		};
 		const timer = setInterval(tick, LIVE_MS);
@@ -348,6 +360,7 @@ function makeServer(given) {
 				return;
 			stopped = true;
 			clearInterval(timer);
+			s.livePending.delete(tick);
 			s.streams.delete(stop);
 			res.end();
 		};

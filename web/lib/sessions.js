@@ -142,6 +142,8 @@ async function login(options, role, password, readOnly) {
 		createdAt: Date.now(),
 		lastSeen: Date.now(),
 		streams: new Set(),
+		liveBusy: false,		// a live stream's look is under way (server.js)
+		livePending: new Set(),	// ... and the streams whose turn came meanwhile
 		flash: null,
 	};
 	client.on('end', () => end(s));
