@@ -8,11 +8,13 @@
 #      place in turns, a second of work and a worker's start each: alice's
 #      and bob's calls in six databases ran p50 1.1 to 2.4 s, p99 4.1 to
 #      7.5 s late, and bob's schedule every second missed 11 to 15 of 21 to
-#      34 firings.  Now the other roles keep half the pool: while one role's
-#      batches hold more than the pool less half, the pool grows for the
-#      others by as many places (launcher.c, pool_extra), and shrinks back
-#      as hers end.  Checks 2 to 4; 5: with the places given back, idle
-#      workers beyond the pool leave at once, not after their idle timeout.
+#      34 firings.  Now the smaller roles (each with fewer places than a
+#      quarter of the pool) keep half the pool: while the big ones' batches
+#      hold more than the pool less half, the pool grows for the others by
+#      as many places (launcher.c, pool_extra), and shrinks back as theirs
+#      end (t/077: two big roles).  Checks 2 to 4 (alice and bob, three
+#      places each); 5: with the places given back, idle workers beyond
+#      the pool leave at once, not after their idle timeout.
 #   2. (part of it) her capped databases got a worker at each commit of
 #      hers there (a call made), which found only her calls held back and
 #      took the others' place for a moment.  A commit that makes only calls
@@ -100,21 +102,23 @@ wait_until($node, 'hog9',
 	    AND state = 'succeeded'},
 	'1', "1: a superuser's call in mallory's capped database runs");
 
-# the other roles: alice in postgres, bob in five databases of his, a call
-# each held at a gate of its database
+# the other roles: alice in postgres and two databases of hers, bob in
+# three of his, a call each held at a gate of its database (each holds
+# three places: below a quarter of the pool, where a role counts as big)
 my $held_sql = q{
 CREATE FUNCTION %1$s.held() RETURNS boolean LANGUAGE sql AS $$SELECT %2$s$$;
 SELECT retries.annotate('%1$s.held()', '1 10ms');
 };
-my @victims = ('postgres', map { "bob$_" } 1 .. 5);
-for my $db (@victims)
+my %victims = (postgres => 'alice', alice1 => 'alice', alice2 => 'alice',
+	bob1 => 'bob', bob2 => 'bob', bob3 => 'bob');
+for my $db (sort keys %victims)
 {
-	my $role = $db eq 'postgres' ? 'alice' : 'bob';
+	my $role = $victims{$db};
 
 	if ($db ne 'postgres')
 	{
-		$node->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE tpl OWNER bob");
-		$node->safe_psql($db, 'CREATE SCHEMA bob AUTHORIZATION bob');
+		$node->safe_psql('postgres', "CREATE DATABASE $db TEMPLATE tpl OWNER $role");
+		$node->safe_psql($db, "CREATE SCHEMA $role AUTHORIZATION $role");
 	}
 	push @gates, close_gate($node, $db, 76);
 	as_role($node, $db, $role, sprintf($held_sql, $role, gate_sql(76)));
@@ -125,7 +129,7 @@ for my $db (@victims)
 # the others' one place, which the first of them kept)
 my $victims_sql = q{SELECT count(*) FROM pg_stat_activity
   WHERE backend_type ~ '^retries' AND wait_event_type = 'Lock'
-    AND datname IN ('postgres', 'bob1', 'bob2', 'bob3', 'bob4', 'bob5')};
+    AND datname IN ('postgres', 'alice1', 'alice2', 'bob1', 'bob2', 'bob3')};
 wait_until($node, 'postgres', $victims_sql, '6',
 	"2: the other roles' calls in six databases run at once beside mallory's 15 long calls");
 

@@ -377,8 +377,9 @@ capped_idle(RetriesDatabase *db, TimestampTz now)
 /*
  * still_capped -- is the work due in database db, which its last worker
  * left because it was all of one role that the pool's cap held back
- * (leave.c; worker.c, pool_roles), still held back: that role's batches
- * still run in all places of the pool but one (shmem_pool_cap), and nothing
+ * (leave.c; worker.c, pool_roles), still held back: that role may still
+ * begin no batch (shmem_pool_refuses: the big roles hold all places of the
+ * pool but one), and nothing
  * else of the database's (a firing, a call of any role due later) is due
  * yet?  Then no worker starts for it, and the last place stays the other
  * roles' (the thirtieth hostile review, t/064 7: a worker a second in each
@@ -395,7 +396,7 @@ still_capped(RetriesDatabase *db, TimestampTz now)
 	if (cap > 0 &&
 		(db->capped_until == 0 ||
 		 now < TimestampTzPlusMilliseconds(db->capped_until, -START_AHEAD_MS)) &&
-		shmem_role_batches(db->capped_role, NULL) >= cap)
+		shmem_pool_refuses(db->capped_role))
 		return true;
 	db->capped_role = InvalidOid;
 	return false;
@@ -782,45 +783,28 @@ note_pool_waiting(void)
 
 /*
  * pool_extra -- how many workers may run beyond retries.max_cluster_workers
- * now: while one role's batches (a superuser's aside, which are not
- * capped) hold more of the pool than all but the other roles' share
- * (shmem_pool_share: half of it), as many as they hold of that share.  So
- * the other roles always have half the pool between them, whatever one
- * role's long calls hold (up to all places but one, shmem_pool_cap), and
- * a role alone in the cluster still has all of it.  (With the other roles'
- * one place, the databases where their calls were due took it in turns, a
- * second and a worker's start each: calls in six databases ran up to 7.5 s
- * late, and a schedule every second missed half its firings, the
- * forty-fifth hostile review, t/076.)  The workers in these places run any
- * role's calls but that role's while it holds its cap (turns.c,
- * pool_take); as its batches end, the pool shrinks back (note_pool_waiting).
- * Reads the catalogs (superuser_arg) in a transaction of its own, only while
- * a role holds more than its half.
+ * now: while the big roles (each with a quarter of the pool or more;
+ * superusers' batches do not count) hold more of it together than all but
+ * the smaller roles' share (shmem_pool_share: half of it), as many as they
+ * hold of that share.  So the smaller roles always have half the pool
+ * between them, whatever the big ones' long calls hold (up to all places
+ * but one, shmem_pool_cap), and a role alone in the cluster still has all
+ * of it.  (With the other roles' one place, the databases where their calls
+ * were due took it in turns, a second and a worker's start each: calls in
+ * six databases ran up to 7.5 s late, and a schedule every second missed
+ * half its firings, the forty-fifth hostile review, t/076.)  The workers in
+ * these places run any role's calls but the big ones' while they hold the
+ * cap (turns.c, pool_take); as their batches end, the pool shrinks back
+ * (note_pool_waiting).
  */
 static int
 pool_extra(void)
 {
-	Oid			roles[RETRIES_MAX_SLOTS];
-	int			counts[RETRIES_MAX_SLOTS];
 	int			share = shmem_pool_share();
-	int			most = 0;
-	int			n;
-	MemoryContext cxt = CurrentMemoryContext;
 
 	if (share == 0)
 		return 0;
-	n = shmem_pool_roles(roles, counts, retries_max_cluster_workers - share + 1);
-	if (n == 0)
-		return 0;
-	StartTransactionCommand();
-	for (int i = 0; i < n; i++)
-	{
-		if (!superuser_arg(roles[i]))
-			most = Max(most, counts[i]);
-	}
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);
-	return Max(0, most - (retries_max_cluster_workers - share));
+	return Max(0, shmem_pool_heavy() - (retries_max_cluster_workers - share));
 }
 
 /*

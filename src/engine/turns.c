@@ -196,34 +196,27 @@ reserve_roles(Oid *roles)
 #define POOL_CAP_RECHECK_MS		1000
 
 /*
- * pool_roles -- the roles whose batches hold all but one place of the pool
- * (retries.max_cluster_workers) in every database together, into roles[];
- * returns how many.  A worker takes none of their calls (turns_claim_first),
- * whatever else is due or not: one role's long calls in many databases
- * (its own databases, for a role that may create them) leave a place of
+ * pool_roles -- the roles that may not begin one more batch now, into
+ * roles[]; returns how many.  The big roles of the pool
+ * (retries.max_cluster_workers), each with a quarter of it or more, hold
+ * all places but one together, in every database: a worker takes none of
+ * their calls (turns_claim_first), whatever else is due or not, while they
+ * do.  So one role's long calls in many databases (its own databases, for
+ * a role that may create them), or a few roles' together, leave places of
  * the pool to the others, and another role's call made in any database
- * gets it within about a second (the twenty-ninth hostile review, t/063 3:
- * mallory's long calls in two databases of hers took the whole pool, and
- * alice's call waited for them to end).  A superuser's calls are the
- * administrator's, and not capped; nor is anything in a pool of two or
- * less, where the cap would leave every role one batch at a time.
+ * gets one within about a second (the twenty-ninth hostile review, t/063
+ * 3: mallory's long calls in two databases of hers took the whole pool,
+ * and alice's call waited for them to end); shmem/shmem.c, pool_refuses,
+ * says who counts.  A superuser's calls are the administrator's, and not
+ * counted; nor is anything in a pool of two or less, where the cap would
+ * leave every role one batch at a time.
  */
 static int
 pool_roles(Oid *roles)
 {
-	int			cap = shmem_pool_cap();
-	int			n;
-	int			kept = 0;
-
-	if (cap == 0)
+	if (shmem_pool_cap() == 0)
 		return 0;
-	n = shmem_pool_roles(roles, NULL, cap);
-	for (int i = 0; i < n; i++)
-	{
-		if (!superuser_arg(roles[i]))
-			roles[kept++] = roles[i];
-	}
-	return kept;
+	return shmem_pool_roles(roles);
 }
 
 /*
@@ -238,20 +231,17 @@ static TimestampTz pool_capped_until = 0;	/* when a call not capped may be
 
 /*
  * pool_take -- may this worker begin a batch of 'role''s calls, which it
- * has claimed?  Not if the role's batches run in all places of the pool
- * but one (as pool_roles counts them, superusers aside): checked and
- * counted at once with the other workers' (shmem_pool_take), since
- * pool_roles' look before the claim sees no claim made at the same
- * instant.  Sets pool_capped if not.
+ * has claimed?  Not if pool_roles would list the role now (superusers
+ * aside): checked and counted at once with the other workers'
+ * (shmem_pool_take), since pool_roles' look before the claim sees no claim
+ * made at the same instant.  Sets pool_capped if not.
  */
 static bool
 pool_take(Oid role)
 {
-	int			cap = shmem_pool_cap();
-
-	if (cap == 0 || superuser_arg(role))
+	if (shmem_pool_cap() == 0 || superuser_arg(role))
 		return true;
-	if (shmem_pool_take(worker_slot, role, cap, clock_system_now()))
+	if (shmem_pool_take(worker_slot, role, clock_system_now()))
 		return true;
 	pool_capped = true;
 	pool_capped_role = role;

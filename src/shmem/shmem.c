@@ -1144,53 +1144,162 @@ shmem_reserve_roles(Oid *roles)
 }
 
 /*
- * shmem_pool_roles -- the roles whose batches run in 'cap' workers of the
- * pool or more (every database's workers but those in runner places; a
- * batch counts for the role whose calls it holds), each once, into roles[]
- * (room for RETRIES_MAX_SLOTS), and in how many workers each, into
- * counts[] if not NULL; returns how many.  Takes the LWLock.
+ * pool_batches -- the roles whose batches the pool's cap counts run in
+ * the workers of the pool (every database's but those in runner places,
+ * and but 'except'), each once into roles[] (room for RETRIES_MAX_SLOTS),
+ * and in how many workers into counts[]; returns how many.  A batch counts
+ * once a worker has taken its place for it (shmem_pool_take, which
+ * superusers' batches skip: they are the administrator's) and until it
+ * ends.  Caller holds the LWLock.
  */
-int
-shmem_pool_roles(Oid *roles, int *counts, int cap)
+static int
+pool_batches(Oid *roles, int *counts, const RetriesWorker *except)
 {
-	Oid			running[RETRIES_MAX_SLOTS];
-	int			nrunning = 0;
-	int			n = 0;
 	RetriesWorker *w;
+	int			n = 0;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
 	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
 	{
-		if (RETRIES_IS_RUNNER_SLOT(w->slot_no))
+		Oid			role;
+		int			j;
+
+		if (w == except || RETRIES_IS_RUNNER_SLOT(w->slot_no))
 			continue;
 		SpinLockAcquire(&w->mutex);
-		if (w->state == WORKER_RUNNING && OidIsValid(w->batch_role))
-			running[nrunning++] = w->batch_role;
+		role = w->state == WORKER_RUNNING && w->pool_counted ? w->batch_role : InvalidOid;
 		SpinLockRelease(&w->mutex);
-	}
-	LWLockRelease(retries_shared->lock);
-	for (int i = 0; i < nrunning; i++)
-	{
-		int			count = 0;
-		bool		listed = false;
-
-		for (int j = 0; j < nrunning; j++)
-			count += running[j] == running[i];
-		for (int j = 0; j < n; j++)
-			listed |= roles[j] == running[i];
-		if (count < cap || listed)
+		if (!OidIsValid(role))
 			continue;
-		if (counts != NULL)
-			counts[n] = count;
-		roles[n++] = running[i];
+		for (j = 0; j < n && roles[j] != role; j++)
+			;
+		if (j == n)
+		{
+			roles[n] = role;
+			counts[n++] = 0;
+		}
+		counts[j]++;
 	}
 	return n;
 }
 
 /*
+ * pool_big -- how many batches make a role one of the pool's big ones: a
+ * quarter of it (4 of 16), at least 2
+ */
+static int
+pool_big(void)
+{
+	return Max(2, retries_max_cluster_workers / 4);
+}
+
+/*
+ * pool_heavy -- how many places of the pool the big roles (pool_big) hold
+ * together, of the n roles[] with counts[] (pool_batches)
+ */
+static int
+pool_heavy(const int *counts, int n)
+{
+	int			big = pool_big();
+	int			heavy = 0;
+
+	for (int i = 0; i < n; i++)
+		heavy += counts[i] >= big ? counts[i] : 0;
+	return heavy;
+}
+
+/*
+ * pool_refuses -- may role 'role' not begin one more batch, its batches and
+ * the others' as pool_batches counted them?  The big roles (a quarter of
+ * the pool or more each) hold at most all places but one together
+ * (shmem_pool_cap): one role's long calls (the twenty-ninth hostile
+ * review, t/063 3: they took the whole pool), or two roles' working
+ * together (the forty-sixth, t/077: mallory's fifteen and eve's eight took
+ * the pool and the places it grew by for the others, and no other role's
+ * call ran).  A role below a quarter may begin one as the pool has room;
+ * so the last place, and the places the pool grows by while the big roles
+ * hold more than half (engine/launcher.c, pool_extra), go to the smaller
+ * ones: it takes four roles or more working together to fill it.
+ */
+static bool
+pool_refuses(Oid role, const Oid *roles, const int *counts, int n, int cap)
+{
+	int			big = pool_big();
+	int			mine = 0;
+
+	if (cap == 0)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (roles[i] == role)
+			mine = counts[i];
+	}
+	if (mine + 1 < big)
+		return false;
+	/* with one more it is big: all its batches count among the big ones' */
+	return pool_heavy(counts, n) + 1 + (mine + 1 == big ? mine : 0) > cap;
+}
+
+/*
+ * shmem_pool_roles -- the roles that may not begin one more batch now
+ * (pool_refuses), into roles[] (room for RETRIES_MAX_SLOTS); returns how
+ * many.  Takes the LWLock.
+ */
+int
+shmem_pool_roles(Oid *roles)
+{
+	Oid			running[RETRIES_MAX_SLOTS];
+	int			counts[RETRIES_MAX_SLOTS];
+	int			cap = shmem_pool_cap();
+	int			nrunning;
+	int			n = 0;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	nrunning = pool_batches(running, counts, NULL);
+	LWLockRelease(retries_shared->lock);
+	for (int i = 0; i < nrunning; i++)
+	{
+		if (pool_refuses(running[i], running, counts, nrunning, cap))
+			roles[n++] = running[i];
+	}
+	return n;
+}
+
+/*
+ * shmem_pool_heavy -- how many places of the pool the big roles hold
+ * together (pool_heavy).  Takes the LWLock.
+ */
+int
+shmem_pool_heavy(void)
+{
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			counts[RETRIES_MAX_SLOTS];
+	int			n;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	n = pool_batches(roles, counts, NULL);
+	LWLockRelease(retries_shared->lock);
+	return pool_heavy(counts, n);
+}
+
+/*
+ * shmem_pool_refuses -- may role 'role' not begin one more batch now
+ * (pool_refuses)?  Caller holds the LWLock.
+ */
+bool
+shmem_pool_refuses(Oid role)
+{
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			counts[RETRIES_MAX_SLOTS];
+	int			n = pool_batches(roles, counts, NULL);
+
+	return pool_refuses(role, roles, counts, n, shmem_pool_cap());
+}
+
+/*
  * shmem_pool_cap -- the most places of the pool (retries.max_cluster_workers)
- * that one role's batches may hold: all but one; 0, no cap, in a pool of two
- * or less, where it would leave every role one batch at a time
+ * that the big roles hold together (pool_refuses): all but one; 0, no cap,
+ * in a pool of two or less, where it would leave every role one batch at a
+ * time
  */
 int
 shmem_pool_cap(void)
@@ -1199,10 +1308,10 @@ shmem_pool_cap(void)
 }
 
 /*
- * shmem_pool_share -- how many places of the pool the other roles keep
- * while one role's batches hold the most of it: half of it; the pool grows
- * beyond retries.max_cluster_workers for them by as many places as that
- * role holds of their half (engine/launcher.c, pool_extra).  0 where
+ * shmem_pool_share -- how many places of the pool the smaller roles keep
+ * while the big ones hold the most of it: half of it; the pool grows
+ * beyond retries.max_cluster_workers for them by as many places as the big
+ * ones hold of that half (engine/launcher.c, pool_extra).  0 where
  * shmem_pool_cap sets no cap.
  */
 int
@@ -1212,43 +1321,25 @@ shmem_pool_share(void)
 }
 
 /*
- * shmem_role_batches -- in how many workers of the pool (every database's
- * but those in runner places, and but 'except') a batch of role 'role'
- * runs.  Caller holds the LWLock.
- */
-int
-shmem_role_batches(Oid role, const RetriesWorker *except)
-{
-	RetriesWorker *w;
-	int			running = 0;
-
-	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
-	{
-		if (w == except || RETRIES_IS_RUNNER_SLOT(w->slot_no))
-			continue;
-		SpinLockAcquire(&w->mutex);
-		running += w->state == WORKER_RUNNING && w->batch_role == role;
-		SpinLockRelease(&w->mutex);
-	}
-	return running;
-}
-
-/*
- * shmem_pool_take -- may worker 'self' begin a batch of role 'role', whose
- * batches run in fewer than 'cap' other workers of the pool?  If so, it is
- * counted as running one from now (its state RUNNING, its batch the
- * role's), under the exclusive lock, so that two workers that claimed the
- * role's calls at one instant cannot both take the last place (the
- * thirtieth hostile review, t/064 3); true.  Takes the LWLock.
+ * shmem_pool_take -- may worker 'self' begin a batch of role 'role' (not a
+ * superuser), which it has claimed (pool_refuses)?  If so, it is counted
+ * as running one from now (its state RUNNING, its batch the role's,
+ * counted by the pool's cap), under the exclusive lock, so that two
+ * workers that claimed at one instant cannot both take the last place
+ * (the thirtieth hostile review, t/064 3); true.  Takes the LWLock.
  */
 bool
-shmem_pool_take(RetriesWorker *self, Oid role, int cap, TimestampTz now)
+shmem_pool_take(RetriesWorker *self, Oid role, TimestampTz now)
 {
-	int			running;
+	Oid			roles[RETRIES_MAX_SLOTS];
+	int			counts[RETRIES_MAX_SLOTS];
+	int			n;
+	bool		refused;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	running = shmem_role_batches(role, self);
-	if (running < cap)
+	n = pool_batches(roles, counts, self);
+	refused = pool_refuses(role, roles, counts, n, shmem_pool_cap());
+	if (!refused)
 	{
 		SpinLockAcquire(&self->mutex);
 		if (self->state != WORKER_RUNNING)
@@ -1256,18 +1347,20 @@ shmem_pool_take(RetriesWorker *self, Oid role, int cap, TimestampTz now)
 		self->state = WORKER_RUNNING;
 		self->batch_role = role;
 		self->holder_role = role;
+		self->pool_counted = true;
 		SpinLockRelease(&self->mutex);
 
 		/*
-		 * Into the other roles' share while databases wait for the pool: the
-		 * launcher may start more workers for them now (pool_extra)
+		 * The big roles into the smaller ones' half while databases wait for
+		 * the pool: the launcher may start more workers for them now
+		 * (pool_extra)
 		 */
-		if (running + 1 > retries_max_cluster_workers - shmem_pool_share() &&
+		if (pool_heavy(counts, n) + pool_big() > retries_max_cluster_workers - shmem_pool_share() &&
 			retries_shared->pool_waiting > 0)
 			shmem_set_launcher_latch();
 	}
 	LWLockRelease(retries_shared->lock);
-	return running < cap;
+	return !refused;
 }
 
 /*

@@ -250,6 +250,8 @@ typedef struct RetriesWorker
 								 * the owner of another role's functions that
 								 * its calls run (worker.c, other_holds) */
 	Oid			batch_role;		/* whose calls its batch runs */
+	bool		pool_counted;	/* ... counted by the pool's cap (taken by
+								 * shmem_pool_take: not a superuser's) */
 	Oid			last_role;		/* ... the holder when it last ran a call,
 								 * while it is idle since */
 	Oid			last_batch_role;	/* ... and whose calls those were */
@@ -552,12 +554,12 @@ extern int	shmem_reserve_roles(Oid *roles);
 extern RetriesReserveJob shmem_reserve_job(int index, Datum *arg);
 extern bool shmem_reserve_give_runner(Datum arg, Oid role, int *index,
 									  uint32 *generation);
-extern int	shmem_pool_roles(Oid *roles, int *counts, int cap);
+extern int	shmem_pool_roles(Oid *roles);
+extern int	shmem_pool_heavy(void);
+extern bool shmem_pool_refuses(Oid role);
 extern int	shmem_pool_cap(void);
 extern int	shmem_pool_share(void);
-extern int	shmem_role_batches(Oid role, const RetriesWorker *except);
-extern bool shmem_pool_take(RetriesWorker *self, Oid role, int cap,
-							TimestampTz now);
+extern bool shmem_pool_take(RetriesWorker *self, Oid role, TimestampTz now);
 extern void shmem_reserve_begin(int index);
 extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 							   uint32 *generation);

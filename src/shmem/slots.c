@@ -123,6 +123,9 @@ shmem_slot_set_state(RetriesWorker *me, RetriesWorkerState state,
 	me->current_role = role;
 	if (OidIsValid(holder) || state != WORKER_RUNNING)
 	{
+		/* a batch that ended, or another role's: no longer the pool's */
+		if (state != WORKER_RUNNING || role != me->batch_role)
+			me->pool_counted = false;
 		me->holder_role = holder;
 		me->batch_role = role;
 	}
