@@ -171,10 +171,10 @@ TAP_VERSIONS = t/020_containment.pl t/007_environment.pl t/010_upgrade.pl \
 # machine, slowest first; TAP_SHORT likewise): started last, one of them
 # kept the suite going alone for minutes after the others had ended.  A
 # PROVE_TESTS given to make replaces the list.
-TAP_SLOW = t/057_worker_pool.pl t/064_review_27.pl t/014_sandbox.pl \
+TAP_SLOW = t/074_review_37.pl t/057_worker_pool.pl t/064_review_27.pl t/014_sandbox.pl \
 	t/063_review_26.pl t/061_review_25.pl t/020_containment.pl \
 	t/056_review_21.pl t/060_review_24.pl t/039_review_workflow.pl \
-	t/041_review_10.pl t/040_review_9.pl t/058_review_22.pl t/074_review_37.pl
+	t/041_review_10.pl t/040_review_9.pl t/058_review_22.pl
 PROVE_TESTS ?= $(TAP_SLOW) $(filter-out $(TAP_SLOW),$(sort $(wildcard t/*.pl)))
 
 # Every suite makes its own clusters.  pg_buildext installcheck runs them

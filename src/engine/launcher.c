@@ -170,7 +170,7 @@ start_worker(Oid dboid, int slot_no, bool first)
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
-		if (!retries_shared->workers[i].in_use && launched[i].handle == NULL)
+		if (!shmem_worker_slot(i)->in_use && launched[i].handle == NULL)
 		{
 			slot = i;
 			break;
@@ -189,7 +189,7 @@ start_worker(Oid dboid, int slot_no, bool first)
 		}
 		return false;
 	}
-	generation = ++retries_shared->next_generation & RETRIES_GENERATION_MASK;
+	generation = shmem_next_generation();
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -252,7 +252,7 @@ start_worker(Oid dboid, int slot_no, bool first)
 static bool
 pool_room(RetriesDatabase *db, bool has_worker, TimestampTz now)
 {
-	if (has_worker && retries_shared->pool_waiting > 0)
+	if (has_worker && shmem_pool_waiting() > 0)
 		return false;
 	if (pool_used < retries_max_cluster_workers + pool_extra_now)
 		return true;
@@ -275,7 +275,7 @@ reap_workers(TimestampTz now)
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
+		RetriesWorker *w = shmem_worker_slot(i);
 		RetriesDatabase *db;
 		pid_t		pid;
 
@@ -314,11 +314,13 @@ reap_workers(TimestampTz now)
 static void
 stop_slot(int i)
 {
-	retries_shared->workers[i].stopped = true;
+	RetriesWorker *w = shmem_worker_slot(i);
+
+	w->stopped = true;
 	if (launched[i].handle != NULL)
 		TerminateBackgroundWorker(launched[i].handle);
-	else if (retries_shared->workers[i].pid != 0)
-		kill(retries_shared->workers[i].pid, SIGTERM);	/* adopted */
+	else if (w->pid != 0)
+		kill(w->pid, SIGTERM);	/* adopted */
 }
 
 /*
@@ -420,7 +422,7 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
+		RetriesWorker *w = shmem_worker_slot(i);
 
 		if (w->in_use && w->dboid == db->dboid && !w->leaving &&
 			w->slot_no < retries_max_workers)
@@ -735,8 +737,8 @@ read_databases(Oid *seen, TimestampTz since)
 static int
 by_waiting(const void *a, const void *b)
 {
-	TimestampTz wa = shmem_dbs[*(const int *) a].waiting_since;
-	TimestampTz wb = shmem_dbs[*(const int *) b].waiting_since;
+	TimestampTz wa = shmem_db_entry(*(const int *) a)->waiting_since;
+	TimestampTz wb = shmem_db_entry(*(const int *) b)->waiting_since;
 
 	if (wa != wb)
 		return wa == 0 ? 1 : wb == 0 ? -1 : wa < wb ? -1 : 1;
@@ -773,12 +775,12 @@ note_pool_waiting(void)
 	bool		over = pool_used > retries_max_cluster_workers + pool_extra_now;
 
 	for (int i = 0; i < retries_max_databases; i++)
-		waiting += OidIsValid(shmem_dbs[i].dboid) && shmem_dbs[i].waiting_since != 0;
-	if ((waiting > 0 || over) &&
-		retries_shared->pool_waiting == 0 && !retries_shared->pool_over)
-		shmem_wake_idle_workers();
-	retries_shared->pool_waiting = waiting;
-	retries_shared->pool_over = over;
+	{
+		RetriesDatabase *db = shmem_db_entry(i);
+
+		waiting += OidIsValid(db->dboid) && db->waiting_since != 0;
+	}
+	shmem_note_pool(waiting, over);
 }
 
 /*
@@ -823,12 +825,12 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	int		   *order;
 	int			norder = 0;
 
-	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
+	shmem_lock(LW_EXCLUSIVE);
 	*reaped = reap_workers(now);
 
 	for (int i = 0; i < RETRIES_MAX_SLOTS; i++)
 	{
-		RetriesWorker *w = &retries_shared->workers[i];
+		RetriesWorker *w = shmem_worker_slot(i);
 
 		/* an adopted slot whose worker may yet start */
 		if (w->in_use && w->pid == 0 && launched[i].handle == NULL)
@@ -845,9 +847,9 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	 * (shmem_wake_workers: the next read lists it)
 	 */
 	for (int i = 0; i < retries_max_databases && seen != NULL &&
-		 !retries_shared->reread_databases; i++)
+		 !shmem_reread_pending(); i++)
 	{
-		RetriesDatabase *db = &shmem_dbs[i];
+		RetriesDatabase *db = shmem_db_entry(i);
 
 		if (!OidIsValid(db->dboid))
 			continue;
@@ -869,23 +871,23 @@ manage_databases(Oid *seen, int nseen, bool *reaped)
 	/* the databases that wait for the pool longest first, then the others */
 	order = palloc(sizeof(int) * retries_max_databases);
 	for (int i = 0; i < retries_max_databases; i++)
-		if (OidIsValid(shmem_dbs[i].dboid))
+		if (OidIsValid(shmem_db_entry(i)->dboid))
 			order[norder++] = i;
 	qsort(order, norder, sizeof(int), by_waiting);
 	pool_used = pool_in_use();
 	for (int i = 0; i < norder; i++)
 	{
+		RetriesDatabase *db = shmem_db_entry(order[i]);
 		TimestampTz when;
 
-		revisits_note_far_due(&shmem_dbs[order[i]]);
-		when = manage_database(&shmem_dbs[order[i]], now);
-
+		revisits_note_far_due(db);
+		when = manage_database(db, now);
 		if (when != 0)
 			next = Min(next, when);
 	}
 	pfree(order);
 	note_pool_waiting();
-	LWLockRelease(retries_shared->lock);
+	shmem_unlock();
 	return next;
 }
 

@@ -392,6 +392,64 @@ shmem_wake_idle_workers(void)
 }
 
 /*
+ * shmem_note_pool -- say how many databases wait for room in the pool of
+ * workers, and whether more workers run than it allows now ('over'); as
+ * either comes to hold, wake the idle workers, which then leave their
+ * databases (leave.c).  Caller holds the lock exclusively.
+ */
+void
+shmem_note_pool(int waiting, bool over)
+{
+	if ((waiting > 0 || over) &&
+		retries_shared->pool_waiting == 0 && !retries_shared->pool_over)
+		shmem_wake_idle_workers();
+	retries_shared->pool_waiting = waiting;
+	retries_shared->pool_over = over;
+}
+
+/*
+ * shmem_pool_waiting -- how many databases wait for room in the pool (as
+ * the launcher last counted them); caller holds the lock
+ */
+int
+shmem_pool_waiting(void)
+{
+	return retries_shared->pool_waiting;
+}
+
+/*
+ * shmem_next_generation -- a new generation for a worker slot being
+ * assigned; caller holds the lock exclusively
+ */
+uint32
+shmem_next_generation(void)
+{
+	return ++retries_shared->next_generation & RETRIES_GENERATION_MASK;
+}
+
+/*
+ * shmem_reread_pending -- has a commit asked the launcher to read
+ * pg_database again (shmem_reread_databases), not yet answered?  Unlike
+ * shmem_take_reread, the question leaves it asked.  Caller holds the lock.
+ */
+bool
+shmem_reread_pending(void)
+{
+	return retries_shared->reread_databases;
+}
+
+/*
+ * shmem_db_entry -- entry i of the database table (in use or not); caller
+ * holds the lock
+ */
+RetriesDatabase *
+shmem_db_entry(int i)
+{
+	Assert(i >= 0 && i < retries_max_databases);
+	return &shmem_dbs[i];
+}
+
+/*
  * shmem_db_tracked -- has database 'dboid' an entry in the database table?
  * If so, into *quiet whether it was found without the extension, or with
  * nothing to do (idle): its entry may go to another database

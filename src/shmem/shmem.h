@@ -466,6 +466,22 @@ shmem_lock_database(Oid dboid, LWLockMode mode)
 }
 
 /*
+ * shmem_lock -- take the LWLock of the shared state in 'mode';
+ * shmem_unlock releases it
+ */
+static inline void
+shmem_lock(LWLockMode mode)
+{
+	LWLockAcquire(retries_shared->lock, mode);
+}
+
+static inline void
+shmem_unlock(void)
+{
+	LWLockRelease(retries_shared->lock);
+}
+
+/*
  * shmem_next_worker -- the next worker slot after *i that is in use, by a
  * worker of database dboid (of any database if InvalidOid), or NULL; the
  * caller holds the LWLock.  The one way to go through the slots:
@@ -499,6 +515,11 @@ extern RetriesWorker *shmem_slot_assign(int slot, Oid dboid, int slot_no,
 extern TimestampTz shmem_slot_working_since(RetriesWorker *w, bool *running);
 extern void shmem_slot_rest(RetriesWorker *me);
 extern void shmem_wake_idle_workers(void);
+extern void shmem_note_pool(int waiting, bool over);
+extern int	shmem_pool_waiting(void);
+extern uint32 shmem_next_generation(void);
+extern bool shmem_reread_pending(void);
+extern RetriesDatabase *shmem_db_entry(int i);
 extern bool shmem_db_tracked(Oid dboid, bool *quiet);
 extern void shmem_launcher_here(void);
 extern void shmem_launcher_gone(void);
