@@ -178,18 +178,13 @@ sub gated_copies
 	my ($node, $prefix, $n) = @_;
 	my @made = map { "$prefix$_" } 1 .. $n;
 
-	for my $db (@made)
-	{
-		as_role($node, 'postgres', 'mallory', "CREATE DATABASE $db TEMPLATE tpl");
-		as_role($node, $db, 'mallory',
-			q{SELECT retries.call('public.paced()') FROM generate_series(1, 2)});
-	}
-	for my $db (@made)
-	{
-		wait_until($node, $db,
-			q{SELECT count(*) FROM retries.call_data WHERE held AND state = 'scheduled'},
-			'2', "(setup) $db: the calls wait at the gate");
-	}
+	as_role($node, 'postgres', 'mallory',
+		join('', map { "CREATE DATABASE $_ TEMPLATE tpl;\n" } @made));
+	in_each($node, 'mallory', \@made,
+		q{SELECT retries.call('public.paced()') FROM generate_series(1, 2)});
+	wait_each($node, \@made,
+		q{SELECT count(*) FROM retries.call_data WHERE held AND state = 'scheduled'},
+		'2', "(setup) the calls in the ${prefix}<n> databases wait at the gate");
 	return @made;
 }
 
@@ -422,13 +417,11 @@ cmp_ok($late6, '<', 10,
 $few->safe_psql('postgres',
 	"ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()");
 my $starts_offset = -s $few->logfile;
-for my $db (map { "f$_" } 1 .. $NFULL)
-{
-	as_role($few, $db, 'mallory',
-		q{SELECT count(retries.call('pg_catalog.now()',
-			run_at => now() + interval '2 s' * g + random() * interval '2 s'))
-		    FROM generate_series(1, 40) g});
-}
+my @full = map { "f$_" } 1 .. $NFULL;
+in_each($few, 'mallory', \@full,
+	q{SELECT count(retries.call('pg_catalog.now()',
+		run_at => now() + interval '2 s' * g + random() * interval '2 s'))
+	    FROM generate_series(1, 40) g});
 as_role($few, 'bob4', 'bob',
 	q{SELECT retries.schedule('tick', 'pg_catalog.now()', '5 seconds')});
 my @late6;
@@ -441,8 +434,8 @@ $few->safe_psql('postgres',
 	"ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()");
 my $starts6 = starts_logged($few, 'f', $starts_offset);
 my $ran6 = 0;
-$ran6 += $few->safe_psql("f$_",
-	q{SELECT count(*) FROM retries.call_data WHERE state = 'succeeded'}) for 1 .. $NFULL;
+$ran6 += $_ for values %{ in_each($few, undef, \@full,
+	q{SELECT count(*) FROM retries.call_data WHERE state = 'succeeded'}) };
 my ($firings, $missed) = split /\|/, as_role($few, 'bob4', 'bob',
 	q{SELECT firings, missed FROM retries.schedules WHERE name = 'tick'});
 my $backlog = $few->safe_psql('f1',

@@ -36,25 +36,9 @@ my $node = pool_review_node('review_40');
 my $log_offset = -s $node->logfile;
 
 $node->safe_psql('postgres', 'CREATE ROLE eve LOGIN');
-$node->safe_psql('tpl', 'CREATE FUNCTION public.gated() RETURNS boolean LANGUAGE sql AS '
-	  . '$$SELECT ' . gate_sql(77) . '$$;'
-	  . q{SELECT retries.annotate('public.gated()', '1 10ms');});
-my @gates;
-for my $i (1 .. 12)
-{
-	as_role($node, 'postgres', 'mallory', "CREATE DATABASE hog$i TEMPLATE tpl");
-	push @gates, close_gate($node, "hog$i", 77);
-}
-# mallory: 15 calls, two in each of hog1..hog7, one in hog8
-for my $i (1 .. 8)
-{
-	as_role($node, "hog$i", 'mallory',
-		"SELECT count(retries.call('public.gated()')) FROM generate_series(1, "
-		  . ($i < 8 ? 2 : 1) . ')');
-}
-my $held_sql = q{SELECT count(*) FROM pg_stat_activity WHERE backend_type ~ '^retries'
-  AND datname ~ '^hog' AND wait_event_type = 'Lock'};
-wait_until($node, 'postgres', $held_sql, '15', "0: (setup) mallory's 15 long calls hold the pool's cap");
+# mallory: 15 long calls, two in each of hog1..hog7, one in hog8
+my ($gates, $held_sql) = cap_hogs($node, 12);
+my @gates = @$gates;
 
 # eve: 8 calls, two in each of hog9..hog12 (mallory's databases; eve may
 # connect and call the superuser's public.gated() there)

@@ -47,6 +47,9 @@ our @EXPORT = qw(
   no_crash
   has_library
   as_role
+  in_each
+  wait_each
+  cap_hogs
   try_as
   call_reaches
   close_gate
@@ -160,6 +163,77 @@ sub as_role
 {
 	my ($node, $db, $role, $sql) = @_;
 	return $node->safe_psql($db, "SET ROLE $role;\n$sql");
+}
+
+# in_each(NODE, ROLE, DBS, SQL): SQL run as ROLE (none: the superuser) in
+# each database of the list DBS, one after another, by one psql that
+# connects to each in turn (a psql started for each of a hundred databases
+# costs more than the work); a hash of each database's output, the test
+# dying if any fails
+sub in_each
+{
+	my ($node, $role, $dbs, $sql) = @_;
+	my $set_role = defined $role ? "SET ROLE $role;\n" : '';
+	my $out = $node->safe_psql('postgres',
+		join('', map { "\\connect $_\n\\echo <<$_>>\n$set_role$sql;\n" } @$dbs));
+	# (-1: an empty output of the last database is kept)
+	my (undef, %each) = split /^<<(\S+)>>\n?/m, "$out\n", -1;
+
+	chomp %each;
+	return \%each;
+}
+
+# wait_each(NODE, DBS, SQL, EXPECTED, NAME): one test named NAME, passed
+# once SQL gives EXPECTED in every database of the list DBS (asked by one
+# psql at a time, as in_each), failed with those that do not at the
+# deadline
+sub wait_each
+{
+	my ($node, $dbs, $sql, $expected, $name) = @_;
+	my $until = time() + $DEADLINE;
+	my $nap = 0.1;
+	my @behind;
+
+	for (;;)
+	{
+		my $each = in_each($node, undef, $dbs, $sql);
+		@behind = grep { ($each->{$_} // '') ne $expected } @$dbs;
+		return pass($name) if !@behind;
+		last if time() > $until;
+		usleep($nap * 1_000_000);    # poll
+		$nap = $nap * 1.5 < 1 ? $nap * 1.5 : 1;
+	}
+	fail($name);
+	diag("waited $DEADLINE s for: $sql\nexpected: $expected\nnot yet in: @behind");
+	return 0;
+}
+
+# cap_hogs(NODE, N): mallory's databases hog1 .. hogN (N >= 8) of tpl, in
+# each a gate (77) closed on public.gated(), the superuser's function
+# that waits at it (made in tpl, annotated '1 10ms'); her 15 long calls
+# of it, two in each of hog1..hog7 and one in hog8, hold 15 places of a
+# pool of 16 (pool_review_node): the pool's cap.  Returns the gates' sessions
+# and SQL giving how many workers of the hog databases wait at a lock.
+sub cap_hogs
+{
+	my ($node, $n) = @_;
+	my @hogs = map { "hog$_" } 1 .. $n;
+	my @gates;
+
+	$node->safe_psql('tpl', 'CREATE FUNCTION public.gated() RETURNS boolean LANGUAGE sql AS '
+		  . '$$SELECT ' . gate_sql(77) . '$$;'
+		  . q{SELECT retries.annotate('public.gated()', '1 10ms');});
+	as_role($node, 'postgres', 'mallory',
+		join('', map { "CREATE DATABASE $_ TEMPLATE tpl;\n" } @hogs));
+	push @gates, close_gate($node, $_, 77) for @hogs;
+	in_each($node, 'mallory', [ @hogs[ 0 .. 6 ] ],
+		q{SELECT count(retries.call('public.gated()')) FROM generate_series(1, 2)});
+	as_role($node, 'hog8', 'mallory', q{SELECT retries.call('public.gated()')});
+	my $held_sql = q{SELECT count(*) FROM pg_stat_activity WHERE backend_type ~ '^retries'
+  AND datname ~ '^hog' AND wait_event_type = 'Lock'};
+	wait_until($node, 'postgres', $held_sql, '15',
+		"0: (setup) mallory's 15 long calls hold the pool's cap");
+	return (\@gates, $held_sql);
 }
 
 # paused_reboot_schedule(NODE, DB, NAME, N): a database DB of mallory's,

@@ -328,8 +328,17 @@ stop_slot(int i)
  * (its workers, or their places for runners, held by long batches:
  * worker.c, "Extra workers"), the extras it has are all held too, and it
  * has fewer than retries.max_extra_workers; 'have' says
- * which slot_nos it has.  Returns when to look again: when a worker busy
- * now will count as held, or 0 if none is busy.  Caller holds the lock.
+ * which slot_nos it has.  Not while its last extra left with nothing due
+ * and no commit woke it since, before its next call or firing is due
+ * (extra_idle_until; the calls the pool's cap holds back are due again a
+ * second on): another would find nothing to run either, leave, and take a place
+ * of the pool from the databases with work due, a second at a time (a
+ * role's long calls in eight databases at the pool's cap started four
+ * extras a second there, and alice's call, due in a database whose two
+ * workers another role's calls held, waited minutes for one:
+ * t/078_review_41.pl).  Returns when to look again: when a
+ * worker busy now will count as held, or its work is due, or 0 if
+ * neither.  Caller holds the lock.
  */
 static TimestampTz
 start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
@@ -337,10 +346,14 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 	RetriesHeld held;
 	int			base = Min(retries_max_workers, RETRIES_MAX_SLOTS);
 	int			top = Min(base + retries_max_extra_workers, RETRIES_MAX_SLOTS);
+	TimestampTz ahead = db->extra_idle_until == DT_NOEND ? 0 :
+	TimestampTzPlusMilliseconds(db->extra_idle_until, -START_AHEAD_MS);
 
 	if (!shmem_extras_wanted(db->dboid, base, now, &held) ||
 		held.extras_held < held.extras)
 		return held.next;
+	if (db->extra_idle_until != 0 && (ahead == 0 || now < ahead))
+		return ahead;
 	for (int n = base; n < top; n++)
 	{
 		if (have[n])
@@ -350,6 +363,7 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 			return 0;
 		if (!start_worker(db->dboid, n, false))
 			return TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+		db->extra_idle_until = 0;
 		return held.next;
 	}
 	return held.next;
@@ -378,10 +392,10 @@ capped_idle(RetriesDatabase *db, TimestampTz now)
 
 /*
  * still_capped -- is the work due in database db, which its last worker
- * left because it was all of one role that the pool's cap held back
- * (leave.c; worker.c, pool_roles), still held back: that role may still
- * begin no batch (shmem_pool_refuses: the big roles hold all places of the
- * pool but one), and nothing
+ * left because it was all of one role's calls of one role's code that the
+ * pool's cap held back (leave.c; turns.c, pool_take), still held back:
+ * such a batch may still not begin (shmem_pool_refuses: the big ones hold
+ * all places of the pool but one), and nothing
  * else of the database's (a firing, a call of any role due later) is due
  * yet?  Then no worker starts for it, and the last place stays the other
  * roles' (the thirtieth hostile review, t/064 7: a worker a second in each
@@ -398,7 +412,7 @@ still_capped(RetriesDatabase *db, TimestampTz now)
 	if (cap > 0 &&
 		(db->capped_until == 0 ||
 		 now < TimestampTzPlusMilliseconds(db->capped_until, -START_AHEAD_MS)) &&
-		shmem_pool_refuses(db->capped_role))
+		shmem_pool_refuses(db->capped_role, db->capped_holder))
 		return true;
 	db->capped_role = InvalidOid;
 	return false;

@@ -132,6 +132,7 @@ leave_database(TimestampTz due_at, bool for_others, const LeaveNeeds *needs,
 	 */
 	if (!shmem_slot_leave(worker_slot, due_at, for_others,
 						  needs != NULL ? needs->capped_role : InvalidOid,
+						  needs != NULL ? needs->capped_holder : InvalidOid,
 						  needs != NULL ? needs->capped_until : 0, idle, idle_look))
 		return false;
 	proc_exit(shmem_exit_code());

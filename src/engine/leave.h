@@ -21,6 +21,8 @@ typedef struct LeaveNeeds
 	int			look_again_ms;	/* how soon it looks after them again */
 	Oid			capped_role;	/* its due calls are all this role's, which
 								 * the pool's cap holds back; or InvalidOid */
+	Oid			capped_holder;	/* ... of this role's code (the role, or the
+								 * owner of the other role's functions) */
 	TimestampTz capped_until;	/* ... until then at least: its next firing or
 								 * call due later, of any role; 0 if none */
 } LeaveNeeds;

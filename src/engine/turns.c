@@ -20,6 +20,7 @@
 
 #include "base/base.h"
 #include "engine/claim.h"
+#include "engine/execute.h"
 #include "engine/lone.h"
 #include "engine/turns.h"
 #include "engine/wslot.h"
@@ -226,26 +227,119 @@ pool_roles(Oid *roles)
  */
 static bool pool_capped = false;
 static Oid	pool_capped_role = InvalidOid;
+static Oid	pool_capped_holder = InvalidOid;	/* ... of whose code */
 static TimestampTz pool_capped_until = 0;	/* when a call not capped may be
 											 * due */
 
 /*
- * pool_take -- may this worker begin a batch of 'role''s calls, which it
- * has claimed?  Not if pool_roles would list the role now (superusers
- * aside): checked and counted at once with the other workers'
- * (shmem_pool_take), since pool_roles' look before the claim sees no claim
- * made at the same instant.  Sets pool_capped if not.
+ * The calls of other roles' code that the pool's cap held back, whose they
+ * are and whose code (held_ids, held_roles, held_holders; held_n of them):
+ * a claim leaves them out while the cap would still hold them back
+ * (held_keep), so that a role's calls of a capped role's functions, due
+ * first, do not hold back its other calls (held_claim).  At most
+ * POOL_HELD_MAX; past that, the claims stop at them, and the worker looks
+ * again POOL_CAP_RECHECK_MS later.
+ */
+#define POOL_HELD_MAX			256
+/* How many such calls one claim passes over at most */
+#define POOL_HELD_PER_CLAIM		16
+
+static int64 held_ids[POOL_HELD_MAX];
+static Oid	held_roles[POOL_HELD_MAX];
+static Oid	held_holders[POOL_HELD_MAX];
+static int	held_n = 0;
+
+/*
+ * pool_take -- may this worker begin a batch that begins with 'call',
+ * which it has claimed?  Not if the role whose code it runs (its holder:
+ * the call's role, or the owner of the other role's function it calls,
+ * execute_foreign_owner) may not begin one more batch now, as pool_roles
+ * would list it (superusers' calls aside): checked and counted at once
+ * with the other workers' (shmem_pool_take), since pool_roles' look before
+ * the claim sees no claim made at the same instant.  Sets pool_capped, and
+ * *holder, if not.
  */
 static bool
-pool_take(Oid role)
+pool_take(const RetriesCall *call, Oid *holder)
 {
-	if (shmem_pool_cap() == 0 || superuser_arg(role))
+	*holder = execute_foreign_owner(call);
+	if (!OidIsValid(*holder))
+		*holder = call->role;
+	if (shmem_pool_cap() == 0 || superuser_arg(call->role))
 		return true;
-	if (shmem_pool_take(worker_slot, role, clock_system_now()))
+	if (shmem_pool_take(worker_slot, call->role, *holder, clock_system_now()))
 		return true;
+	/* the first call held back, if several: the database's mark (leave.c) */
+	if (!pool_capped)
+	{
+		pool_capped_role = call->role;
+		pool_capped_holder = *holder;
+	}
 	pool_capped = true;
-	pool_capped_role = role;
 	return false;
+}
+
+/*
+ * held_keep -- keep, of the calls held back (held_ids), those that the
+ * pool's cap would hold back still (shmem_pool_refused)
+ */
+static void
+held_keep(void)
+{
+	bool		refused[POOL_HELD_MAX];
+	int			kept = 0;
+
+	if (held_n == 0)
+		return;
+	shmem_pool_refused(held_roles, held_holders, held_n, refused);
+	for (int i = 0; i < held_n; i++)
+	{
+		if (!refused[i])
+			continue;
+		held_ids[kept] = held_ids[i];
+		held_roles[kept] = held_roles[i];
+		held_holders[kept++] = held_holders[i];
+	}
+	held_n = kept;
+}
+
+/*
+ * held_claim -- the pool's cap refused the batch of 'call', of another
+ * role's code ('holder'): leave it out of the claims while the cap would
+ * still refuse it, and claim again (true), unless it is the role's own
+ * code (the role is capped: its calls wait), or the list is full, or this
+ * claim passed over POOL_HELD_PER_CLAIM such calls already
+ */
+static bool
+held_claim(const RetriesCall *call, Oid holder, int tries)
+{
+	if (holder == call->role || held_n >= POOL_HELD_MAX || tries >= POOL_HELD_PER_CLAIM)
+		return false;
+	held_ids[held_n] = call->id;
+	held_roles[held_n] = call->role;
+	held_holders[held_n++] = holder;
+	return true;
+}
+
+/*
+ * claim_skips -- the calls the claims leave out: those this worker leaves
+ * alone (lone_skipped) and those held back by the cap (held_ids); how many
+ * into *n
+ */
+static const int64 *
+claim_skips(int *n)
+{
+	int			nlone;
+	const int64 *lone = lone_skipped(&nlone);
+	int64	   *all;
+
+	*n = nlone + held_n;
+	if (held_n == 0)
+		return lone;
+	all = palloc(sizeof(int64) * *n);
+	memcpy(all, lone, sizeof(int64) * nlone);
+	memcpy(all + nlone, held_ids, sizeof(int64) * held_n);
+	return all;
 }
 
 /*
@@ -254,6 +348,39 @@ pool_take(Oid role)
  * due, and the database with them, once this worker gives the reserve back
  */
 static bool reserve_passed_over = false;
+
+/*
+ * claim_head -- claim the first call of a batch, as turns_claim_first
+ * says, avoiding the 'ncapped' roles of 'capped' (pool_roles); returns 1,
+ * or 0 if none is due that may be claimed
+ */
+static int
+claim_head(RetriesCall *calls, TimestampTz now, const Oid *capped, int ncapped,
+		   bool *below_zero)
+{
+	Oid			avoid[RETRIES_MAX_SLOTS * 3];
+	int			navoid;
+	int			nskipped;
+	const int64 *skipped = claim_skips(&nskipped);
+	int			n;
+
+	if (wslot_is_extra() || shmem_in_reserve())
+	{
+		navoid = wslot_is_extra() ? turns_running_roles(avoid) : reserve_roles(avoid);
+		if (!wslot_is_extra())
+			reserve_passed_over = navoid > 0;
+		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
+		return claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
+						   skipped, nskipped, true, below_zero);
+	}
+	navoid = busy_roles(avoid);
+	memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
+	n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
+					skipped, nskipped, false, below_zero);
+	if (n == 0)
+		n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
+	return n;
+}
 
 /*
  * turns_claim_first -- claim the first call of a batch, which makes it a batch
@@ -270,19 +397,17 @@ static bool reserve_passed_over = false;
  * An extra worker takes only the head of a role that has no call running
  * in another worker (see "Extra workers"); a worker in a reserved worker,
  * only that of a role whose calls run in no other reserved worker
- * (reserve_roles).  No worker takes a call of a role whose batches hold all
- * but one place of the pool (pool_roles; pool_capped is set then).
+ * (reserve_roles).  No worker begins a batch of the code of a role whose
+ * batches hold all but one place of the pool (pool_roles, pool_take;
+ * pool_capped is set then): neither of its calls nor of other roles' calls
+ * of its functions, which the claims pass over while it stays capped
+ * (held_claim).
  */
 int
 turns_claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 {
-	Oid			avoid[RETRIES_MAX_SLOTS * 3];
 	Oid			capped[RETRIES_MAX_SLOTS];
 	int			ncapped;
-	int			navoid;
-	int			n = 0;
-	int			nskipped;
-	const int64 *skipped = lone_skipped(&nskipped);
 
 	*below_zero = false;
 	pool_capped = false;
@@ -294,34 +419,29 @@ turns_claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 			return 1;
 	}
 	ncapped = pool_roles(capped);
-	if (wslot_is_extra() || shmem_in_reserve())
+	held_keep();
+	for (int tries = 0;; tries++)
 	{
-		navoid = wslot_is_extra() ? turns_running_roles(avoid) : reserve_roles(avoid);
-		if (!wslot_is_extra())
-			reserve_passed_over = navoid > 0;
-		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
-		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
-						skipped, nskipped, true, below_zero);
-	}
-	else
-	{
-		navoid = busy_roles(avoid);
-		memcpy(avoid + navoid, capped, sizeof(Oid) * ncapped);
-		n = claim_heads(calls, now, &last_role, avoid, navoid + ncapped,
-						skipped, nskipped, false, below_zero);
-		if (n == 0)
-			n = claim_of_role(calls, now, InvalidOid, skipped, nskipped, below_zero);
-	}
+		int			n = claim_head(calls, now, capped, ncapped, below_zero);
+		Oid			holder;
 
-	/*
-	 * A capped role's call, claimed when nothing else was, or by a worker
-	 * that another beat to the role's last place: left claimed until the
-	 * empty batch commits, and looked at again later (pool_take counts the
-	 * role's batches anew, under the lock)
-	 */
-	if (n > 0 && !pool_take(calls[0].role))
-		n = 0;
-	return n;
+		/*
+		 * A capped role's call, claimed when nothing else was, or by a worker
+		 * that another beat to the role's last place: left claimed until the
+		 * empty batch commits, and looked at again later (pool_take counts
+		 * the role's batches anew, under the lock; pool_capped stays set if
+		 * nothing else is claimed); a call of another role's code is passed
+		 * over (held_claim)
+		 */
+		if (n == 0 || pool_take(&calls[0], &holder))
+		{
+			if (n > 0)
+				pool_capped = false;
+			return n;
+		}
+		if (!held_claim(&calls[0], holder, tries))
+			return 0;
+	}
 }
 
 /*
@@ -402,14 +522,16 @@ turns_capped_due(TimestampTz claimed_at, TimestampTz *due)
 }
 
 /*
- * turns_capped -- did the last claim find only calls of a capped role?
- * Then which (*role), and until when its database is due for other work
- * (*until, 0 if not known); InvalidOid if not
+ * turns_capped -- did the last claim find only calls that the pool's cap
+ * held back?  Then whose (returned) of whose code (*holder), and until
+ * when its database is due for other work (*until, 0 if not known);
+ * InvalidOid if not
  */
 Oid
-turns_capped(TimestampTz *until)
+turns_capped(TimestampTz *until, Oid *holder)
 {
 	*until = pool_capped_until;
+	*holder = pool_capped_holder;
 	return pool_capped ? pool_capped_role : InvalidOid;
 }
 

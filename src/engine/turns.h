@@ -17,7 +17,7 @@ extern bool turns_idle_in_reserve(TimestampTz ran_at);
 extern bool turns_extra_passes_over(Oid role, Oid holder);
 extern bool turns_reserve_passes_over(Oid role, Oid holder);
 extern void turns_capped_due(TimestampTz claimed_at, TimestampTz *due);
-extern Oid	turns_capped(TimestampTz *until);
+extern Oid	turns_capped(TimestampTz *until, Oid *holder);
 extern bool turns_reserve_passed_over(void);
 
 #endif							/* RETRIES_TURNS_H */

@@ -487,7 +487,7 @@ leave_needs(void)
 		steps_fire_errors() > 0 || steps_copy_made_at() != 0;
 	needs.next_fire = steps_next_fire();
 	needs.look_again_ms = leave_look_again_ms();
-	needs.capped_role = turns_capped(&capped_until);
+	needs.capped_role = turns_capped(&capped_until, &needs.capped_holder);
 	needs.capped_until = steps_next_fire();
 	if (capped_until != 0 &&
 		(needs.capped_until == 0 || capped_until < needs.capped_until))
@@ -661,9 +661,21 @@ retries_worker_main(Datum main_arg)
 		if (wslot_is_extra())
 		{
 			/* an extra stays only while the others are held */
-			if (!turns_extra_wanted() || turns_idle_in_reserve(ran_at) ||
-				leave_idle_extra(ran_at))
+			if (!turns_extra_wanted() || turns_idle_in_reserve(ran_at))
 				break;
+			if (leave_idle_extra(ran_at))
+			{
+				/*
+				 * it found nothing to run while the others were held: no
+				 * other in its place before a commit, or a call or firing is
+				 * due
+				 */
+				TimestampTz fire = steps_next_fire();
+
+				shmem_extra_left_idle(MyDatabaseId,
+									  fire != 0 && (due == 0 || fire < due) ? fire : due);
+				break;
+			}
 			sleep_ms = Min(sleep_ms, RETRIES_HELD_AFTER_MS);
 		}
 

@@ -1202,47 +1202,146 @@ shmem_reserve_roles(Oid *roles)
 }
 
 /*
- * pool_batches -- the roles whose batches the pool's cap counts run in
- * the workers of the pool (every database's but those in runner places,
- * and but 'except'), each once into roles[] (room for RETRIES_MAX_SLOTS),
- * and in how many workers into counts[]; returns how many.  A batch counts
- * once a worker has taken its place for it (shmem_pool_take, which
- * superusers' batches skip: they are the administrator's) and until it
- * ends.  Caller holds the LWLock.
+ * The pool's cap counts batches in accounts: a batch of a role's calls of
+ * its own code (or of a superuser's) in the role's own; a batch of a
+ * role's calls of another role's functions (execute_foreign_owner) is
+ * both roles' doing, the caller's choice to call and the owner's code,
+ * and counts in two accounts apart from their own: the caller's calls of
+ * others' code, and the owner's code called by others.  So neither role's
+ * own calls pay for such batches (the forty-eighth hostile review, t/078:
+ * alice's calls of mallory's slow function counted as alice's, and with
+ * mallory at the cap no other call of alice's ran, in any database; nor
+ * may mallory make alice's code slow for her), and neither role can have
+ * them fill the pool: the caller by calling many roles' slow functions,
+ * the owner by having many roles call hers.  The same kinds of batches
+ * hold each other back in a database's extra workers (engine/turns.c,
+ * other_holds).
+ */
+typedef enum PoolAccountKind
+{
+	POOL_OWN,					/* a role's calls of its own code */
+	POOL_CALLS,					/* a role's calls of other roles' code */
+	POOL_CODE					/* a role's code, called by other roles */
+} PoolAccountKind;
+
+typedef struct PoolAccount
+{
+	PoolAccountKind kind;
+	Oid			role;
+	int			batches;		/* how many batches it holds */
+} PoolAccount;
+
+/* A batch the pool's cap counts: whose calls, and whose code they run */
+typedef struct PoolBatch
+{
+	Oid			role;
+	Oid			holder;
+} PoolBatch;
+
+/*
+ * pool_batches -- the batches the pool's cap counts, in the workers of the
+ * pool (every database's but those in runner places, and but 'except'),
+ * into batches[] (room for RETRIES_MAX_SLOTS); returns how many.  A
+ * batch counts once a worker has taken its place for it (shmem_pool_take,
+ * which superusers' batches skip: they are the administrator's) and until
+ * it ends.  Caller holds the LWLock.
  */
 static int
-pool_batches(Oid *roles, int *counts, const RetriesWorker *except)
+pool_batches(PoolBatch *batches, const RetriesWorker *except)
 {
 	RetriesWorker *w;
 	int			n = 0;
 
 	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
 	{
-		Oid			role;
-		int			j;
+		PoolBatch	b = {InvalidOid, InvalidOid};
 
 		if (w == except || RETRIES_IS_RUNNER_SLOT(w->slot_no))
 			continue;
 		SpinLockAcquire(&w->mutex);
-		role = w->state == WORKER_RUNNING && w->pool_counted ? w->batch_role : InvalidOid;
-		SpinLockRelease(&w->mutex);
-		if (!OidIsValid(role))
-			continue;
-		for (j = 0; j < n && roles[j] != role; j++)
-			;
-		if (j == n)
+		if (w->state == WORKER_RUNNING && w->pool_counted)
 		{
-			roles[n] = role;
-			counts[n++] = 0;
+			b.role = w->batch_role;
+			b.holder = w->holder_role;
 		}
-		counts[j]++;
+		SpinLockRelease(&w->mutex);
+		if (OidIsValid(b.role))
+			batches[n++] = b;
 	}
 	return n;
 }
 
 /*
- * pool_big -- how many batches make a role one of the pool's big ones: a
- * quarter of it (4 of 16), at least 2
+ * The accounts of the batches the pool's cap counts, and which each batch
+ * counts in (pool_tally)
+ */
+typedef struct PoolTally
+{
+	PoolAccount accounts[(RETRIES_MAX_SLOTS + 1) * 2];
+	int			naccounts;
+	int			which[RETRIES_MAX_SLOTS][2];	/* each batch's accounts */
+	int			nwhich[RETRIES_MAX_SLOTS];
+	int			nbatches;
+} PoolTally;
+
+/*
+ * pool_account -- the index in t's accounts of the account (kind, role),
+ * added with no batches if new
+ */
+static int
+pool_account(PoolTally *t, PoolAccountKind kind, Oid role)
+{
+	int			i;
+
+	for (i = 0; i < t->naccounts; i++)
+	{
+		if (t->accounts[i].kind == kind && t->accounts[i].role == role)
+			return i;
+	}
+	t->accounts[i].kind = kind;
+	t->accounts[i].role = role;
+	t->accounts[i].batches = 0;
+	t->naccounts++;
+	return i;
+}
+
+/*
+ * pool_accounts_of -- the accounts that a batch of role 'role''s calls of
+ * the code of 'holder' counts in, as indexes into t's accounts (added if
+ * new), into which[] (room for 2); returns how many
+ */
+static int
+pool_accounts_of(PoolTally *t, Oid role, Oid holder, int *which)
+{
+	if (!OidIsValid(holder) || holder == role)
+	{
+		which[0] = pool_account(t, POOL_OWN, role);
+		return 1;
+	}
+	which[0] = pool_account(t, POOL_CALLS, role);
+	which[1] = pool_account(t, POOL_CODE, holder);
+	return 2;
+}
+
+/*
+ * pool_tally -- the accounts of the n batches[] (pool_batches), into *t
+ */
+static void
+pool_tally(PoolTally *t, const PoolBatch *batches, int n)
+{
+	t->naccounts = 0;
+	t->nbatches = n;
+	for (int i = 0; i < n; i++)
+	{
+		t->nwhich[i] = pool_accounts_of(t, batches[i].role, batches[i].holder, t->which[i]);
+		for (int j = 0; j < t->nwhich[i]; j++)
+			t->accounts[t->which[i][j]].batches++;
+	}
+}
+
+/*
+ * pool_big -- how many batches make an account one of the pool's big
+ * ones: a quarter of it (4 of 16), at least 2
  */
 static int
 pool_big(void)
@@ -1251,106 +1350,156 @@ pool_big(void)
 }
 
 /*
- * pool_heavy -- how many places of the pool the big roles (pool_big) hold
- * together, of the n roles[] with counts[] (pool_batches)
+ * pool_in_big -- is any of the k accounts 'which' of t big (pool_big)?
+ */
+static bool
+pool_in_big(const PoolTally *t, const int *which, int k)
+{
+	for (int j = 0; j < k; j++)
+	{
+		if (t->accounts[which[j]].batches >= pool_big())
+			return true;
+	}
+	return false;
+}
+
+/*
+ * pool_heavy -- how many of t's batches are in a big account: the places
+ * of the pool that the big ones hold together
  */
 static int
-pool_heavy(const int *counts, int n)
+pool_heavy(const PoolTally *t)
 {
-	int			big = pool_big();
 	int			heavy = 0;
 
-	for (int i = 0; i < n; i++)
-		heavy += counts[i] >= big ? counts[i] : 0;
+	for (int i = 0; i < t->nbatches; i++)
+		heavy += pool_in_big(t, t->which[i], t->nwhich[i]) ? 1 : 0;
 	return heavy;
 }
 
 /*
- * pool_refuses -- may role 'role' not begin one more batch, its batches and
- * the others' as pool_batches counted them?  The big roles (a quarter of
- * the pool or more each) hold at most all places but one together
- * (shmem_pool_cap): one role's long calls (the twenty-ninth hostile
- * review, t/063 3: they took the whole pool), or two roles' working
- * together (the forty-sixth, t/077: mallory's fifteen and eve's eight took
- * the pool and the places it grew by for the others, and no other role's
- * call ran).  A role below a quarter may begin one as the pool has room;
- * so the last place, and the places the pool grows by while the big roles
- * hold more than half (engine/launcher.c, pool_extra), go to the smaller
- * ones: it takes four roles or more working together to fill it.
+ * pool_refuses -- may a batch of role 'role''s calls of the code of
+ * 'holder' (the role, or the owner of the other role's functions) not
+ * begin, beside t's batches?  Not if it would be in no big account (a
+ * quarter of the pool or more each); else, if the big ones would then
+ * hold more than all places but one together (shmem_pool_cap): one role's
+ * long calls (the twenty-ninth hostile review, t/063 3: they took the
+ * whole pool), or two roles' working together (the forty-sixth, t/077:
+ * mallory's fifteen and eve's eight took the pool and the places it grew
+ * by for the others, and no other role's call ran).  A role below a
+ * quarter may begin one as the pool has room; so the last place, and the
+ * places the pool grows by while the big ones hold more than half
+ * (engine/launcher.c, pool_extra), go to the smaller ones: it takes four
+ * roles or more working together to fill it.
  */
 static bool
-pool_refuses(Oid role, const Oid *roles, const int *counts, int n, int cap)
+pool_refuses(PoolTally *t, Oid role, Oid holder, int cap)
 {
-	int			big = pool_big();
-	int			mine = 0;
+	int			naccounts = t->naccounts;
+	int			which[2];
+	int			k;
+	bool		refused = false;
 
 	if (cap == 0)
 		return false;
-	for (int i = 0; i < n; i++)
-	{
-		if (roles[i] == role)
-			mine = counts[i];
-	}
-	if (mine + 1 < big)
-		return false;
-	/* with one more it is big: all its batches count among the big ones' */
-	return pool_heavy(counts, n) + 1 + (mine + 1 == big ? mine : 0) > cap;
+	k = pool_accounts_of(t, role, holder, which);
+	for (int j = 0; j < k; j++)
+		t->accounts[which[j]].batches++;
+	if (pool_in_big(t, which, k))
+		refused = pool_heavy(t) + 1 > cap;
+	for (int j = 0; j < k; j++)
+		t->accounts[which[j]].batches--;
+	t->naccounts = naccounts;
+	return refused;
 }
 
 /*
- * shmem_pool_roles -- the roles that may not begin one more batch now
- * (pool_refuses), into roles[] (room for RETRIES_MAX_SLOTS); returns how
- * many.  Takes the LWLock.
+ * pool_tally_now -- the accounts of the batches the pool's cap counts now,
+ * into *t.  Takes the LWLock.
+ */
+static void
+pool_tally_now(PoolTally *t)
+{
+	PoolBatch	batches[RETRIES_MAX_SLOTS];
+	int			n;
+
+	LWLockAcquire(retries_shared->lock, LW_SHARED);
+	n = pool_batches(batches, NULL);
+	LWLockRelease(retries_shared->lock);
+	pool_tally(t, batches, n);
+}
+
+/*
+ * shmem_pool_roles -- the roles that may not begin one more batch of calls
+ * of their own code now (pool_refuses), into roles[] (room for
+ * RETRIES_MAX_SLOTS); returns how many.  Takes the LWLock.
  */
 int
 shmem_pool_roles(Oid *roles)
 {
-	Oid			running[RETRIES_MAX_SLOTS];
-	int			counts[RETRIES_MAX_SLOTS];
+	PoolTally  *t = palloc(sizeof(PoolTally));
 	int			cap = shmem_pool_cap();
-	int			nrunning;
 	int			n = 0;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	nrunning = pool_batches(running, counts, NULL);
-	LWLockRelease(retries_shared->lock);
-	for (int i = 0; i < nrunning; i++)
+	pool_tally_now(t);
+	for (int i = 0; i < t->naccounts; i++)
 	{
-		if (pool_refuses(running[i], running, counts, nrunning, cap))
-			roles[n++] = running[i];
+		if (t->accounts[i].kind == POOL_OWN &&
+			pool_refuses(t, t->accounts[i].role, t->accounts[i].role, cap))
+			roles[n++] = t->accounts[i].role;
 	}
+	pfree(t);
 	return n;
 }
 
 /*
- * shmem_pool_heavy -- how many places of the pool the big roles hold
+ * shmem_pool_heavy -- how many places of the pool the big accounts hold
  * together (pool_heavy).  Takes the LWLock.
  */
 int
 shmem_pool_heavy(void)
 {
-	Oid			roles[RETRIES_MAX_SLOTS];
-	int			counts[RETRIES_MAX_SLOTS];
-	int			n;
+	PoolTally  *t = palloc(sizeof(PoolTally));
+	int			heavy;
 
-	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	n = pool_batches(roles, counts, NULL);
-	LWLockRelease(retries_shared->lock);
-	return pool_heavy(counts, n);
+	pool_tally_now(t);
+	heavy = pool_heavy(t);
+	pfree(t);
+	return heavy;
 }
 
 /*
- * shmem_pool_refuses -- may role 'role' not begin one more batch now
- * (pool_refuses)?  Caller holds the LWLock.
+ * shmem_pool_refuses -- may a batch of role 'role''s calls of the code of
+ * 'holder' not begin now (pool_refuses)?  Caller holds the LWLock.
  */
 bool
-shmem_pool_refuses(Oid role)
+shmem_pool_refuses(Oid role, Oid holder)
 {
-	Oid			roles[RETRIES_MAX_SLOTS];
-	int			counts[RETRIES_MAX_SLOTS];
-	int			n = pool_batches(roles, counts, NULL);
+	PoolBatch	batches[RETRIES_MAX_SLOTS];
+	PoolTally  *t = palloc(sizeof(PoolTally));
+	bool		refused;
 
-	return pool_refuses(role, roles, counts, n, shmem_pool_cap());
+	pool_tally(t, batches, pool_batches(batches, NULL));
+	refused = pool_refuses(t, role, holder, shmem_pool_cap());
+	pfree(t);
+	return refused;
+}
+
+/*
+ * shmem_pool_refused -- which of the n batches of roles[]'s calls of the
+ * code of holders[] may not begin now (pool_refuses), into refused[].
+ * Takes the LWLock once for all.
+ */
+void
+shmem_pool_refused(const Oid *roles, const Oid *holders, int n, bool *refused)
+{
+	PoolTally  *t = palloc(sizeof(PoolTally));
+	int			cap = shmem_pool_cap();
+
+	pool_tally_now(t);
+	for (int i = 0; i < n; i++)
+		refused[i] = pool_refuses(t, roles[i], holders[i], cap);
+	pfree(t);
 }
 
 /*
@@ -1379,24 +1528,28 @@ shmem_pool_share(void)
 }
 
 /*
- * shmem_pool_take -- may worker 'self' begin a batch of role 'role' (not a
- * superuser), which it has claimed (pool_refuses)?  If so, it is counted
- * as running one from now (its state RUNNING, its batch the role's,
+ * shmem_pool_take -- may worker 'self' begin a batch of role 'role''s
+ * calls (not a superuser's) that runs the code of 'holder' (the role, or
+ * the owner of the other role's functions they call), which it has
+ * claimed?  Not if the holder may not begin one more (pool_refuses): the
+ * cap is on whose code runs, so that a role's calls of another's slow
+ * function count against that one, not against the role's own calls (the
+ * forty-eighth hostile review, t/078).  If so, it is counted as running one
+ * from now (its state RUNNING, its batch the role's and the holder's,
  * counted by the pool's cap), under the exclusive lock, so that two
  * workers that claimed at one instant cannot both take the last place
  * (the thirtieth hostile review, t/064 3); true.  Takes the LWLock.
  */
 bool
-shmem_pool_take(RetriesWorker *self, Oid role, TimestampTz now)
+shmem_pool_take(RetriesWorker *self, Oid role, Oid holder, TimestampTz now)
 {
-	Oid			roles[RETRIES_MAX_SLOTS];
-	int			counts[RETRIES_MAX_SLOTS];
-	int			n;
+	PoolBatch	batches[RETRIES_MAX_SLOTS];
+	PoolTally  *t = palloc(sizeof(PoolTally));
 	bool		refused;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	n = pool_batches(roles, counts, self);
-	refused = pool_refuses(role, roles, counts, n, shmem_pool_cap());
+	pool_tally(t, batches, pool_batches(batches, self));
+	refused = pool_refuses(t, role, holder, shmem_pool_cap());
 	if (!refused)
 	{
 		SpinLockAcquire(&self->mutex);
@@ -1404,7 +1557,7 @@ shmem_pool_take(RetriesWorker *self, Oid role, TimestampTz now)
 			self->since = now;
 		self->state = WORKER_RUNNING;
 		self->batch_role = role;
-		self->holder_role = role;
+		self->holder_role = holder;
 		self->pool_counted = true;
 		SpinLockRelease(&self->mutex);
 
@@ -1413,11 +1566,12 @@ shmem_pool_take(RetriesWorker *self, Oid role, TimestampTz now)
 		 * the pool: the launcher may start more workers for them now
 		 * (pool_extra)
 		 */
-		if (pool_heavy(counts, n) + pool_big() > retries_max_cluster_workers - shmem_pool_share() &&
+		if (pool_heavy(t) + pool_big() > retries_max_cluster_workers - shmem_pool_share() &&
 			retries_shared->pool_waiting > 0)
 			shmem_set_launcher_latch();
 	}
 	LWLockRelease(retries_shared->lock);
+	pfree(t);
 	return !refused;
 }
 
@@ -1533,7 +1687,12 @@ shmem_wake_workers(Oid dboid, uint32 why, Oid role)
 			note_unserved(dboid);
 	}
 	if (db != NULL && stays)
+	{
 		db->wanted = RETRIES_MAX_SLOTS;
+		/* a commit: an extra may find it (launcher.c, start_extra) */
+		if ((why & (WAKE_REVISIT | WAKE_TURN)) == 0)
+			db->extra_idle_until = 0;
+	}
 	else if (db != NULL && (why & WAKE_REVISIT))
 	{
 		/*
@@ -1553,6 +1712,7 @@ shmem_wake_workers(Oid dboid, uint32 why, Oid role)
 		db->woken_for = !db->woken || db->woken_for == role ? role : InvalidOid;
 		db->woken = true;
 		db->idle = false;
+		db->extra_idle_until = 0;
 		/* a commit: what it looks after may be let through now */
 		db->idle_looks = 0;
 	}

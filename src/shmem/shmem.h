@@ -139,6 +139,11 @@ typedef struct RetriesDatabase
 	TimestampTz due_at;			/* with wanted 0, or every worker it has held:
 								 * when its work is next due */
 	bool		woken;			/* a change committed for it found no worker */
+	TimestampTz extra_idle_until;	/* its last extra worker left with nothing
+									 * due before then (DT_NOEND: nothing),
+									 * and no commit woke it since: no extra
+									 * starts before (launcher.c,
+									 * start_extra); 0 if none */
 	Oid			woken_for;		/* ... the role whose calls alone the commits
 								 * since made, or InvalidOid */
 	TimestampTz waiting_since;	/* it has work, no worker, and the pool no
@@ -149,6 +154,8 @@ typedef struct RetriesDatabase
 	Oid			capped_role;	/* its last worker left with only calls of
 								 * this role due, which the pool's cap held
 								 * back (leave.c); InvalidOid if not */
+	Oid			capped_holder;	/* ... of this role's code (the role, or the
+								 * owner of the other role's functions) */
 	TimestampTz capped_until;	/* ... and when its next firing, or a call of
 								 * any role, is due; 0 if none */
 	bool		idle;			/* its last worker left it with nothing due
@@ -250,8 +257,9 @@ typedef struct RetriesWorker
 								 * the owner of another role's functions that
 								 * its calls run (worker.c, other_holds) */
 	Oid			batch_role;		/* whose calls its batch runs */
-	bool		pool_counted;	/* ... counted by the pool's cap (taken by
-								 * shmem_pool_take: not a superuser's) */
+	bool		pool_counted;	/* ... counted by the pool's cap, for
+								 * holder_role (taken by shmem_pool_take: not
+								 * a superuser's) */
 	Oid			last_role;		/* ... the holder when it last ran a call,
 								 * while it is idle since */
 	Oid			last_batch_role;	/* ... and whose calls those were */
@@ -577,10 +585,13 @@ extern bool shmem_reserve_give_runner(Datum arg, Oid role, int *index,
 									  uint32 *generation);
 extern int	shmem_pool_roles(Oid *roles);
 extern int	shmem_pool_heavy(void);
-extern bool shmem_pool_refuses(Oid role);
+extern bool shmem_pool_refuses(Oid role, Oid holder);
+extern void shmem_pool_refused(const Oid *roles, const Oid *holders, int n,
+							   bool *refused);
 extern int	shmem_pool_cap(void);
 extern int	shmem_pool_share(void);
-extern bool shmem_pool_take(RetriesWorker *self, Oid role, TimestampTz now);
+extern bool shmem_pool_take(RetriesWorker *self, Oid role, Oid holder,
+							TimestampTz now);
 extern void shmem_reserve_begin(int index);
 extern bool shmem_reserve_give(RetriesReserveJob job, Datum arg, Oid role, int *index,
 							   uint32 *generation);
@@ -651,9 +662,10 @@ extern void shmem_set_entries_waiting(int waiting);
 extern void shmem_forget_far_noted(void);
 extern bool shmem_slot_leave(RetriesWorker *me, TimestampTz due_at,
 							 bool for_others, Oid capped_role,
-							 TimestampTz capped_until, TimestampTz idle_until,
+							 Oid capped_holder, TimestampTz capped_until, TimestampTz idle_until,
 							 bool idle_look);
 extern bool shmem_db_wants_extras(Oid dboid, TimestampTz now);
+extern void shmem_extra_left_idle(Oid dboid, TimestampTz due);
 extern void shmem_reserve_extra_backoff(Oid dboid, TimestampTz until);
 
 /* interrupted.c: attempts left unfinished by exiting workers */

@@ -324,7 +324,8 @@ shmem_entries_contended(void)
  * database whose others are busy while no database waits for the pool:
  * then false, and nothing changed.  If it leaves, its slot says so, the
  * database's count of wanted workers is the others', and its due calls
- * all of 'capped_role' (if valid), held back by the pool's cap until
+ * all of 'capped_role' (if valid) of the code of 'capped_holder', held
+ * back by the pool's cap until
  * 'capped_until', start no worker meanwhile (engine/leave.c says why).
  * With 'idle_until' (not 0: nothing due before then, nothing to look
  * after; DT_NOEND if nothing is due at all), the last worker to leave
@@ -336,7 +337,7 @@ shmem_entries_contended(void)
  */
 bool
 shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
-				 Oid capped_role, TimestampTz capped_until,
+				 Oid capped_role, Oid capped_holder, TimestampTz capped_until,
 				 TimestampTz idle_until, bool idle_look)
 {
 	RetriesDatabase *db;
@@ -376,7 +377,10 @@ shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 		/* the last, or the last free: the launcher starts one at due_at */
 		if (others == 0 || others_free == 0)
 			db->due_at = due_at;
+		if (me->slot_no >= retries_max_workers && !RETRIES_IS_RUNNER_SLOT(me->slot_no))
+			db->extra_idle_until = due_at == 0 ? DT_NOEND : due_at;
 		db->capped_role = capped_role;
+		db->capped_holder = capped_holder;
 		db->capped_until = capped_until;
 		db->idle = idle_until != 0 && others == 0;
 		db->far_due = db->idle && idle_until != DT_NOEND ? idle_until : 0;
@@ -401,6 +405,22 @@ shmem_db_wants_extras(Oid dboid, TimestampTz now)
 	wanted = shmem_extras_wanted(dboid, retries_max_workers, now, &held);
 	LWLockRelease(retries_shared->lock);
 	return wanted;
+}
+
+/*
+ * shmem_extra_left_idle -- an extra worker of database 'dboid' leaves with
+ * nothing due before 'due' (0: nothing due): no other starts before then
+ * unless a commit wakes the database (launcher.c, start_extra)
+ */
+void
+shmem_extra_left_idle(Oid dboid, TimestampTz due)
+{
+	RetriesDatabase *db;
+
+	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
+	if (db != NULL)
+		db->extra_idle_until = due == 0 ? DT_NOEND : due;
+	LWLockRelease(retries_shared->lock);
 }
 
 /*
