@@ -109,8 +109,13 @@
  * its share: its next call waits for it, or for a worker another role
  * leaves.  It fires schedules as the others do, and stops as soon as it
  * finds nothing to claim while some worker of the database's own is not
- * held.  A base worker that begins a batch while the others are busy
- * wakes the launcher, which looks again when they will count as held.
+ * held.  One that leaves having found nothing to run while they are held
+ * is not replaced before a commit wakes the database or its next call or
+ * firing is due (shmem_extra_left_idle; launcher.c, start_extra): four
+ * extras a second churned through the databases of a role's long calls,
+ * each taking a place of the pool a moment.  A base worker that begins a
+ * batch while the others are busy wakes the launcher, which looks again
+ * when they will count as held.
  *
  * Runner places.  A procedure's or command's attempt runs in a runner, which
  * a worker waits for, outside any transaction: the hand-off, and the
