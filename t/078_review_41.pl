@@ -13,17 +13,39 @@
 #      runs).  Counting the batch against mallory alone would not do: her
 #      calls of alice's function, which she can make slow (here it waits
 #      for a lock of hers), would then count against alice's own.  Now a
-#      batch of a role's calls of another role's code counts in two
-#      accounts apart from both roles' own (shmem.c, "The pool's cap counts
-#      batches in accounts"): the caller's calls of others' code and the
-#      owner's code called by others, each capped as a role is; a call the
-#      cap holds back is passed over by the claims while it does (turns.c,
-#      held_claim), so that the caller's later calls are not held behind
-#      it.  Checks 1 (alice's own calls run), 2 (her calls of mallory's
+#      batch of a role's calls of another role's code counts in the
+#      caller's account of calls of others' code, apart from its own
+#      (shmem.c, "The pool's cap counts batches in accounts"), capped as a
+#      role is; a call the cap holds back is passed over by the claims
+#      while it does (turns.c, held_claim), so that the caller's later
+#      calls are not held behind it.  Checks 1 (alice's own calls run), 2 (her calls of mallory's
 #      code run apart from mallory's own), 3 (mallory's calls of alice's
 #      code, held at mallory's lock, run in three places, a quarter of the
 #      pool less one, and cost alice's own calls nothing) and 4 (what
 #      waited runs).
+#
+# The forty-ninth review (rv50, of 82b5eb6, which counted such a batch in
+# the owner's account of code called by others too):
+#   5. (High) mallory's four calls of alice's function, waiting for her
+#      lock, made that account big beside her eleven own long calls: no
+#      other role's call of any of alice's functions began, in any
+#      database, for as long as she held them (bob's 15 of 15, 114 s).
+#      That account is gone.  Check 5.
+#   6. (High) a database whose worker left a role's call of another
+#      role's code held back was marked so, and the launcher kept the mark
+#      across that role's commits, as for a role whose own calls the cap
+#      holds back: bob's own calls there waited for as long as the cap
+#      held (8 of 8, up to 11.8 s).  Now a commit there gets a worker
+#      (launcher.c).  Check 6.
+#   (High) an extra worker that left idle with nothing known due kept any
+#      other from starting in its database for good: a commit while both
+#      base workers were busy did not clear it, nor could a retry made by
+#      another worker's batch; alice's calls waited 60-121 s.  Now commits
+#      clear it, and it lasts 10 s at most (shmem.h,
+#      RETRIES_EXTRA_IDLE_MS).
+#   (Found writing the checks, open) alice's held call of mallory's
+#      function in w4, its worker gone, did not run in 180 s after the cap
+#      lifted, nothing else due there.
 #   (Found while writing check 1) the databases where mallory's long
 #      calls held both workers started an extra worker after extra, four
 #      a second in all, each finding nothing, leaving and taking a place of
@@ -73,7 +95,9 @@ in_each($node, 'alice', \@shared,
 SELECT retries.annotate('alice.held()', '1 10ms');
 CREATE TABLE alice.ran (at timestamptz DEFAULT clock_timestamp());
 CREATE FUNCTION alice.quick() RETURNS void LANGUAGE sql AS 'INSERT INTO alice.ran DEFAULT VALUES';
-SELECT retries.annotate('alice.quick()', '1 10ms')});
+SELECT retries.annotate('alice.quick()', '1 10ms');
+CREATE FUNCTION alice.hello() RETURNS int LANGUAGE sql AS 'SELECT 1';
+SELECT retries.annotate('alice.hello()', '1 10ms')});
 for my $db (@shared)
 {
 	push @gates, close_gate($node, $db, 78);
@@ -82,7 +106,7 @@ for my $db (@shared)
 
 # mallory's calls of alice's function, which waits for mallory's lock
 # (gate 79): two in each database; they count among mallory's calls of
-# others' code, and alice's code called by others, neither alice's own
+# others' code, not as alice's
 my $waiters_sql = sub {
 	my ($key) = @_;
 	return q{SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
@@ -108,9 +132,8 @@ in_each($node, 'alice', \@shared, q{SELECT retries.call('alice.quick()')});
 wait_each($node, \@shared, 'SELECT count(*) FROM alice.ran', '1',
 	"1: alice's own calls run while mallory's code holds the pool's cap");
 
-# 2. her calls of mallory's function run too, in the accounts of alice's
-# calls of others' code and of mallory's code called by others, apart
-# from mallory's own at the cap
+# 2. her calls of mallory's function run too, in her account of calls of
+# others' code, apart from mallory's own at the cap
 wait_until($node, 'postgres', $waiters_sql->(78), '3',
 	"2: alice's calls of mallory's function run apart from mallory's own calls");
 
@@ -120,8 +143,52 @@ wait_until($node, 'postgres', $waiters_sql->(78), '3',
 is($node->safe_psql('postgres', $waiters_sql->(79)), '3',
 	"3: mallory's calls of alice's function run in three places, a quarter of the pool less one");
 
-# 4. once the gates open, every call runs: what the cap held back waited
-# only
+# w4: as w1..w3, no gate closed
+$node->safe_psql('postgres', 'CREATE DATABASE w4 TEMPLATE tpl');
+in_each($node, undef, ['w4'], q{
+CREATE SCHEMA mal AUTHORIZATION mallory;
+CREATE SCHEMA alice AUTHORIZATION alice;
+GRANT USAGE ON SCHEMA mal, alice TO PUBLIC});
+in_each($node, 'mallory', ['w4'],
+	'CREATE FUNCTION mal.util() RETURNS boolean LANGUAGE sql AS $$SELECT '
+	  . gate_sql(78) . q{$$;
+SELECT retries.annotate('mal.util()', '1 10ms')});
+in_each($node, 'alice', ['w4'], q{
+CREATE TABLE alice.ran (at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION alice.quick() RETURNS void LANGUAGE sql AS 'INSERT INTO alice.ran DEFAULT VALUES';
+SELECT retries.annotate('alice.quick()', '1 10ms');
+CREATE FUNCTION alice.hello() RETURNS int LANGUAGE sql AS 'SELECT 1';
+SELECT retries.annotate('alice.hello()', '1 10ms')});
+
+# 5. (the forty-ninth review, F1) bob's call of alice's function runs, in
+# w4, a database of the superuser's made now:
+# mallory's calls of alice's function, made slow by her lock, count as
+# hers, not against alice's code (counted there, they held every other
+# role's calls of alice's functions back while she held the cap)
+my $hello = as_role($node, 'w4', 'bob', q{SELECT retries.call('alice.hello()')});
+call_reaches($node, 'w4', $hello, 'succeeded',
+	"5: bob's call of alice's function runs beside mallory's calls of alice's code");
+
+# 6. (the forty-ninth review, F3) alice's fourth call of mallory's
+# function, in w4, is held back (her account of calls of others' code
+# would be big), and w4's worker leaves it so; then alice's commit of a
+# call of her own there gets a worker: the cap holds back her calls of
+# mallory's code, not her own (the launcher kept the database's mark
+# across her commits, as for a role whose own calls the cap holds back)
+my $held4 = as_role($node, 'w4', 'alice', q{SELECT retries.call('mal.util()')});
+wait_until($node, 'postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type ~ '^retries' AND datname = 'w4'",
+	'0', "6: (setup) w4's worker leaves alice's call of mallory's function held back");
+is($node->safe_psql('w4', "SELECT state FROM retries.call_data WHERE id = $held4"), 'scheduled',
+	"6: (setup) alice's call of mallory's function waits in w4");
+as_role($node, 'w4', 'alice', q{SELECT retries.call('alice.quick()')});
+wait_until($node, 'w4', 'SELECT count(*) FROM alice.ran', '1',
+	"6: alice's own call runs where her call of mallory's function is held back");
+
+# 4. once the gates open, every call in w1..w3 runs: what the cap held
+# back waited only.  (Open, found here: alice's call of mallory's function
+# in w4, held back as its worker left, was not run in 180 s after the cap
+# lifted, nothing else due there: no worker came back to w4.)
 open_gate($_) for @gates;
 for my $db (@shared)
 {

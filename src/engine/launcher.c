@@ -329,16 +329,15 @@ stop_slot(int i)
  * worker.c, "Extra workers"), the extras it has are all held too, and it
  * has fewer than retries.max_extra_workers; 'have' says
  * which slot_nos it has.  Not while its last extra left with nothing due
- * and no commit woke it since, before its next call or firing is due
- * (extra_idle_until; the calls the pool's cap holds back are due again a
- * second on): another would find nothing to run either, leave, and take a place
- * of the pool from the databases with work due, a second at a time (a
- * role's long calls in eight databases at the pool's cap started four
- * extras a second there, and alice's call, due in a database whose two
- * workers another role's calls held, waited minutes for one:
- * t/078_review_41.pl).  Returns when to look again: when a
- * worker busy now will count as held, or its work is due, or 0 if
- * neither.  Caller holds the lock.
+ * and no commit woke it since, before its next call or firing is due, or
+ * RETRIES_EXTRA_IDLE_MS on (extra_idle_until): another would find nothing
+ * to run either, leave, and take a place of the pool from the databases
+ * with work due, a second at a time (a role's long calls in eight
+ * databases at the pool's cap started four extras a second there, and
+ * alice's call, due in a database whose two workers another role's calls
+ * held, waited minutes for one: t/078_review_41.pl).  Returns when to
+ * look again: when a worker busy now will count as held, or another may
+ * start, or 0 if neither.  Caller holds the lock.
  */
 static TimestampTz
 start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
@@ -346,13 +345,12 @@ start_extra(RetriesDatabase *db, const bool *have, TimestampTz now)
 	RetriesHeld held;
 	int			base = Min(retries_max_workers, RETRIES_MAX_SLOTS);
 	int			top = Min(base + retries_max_extra_workers, RETRIES_MAX_SLOTS);
-	TimestampTz ahead = db->extra_idle_until == DT_NOEND ? 0 :
-	TimestampTzPlusMilliseconds(db->extra_idle_until, -START_AHEAD_MS);
+	TimestampTz ahead = TimestampTzPlusMilliseconds(db->extra_idle_until, -START_AHEAD_MS);
 
 	if (!shmem_extras_wanted(db->dboid, base, now, &held) ||
 		held.extras_held < held.extras)
 		return held.next;
-	if (db->extra_idle_until != 0 && (ahead == 0 || now < ahead))
+	if (db->extra_idle_until != 0 && now < ahead)
 		return ahead;
 	for (int n = base; n < top; n++)
 	{
@@ -503,15 +501,22 @@ manage_database(RetriesDatabase *db, TimestampTz now)
 				nbase += have[n];
 			due = db->due_at != 0 &&
 				now >= TimestampTzPlusMilliseconds(db->due_at, -START_AHEAD_MS);
-			if (db->woken && db->woken_for != db->capped_role)
+
+			/*
+			 * A commit that made only calls of a role whose own code the cap
+			 * holds back: those are held back too (the forty-fifth hostile
+			 * review: a worker started at each of her commits took the other
+			 * roles' place).  Where the calls held back were of another
+			 * role's code, the role's commit may have made calls of its own,
+			 * which the cap does not hold back: a worker comes (the
+			 * forty-ninth, t/078 6: bob's own calls waited for as long as his
+			 * one call of alice's code was held).
+			 */
+			if (db->woken && (db->woken_for != db->capped_role ||
+							  db->capped_holder != db->capped_role))
 				db->capped_role = InvalidOid;
 			else if ((db->woken || due) && db->wanted == 0 && still_capped(db, now))
 			{
-				/*
-				 * a commit that made only calls of the capped role: those are
-				 * held back too (the forty-fifth hostile review: a worker
-				 * started at each of her commits took the other roles' place)
-				 */
 				db->woken = false;
 				capped_idle(db, now);
 				return TimestampTzPlusMilliseconds(now, CAPPED_RECHECK_MS);

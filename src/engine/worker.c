@@ -111,7 +111,8 @@
  * finds nothing to claim while some worker of the database's own is not
  * held.  One that leaves having found nothing to run while they are held
  * is not replaced before a commit wakes the database or its next call or
- * firing is due (shmem_extra_left_idle; launcher.c, start_extra): four
+ * firing is due, RETRIES_EXTRA_IDLE_MS at most (shmem_extra_left_idle;
+ * launcher.c, start_extra): four
  * extras a second churned through the databases of a role's long calls,
  * each taking a place of the pool a moment.  A base worker that begins a
  * batch while the others are busy wakes the launcher, which looks again

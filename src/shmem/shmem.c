@@ -1204,24 +1204,25 @@ shmem_reserve_roles(Oid *roles)
 /*
  * The pool's cap counts batches in accounts: a batch of a role's calls of
  * its own code (or of a superuser's) in the role's own; a batch of a
- * role's calls of another role's functions (execute_foreign_owner) is
- * both roles' doing, the caller's choice to call and the owner's code,
- * and counts in two accounts apart from their own: the caller's calls of
- * others' code, and the owner's code called by others.  So neither role's
- * own calls pay for such batches (the forty-eighth hostile review, t/078:
- * alice's calls of mallory's slow function counted as alice's, and with
- * mallory at the cap no other call of alice's ran, in any database; nor
- * may mallory make alice's code slow for her), and neither role can have
- * them fill the pool: the caller by calling many roles' slow functions,
- * the owner by having many roles call hers.  The same kinds of batches
- * hold each other back in a database's extra workers (engine/turns.c,
- * other_holds).
+ * role's calls of another role's functions (execute_foreign_owner), which
+ * either role can make slow (the owner by its code, the caller by holding
+ * a lock it waits for), in the caller's account of calls of others' code,
+ * apart from its own.  So a role's own calls do not pay for its calls of
+ * a slow function of another's (the forty-eighth hostile review, t/078:
+ * they counted as its own, and with mallory at the cap, three of alice's
+ * calls of mallory's slow function held every other call of alice's
+ * back, in every database); the caller cannot have them fill the pool
+ * (calling many roles' slow functions), since that account is capped as
+ * its own is; and no role's calls of the owner's code pay for another
+ * caller's (counted against the owner's code, mallory's calls of alice's
+ * function, held at her lock, held every other role's calls of alice's
+ * functions back: the forty-ninth, t/078 5).  Many roles' calls of one
+ * role's slow function hold the pool as as many roles' long calls do.
  */
 typedef enum PoolAccountKind
 {
 	POOL_OWN,					/* a role's calls of its own code */
-	POOL_CALLS,					/* a role's calls of other roles' code */
-	POOL_CODE					/* a role's code, called by other roles */
+	POOL_CALLS					/* a role's calls of other roles' code */
 } PoolAccountKind;
 
 typedef struct PoolAccount
@@ -1277,20 +1278,21 @@ pool_batches(PoolBatch *batches, const RetriesWorker *except)
  */
 typedef struct PoolTally
 {
-	PoolAccount accounts[(RETRIES_MAX_SLOTS + 1) * 2];
+	PoolAccount accounts[RETRIES_MAX_SLOTS + 1];
 	int			naccounts;
-	int			which[RETRIES_MAX_SLOTS][2];	/* each batch's accounts */
-	int			nwhich[RETRIES_MAX_SLOTS];
+	int			which[RETRIES_MAX_SLOTS];	/* each batch's account */
 	int			nbatches;
 } PoolTally;
 
 /*
- * pool_account -- the index in t's accounts of the account (kind, role),
- * added with no batches if new
+ * pool_account_of -- the index in t's accounts of the account that a
+ * batch of role 'role''s calls of the code of 'holder' counts in, added
+ * with no batches if new
  */
 static int
-pool_account(PoolTally *t, PoolAccountKind kind, Oid role)
+pool_account_of(PoolTally *t, Oid role, Oid holder)
 {
+	PoolAccountKind kind = !OidIsValid(holder) || holder == role ? POOL_OWN : POOL_CALLS;
 	int			i;
 
 	for (i = 0; i < t->naccounts; i++)
@@ -1306,24 +1308,6 @@ pool_account(PoolTally *t, PoolAccountKind kind, Oid role)
 }
 
 /*
- * pool_accounts_of -- the accounts that a batch of role 'role''s calls of
- * the code of 'holder' counts in, as indexes into t's accounts (added if
- * new), into which[] (room for 2); returns how many
- */
-static int
-pool_accounts_of(PoolTally *t, Oid role, Oid holder, int *which)
-{
-	if (!OidIsValid(holder) || holder == role)
-	{
-		which[0] = pool_account(t, POOL_OWN, role);
-		return 1;
-	}
-	which[0] = pool_account(t, POOL_CALLS, role);
-	which[1] = pool_account(t, POOL_CODE, holder);
-	return 2;
-}
-
-/*
  * pool_tally -- the accounts of the n batches[] (pool_batches), into *t
  */
 static void
@@ -1333,9 +1317,8 @@ pool_tally(PoolTally *t, const PoolBatch *batches, int n)
 	t->nbatches = n;
 	for (int i = 0; i < n; i++)
 	{
-		t->nwhich[i] = pool_accounts_of(t, batches[i].role, batches[i].holder, t->which[i]);
-		for (int j = 0; j < t->nwhich[i]; j++)
-			t->accounts[t->which[i][j]].batches++;
+		t->which[i] = pool_account_of(t, batches[i].role, batches[i].holder);
+		t->accounts[t->which[i]].batches++;
 	}
 }
 
@@ -1350,20 +1333,6 @@ pool_big(void)
 }
 
 /*
- * pool_in_big -- is any of the k accounts 'which' of t big (pool_big)?
- */
-static bool
-pool_in_big(const PoolTally *t, const int *which, int k)
-{
-	for (int j = 0; j < k; j++)
-	{
-		if (t->accounts[which[j]].batches >= pool_big())
-			return true;
-	}
-	return false;
-}
-
-/*
  * pool_heavy -- how many of t's batches are in a big account: the places
  * of the pool that the big ones hold together
  */
@@ -1373,18 +1342,18 @@ pool_heavy(const PoolTally *t)
 	int			heavy = 0;
 
 	for (int i = 0; i < t->nbatches; i++)
-		heavy += pool_in_big(t, t->which[i], t->nwhich[i]) ? 1 : 0;
+		heavy += t->accounts[t->which[i]].batches >= pool_big() ? 1 : 0;
 	return heavy;
 }
 
 /*
  * pool_refuses -- may a batch of role 'role''s calls of the code of
  * 'holder' (the role, or the owner of the other role's functions) not
- * begin, beside t's batches?  Not if it would be in no big account (a
- * quarter of the pool or more each); else, if the big ones would then
- * hold more than all places but one together (shmem_pool_cap): one role's
- * long calls (the twenty-ninth hostile review, t/063 3: they took the
- * whole pool), or two roles' working together (the forty-sixth, t/077:
+ * begin, beside t's batches?  Not if its account would not be big (a
+ * quarter of the pool or more); else, if the big ones would then hold
+ * more than all places but one together (shmem_pool_cap): one role's long
+ * calls (the twenty-ninth hostile review, t/063 3: they took the whole
+ * pool), or two roles' working together (the forty-sixth, t/077:
  * mallory's fifteen and eve's eight took the pool and the places it grew
  * by for the others, and no other role's call ran).  A role below a
  * quarter may begin one as the pool has room; so the last place, and the
@@ -1396,19 +1365,16 @@ static bool
 pool_refuses(PoolTally *t, Oid role, Oid holder, int cap)
 {
 	int			naccounts = t->naccounts;
-	int			which[2];
-	int			k;
+	int			mine;
 	bool		refused = false;
 
 	if (cap == 0)
 		return false;
-	k = pool_accounts_of(t, role, holder, which);
-	for (int j = 0; j < k; j++)
-		t->accounts[which[j]].batches++;
-	if (pool_in_big(t, which, k))
+	mine = pool_account_of(t, role, holder);
+	t->accounts[mine].batches++;
+	if (t->accounts[mine].batches >= pool_big())
 		refused = pool_heavy(t) + 1 > cap;
-	for (int j = 0; j < k; j++)
-		t->accounts[which[j]].batches--;
+	t->accounts[mine].batches--;
 	t->naccounts = naccounts;
 	return refused;
 }
@@ -1631,6 +1597,8 @@ shmem_wake_workers(Oid dboid, uint32 why, Oid role)
 	RetriesDatabase *db;
 	bool		stays = false;
 	bool		free = false;
+	bool		commit = (why & (WAKE_REVISIT | WAKE_TURN)) == 0;
+	bool		extra_idle = false;
 	int			base = 0;
 
 	if (retries_shared == NULL)
@@ -1652,7 +1620,26 @@ shmem_wake_workers(Oid dboid, uint32 why, Oid role)
 			SetLatch(w->latch);
 		}
 	}
+	/* all busy, and an extra left idle: see below */
+	if (OidIsValid(dboid) && stays && !free && commit)
+	{
+		db = shmem_find_database(dboid, false);
+		extra_idle = db != NULL && db->extra_idle_until != 0;
+	}
 	LWLockRelease(retries_shared->lock);
+
+	/*
+	 * A commit while its workers are all busy: an extra may start again at
+	 * once, though the last one left idle (launcher.c, start_extra)
+	 */
+	if (extra_idle)
+	{
+		db = shmem_lock_database(dboid, LW_EXCLUSIVE);
+		if (db != NULL)
+			db->extra_idle_until = 0;
+		LWLockRelease(retries_shared->lock);
+		shmem_set_launcher_latch();
+	}
 
 	/*
 	 * Its workers that stay are all busy, and it may have more: want them
@@ -1687,12 +1674,7 @@ shmem_wake_workers(Oid dboid, uint32 why, Oid role)
 			note_unserved(dboid);
 	}
 	if (db != NULL && stays)
-	{
 		db->wanted = RETRIES_MAX_SLOTS;
-		/* a commit: an extra may find it (launcher.c, start_extra) */
-		if ((why & (WAKE_REVISIT | WAKE_TURN)) == 0)
-			db->extra_idle_until = 0;
-	}
 	else if (db != NULL && (why & WAKE_REVISIT))
 	{
 		/*

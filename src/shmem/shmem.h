@@ -140,10 +140,9 @@ typedef struct RetriesDatabase
 								 * when its work is next due */
 	bool		woken;			/* a change committed for it found no worker */
 	TimestampTz extra_idle_until;	/* its last extra worker left with nothing
-									 * due before then (DT_NOEND: nothing),
-									 * and no commit woke it since: no extra
-									 * starts before (launcher.c,
-									 * start_extra); 0 if none */
+									 * due before then, and no commit woke it
+									 * since: no extra starts before
+									 * (launcher.c, start_extra); 0 if none */
 	Oid			woken_for;		/* ... the role whose calls alone the commits
 								 * since made, or InvalidOid */
 	TimestampTz waiting_since;	/* it has work, no worker, and the pool no
@@ -191,6 +190,14 @@ typedef enum RetriesWorkerState
 
 /* How long a worker's batch runs before the worker counts as held */
 #define RETRIES_HELD_AFTER_MS	1000
+
+/*
+ * The longest an extra worker that left idle keeps another from starting
+ * in its database (shmem_extra_left_idle): work may fall due that it did
+ * not know of (a retry that a worker's batch made, a call a gate lets
+ * through), which an extra then finds this much later at most
+ */
+#define RETRIES_EXTRA_IDLE_MS	10000
 
 /* What shmem_workers_held() counts */
 typedef struct RetriesHeld

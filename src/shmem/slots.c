@@ -318,6 +318,20 @@ shmem_entries_contended(void)
 }
 
 /*
+ * extra_idle_until -- until when no extra worker starts in a database that
+ * an idle one left, its work next due at 'due' (0: none known): then, or
+ * RETRIES_EXTRA_IDLE_MS on, whichever comes first
+ */
+static TimestampTz
+extra_idle_until(TimestampTz due)
+{
+	TimestampTz latest = TimestampTzPlusMilliseconds(clock_system_now(),
+													 RETRIES_EXTRA_IDLE_MS);
+
+	return due == 0 || due > latest ? latest : due;
+}
+
+/*
  * shmem_slot_leave -- worker 'me' leaves its database, which is due again
  * at 'due_at' if no other worker of it stays, unless a commit woke it
  * meanwhile (without 'for_others') or it is the last free worker of a
@@ -378,7 +392,7 @@ shmem_slot_leave(RetriesWorker *me, TimestampTz due_at, bool for_others,
 		if (others == 0 || others_free == 0)
 			db->due_at = due_at;
 		if (me->slot_no >= retries_max_workers && !RETRIES_IS_RUNNER_SLOT(me->slot_no))
-			db->extra_idle_until = due_at == 0 ? DT_NOEND : due_at;
+			db->extra_idle_until = extra_idle_until(due_at);
 		db->capped_role = capped_role;
 		db->capped_holder = capped_holder;
 		db->capped_until = capped_until;
@@ -409,8 +423,9 @@ shmem_db_wants_extras(Oid dboid, TimestampTz now)
 
 /*
  * shmem_extra_left_idle -- an extra worker of database 'dboid' leaves with
- * nothing due before 'due' (0: nothing due): no other starts before then
- * unless a commit wakes the database (launcher.c, start_extra)
+ * nothing due before 'due' (0: nothing due): no other starts before then,
+ * or RETRIES_EXTRA_IDLE_MS on at the latest, unless a commit wakes the
+ * database (launcher.c, start_extra)
  */
 void
 shmem_extra_left_idle(Oid dboid, TimestampTz due)
@@ -419,7 +434,7 @@ shmem_extra_left_idle(Oid dboid, TimestampTz due)
 
 	db = shmem_lock_database(dboid, LW_EXCLUSIVE);
 	if (db != NULL)
-		db->extra_idle_until = due == 0 ? DT_NOEND : due;
+		db->extra_idle_until = extra_idle_until(due);
 	LWLockRelease(retries_shared->lock);
 }
 
