@@ -422,11 +422,11 @@ turns_claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)
 	held_keep();
 
 	/*
-	 * Calls the cap still holds back are due: a claim that finds nothing
-	 * else finds only those, as if it had claimed them again (the worker
-	 * looks again POOL_CAP_RECHECK_MS later, and its database is marked so
-	 * as it leaves; else, its worker gone, no other came for them once the
-	 * cap let them go: the forty-ninth hostile review, t/078 4)
+	 * Calls the cap still holds back are due: a claim that finds nothing else
+	 * finds only those, as if it had claimed them again (the worker looks
+	 * again POOL_CAP_RECHECK_MS later, and its database is marked so as it
+	 * leaves; else, its worker gone, no other came for them once the cap let
+	 * them go: the forty-ninth hostile review, t/078 4)
 	 */
 	if (held_n > 0)
 	{
