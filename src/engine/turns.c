@@ -251,13 +251,12 @@ static int	held_n = 0;
 
 /*
  * pool_take -- may this worker begin a batch that begins with 'call',
- * which it has claimed?  Not if the role whose code it runs (its holder:
- * the call's role, or the owner of the other role's function it calls,
- * execute_foreign_owner) may not begin one more batch now, as pool_roles
- * would list it (superusers' calls aside): checked and counted at once
- * with the other workers' (shmem_pool_take), since pool_roles' look before
- * the claim sees no claim made at the same instant.  Sets pool_capped, and
- * *holder, if not.
+ * which it has claimed?  Not if the cap refuses one more batch of the
+ * call's role running the code of its holder (*holder: the role, or the
+ * owner of the other role's function it calls, execute_foreign_owner),
+ * superusers' calls aside: checked and counted at once with the other
+ * workers' (shmem_pool_take), since pool_roles' look before the claim sees
+ * no claim made at the same instant.  Sets pool_capped if not.
  */
 static bool
 pool_take(const RetriesCall *call, Oid *holder)
@@ -397,11 +396,11 @@ claim_head(RetriesCall *calls, TimestampTz now, const Oid *capped, int ncapped,
  * An extra worker takes only the head of a role that has no call running
  * in another worker (see "Extra workers"); a worker in a reserved worker,
  * only that of a role whose calls run in no other reserved worker
- * (reserve_roles).  No worker begins a batch of the code of a role whose
- * batches hold all but one place of the pool (pool_roles, pool_take;
- * pool_capped is set then): neither of its calls nor of other roles' calls
- * of its functions, which the claims pass over while it stays capped
- * (held_claim).
+ * (reserve_roles).  No worker begins a batch that the pool's cap refuses
+ * (pool_roles, pool_take; pool_capped is set then): of a role whose own
+ * batches hold a quarter of the pool while the big ones hold all places
+ * but one, or of its calls of other roles' code, which the claims then pass
+ * over while the cap holds (held_claim).
  */
 int
 turns_claim_first(RetriesCall *calls, TimestampTz now, bool *below_zero)

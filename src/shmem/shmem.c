@@ -1232,93 +1232,64 @@ typedef struct PoolAccount
 	int			batches;		/* how many batches it holds */
 } PoolAccount;
 
-/* A batch the pool's cap counts: whose calls, and whose code they run */
-typedef struct PoolBatch
+/* The accounts of the batches the pool's cap counts (pool_tally) */
+typedef struct PoolTally
 {
-	Oid			role;
-	Oid			holder;
-} PoolBatch;
+	PoolAccount accounts[RETRIES_MAX_SLOTS + 1];	/* room for one more */
+	int			n;
+} PoolTally;
 
 /*
- * pool_batches -- the batches the pool's cap counts, in the workers of the
- * pool (every database's but those in runner places, and but 'except'),
- * into batches[] (room for RETRIES_MAX_SLOTS); returns how many.  A
- * batch counts once a worker has taken its place for it (shmem_pool_take,
- * which superusers' batches skip: they are the administrator's) and until
- * it ends.  Caller holds the LWLock.
+ * pool_account_of -- the account in t that a batch of role 'role''s calls
+ * of the code of 'holder' counts in, added with no batches if new
  */
-static int
-pool_batches(PoolBatch *batches, const RetriesWorker *except)
+static PoolAccount *
+pool_account_of(PoolTally *t, Oid role, Oid holder)
+{
+	PoolAccountKind kind = !OidIsValid(holder) || holder == role ? POOL_OWN : POOL_CALLS;
+	PoolAccount *a;
+
+	for (a = t->accounts; a < t->accounts + t->n; a++)
+	{
+		if (a->kind == kind && a->role == role)
+			return a;
+	}
+	a->kind = kind;
+	a->role = role;
+	a->batches = 0;
+	t->n++;
+	return a;
+}
+
+/*
+ * pool_tally -- the accounts of the batches the pool's cap counts, in the
+ * workers of the pool (every database's but those in runner places, and
+ * but 'except'), into *t.  A batch counts once a worker has taken its
+ * place for it (shmem_pool_take, which superusers' batches skip: they are
+ * the administrator's) and until it ends.  Caller holds the LWLock.
+ */
+static void
+pool_tally(PoolTally *t, const RetriesWorker *except)
 {
 	RetriesWorker *w;
-	int			n = 0;
 
+	t->n = 0;
 	for (int i = -1; (w = shmem_next_worker(InvalidOid, &i)) != NULL;)
 	{
-		PoolBatch	b = {InvalidOid, InvalidOid};
+		Oid			role = InvalidOid;
+		Oid			holder = InvalidOid;
 
 		if (w == except || RETRIES_IS_RUNNER_SLOT(w->slot_no))
 			continue;
 		SpinLockAcquire(&w->mutex);
 		if (w->state == WORKER_RUNNING && w->pool_counted)
 		{
-			b.role = w->batch_role;
-			b.holder = w->holder_role;
+			role = w->batch_role;
+			holder = w->holder_role;
 		}
 		SpinLockRelease(&w->mutex);
-		if (OidIsValid(b.role))
-			batches[n++] = b;
-	}
-	return n;
-}
-
-/*
- * The accounts of the batches the pool's cap counts, and which each batch
- * counts in (pool_tally)
- */
-typedef struct PoolTally
-{
-	PoolAccount accounts[RETRIES_MAX_SLOTS + 1];
-	int			naccounts;
-	int			which[RETRIES_MAX_SLOTS];	/* each batch's account */
-	int			nbatches;
-} PoolTally;
-
-/*
- * pool_account_of -- the index in t's accounts of the account that a
- * batch of role 'role''s calls of the code of 'holder' counts in, added
- * with no batches if new
- */
-static int
-pool_account_of(PoolTally *t, Oid role, Oid holder)
-{
-	PoolAccountKind kind = !OidIsValid(holder) || holder == role ? POOL_OWN : POOL_CALLS;
-	int			i;
-
-	for (i = 0; i < t->naccounts; i++)
-	{
-		if (t->accounts[i].kind == kind && t->accounts[i].role == role)
-			return i;
-	}
-	t->accounts[i].kind = kind;
-	t->accounts[i].role = role;
-	t->accounts[i].batches = 0;
-	t->naccounts++;
-	return i;
-}
-
-/*
- * pool_tally -- the accounts of the n batches[] (pool_batches), into *t
- */
-static void
-pool_tally(PoolTally *t, const PoolBatch *batches, int n)
-{
-	t->naccounts = 0;
-	t->nbatches = n;
-	for (int i = 0; i < n; i++)
-	{
-		t->which[i] = pool_account_of(t, batches[i].role, batches[i].holder);
-		t->accounts[t->which[i]].batches++;
+		if (OidIsValid(role))
+			pool_account_of(t, role, holder)->batches++;
 	}
 }
 
@@ -1333,16 +1304,17 @@ pool_big(void)
 }
 
 /*
- * pool_heavy -- how many of t's batches are in a big account: the places
- * of the pool that the big ones hold together
+ * pool_heavy -- how many places of the pool the big accounts of t hold
+ * together
  */
 static int
 pool_heavy(const PoolTally *t)
 {
+	int			big = pool_big();
 	int			heavy = 0;
 
-	for (int i = 0; i < t->nbatches; i++)
-		heavy += t->accounts[t->which[i]].batches >= pool_big() ? 1 : 0;
+	for (int i = 0; i < t->n; i++)
+		heavy += t->accounts[i].batches >= big ? t->accounts[i].batches : 0;
 	return heavy;
 }
 
@@ -1364,35 +1336,30 @@ pool_heavy(const PoolTally *t)
 static bool
 pool_refuses(PoolTally *t, Oid role, Oid holder, int cap)
 {
-	int			naccounts = t->naccounts;
-	int			mine;
-	bool		refused = false;
+	int			n = t->n;
+	PoolAccount *mine;
+	bool		refused;
 
 	if (cap == 0)
 		return false;
 	mine = pool_account_of(t, role, holder);
-	t->accounts[mine].batches++;
-	if (t->accounts[mine].batches >= pool_big())
-		refused = pool_heavy(t) + 1 > cap;
-	t->accounts[mine].batches--;
-	t->naccounts = naccounts;
+	mine->batches++;
+	refused = mine->batches >= pool_big() && pool_heavy(t) > cap;
+	mine->batches--;
+	t->n = n;
 	return refused;
 }
 
 /*
- * pool_tally_now -- the accounts of the batches the pool's cap counts now,
- * into *t.  Takes the LWLock.
+ * pool_tally_now -- the accounts of the batches the pool's cap counts now
+ * (pool_tally), into *t.  Takes the LWLock.
  */
 static void
 pool_tally_now(PoolTally *t)
 {
-	PoolBatch	batches[RETRIES_MAX_SLOTS];
-	int			n;
-
 	LWLockAcquire(retries_shared->lock, LW_SHARED);
-	n = pool_batches(batches, NULL);
+	pool_tally(t, NULL);
 	LWLockRelease(retries_shared->lock);
-	pool_tally(t, batches, n);
 }
 
 /*
@@ -1403,18 +1370,18 @@ pool_tally_now(PoolTally *t)
 int
 shmem_pool_roles(Oid *roles)
 {
-	PoolTally  *t = palloc(sizeof(PoolTally));
+	PoolTally	t;
 	int			cap = shmem_pool_cap();
 	int			n = 0;
 
-	pool_tally_now(t);
-	for (int i = 0; i < t->naccounts; i++)
+	pool_tally_now(&t);
+	for (int i = 0; i < t.n; i++)
 	{
-		if (t->accounts[i].kind == POOL_OWN &&
-			pool_refuses(t, t->accounts[i].role, t->accounts[i].role, cap))
-			roles[n++] = t->accounts[i].role;
+		Oid			role = t.accounts[i].role;
+
+		if (t.accounts[i].kind == POOL_OWN && pool_refuses(&t, role, role, cap))
+			roles[n++] = role;
 	}
-	pfree(t);
 	return n;
 }
 
@@ -1425,13 +1392,10 @@ shmem_pool_roles(Oid *roles)
 int
 shmem_pool_heavy(void)
 {
-	PoolTally  *t = palloc(sizeof(PoolTally));
-	int			heavy;
+	PoolTally	t;
 
-	pool_tally_now(t);
-	heavy = pool_heavy(t);
-	pfree(t);
-	return heavy;
+	pool_tally_now(&t);
+	return pool_heavy(&t);
 }
 
 /*
@@ -1441,14 +1405,10 @@ shmem_pool_heavy(void)
 bool
 shmem_pool_refuses(Oid role, Oid holder)
 {
-	PoolBatch	batches[RETRIES_MAX_SLOTS];
-	PoolTally  *t = palloc(sizeof(PoolTally));
-	bool		refused;
+	PoolTally	t;
 
-	pool_tally(t, batches, pool_batches(batches, NULL));
-	refused = pool_refuses(t, role, holder, shmem_pool_cap());
-	pfree(t);
-	return refused;
+	pool_tally(&t, NULL);
+	return pool_refuses(&t, role, holder, shmem_pool_cap());
 }
 
 /*
@@ -1459,13 +1419,12 @@ shmem_pool_refuses(Oid role, Oid holder)
 void
 shmem_pool_refused(const Oid *roles, const Oid *holders, int n, bool *refused)
 {
-	PoolTally  *t = palloc(sizeof(PoolTally));
+	PoolTally	t;
 	int			cap = shmem_pool_cap();
 
-	pool_tally_now(t);
+	pool_tally_now(&t);
 	for (int i = 0; i < n; i++)
-		refused[i] = pool_refuses(t, roles[i], holders[i], cap);
-	pfree(t);
+		refused[i] = pool_refuses(&t, roles[i], holders[i], cap);
 }
 
 /*
@@ -1497,10 +1456,9 @@ shmem_pool_share(void)
  * shmem_pool_take -- may worker 'self' begin a batch of role 'role''s
  * calls (not a superuser's) that runs the code of 'holder' (the role, or
  * the owner of the other role's functions they call), which it has
- * claimed?  Not if the holder may not begin one more (pool_refuses): the
- * cap is on whose code runs, so that a role's calls of another's slow
- * function count against that one, not against the role's own calls (the
- * forty-eighth hostile review, t/078).  If so, it is counted as running one
+ * claimed?  Not if pool_refuses says so of the account it counts in: the
+ * role's own, or its account of calls of other roles' code ("The pool's
+ * cap counts batches in accounts").  If so, it is counted as running one
  * from now (its state RUNNING, its batch the role's and the holder's,
  * counted by the pool's cap), under the exclusive lock, so that two
  * workers that claimed at one instant cannot both take the last place
@@ -1509,13 +1467,12 @@ shmem_pool_share(void)
 bool
 shmem_pool_take(RetriesWorker *self, Oid role, Oid holder, TimestampTz now)
 {
-	PoolBatch	batches[RETRIES_MAX_SLOTS];
-	PoolTally  *t = palloc(sizeof(PoolTally));
+	PoolTally	t;
 	bool		refused;
 
 	LWLockAcquire(retries_shared->lock, LW_EXCLUSIVE);
-	pool_tally(t, batches, pool_batches(batches, self));
-	refused = pool_refuses(t, role, holder, shmem_pool_cap());
+	pool_tally(&t, self);
+	refused = pool_refuses(&t, role, holder, shmem_pool_cap());
 	if (!refused)
 	{
 		SpinLockAcquire(&self->mutex);
@@ -1532,12 +1489,11 @@ shmem_pool_take(RetriesWorker *self, Oid role, Oid holder, TimestampTz now)
 		 * the pool: the launcher may start more workers for them now
 		 * (pool_extra)
 		 */
-		if (pool_heavy(t) + pool_big() > retries_max_cluster_workers - shmem_pool_share() &&
+		if (pool_heavy(&t) + pool_big() > retries_max_cluster_workers - shmem_pool_share() &&
 			retries_shared->pool_waiting > 0)
 			shmem_set_launcher_latch();
 	}
 	LWLockRelease(retries_shared->lock);
-	pfree(t);
 	return !refused;
 }
 

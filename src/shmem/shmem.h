@@ -264,9 +264,8 @@ typedef struct RetriesWorker
 								 * the owner of another role's functions that
 								 * its calls run (worker.c, other_holds) */
 	Oid			batch_role;		/* whose calls its batch runs */
-	bool		pool_counted;	/* ... counted by the pool's cap, for
-								 * holder_role (taken by shmem_pool_take: not
-								 * a superuser's) */
+	bool		pool_counted;	/* ... counted by the pool's cap (taken by
+								 * shmem_pool_take: not a superuser's) */
 	Oid			last_role;		/* ... the holder when it last ran a call,
 								 * while it is idle since */
 	Oid			last_batch_role;	/* ... and whose calls those were */
